@@ -1,0 +1,4 @@
+from winml_perf.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,55 @@
+"""One exception root; subclasses carry a remedy and the exit code the CLI maps them to.
+
+Exit codes: 0 success, 1 a benchmark or regression failure, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_USAGE = 2
+
+
+class WinmlPerfError(Exception):
+    """Root of every error this tool reports to a user.
+
+    ``message`` says what is wrong (naming the file, key or flag); ``remedy`` says what to do.
+    """
+
+    exit_code = EXIT_USAGE
+
+    def __init__(self, message: str, remedy: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.remedy = remedy
+
+    def __str__(self) -> str:
+        if self.remedy:
+            return f"{self.message}; {self.remedy}"
+        return self.message
+
+
+class UsageError(WinmlPerfError):
+    """A flag, or a combination of flags, that cannot work."""
+
+
+class BundleError(WinmlPerfError):
+    """A bundle folder, genai_config.json or model file that is missing or malformed."""
+
+
+class EPUnavailableError(WinmlPerfError):
+    """An execution provider or device that was asked for is not available on this machine."""
+
+
+class PluginError(WinmlPerfError):
+    """A plugin EP library that could not be found or registered."""
+
+
+class StoreError(WinmlPerfError):
+    """A results store that cannot be opened, read or written."""
+
+
+class BenchmarkFailure(WinmlPerfError):
+    """The benchmark ran but failed: a crashed cell, a regression beyond the gate, a strict check."""
+
+    exit_code = EXIT_FAILURE

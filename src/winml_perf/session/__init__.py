@@ -1,0 +1,1 @@
+"""Runtime sessions: what the runner measures through."""
