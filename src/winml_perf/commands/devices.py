@@ -1,0 +1,68 @@
+"""`winml devices`: list every EP device onnxruntime offers here, built-in and plugin."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import List, Optional
+
+import typer
+from tabulate import tabulate
+
+from winml_perf.cli import app
+from winml_perf.devices import EPDevice, describe_available, list_ep_devices
+from winml_perf.errors import UsageError
+from winml_perf.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
+
+FORMATS = ("table", "json")
+_HEADERS = ("EP", "EP vendor", "device type", "serves", "hardware vendor", "vendor id", "device id", "source")
+
+
+def _notes(devices: list[EPDevice], registrations: list[PluginRegistration]) -> list[str]:
+    notes = []
+    listed = {d.ep_name for d in devices}
+    for reg in registrations:
+        if reg.ep_name not in listed:
+            hint = ""
+            if reg.ep_name == "WebGpuExecutionProvider":
+                hint = " (no GPU adapter found; ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 before start offers a software one)"
+            notes.append(f"{reg.ep_name} registered from {reg.library_path} but offers no device here{hint}")
+    if any(d.inferred for d in devices):
+        notes.append("entries marked inferred come from get_available_providers(); their device type is assumed")
+    notes.append(f"device classes: {describe_available(devices)}")
+    return notes
+
+
+def _row(d: EPDevice) -> list[str]:
+    source = d.source if d.library_path is None else f"{d.source}: {d.library_path}"
+    if d.inferred:
+        source += " (inferred)"
+    hex_id = lambda value: "" if value is None else f"0x{value:04x}"  # noqa: E731
+    return [d.ep_name, d.ep_vendor, d.device_type, ",".join(d.serves) or "-", d.hw_vendor,
+            hex_id(d.vendor_id), hex_id(d.device_id), source]
+
+
+@app.command("devices")
+def devices_command(
+    format: str = typer.Option("table", "--format", help="table or json"),
+    ep_library: Optional[List[str]] = typer.Option(
+        None, "--ep-library", help=f"NAME=PATH of a plugin EP library (repeatable; also {ENV_VAR})"
+    ),
+) -> None:
+    """List the execution-provider devices onnxruntime offers on this machine (plugins included)."""
+    if format not in FORMATS:
+        raise UsageError(f"unknown format {format!r} (--format)", remedy=f"use one of: {', '.join(FORMATS)}")
+    registrations = register_plugin_eps(ep_library or ())
+    devices = list_ep_devices()
+    notes = _notes(devices, registrations)
+    if format == "json":
+        payload = {
+            "devices": [d.to_dict() for d in devices],
+            "plugins": [r.to_dict() for r in registrations],
+            "notes": notes,
+        }
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return
+    sys.stdout.write(tabulate([_row(d) for d in devices], headers=_HEADERS) + "\n")
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
