@@ -13,7 +13,8 @@ Rules:
 * ``auto`` takes the best class present, npu > gpu > cpu.
 * A concrete class takes the EP that serves it best: EPs whose home device it is first (in
   ``eps.EPS`` order), then plugin EPs this tool does not know, then EPs that serve it as a
-  secondary device, and the CPU EP last.
+  secondary device. The CPU EP only serves cpu, where it is the home EP, so ``--device cpu`` is
+  the plain CPU EP baseline; OpenVINO/QNN on a CPU are reached with ``--ep X --device cpu``.
 * If ``get_ep_devices()`` is missing or fails, ``get_available_providers()`` is used (Azure ignored),
   each EP assumed on its home device; those entries are marked ``inferred``. Providers listed only
   by ``get_available_providers()`` and unknown to ``eps.EPS`` are not listed (their device is unknown).
@@ -179,8 +180,6 @@ def _eps_serving(cls: str, devices: Sequence[EPDevice]) -> list[str]:
 
 def _rank(name: str, cls: str) -> tuple[int, int, int]:
     table = list(EPS)
-    if name == CPU_EP:
-        return (3, 0, 0)
     if not is_known_ep(name):
         return (1, 0, len(table))
     info = EPS[normalize_ep_name(name)]

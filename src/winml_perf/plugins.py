@@ -91,10 +91,14 @@ def _canonical_name(name: str) -> str:
     return normalize_ep_name(name) if is_known_ep(name) else name
 
 
+def _origin_text(origin: str) -> str:
+    return {"flag": "--ep-library", "env": ENV_VAR}.get(origin, origin)
+
+
 def parse_library_spec(text: str, origin: str) -> PluginSpec:
     """``NAME=PATH`` -> PluginSpec; UsageError naming where the bad entry came from."""
     name, sep, path = text.partition("=")
-    where = "--ep-library" if origin == "flag" else ENV_VAR
+    where = _origin_text(origin)
     if not sep or not name.strip() or not path.strip():
         raise UsageError(
             f"{where} entry {text!r} is not NAME=PATH",
@@ -162,7 +166,7 @@ def _register_one(spec: PluginSpec) -> PluginRegistration:
     path = Path(spec.library_path)
     if not path.is_file():
         raise PluginError(
-            f"plugin EP library for {spec.ep_name} not found: {spec.library_path} (from {spec.origin})",
+            f"plugin EP library for {spec.ep_name} not found: {spec.library_path} (from {_origin_text(spec.origin)})",
             remedy="check the path given with --ep-library NAME=PATH or " + ENV_VAR,
         )
     import onnxruntime as ort
@@ -217,7 +221,7 @@ def register_plugin_eps(
                 if not _same_path(known.library_path, spec.library_path):
                     raise PluginError(
                         f"{spec.ep_name} is already registered from {known.library_path}; "
-                        f"cannot also register {spec.library_path} (from {spec.origin})",
+                        f"cannot also register {spec.library_path} (from {_origin_text(spec.origin)})",
                         remedy="onnxruntime allows one library per EP name per process; drop one of them",
                     )
                 results.append(known)

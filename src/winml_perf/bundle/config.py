@@ -1,13 +1,26 @@
-"""genai_config.json: load and validate (a first version; the stage model grows in the routing work)."""
+"""genai_config.json as a list of stages: load, validate, rewrite provider options, write back.
+
+Every bundle is a list of stages. A flat decoder is one stage named ``decoder``. A pipeline
+(``model.type == "decoder-pipeline"``) has its named stages, with ``model.decoder.pipeline`` given
+either as a list of objects of named stages (usually one) or as that object directly. A stage without
+``session_options`` inherits the decoder's. Keys this module does not model are kept untouched when
+the config is written back: every rewrite works on a deep copy of the raw JSON.
+"""
 
 from __future__ import annotations
 
+import copy
 import json
-from pathlib import Path
+import os
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Mapping
 
 from winml_perf.errors import BundleError
 
 CONFIG_NAME = "genai_config.json"
+FLAT_STAGE = "decoder"
+PIPELINE_TYPE = "decoder-pipeline"
 
 
 def load_config_dict(bundle: Path) -> dict:
@@ -29,3 +42,202 @@ def load_config_dict(bundle: Path) -> dict:
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict) or not isinstance(data["model"].get("decoder"), dict):
         raise BundleError(f"{path}: key model.decoder is missing or not an object", "a genai_config.json needs model.decoder")
     return data
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One ONNX session of a bundle. ``provider_options`` is the effective list (own or inherited)."""
+
+    name: str
+    filename: str
+    provider_options: tuple[dict, ...]
+    inherits_session_options: bool
+    key_path: str
+    run_on_prompt: bool = True
+    run_on_token_gen: bool = True
+    is_lm_head: bool = False
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        return (self.filename,)
+
+    @property
+    def provider_keys(self) -> tuple[str, ...]:
+        """Genai provider names in order; empty means the CPU EP."""
+        return tuple(next(iter(entry)) for entry in self.provider_options)
+
+    def options_for(self, provider_key: str) -> dict | None:
+        for entry in self.provider_options:
+            key, value = next(iter(entry.items()))
+            if key == provider_key:
+                return copy.deepcopy(value)
+        return None
+
+
+@dataclass(frozen=True)
+class GenaiConfig:
+    """A validated genai_config.json. ``raw`` is never mutated; rewrites return a new GenaiConfig."""
+
+    bundle: Path
+    raw: dict = field(repr=False)
+    kind: str  # "flat" | "pipeline"
+    pipeline_form: str | None  # "list" | "object" | None
+    stages: tuple[Stage, ...]
+
+    @property
+    def stage_names(self) -> tuple[str, ...]:
+        return tuple(s.name for s in self.stages)
+
+    def stage(self, name: str) -> Stage:
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise KeyError(name)
+
+    @property
+    def decoder_provider_options(self) -> tuple[dict, ...]:
+        so = self.raw["model"]["decoder"].get("session_options") or {}
+        return tuple(copy.deepcopy(so.get("provider_options") or []))
+
+    def to_dict(self) -> dict:
+        return copy.deepcopy(self.raw)
+
+    def dumps(self) -> str:
+        """The config as genai_config.json text (stable: 4-space indent, key order kept)."""
+        return json.dumps(self.raw, indent=4, ensure_ascii=False) + "\n"
+
+    def with_provider_options(self, updates: Mapping[str, list], decoder_options: list | None = None) -> "GenaiConfig":
+        """A new config whose named stages (and optionally the decoder level) get these provider_options.
+
+        A stage that inherited the decoder's session_options gets its own copy of them, so the
+        rewrite reaches it without changing stages that keep inheriting.
+        """
+        raw = copy.deepcopy(self.raw)
+        decoder = raw["model"]["decoder"]
+        for name, options in updates.items():
+            node = decoder if self.kind == "flat" else _pipeline_stage_dicts(decoder)[name]
+            if "session_options" not in node or not isinstance(node["session_options"], dict):
+                node["session_options"] = copy.deepcopy(decoder.get("session_options") or {}) if node is not decoder else {}
+            node["session_options"]["provider_options"] = copy.deepcopy(list(options))
+        if decoder_options is not None and self.kind == "pipeline":
+            decoder.setdefault("session_options", {})["provider_options"] = copy.deepcopy(list(decoder_options))
+        return parse_config(self.bundle, raw, check_files=False)
+
+    def replace_filenames(self, filenames: Mapping[str, str]) -> "GenaiConfig":
+        """A new config whose named stages load other files (used for compiled EPContext models)."""
+        raw = copy.deepcopy(self.raw)
+        decoder = raw["model"]["decoder"]
+        for name, filename in filenames.items():
+            node = decoder if self.kind == "flat" else _pipeline_stage_dicts(decoder)[name]
+            node["filename"] = filename
+        return parse_config(self.bundle, raw, check_files=False)
+
+
+def load_config(bundle: Path) -> GenaiConfig:
+    """Load and validate a bundle's config, including that every stage's model file is there."""
+    bundle = Path(bundle)
+    return parse_config(bundle, load_config_dict(bundle), check_files=True)
+
+
+def parse_config(bundle: Path, data: dict, check_files: bool = True) -> GenaiConfig:
+    where = Path(bundle) / CONFIG_NAME
+    model = data["model"]
+    decoder = model["decoder"]
+    decoder_so = _session_options(where, decoder, "model.decoder")
+    decoder_po = _provider_options(where, decoder_so, "model.decoder.session_options")
+    if "pipeline" in decoder:
+        if model.get("type") != PIPELINE_TYPE:
+            raise BundleError(
+                f"{where}: model.decoder.pipeline is present but model.type is {model.get('type')!r}",
+                f'set model.type to "{PIPELINE_TYPE}" (onnxruntime-genai fails with a misleading error otherwise)',
+            )
+        form = "list" if isinstance(decoder["pipeline"], list) else "object"
+        stages = tuple(_pipeline_stage(where, name, node, path, decoder_po) for name, node, path in _iter_pipeline(where, decoder["pipeline"]))
+        kind = "pipeline"
+    else:
+        if model.get("type") == PIPELINE_TYPE:
+            raise BundleError(f"{where}: model.type is {PIPELINE_TYPE!r} but model.decoder.pipeline is missing", "add the pipeline stages or fix model.type")
+        filename = _filename(where, decoder, "model.decoder")
+        stages = (Stage(FLAT_STAGE, filename, decoder_po, False, "model.decoder"),)
+        kind, form = "flat", None
+    if check_files:
+        for stage in stages:
+            _check_file(Path(bundle), where, stage)
+    return GenaiConfig(Path(bundle), data, kind, form, stages)
+
+
+def _iter_pipeline(where: Path, pipeline):
+    if isinstance(pipeline, dict):
+        groups = [(pipeline, "model.decoder.pipeline")]
+    elif isinstance(pipeline, list) and pipeline and all(isinstance(g, dict) for g in pipeline):
+        groups = [(g, f"model.decoder.pipeline[{i}]") for i, g in enumerate(pipeline)]
+    else:
+        raise BundleError(f"{where}: model.decoder.pipeline must be an object of named stages or a list of such objects", "see the onnxruntime-genai config reference")
+    seen: set[str] = set()
+    for group, prefix in groups:
+        for name, node in group.items():
+            if name in seen:
+                raise BundleError(f"{where}: pipeline stage {name!r} is defined twice", "give each stage a unique name")
+            seen.add(name)
+            yield name, node, f"{prefix}.{name}"
+    if not seen:
+        raise BundleError(f"{where}: model.decoder.pipeline has no stages", "add the pipeline stages")
+
+
+def _pipeline_stage_dicts(decoder: dict) -> dict[str, dict]:
+    pipeline = decoder["pipeline"]
+    groups = pipeline if isinstance(pipeline, list) else [pipeline]
+    return {name: node for group in groups for name, node in group.items()}
+
+
+def _pipeline_stage(where: Path, name: str, node, path: str, decoder_po: tuple[dict, ...]) -> Stage:
+    if not isinstance(node, dict):
+        raise BundleError(f"{where}: {path} must be an object", "each pipeline stage is an object with a filename")
+    filename = _filename(where, node, path)
+    own = "session_options" in node
+    options = _provider_options(where, _session_options(where, node, path), f"{path}.session_options") if own else decoder_po
+    flags = {}
+    for key, default in (("run_on_prompt", True), ("run_on_token_gen", True), ("is_lm_head", False)):
+        value = node.get(key, default)
+        if not isinstance(value, bool):
+            raise BundleError(f"{where}: {path}.{key} must be true or false, not {value!r}", "fix the stage entry")
+        flags[key] = value
+    return Stage(name, filename, options, not own, path, **flags)
+
+
+def _session_options(where: Path, node: dict, path: str) -> dict:
+    so = node.get("session_options", {})
+    if not isinstance(so, dict):
+        raise BundleError(f"{where}: {path}.session_options must be an object", "fix or remove it")
+    return so
+
+
+def _provider_options(where: Path, so: dict, path: str) -> tuple[dict, ...]:
+    po = so.get("provider_options", [])
+    key = f"{path}.provider_options"
+    if not isinstance(po, list):
+        raise BundleError(f"{where}: {key} must be a list of one-key objects such as [{{\"QNN\": {{}}}}]", "fix the list ([] means CPU)")
+    for entry in po:
+        if not (isinstance(entry, dict) and len(entry) == 1 and isinstance(next(iter(entry.values())), dict)):
+            raise BundleError(f"{where}: {key} holds {entry!r}, not a one-key object of options", "write each provider as {\"<name>\": {<options>}}")
+    return tuple(copy.deepcopy(po))
+
+
+def _filename(where: Path, node: dict, path: str) -> str:
+    filename = node.get("filename")
+    if not isinstance(filename, str) or not filename:
+        raise BundleError(f"{where}: {path}.filename is missing or not a string", "name the stage's .onnx file, relative to the bundle folder")
+    if os.path.isabs(filename) or PurePosixPath(filename).is_absolute() or PureWindowsPath(filename).is_absolute() or PureWindowsPath(filename).drive:
+        raise BundleError(f"{where}: {path}.filename {filename!r} is an absolute path", "use a path relative to the bundle folder")
+    if ".." in PureWindowsPath(filename).parts or ".." in PurePosixPath(filename).parts:
+        raise BundleError(f"{where}: {path}.filename {filename!r} reaches outside the bundle with '..'", "keep stage files inside the bundle folder")
+    return filename
+
+
+def _check_file(bundle: Path, where: Path, stage: Stage) -> None:
+    for name in stage.files:
+        path = bundle / name
+        if not path.is_file():
+            raise BundleError(f"{where}: stage `{stage.name}` names {name!r} ({stage.key_path}.filename), which is not in {bundle}", "restore the file or fix the filename")
+        if not os.access(path, os.R_OK):
+            raise BundleError(f"{path}: stage `{stage.name}`'s model file cannot be read", "fix its permissions")

@@ -1,0 +1,199 @@
+"""Routing rules as a pure function: (config, target, stages) -> RoutePlan.
+
+Forcing an EP rewrites every chosen stage, flat decoders included:
+
+* cpu: the stage's ``provider_options`` becomes ``[]`` (onnxruntime-genai rejects options for CPU);
+* a hardware EP: the stage keeps its own options when it already targeted that EP, else borrows the
+  options of another stage that targets it, else gets defaults; OpenVINO and VitisAI always get
+  ``device_type`` from the resolved device (the EP's home device when none was asked).
+
+A pipeline's decoder-level ``provider_options`` are rewritten too when every stage is forced (genai
+reads them for the model's device); with ``--stages`` they stay, and forced stages that inherited
+them get their own copy. The plan lists each stage's EP before -> after. No I/O here: availability
+of EPs on this machine is checked by ``check_available`` against a set the caller supplies.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from winml_perf import eps
+from winml_perf.bundle.config import GenaiConfig, Stage
+from winml_perf.errors import BundleError, EPUnavailableError, UsageError, WinmlPerfError
+
+CPU = "CPUExecutionProvider"
+DEVICE_TYPE_EPS = ("OpenVINOExecutionProvider", "VitisAIExecutionProvider")
+"""EPs whose provider options carry a ``device_type`` taken from the resolved device."""
+
+
+@dataclass(frozen=True)
+class StageRoute:
+    stage: str
+    files: tuple[str, ...]
+    ep_before: str  # canonical name, or the unknown genai key as written
+    ep_after: str
+    provider_options_before: tuple[dict, ...]
+    provider_options_after: tuple[dict, ...]
+    forced: bool
+    options_source: str  # "config" | "cpu" | "own" | "borrowed:<stage>" | "default"
+    run_on_prompt: bool = True
+    run_on_token_gen: bool = True
+    is_lm_head: bool = False
+
+    @property
+    def changed(self) -> bool:
+        return self.provider_options_before != self.provider_options_after
+
+    def to_dict(self) -> dict:
+        return {
+            "stage": self.stage,
+            "files": list(self.files),
+            "ep_before": self.ep_before,
+            "ep_after": self.ep_after,
+            "provider_options_before": copy.deepcopy(list(self.provider_options_before)),
+            "provider_options_after": copy.deepcopy(list(self.provider_options_after)),
+            "forced": self.forced,
+            "options_source": self.options_source,
+            "run_on_prompt": self.run_on_prompt,
+            "run_on_token_gen": self.run_on_token_gen,
+            "is_lm_head": self.is_lm_head,
+        }
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    requested: str  # target label: "config", "ep=cpu", "device=npu"
+    route: str  # effective: "config" when nothing changed
+    ep: str | None  # forced EP (canonical) or None
+    stages: tuple[StageRoute, ...]
+    config: GenaiConfig = field(repr=False)  # the rewritten config (the source config at route "config")
+    decoder_options_rewritten: bool = False
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.route != "config"
+
+    def to_dict(self) -> dict:
+        return {
+            "requested": self.requested,
+            "route": self.route,
+            "ep": self.ep,
+            "stages": [s.to_dict() for s in self.stages],
+            "decoder_options_rewritten": self.decoder_options_rewritten,
+            "warnings": list(self.warnings),
+        }
+
+
+def stage_ep(stage: Stage) -> tuple[str, bool]:
+    """(EP of a stage, known?). Empty provider_options means CPU; unknown keys come back as written."""
+    if not stage.provider_options:
+        return CPU, True
+    key = stage.provider_keys[0]
+    try:
+        return eps.ep_from_genai_provider(key), True
+    except WinmlPerfError:
+        return key, False
+
+
+def plan_route(config: GenaiConfig, target, stages: list[str] | tuple[str, ...] | None = None) -> RoutePlan:
+    """The rewrite for ``target`` (a devices.Target) over ``stages`` (None: all). Pure."""
+    kind = getattr(target, "kind", "config")
+    if kind == "config":
+        if stages:
+            raise UsageError("--stages limits a forced route, but no --ep or --device was given", "add --ep X or --device D, or drop --stages")
+        return _config_plan(config)
+    if not getattr(target, "ep", None):
+        raise UsageError(f"route {target.label} resolved to no execution provider", "pass --ep explicitly")
+    chosen = _chosen_stages(config, stages)
+    ep = eps.normalize_ep_name(target.ep)
+    genai_key = eps.genai_provider_name(ep)
+    device = getattr(target, "device", None) or (eps.EPS[ep].home_device if ep in eps.EPS else None)
+    routes, updates = [], {}
+    for stage in config.stages:
+        before, _known = stage_ep(stage)
+        if stage.name not in chosen:
+            routes.append(_route(stage, before, before, stage.provider_options, False, "config"))
+            continue
+        after, source = _forced_options(config, stage, ep, genai_key, device)
+        updates[stage.name] = list(after)
+        routes.append(_route(stage, before, ep, after, True, source))
+    all_forced = len(chosen) == len(config.stages)
+    decoder_opts = list(routes[0].provider_options_after) if all_forced and config.kind == "pipeline" else None
+    if decoder_opts is not None and tuple(decoder_opts) == config.decoder_provider_options:
+        decoder_opts = None
+    if not any(r.changed for r in routes) and decoder_opts is None:
+        warning = (
+            f"route {target.label} changes nothing: every chosen stage already runs on {eps.ep_alias(ep)} "
+            "with these options; the bundle runs as configured (route `config`)"
+        )
+        return RoutePlan(target.label, "config", ep, tuple(routes), config, False, (warning,))
+    rewritten = config.with_provider_options(updates, decoder_opts)
+    return RoutePlan(target.label, target.label, ep, tuple(routes), rewritten, decoder_opts is not None)
+
+
+def check_available(plan: RoutePlan, available: set[str] | frozenset[str], forced_hint: str = "") -> None:
+    """Raise EPUnavailableError for the first stage whose EP is not among ``available`` (canonical names)."""
+    available = set(available) | {CPU}
+    for route in plan.stages:
+        if route.ep_after in available:
+            continue
+        alias = eps.ep_alias(route.ep_after) if eps.is_known_ep(route.ep_after) else route.ep_after
+        name = eps.EPS[route.ep_after].genai_name if route.ep_after in eps.EPS else route.ep_after
+        raise EPUnavailableError(
+            f"stage `{route.stage}` wants {name or alias}, which is not available here"
+            + (f" (route {plan.route})" if route.forced else ""),
+            "try --ep cpu or --device cpu|gpu|npu|auto (see `winml devices` for what this machine has)" + forced_hint,
+        )
+
+
+def _config_plan(config: GenaiConfig) -> RoutePlan:
+    routes = []
+    for stage in config.stages:
+        ep, known = stage_ep(stage)
+        if not known:
+            raise BundleError(
+                f"{config.bundle / 'genai_config.json'}: stage `{stage.name}` names EP {ep!r} in "
+                f"{stage.key_path}.session_options.provider_options, which onnxruntime-genai does not know",
+                "fix the provider name, or force a route with --ep cpu (a forced route rewrites it away)",
+            )
+        routes.append(_route(stage, ep, ep, stage.provider_options, False, "config"))
+    return RoutePlan("config", "config", None, tuple(routes), config)
+
+
+def _chosen_stages(config: GenaiConfig, stages) -> set[str]:
+    if not stages:
+        return set(config.stage_names)
+    unknown = [s for s in stages if s not in config.stage_names]
+    if unknown:
+        raise UsageError(
+            f"--stages names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} not a stage of this bundle",
+            f"stages here: {', '.join(config.stage_names)}",
+        )
+    return set(stages)
+
+
+def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, device: str | None):
+    if ep == CPU:
+        return (), "cpu"
+    source, options, key = "default", None, genai_key
+    if stage_ep(stage)[0] == ep:
+        key = stage.provider_keys[0]  # keep the spelling the config uses
+        source, options = "own", stage.options_for(key)
+    else:
+        for other in config.stages:
+            if other.name != stage.name and other.provider_options and stage_ep(other)[0] == ep:
+                source, options = f"borrowed:{other.name}", other.options_for(other.provider_keys[0])
+                break
+    options = dict(options or {})
+    if ep in DEVICE_TYPE_EPS and device:
+        options["device_type"] = device.upper()
+    return ({key: options},), source
+
+
+def _route(stage: Stage, before: str, after: str, options_after, forced: bool, source: str) -> StageRoute:
+    return StageRoute(
+        stage.name, stage.files, before, after, stage.provider_options, tuple(copy.deepcopy(list(options_after))),
+        forced, source, stage.run_on_prompt, stage.run_on_token_gen, stage.is_lm_head,
+    )

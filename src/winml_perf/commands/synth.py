@@ -1,0 +1,39 @@
+"""`winml bundle synth`: make a random-weight bundle of a real architecture shape, offline."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from winml_perf.bundle.synth import ARCHITECTURES, PRECISIONS, PRESETS, SynthSpec, synthesize
+from winml_perf.cli import bundle_app
+
+
+@bundle_app.command("synth")
+def synth(
+    output: Annotated[Path, typer.Option("-o", "--output", help="Folder to write the bundle to.")],
+    preset: Annotated[str, typer.Option(help=f"Architecture shape: {', '.join(PRESETS)}.")] = "tiny",
+    arch: Annotated[Optional[str], typer.Option(help=f"Model family ({', '.join(ARCHITECTURES)}); default: the preset's.")] = None,
+    precision: Annotated[str, typer.Option("-p", "--precision", help=f"Builder precision: {', '.join(PRECISIONS)}.")] = "int4",
+    execution_provider: Annotated[str, typer.Option("-e", "--execution-provider", help="Builder target EP.")] = "cpu",
+    pipeline: Annotated[bool, typer.Option("--pipeline", help="Split into an NPU-style decoder-pipeline bundle.")] = False,
+    seed: Annotated[int, typer.Option(help="Seed for weights and tokenizer corpus.")] = 0,
+    context_length: Annotated[Optional[int], typer.Option(help="Override max_position_embeddings.")] = None,
+    layers: Annotated[Optional[int], typer.Option(help="Override the number of layers (smaller test bundles).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace a non-empty output folder.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+) -> None:
+    """Make a random-weight onnxruntime-genai bundle (needs the `synth` extra; no hub access)."""
+    overrides = {"num_hidden_layers": layers} if layers else {}
+    spec = SynthSpec(preset=preset, arch=arch, precision=precision, execution_provider=execution_provider,
+                     pipeline=pipeline, seed=seed, context_length=context_length, overrides=overrides)
+    summary = synthesize(spec, output, force=force, log=lambda m: print(m, file=sys.stderr))
+    if fmt == "json":
+        print(json.dumps(summary, indent=2))
+    else:
+        print(f"{summary['path']}: {summary['bytes'] / 1e6:.1f} MB in {summary['seconds']} s", file=sys.stderr)
+        print(summary["path"])

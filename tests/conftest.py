@@ -1,0 +1,63 @@
+"""Shared fixtures: the committed tiny bundles and a helper that runs the real `winml` CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BUNDLES = REPO / "bundles"
+TINY_FLAT = BUNDLES / "tiny-qwen2"
+TINY_PIPELINE = BUNDLES / "tiny-qwen2-pipeline"
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def json(self):
+        return json.loads(self.stdout)
+
+
+def run_winml(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300) -> CliResult:
+    """Run `python -m winml_perf ARGS` as a subprocess, the way a user runs `winml`."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "winml_perf", *map(str, args)], capture_output=True, text=True,
+                          cwd=cwd, env=full_env, timeout=timeout)
+    return CliResult(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def winml():
+    return run_winml
+
+
+@pytest.fixture
+def tiny_flat() -> Path:
+    return TINY_FLAT
+
+
+@pytest.fixture
+def tiny_pipeline() -> Path:
+    return TINY_PIPELINE
+
+
+@pytest.fixture
+def bundle_copy(tmp_path):
+    """Copy a committed bundle into tmp_path (tests that mutate a bundle never touch bundles/)."""
+    import shutil
+
+    def _copy(src: Path, name: str | None = None) -> Path:
+        dst = tmp_path / (name or src.name)
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("_compiled"))
+        return dst
+
+    return _copy

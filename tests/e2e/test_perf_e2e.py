@@ -1,0 +1,70 @@
+"""`winml perf` run as a subprocess on the committed bundles, checking the JSON it prints."""
+
+import json
+
+import pytest
+
+from tests.conftest import TINY_FLAT, TINY_PIPELINE
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
+def test_perf_json_has_metrics(winml, bundle):
+    r = winml("perf", bundle, "--format", "json", "--iterations", "3", "--warmup", "1", "--max-new-tokens", "8")
+    assert r.returncode == 0, r.stderr
+    doc = r.json()
+    cell = doc["cells"][0]
+    assert cell["max_new_tokens"] == 8 and cell["prompt_tokens"] > 0
+    for metric in ("ttft_ms", "prompt_tokens_per_s", "decode_tokens_per_s"):
+        assert cell[metric]["median"] > 0
+    lat = cell["token_latency_ms"]
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"]
+    assert doc["model_load_ms"] > 0
+
+
+def test_perf_table_goes_to_stdout(winml):
+    r = winml("perf", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "16", "--max-new-tokens", "4")
+    assert r.returncode == 0, r.stderr
+    assert "decode tok/s" in r.stdout and "TTFT" in r.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["/nonexistent/bundle"], "does not exist"),
+    (["--iterations", "0"], "--iterations"),
+    (["--iterations", "-3"], "--iterations"),
+    (["--max-new-tokens", "0"], "--max-new-tokens"),
+    (["--prompt-tokens", "abc"], "--prompt-tokens"),
+    (["--format", "xml"], "--format"),
+])
+def test_bad_flags_exit_2_with_one_line(winml, args, needle):
+    path = [] if args[0].startswith("/") else [str(TINY_FLAT)]
+    r = winml("perf", *path, *args)
+    assert r.returncode == 2
+    assert needle in r.stderr
+    assert "Traceback" not in r.stderr
+    assert len([l for l in r.stderr.splitlines() if l.startswith("error:")]) == 1
+
+
+def test_folder_without_config(winml, tmp_path):
+    r = winml("perf", tmp_path)
+    assert r.returncode == 2 and "genai_config.json" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_malformed_config(winml, bundle_copy):
+    b = bundle_copy(TINY_FLAT)
+    (b / "genai_config.json").write_text('{"model": {"decoder": ')
+    r = winml("perf", b)
+    assert r.returncode == 2 and "genai_config.json" in r.stderr and "malformed JSON" in r.stderr
+
+
+def test_missing_model_file(winml, bundle_copy):
+    b = bundle_copy(TINY_PIPELINE)
+    (b / "lm_head.onnx").unlink()
+    r = winml("perf", b)
+    assert r.returncode == 2 and "lm_head.onnx" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_verbose_shows_traceback(winml, tmp_path):
+    r = winml("perf", tmp_path, "--verbose")
+    assert r.returncode == 2 and "Traceback" in r.stderr
