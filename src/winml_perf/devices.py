@@ -24,7 +24,7 @@ Rules:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from winml_perf.eps import DEVICE_CLASSES, EPS, ep_alias, is_known_ep, normalize_ep_name
 from winml_perf.errors import EPUnavailableError, UsageError
@@ -187,11 +187,11 @@ def _rank(name: str, cls: str) -> tuple[int, int, int]:
     return (0 if position == 0 else 2, position, table.index(info.name))
 
 
-def _check_device_word(device: str | None, allowed: Iterable[str], flag: str = "--device") -> str:
+def _check_device_word(device: str | None, allowed: Sequence[str], flag: str = "--device") -> str:
     word = (device or "").strip().lower()
     if word not in allowed:
         raise UsageError(
-            f"unknown device {device!r} ({flag})", remedy=f"use one of: {'|'.join(DEVICE_CHOICES)}"
+            f"unknown device {device!r} ({flag})", remedy=f"use one of: {'|'.join(allowed)}"
         )
     return word
 

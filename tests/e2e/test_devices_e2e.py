@@ -1,0 +1,38 @@
+"""`winml devices` end to end, as a subprocess over the real onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def _winml(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **(env_extra or {})}
+    env.pop("WINML_PERF_EP_LIBRARIES", None)
+    return subprocess.run(
+        [sys.executable, "-m", "winml_perf", *args], capture_output=True, text=True, timeout=120, env=env
+    )
+
+
+def test_devices_json_lists_cpu_ep():
+    result = _winml("devices", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)  # stdout is pure JSON
+    cpu = [d for d in payload["devices"] if d["ep_name"] == "CPUExecutionProvider"]
+    assert cpu and cpu[0]["device_type"] == "cpu" and cpu[0]["source"] == "builtin"
+    assert cpu[0]["serves"] == ["cpu"]
+    for plugin in payload["plugins"]:
+        assert os.path.isfile(plugin["library_path"]) and plugin["registration_ms"] >= 0
+
+
+def test_devices_missing_ep_library_exits_2(tmp_path):
+    missing = tmp_path / "libnothere.so"
+    result = _winml("devices", "--ep-library", f"AcmeExecutionProvider={missing}")
+    assert result.returncode == 2
+    assert str(missing) in result.stderr and "not found" in result.stderr

@@ -1,0 +1,139 @@
+"""Plugin EP discovery, parsing and registration (real onnxruntime calls for the failure paths)."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import textwrap
+
+import pytest
+
+from winml_perf import plugins
+from winml_perf.errors import EXIT_USAGE, PluginError, UsageError
+from winml_perf.plugins import (
+    ENV_VAR,
+    PluginRegistration,
+    collect_specs,
+    parse_env,
+    parse_library_spec,
+    register_plugin_eps,
+)
+
+
+def test_parse_library_spec_normalises_known_names():
+    spec = parse_library_spec("webgpu=/opt/lib.so", "flag")
+    assert (spec.ep_name, spec.library_path, spec.origin) == ("WebGpuExecutionProvider", "/opt/lib.so", "flag")
+    assert parse_library_spec(" AcmeNpu = /x/y.so ", "env").ep_name == "AcmeNpu"
+    assert parse_library_spec("a=b=c", "flag").library_path == "b=c"
+
+
+@pytest.mark.parametrize("bad", ["nolibrary", "=/x.so", "name=", "  =  "])
+def test_parse_library_spec_rejects_malformed(bad):
+    with pytest.raises(UsageError, match="--ep-library .* is not NAME=PATH"):
+        parse_library_spec(bad, "flag")
+
+
+def test_env_var_parsing():
+    value = os.pathsep.join(["webgpu=/a/webgpu.so", "", "  ", "Acme=/b/acme.so"])
+    specs = parse_env({ENV_VAR: value})
+    assert [(s.ep_name, s.library_path, s.origin) for s in specs] == [
+        ("WebGpuExecutionProvider", "/a/webgpu.so", "env"),
+        ("Acme", "/b/acme.so", "env"),
+    ]
+    assert parse_env({}) == []
+    with pytest.raises(UsageError, match=ENV_VAR):
+        parse_env({ENV_VAR: "broken"})
+
+
+def test_flag_wins_over_env_for_the_same_ep():
+    specs = collect_specs(["webgpu=/flag.so"], env={ENV_VAR: "WebGpuExecutionProvider=/env.so"}, discover=False)
+    assert [(s.library_path, s.origin) for s in specs] == [("/flag.so", "flag")]
+
+
+def test_same_source_naming_an_ep_twice_with_two_paths_is_an_error():
+    with pytest.raises(UsageError, match="given twice"):
+        collect_specs(["acme=/a.so", "acme=/b.so"], env={}, discover=False)
+
+
+def test_missing_file_names_the_path_and_flag(tmp_path):
+    missing = tmp_path / "nope.so"
+    with pytest.raises(PluginError) as info:
+        register_plugin_eps([f"AcmeMissing={missing}"], env={}, discover=False)
+    assert str(missing) in str(info.value) and "--ep-library" in str(info.value)
+    assert info.value.exit_code == EXIT_USAGE
+    assert "AcmeMissing" not in plugins.registered_plugins()
+
+
+def test_missing_file_from_env_names_the_env_var(tmp_path):
+    with pytest.raises(PluginError, match=ENV_VAR):
+        register_plugin_eps(env={ENV_VAR: f"AcmeEnv={tmp_path / 'x.so'}"}, discover=False)
+
+
+def test_bogus_library_fails_in_onnxruntime(tmp_path):
+    bogus = tmp_path / "libbogus_ep.so"
+    bogus.write_bytes(b"\x7fELF this is not a shared library" * 4)
+    with pytest.raises(PluginError) as info:
+        register_plugin_eps([f"AcmeBogus={bogus}"], env={}, discover=False)
+    text = str(info.value)
+    assert str(bogus) in text and "onnxruntime could not register" in text
+    assert "AcmeBogus" not in plugins.registered_plugins()
+
+
+def _write_module(folder, name, body):
+    (folder / f"{name}.py").write_text(textwrap.dedent(body))
+
+
+def test_discovery_of_onnxruntime_ep_modules(tmp_path, monkeypatch):
+    _write_module(
+        tmp_path,
+        "onnxruntime_ep_acmetest",
+        f"""
+        def get_library_path():
+            return {str(tmp_path / 'libacme.so')!r}
+        def get_ep_name():
+            return "AcmeTestExecutionProvider"
+        """,
+    )
+    _write_module(tmp_path, "onnxruntime_ep_notaplugin", "X = 1\n")
+    _write_module(tmp_path, "unrelated_acme_module", "raise RuntimeError('must not be imported')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    specs = {s.ep_name: s for s in plugins.discover_plugin_packages()}
+    acme = specs["AcmeTestExecutionProvider"]
+    assert acme.library_path == str(tmp_path / "libacme.so") and acme.origin == "package:onnxruntime_ep_acmetest"
+    # the discovered library does not exist: registration says so, naming package and path
+    with pytest.raises(PluginError, match="libacme.so.*package:onnxruntime_ep_acmetest"):
+        register_plugin_eps(env={})
+
+
+def test_broken_plugin_package_is_reported(tmp_path, monkeypatch):
+    _write_module(
+        tmp_path,
+        "onnxruntime_ep_brokentest",
+        """
+        def get_library_path():
+            raise RuntimeError("Expected exactly one library")
+        def get_ep_name():
+            return "BrokenExecutionProvider"
+        """,
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    with pytest.raises(PluginError, match="onnxruntime_ep_brokentest.*Expected exactly one library"):
+        plugins.discover_plugin_packages()
+
+
+def test_real_webgpu_plugin_registers_once_per_process():
+    webgpu = pytest.importorskip("onnxruntime_ep_webgpu")
+    path = webgpu.get_library_path()
+    first = register_plugin_eps([f"webgpu={path}"], env={}, discover=False)
+    again = register_plugin_eps([f"WebGpuExecutionProvider={path}"], env={}, discover=False)
+    assert len(first) == 1 and again == first
+    reg = first[0]
+    assert reg.ep_name == "WebGpuExecutionProvider" and reg.library_path == path and reg.registration_ms >= 0
+    assert PluginRegistration.from_dict(reg.to_dict()) == reg
+    assert plugins.registered_plugins()["WebGpuExecutionProvider"] == reg
+    # discovery finds the installed package and maps to the same, already registered library
+    assert register_plugin_eps(env={}) == first
+    with pytest.raises(PluginError, match="already registered from"):
+        register_plugin_eps(["webgpu=/some/other/libwebgpu.so"], env={}, discover=False)
