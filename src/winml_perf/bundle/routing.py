@@ -73,7 +73,12 @@ class RoutePlan:
 
     @property
     def changed(self) -> bool:
+        """True when the route really moves a stage (a no-op forced route is reported as `config`)."""
         return self.route != "config"
+
+    @property
+    def forced(self) -> bool:
+        return self.ep is not None
 
     def to_dict(self) -> dict:
         return {
@@ -123,13 +128,13 @@ def plan_route(config: GenaiConfig, target, stages: list[str] | tuple[str, ...] 
     decoder_opts = list(routes[0].provider_options_after) if all_forced and config.kind == "pipeline" else None
     if decoder_opts is not None and tuple(decoder_opts) == config.decoder_provider_options:
         decoder_opts = None
+    rewritten = config.with_provider_options(updates, decoder_opts)
     if not any(r.changed for r in routes) and decoder_opts is None:
         warning = (
             f"route {target.label} changes nothing: every chosen stage already runs on {eps.ep_alias(ep)} "
-            "with these options; the bundle runs as configured (route `config`)"
+            "with these options, so the effective route is `config`"
         )
-        return RoutePlan(target.label, "config", ep, tuple(routes), config, False, (warning,))
-    rewritten = config.with_provider_options(updates, decoder_opts)
+        return RoutePlan(target.label, "config", ep, tuple(routes), rewritten, False, (warning,))
     return RoutePlan(target.label, target.label, ep, tuple(routes), rewritten, decoder_opts is not None)
 
 

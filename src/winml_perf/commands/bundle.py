@@ -1,0 +1,142 @@
+"""`winml bundle show | prepare | clean`: inspect a bundle's routing, derive a forced route, remove derived bundles.
+
+``--ep X`` is taken as asked, without requiring X on this machine (a QNN route can be prepared and
+inspected on a laptop without an NPU); ``--device D`` is resolved against this machine's devices.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from tabulate import tabulate
+
+from winml_perf import eps
+from winml_perf.bundle import derive
+from winml_perf.bundle.prepare import plan_for, prepare_route
+from winml_perf.cli import bundle_app
+from winml_perf.errors import BundleError, UsageError
+
+FORMATS = ("table", "json")
+
+
+def parse_stages(stages: str | None) -> list[str] | None:
+    if not stages:
+        return None
+    names = [s.strip() for s in stages.split(",") if s.strip()]
+    if not names:
+        raise UsageError(f"--stages {stages!r} names no stage", "give stage names separated by commas, e.g. --stages context,iterator")
+    return names
+
+
+def target_for(ep: str | None, device: str | None, ep_library: list[str] | None = None):
+    """The Target for these flags: ``--ep`` as asked (no availability check), ``--device`` resolved here."""
+    from winml_perf.devices import Target, resolve_target
+
+    if ep is not None:
+        canonical = eps.normalize_ep_name(ep)
+        concrete = device if device in ("cpu", "gpu", "npu") else None
+        return Target("ep", ep, device, canonical, concrete or eps.EPS[canonical].home_device)
+    if device is None or device == "config":
+        return Target("config", None, device, None, None)
+    from winml_perf.plugins import register_plugin_eps
+
+    register_plugin_eps(ep_library or ())
+    return resolve_target(None, device, "winml-genai")
+
+
+def _check_format(format: str) -> None:
+    if format not in FORMATS:
+        raise UsageError(f"unknown format {format!r} (--format)", remedy=f"use one of: {', '.join(FORMATS)}")
+
+
+def _ep_label(name: str) -> str:
+    return eps.ep_alias(name) if eps.is_known_ep(name) else f"{name} (unknown)"
+
+
+def stage_rows(stage_dicts: list[dict]) -> list[list[str]]:
+    rows = []
+    for s in stage_dicts:
+        flags = "".join(("P" if s["run_on_prompt"] else "-", "T" if s["run_on_token_gen"] else "-", " lm_head" if s["is_lm_head"] else ""))
+        before, after = _ep_label(s["ep_before"]), _ep_label(s["ep_after"])
+        route = f"{before} -> {after}" if s["forced"] else f"{before} (config)"
+        opts = json.dumps(s["provider_options_after"]) if s["provider_options_after"] else "[] (cpu)"
+        rows.append([s["stage"], ", ".join(s["files"]), flags, route, opts])
+    return rows
+
+
+_HEADERS = ("stage", "file", "P/T", "EP before -> after", "provider_options after")
+
+
+@bundle_app.command("show")
+def show_command(
+    bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json)"),
+    ep: Optional[str] = typer.Option(None, "--ep", help="force this EP (any spelling: cpu, qnn, OpenVINO, ...)"),
+    device: Optional[str] = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
+    stages: Optional[str] = typer.Option(None, "--stages", help="limit the forced route to these stages (comma-separated)"),
+    format: str = typer.Option("table", "--format", help="table or json"),
+) -> None:
+    """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
+    _check_format(format)
+    target = target_for(ep, device)
+    plan = plan_for(bundle, target, parse_stages(stages))
+    # Hook: a later `--placement` option (per-node EP assignment) adds a column here from plan.stages.
+    stage_dicts = [s.to_dict() for s in plan.stages]
+    if format == "json":
+        payload = {"bundle": str(bundle), "kind": plan.config.kind, "target": target.to_dict(), **plan.to_dict()}
+        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        return
+    print(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}")
+    print(tabulate(stage_rows(stage_dicts), headers=_HEADERS, tablefmt="github"))
+    for w in plan.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+
+
+@bundle_app.command("prepare")
+def prepare_command(
+    bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json)"),
+    ep: Optional[str] = typer.Option(None, "--ep", help="force this EP"),
+    device: Optional[str] = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
+    stages: Optional[str] = typer.Option(None, "--stages", help="limit the forced route to these stages (comma-separated)"),
+    compile: bool = typer.Option(False, "--compile", help="compile stages on EPContext EPs (QNN, OpenVINO, VitisAI, TensorRT-RTX)"),
+    compile_timeout: float = typer.Option(600.0, "--compile-timeout", help="seconds per compile child process"),
+    verify_sources: bool = typer.Option(False, "--verify-sources", help="hash source files' contents into the cache key"),
+    format: str = typer.Option("table", "--format", help="table or json"),
+    ep_library: Optional[List[str]] = typer.Option(None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"),
+) -> None:
+    """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
+    _check_format(format)
+    if ep is None and device in (None, "config"):
+        raise UsageError("winml bundle prepare needs --ep X or --device D", "e.g. --ep cpu or --device npu")
+    if compile_timeout <= 0:
+        raise UsageError(f"--compile-timeout must be positive, not {compile_timeout}", "give seconds, e.g. --compile-timeout 600")
+    target = target_for(ep, device, ep_library)
+    prepared = prepare_route(bundle, target, parse_stages(stages), compile, verify_sources,
+                             require_available=False, compile_timeout_s=compile_timeout)
+    for w in prepared.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if format == "json":
+        sys.stdout.write(json.dumps(prepared.to_dict(), indent=2) + "\n")
+        return
+    print(tabulate(stage_rows(prepared.stages), headers=_HEADERS, tablefmt="github"), file=sys.stderr)
+    print(f"route={prepared.route} cache={prepared.cache} ({prepared.cache_reason}) prepare={prepared.prepare_ms:.0f} ms"
+          + (f" compile={prepared.compile_ms:.0f} ms" if compile else ""), file=sys.stderr)
+    for c in prepared.compile:
+        print(f"compile {', '.join(c['stages'])}: {c['status']}" + (f" ({c['reason']})" if c["reason"] else ""), file=sys.stderr)
+    print(prepared.path)
+
+
+@bundle_app.command("clean")
+def clean_command(bundle: Path = typer.Argument(..., help="bundle folder")) -> None:
+    """Remove the bundle's derived bundles (`_compiled/`, and its cache folder if any)."""
+    if not bundle.is_dir():
+        raise BundleError(f"bundle folder {bundle} does not exist", "pass the bundle folder whose _compiled/ to remove")
+    removed = derive.clean(bundle)
+    for path in removed:
+        print(f"removed {path}", file=sys.stderr)
+    if not removed:
+        print(f"nothing to remove for {bundle}", file=sys.stderr)
+
