@@ -24,6 +24,7 @@ bundle_app = typer.Typer(help="Make, inspect, prepare and clean model bundles.",
 app.add_typer(bundle_app, name="bundle")
 
 # Command modules register themselves on `app` / `bundle_app` when imported.
+from winml_perf.commands import bundle as _bundle  # noqa: E402,F401
 from winml_perf.commands import devices as _devices  # noqa: E402,F401
 from winml_perf.commands import perf as _perf  # noqa: E402,F401
 from winml_perf.commands import synth as _synth  # noqa: E402,F401
