@@ -9,7 +9,10 @@ Rules:
   class in ``eps.EPS[...].devices`` (an EP this tool does not know is trusted on its hardware type).
   So a WebGPU device on a software adapter (hardware type CPU) serves no class: ``--device gpu``
   on such a machine fails with "no gpu device here; available: ..." and ``--device cpu`` picks the
-  CPU EP, never WebGPU. WebGPU stays reachable with ``--ep webgpu``.
+  CPU EP, never WebGPU. WebGPU stays reachable with ``--ep webgpu``. (Measured: on a CPU-only box
+  the WebGPU plugin lists no device at all unless ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1, then one
+  of type CPU; on an H200 host it lists a GPU device, vendor 0x10de, and ``--device gpu``/``auto``
+  resolve to it. Listing needs no Vulkan driver; running a session does.)
 * ``auto`` takes the best class present, npu > gpu > cpu.
 * A concrete class takes the EP that serves it best: EPs whose home device it is first (in
   ``eps.EPS`` order), then plugin EPs this tool does not know, then EPs that serve it as a

@@ -36,3 +36,14 @@ def test_devices_missing_ep_library_exits_2(tmp_path):
     result = _winml("devices", "--ep-library", f"AcmeExecutionProvider={missing}")
     assert result.returncode == 2
     assert str(missing) in result.stderr and "not found" in result.stderr
+
+
+def test_software_webgpu_listed_as_plugin_serving_no_class():
+    pytest.importorskip("onnxruntime_ep_webgpu")
+    result = _winml("devices", "--format", "json", env_extra={"ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER": "1"})
+    assert result.returncode == 0, result.stderr
+    payload = json.loads(result.stdout)
+    webgpu = [d for d in payload["devices"] if d["ep_name"] == "WebGpuExecutionProvider"]
+    assert webgpu and all(d["source"] == "plugin" and d["library_path"] for d in webgpu)
+    for d in webgpu:  # a software adapter reports a cpu-type device: it must not count as a gpu
+        assert d["serves"] == ([] if d["device_type"] != "gpu" else ["gpu"])
