@@ -1,0 +1,93 @@
+"""EPContext compile: job grouping, nothing-to-compile, child process success / failure / timeout, compatibility."""
+
+from __future__ import annotations
+
+import json
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from tests.unit.bundle_fakes import ep_target, make_bundle, pipeline_config
+from winml_perf.bundle import compile as compiler
+from winml_perf.bundle.config import load_config
+from winml_perf.bundle.prepare import prepare_route
+from winml_perf.bundle.routing import plan_route
+
+CPU = "CPUExecutionProvider"
+
+
+def _tiny_model(path):
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=9), path)
+
+
+def test_shared_source_compiled_once_and_cpu_stages_have_nothing_to_compile(tmp_path):
+    plan = plan_route(load_config(make_bundle(tmp_path, pipeline_config())), ep_target("qnn"), ["context", "iterator"])
+    jobs, notes = compiler.compile_jobs(plan)
+    assert [(j.stages, j.source, j.output) for j in jobs] == [(("context", "iterator"), "transformer.onnx", "context_qnn_ctx.onnx")]
+    assert {n.stages[0]: n.status for n in notes} == {"embeddings": "nothing to compile", "lm_head": "nothing to compile"}
+
+
+def test_cpu_route_with_compile_is_nothing_to_compile(tmp_path):
+    bundle = make_bundle(tmp_path, pipeline_config())
+    prepared = prepare_route(bundle, ep_target("cpu"), compile=True, require_available=False)
+    assert {c["status"] for c in prepared.compile} == {"nothing to compile"}
+    assert prepared.path == prepare_route(bundle, ep_target("cpu"), require_available=False).path
+
+
+@pytest.fixture
+def real_bundle(tmp_path, monkeypatch):
+    """A pipeline whose stage files are real (tiny) ONNX models; CPU is treated as a compiling EP."""
+    raw = pipeline_config()
+    del raw["model"]["decoder"]["pipeline"][0]["embeddings"]  # two compile jobs keep the test quick
+    bundle = make_bundle(tmp_path, raw)
+    for name in ("transformer.onnx", "lm_head.onnx"):
+        _tiny_model(bundle / name)
+    monkeypatch.setattr(compiler, "_compiles", lambda ep: ep == CPU)
+    return bundle
+
+
+def test_compile_in_child_writes_ctx_model_and_rewrites_filenames(real_bundle):
+    prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    compiled = {c["output"]: c for c in prepared.compile if c["status"] == "compiled"}
+    assert set(compiled) == {"context_cpu_ctx.onnx", "lm_head_cpu_ctx.onnx"}
+    assert compiled["context_cpu_ctx.onnx"]["stages"] == ["context", "iterator"]
+    onnx.load(prepared.path / "context_cpu_ctx.onnx")  # a valid model
+    stages = json.loads((prepared.path / "genai_config.json").read_text())["model"]["decoder"]["pipeline"][0]
+    assert stages["iterator"]["filename"] == "context_cpu_ctx.onnx"
+    again = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    assert again.cache == "hit" and again.path == prepared.path
+
+
+def test_compile_failure_falls_back_to_source_model(real_bundle):
+    (real_bundle / "lm_head.onnx").write_bytes(b"not an onnx model")
+    prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    failed = [c for c in prepared.compile if c["status"] == "failed"]
+    assert failed and failed[0]["stages"] == ["lm_head"] and "keeps its source model" in failed[0]["reason"]
+    assert any("lm_head" in w for w in prepared.warnings)
+    stages = json.loads((prepared.path / "genai_config.json").read_text())["model"]["decoder"]["pipeline"][0]
+    assert stages["lm_head"]["filename"] == "lm_head.onnx"
+
+
+def test_compile_timeout_falls_back(real_bundle, monkeypatch):
+    monkeypatch.setenv(compiler.SLEEP_ENV, "30")
+    plan = plan_route(load_config(real_bundle), ep_target("cpu"), ["lm_head"])
+    jobs, _ = compiler.compile_jobs(plan)
+    outcome = compiler.compile_in_child(jobs[0], real_bundle, real_bundle.parent, timeout_s=0.5)
+    assert outcome.status == "timeout" and outcome.output is None and "--compile-timeout" in outcome.reason
+
+
+def test_compatibility_without_info_is_not_checked(real_bundle):
+    status, detail = compiler.compatibility(real_bundle / "lm_head.onnx", "QNNExecutionProvider")
+    assert status == "NOT_CHECKED" and "ep_compatibility_info" in detail
+
+
+def test_incompatible_compiled_stage_is_recompiled(real_bundle, monkeypatch):
+    first = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    monkeypatch.setattr(compiler, "compatibility", lambda path, ep: ("EP_UNSUPPORTED", "fake device"))
+    second = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    assert second.cache == "miss" and "EP_UNSUPPORTED" in second.cache_reason and "recompiling" in second.cache_reason
+    assert second.path == first.path and (second.path / "manifest.json").is_file()
