@@ -16,7 +16,7 @@ from pathlib import Path
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
-from winml_perf.bundle.routing import RoutePlan, check_available, plan_route
+from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_route
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ def prepare_route(
     t0 = time.perf_counter()
     bundle = Path(bundle)
     plan = plan_for(bundle, target, stages)
-    if require_available:
+    if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
     stage_dicts = [s.to_dict() for s in plan.stages]
     if not plan.forced:
