@@ -204,7 +204,7 @@ class Summary:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["outlier_indices"] = list(self.outlier_indices)
-        return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
     @classmethod
     def from_dict(cls, d: dict) -> "Summary":

@@ -1,0 +1,39 @@
+"""Open sessions from a SessionSpec, in this process or in a child (top-level, picklable functions)."""
+
+from __future__ import annotations
+
+import time
+
+from winml_perf.bench.spec import SessionSpec
+from winml_perf.errors import UsageError
+
+
+def register_plugins(spec: SessionSpec) -> float | None:
+    """Register the spec's plugin EP libraries ('NAME=PATH') in this process; the time it took in
+    ms, or None when there was nothing to register. Idempotent per process (plugins.py)."""
+    if not spec.plugin_libraries:
+        return None
+    from winml_perf.plugins import register_plugin_eps
+
+    t0 = time.perf_counter()
+    register_plugin_eps(list(spec.plugin_libraries), discover=False)
+    return (time.perf_counter() - t0) * 1000.0
+
+
+def open_session(spec: SessionSpec):
+    """Build (not load) the session for ``spec``: GenaiSession for 'winml-genai', the plain ONNX
+    session for 'winml'. The runner calls ``load()`` on it, timed."""
+    if spec.runtime == "winml-genai":
+        from winml_perf.session.genai_session import GenaiSession
+
+        return GenaiSession(spec.path)
+    if spec.runtime == "winml":
+        try:
+            from winml_perf.session.onnx_session import OnnxSession
+        except ImportError as exc:
+            raise UsageError(
+                f"runtime 'winml' needs winml_perf.session.onnx_session, which this install lacks ({exc})",
+                "use a bundle folder with --runtime winml-genai",
+            ) from exc
+        return OnnxSession(spec.path, **dict(spec.options))
+    raise UsageError(f"unknown runtime {spec.runtime!r}", "use winml-genai or winml")

@@ -1,0 +1,140 @@
+"""Turn what the runner measured (CellResult) into records (results/record.py): statistics,
+headline numbers, warnings, output fingerprint, roofline. Pure functions of the samples."""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from typing import Any, Mapping, Sequence
+
+from winml_perf.bench import stats
+from winml_perf.bench import warnings as W
+from winml_perf.bench.result import CellResult, IterationSample
+from winml_perf.bench.runner import metric_values
+from winml_perf.bench.spec import finite_or_none
+from winml_perf.results.record import CellRecord, RunRecord
+
+#: Per-iteration metrics of a token session (one value per iteration; summaries over iterations).
+TOKEN_METRICS = ("prompt_ms", "ttft_ms", "e2e_ms", "prompt_tokens_per_s", "decode_tokens_per_s", "tpot_ms")
+#: Metrics of a plain inference session.
+LATENCY_METRICS = ("latency_ms",)
+#: Inter-token latency: every decode step of every iteration pooled.
+ITL_METRIC = "itl_ms"
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def cell_metrics(result: CellResult) -> dict[str, stats.Summary]:
+    samples = result.samples
+    if not samples or not result.ok:  # a failed cell keeps its raw samples but states no numbers
+        return {}
+    if result.cell.session.token_based:
+        out = {m: stats.summarize(metric_values(samples, m)) for m in TOKEN_METRICS}
+        steps = [x for s in samples for x in s.decode_step_ms]
+        if steps:
+            out[ITL_METRIC] = stats.summarize(steps)
+        else:  # one new token per iteration: no decode steps
+            for m in ("decode_tokens_per_s", "tpot_ms"):
+                out.pop(m, None)
+        return out
+    out = {m: stats.summarize(metric_values(samples, m)) for m in LATENCY_METRICS}
+    out["inferences_per_s"] = stats.summarize([1000.0 / v for v in metric_values(samples, "latency_ms") if v > 0])
+    return out
+
+
+def headline(result: CellResult, metrics: Mapping[str, stats.Summary]) -> dict[str, Any]:
+    """Flat scalars for tables and stores: medians (their CI for the primary metric), ITL percentiles."""
+    primary = result.cell.primary_metric
+    out: dict[str, Any] = {"primary_metric": primary, "iterations": len(result.samples), "warmup_iterations": len(result.warmup_samples)}
+    for name, s in metrics.items():
+        if name == ITL_METRIC:
+            for q in ("p50", "p90", "p95", "p99"):
+                out[f"itl_ms_{q}"] = finite_or_none(getattr(s, q))
+        else:
+            out[name] = finite_or_none(s.median)
+    p = metrics.get(primary)
+    out["primary_ci95_low"] = finite_or_none(p.ci95_low) if p else None
+    out["primary_ci95_high"] = finite_or_none(p.ci95_high) if p else None
+    out["primary_ci95_half_width_pct"] = finite_or_none(p.ci95_half_width_pct) if p else None
+    out["primary_cv_pct"] = finite_or_none(p.cv_pct) if p else None
+    every = list(result.warmup_samples) + list(result.samples)
+    out["prompt_tokens_total"] = sum(s.prompt_tokens or 0 for s in every)
+    out["generated_tokens_total"] = sum(s.new_tokens or 0 for s in every)
+    return out
+
+
+def output_fingerprint(samples: Sequence[IterationSample]) -> dict[str, Any]:
+    """Hash of the generated token ids: equal across routes means the same greedy output."""
+    with_ids = [s.token_ids for s in samples if s.token_ids]
+    if not with_ids:
+        return {}
+    first = with_ids[0]
+    return {
+        "tokens_sha256": hashlib.sha256(",".join(map(str, first)).encode()).hexdigest(),
+        "first_token_ids": list(first[:16]),
+        "identical_across_iterations": all(ids == first for ids in with_ids),
+    }
+
+
+def cell_warnings(result: CellResult, metrics: Mapping[str, stats.Summary]) -> list[W.BenchWarning]:
+    cell = result.cell
+    out: list[W.BenchWarning] = []
+    out += W.check_route_effect(cell.route_label, cell.route)
+    out += W.check_stage_eps(cell.route, result.route_actual)
+    if not result.samples:
+        return out
+    primary = cell.primary_metric
+    values = metric_values(result.samples, primary)
+    if cell.session.token_based:
+        expected_prompt = result.prompt_info.get("tokens", cell.prompt_tokens)
+        out += W.check_token_counts(list(result.warmup_samples) + list(result.samples), expected_prompt, cell.max_new_tokens)
+    out += W.check_cv(primary, values)
+    out += W.check_slow_first([s.latency_ms for s in result.samples])
+    out += W.check_outliers(primary, values)
+    policy = cell.iterations
+    if policy.adaptive and result.stop_reason not in (None, "ci_target") and result.status == "ok":
+        out += W.ci_not_reached(primary, stats.ci_half_width_pct(values), policy.target_ci_pct, result.stop_reason, len(values))
+    return out
+
+
+def cell_record(result: CellResult, *, run_id: str, environment: Mapping[str, Any], policy_extra: Mapping[str, Any] | None = None,
+                bandwidth: Mapping[str, Any] | None = None, keep_token_ids: bool = False) -> CellRecord:
+    """The self-contained record of one cell. ``bandwidth``: cached_bandwidth() to add a roofline."""
+    cell = result.cell
+    metrics = cell_metrics(result)
+    summary = headline(result, metrics)
+    roof = None
+    if bandwidth is not None and cell.session.token_based and result.ok:
+        from winml_perf.bench.roofline import roofline, weights_bytes_per_token
+
+        roof = roofline(summary.get("decode_tokens_per_s"), bandwidth, weights_bytes_per_token(cell.session.path, cell.route))
+    route = {"label": cell.route_label, **dict(cell.route)}
+    if result.route_actual:
+        route["actual"] = dict(result.route_actual)
+    return CellRecord(
+        run_id=run_id, cell_id=uuid.uuid4().hex, cell_key=cell.key, cell_index=result.index, status=result.status,
+        runtime=cell.session.runtime, bundle=cell.bundle, route=route,
+        shape={"prompt_tokens": result.prompt_info.get("tokens", cell.prompt_tokens), "max_new_tokens": cell.max_new_tokens,
+               "requested_prompt_tokens": cell.prompt_tokens},
+        prompt={**cell.prompt.to_dict(), **result.prompt_info},
+        policy={"warmup": cell.warmup.to_dict(), "iterations": cell.iterations.to_dict(), "cell_timeout_s": cell.cell_timeout_s,
+                "session": cell.session.to_dict(), **dict(policy_extra or {})},
+        load=result.load.to_dict(),
+        samples={"warmup": [s.to_dict(keep_token_ids) for s in result.warmup_samples],
+                 "iterations": [s.to_dict(keep_token_ids) for s in result.samples]},
+        metrics={k: v.to_dict() for k, v in metrics.items()},
+        summary=summary, memory=dict(result.memory), environment=dict(environment),
+        warnings=tuple(w.to_dict() for w in cell_warnings(result, metrics)),
+        failure=result.failure.to_dict() if result.failure else None, stop_reason=result.stop_reason,
+        output=output_fingerprint(result.samples), roofline=roof, started_utc=result.started_utc,
+        finished_utc=result.finished_utc, wall_s=result.wall_s, measure_s=result.measure_s,
+    )
+
+
+def run_record(cells: Sequence[CellRecord], *, run_id: str, environment: Mapping[str, Any], started_utc: str, finished_utc: str,
+               sweep: Mapping[str, Any], argv: Sequence[str] | None = None) -> RunRecord:
+    status = "ok" if cells and all(c.ok for c in cells) else "failed"
+    return RunRecord(run_id=run_id, started_utc=started_utc, finished_utc=finished_utc, status=status, sweep=dict(sweep),
+                     environment=dict(environment), cells=tuple(cells), argv=None if argv is None else tuple(argv))

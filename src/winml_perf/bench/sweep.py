@@ -1,0 +1,89 @@
+"""run_sweep: run cells (interleaved, optionally isolated) and hand back records as they finish."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Sequence
+
+from winml_perf.bench.factory import open_session
+from winml_perf.bench.progress import Progress
+from winml_perf.bench.report import cell_record, new_run_id, run_record
+from winml_perf.bench.result import CellResult
+from winml_perf.bench.runner import SweepRunner, utc_now
+from winml_perf.bench.spec import CellSpec
+from winml_perf.results.record import CellRecord, RunRecord
+
+
+def _bandwidth_or_note(enabled: bool, cells: Sequence[CellSpec]) -> Mapping[str, Any] | None:
+    if not enabled or not any(c.session.token_based for c in cells):
+        return None
+    from winml_perf.bench.roofline import cached_bandwidth
+
+    try:
+        return cached_bandwidth()
+    except Exception as exc:  # a roofline is a bonus; say why it is missing rather than fail the run
+        return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _unique(values) -> list:
+    seen: list = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    return seen
+
+
+def run_sweep(
+    cells: Sequence[CellSpec],
+    session_factory: Callable = open_session,
+    rounds: int | None = None,
+    seed: int = 0,
+    isolate: bool | None = None,
+    on_cell_done: Callable[[CellRecord], None] | None = None,
+    *,
+    progress: Progress | None = None,
+    environment: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    argv: Sequence[str] | None = None,
+    roofline: bool = True,
+    sample_memory: bool = True,
+    keep_token_ids: bool = False,
+) -> RunRecord:
+    """Measure every cell and return the run's record; ``on_cell_done(record)`` is called as soon as
+    each cell is final (store it there). ``isolate=None`` isolates when there is more than one route.
+    ``environment``: collect_environment() of this run (collected here when None).
+    ``roofline``: add decode's fraction of the memory-bandwidth bound (bandwidth measured once per machine, cached)."""
+    cells = list(cells)
+    routes = _unique(c.route_label for c in cells)
+    if isolate is None:
+        isolate = len(routes) > 1
+    if environment is None:
+        from winml_perf.bench.environment import collect_environment
+
+        environment = collect_environment()
+    run_id = run_id or new_run_id()
+    started = utc_now()
+    bandwidth = _bandwidth_or_note(roofline, cells)
+    extra = {"rounds": rounds, "seed": seed, "isolate": isolate}
+    records: list[CellRecord] = []
+
+    def on_result(result: CellResult) -> None:
+        rec = cell_record(result, run_id=run_id, environment=environment, policy_extra=extra, bandwidth=bandwidth,
+                          keep_token_ids=keep_token_ids)
+        records.append(rec)
+        if on_cell_done is not None:
+            on_cell_done(rec)
+
+    outcome = SweepRunner(cells, session_factory, rounds=rounds, seed=seed, isolate=isolate, progress=progress,
+                          on_result=on_result, sample_memory=sample_memory).run()
+    sweep = {
+        "routes": routes,
+        "prompt_tokens": _unique(c.prompt_tokens for c in cells),
+        "max_new_tokens": _unique(c.max_new_tokens for c in cells),
+        "cell_count": len(cells),
+        **extra,
+        "order": [dict(o) for o in outcome.order],
+        "bandwidth": None if bandwidth is None else dict(bandwidth),
+    }
+    records.sort(key=lambda r: r.cell_index)
+    return run_record(records, run_id=run_id, environment=environment, started_utc=started, finished_utc=utc_now(),
+                      sweep=sweep, argv=argv)

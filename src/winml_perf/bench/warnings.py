@@ -1,0 +1,149 @@
+"""Typed warnings about a measurement, each with a remedy (after hyperfine's warnings.rs).
+
+Each ``check_*`` is a pure function of values already measured; it returns a list (empty when all
+is well) so callers can concatenate them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from winml_perf.bench import stats
+
+#: Coefficient of variation above which a cell's numbers are called unstable.
+CV_THRESHOLD_PCT = 5.0
+
+HIGH_CV = "high_cv"
+SLOW_FIRST_ITERATION = "slow_first_iteration"
+ROUTE_NO_EFFECT = "route_no_effect"
+TOKEN_COUNT_MISMATCH = "token_count_mismatch"
+EP_MISMATCH = "ep_mismatch"
+CI_TARGET_NOT_REACHED = "ci_target_not_reached"
+OUTLIERS = "outliers"
+CODES = (HIGH_CV, SLOW_FIRST_ITERATION, ROUTE_NO_EFFECT, TOKEN_COUNT_MISMATCH, EP_MISMATCH, CI_TARGET_NOT_REACHED, OUTLIERS)
+
+
+@dataclass(frozen=True)
+class BenchWarning:
+    code: str
+    message: str
+    remedy: str
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"code": self.code, "message": self.message, "remedy": self.remedy, "data": dict(self.data)}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "BenchWarning":
+        return cls(d["code"], d["message"], d["remedy"], dict(d.get("data") or {}))
+
+    def __str__(self) -> str:
+        return f"{self.message}; {self.remedy}"
+
+
+def check_cv(metric: str, values: Sequence[float], threshold_pct: float = CV_THRESHOLD_PCT) -> list[BenchWarning]:
+    cv = stats.cv_pct(values)
+    if math.isnan(cv) or cv <= threshold_pct:
+        return []
+    return [BenchWarning(
+        HIGH_CV,
+        f"{metric} varied a lot between iterations (CV {cv:.1f} % > {threshold_pct:g} %)",
+        "close other programs, pin the power plan / CPU governor to performance, add warmup, or use --target-ci",
+        {"metric": metric, "cv_pct": cv, "threshold_pct": threshold_pct},
+    )]
+
+
+def check_slow_first(latencies_ms: Sequence[float]) -> list[BenchWarning]:
+    """The first measured iteration is an outlier on the slow side: the warmup was too short."""
+    if len(latencies_ms) < 3:
+        return []
+    z = stats.modified_z_scores(latencies_ms)[0]
+    med = stats.median(latencies_ms)
+    if z <= stats.MODIFIED_Z_THRESHOLD or latencies_ms[0] <= med:
+        return []
+    return [BenchWarning(
+        SLOW_FIRST_ITERATION,
+        f"the first measured iteration was much slower than the rest ({latencies_ms[0]:.2f} ms vs median {med:.2f} ms)",
+        "raise --warmup, or use --warmup auto to warm up until times settle",
+        {"first_ms": latencies_ms[0], "median_ms": med, "modified_z": z},
+    )]
+
+
+def check_outliers(metric: str, values: Sequence[float]) -> list[BenchWarning]:
+    idx = stats.outlier_indices(values)
+    if not idx:
+        return []
+    return [BenchWarning(
+        OUTLIERS,
+        f"{len(idx)} of {len(values)} iterations of {metric} are outliers (|modified z| > {stats.MODIFIED_Z_THRESHOLD})",
+        "look for background load or thermal throttling; the median and its CI are robust to a few outliers",
+        {"metric": metric, "indices": list(idx)},
+    )]
+
+
+def check_route_effect(label: str, route: Mapping[str, Any]) -> list[BenchWarning]:
+    """A forced route whose every stage already ran where it was sent: it measures the config again."""
+    if label == "config" or not route:
+        return []
+    stages = route.get("stages") or []
+    unchanged = route.get("route") == "config" or (stages and all(s.get("ep_before") == s.get("ep_after") for s in stages))
+    if not unchanged:
+        return []
+    eps = sorted({str(s.get("ep_after")) for s in stages}) or ["?"]
+    return [BenchWarning(
+        ROUTE_NO_EFFECT,
+        f"route {label} changed nothing: every stage already runs on {', '.join(eps)} in the config",
+        "drop this route (it duplicates config) or force a different --ep/--device",
+        {"route": label, "eps": eps},
+    )]
+
+
+def check_token_counts(samples: Sequence[Any], prompt_tokens: int | None, new_tokens: int | None) -> list[BenchWarning]:
+    """Every iteration must have fed ``prompt_tokens`` and produced ``new_tokens`` (one decode step
+    per token after the first). Throughputs are derived from the counts observed either way."""
+    bad = []
+    for i, s in enumerate(samples):
+        if s.new_tokens is None:
+            continue
+        steps_ok = len(s.decode_step_ms) == max(0, s.new_tokens - 1)
+        if (prompt_tokens is not None and s.prompt_tokens != prompt_tokens) or (new_tokens is not None and s.new_tokens != new_tokens) or not steps_ok:
+            bad.append({"iteration": i, "prompt_tokens": s.prompt_tokens, "new_tokens": s.new_tokens, "decode_steps": len(s.decode_step_ms)})
+    if not bad:
+        return []
+    return [BenchWarning(
+        TOKEN_COUNT_MISMATCH,
+        f"{len(bad)} iteration(s) did not feed {prompt_tokens} prompt tokens and produce {new_tokens} new tokens "
+        f"(first: {bad[0]})",
+        "check search.max_length / context_length in genai_config.json and the prompt length; throughputs use the observed counts",
+        {"expected_prompt_tokens": prompt_tokens, "expected_new_tokens": new_tokens, "iterations": bad[:20]},
+    )]
+
+
+def check_stage_eps(route: Mapping[str, Any], actual: Mapping[str, Any] | None = None) -> list[BenchWarning]:
+    """A stage that ran on another EP than the route asked (``ep_actual`` in a stage, or the
+    session's own report ``actual`` = {stage: ep})."""
+    out = []
+    actual = dict(actual or {})
+    for s in route.get("stages") or []:
+        asked = s.get("ep_after")
+        ran = s.get("ep_actual", actual.get(s.get("stage")))
+        if asked and ran and str(ran) != str(asked):
+            out.append(BenchWarning(
+                EP_MISMATCH,
+                f"stage {s.get('stage')} was asked to run on {asked} but ran on {ran}",
+                "onnxruntime fell back silently: check that the EP is installed and supports the model (winml devices)",
+                {"stage": s.get("stage"), "asked": asked, "ran": ran},
+            ))
+    return out
+
+
+def ci_not_reached(metric: str, half_width_pct: float, target_pct: float, stop_reason: str, n: int) -> list[BenchWarning]:
+    return [BenchWarning(
+        CI_TARGET_NOT_REACHED,
+        f"the 95 % CI of the median {metric} is ±{half_width_pct:.2f} % after {n} iterations, not within ±{target_pct:g} % "
+        f"(stopped by {stop_reason})",
+        "raise --max-time / --max-iterations, or accept a wider --target-ci",
+        {"metric": metric, "ci95_half_width_pct": None if math.isnan(half_width_pct) else half_width_pct, "target_ci_pct": target_pct, "stop_reason": stop_reason},
+    )]
