@@ -301,9 +301,7 @@ def generate(dtype: np.dtype, shape: Sequence[int], rng: np.random.Generator) ->
     dtype = np.dtype(dtype)
     if dtype.kind == "f":
         return rng.uniform(-1.0, 1.0, size=tuple(shape)).astype(dtype)
-    if dtype.kind == "b":
-        return np.ones(tuple(shape), dtype=dtype)
-    return np.ones(tuple(shape), dtype=dtype)
+    return np.ones(tuple(shape), dtype=dtype)  # integers 1, bools True
 
 
 def materialize(planned: Sequence[PlannedInput], seed: int = 0) -> dict[str, np.ndarray]:
