@@ -16,6 +16,8 @@ SessionSpec.options):
     raise_on_load                raise RuntimeError(message) from load()
     raise_on_call                raise RuntimeError on that call (1-based, counting warmups)
     kill_on_call                 SIGKILL this process on that call
+    kill_once_path               with kill_on_call: only if this file does not exist yet (it is
+                                 created first), so a respawned child survives
     exit_on_call, exit_code      os._exit(exit_code) on that call
     hang_on_call                 sleep for an hour on that call
     log_path                     append "<label> <call>" per call (to observe execution order)
@@ -82,7 +84,11 @@ class FakeSession:
             with open(self.o["log_path"], "a") as f:
                 f.write(f"{self.o.get('label', self.spec.path)} {self.calls}\n")
         if self.o.get("kill_on_call") == self.calls:
-            os.kill(os.getpid(), signal.SIGKILL)
+            once = self.o.get("kill_once_path")
+            if once is None or not Path(once).exists():
+                if once is not None:
+                    Path(once).touch()
+                os.kill(os.getpid(), signal.SIGKILL)
         if self.o.get("exit_on_call") == self.calls:
             os._exit(int(self.o.get("exit_code", 3)))
         if self.o.get("hang_on_call") == self.calls:
@@ -118,3 +124,16 @@ def read_log(path: Path) -> list[tuple[str, int]]:
     if not Path(path).exists():
         return []
     return [(a, int(b)) for a, b in (line.split() for line in Path(path).read_text().splitlines())]
+
+
+#: An environment dict that satisfies record.schema.json, for records built in unit tests.
+FAKE_ENV = {
+    "timestamp_utc": "2026-01-01T00:00:00Z", "hostname": "fake", "testbed_id": "fake-testbed", "testbed_id_source": "env",
+    "versions": {"winml-perf": "0.1.0", "onnxruntime": "1.31.1", "onnxruntime-genai": "0.18.0", "python": "3.11"},
+    "os": {"system": "Linux"}, "cpu": {"model": "fake cpu", "logical_cores": 2}, "gpu": {"gpus": []},
+    "git": {"commit": None, "dirty": None},
+}
+
+
+def fake_spec(path: str = "fake", runtime: str = "winml-genai", **options) -> SessionSpec:
+    return SessionSpec(runtime, path, options=options)

@@ -178,7 +178,7 @@ class ChildHost:
             self._proc.kill()
             info = self._reap()
             raise ChildTimeout(
-                f"child {pid} gave no answer to {what} within {timeout_s:.1f} s and was killed",
+                f"child {pid} gave no answer to {what} within the {timeout_s:.1f} s left of its time budget and was killed",
                 **{k: v for k, v in info.items() if k != "text"},
             )
         try:

@@ -128,10 +128,15 @@ class LocalHost(SessionHost):
         return self._call(super().end_cell)
 
 
-def _failure(exc: ChildFailure, phase: str) -> CellFailure:
+def _failure(exc: ChildFailure, phase: str, cell: CellSpec | None = None) -> CellFailure:
     d = exc.details
+    message, remedy = exc.message, d.get("remedy")
+    if exc.kind == ChildTimeout.kind and cell is not None and cell.cell_timeout_s is not None:
+        if "--cell-timeout" not in message:
+            message += f" (--cell-timeout {cell.cell_timeout_s:g} s)"
+        remedy = remedy or "raise --cell-timeout, or look for a hang in this route (an EP or driver deadlock)"
     return CellFailure(
-        kind=exc.kind, message=exc.message, remedy=d.get("remedy"), error_type=d.get("error_type"),
+        kind=exc.kind, message=message, remedy=remedy, error_type=d.get("error_type"),
         exit_code=d.get("exit_code"), signal=d.get("signal"), signal_name=d.get("signal_name"),
         traceback=d.get("traceback"), phase=phase,
     )
@@ -229,14 +234,14 @@ class SweepRunner:
             try:
                 self._timed(d, host.load)
             except ChildFailure as exc:
-                d.failure = _failure(exc, "load")
+                d.failure = _failure(exc, "load", d.cell)
                 self._broken[label] = d.failure
                 host.close()
                 return
         try:
             d.begin = self._timed(d, host.begin_cell, d.cell)
         except ChildFailure as exc:
-            d.failure = _failure(exc, "warmup")
+            d.failure = _failure(exc, "warmup", d.cell)
 
     def _step(self, d: _Driver, round_index: int, batch: int, interleaved: bool) -> None:
         if d.begin is None and d.failure is None:
@@ -248,7 +253,7 @@ class SweepRunner:
         try:
             reply = self._timed(d, self._host(d.cell).run_batch, n, round_index, rewarm)
         except ChildFailure as exc:
-            d.failure = _failure(exc, "measure")
+            d.failure = _failure(exc, "measure", d.cell)
             return
         d.samples.extend(reply["samples"])
         d.measure_s += reply["wall_s"]
@@ -264,7 +269,7 @@ class SweepRunner:
             try:
                 d.end = self._timed(d, host.end_cell)
             except ChildFailure as exc:
-                d.failure = _failure(exc, "end")
+                d.failure = _failure(exc, "end", d.cell)
         result = self._result(d)
         self._results.append(result)
         med = stats.median(d.values())

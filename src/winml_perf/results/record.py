@@ -152,10 +152,11 @@ def validate_record(d: Mapping) -> None:
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(load_schema())
-    errors = sorted(validator.iter_errors(d), key=lambda e: list(e.absolute_path))
+    errors = list(validator.iter_errors(d))
     if errors:
-        e = errors[0]
+        e = jsonschema.exceptions.best_match(errors)
         where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        message = e.message if len(e.message) <= 300 else e.message[:300] + "..."
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise StoreError(f"record does not match record.schema.json at {where}: {e.message}{more}",
+        raise StoreError(f"record does not match record.schema.json at {where}: {message}{more}",
                          "it was written by another tool or damaged; re-run the benchmark")

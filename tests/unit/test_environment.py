@@ -1,0 +1,105 @@
+"""Environment, testbed id, git state, memory sampling and the roofline's inputs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from winml_perf.bench import environment, roofline
+from winml_perf.bench.memory import MemorySampler, ru_maxrss_bytes
+
+
+def test_collect_environment_has_what_records_need(monkeypatch, tmp_path):
+    monkeypatch.delenv(environment.TESTBED_ENV, raising=False)
+    env = environment.collect_environment(cwd=tmp_path, include_ep_devices=False)
+    assert env["versions"]["onnxruntime"] and env["versions"]["onnxruntime-genai"] and env["versions"]["python"]
+    assert env["versions"]["winml-perf"] is not None
+    assert env["cpu"]["logical_cores"] >= 1 and env["cpu"]["model"]
+    assert env["timestamp_utc"].endswith("Z") and env["testbed_id_source"] == "hash"
+    assert len(env["testbed_id"]) == 12
+    assert env["git"]["commit"] is None and env["git"]["note"] == "not a git working folder"
+    assert "gpus" in env["gpu"]
+    again = environment.collect_environment(cwd=tmp_path, include_ep_devices=False)
+    assert again["testbed_id"] == env["testbed_id"]  # stable on one machine
+
+
+def test_testbed_id_follows_the_hardware_and_can_be_overridden(monkeypatch):
+    monkeypatch.delenv(environment.TESTBED_ENV, raising=False)
+    cpu = {"model": "EPYC", "logical_cores": 2}
+    a = environment.testbed_id("host", cpu, [], "Linux")
+    assert a == environment.testbed_id("host", dict(cpu), [], "Linux")
+    assert a != environment.testbed_id("host", {**cpu, "model": "Xeon"}, [], "Linux")
+    assert a != environment.testbed_id("host", cpu, [{"name": "H200", "memory_total_bytes": 1}], "Linux")
+    monkeypatch.setenv(environment.TESTBED_ENV, "lab-laptop-7")
+    assert environment.testbed_id("host", cpu, [], "Linux") == "lab-laptop-7"
+
+
+def test_git_state_reports_commit_and_dirty_flag(tmp_path):
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    git("init", "-q")
+    (tmp_path / "f.txt").write_text("1")
+    git("add", "f.txt")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    clean = environment.git_state(tmp_path)
+    assert len(clean["commit"]) == 40 and clean["dirty"] is False
+    (tmp_path / "f.txt").write_text("2")
+    assert environment.git_state(tmp_path)["dirty"] is True
+
+
+def test_memory_sampler_reports_peaks():
+    with MemorySampler(interval_s=0.01, device=False) as sampler:
+        block = bytearray(64 * 1024 * 1024)  # 64 MiB, touched
+        block[::4096] = b"x" * len(block[::4096])
+        snap = sampler.snapshot()
+        del block
+    assert snap["peak_rss_bytes"] >= 64 * 1024 * 1024
+    assert snap["ru_maxrss_bytes"] >= snap["peak_rss_bytes"] * 0.9
+    assert snap["device_memory_note"] == "device memory sampling was turned off"
+    assert ru_maxrss_bytes() > 0
+
+
+def _write(path, size):
+    path.write_bytes(b"\0" * size)
+
+
+def test_weights_per_token_count_token_generation_stages_and_their_data(tmp_path):
+    cfg = {"model": {"type": "decoder-pipeline", "decoder": {"pipeline": [{
+        "embeddings": {"filename": "embeddings.onnx", "run_on_token_gen": True},
+        "context": {"filename": "ctx.onnx", "run_on_token_gen": False},
+        "iterator": {"filename": "iter.onnx", "run_on_prompt": False},
+    }]}}}
+    (tmp_path / "genai_config.json").write_text(json.dumps(cfg))
+    for name, size in (("embeddings.onnx", 100), ("ctx.onnx", 5000), ("iter.onnx", 10), ("iter.onnx.data", 1000)):
+        _write(tmp_path / name, size)
+    w = roofline.weights_bytes_per_token(tmp_path)
+    assert w["weights_bytes_per_token"] == 100 + 10 + 1000  # the context stage does not run per token
+    assert w["files"] == ["embeddings.onnx", "iter.onnx", "iter.onnx.data"]
+    route = {"stages": [{"stage": "decoder", "files": ["ctx.onnx"], "run_on_token_gen": True}]}
+    assert roofline.weights_bytes_per_token(tmp_path, route)["weights_bytes_per_token"] == 5000
+
+
+def test_roofline_fraction_and_bandwidth_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(roofline.CACHE_ENV, str(tmp_path / "cache"))
+    calls = []
+
+    def fake_measure():
+        calls.append(1)
+        return {"bandwidth_bytes_per_s": 10e9, "method": "fake"}
+
+    first = roofline.cached_bandwidth(measure=fake_measure)
+    second = roofline.cached_bandwidth(measure=fake_measure)
+    assert (first["cache"], second["cache"], len(calls)) == ("miss", "hit", 1)
+    r = roofline.roofline(25.0, second, {"weights_bytes_per_token": 10**9, "files": ["m.onnx"]})
+    assert r["bound_tokens_per_s"] == pytest.approx(10.0 * 1.0)  # 10 GB/s over 1 GB per token
+    assert r["fraction_of_bound"] == pytest.approx(2.5)
+    missing = roofline.roofline(25.0, None, {"weights_bytes_per_token": None, "files": []})
+    assert missing["fraction_of_bound"] is None
+
+
+def test_measure_bandwidth_gives_a_positive_rate():
+    out = roofline.measure_bandwidth(array_bytes=8 * 1024 * 1024, repeats=2, threads=2)
+    assert out["bandwidth_bytes_per_s"] > 0 and out["threads"] == 2

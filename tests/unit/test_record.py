@@ -1,0 +1,97 @@
+"""Records: round trips, JSON without NaN, schema validation, version checks."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
+from winml_perf.bench.spec import IterationPolicy, RouteSpec, expand_sweep
+from winml_perf.bench.sweep import run_sweep
+from winml_perf.errors import StoreError
+from winml_perf.results.record import SCHEMA_VERSION, CellRecord, RunRecord, load_schema, record_from_dict, validate_record
+
+
+@pytest.fixture(scope="module")
+def run():
+    routes = [
+        RouteSpec("config", fake_spec(jitter_pct=1.0), route={"requested": "config", "route": "config", "stages": []}),
+        RouteSpec("ep=cpu", fake_spec(raise_on_call=3),
+                  route={"requested": "ep=cpu", "route": "ep=cpu", "stages": [{"stage": "decoder", "ep_before": "CPUExecutionProvider", "ep_after": "CPUExecutionProvider"}]}),
+    ]
+    cells = expand_sweep(routes, [8], [1, 4], iterations=IterationPolicy(iterations=6))
+    return run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, sample_memory=True,
+                     argv=["perf", "x"])
+
+
+def test_run_and_cell_records_validate_and_round_trip(run):
+    d = run.to_dict()
+    validate_record(d)
+    text = json.dumps(d, allow_nan=False)  # no NaN anywhere
+    back = record_from_dict(json.loads(text))
+    assert isinstance(back, RunRecord) and back.to_dict() == d
+    for c in run.cells:
+        cd = c.to_dict()
+        validate_record(cd)
+        again = CellRecord.from_dict(json.loads(c.to_json()))
+        assert again.to_dict() == cd
+    assert d["schema_version"] == SCHEMA_VERSION and d["kind"] == "run" and d["argv"] == ["perf", "x"]
+
+
+def test_cell_record_content(run):
+    ok = next(c for c in run.cells if c.cell_key == "config|p8|n4")
+    assert ok.status == "ok" and ok.stop_reason == "iterations" and ok.failure is None
+    assert ok.route["label"] == "config" and ok.shape == {"prompt_tokens": 8, "max_new_tokens": 4, "requested_prompt_tokens": 8}
+    assert len(ok.samples["iterations"]) == 6 and len(ok.samples["iterations"][0]["decode_step_ms"]) == 3
+    assert set(ok.metrics) == {"prompt_ms", "ttft_ms", "e2e_ms", "prompt_tokens_per_s", "decode_tokens_per_s", "tpot_ms", "itl_ms"}
+    assert ok.summary["primary_metric"] == "decode_tokens_per_s"
+    assert ok.summary["itl_ms_p99"] is not None and ok.summary["generated_tokens_total"] == 4 * 7  # 1 warmup + 6
+    assert ok.memory["peak_rss_bytes"] > 0 and "device_memory_note" in ok.memory
+    assert ok.output["identical_across_iterations"] is True
+    one = next(c for c in run.cells if c.cell_key == "config|p8|n1")
+    assert one.summary["primary_metric"] == "e2e_ms" and "decode_tokens_per_s" not in one.metrics
+
+
+def test_failed_and_no_effect_cells(run):
+    first, second = [c for c in run.cells if c.route["label"] == "ep=cpu"]
+    # call 3 raises: the first cell fails; the session lives on and serves the second cell
+    assert first.status == "failed" and first.failure["kind"] == "error" and first.failure["phase"] == "measure"
+    assert second.status == "ok"
+    assert all("route_no_effect" in {w["code"] for w in c.warnings} for c in (first, second))
+    assert run.status == "failed"
+
+
+def test_schema_rejects_damaged_records_naming_the_place(run):
+    d = run.cells[0].to_dict()
+    bad = copy.deepcopy(d)
+    bad["samples"]["iterations"][0]["e2e_ms"] = "fast"
+    with pytest.raises(StoreError, match=r"samples/iterations/0/e2e_ms"):
+        validate_record(bad)
+    bad = copy.deepcopy(d)
+    bad["status"] = "failed"  # failed without a failure
+    with pytest.raises(StoreError):
+        validate_record(bad)
+    bad = copy.deepcopy(d)
+    del bad["environment"]["testbed_id"]
+    with pytest.raises(StoreError, match="testbed_id"):
+        validate_record(bad)
+    bad = copy.deepcopy(d)
+    bad["surprise"] = 1
+    with pytest.raises(StoreError):
+        validate_record(bad)
+
+
+def test_newer_schema_version_is_refused(run):
+    d = run.cells[0].to_dict()
+    d["schema_version"] = SCHEMA_VERSION + 1
+    with pytest.raises(StoreError, match="newer"):
+        CellRecord.from_dict(d)
+    with pytest.raises(StoreError, match="schema_version"):
+        RunRecord.from_dict({"kind": "run"})
+
+
+def test_schema_is_package_data():
+    schema = load_schema()
+    assert schema["$defs"]["cell"]["properties"]["schema_version"]["const"] == SCHEMA_VERSION
