@@ -1,0 +1,74 @@
+"""The measurement engine on the real GenaiSession and the committed tiny bundles."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from winml_perf.bench import roofline
+from winml_perf.bench.environment import collect_environment
+from winml_perf.bench.report import cell_record
+from winml_perf.bench.runner import run_cell
+from winml_perf.bench.spec import CellSpec, IterationPolicy, RouteSpec, SessionSpec, WarmupPolicy, expand_sweep
+from winml_perf.bench.sweep import run_sweep
+from winml_perf.bundle.prepare import prepare_route
+from winml_perf.devices import resolve_target
+from winml_perf.results.record import validate_record
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def env():
+    return collect_environment()
+
+
+@pytest.fixture
+def small_bandwidth_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv(roofline.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(roofline, "DEFAULT_ARRAY_BYTES", 16 * 1024 * 1024)
+
+
+def _route(bundle, ep=None) -> RouteSpec:
+    prepared = prepare_route(bundle, resolve_target(ep, None, "winml-genai"))
+    label = "config" if ep is None else f"ep={ep}"
+    return RouteSpec(label, SessionSpec("winml-genai", str(prepared.path)), route=prepared.to_dict(), bundle=str(bundle),
+                     prepare_ms=prepared.prepare_ms, compile_ms=prepared.compile_ms)
+
+
+@pytest.mark.parametrize("name", ["tiny-qwen2", "tiny-qwen2-pipeline"])
+def test_run_cell_on_a_real_bundle_gives_a_valid_record(name, tiny_flat, tiny_pipeline, env, small_bandwidth_cache):
+    bundle = tiny_flat if name == "tiny-qwen2" else tiny_pipeline
+    r = _route(bundle)
+    cell = CellSpec(r.label, r.session, prompt_tokens=8, max_new_tokens=4, warmup=WarmupPolicy(count=1),
+                    iterations=IterationPolicy(iterations=2), route=r.route, bundle=r.bundle, prepare_ms=r.prepare_ms)
+    result = run_cell(cell)
+    assert result.ok, result.failure
+    assert [len(s.decode_step_ms) for s in result.samples] == [3, 3]
+    assert all(s.prompt_tokens == 8 and s.new_tokens == 4 for s in result.samples)
+    record = cell_record(result, run_id="0" * 32, environment=env, bandwidth=roofline.cached_bandwidth())
+    d = record.to_dict()
+    validate_record(d)
+    assert d["summary"]["decode_tokens_per_s"] > 0 and d["summary"]["prompt_tokens_per_s"] > 0
+    assert d["load"]["model_load_ms"] > 0 and d["load"]["first_generation_ms"] > 0 and d["load"]["prepare_ms"] is not None
+    assert d["memory"]["peak_rss_bytes"] > 0
+    assert "token_count_mismatch" not in {w["code"] for w in d["warnings"]}
+    assert d["roofline"]["weights_bytes_per_token"] > 100_000 and d["roofline"]["fraction_of_bound"] > 0
+    assert d["output"]["identical_across_iterations"] is True  # greedy decoding is deterministic
+
+
+def test_isolated_interleaved_sweep_over_two_routes(bundle_copy, tiny_flat, env, small_bandwidth_cache):
+    bundle = bundle_copy(tiny_flat)
+    routes = [_route(bundle), _route(bundle, "cpu")]
+    cells = expand_sweep(routes, [8], [4], warmup=WarmupPolicy(count=1), iterations=IterationPolicy(iterations=2))
+    done = []
+    run = run_sweep(cells, rounds=2, seed=5, isolate=True, on_cell_done=done.append, environment=env)
+    validate_record(run.to_dict())
+    assert run.status == "ok" and len(done) == 2
+    config, forced = run.cells
+    assert config.memory["pid"] != os.getpid() and config.memory["pid"] != forced.memory["pid"]  # one child per route
+    # the tiny bundle already runs on CPU: forcing ep=cpu changes nothing, and the record says so
+    assert "route_no_effect" in {w["code"] for w in forced.warnings}
+    assert config.output["tokens_sha256"] == forced.output["tokens_sha256"]
+    assert [o["order"] for o in run.sweep["order"]] and len(run.sweep["order"]) == 2
