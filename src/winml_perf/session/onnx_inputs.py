@@ -264,7 +264,7 @@ def _fill(info: TensorInfo, bindings: Mapping[str, tuple[int, str]]) -> tuple[tu
             fix = f"--shape {dim}=N or " if isinstance(dim, str) else ""
             raise UsageError(
                 f"input {info.name!r} {_shape_text(info.shape)} has a dynamic dimension "
-                f"{dim if isinstance(dim, str) else '(unnamed)'} at axis {axis} that nothing sets",
+                f"{repr(dim) if isinstance(dim, str) else '(unnamed)'} at axis {axis} that nothing sets",
                 f"pass {fix}--shape {info.name}={example}",
             )
     return tuple(shape), filled
