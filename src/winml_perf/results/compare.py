@@ -1,0 +1,405 @@
+"""Comparisons read from the store: routes of one interleaved run, and a baseline run against a
+candidate run. Statistics come from results/significance.py; this module selects and pairs data.
+
+- ``compare_routes``: every forced route against the baseline route (default 'config') of the same
+  interleaved sweep, per shape and metric: speedup with a 95 % CI by a bootstrap over the rounds
+  both routes ran (round_index pairs them), and a verdict against the equivalence band.
+- ``compare_runs``: records picked by two selectors (run id, git commit, package version, date,
+  'latest', 'previous'), matched on testbed x bundle x route x shape: Δ% of medians, a
+  Mann-Whitney U p-value, a verdict, and whether it is a regression beyond a threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from winml_perf.errors import StoreError, UsageError
+from winml_perf.results import significance as sig
+from winml_perf.results.rows import bigger_is_better
+from winml_perf.results.store import Store, parse_when
+
+#: Metrics compared by default, in this order, when both sides have them.
+DEFAULT_METRICS = ("decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms", "tpot_ms", "e2e_ms", "latency_ms")
+#: Words used in sentences.
+METRIC_WORDS = {
+    "decode_tokens_per_s": "decode", "prompt_tokens_per_s": "prompt", "ttft_ms": "TTFT", "tpot_ms": "TPOT",
+    "e2e_ms": "end-to-end", "latency_ms": "latency", "prompt_ms": "prompt time",
+}
+GROUP_FIELDS = ("testbed_id", "bundle", "route", "prompt_tokens", "max_new_tokens")
+
+
+def metric_word(metric: str) -> str:
+    return METRIC_WORDS.get(metric, metric)
+
+
+def shape_label(prompt_tokens: Any, max_new_tokens: Any) -> str:
+    parts = []
+    if prompt_tokens is not None:
+        parts.append(f"p{prompt_tokens}")
+    if max_new_tokens is not None:
+        parts.append(f"n{max_new_tokens}")
+    return " ".join(parts) or "-"
+
+
+def parse_pct(value: float | str | None, flag: str) -> float | None:
+    """'2%', '2' or 0.02-style numbers are all 'two percent' -> 2.0."""
+    if value is None:
+        return None
+    text = str(value).strip().rstrip("%").strip()
+    try:
+        pct = float(text)
+    except ValueError:
+        raise UsageError(f"{flag} {value!r} is not a percentage", f"e.g. {flag} 2%") from None
+    if not math.isfinite(pct) or pct < 0:
+        raise UsageError(f"{flag} must be a percentage >= 0, got {value!r}", f"e.g. {flag} 2%")
+    return pct
+
+
+def _samples_by_record(store: Store, record_ids: Sequence[int]) -> dict[int, list[dict]]:
+    out: dict[int, list[dict]] = defaultdict(list)
+    for s in store.samples(record_ids, phase="measured"):
+        out[s["record_id"]].append(s)
+    return out
+
+
+def _metrics_present(samples: Iterable[dict], wanted: Sequence[str]) -> list[str]:
+    samples = list(samples)
+    return [m for m in wanted if any(s.get(m) is not None for s in samples)]
+
+
+def _choose_metrics(metrics: Sequence[str] | None, base: list[dict], cand: list[dict]) -> list[str]:
+    if metrics:
+        unknown = [m for m in metrics if m not in DEFAULT_METRICS and m != "prompt_ms"]
+        if unknown:
+            raise UsageError(f"--metric {unknown[0]!r} is not a per-iteration metric", f"use one of {', '.join(DEFAULT_METRICS)}, prompt_ms")
+        return [m for m in metrics if m in _metrics_present(base, metrics) and m in _metrics_present(cand, metrics)]
+    both = [m for m in _metrics_present(base, DEFAULT_METRICS) if m in _metrics_present(cand, DEFAULT_METRICS)]
+    if "e2e_ms" in both and "latency_ms" in both:  # a token session's latency is its e2e time
+        both.remove("latency_ms")
+    return both
+
+
+# == routes ========================================================================================
+@dataclass(frozen=True)
+class RouteComparison:
+    bundle: str | None
+    testbed_id: str | None
+    prompt_tokens: int | None
+    max_new_tokens: int | None
+    route: str
+    baseline_route: str
+    metric: str
+    speedup: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+    rounds: int
+    n_baseline: int
+    n_candidate: int
+    equivalence_pct: float
+
+    @property
+    def half_width(self) -> float:
+        """The larger distance from the speedup to a CI bound, on the printed (≥ 1) scale."""
+        s, lo, hi = self._oriented()
+        return max(s - lo, hi - s) if all(map(math.isfinite, (s, lo, hi))) else math.nan
+
+    def _oriented(self) -> tuple[float, float, float]:
+        if math.isfinite(self.speedup) and self.speedup < 1.0:
+            return 1.0 / self.speedup, 1.0 / self.ci_high, 1.0 / self.ci_low
+        return self.speedup, self.ci_low, self.ci_high
+
+    def sentence(self) -> str:
+        """'ep=webgpu decode ran 1.84 ± 0.05 × faster than config (p16 n32): faster'."""
+        if not math.isfinite(self.speedup):
+            return f"{self.route} {metric_word(self.metric)}: no paired rounds with {self.baseline_route}"
+        s, _, _ = self._oriented()
+        direction = "faster than" if self.speedup >= 1.0 else "slower than"
+        if self.verdict == sig.EQUIVALENT:
+            direction = "as fast as"
+        text = (f"{self.route} {metric_word(self.metric)} ran {s:.2f} ± {self.half_width:.2f} × {direction} "
+                f"{self.baseline_route} ({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self.rounds} rounds)")
+        if self.verdict == sig.EQUIVALENT:
+            return text + f": equivalent within ±{self.equivalence_pct:g}%"
+        if self.verdict == sig.INCONCLUSIVE:
+            return text + ": inconclusive (the 95% CI spans both sides; run more rounds)"
+        return text + f": {self.verdict}"
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["half_width"] = self.half_width
+        d["sentence"] = self.sentence()
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+@dataclass(frozen=True)
+class RoutesReport:
+    run_id: str
+    baseline_route: str
+    rows: tuple[RouteComparison, ...]
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return {"run_id": self.run_id, "baseline_route": self.baseline_route, "comparisons": [r.to_dict() for r in self.rows],
+                "notes": list(self.notes)}
+
+
+def _resolve_run(store: Store, run: str | None, baseline_route: str, filters: Mapping[str, Any]) -> str:
+    runs = store.run_ids(**filters)
+    if run:
+        hits = [r for r in runs if r == run] or [r for r in runs if r.startswith(run)]
+        if not hits:
+            raise StoreError(f"no run {run!r} in results store {store.display}", "see `winml results list` for run ids")
+        if len(hits) > 1:
+            raise UsageError(f"run id prefix {run!r} matches {len(hits)} runs", "give more characters of the run id")
+        return hits[0]
+    for r in runs:  # newest first: the latest run with the baseline route and another route
+        routes = {x["route"] for x in store.records(run_id=r, status="ok", **filters)}
+        if baseline_route in routes and len(routes) > 1:
+            return r
+    raise StoreError(f"no run in {store.display} measured route {baseline_route!r} together with another route",
+                     f"run e.g. `winml perf BUNDLE --route {baseline_route} --route ep=cpu`, or pass --run / --baseline-route")
+
+
+def _rounds(samples: Sequence[dict], metric: str) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = defaultdict(list)
+    for s in samples:
+        if s.get(metric) is not None:
+            out[int(s["round_index"])].append(float(s[metric]))
+    return dict(out)
+
+
+def compare_routes(
+    store: Store,
+    run: str | None = None,
+    *,
+    baseline_route: str = "config",
+    routes: Sequence[str] | None = None,
+    metrics: Sequence[str] | None = None,
+    equivalence_pct: float = sig.EQUIVALENCE * 100,
+    resamples: int = sig.BOOTSTRAP_RESAMPLES,
+    seed: int = sig.BOOTSTRAP_SEED,
+    **filters: Any,
+) -> RoutesReport:
+    """Each route of one run against ``baseline_route``, per shape and metric."""
+    run_id = _resolve_run(store, run, baseline_route, filters)
+    records = store.records(run_id=run_id, **filters)
+    notes = [f"{r['route']} {shape_label(r['prompt_tokens'], r['max_new_tokens'])}: cell failed, not compared"
+             for r in records if r["status"] != "ok"]
+    records = [r for r in records if r["status"] == "ok"]
+    present = sorted({r["route"] for r in records})
+    if baseline_route not in present:
+        raise UsageError(f"run {run_id} has no ok cells of route {baseline_route!r} (routes: {', '.join(present) or 'none'})",
+                         "pass --baseline-route with one of them")
+    wanted = list(routes) if routes else [x for x in present if x != baseline_route]
+    missing = [x for x in wanted if x not in present]
+    if missing:
+        raise UsageError(f"run {run_id} has no ok cells of route(s) {', '.join(missing)}", f"routes in this run: {', '.join(present)}")
+    by_id = _samples_by_record(store, [r["id"] for r in records])
+    groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in records:
+        groups[(r["bundle"], r["testbed_id"], r["prompt_tokens"], r["max_new_tokens"])][r["route"]].extend(by_id[r["id"]])
+    rows = []
+    for key in sorted(groups, key=lambda k: tuple("" if v is None else str(v).zfill(12) for v in k)):
+        by_route = groups[key]
+        base = by_route.get(baseline_route)
+        if not base:
+            notes.append(f"{shape_label(key[2], key[3])}: no {baseline_route} cell; skipped")
+            continue
+        for route in wanted:
+            cand = by_route.get(route)
+            if not cand:
+                continue
+            for metric in _choose_metrics(metrics, base, cand):
+                ci = sig.paired_ratio_ci(_rounds(base, metric), _rounds(cand, metric), resamples=resamples, seed=seed)
+                s, lo, hi = sig.speedup_ci(ci, bigger_is_better(metric))
+                rows.append(RouteComparison(key[0], key[1], key[2], key[3], route, baseline_route, metric, s, lo, hi,
+                                            sig.ci_verdict(lo, hi, equivalence_pct / 100.0), ci.rounds, ci.n_baseline,
+                                            ci.n_candidate, equivalence_pct))
+    return RoutesReport(run_id, baseline_route, tuple(rows), tuple(notes))
+
+
+# == runs ==========================================================================================
+@dataclass(frozen=True)
+class Selection:
+    """Records picked by a selector, and how the selector was read."""
+
+    selector: str
+    meaning: str
+    records: tuple[dict, ...]
+
+
+def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) -> tuple[str, list[dict]]:
+    if kind == "run":
+        runs = store.run_ids(**filters)
+        hits = [r for r in runs if r == value] or [r for r in runs if r.startswith(value)]
+        if len(hits) > 1:
+            raise UsageError(f"run id prefix {value!r} matches {len(hits)} runs", "give more characters of the run id")
+        return (f"run {hits[0]}", store.records(run_id=hits[0], **filters)) if hits else ("", [])
+    if kind in ("latest", "previous"):
+        runs = store.run_ids(**filters)
+        i = 0 if kind == "latest" else 1
+        return (f"{kind} run {runs[i]}", store.records(run_id=runs[i], **filters)) if len(runs) > i else ("", [])
+    if kind == "commit":
+        return f"git commit {value}*", store.records(git_commit=value, **filters)
+    if kind == "version":
+        return f"winml-perf {value}", store.records(version=value, **filters)
+    if kind == "date":
+        return f"{value} (UTC)", store.records(since=parse_when(value, "date:"), until=parse_when(value, "date:", end_of_day=True), **filters)
+    raise UsageError(f"unknown selector kind {kind!r}", "use run:, commit:, version:, date:, latest or previous")
+
+
+def select(store: Store, selector: str, flag: str, **filters: Any) -> Selection:
+    """Records of ``selector``: 'run:ID', 'commit:SHA', 'version:X.Y', 'date:YYYY-MM-DD', 'latest',
+    'previous', or a bare value tried as a run id, then a commit, a version, a date."""
+    text = selector.strip()
+    if text in ("latest", "previous"):
+        kinds = [(text, "")]
+    elif ":" in text and text.split(":", 1)[0] in ("run", "commit", "version", "date"):
+        kinds = [tuple(text.split(":", 1))]
+    else:
+        kinds = [("run", text), ("commit", text), ("version", text)]
+        if len(text) == 10 and text[4] == "-":
+            kinds.append(("date", text))
+    for kind, value in kinds:
+        meaning, records = _by_kind(store, kind, value, filters)
+        if records:
+            return Selection(text, meaning, tuple(records))
+    raise StoreError(f"{flag} {selector!r} matches no records in {store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else ""),
+                     "use run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest or previous (see `winml results list`)")
+
+
+def _group_key(r: Mapping[str, Any]) -> tuple:
+    return tuple(r[f] for f in GROUP_FIELDS)
+
+
+def key_label(key: Sequence[Any]) -> str:
+    testbed, bundle, route, p, n = key
+    return f"{bundle} {route} {shape_label(p, n)} @{testbed}"
+
+
+@dataclass(frozen=True)
+class RunChange:
+    key: tuple
+    candidate_key: tuple
+    metric: str
+    n_baseline: int
+    n_candidate: int
+    baseline_median: float
+    candidate_median: float
+    delta_pct: float
+    p_value: float
+    u: float
+    verdict: str
+    regression: bool
+
+    def sentence(self) -> str:
+        sign = "+" if self.delta_pct >= 0 else ""
+        flag = "  REGRESSION" if self.regression else ""
+        return (f"{key_label(self.key)} {metric_word(self.metric)}: {self.baseline_median:.4g} -> {self.candidate_median:.4g} "
+                f"({sign}{self.delta_pct:.2f}%, p={self.p_value:.3g}): {self.verdict}{flag}")
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["key"] = dict(zip(GROUP_FIELDS, self.key))
+        d["candidate_key"] = dict(zip(GROUP_FIELDS, self.candidate_key))
+        d["sentence"] = self.sentence()
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+@dataclass(frozen=True)
+class RunsReport:
+    baseline: str
+    candidate: str
+    rows: tuple[RunChange, ...]
+    fail_threshold_pct: float | None
+    equivalence_pct: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def regressions(self) -> tuple[RunChange, ...]:
+        return tuple(r for r in self.rows if r.regression)
+
+    def to_dict(self) -> dict:
+        return {"baseline": self.baseline, "candidate": self.candidate, "equivalence_pct": self.equivalence_pct,
+                "fail_threshold_pct": self.fail_threshold_pct, "changes": [r.to_dict() for r in self.rows],
+                "regressions": len(self.regressions), "notes": list(self.notes)}
+
+
+def _pair_groups(base: dict[tuple, list], cand: dict[tuple, list], force: bool, notes: list[str]) -> list[tuple[tuple, tuple]]:
+    common = sorted(set(base) & set(cand), key=str)
+    only_b = sorted(set(base) - set(cand), key=str)
+    only_c = sorted(set(cand) - set(base), key=str)
+    if not only_b and not only_c:
+        return [(k, k) for k in common]
+    if not force:
+        what = "; ".join([f"only in baseline: {key_label(k)}" for k in only_b[:3]] + [f"only in candidate: {key_label(k)}" for k in only_c[:3]])
+        raise UsageError(f"baseline and candidate do not measure the same testbed, bundle, route and shape ({what})",
+                         "narrow both with --bundle/--route/--testbed/--prompt-tokens/--max-new-tokens, or pass --force to compare anyway")
+    if not common and len(base) == 1 and len(cand) == 1:
+        (kb,), (kc,) = base, cand
+        notes.append(f"--force: comparing {key_label(kb)} with {key_label(kc)}")
+        return [(kb, kc)]
+    notes.extend([f"--force: not compared, only in baseline: {key_label(k)}" for k in only_b]
+                  + [f"--force: not compared, only in candidate: {key_label(k)}" for k in only_c])
+    return [(k, k) for k in common]
+
+
+def _groups(store: Store, records: Sequence[dict], notes: list[str], side: str) -> dict[tuple, list[dict]]:
+    ok = [r for r in records if r["status"] == "ok"]
+    if len(ok) < len(records):
+        notes.append(f"{side}: {len(records) - len(ok)} failed cell(s) left out")
+    by_id = _samples_by_record(store, [r["id"] for r in ok])
+    out: dict[tuple, list[dict]] = defaultdict(list)
+    for r in ok:
+        out[_group_key(r)].extend(by_id[r["id"]])
+    return dict(out)
+
+
+def compare_samples(key: tuple, cand_key: tuple, metric: str, base: Sequence[dict], cand: Sequence[dict], *,
+                    equivalence_pct: float, fail_threshold_pct: float | None) -> RunChange:
+    """One metric of one group: medians, Δ%, Mann-Whitney p, verdict, regression flag."""
+    b = [s[metric] for s in base if s.get(metric) is not None]
+    c = [s[metric] for s in cand if s.get(metric) is not None]
+    mb, mc = float(np.median(b)), float(np.median(c))
+    d = sig.delta_pct(mb, mc)
+    mw = sig.mann_whitney_u(c, b)
+    up = bigger_is_better(metric)
+    regression = fail_threshold_pct is not None and sig.is_regression(d, mw.p_value, up, fail_threshold_pct)
+    return RunChange(key, cand_key, metric, len(b), len(c), mb, mc, d, mw.p_value, mw.u,
+                     sig.change_verdict(d, mw.p_value, up, equivalence_pct / 100.0), regression)
+
+
+def compare_runs(
+    store: Store,
+    baseline: str,
+    candidate: str,
+    *,
+    metrics: Sequence[str] | None = None,
+    equivalence_pct: float = sig.EQUIVALENCE * 100,
+    fail_threshold_pct: float | None = None,
+    force: bool = False,
+    **filters: Any,
+) -> RunsReport:
+    """Baseline records against candidate records, matched on testbed x bundle x route x shape."""
+    b_sel = select(store, baseline, "--baseline", **filters)
+    c_sel = select(store, candidate, "--candidate", **filters)
+    overlap = {r["id"] for r in b_sel.records} & {r["id"] for r in c_sel.records}
+    if overlap:
+        raise UsageError(f"--baseline {baseline!r} and --candidate {candidate!r} select {len(overlap)} of the same records",
+                         "pick two different runs, commits, versions or dates")
+    notes: list[str] = []
+    base, cand = _groups(store, b_sel.records, notes, "baseline"), _groups(store, c_sel.records, notes, "candidate")
+    rows = []
+    for kb, kc in _pair_groups(base, cand, force, notes):
+        for metric in _choose_metrics(metrics, base[kb], cand[kc]):
+            rows.append(compare_samples(kb, kc, metric, base[kb], cand[kc], equivalence_pct=equivalence_pct,
+                                        fail_threshold_pct=fail_threshold_pct))
+    if not rows:
+        raise StoreError("nothing to compare: no metric has samples on both sides", "check the selections with `winml results list`")
+    return RunsReport(b_sel.meaning, c_sel.meaning, tuple(rows), fail_threshold_pct, equivalence_pct, tuple(notes))

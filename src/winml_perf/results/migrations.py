@@ -1,0 +1,151 @@
+"""The results store's schema: ordered, named migrations applied on open, and the current tables.
+
+Each migration is a function ``(connection) -> None`` with a stable name; the names applied so
+far are rows of ``schema_migrations``. Opening a store applies the missing ones in order inside one
+transaction (under a lock, so several processes opening a fresh store at once agree). A store that
+holds a migration name this code does not know was written by a newer winml-perf: we refuse it
+rather than guess (StoreError, exit 2). Never edit a released migration; add a new one.
+
+Tables (one schema for SQLite and PostgreSQL):
+
+- ``records``: one row per measured cell (a record from bench/record.py): identity, the keys the
+  commands filter and group by (run, testbed, bundle, route, shape, status, versions, git commit),
+  and the whole record as JSON text (lossless; ``winml results show`` prints it).
+- ``metrics``: one row per record and metric: the record's summary statistics over iterations,
+  plus per-cell scalars (peak RSS, model load, roofline fraction) with n = 1 (what
+  ``results list``, the exports and the dashboard history read).
+- ``samples``: one row per iteration (measured and warmup): the raw timings, the per-iteration
+  metrics derived from them, and ``round_index`` pairing interleaved routes (what ``compare``
+  and the dashboard's regression test read).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import sqlalchemy as sa
+
+MIGRATIONS_TABLE = "schema_migrations"
+
+def _v1_tables(md: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table, sa.Table]:
+    """The version-1 tables, built into ``md``. Frozen: a later migration that changes a table
+    gets its own builder and ``metadata`` below is built from the newest."""
+    migrations_t = sa.Table(
+        MIGRATIONS_TABLE,
+        md,
+        sa.Column("name", sa.String(200), primary_key=True),
+        sa.Column("applied_utc", sa.String(40), nullable=False),
+    )
+    records_t = sa.Table(
+        "records",
+        md,
+        sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+        sa.Column("record_uid", sa.String(80), nullable=False, unique=True),
+        sa.Column("schema_version", sa.Integer, nullable=False),
+        sa.Column("run_id", sa.String(80), nullable=True, index=True),
+        sa.Column("created_utc", sa.String(40), nullable=False, index=True),
+        sa.Column("testbed_id", sa.String(200), nullable=True, index=True),
+        sa.Column("hostname", sa.String(200), nullable=True),
+        sa.Column("bundle", sa.String(400), nullable=True, index=True),
+        sa.Column("bundle_path", sa.Text, nullable=True),
+        sa.Column("route", sa.String(200), nullable=True, index=True),
+        sa.Column("runtime", sa.String(40), nullable=True),
+        sa.Column("prompt_tokens", sa.Integer, nullable=True),
+        sa.Column("max_new_tokens", sa.Integer, nullable=True),
+        sa.Column("status", sa.String(20), nullable=False),
+        sa.Column("git_commit", sa.String(80), nullable=True, index=True),
+        sa.Column("winml_perf_version", sa.String(80), nullable=True),
+        sa.Column("onnxruntime_version", sa.String(80), nullable=True),
+        sa.Column("genai_version", sa.String(80), nullable=True),
+        sa.Column("n_samples", sa.Integer, nullable=False),
+        sa.Column("record_json", sa.Text, nullable=False),
+    )
+    metrics_t = sa.Table(
+        "metrics",
+        md,
+        sa.Column("record_id", sa.Integer, sa.ForeignKey("records.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("name", sa.String(80), primary_key=True),
+        sa.Column("n", sa.Integer, nullable=False),
+        sa.Column("median", sa.Float, nullable=True),
+        sa.Column("mean", sa.Float, nullable=True),
+        sa.Column("stdev", sa.Float, nullable=True),
+        sa.Column("cv_pct", sa.Float, nullable=True),
+        sa.Column("min", sa.Float, nullable=True),
+        sa.Column("max", sa.Float, nullable=True),
+        sa.Column("p90", sa.Float, nullable=True),
+        sa.Column("p95", sa.Float, nullable=True),
+        sa.Column("p99", sa.Float, nullable=True),
+        sa.Column("ci95_low", sa.Float, nullable=True),
+        sa.Column("ci95_high", sa.Float, nullable=True),
+    )
+    samples_t = sa.Table(
+        "samples",
+        md,
+        sa.Column("record_id", sa.Integer, sa.ForeignKey("records.id", ondelete="CASCADE"), primary_key=True),
+        sa.Column("seq", sa.Integer, primary_key=True),
+        sa.Column("phase", sa.String(10), nullable=False),  # 'measured' | 'warmup'
+        sa.Column("round_index", sa.Integer, nullable=False),
+        sa.Column("latency_ms", sa.Float, nullable=True),
+        sa.Column("prompt_tokens", sa.Integer, nullable=True),
+        sa.Column("new_tokens", sa.Integer, nullable=True),
+        sa.Column("prompt_ms", sa.Float, nullable=True),
+        sa.Column("ttft_ms", sa.Float, nullable=True),
+        sa.Column("e2e_ms", sa.Float, nullable=True),
+        sa.Column("prompt_tokens_per_s", sa.Float, nullable=True),
+        sa.Column("decode_tokens_per_s", sa.Float, nullable=True),
+        sa.Column("tpot_ms", sa.Float, nullable=True),
+        sa.Column("decode_step_ms", sa.Text, nullable=True),  # JSON list, raw
+    )
+    return migrations_t, records_t, metrics_t, samples_t
+
+
+def _v2_indexes(records_t: sa.Table, samples_t: sa.Table) -> list[sa.Index]:
+    return [
+        sa.Index("ix_records_series", records_t.c.bundle, records_t.c.route, records_t.c.testbed_id,
+                 records_t.c.prompt_tokens, records_t.c.max_new_tokens),
+        sa.Index("ix_samples_record_round", samples_t.c.record_id, samples_t.c.round_index),
+    ]
+
+
+def _m0001_initial(conn: sa.Connection) -> None:
+    _, records_t, metrics_t, samples_t = _v1_tables(sa.MetaData())
+    for table in (records_t, metrics_t, samples_t):
+        table.create(conn)
+
+
+def _m0002_query_indexes(conn: sa.Connection) -> None:
+    _, records_t, _, samples_t = _v1_tables(sa.MetaData())
+    for index in _v2_indexes(records_t, samples_t):
+        index.create(conn)
+
+
+# The current schema, for queries (never used to create tables: migrations do that).
+metadata = sa.MetaData()
+schema_migrations, records, metrics, samples = _v1_tables(metadata)
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str
+    apply: Callable[[sa.Connection], None]
+
+
+#: Applied in this order; a store's schema version is the number applied.
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration("0001_initial", _m0001_initial),
+    Migration("0002_query_indexes", _m0002_query_indexes),
+)
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def pending(applied: set[str]) -> list[Migration]:
+    """Migrations not yet applied, in order."""
+    return [m for m in MIGRATIONS if m.name not in applied]
+
+
+def unknown(applied: set[str]) -> list[str]:
+    """Applied names this code does not know (the store is newer than this code)."""
+    known = {m.name for m in MIGRATIONS}
+    return sorted(applied - known)

@@ -1,0 +1,208 @@
+"""Cell record dict (results/record.py ``CellRecord.to_dict()``) -> the store's rows. Pure, no I/O.
+
+The record's layout belongs to the measurement engine (schemas/record.schema.json); this module
+is the one place that knows where each stored column comes from. Per-iteration metrics in the
+samples table are derived from the raw samples exactly as the runner derives them (volume / time,
+bench/stats.py), so compare and the dashboard test the same numbers the record summarises.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Iterable, Mapping, Sequence
+
+from winml_perf.bench import stats
+from winml_perf.errors import StoreError
+
+#: Metrics whose bigger value is better; everything else (times, bytes) is better smaller.
+BIGGER_IS_BETTER = frozenset({"decode_tokens_per_s", "prompt_tokens_per_s", "inferences_per_s", "roofline_fraction"})
+#: Per-iteration metrics the samples table keeps as columns (what compare tests).
+SAMPLE_METRICS = ("decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms", "tpot_ms", "e2e_ms", "prompt_ms", "latency_ms")
+#: Per-cell scalars copied into the metrics table (n = 1): metric name -> dotted path in the record.
+SCALAR_METRICS = {
+    "peak_rss_bytes": "memory.peak_rss_bytes",
+    "device_memory_peak_used_bytes": "memory.device_memory_peak_used_bytes",
+    "model_load_ms": "load.model_load_ms",
+    "first_generation_ms": "load.first_generation_ms",
+    "prepare_ms": "load.prepare_ms",
+    "compile_ms": "load.compile_ms",
+    "roofline_fraction": "roofline.fraction_of_bound",
+}
+SUMMARY_FIELDS = ("n", "median", "mean", "stdev", "cv_pct", "min", "max", "p90", "p95", "p99", "ci95_low", "ci95_high")
+TIMESTAMP_PATHS = ("finished_utc", "started_utc", "environment.timestamp_utc")
+
+
+def bigger_is_better(metric: str) -> bool:
+    """Direction of a metric from its name: throughputs and fractions up; times and bytes down."""
+    return metric in BIGGER_IS_BETTER or metric.endswith("_per_s")
+
+
+def metric_unit(metric: str) -> str:
+    if metric.endswith("tokens_per_s"):
+        return "tokens/s"
+    if metric == "inferences_per_s":
+        return "inferences/s"
+    for suffix, unit in (("_ms", "ms"), ("_bytes", "bytes"), ("_per_s", "1/s"), ("_fraction", "fraction"), ("_s", "s")):
+        if metric.endswith(suffix):
+            return unit
+    return ""
+
+
+# -- locating values in a record ------------------------------------------------------------------
+def _get(record: Mapping[str, Any], path: str) -> Any:
+    node: Any = record
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
+
+
+def first(record: Mapping[str, Any], *paths: str) -> Any:
+    """The value at the first dotted path that is present, not None and not ''."""
+    for path in paths:
+        value = _get(record, path)
+        if value is not None and value != "":
+            return value
+    return None
+
+
+def _str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def finite(value: Any) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+def normalize_utc(value: Any) -> str:
+    """An ISO-8601 timestamp -> 'YYYY-MM-DDTHH:MM:SS.ffffffZ' in UTC (sortable as text)."""
+    if value is None or value == "":
+        raise StoreError("record has no timestamp (finished_utc / started_utc / environment.timestamp_utc)",
+                         "write records made by winml_perf.bench.report")
+    text = str(value).strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        dt = datetime.fromisoformat(text)
+    except ValueError:
+        raise StoreError(f"timestamp {value!r} is not ISO-8601", "e.g. 2025-01-31T02:00:00Z") from None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def bundle_name(path: str | None) -> str | None:
+    """A bundle's display name: the last component of its path."""
+    if not path:
+        return None
+    return path.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or path
+
+
+# -- samples ---------------------------------------------------------------------------------------
+def derive_sample_metrics(sample: Mapping[str, Any]) -> dict[str, float | None]:
+    """Per-iteration metrics of one raw sample (IterationSample.to_dict()), as the runner derives them."""
+    steps = [float(x) for x in (sample.get("decode_step_ms") or ())]
+    prompt_tokens = _int(sample.get("prompt_tokens")) or 0
+    prompt_ms = finite(sample.get("prompt_ms"))
+    return {
+        "latency_ms": finite(sample.get("latency_ms")),
+        "prompt_ms": prompt_ms,
+        "ttft_ms": finite(sample.get("ttft_ms")),
+        "e2e_ms": finite(sample.get("e2e_ms")),
+        "prompt_tokens_per_s": finite(stats.tokens_per_s(prompt_tokens, prompt_ms if prompt_ms else math.nan)),
+        "decode_tokens_per_s": finite(stats.decode_tokens_per_s(steps)) if steps else None,
+        "tpot_ms": finite(stats.tpot_ms(steps)) if steps else None,
+    }
+
+
+def _sample_rows(samples: Iterable[Mapping[str, Any]], phase: str, start_seq: int) -> list[dict]:
+    rows = []
+    for i, s in enumerate(samples):
+        rows.append({
+            "seq": start_seq + i,
+            "phase": phase,
+            "round_index": _int(s.get("round_index")) if _int(s.get("round_index")) is not None else 0,
+            "prompt_tokens": _int(s.get("prompt_tokens")),
+            "new_tokens": _int(s.get("new_tokens")),
+            **derive_sample_metrics(s),
+            "decode_step_ms": json.dumps([float(x) for x in (s.get("decode_step_ms") or ())]),
+        })
+    return rows
+
+
+def _metric_rows(record: Mapping[str, Any]) -> list[dict]:
+    rows = []
+    for name, summary in sorted((record.get("metrics") or {}).items()):
+        if not isinstance(summary, Mapping):
+            continue
+        row = {"name": name, **{k: finite(summary.get(k)) for k in SUMMARY_FIELDS}}
+        row["n"] = _int(summary.get("n")) or 0
+        rows.append(row)
+    for name, path in SCALAR_METRICS.items():
+        value = finite(_get(record, path))
+        if value is not None:
+            rows.append({"name": name, "n": 1, **{k: value for k in SUMMARY_FIELDS if k not in ("n", "stdev", "cv_pct", "ci95_low", "ci95_high")},
+                         "stdev": None, "cv_pct": None, "ci95_low": None, "ci95_high": None})
+    return rows
+
+
+@dataclass(frozen=True)
+class RecordRows:
+    """What one cell record becomes in the store."""
+
+    record: dict
+    metrics: list[dict]
+    samples: list[dict]
+
+
+def record_rows(record: Mapping[str, Any]) -> RecordRows:
+    """The rows of one cell record (already validated against record.schema.json)."""
+    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    samples = record.get("samples") or {}
+    measured = _sample_rows(samples.get("iterations") or (), "measured", 0)
+    warmup = _sample_rows(samples.get("warmup") or (), "warmup", len(measured))
+    bundle = _str(record.get("bundle"))
+    versions = _get(record, "environment.versions") or {}
+    row = {
+        "record_uid": str(record["cell_id"]),
+        "schema_version": int(record["schema_version"]),
+        "run_id": _str(record.get("run_id")),
+        "created_utc": normalize_utc(first(record, *TIMESTAMP_PATHS)),
+        "testbed_id": _str(first(record, "environment.testbed_id")),
+        "hostname": _str(first(record, "environment.hostname")),
+        "bundle": bundle_name(bundle),
+        "bundle_path": bundle,
+        "route": _str(first(record, "route.label")),
+        "runtime": _str(record.get("runtime")),
+        "prompt_tokens": _int(first(record, "shape.prompt_tokens")),
+        "max_new_tokens": _int(first(record, "shape.max_new_tokens")),
+        "status": _str(record.get("status")) or "ok",
+        "git_commit": _str(first(record, "environment.git.commit")),
+        "winml_perf_version": _str(versions.get("winml-perf")),
+        "onnxruntime_version": _str(versions.get("onnxruntime")),
+        "genai_version": _str(versions.get("onnxruntime-genai")),
+        "n_samples": len(measured),
+        "record_json": canonical,
+    }
+    return RecordRows(record=row, metrics=_metric_rows(record), samples=measured + warmup)
+
+

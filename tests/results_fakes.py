@@ -1,0 +1,127 @@
+"""Hand-made cell records (schema-valid, deterministic) for the results store, compare, exports
+and dashboard tests. Every number is chosen here, so golden files stay stable."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+from typing import Sequence
+
+from winml_perf.bench import stats
+
+ENV_BASE = {
+    "hostname": "bench-01",
+    "testbed_id_source": "env",
+    "os": {"system": "Linux", "release": "6.1"},
+    "cpu": {"model": "Test CPU", "logical_cores": 2},
+    "gpu": {"gpus": []},
+}
+
+
+def hex_id(*parts: object) -> str:
+    return hashlib.sha256("|".join(map(str, parts)).encode()).hexdigest()[:32]
+
+
+def environment(testbed: str, when: str, commit: str | None, version: str) -> dict:
+    return {
+        **ENV_BASE, "timestamp_utc": when, "testbed_id": testbed,
+        "versions": {"winml-perf": version, "onnxruntime": "1.31.1", "onnxruntime-genai": "0.18.0", "python": "3.11.2"},
+        "git": {"commit": commit, "dirty": False},
+    }
+
+
+def token_sample(round_index: int, prompt_tokens: int, new_tokens: int, step_ms: float, prompt_ms: float) -> dict:
+    steps = [round(step_ms, 6)] * (new_tokens - 1)
+    ttft = prompt_ms + 0.5
+    e2e = ttft + math.fsum(steps)
+    return {"round_index": round_index, "latency_ms": e2e, "prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
+            "prompt_ms": prompt_ms, "ttft_ms": ttft, "decode_step_ms": steps, "e2e_ms": e2e}
+
+
+def _metrics(samples: Sequence[dict]) -> dict:
+    def values(name: str) -> list[float]:
+        out = []
+        for s in samples:
+            steps = s["decode_step_ms"]
+            if name == "decode_tokens_per_s":
+                out.append(stats.decode_tokens_per_s(steps))
+            elif name == "tpot_ms":
+                out.append(stats.tpot_ms(steps))
+            elif name == "prompt_tokens_per_s":
+                out.append(stats.tokens_per_s(s["prompt_tokens"], s["prompt_ms"]))
+            else:
+                out.append(s[name])
+        return out
+
+    names = ("prompt_ms", "ttft_ms", "e2e_ms", "prompt_tokens_per_s", "decode_tokens_per_s", "tpot_ms")
+    out = {n: stats.summarize(values(n)).to_dict() for n in names}
+    out["itl_ms"] = stats.summarize([x for s in samples for x in s["decode_step_ms"]]).to_dict()
+    return out
+
+
+def make_cell(
+    run_id: str,
+    *,
+    route: str = "config",
+    bundle: str = "bundles/tiny-qwen2",
+    testbed: str = "tb-linux",
+    prompt_tokens: int = 16,
+    max_new_tokens: int = 8,
+    when: str = "2025-01-01T02:00:00Z",
+    step_ms: Sequence[float] | None = None,
+    rounds: Sequence[int] | None = None,
+    prompt_ms: float = 4.0,
+    commit: str | None = "1111111aaaaaaa",
+    version: str = "0.1.0",
+    status: str = "ok",
+    peak_rss_bytes: int = 200_000_000,
+    index: int = 0,
+) -> dict:
+    """One schema-valid cell record. ``step_ms``: one decode-step time per iteration; ``rounds``:
+    their round_index (default 0, 1, 2, ...)."""
+    step_ms = list(step_ms if step_ms is not None else [2.0, 2.1, 1.9, 2.05, 1.95, 2.0])
+    if status != "ok":
+        step_ms = []
+    rounds = list(rounds if rounds is not None else range(len(step_ms)))
+    iterations = [token_sample(r, prompt_tokens, max_new_tokens, t, prompt_ms + 0.01 * k)
+                  for k, (r, t) in enumerate(zip(rounds, step_ms))]
+    warmup = [token_sample(-1, prompt_tokens, max_new_tokens, 3.0, 6.0)] if status == "ok" else []
+    metrics = _metrics(iterations) if iterations else {}
+    summary = {"primary_metric": "decode_tokens_per_s", "iterations": len(iterations), "warmup_iterations": len(warmup)}
+    for name, s in metrics.items():
+        if name != "itl_ms":
+            summary[name] = s["median"]
+    failure = None if status == "ok" else {"kind": "crash", "message": "child exited with signal 9", "phase": "measure",
+                                           "remedy": None, "error_type": None, "exit_code": None, "signal": 9,
+                                           "signal_name": "SIGKILL", "traceback": None}
+    cell_id = hex_id(run_id, route, prompt_tokens, max_new_tokens, testbed, index)
+    return {
+        "schema_version": 1, "kind": "cell", "run_id": run_id, "cell_id": cell_id,
+        "cell_key": f"{route}|p{prompt_tokens}|n{max_new_tokens}", "cell_index": index, "status": status,
+        "runtime": "winml-genai", "bundle": bundle, "route": {"label": route},
+        "shape": {"prompt_tokens": prompt_tokens, "max_new_tokens": max_new_tokens, "requested_prompt_tokens": prompt_tokens},
+        "prompt": {"mode": "synthetic", "seed": 0},
+        "policy": {"warmup": {"mode": "count", "count": 1}, "iterations": {"mode": "fixed", "iterations": len(iterations), "target_ci_pct": None},
+                   "rounds": len(set(rounds)) or None, "seed": 0, "isolate": False},
+        "load": {"plugin_registration_ms": None, "prepare_ms": 1.5, "compile_ms": None, "model_load_ms": 120.0,
+                 "first_generation_ms": 30.0, "session_reused": False},
+        "samples": {"warmup": warmup, "iterations": iterations},
+        "metrics": metrics, "summary": summary,
+        "memory": {"peak_rss_bytes": peak_rss_bytes} if status == "ok" else {},
+        "environment": environment(testbed, when, commit, version),
+        "warnings": [], "failure": failure, "stop_reason": "iterations" if status == "ok" else None,
+        "output": {}, "roofline": None, "started_utc": when, "finished_utc": when,
+        "wall_s": 1.0, "measure_s": 0.5,
+    }
+
+
+def interleaved_run(run_id: str, route_step_ms: dict[str, Sequence[float]], *, when: str = "2025-01-01T02:00:00Z", **kw) -> list[dict]:
+    """Cells of one interleaved sweep: route -> per-round decode step times (one iteration per round)."""
+    return [make_cell(run_id, route=route, when=when, step_ms=steps, index=i, **kw)
+            for i, (route, steps) in enumerate(route_step_ms.items())]
+
+
+def noisy(center: float, n: int, rel_sd: float, seed: int) -> list[float]:
+    rng = random.Random(seed)
+    return [round(center * (1 + rng.gauss(0, rel_sd)), 6) for _ in range(n)]
