@@ -20,6 +20,7 @@ SessionSpec.options):
                                  created first), so a respawned child survives
     exit_on_call, exit_code      os._exit(exit_code) on that call
     hang_on_call                 sleep for an hour on that call
+    actual_route                 what actual_route() reports ({stage: EP that ran})
     log_path                     append "<label> <call>" per call (to observe execution order)
     label                        name written to log_path
 
@@ -108,6 +109,9 @@ class FakeSession:
             prompt_tokens=len(prompt_ids), new_tokens=new_tokens, prompt_ms=prompt_ms, ttft_ms=ttft_ms,
             decode_step_ms=steps, e2e_ms=ttft_ms + sum(steps), token_ids=tuple(range(1, new_tokens + 1)),
         )
+
+    def actual_route(self) -> dict:
+        return dict(self.o.get("actual_route") or {})
 
     def run_timed(self) -> float:
         assert self.loaded, "run_timed before load()"

@@ -93,6 +93,18 @@ def test_high_variation_and_slow_first_iteration_warnings():
     assert cell_record(calm, run_id="0" * 32, environment=FAKE_ENV).warnings == ()
 
 
+def test_a_stage_that_ran_elsewhere_than_asked_is_flagged():
+    route = {"requested": "ep=webgpu", "route": "ep=webgpu",
+             "stages": [{"stage": "decoder", "ep_before": "CPUExecutionProvider", "ep_after": "WebGpuExecutionProvider"}]}
+    c = CellSpec("ep=webgpu", fake_spec(actual_route={"decoder": "CPUExecutionProvider"}), prompt_tokens=4, max_new_tokens=2,
+                 route=route)
+    rec = cell_record(run(c), run_id="0" * 32, environment=FAKE_ENV)
+    assert rec.route["actual"] == {"decoder": "CPUExecutionProvider"}
+    (w,) = [w for w in rec.warnings if w["code"] == "ep_mismatch"]
+    assert w["data"] == {"stage": "decoder", "asked": "WebGpuExecutionProvider", "ran": "CPUExecutionProvider"}
+    assert not [w for w in rec.warnings if w["code"] == "route_no_effect"]
+
+
 def test_plain_inference_session_reports_latency():
     c = CellSpec("config", fake_spec(runtime="winml", decode_ms=4.0), iterations=IterationPolicy(iterations=3))
     r = run(c)

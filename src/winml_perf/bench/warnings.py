@@ -129,7 +129,7 @@ def check_stage_eps(route: Mapping[str, Any], actual: Mapping[str, Any] | None =
     for s in route.get("stages") or []:
         asked = s.get("ep_after")
         ran = s.get("ep_actual", actual.get(s.get("stage")))
-        if asked and ran and str(ran) != str(asked):
+        if isinstance(asked, str) and isinstance(ran, str) and ran and ran != asked:
             out.append(BenchWarning(
                 EP_MISMATCH,
                 f"stage {s.get('stage')} was asked to run on {asked} but ran on {ran}",

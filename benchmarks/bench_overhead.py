@@ -1,0 +1,194 @@
+"""Harness overhead and stopping-rule cost, on a Qwen2.5-0.5B-shaped bundle (issue 5 targets).
+
+    python benchmarks/bench_overhead.py                     # builds the bundle on first use
+    python benchmarks/bench_overhead.py --layers 4 --prompt-tokens 64 --max-new-tokens 32 --pairs 4   # smaller
+    python benchmarks/bench_overhead.py --bundle DIR --json out.json
+
+1. Overhead. In ONE process and on ONE loaded model, it alternates (order shuffled per pair, seeded)
+   the harness's measurement (``run_cell`` over GenaiSession.generate_timed, with the memory sampler
+   on, exactly as ``winml perf`` measures) and a bare loop (append_tokens, generate_next_token,
+   perf_counter, nothing else). Both report per-iteration prompt tokens/s and decode tokens/s with
+   the same definitions; the ratio harness/bare of the medians should be >= 0.99.
+2. Stopping rule. Tokens generated (warmups included) by ``--target-ci 1%`` until the 95 % CI of the
+   median decode tokens/s is within ±1 %, against onnxruntime-genai benchmark_e2e.py's fixed
+   5 warmups + 10 iterations; and the CI half-width the fixed run actually reached.
+
+The bundle is built with ``winml bundle synth --preset qwen2.5-0.5b -p int4`` into
+benchmarks/.cache/ (not committed; needs the `synth` extra) unless --bundle is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from winml_perf.bench import stats
+from winml_perf.bench.runner import metric_values, run_cell
+from winml_perf.bench.spec import CellSpec, IterationPolicy, SessionSpec, WarmupPolicy
+from winml_perf.session.genai_session import GenaiSession
+
+CACHE = Path(__file__).resolve().parent / ".cache"
+TARGET_RATIO = 0.99
+
+
+def ensure_bundle(args) -> Path:
+    if args.bundle:
+        return Path(args.bundle)
+    name = f"{args.preset}-{args.precision}" + (f"-L{args.layers}" if args.layers else "")
+    out = CACHE / name
+    if (out / "genai_config.json").is_file():
+        return out
+    cmd = [sys.executable, "-m", "winml_perf", "bundle", "synth", "--preset", args.preset, "-p", args.precision, "-o", str(out)]
+    if args.layers:
+        cmd += ["--layers", str(args.layers)]
+    print("building:", " ".join(cmd), file=sys.stderr)
+    subprocess.run(cmd, check=True)
+    return out
+
+
+def bare_loop(model, prompt_ids, new_tokens: int) -> tuple[float, float]:
+    """One generation timed with nothing but the genai calls and perf_counter: (prompt tok/s, decode tok/s)."""
+    import numpy as np
+    import onnxruntime_genai as og
+
+    total = len(prompt_ids) + new_tokens
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=total, min_length=total, do_sample=False)
+    gen = og.Generator(model, params)
+    ids = np.asarray(prompt_ids, dtype=np.int32)
+    clock = time.perf_counter
+    t0 = clock()
+    gen.append_tokens(ids)
+    t1 = clock()
+    gen.generate_next_token()
+    t2 = clock()
+    for _ in range(new_tokens - 1):
+        gen.generate_next_token()
+    t3 = clock()
+    del gen
+    return len(prompt_ids) / (t1 - t0), (new_tokens - 1) / (t3 - t2)
+
+
+class SharedSession:
+    """The one loaded GenaiSession, handed to run_cell; the runner's unload() at the end of a cell
+    must not drop the model the bare loop keeps using."""
+
+    def __init__(self, session: GenaiSession) -> None:
+        self._session = session
+
+    def __getattr__(self, name):
+        return getattr(self._session, name)
+
+    def load(self):
+        return self
+
+    def unload(self) -> None:
+        pass
+
+
+def overhead(session: GenaiSession, spec: SessionSpec, args) -> dict:
+    prompt = session.synthetic_prompt(args.prompt_tokens, seed=args.seed)
+    cell = CellSpec("config", spec, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
+                    warmup=WarmupPolicy(count=1), iterations=IterationPolicy(iterations=args.iterations))
+    factory = lambda _spec: SharedSession(session)  # noqa: E731  the already-loaded model
+    harness = {"prompt_tokens_per_s": [], "decode_tokens_per_s": []}
+    bare = {"prompt_tokens_per_s": [], "decode_tokens_per_s": []}
+    rng = random.Random(args.seed)
+    order_log = []
+    for pair in range(args.pairs):
+        order = ["harness", "bare"]
+        rng.shuffle(order)
+        order_log.append(order)
+        for who in order:
+            if who == "harness":
+                result = run_cell(cell, factory)
+                assert result.ok, result.failure
+                for m in harness:
+                    harness[m] += metric_values(result.samples, m)
+            else:
+                bare_loop(session._model, prompt, args.max_new_tokens)  # warmup, as the harness does
+                for _ in range(args.iterations):
+                    p, d = bare_loop(session._model, prompt, args.max_new_tokens)
+                    bare["prompt_tokens_per_s"].append(p)
+                    bare["decode_tokens_per_s"].append(d)
+        print(f"pair {pair + 1}/{args.pairs} done ({' then '.join(order)})", file=sys.stderr)
+    out = {}
+    for m in harness:
+        h, b = stats.median(harness[m]), stats.median(bare[m])
+        out[m] = {"harness_median": h, "bare_median": b, "ratio": h / b, "harness_ci95": stats.median_ci(harness[m]),
+                  "bare_ci95": stats.median_ci(bare[m]), "n_each": len(harness[m]), "meets_target": h / b >= TARGET_RATIO}
+    out["orders"] = order_log
+    return out
+
+
+def stopping_cost(session: GenaiSession, spec: SessionSpec, args) -> dict:
+    factory = lambda _spec: SharedSession(session)  # noqa: E731
+    base = dict(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
+    adaptive = run_cell(CellSpec("config", spec, **base, warmup=WarmupPolicy(count=1),
+                                 iterations=IterationPolicy.until_ci(args.target_ci, min_iterations=6, max_iterations=500,
+                                                                     max_time_s=args.max_time)), factory)
+    fixed = run_cell(CellSpec("config", spec, **base, warmup=WarmupPolicy(count=5), iterations=IterationPolicy(iterations=10)), factory)
+
+    def describe(r):
+        values = metric_values(r.samples, "decode_tokens_per_s")
+        every = list(r.warmup_samples) + list(r.samples)
+        return {"warmups": len(r.warmup_samples), "iterations": len(r.samples), "stop_reason": r.stop_reason,
+                "generated_tokens": sum(s.new_tokens for s in every), "prompt_tokens": sum(s.prompt_tokens for s in every),
+                "decode_tokens_per_s_median": stats.median(values), "ci95_half_width_pct": stats.ci_half_width_pct(values),
+                "measure_s": r.measure_s}
+
+    a, f = describe(adaptive), describe(fixed)
+    return {"target_ci_pct": args.target_ci, "adaptive": a, "fixed_5_plus_10": f,
+            "adaptive_uses_fewer_tokens": a["generated_tokens"] < f["generated_tokens"]}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bundle", help="use this bundle instead of building one")
+    ap.add_argument("--preset", default="qwen2.5-0.5b")
+    ap.add_argument("--precision", default="int4")
+    ap.add_argument("--layers", type=int, help="fewer layers for a quicker, smaller bundle")
+    ap.add_argument("--prompt-tokens", type=int, default=128)
+    ap.add_argument("--max-new-tokens", type=int, default=128)
+    ap.add_argument("--pairs", type=int, default=6, help="harness/bare alternations")
+    ap.add_argument("--iterations", type=int, default=5, help="measured iterations per side per pair")
+    ap.add_argument("--target-ci", type=float, default=1.0, help="percent, for the stopping-rule study")
+    ap.add_argument("--max-time", type=float, default=240.0, help="seconds cap of the adaptive run")
+    ap.add_argument("--skip-stopping", action="store_true", help="only measure the overhead")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", help="also write the figures to this file")
+    args = ap.parse_args(argv)
+
+    bundle = ensure_bundle(args)
+    spec = SessionSpec("winml-genai", str(bundle))
+    session = GenaiSession(bundle).load()
+    report = {"bundle": str(bundle), "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,
+              "overhead": overhead(session, spec, args)}
+    if not args.skip_stopping:
+        report["stopping"] = stopping_cost(session, spec, args)
+
+    ov = report["overhead"]
+    print(f"\nbundle {bundle}  prompt {args.prompt_tokens}  new {args.max_new_tokens}")
+    for m in ("prompt_tokens_per_s", "decode_tokens_per_s"):
+        o = ov[m]
+        print(f"{m:22s} harness {o['harness_median']:10.2f}  bare {o['bare_median']:10.2f}  ratio {o['ratio']:.4f} "
+              f"({'meets' if o['meets_target'] else 'MISSES'} >= {TARGET_RATIO}; n={o['n_each']} each)")
+    if "stopping" in report:
+        s = report["stopping"]
+        for name in ("adaptive", "fixed_5_plus_10"):
+            x = s[name]
+            print(f"{name:16s} {x['warmups']:3d} warmups + {x['iterations']:3d} it. = {x['generated_tokens']:6d} generated tokens, "
+                  f"CI ±{x['ci95_half_width_pct']:.2f} %  ({x['stop_reason']})")
+        print(f"--target-ci {args.target_ci}% uses fewer tokens than 5+10: {s['adaptive_uses_fewer_tokens']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
