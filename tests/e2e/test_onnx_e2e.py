@@ -18,7 +18,7 @@ from winml_perf.bench.runner import run_cell
 from winml_perf.bench.spec import CellSpec, IterationPolicy, SessionSpec, WarmupPolicy
 from winml_perf.bundle.onnx_prepare import prepare_onnx
 from winml_perf.devices import resolve_target
-from winml_perf.session.onnx_session import options_from_flags
+from winml_perf.session.onnx_options import options_from_flags
 
 pytestmark = pytest.mark.e2e
 
@@ -121,3 +121,66 @@ def test_cli_bundle_prepare_onnx(tmp_path, winml, cli_flags):
     second = winml("bundle", "prepare", model, "--ep", "cpu", "--graph-optimization-level", "all", "--format", "json")
     assert second.returncode == 0 and json.loads(second.stdout)["cache"] == "hit"
     assert (tmp_path / "_compiled").is_dir()
+
+
+# -- WebGPU: a real non-CPU EP (software Vulkan on a CPU-only box, the GPU elsewhere) ------------------
+_WEBGPU_CHILD = r"""
+import json, sys
+import numpy as np
+from tests import models
+from winml_perf import plugins
+from winml_perf.bundle.onnx_prepare import prepare_onnx
+from winml_perf.devices import resolve_target
+from winml_perf.session.onnx_session import OnnxSession
+
+plugins.register_plugin_eps()
+model = models.multi_io(sys.argv[1])
+opts = dict(shapes={"seq": [3]}, seed=1)
+with OnnxSession(model, ep="cpu", **opts) as s:
+    expected = s.run()
+out = {}
+for io in (False, True):
+    with OnnxSession(model, ep="webgpu", io_binding=io, **opts) as s:
+        got, t, again = s.run(), s.run_timed(), s.run()
+        out[f"io_{io}"] = {"describe": s.describe(), "equal": [bool(np.allclose(a, b)) for a, b in zip(expected, got)],
+                           "repeat_equal": [bool(np.array_equal(a, b)) for a, b in zip(got, again)], "ms": t}
+prepared = prepare_onnx(model, resolve_target("webgpu", None, "winml"), "all")
+with OnnxSession(prepared.path, ep="webgpu", io_binding=True, **opts, **prepared.session_options()) as s:
+    out["prepared"] = {"kind": prepared.kind, "equal": [bool(np.allclose(a, b)) for a, b in zip(expected, s.run())],
+                       "describe": s.describe()}
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.webgpu
+def test_webgpu_session_io_binding_on_device_and_prepare(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+
+    pytest.importorskip("onnxruntime_ep_webgpu")
+    setup = subprocess.run(["bash", str(REPO / "scripts" / "setup-webgpu-software.sh"), "--offline"],
+                           capture_output=True, text=True, timeout=120)
+    if setup.returncode != 0:
+        pytest.skip(setup.stderr.strip().splitlines()[-1] if setup.stderr.strip() else "no software Vulkan driver")
+    env = dict(os.environ)
+    for line in setup.stdout.splitlines():
+        if line.startswith("export "):
+            name, _, value = line[len("export "):].partition("=")
+            env[name] = value.strip("'")
+    proc = subprocess.run([sys.executable, "-c", _WEBGPU_CHILD, str(tmp_path / "multi.onnx")], capture_output=True,
+                          text=True, cwd=REPO, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    for io in (False, True):
+        run = out[f"io_{io}"]
+        d = run["describe"]
+        assert d["providers"][0] == "WebGpuExecutionProvider" and d["node_assignment"].get("WebGpuExecutionProvider")
+        assert all(run["equal"]) and all(run["repeat_equal"]) and run["ms"] > 0
+    assert out["io_True"]["describe"]["io_binding"]["input_device"] == "webgpu"
+    assert out["io_True"]["describe"]["io_binding"]["output_device"] == "webgpu"
+    prepared = out["prepared"]
+    assert prepared["kind"] == "optimized" and all(prepared["equal"])
+    assert prepared["describe"]["options"]["graph_optimization_level"] == "disable"

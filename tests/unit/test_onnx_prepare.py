@@ -14,7 +14,7 @@ from tests import models
 from winml_perf.bundle import derive
 from winml_perf.bundle.onnx_prepare import external_data_files, prepare_onnx
 from winml_perf.devices import Target, resolve_target
-from winml_perf.errors import EXIT_USAGE, BundleError, EPUnavailableError
+from winml_perf.errors import EXIT_USAGE, BundleError
 from winml_perf.session.onnx_session import OnnxSession
 
 CPU = Target("ep", "cpu", None, "CPUExecutionProvider", "cpu")

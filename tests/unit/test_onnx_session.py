@@ -11,15 +11,13 @@ from tests import models
 from winml_perf.devices import Target
 from winml_perf.errors import EXIT_USAGE, BundleError, EPUnavailableError, UsageError
 from winml_perf.session import onnx_session
-from winml_perf.session.onnx_session import (
-    OnnxSession,
+from winml_perf.session.onnx_options import (
     options_from_flags,
-    ort_ep_devices,
     parse_graph_optimization_level,
     parse_session_config,
     parse_threads,
-    preflight,
 )
+from winml_perf.session.onnx_session import OnnxSession, ort_ep_devices, preflight
 
 
 @pytest.fixture(scope="module")

@@ -37,9 +37,9 @@ import subprocess
 import sys
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from filelock import FileLock
 
@@ -171,7 +171,8 @@ def compile_model(src: str, out: str, ep: str, device: str | None, level: str, p
     """One ModelCompiler call: ``src`` for ``ep`` on ``device`` -> ``out`` (+ ``out``.data)."""
     import onnxruntime as ort
 
-    from winml_perf.session.onnx_session import graph_optimization_enum, ort_ep_devices
+    from winml_perf.session.onnx_options import graph_optimization_enum
+    from winml_perf.session.onnx_session import ort_ep_devices
 
     so = ort.SessionOptions()
     for key, value in session_config.items():
@@ -289,7 +290,7 @@ def prepare_onnx(
 ) -> PreparedModel:
     """The prepared model for ``target`` (a devices.Target of kind 'ep' or 'device'): reused when
     fresh, else compiled and published atomically (see the module doc)."""
-    from winml_perf.session.onnx_session import parse_graph_optimization_level
+    from winml_perf.session.onnx_options import parse_graph_optimization_level
 
     t0 = time.perf_counter()
     model = Path(model_path).resolve()

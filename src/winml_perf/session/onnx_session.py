@@ -22,30 +22,23 @@
   unprepared source at the requested level, so the record shows both creation times.
 
 Options are plain JSON-able keyword arguments, so a ``SessionSpec(runtime="winml", options=...)`` can
-build this class in a child process: ``OnnxSession(path, **spec.options)``.
+build this class in a child process: ``OnnxSession(path, **spec.options)``; ``onnx_options.options_from_flags``
+makes them from `winml perf` flags, and ``preflight`` checks them in the parent (usage errors, exit 2).
 """
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from winml_perf.errors import BundleError, EPUnavailableError, UsageError
+from winml_perf.errors import BundleError, EPUnavailableError
 from winml_perf.session import onnx_inputs
 from winml_perf.session.onnx_inputs import TensorInfo
+from winml_perf.session.onnx_options import graph_optimization_enum, parse_graph_optimization_level, parse_threads
 
-GRAPH_OPT_LEVELS: dict[str, str] = {
-    "disable": "ORT_DISABLE_ALL",
-    "basic": "ORT_ENABLE_BASIC",
-    "extended": "ORT_ENABLE_EXTENDED",
-    "layout": "ORT_ENABLE_LAYOUT",
-    "all": "ORT_ENABLE_ALL",
-}
-DEFAULT_GRAPH_OPT = "all"
 CPU_EP = "CPUExecutionProvider"
 
 #: EP -> onnxruntime Python device name for OrtValue / IOBinding placement. EPs not listed keep
@@ -57,47 +50,6 @@ IO_DEVICE_TYPES: dict[str, str] = {
     "WebGpuExecutionProvider": "webgpu",
 }
 PARTIAL_FALLBACK = "ep_partial_fallback"
-
-
-# -- flag parsing (called by `winml perf` / `winml bundle prepare`) ---------------------------------
-def parse_graph_optimization_level(text: str | None) -> str:
-    """'disable'|'basic'|'extended'|'layout'|'all' (also ORT's enum names) -> the short name."""
-    if text is None:
-        return DEFAULT_GRAPH_OPT
-    word = str(text).strip().lower()
-    for short, enum_name in GRAPH_OPT_LEVELS.items():
-        if word in (short, enum_name.lower()):
-            return short
-    raise UsageError(f"unknown graph optimization level {text!r} (--graph-optimization-level)",
-                     f"use one of: {'|'.join(GRAPH_OPT_LEVELS)}")
-
-
-def parse_session_config(values: Iterable[str] | None) -> dict[str, str]:
-    """``["session.intra_op.allow_spinning=0"]`` -> ``{"session.intra_op.allow_spinning": "0"}``."""
-    out: dict[str, str] = {}
-    for text in values or ():
-        key, sep, value = str(text).partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--session-config {text!r} is not KEY=VALUE", "e.g. --session-config session.intra_op.allow_spinning=0")
-        if key.strip() in out:
-            raise UsageError(f"--session-config gives {key.strip()!r} twice", "give each key once")
-        out[key.strip()] = value.strip()
-    return out
-
-
-def parse_threads(value: int | None, flag: str) -> int | None:
-    """None or 0 -> onnxruntime's default; negative is a usage error."""
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise UsageError(f"{flag} must be 0 (onnxruntime's default) or more, got {value!r}", f"e.g. {flag} 4")
-    return value
-
-
-def graph_optimization_enum(level: str):
-    import onnxruntime as ort
-
-    return getattr(ort.GraphOptimizationLevel, GRAPH_OPT_LEVELS[parse_graph_optimization_level(level)])
 
 
 # -- EP devices -------------------------------------------------------------------------------------
@@ -453,40 +405,12 @@ class OnnxSession:
         return {"model": ran, "session": self.describe()}
 
 
-def options_from_flags(
-    *,
-    ep: str | None = None,
-    device: str | None = None,
-    shape: Sequence[str] | None = None,
-    input: Sequence[str] | None = None,
-    io_binding: bool = False,
-    intra_op_threads: int | None = None,
-    inter_op_threads: int | None = None,
-    graph_optimization_level: str | None = None,
-    session_config: Sequence[str] | None = None,
-    seed: int = 0,
-) -> dict:
-    """`winml perf` flag values -> the JSON-able ``SessionSpec.options`` for ``OnnxSession(path, **options)``."""
-    return {
-        "ep": ep,
-        "device": device,
-        "shapes": {k: list(v) for k, v in onnx_inputs.parse_shapes(shape).items()},
-        "inputs": {k: os.path.abspath(v) for k, v in onnx_inputs.parse_inputs(input).items()},
-        "io_binding": bool(io_binding),
-        "intra_op_threads": parse_threads(intra_op_threads, "--intra-op-threads"),
-        "inter_op_threads": parse_threads(inter_op_threads, "--inter-op-threads"),
-        "graph_optimization_level": parse_graph_optimization_level(graph_optimization_level),
-        "session_config": parse_session_config(session_config),
-        "seed": int(seed),
-    }
-
-
 def preflight(model_path: str | Path, options: Mapping[str, Any]) -> dict:
     """Check, in the parent before any measuring, everything that would be a usage error (exit 2):
     the file is an ONNX model, ``--input`` names and files, ``--shape`` fit. Loads the model once on
     the CPU EP with graph optimisation disabled (cheap, and independent of the target EP) and
     returns its inputs/outputs as planned. The target itself is checked by ``resolve_target``."""
-    opts = {k: v for k, v in dict(options).items() if k not in ("ep", "device", "io_binding", "prepared", "source_model")}
+    opts = {k: v for k, v in dict(options).items() if k not in ("ep", "device", "io_binding", "prepared", "source_model", "provider_options")}
     opts.update(ep="cpu", graph_optimization_level="disable", record_assignment=False)
     with OnnxSession(model_path, **opts) as session:
         return {"inputs": [p.to_dict() for p in session.planned], "outputs": [o.to_dict() for o in session.outputs]}
