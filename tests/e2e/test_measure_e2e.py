@@ -10,7 +10,7 @@ from winml_perf.bench import roofline
 from winml_perf.bench.environment import collect_environment
 from winml_perf.bench.report import cell_record
 from winml_perf.bench.runner import run_cell
-from winml_perf.bench.spec import CellSpec, IterationPolicy, RouteSpec, SessionSpec, WarmupPolicy, expand_sweep
+from winml_perf.bench.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.bench.sweep import run_sweep
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.devices import resolve_target
@@ -33,8 +33,7 @@ def small_bandwidth_cache(tmp_path, monkeypatch):
 def _route(bundle, ep=None) -> RouteSpec:
     prepared = prepare_route(bundle, resolve_target(ep, None, "winml-genai"))
     label = "config" if ep is None else f"ep={ep}"
-    return RouteSpec(label, SessionSpec("winml-genai", str(prepared.path)), route=prepared.to_dict(), bundle=str(bundle),
-                     prepare_ms=prepared.prepare_ms, compile_ms=prepared.compile_ms)
+    return RouteSpec.from_prepared(label, prepared, bundle=str(bundle))
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen2", "tiny-qwen2-pipeline"])

@@ -290,10 +290,18 @@ class SweepRunner:
         return CellResult(
             cell=d.cell, status="failed" if d.failure else "ok", samples=tuple(d.samples),
             warmup_samples=tuple(b.get("warmup_samples") or ()), load=phases, prompt_info=dict(b.get("prompt_info") or {}),
-            stop_reason=d.stop, failure=d.failure, memory=dict(d.end.get("memory") or {}),
+            stop_reason=d.stop, failure=d.failure, memory=self._memory(d),
             route_actual=dict(d.end.get("route_actual") or {}), started_utc=d.started_utc, finished_utc=utc_now(),
             wall_s=time.perf_counter() - d.t0, measure_s=d.measure_s, index=d.index,
         )
+
+    def _memory(self, d: _Driver) -> dict:
+        memory = dict(d.end.get("memory") or {})
+        if memory:
+            routes = len(self._hosts)
+            memory["scope"] = ("child process of this route" if self.isolate else
+                               "the measuring process" + (f", shared by {routes} loaded routes" if routes > 1 else ""))
+        return memory
 
     # -- groups and rounds ---------------------------------------------------------------------
     def _groups(self) -> list[list[_Driver]]:

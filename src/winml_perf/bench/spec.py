@@ -163,6 +163,14 @@ class RouteSpec:
         object.__setattr__(self, "route", dict(self.route))
         object.__setattr__(self, "bundle", str(self.bundle or self.session.path))
 
+    @classmethod
+    def from_prepared(cls, label: str, prepared: Any, bundle: str, runtime: str = "winml-genai",
+                      plugin_libraries: Sequence[str] = (), options: Mapping[str, Any] | None = None) -> "RouteSpec":
+        """From a bundle.prepare.PreparedRoute (duck-typed: path, to_dict(), prepare_ms, compile_ms)."""
+        return cls(label, SessionSpec(runtime, str(prepared.path), tuple(plugin_libraries), dict(options or {})),
+                   route=prepared.to_dict(), bundle=str(bundle), prepare_ms=getattr(prepared, "prepare_ms", None),
+                   compile_ms=getattr(prepared, "compile_ms", None))
+
 
 @dataclass(frozen=True)
 class CellSpec:
