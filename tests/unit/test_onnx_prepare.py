@@ -148,12 +148,15 @@ def test_missing_model_and_config_target(tmp_path):
         prepare_onnx(model, Target("config", None, None, None, None))
 
 
-def test_compiling_ep_without_its_device_fails_in_child_and_leaves_nothing(tmp_path):
+def test_compiling_ep_without_its_device_fails_in_child_and_leaves_nothing(tmp_path, monkeypatch):
     """QNN compiles to EPContext: the compile runs in a child; without a QNN device here it is an error."""
+    calls = []
+    monkeypatch.setattr("winml_perf.plugins.register_plugin_eps", lambda extra=(), *a, **k: calls.append(list(extra)) or [])
     model = models.mlp(tmp_path / "mlp.onnx")
     qnn = Target("ep", "qnn", None, "QNNExecutionProvider", "npu")
     with pytest.raises(BundleError, match=r"compiling for QNNExecutionProvider \(epcontext\) failed: .*no device for QNN"):
-        prepare_onnx(model, qnn, "all")
+        prepare_onnx(model, qnn, "all", plugin_libraries=["qnn=/opt/qnn/libQnnHtp.so"])
+    assert calls == [["qnn=/opt/qnn/libQnnHtp.so"]]  # plugin EPs are registered before compiling
     assert _compiled_entries(tmp_path) == []
 
 

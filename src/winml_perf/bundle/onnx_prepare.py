@@ -258,7 +258,8 @@ def _miss_reason(root: Path, prefix: str, comps: dict, stale: str) -> str:
     if not olds:
         return "no prepared model for this route yet"
     _, other, manifest = max(olds, key=lambda t: t[0])
-    changed = sorted(k for k in comps.keys() | manifest["components"].keys() if comps.get(k) != manifest["components"].get(k))
+    old = manifest["components"]
+    changed = sorted(k for k in comps.keys() & old.keys() if comps[k] != old[k]) or ["key"]
     what = {"sources_sha256": "source files", "versions": "runtime versions", "host": "host CPU"}
     return f"changed since {other}: " + ", ".join(what.get(k, k) for k in changed)
 
@@ -289,7 +290,9 @@ def prepare_onnx(
     plugin_libraries: Sequence[str] = (),
 ) -> PreparedModel:
     """The prepared model for ``target`` (a devices.Target of kind 'ep' or 'device'): reused when
-    fresh, else compiled and published atomically (see the module doc)."""
+    fresh, else compiled and published atomically (see the module doc). For a non-CPU EP, plugin
+    EPs (installed packages, $WINML_PERF_EP_LIBRARIES, ``plugin_libraries`` 'NAME=PATH') are
+    registered first, here and in the compile child."""
     from winml_perf.session.onnx_options import parse_graph_optimization_level
 
     t0 = time.perf_counter()
@@ -299,6 +302,10 @@ def prepare_onnx(
     if getattr(target, "ep", None) is None:
         raise BundleError("preparing a plain .onnx model needs an EP (--ep X or --device D)", "there is no genai_config.json to follow")
     level = parse_graph_optimization_level(graph_optimization_level)
+    if target.ep != "CPUExecutionProvider":
+        from winml_perf import plugins
+
+        plugins.register_plugin_eps(list(plugin_libraries))  # idempotent; a plugin EP needs it before compiling
     provider_options, session_config = dict(provider_options or {}), dict(session_config or {})
     kind = "epcontext" if target.ep in eps.EPS and eps.EPS[target.ep].compiles else "optimized"
     keyed = key_components(model, kind, target, level, provider_options, session_config, verify_sources)
