@@ -15,13 +15,15 @@
 #
 # On success it prints `export NAME='value'` lines on stdout (nothing else goes to stdout):
 #   VK_DRIVER_FILES, VK_ICD_FILENAMES  the lavapipe ICD json, rewritten to the private .so path
-#   LD_LIBRARY_PATH                    private lib dir first, then the caller's value
+#   LD_LIBRARY_PATH                    the private lib dirs, then the caller's value (as it was
+#                                      when the script ran); must be set before the process starts
 #   ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1
 #   MESA_SHADER_CACHE_DIR              DEST/shader-cache: lavapipe's compiled shaders persist there
 #                                      across processes (the first run compiles for seconds)
 #   WEBGPU_SW_DIR                      the private folder
 # Progress goes to stderr. Exit 1 with "setup-webgpu-software: cannot provide driver: <why>"
 # on stderr when the driver cannot be provided (tests skip with that text); exit 2 on bad usage.
+# Concurrent runs on one DEST wait for each other (flock on DEST/.lock).
 #
 # How: a private apt configuration (its own sources.list with <codename>[-backports], its own
 # lists and cache under DEST/apt; the system's sources, lists and cache are never used or
@@ -166,6 +168,7 @@ fetch_and_unpack() {
     dpkg-deb -x "$deb" "$DEST/root" || fail "dpkg-deb -x $deb failed"
   done
   printf '%s\n' "$pkgs" > "$DEST/packages.txt"
+  rm -rf "$DEST/debs" "$APTDIR/cache"  # unpacked: the archives are no longer needed
 }
 
 check_mesa_version() {
@@ -185,11 +188,20 @@ make_icd() {
   [ -n "$src" ] || fail "lvp_icd*.json missing from the unpacked mesa-vulkan-drivers"
   LIBDIR="$(dirname "$so")"
   ICD="$DEST/lvp_icd.json"
-  sed -E "s#\"library_path\"[[:space:]]*:[[:space:]]*\"[^\"]*\"#\"library_path\": \"$so\"#" "$src" > "$ICD"
-  grep -q "\"library_path\": \"$so\"" "$ICD" || fail "could not rewrite library_path in $src"
+  local so_sed; so_sed="$(printf '%s' "$so" | sed 's/[\\&#]/\\&/g')"
+  sed -E "s#\"library_path\"[[:space:]]*:[[:space:]]*\"[^\"]*\"#\"library_path\": \"$so_sed\"#" "$src" > "$ICD"
+  grep -qF "\"library_path\": \"$so\"" "$ICD" || fail "could not rewrite library_path in $src"
 }
 
-ld_path() { printf '%s%s' "$LIBDIR" "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"; }
+# The private library folders (lavapipe's first; Debian 12 packages also ship in /lib/<triplet>),
+# then the caller's LD_LIBRARY_PATH.
+ld_path() {
+  local dirs="$LIBDIR" d
+  for d in "$DEST"/root/lib/*-linux-gnu* "$DEST"/root/usr/lib/*-linux-gnu* "$DEST"/root/lib64 "$DEST"/root/usr/lib64; do
+    [ -d "$d" ] && [ "$d" != "$LIBDIR" ] && dirs="$dirs:$d"
+  done
+  printf '%s%s' "$dirs" "${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
 
 check_loadable() {
   local missing loader
@@ -253,6 +265,10 @@ main() {
   parse_args "$@"
   pick_suites
   mkdir -p "$DEST/shader-cache"
+  if command -v flock >/dev/null; then
+    exec 9>"$DEST/.lock"
+    flock 9
+  fi
   if [ "$REFRESH" = 1 ] || [ ! -f "$DEST/.complete" ]; then
     [ "$OFFLINE" = 0 ] || fail "$DEST is not set up and --offline was given (run without --offline once)"
     fetch_and_unpack
