@@ -12,7 +12,7 @@ import pytest
 
 from tests import models
 from winml_perf.bundle import derive
-from winml_perf.bundle.onnx_prepare import external_data_files, prepare_onnx
+from winml_perf.bundle.onnx_prepare import clean_onnx, external_data_files, prepare_onnx
 from winml_perf.devices import Target, resolve_target
 from winml_perf.errors import EXIT_USAGE, BundleError
 from winml_perf.session.onnx_session import OnnxSession
@@ -164,3 +164,13 @@ def test_device_target_resolves_to_an_ep(tmp_path):
     model = models.mlp(tmp_path / "mlp.onnx")
     prepared = prepare_onnx(model, resolve_target(None, "cpu", "winml"), "basic")
     assert prepared.ep == "CPUExecutionProvider" and prepared.device == "cpu"
+
+
+def test_clean_removes_only_this_models_copies(tmp_path):
+    mlp = models.mlp(tmp_path / "mlp.onnx")
+    other = models.multi_io(tmp_path / "mlp-b.onnx")  # a stem that starts like the first one's
+    a, b = prepare_onnx(mlp, CPU, "basic"), prepare_onnx(other, CPU, "basic")
+    removed = clean_onnx(mlp)
+    assert a.folder in removed and not a.folder.exists() and b.folder.exists()
+    assert not (a.folder.parent / f".{a.folder.name}.lock").exists() and (b.folder.parent / f".{b.folder.name}.lock").exists()
+    assert prepare_onnx(mlp, CPU, "basic").cache == "miss"

@@ -32,6 +32,7 @@ import json
 import mmap
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -350,6 +351,24 @@ def prepare_onnx(
             raise
     return PreparedModel(final / out, model, final, kind, target.ep, target.device, level, key, "miss", reason,
                          _ms(t0), compile_ms, files)
+
+
+def clean_onnx(model_path: str | Path) -> list[Path]:
+    """Remove the prepared copies of this one model (``<stem>-*`` under ``_compiled/`` and the cache
+    folder), leaving other models of the same folder alone. Returns what went."""
+    model = Path(model_path).resolve()
+    mine = re.compile(rf"^\.?{re.escape(model.stem)}-[^-]+-[0-9a-f]{{12}}(\.lock)?$")
+    removed = []
+    for root in (model.parent / derive.COMPILED_DIR, derive.cache_root(model.parent)):
+        for path in sorted(root.glob(f"*{model.stem}-*")):
+            if not mine.match(path.name):
+                continue
+            try:
+                shutil.rmtree(path) if path.is_dir() else path.unlink()
+            except OSError as exc:
+                raise BundleError(f"cannot remove {path}: {exc.strerror}", "check its permissions") from exc
+            removed.append(path)
+    return removed
 
 
 def _file_sha256(path: Path) -> str:
