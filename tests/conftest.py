@@ -61,3 +61,12 @@ def bundle_copy(tmp_path):
         return dst
 
     return _copy
+
+
+@pytest.fixture(autouse=True)
+def _isolated_store(tmp_path_factory, monkeypatch):
+    """Every test (and every `winml` subprocess it starts) writes results to a private store."""
+    store = tmp_path_factory.mktemp("store") / "winml-perf.db"
+    monkeypatch.setenv("WINML_PERF_STORE", str(store))
+    monkeypatch.setenv("WINML_PERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    return store

@@ -1,19 +1,77 @@
-"""Human-readable tables of a benchmark result (stdout for tables; JSON is printed as is)."""
+"""Human-readable rendering of a run record (a RunRecord.to_dict()): tables, routes, warnings."""
 
 from __future__ import annotations
 
 from tabulate import tabulate
 
 
-def render_table(result: dict) -> str:
-    rows = []
-    for c in result["cells"]:
-        rows.append([
-            c["prompt_tokens"], c["max_new_tokens"], f"{c['ttft_ms']['median']:.2f}",
-            f"{c['prompt_tokens_per_s']['median']:.1f}", f"{c['decode_tokens_per_s']['median']:.1f}",
-            f"{c['token_latency_ms']['p50']:.2f}", f"{c['token_latency_ms']['p90']:.2f}", f"{c['token_latency_ms']['p99']:.2f}",
-            f"{c['e2e_ms']['median']:.1f}",
-        ])
-    head = ["prompt", "new", "TTFT ms", "prompt tok/s", "decode tok/s", "tok p50 ms", "p90", "p99", "total ms"]
-    title = f"{result['bundle']}  runtime={result['runtime']}  route={result['route']}  load={result['model_load_ms']:.0f} ms"
-    return title + "\n" + tabulate(rows, headers=head, tablefmt="github")
+def _f(value, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def _token_row(c: dict) -> list:
+    s = c["summary"]
+    ci = s.get("primary_ci95_half_width_pct")
+    return [c["route"]["label"], c["shape"]["prompt_tokens"], c["shape"]["max_new_tokens"], _f(s.get("ttft_ms"), 2),
+            _f(s.get("prompt_tokens_per_s")), _f(s.get("decode_tokens_per_s")), _f(s.get("itl_ms_p50"), 2),
+            _f(s.get("itl_ms_p90"), 2), _f(s.get("itl_ms_p99"), 2), _f(s.get("e2e_ms")), s.get("iterations"),
+            "-" if ci is None else f"±{ci:.1f}%", _f((c.get("memory") or {}).get("peak_rss_bytes", 0) / 2**20, 0)]
+
+
+def _latency_row(c: dict) -> list:
+    s, m = c["summary"], c.get("metrics", {}).get("latency_ms", {})
+    ci = s.get("primary_ci95_half_width_pct")
+    return [c["route"]["label"], _f(s.get("latency_ms"), 3), _f(m.get("p90"), 3), _f(m.get("p99"), 3),
+            _f(s.get("inferences_per_s")), s.get("iterations"), "-" if ci is None else f"±{ci:.1f}%",
+            _f((c.get("load") or {}).get("model_load_ms"), 1)]
+
+
+TOKEN_HEAD = ["route", "prompt", "new", "TTFT ms", "prompt tok/s", "decode tok/s", "ITL p50 ms", "p90", "p99",
+              "e2e ms", "iters", "CI95", "peak RSS MiB"]
+LATENCY_HEAD = ["route", "median ms", "p90 ms", "p99 ms", "inferences/s", "iters", "CI95", "load ms"]
+
+
+def _route_lines(cells: list[dict]) -> list[str]:
+    lines, seen = [], set()
+    for c in cells:
+        r = c["route"]
+        if r["label"] in seen:
+            continue
+        seen.add(r["label"])
+        load = c.get("load") or {}
+        cache = f", cache {r['cache']} ({r.get('cache_reason')})" if r.get("cache") else ""
+        effective = r.get("route", r["label"])
+        lines.append(f"route {r['label']}: effective {effective}{cache}; prepare {_f(load.get('prepare_ms'), 1)} ms, "
+                     f"compile {_f(load.get('compile_ms'), 1)} ms, load {_f(load.get('model_load_ms'), 1)} ms")
+        for s in r.get("stages") or []:
+            lines.append(f"  {s.get('stage')}: {s.get('ep_before') or 'config'} -> {s.get('ep_after')}")
+        if r.get("derived_path"):
+            lines.append(f"  derived: {r['derived_path']}")
+    return lines
+
+
+def _warning_lines(cells: list[dict]) -> list[str]:
+    lines = []
+    for c in cells:
+        for w in c.get("warnings") or []:
+            lines.append(f"warning [{c['cell_key']}] {w['message']}; {w['remedy']}")
+        if c["status"] != "ok":
+            f = c.get("failure") or {}
+            lines.append(f"FAILED [{c['cell_key']}] {f.get('kind')}: {f.get('message')}")
+    return lines
+
+
+def render_run(doc: dict, warnings_only: bool = False) -> str:
+    cells = doc["cells"]
+    warnings = _warning_lines(cells)
+    if warnings_only:
+        return "".join(line + "\n" for line in warnings)
+    ok = [c for c in cells if c["status"] == "ok"]
+    token = any(c["runtime"] == "winml-genai" for c in cells)
+    rows = [(_token_row if token else _latency_row)(c) for c in ok]
+    parts = [f"{cells[0]['bundle'] if cells else ''}  runtime={cells[0]['runtime'] if cells else ''}  run={doc['run_id'][:12]}"]
+    parts += _route_lines(cells)
+    if rows:
+        parts.append(tabulate(rows, headers=TOKEN_HEAD if token else LATENCY_HEAD, tablefmt="github"))
+    parts += warnings
+    return "\n".join(parts)

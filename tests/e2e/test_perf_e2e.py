@@ -11,16 +11,36 @@ pytestmark = pytest.mark.e2e
 
 @pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
 def test_perf_json_has_metrics(winml, bundle):
-    r = winml("perf", bundle, "--format", "json", "--iterations", "3", "--warmup", "1", "--max-new-tokens", "8")
+    r = winml("perf", bundle, "--format", "json", "--iterations", "3", "--warmup", "1", "--max-new-tokens", "8",
+              "--prompt-tokens", "24")
     assert r.returncode == 0, r.stderr
     doc = r.json()
-    cell = doc["cells"][0]
-    assert cell["max_new_tokens"] == 8 and cell["prompt_tokens"] > 0
-    for metric in ("ttft_ms", "prompt_tokens_per_s", "decode_tokens_per_s"):
-        assert cell[metric]["median"] > 0
-    lat = cell["token_latency_ms"]
-    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"]
-    assert doc["model_load_ms"] > 0
+    assert doc["kind"] == "run" and doc["status"] == "ok"
+    (cell,) = doc["cells"]
+    assert cell["shape"] == {"prompt_tokens": 24, "max_new_tokens": 8, "requested_prompt_tokens": 24}
+    iters = cell["samples"]["iterations"]
+    assert len(iters) == 3
+    assert all(i["prompt_tokens"] == 24 and i["new_tokens"] == 8 and len(i["decode_step_ms"]) == 7 for i in iters)
+    s = cell["summary"]
+    for metric in ("ttft_ms", "prompt_tokens_per_s", "decode_tokens_per_s", "e2e_ms"):
+        assert s[metric] > 0
+    assert 0 < s["itl_ms_p50"] <= s["itl_ms_p90"] <= s["itl_ms_p99"]
+    assert cell["load"]["model_load_ms"] > 0
+    assert cell["route"]["label"] == "config" and cell["route"]["target"]["kind"] == "config"
+    # decode tok/s is derived from the recorded steps, not measured apart
+    med_steps = sorted(len(i["decode_step_ms"]) / (sum(i["decode_step_ms"]) / 1000) for i in iters)[1]
+    assert s["decode_tokens_per_s"] == pytest.approx(med_steps, rel=1e-6)
+
+
+def test_perf_text_prompt_through_template(winml):
+    r = winml("perf", TINY_FLAT, "--format", "json", "--iterations", "1", "--warmup", "0", "--prompt", "hello bench",
+              "--apply-template", "--max-new-tokens", "4")
+    assert r.returncode == 0, r.stderr
+    cell = r.json()["cells"][0]
+    assert cell["prompt"]["mode"] == "text" and cell["prompt"]["apply_template"] is True
+    plain = winml("perf", TINY_FLAT, "--format", "json", "--iterations", "1", "--warmup", "0", "--prompt", "hello bench",
+                  "--max-new-tokens", "4").json()["cells"][0]
+    assert cell["shape"]["prompt_tokens"] > plain["shape"]["prompt_tokens"]
 
 
 def test_perf_table_goes_to_stdout(winml):

@@ -1,66 +1,192 @@
-"""run_benchmark(request): wires resolve -> prepare -> session -> runner -> record. Nothing else."""
+"""run_benchmark(request): wires plugins -> resolve -> prepare -> sweep -> store. Nothing else.
+
+Every route of one invocation is resolved and prepared before anything is measured, so a bad
+route is an exit-2 error before minutes of measuring, and the routes then run interleaved.
+"""
 
 from __future__ import annotations
 
-import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Callable, Sequence
 
-import numpy as np
+from winml_perf.bench.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
+from winml_perf.errors import UsageError
 
-from winml_perf.bundle.config import load_config_dict
-from winml_perf.errors import BenchmarkFailure
-from winml_perf.session.genai_session import GenaiSession
+DEFAULT_PROMPT_TOKENS = 128
 
-DEFAULT_PROMPT = "Benchmarks measure how fast a model reads a prompt and writes tokens on a device."
+
+@dataclass(frozen=True)
+class RouteRequest:
+    """One route as asked: ``config``, ``ep=NAME`` or ``device=CLASS``, optionally limited to stages."""
+
+    ep: str | None = None
+    device: str | None = None
+    stages: tuple[str, ...] = ()
+
+    @property
+    def label(self) -> str:
+        base = f"ep={self.ep}" if self.ep else f"device={self.device}" if self.device and self.device != "config" else "config"
+        return f"{base}[{','.join(self.stages)}]" if self.stages else base
+
+
+def parse_route(text: str) -> RouteRequest:
+    """``config`` | ``ep=webgpu`` | ``device=gpu``, with an optional ``;stages=context,iterator``."""
+    head, _, tail = text.strip().partition(";")
+    stages: tuple[str, ...] = ()
+    if tail:
+        key, _, value = tail.partition("=")
+        if key.strip() != "stages" or not value.strip():
+            raise UsageError(f"--route {text!r}: after ';' only stages=NAME[,NAME] is understood", "e.g. --route 'ep=webgpu;stages=context,iterator'")
+        stages = tuple(s.strip() for s in value.split(",") if s.strip())
+    if head == "config":
+        if stages:
+            raise UsageError(f"--route {text!r}: the config route has no stages to force", "drop ';stages=...' or use ep=/device=")
+        return RouteRequest()
+    key, sep, value = head.partition("=")
+    if not sep or key not in ("ep", "device") or not value:
+        raise UsageError(f"--route {text!r} is not understood", "use config, ep=NAME or device=cpu|gpu|npu|auto")
+    return RouteRequest(ep=value, stages=stages) if key == "ep" else RouteRequest(device=value, stages=stages)
 
 
 @dataclass(frozen=True)
 class PerfRequest:
     path: Path
     runtime: str = "winml-genai"
+    routes: tuple[RouteRequest, ...] = (RouteRequest(),)
+    ep_libraries: tuple[str, ...] = ()
+    compile: bool = False
+    compile_timeout_s: float = 600.0
+    verify_sources: bool = False
     prompt: str | None = None
     apply_template: bool = False
-    prompt_tokens: list[int] | None = None
-    max_new_tokens: list[int] = (32,)
-    warmup: int = 1
-    iterations: int = 5
+    prompt_tokens: tuple[int, ...] | None = None
+    max_new_tokens: tuple[int, ...] = (32,)
+    warmup: WarmupPolicy = WarmupPolicy()
+    iterations: IterationPolicy = IterationPolicy(iterations=5)
+    rounds: int | None = None
+    isolate: bool | None = None
+    cell_timeout_s: float | None = None
     seed: int = 0
     quiet: bool = False
+    store: str | None = None
+    no_store: bool = False
+    check_outputs: bool = False
+    strict: bool = False
+    onnx_options: dict = field(default_factory=dict)
+    prepare_model: bool = False
 
 
-def _summary(values: list[float]) -> dict:
-    a = np.asarray(values, dtype=float)
-    return {"median": float(np.median(a)), "mean": float(a.mean()), "min": float(a.min()), "max": float(a.max()),
-            "p50": float(np.percentile(a, 50)), "p90": float(np.percentile(a, 90)), "p99": float(np.percentile(a, 99))}
+def _plugin_specs(registrations) -> tuple[str, ...]:
+    return tuple(f"{r.ep_name}={r.library_path}" for r in registrations)
 
 
-def run_benchmark(req: PerfRequest) -> dict:
-    load_config_dict(req.path)
-    session = GenaiSession(req.path)
-    session.load()
-    cells = []
-    prompt_sets = req.prompt_tokens or [None]
-    for n_prompt in prompt_sets:
-        for n_new in req.max_new_tokens:
-            if n_prompt is None:
-                text = req.prompt or DEFAULT_PROMPT
-                if req.apply_template:
-                    text = session.apply_chat_template(text)
-                ids = session.encode(text)
-            else:
-                ids = session.synthetic_prompt(n_prompt, seed=req.seed)
-            for _ in range(req.warmup):
-                session.generate_timed(ids, n_new)
-            timings = [session.generate_timed(ids, n_new) for _ in range(req.iterations)]
-            steps = [s for t in timings for s in t.decode_step_ms]
-            cells.append({
-                "prompt_tokens": len(ids), "max_new_tokens": n_new,
-                "ttft_ms": _summary([t.ttft_ms for t in timings]),
-                "prompt_tokens_per_s": _summary([t.prompt_tokens_per_s for t in timings]),
-                "decode_tokens_per_s": _summary([t.decode_tokens_per_s for t in timings]),
-                "token_latency_ms": _summary(steps),
-                "e2e_ms": _summary([t.e2e_ms for t in timings]),
-            })
-    return {"bundle": str(req.path), "runtime": req.runtime, "route": "config", "model_load_ms": session.load_ms, "cells": cells}
+def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
+    from winml_perf.bundle.prepare import prepare_route
+    from winml_perf.devices import resolve_target
+
+    target = resolve_target(rr.ep, rr.device, req.runtime)
+    if rr.stages and target.kind == "config":
+        raise UsageError("--stages needs a forced route", "add --ep NAME or --device CLASS")
+    prepared = prepare_route(req.path, target, list(rr.stages) or None, compile=req.compile,
+                             verify_sources=req.verify_sources, compile_timeout_s=req.compile_timeout_s)
+    if req.strict and target.kind != "config":
+        from winml_perf.bundle.placement import enforce_strict
+
+        enforce_strict(prepared)
+    spec = RouteSpec.from_prepared(rr.label, prepared, str(req.path), "winml-genai", plugin_specs)
+    route = {**spec.route, "target": target.to_dict(), "plugin_registration_ms": plugin_ms}
+    return RouteSpec(spec.label, spec.session, route, spec.bundle, spec.prepare_ms, spec.compile_ms)
+
+
+def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
+    from winml_perf.bench.spec import SessionSpec
+    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.devices import resolve_target
+    from winml_perf.session.onnx_session import preflight
+
+    if rr.stages:
+        raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
+    target = resolve_target(rr.ep, rr.device, "winml")
+    options = {**req.onnx_options, "ep": rr.ep, "device": rr.device}
+    preflight(req.path, options)
+    path, prepared, prepare_ms = req.path, None, None
+    if req.prepare_model:
+        prepared = prepare_onnx(req.path, target, options["graph_optimization_level"],
+                                session_config=options.get("session_config"), plugin_libraries=list(plugin_specs))
+        options |= prepared.session_options()
+        path, prepare_ms = prepared.path, prepared.prepare_ms
+    route = {"route": target.label, "requested": rr.label, "target": target.to_dict(), "plugin_registration_ms": plugin_ms,
+             "stages": [{"stage": "model", "files": [req.path.name], "ep_before": None, "ep_after": target.ep}],
+             "prepared": prepared.to_dict() if prepared else None}
+    return RouteSpec(rr.label, SessionSpec("winml", str(path), plugin_specs, options), route, str(req.path), prepare_ms, None)
+
+
+def prepare_routes(req: PerfRequest) -> list[RouteSpec]:
+    from winml_perf.plugins import register_plugin_eps
+
+    t0 = time.perf_counter()
+    registrations = register_plugin_eps(list(req.ep_libraries))
+    plugin_ms = round((time.perf_counter() - t0) * 1000.0, 3)
+    specs = _plugin_specs(registrations)
+    labels = [r.label for r in req.routes]
+    if len(set(labels)) != len(labels):
+        raise UsageError(f"--route given twice: {labels}", "list each route once")
+    build = _genai_route if req.runtime == "winml-genai" else _onnx_route
+    return [build(req, rr, specs, plugin_ms) for rr in req.routes]
+
+
+def _cells(req: PerfRequest, routes: Sequence[RouteSpec]):
+    if req.runtime == "winml":
+        return expand_sweep(routes, None, None, warmup=req.warmup, iterations=req.iterations, cell_timeout_s=req.cell_timeout_s)
+    prompt_tokens = req.prompt_tokens
+    if req.prompt is None and prompt_tokens is None:
+        prompt_tokens = (DEFAULT_PROMPT_TOKENS,)
+    prompt = PromptSpec(req.prompt, req.apply_template, req.seed)
+    return expand_sweep(routes, prompt_tokens, req.max_new_tokens, prompt=prompt, warmup=req.warmup,
+                        iterations=req.iterations, cell_timeout_s=req.cell_timeout_s)
+
+
+def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: Callable[[Any], None] | None = None):
+    """Resolve and prepare every route, measure the sweep, store each cell as it finishes.
+
+    Returns the RunRecord (with output-equivalence warnings added when ``check_outputs``)."""
+    from winml_perf.bench.progress import make_progress
+    from winml_perf.bench.sweep import run_sweep
+
+    if req.runtime == "winml-genai":
+        from winml_perf.bundle.config import load_config
+
+        load_config(req.path)  # bundle errors (exit 2) before anything else happens
+    routes = prepare_routes(req)
+    if req.check_outputs and req.runtime == "winml-genai":
+        routes = _with_output_checks(req, routes)
+    cells = _cells(req, routes)
+    store = None
+    if not req.no_store:
+        from winml_perf.results.store import open_store
+
+        store = open_store(req.store)
+
+    def on_cell_done(record) -> None:
+        if store is not None:
+            store.write_record(record.to_dict())
+        if on_cell is not None:
+            on_cell(record)
+
+    try:
+        run = run_sweep(cells, rounds=req.rounds, seed=req.seed, isolate=req.isolate, on_cell_done=on_cell_done,
+                        progress=make_progress(req.quiet), argv=argv)
+    finally:
+        if store is not None:
+            store.close()
+    return run
+
+
+def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
+    from winml_perf.bench.equivalence import check_routes
+
+    checks = check_routes(str(req.path), routes, seed=req.seed)
+    return [RouteSpec(r.label, r.session, {**r.route, "output_check": checks[r.label]}, r.bundle, r.prepare_ms, r.compile_ms)
+            if r.label in checks else r for r in routes]

@@ -9,6 +9,7 @@ from typing import Any, Mapping, Sequence
 
 from winml_perf.bench import stats
 from winml_perf.bench import warnings as W
+from winml_perf.bench.equivalence import check_output
 from winml_perf.bench.result import CellResult, IterationSample
 from winml_perf.bench.runner import metric_values
 from winml_perf.bench.spec import finite_or_none
@@ -82,6 +83,7 @@ def cell_warnings(result: CellResult, metrics: Mapping[str, stats.Summary]) -> l
     cell = result.cell
     out: list[W.BenchWarning] = []
     out += W.check_route_effect(cell.route_label, cell.route)
+    out += check_output(cell.route)
     out += W.check_stage_eps(cell.route, result.route_actual)
     if not result.samples:
         return out
