@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import random
 from typing import Sequence
 
@@ -125,3 +126,92 @@ def interleaved_run(run_id: str, route_step_ms: dict[str, Sequence[float]], *, w
 def noisy(center: float, n: int, rel_sd: float, seed: int) -> list[float]:
     rng = random.Random(seed)
     return [round(center * (1 + rng.gauss(0, rel_sd)), 6) for _ in range(n)]
+
+
+def small_cell(run_id: str, index: int, worker: int = 0) -> dict:
+    """A valid record with two iterations and no summaries (cheap to build and validate: for
+    volume tests)."""
+    cell = make_cell(run_id, index=index, testbed=f"tb-{worker}", step_ms=[2.0, 2.1])
+    cell["samples"]["warmup"] = []
+    cell["summary"]["warmup_iterations"] = 0
+    cell["metrics"] = {}
+    return cell
+
+
+def concurrent_writer(url: str, worker: int, count: int, go_file: str) -> None:
+    """Body of one writer process: wait for the start signal, then write ``count`` records, each
+    in its own write_record call (its own transaction)."""
+    import copy
+    import time
+
+    from winml_perf.results.store import open_store
+
+    template = small_cell(hex_id("conc", worker), 0, worker)
+    cells = []
+    for i in range(count):
+        cell = copy.deepcopy(template)
+        cell["cell_id"], cell["cell_index"] = hex_id("conc", worker, i), i
+        cells.append(cell)
+    while not os.path.exists(go_file):
+        time.sleep(0.01)
+    with open_store(url) as store:
+        for cell in cells:
+            store.write_record(cell)
+
+
+# -- the golden data set: hand-made records with hand-typed timings -------------------------------
+GOLDEN_RUN_A = "a0000000000000000000000000000001"
+GOLDEN_RUN_B = "b0000000000000000000000000000002"
+#: Decode step ms per round (one iteration per round) of an interleaved sweep: webgpu ~1.84x faster
+#: than config, cpu within 1 %; round 3 ran on a slow machine moment that hit every route.
+GOLDEN_STEPS_A = {
+    "config": [2.00, 2.02, 1.98, 2.40, 2.01, 1.99, 2.03, 2.00],
+    "ep=cpu": [2.01, 2.01, 1.99, 2.41, 2.00, 2.00, 2.02, 2.01],
+    "ep=webgpu": [1.09, 1.10, 1.07, 1.31, 1.09, 1.08, 1.11, 1.09],
+}
+#: The next night: config decode about 10 % slower (a regression), same shape and testbed.
+GOLDEN_STEPS_B = [2.21, 2.20, 2.23, 2.19, 2.22, 2.20, 2.24, 2.21]
+
+
+def golden_cells() -> list[dict]:
+    cells = [make_cell(GOLDEN_RUN_A, route=r, step_ms=steps, index=i, when="2025-01-01T02:00:00Z", commit="aaaa1111aaaa",
+                       version="0.1.0", peak_rss_bytes=300_000_000 + i)
+             for i, (r, steps) in enumerate(GOLDEN_STEPS_A.items())]
+    cells.append(make_cell(GOLDEN_RUN_B, route="config", step_ms=GOLDEN_STEPS_B, when="2025-01-02T02:00:00Z",
+                           commit="bbbb2222bbbb", version="0.1.1", peak_rss_bytes=310_000_000))
+    cells.append(make_cell(GOLDEN_RUN_B, route="ep=webgpu", status="failed", index=1, when="2025-01-02T02:00:05Z",
+                           commit="bbbb2222bbbb", version="0.1.1"))
+    return cells
+
+
+GOLDEN_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "results")
+UPDATE_ENV = "WINML_PERF_UPDATE_GOLDEN"
+
+
+def _rounded(obj, digits: int = 9):
+    if isinstance(obj, float):
+        return float(f"{obj:.{digits}g}")
+    if isinstance(obj, dict):
+        return {k: _rounded(v, digits) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_rounded(v, digits) for v in obj]
+    return obj
+
+
+def assert_golden(name: str, text: str) -> None:
+    """``text`` equals tests/golden/results/NAME (JSON compared with floats to 9 digits).
+    WINML_PERF_UPDATE_GOLDEN=1 rewrites the file instead (review the diff before committing)."""
+    import json
+
+    path = os.path.join(GOLDEN_DIR, name)
+    if os.environ.get(UPDATE_ENV) == "1":
+        os.makedirs(GOLDEN_DIR, exist_ok=True)
+        with open(path, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        return
+    with open(path, encoding="utf-8") as fh:
+        expected = fh.read()
+    if name.endswith(".json"):
+        assert _rounded(json.loads(text)) == _rounded(json.loads(expected)), f"{name} differs from the golden file"
+    else:
+        assert text == expected, f"{name} differs from the golden file"

@@ -28,6 +28,9 @@ from winml_perf.commands import bundle as _bundle  # noqa: E402,F401
 from winml_perf.commands import devices as _devices  # noqa: E402,F401
 from winml_perf.commands import perf as _perf  # noqa: E402,F401
 from winml_perf.commands import synth as _synth  # noqa: E402,F401
+from winml_perf.commands import results as _results  # noqa: E402,F401
+from winml_perf.commands import compare as _compare  # noqa: E402,F401
+from winml_perf.commands import dashboard as _dashboard  # noqa: E402,F401
 
 
 def _verbose(argv: list[str]) -> bool:

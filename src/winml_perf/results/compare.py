@@ -395,6 +395,10 @@ def compare_runs(
                          "pick two different runs, commits, versions or dates")
     notes: list[str] = []
     base, cand = _groups(store, b_sel.records, notes, "baseline"), _groups(store, c_sel.records, notes, "candidate")
+    for side, sel, groups in (("--baseline", b_sel, base), ("--candidate", c_sel, cand)):
+        if not groups:
+            raise StoreError(f"{side} {sel.selector!r} ({sel.meaning}) has no ok cells ({len(sel.records)} failed)",
+                             "pick a selection whose cells succeeded (see `winml results list --status ok`)")
     rows = []
     for kb, kc in _pair_groups(base, cand, force, notes):
         for metric in _choose_metrics(metrics, base[kb], cand[kc]):

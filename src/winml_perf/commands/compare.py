@@ -1,0 +1,115 @@
+"""`winml compare routes | runs`: routes of one interleaved sweep against the config route, and a
+baseline run against a candidate run (a CI gate with --fail-on-regression)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Annotated, List, Optional
+
+import typer
+from tabulate import tabulate
+
+from winml_perf.cli import app
+from winml_perf.errors import BenchmarkFailure, UsageError
+
+compare_app = typer.Typer(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
+app.add_typer(compare_app, name="compare")
+
+StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).")]
+MetricOpt = Annotated[Optional[List[str]], typer.Option("--metric", help="Metric(s) to compare (repeatable; default: every per-iteration metric both sides have).")]
+EquivalenceOpt = Annotated[str, typer.Option("--equivalence", help="Differences within this band count as equivalent, e.g. 2%.")]
+FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
+BundleOpt = Annotated[Optional[str], typer.Option("--bundle", help="Only this bundle (name or path).")]
+TestbedOpt = Annotated[Optional[str], typer.Option("--testbed", help="Only this testbed id.")]
+PromptOpt = Annotated[Optional[int], typer.Option("--prompt-tokens", help="Only this prompt length.")]
+NewOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", help="Only this number of new tokens.")]
+
+
+def _fmt(fmt: str) -> None:
+    if fmt not in ("table", "json"):
+        raise UsageError(f"--format {fmt!r} is not one of table, json", "pass --format table or --format json")
+
+
+def _f(x: float | None, spec: str) -> str:
+    import math
+
+    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+@compare_app.command("routes")
+def routes_command(
+    run: Annotated[Optional[str], typer.Option("--run", help="Run id (or prefix); default: the latest run with the baseline route and another.")] = None,
+    baseline_route: Annotated[str, typer.Option("--baseline-route", help="The route the others are compared with.")] = "config",
+    route: Annotated[Optional[List[str]], typer.Option("--route", help="Only these routes (repeatable).")] = None,
+    metric: MetricOpt = None,
+    equivalence: EquivalenceOpt = "2%",
+    resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples.")] = 2000,
+    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed (same data + seed = same interval).")] = 20240601,
+    bundle: BundleOpt = None, testbed: TestbedOpt = None, prompt_tokens: PromptOpt = None, max_new_tokens: NewOpt = None,
+    store: StoreOpt = None,
+    fmt: FormatOpt = "table",
+) -> None:
+    """Each forced route against the config route of the same interleaved sweep: speedup per
+    metric with a 95% CI (bootstrap over paired rounds) and a verdict."""
+    from winml_perf.results.compare import compare_routes, parse_pct
+    from winml_perf.results.store import open_store
+
+    _fmt(fmt)
+    if resamples < 100:
+        raise UsageError(f"--resamples must be >= 100, got {resamples}", "the default 2000 is a good choice")
+    eq = parse_pct(equivalence, "--equivalence")
+    with open_store(store, create=False) as s:
+        report = compare_routes(s, run, baseline_route=baseline_route, routes=route, metrics=metric, equivalence_pct=eq,
+                                resamples=resamples, seed=seed, bundle=bundle, testbed=testbed,
+                                prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens)
+    if fmt == "json":
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(f"run {report.run_id}: routes against {report.baseline_route} (95% CI, bootstrap over paired rounds)", file=sys.stderr)
+        for row in report.rows:
+            print(row.sentence())
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+
+
+@compare_app.command("runs")
+def runs_command(
+    baseline: Annotated[str, typer.Option("--baseline", help="run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest, previous, or a bare id/commit/version/date.")],
+    candidate: Annotated[str, typer.Option("--candidate", help="Same forms as --baseline.")] = "latest",
+    fail_on_regression: Annotated[Optional[str], typer.Option("--fail-on-regression", help="Exit 1 when a metric got significantly (p<0.05) worse by more than this, e.g. 5%.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Compare even when testbed, bundle, route or shape differ.")] = False,
+    metric: MetricOpt = None,
+    equivalence: EquivalenceOpt = "2%",
+    bundle: BundleOpt = None,
+    route: Annotated[Optional[str], typer.Option("--route", help="Only this route.")] = None,
+    testbed: TestbedOpt = None, prompt_tokens: PromptOpt = None, max_new_tokens: NewOpt = None,
+    store: StoreOpt = None,
+    fmt: FormatOpt = "table",
+) -> None:
+    """A baseline against a candidate on the same testbed, bundle, route and shape: Δ% of the
+    medians, a Mann-Whitney U p-value and a verdict per metric."""
+    from winml_perf.results.compare import compare_runs, key_label, metric_word, parse_pct
+    from winml_perf.results.store import open_store
+
+    _fmt(fmt)
+    eq = parse_pct(equivalence, "--equivalence")
+    gate = parse_pct(fail_on_regression, "--fail-on-regression")
+    with open_store(store, create=False) as s:
+        report = compare_runs(s, baseline, candidate, metrics=metric, equivalence_pct=eq, fail_threshold_pct=gate, force=force,
+                              bundle=bundle, route=route, testbed=testbed, prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens)
+    if fmt == "json":
+        print(json.dumps(report.to_dict(), indent=2))
+    else:
+        print(f"baseline: {report.baseline}\ncandidate: {report.candidate}", file=sys.stderr)
+        rows = [[key_label(r.key), metric_word(r.metric), r.n_baseline, r.n_candidate, _f(r.baseline_median, ".4g"),
+                 _f(r.candidate_median, ".4g"), _f(r.delta_pct, "+.2f"), _f(r.p_value, ".3g"), r.verdict,
+                 "REGRESSION" if r.regression else ""] for r in report.rows]
+        print(tabulate(rows, headers=["series", "metric", "n base", "n cand", "baseline", "candidate", "Δ %", "p", "verdict", ""],
+                       tablefmt="simple", disable_numparse=True))
+    for note in report.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if report.regressions:
+        worst = report.regressions[0]
+        raise BenchmarkFailure(f"{len(report.regressions)} regression(s) beyond {gate:g}% (p<0.05), e.g. {worst.sentence()}",
+                               "investigate the candidate, or re-run both to rule out noise")

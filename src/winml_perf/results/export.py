@@ -1,0 +1,215 @@
+"""Exporters: a DataFrame of records (``winml_perf.results.load``) -> text. One function per format,
+in a registry; pure functions of the frame.
+
+- ``csv`` / ``json``: every selected record, one row each (wide: ``<metric>`` is the median,
+  ``<metric>_ci95_low`` / ``_ci95_high`` / ``_cv_pct`` / ``_n`` beside it).
+- ``markdown``: a compact table of the headline numbers.
+- ``bmf``: Bencher Metric Format (https://bencher.dev/docs/reference/bencher-metric-format/):
+  ``{benchmark: {measure: {value, lower_value, upper_value}}}``, the latest ok record per series.
+- ``gab``: github-action-benchmark "custom" JSON (https://github.com/benchmark-action/github-action-benchmark):
+  an array of ``{name, unit, value, range, extra}``; a tool reads one direction per file, so
+  metrics are split into ``customBiggerIsBetter`` and ``customSmallerIsBetter`` by their name.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+from tabulate import tabulate
+
+from winml_perf.errors import UsageError
+from winml_perf.results.rows import bigger_is_better, metric_unit
+
+RECORD_COLUMNS = ("id", "record_uid", "run_id", "created_utc", "testbed_id", "hostname", "bundle", "bundle_path", "route",
+                  "runtime", "prompt_tokens", "max_new_tokens", "status", "git_commit", "winml_perf_version",
+                  "onnxruntime_version", "genai_version", "schema_version", "n_samples")
+#: Metric order in frames; metrics not listed follow alphabetically.
+METRIC_ORDER = ("decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms", "tpot_ms", "e2e_ms", "prompt_ms", "itl_ms",
+                "latency_ms", "inferences_per_s", "peak_rss_bytes", "device_memory_peak_used_bytes", "model_load_ms",
+                "first_generation_ms", "prepare_ms", "compile_ms", "roofline_fraction")
+#: Statistics beside each metric's median in a frame.
+METRIC_STATS = ("ci95_low", "ci95_high", "cv_pct", "n")
+ITL_PERCENTILES = ("p90", "p95", "p99")
+#: Metrics sent to dashboards (BMF, github-action-benchmark): the headline ones.
+DASHBOARD_METRICS = ("decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms", "latency_ms",
+                     "inferences_per_s", "peak_rss_bytes", "model_load_ms")
+SERIES_FIELDS = ("bundle", "route", "prompt_tokens", "max_new_tokens")
+GAB_DIRECTIONS = {"bigger": "customBiggerIsBetter", "smaller": "customSmallerIsBetter"}
+
+
+def _metric_sort_key(name: str) -> tuple:
+    return (METRIC_ORDER.index(name), "") if name in METRIC_ORDER else (len(METRIC_ORDER), name)
+
+
+def frame(records: Sequence[Mapping[str, Any]], metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """Record rows + metric rows (store.records / store.metrics) -> one wide DataFrame."""
+    by_record: dict[int, dict[str, Any]] = {}
+    names: set[str] = set()
+    for m in metrics:
+        row = by_record.setdefault(m["record_id"], {})
+        name = m["name"]
+        names.add(name)
+        row[name] = m["median"]
+        if m["n"] > 1 or m.get("ci95_low") is not None:
+            for s in METRIC_STATS:
+                row[f"{name}_{s}"] = m.get(s)
+            if name == "itl_ms":
+                for q in ITL_PERCENTILES:
+                    row[f"{name}_{q}"] = m.get(q)
+    columns = list(RECORD_COLUMNS)
+    for name in sorted(names, key=_metric_sort_key):
+        columns.append(name)
+        for s in METRIC_STATS + (ITL_PERCENTILES if name == "itl_ms" else ()):
+            if any(f"{name}_{s}" in r for r in by_record.values()):
+                columns.append(f"{name}_{s}")
+    rows = [{**{c: r.get(c) for c in RECORD_COLUMNS}, **by_record.get(r["id"], {})} for r in records]
+    df = pd.DataFrame(rows, columns=columns)
+    for c in ("id", "prompt_tokens", "max_new_tokens", "schema_version", "n_samples", *(c for c in columns if c.endswith("_n"))):
+        df[c] = df[c].astype("Int64")
+    return df
+
+
+def _clean(value: Any) -> Any:
+    if value is None or value is pd.NA:
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if hasattr(value, "item"):  # numpy / pandas scalars
+        return _clean(value.item())
+    return value
+
+
+def frame_rows(df: pd.DataFrame) -> list[dict]:
+    """JSON-able dicts of a frame (NaN / NA -> None)."""
+    return [{k: _clean(v) for k, v in row.items()} for row in df.astype(object).to_dict(orient="records")]
+
+
+# -- formats ---------------------------------------------------------------------------------------
+def to_csv(df: pd.DataFrame, **_: Any) -> str:
+    return df.to_csv(index=False, lineterminator="\n")
+
+
+def to_json(df: pd.DataFrame, **_: Any) -> str:
+    return json.dumps(frame_rows(df), indent=2, allow_nan=False) + "\n"
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    value = _clean(value)
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def _with_ci(row: Mapping[str, Any], metric: str, digits: int) -> str:
+    med, lo, hi = (_clean(row.get(k)) for k in (metric, f"{metric}_ci95_low", f"{metric}_ci95_high"))
+    if med is None:
+        return ""
+    if lo is None or hi is None:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def shape_text(row: Mapping[str, Any]) -> str:
+    p, n = _clean(row.get("prompt_tokens")), _clean(row.get("max_new_tokens"))
+    return " ".join(x for x in ((f"p{p}" if p is not None else ""), (f"n{n}" if n is not None else "")) if x) or "-"
+
+
+MARKDOWN_HEADERS = ("id", "when (UTC)", "run", "bundle", "route", "shape", "testbed", "status", "decode tok/s [95% CI]",
+                    "prompt tok/s", "TTFT ms", "e2e ms", "commit")
+
+
+def summary_rows(df: pd.DataFrame) -> list[list[str]]:
+    """The compact rows shared by `results list` and the markdown export."""
+    out = []
+    for row in frame_rows(df):
+        latency = "e2e_ms" if row.get("e2e_ms") is not None else "latency_ms"
+        out.append([
+            str(row["id"]), (row["created_utc"] or "")[:16].replace("T", " "), (row["run_id"] or "")[:8], row["bundle"] or "",
+            row["route"] or "", shape_text(row), row["testbed_id"] or "", row["status"],
+            _with_ci(row, "decode_tokens_per_s", 1), _num(row.get("prompt_tokens_per_s"), 1), _num(row.get("ttft_ms"), 2),
+            _num(row.get(latency), 2), (row["git_commit"] or "")[:10],
+        ])
+    return out
+
+
+def to_markdown(df: pd.DataFrame, **_: Any) -> str:
+    return tabulate(summary_rows(df), headers=MARKDOWN_HEADERS, tablefmt="github", disable_numparse=True) + "\n"
+
+
+def latest_per_series(df: pd.DataFrame) -> pd.DataFrame:
+    """The newest ok record of each bundle x route x shape; an error when the frame mixes testbeds
+    (dashboards key results by testbed themselves)."""
+    ok = df[df["status"] == "ok"]
+    testbeds = sorted({str(t) for t in ok["testbed_id"].dropna()})
+    if len(testbeds) > 1:
+        raise UsageError(f"the selection spans {len(testbeds)} testbeds ({', '.join(testbeds[:4])})",
+                         "export one testbed at a time: add --testbed ID")
+    ok = ok.sort_values(["created_utc", "id"])
+    return ok.groupby(list(SERIES_FIELDS), dropna=False, sort=False).tail(1).sort_values(list(SERIES_FIELDS) + ["id"])
+
+
+def benchmark_name(row: Mapping[str, Any]) -> str:
+    return f"{row['bundle']} {row['route']} {shape_text(row)}"
+
+
+def _dashboard_metrics(row: Mapping[str, Any]) -> Iterable[str]:
+    return [m for m in DASHBOARD_METRICS if _clean(row.get(m)) is not None]
+
+
+def to_bmf(df: pd.DataFrame, **_: Any) -> str:
+    out: dict[str, dict] = {}
+    for row in frame_rows(latest_per_series(df)):
+        measures = {}
+        for m in _dashboard_metrics(row):
+            entry = {"value": row[m]}
+            lo, hi = _clean(row.get(f"{m}_ci95_low")), _clean(row.get(f"{m}_ci95_high"))
+            if lo is not None and hi is not None:
+                entry["lower_value"], entry["upper_value"] = lo, hi
+            measures[m] = entry
+        out[benchmark_name(row)] = measures
+    return json.dumps(out, indent=2, allow_nan=False) + "\n"
+
+
+def gab_entries(df: pd.DataFrame, direction: str) -> list[dict]:
+    """github-action-benchmark entries of one direction ('bigger' | 'smaller')."""
+    if direction not in GAB_DIRECTIONS:
+        raise UsageError(f"--direction {direction!r} is not bigger or smaller", "pass --direction bigger or --direction smaller")
+    want_bigger = direction == "bigger"
+    out = []
+    for row in frame_rows(latest_per_series(df)):
+        for m in _dashboard_metrics(row):
+            if bigger_is_better(m) != want_bigger:
+                continue
+            entry = {"name": f"{benchmark_name(row)} {m}", "unit": metric_unit(m), "value": row[m]}
+            lo, hi = _clean(row.get(f"{m}_ci95_low")), _clean(row.get(f"{m}_ci95_high"))
+            if lo is not None and hi is not None:
+                entry["range"] = f"± {max(row[m] - lo, hi - row[m]):.6g}"
+            extra = [f"testbed: {row['testbed_id']}", f"run: {row['run_id']}", f"commit: {row['git_commit']}"]
+            if _clean(row.get(f"{m}_n")) is not None:
+                extra.append(f"n: {row[f'{m}_n']}")
+            entry["extra"] = "\n".join(extra)
+            out.append(entry)
+    return out
+
+
+def to_gab(df: pd.DataFrame, direction: str | None = None, **_: Any) -> str:
+    if direction is None:
+        raise UsageError("--format gab writes one direction per file",
+                         "pass --direction bigger|smaller, or -o PATH to write PATH.bigger.json and PATH.smaller.json")
+    return json.dumps(gab_entries(df, direction), indent=2, allow_nan=False) + "\n"
+
+
+EXPORTERS: dict[str, Callable[..., str]] = {
+    "csv": to_csv,
+    "json": to_json,
+    "markdown": to_markdown,
+    "bmf": to_bmf,
+    "gab": to_gab,
+}
+
+
+def export(df: pd.DataFrame, fmt: str, **options: Any) -> str:
+    if fmt not in EXPORTERS:
+        raise UsageError(f"--format {fmt!r} is not one of {', '.join(EXPORTERS)}", f"pass --format {' / '.join(EXPORTERS)}")
+    return EXPORTERS[fmt](df, **options)

@@ -1,0 +1,194 @@
+"""Comparison statistics (Mann-Whitney U against reference values, the paired-round bootstrap,
+verdicts, the regression gate) and compare routes / runs on hand-made records, with golden files."""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+
+import pytest
+
+from tests.results_fakes import (GOLDEN_RUN_A, GOLDEN_RUN_B, assert_golden, golden_cells, hex_id, interleaved_run, make_cell,
+                                 noisy)
+from tests.results_fixtures import pg_url, store_url  # noqa: F401
+from winml_perf.errors import EXIT_USAGE, StoreError, UsageError
+from winml_perf.results import significance as sig
+from winml_perf.results.compare import compare_routes, compare_runs, parse_pct, select
+from winml_perf.results.store import open_store
+
+# scipy.stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic", use_continuity=True), scipy 1.17.1
+MW_REFERENCE = [
+    ([1.1, 2.3, 3.5, 4.2, 5.9], [2.0, 6.1, 7.3, 8.8, 9.4, 10.2], 4.0, 0.05523425371806383),
+    ([1, 2, 2, 3, 3, 3, 4], [3, 3, 4, 4, 5, 5, 6, 7], 6.0, 0.010834422131524878),
+    ([10.0] * 5 + [11.0] * 5, [10.0] * 3 + [12.0] * 7, 22.5, 0.02954824075106704),
+    ([100.0, 100.909, 101.818, 102.727, 103.636, 104.545, 105.455, 106.364, 107.273, 108.182, 109.091, 110.0],
+     [104.0, 105.5, 107.0, 108.5, 110.0, 111.5, 113.0, 114.5, 116.0], 18.5, 0.012840968245285333),
+    ([1, 2, 3], [4, 5, 6], 0.0, 0.08085559837005224),
+]
+
+
+@pytest.mark.parametrize("x, y, u, p", MW_REFERENCE)
+def test_mann_whitney_matches_reference_values(x, y, u, p):
+    r = sig.mann_whitney_u(x, y)
+    assert r.u == u
+    assert r.p_value == pytest.approx(p, rel=1e-12)
+    assert sig.mann_whitney_u(y, x).p_value == pytest.approx(p, rel=1e-12)  # two-sided: symmetric
+
+
+def test_mann_whitney_by_hand_and_degenerate_samples():
+    # x=[1,2,3], y=[4,5,6]: U=0, mu=4.5, var=3*3/12*7=5.25, z=(4.5-0.5)/sqrt(5.25)
+    z = 4.0 / math.sqrt(5.25)
+    assert sig.mann_whitney_u([1, 2, 3], [4, 5, 6]).p_value == pytest.approx(math.erfc(z / math.sqrt(2)))
+    assert sig.mann_whitney_u([5, 5, 5], [5, 5, 5, 5]).p_value == 1.0  # every value tied
+    assert sig.mann_whitney_u([], [1.0, 2.0]).p_value == 1.0
+    assert sig.mann_whitney_u([1.0, float("nan"), None], [3.0]).n_x == 1
+
+
+def test_rank_with_ties_gives_mid_ranks():
+    import numpy as np
+
+    ranks, ties = sig.rank_with_ties(np.array([3.0, 1.0, 3.0, 2.0]))
+    assert list(ranks) == [3.5, 1.0, 3.5, 2.0]
+    assert sorted(ties) == [1, 1, 2]
+
+
+def test_paired_bootstrap_is_seeded_and_pairing_cancels_shared_drift():
+    rng = random.Random(7)
+    drift = [1 + 0.2 * math.sin(r) for r in range(30)]  # machine drift hitting both routes each round
+    base = {r: [100 * drift[r] * (1 + 0.005 * rng.gauss(0, 1))] for r in range(30)}
+    cand = {r: [150 * drift[r] * (1 + 0.005 * rng.gauss(0, 1))] for r in range(30)}
+    a, b = sig.paired_ratio_ci(base, cand), sig.paired_ratio_ci(base, cand)
+    assert a == b  # same data, same seed: same interval
+    assert a.ci_low < 1.5 < a.ci_high and a.rounds == 30
+    # Without pairing (each route's rounds shuffled against the other), the same drift widens the interval.
+    keys = list(cand)
+    rng.shuffle(keys)
+    unpaired = sig.paired_ratio_ci(base, {r: cand[k] for r, k in zip(range(30), keys)})
+    assert (a.ci_high - a.ci_low) * 3 < unpaired.ci_high - unpaired.ci_low
+
+
+def test_bootstrap_uses_common_rounds_and_batches_within_rounds():
+    base = {0: [10.0, 10.2, 9.8], 1: [10.1, 9.9, 10.0], 2: [10.0]}
+    cand = {0: [5.0, 5.1, 4.9], 1: [5.0, 5.05, 4.95]}  # round 2 has no candidate: left out
+    ci = sig.paired_ratio_ci(base, cand)
+    assert (ci.rounds, ci.n_baseline, ci.n_candidate) == (2, 6, 6)
+    assert ci.ratio == pytest.approx(0.5, rel=0.01) and ci.ci_low <= ci.ratio <= ci.ci_high
+    assert math.isnan(sig.paired_ratio_ci({0: [1.0]}, {1: [1.0]}).ratio)
+
+
+@pytest.mark.parametrize("low, high, verdict", [
+    (1.05, 1.20, sig.FASTER), (0.80, 0.95, sig.SLOWER), (0.99, 1.015, sig.EQUIVALENT), (1.005, 1.03, sig.FASTER),
+    (0.95, 1.10, sig.INCONCLUSIVE), (float("nan"), 1.0, sig.INCONCLUSIVE),
+])
+def test_ci_verdicts(low, high, verdict):
+    assert sig.ci_verdict(low, high, 0.02) == verdict
+
+
+def test_speedup_orientation_for_throughputs_and_times():
+    ci = sig.RatioCI(0.5, 0.45, 0.55, 4, 4, 4, 100)  # candidate / baseline
+    assert sig.speedup_ci(ci, bigger_is_better=False) == pytest.approx((2.0, 1 / 0.55, 1 / 0.45))  # half the time: 2x faster
+    assert sig.speedup_ci(ci, bigger_is_better=True) == pytest.approx((0.5, 0.45, 0.55))  # half the tokens/s: slower
+
+
+def test_change_verdicts_and_the_regression_gate():
+    assert sig.change_verdict(-10.0, 0.001, bigger_is_better=True) == sig.SLOWER
+    assert sig.change_verdict(+10.0, 0.001, bigger_is_better=False) == sig.SLOWER
+    assert sig.change_verdict(-10.0, 0.2, bigger_is_better=True) == sig.UNCHANGED
+    assert sig.change_verdict(-1.0, 0.001, bigger_is_better=True) == sig.EQUIVALENT
+    assert sig.is_regression(-6.0, 0.01, True, 5.0) and not sig.is_regression(-4.0, 0.01, True, 5.0)
+    assert not sig.is_regression(-6.0, 0.06, True, 5.0)  # not significant
+    assert not sig.is_regression(+6.0, 0.01, True, 5.0)  # an improvement
+    assert sig.is_regression(+6.0, 0.01, False, 5.0)  # a time that grew
+
+
+def test_parse_pct():
+    assert parse_pct("2%", "--equivalence") == 2.0 and parse_pct("0.5", "--x") == 0.5 and parse_pct(None, "--x") is None
+    with pytest.raises(UsageError, match="--fail-on-regression"):
+        parse_pct("five", "--fail-on-regression")
+
+
+# -- on a store ------------------------------------------------------------------------------------
+@pytest.fixture
+def golden_store(store_url):
+    with open_store(store_url) as store:
+        store.write_records(golden_cells())
+        yield store
+
+
+def test_compare_routes_golden(golden_store):
+    report = compare_routes(golden_store)
+    assert report.run_id == GOLDEN_RUN_A
+    by = {(r.route, r.metric): r for r in report.rows}
+    webgpu = by[("ep=webgpu", "decode_tokens_per_s")]
+    assert webgpu.verdict == sig.FASTER and 1.80 < webgpu.speedup < 1.88 and webgpu.rounds == 8
+    assert webgpu.sentence().startswith("ep=webgpu decode ran 1.8")
+    assert " ± " in webgpu.sentence() and "× faster than config" in webgpu.sentence()
+    assert by[("ep=cpu", "decode_tokens_per_s")].verdict == sig.EQUIVALENT
+    assert_golden("compare_routes.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+
+
+def test_compare_runs_golden_and_gate(golden_store):
+    report = compare_runs(golden_store, f"run:{GOLDEN_RUN_A[:8]}", "commit:bbbb", route="config", fail_threshold_pct=5.0)
+    by = {r.metric: r for r in report.rows}
+    decode = by["decode_tokens_per_s"]
+    assert decode.verdict == sig.SLOWER and decode.regression and decode.p_value < 0.05
+    assert decode.delta_pct == pytest.approx((1 / 2.205 - 1 / 2.005) / (1 / 2.005) * 100, abs=0.5)
+    assert not by["ttft_ms"].regression  # identical prompt timings
+    assert report.notes == ()  # the failed ep=webgpu cell is not a config cell
+    assert_golden("compare_runs.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    relaxed = compare_runs(golden_store, "version:0.1.0", "version:0.1.1", route="config", fail_threshold_pct=15.0)
+    assert not relaxed.regressions
+
+
+def test_compare_runs_refuses_mismatched_series_unless_forced(golden_store):
+    with pytest.raises(UsageError, match="only in baseline: tiny-qwen2 ep=cpu") as err:
+        compare_runs(golden_store, "date:2025-01-01", "date:2025-01-02")
+    assert err.value.exit_code == EXIT_USAGE
+    forced = compare_runs(golden_store, "date:2025-01-01", "date:2025-01-02", force=True)
+    assert {r.key[2] for r in forced.rows} == {"config"}
+    assert any("only in baseline" in n for n in forced.notes) and "candidate: 1 failed cell(s) left out" in forced.notes
+
+
+def test_forced_comparison_of_two_different_shapes(store_url):
+    with open_store(store_url) as store:
+        store.write_record(make_cell(hex_id("s1"), prompt_tokens=16))
+        store.write_record(make_cell(hex_id("s2"), prompt_tokens=128, when="2025-01-02T00:00:00Z"))
+        with pytest.raises(UsageError, match="--force"):
+            compare_runs(store, "previous", "latest")
+        report = compare_runs(store, "previous", "latest", force=True)
+        assert report.rows[0].key[3] == 16 and report.rows[0].candidate_key[3] == 128
+        assert "--force: comparing" in report.notes[0]
+
+
+def test_selectors_and_unknown_ids(golden_store):
+    assert select(golden_store, GOLDEN_RUN_A[:6], "--baseline").meaning == f"run {GOLDEN_RUN_A}"
+    assert select(golden_store, "aaaa1111", "--baseline").meaning == "git commit aaaa1111*"
+    assert select(golden_store, "0.1.1", "--baseline").meaning == "winml-perf 0.1.1"
+    assert len(select(golden_store, "2025-01-01", "--baseline").records) == 3
+    assert select(golden_store, "latest", "--candidate").meaning == f"latest run {GOLDEN_RUN_B}"
+    with pytest.raises(StoreError, match="--baseline 'deadbeef' matches no records") as err:
+        compare_runs(golden_store, "deadbeef", "latest")
+    assert err.value.exit_code == EXIT_USAGE
+    with pytest.raises(StoreError, match="no run 'ffff'"):
+        compare_routes(golden_store, "ffff")
+    with pytest.raises(UsageError, match="same records"):
+        compare_runs(golden_store, "latest", f"run:{GOLDEN_RUN_B}")
+
+
+def test_compare_routes_needs_the_baseline_route(golden_store):
+    with pytest.raises(UsageError, match="--baseline-route"):
+        compare_routes(golden_store, GOLDEN_RUN_A, baseline_route="device=npu")
+    report = compare_routes(golden_store, GOLDEN_RUN_A, baseline_route="ep=cpu", routes=["ep=webgpu"], metrics=["decode_tokens_per_s"])
+    assert [(r.route, r.baseline_route, r.metric) for r in report.rows] == [("ep=webgpu", "ep=cpu", "decode_tokens_per_s")]
+
+
+def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
+    run = hex_id("noisy")
+    rounds = [r for r in range(10) for _ in range(2)]  # two iterations per round
+    with open_store(store_url) as store:
+        for cell in interleaved_run(run, {"config": noisy(2.0, 20, 0.02, 1), "ep=cpu": noisy(2.0 / 1.3, 20, 0.02, 2)}, rounds=rounds):
+            store.write_record(cell)
+        (row,) = compare_routes(store, metrics=["decode_tokens_per_s"]).rows
+    assert row.rounds == 10 and row.n_baseline == 20 and row.verdict == sig.FASTER
+    assert row.ci_low < 1.3 < row.ci_high
