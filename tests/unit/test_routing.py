@@ -57,6 +57,17 @@ def test_forcing_cpu_empties_every_stage_and_the_decoder_level(tmp_path):
     assert all(s.provider_options == () for s in plan.config.stages)
 
 
+def test_forcing_a_hardware_ep_keeps_the_pipeline_primary_device_on_the_host(tmp_path):
+    # genai keeps managed inputs (input_ids) on the decoder-level device; a GPU EP there breaks the
+    # embeddings stage (measured with WebGPU on an H200), so every stage names its EP and the
+    # decoder level stays [] (host).
+    raw = pipeline_config()
+    raw["model"]["decoder"]["session_options"]["provider_options"] = [{"QNN": {}}]
+    plan = _plan(tmp_path, raw, "qnn")
+    assert plan.config.decoder_provider_options == ()
+    assert all(s.ep_after == "QNNExecutionProvider" and s.provider_options_after for s in plan.stages)
+
+
 def test_flat_decoder_is_rewritten_too(tmp_path):
     plan = _plan(tmp_path, FLAT_QNN, "cpu")
     assert plan.config.raw["model"]["decoder"]["session_options"]["provider_options"] == []

@@ -7,9 +7,13 @@ Forcing an EP rewrites every chosen stage, flat decoders included:
   options of another stage that targets it, else gets defaults; OpenVINO and VitisAI always get
   ``device_type`` from the resolved device (the EP's home device when none was asked).
 
-A pipeline's decoder-level ``provider_options`` are rewritten too when every stage is forced (genai
-reads them for the model's device); with ``--stages`` they stay, and forced stages that inherited
-them get their own copy. The plan lists each stage's EP before -> after. No I/O here: availability
+A pipeline's decoder-level ``provider_options`` become ``[]`` (the host) when every stage is forced:
+genai takes them for the model's primary device, where it keeps managed inputs such as input_ids.
+Measured with WebGPU on an H200: decoder-level WebGPU fails ("Managed input input_ids resides on the
+primary device ... the pipeline model embeddings is expecting it to reside elsewhere") whatever the
+stages say, while decoder-level ``[]`` with every stage on WebGPU runs; and a decoder-level QNN fails
+to load on a machine without QNN even when every stage says ``[]``. With ``--stages`` they stay, and
+forced stages that inherited them get their own copy. The plan lists each stage's EP before -> after. No I/O here: availability
 of EPs on this machine is checked by ``check_available`` against a set the caller supplies.
 """
 
@@ -125,7 +129,7 @@ def plan_route(config: GenaiConfig, target, stages: list[str] | tuple[str, ...] 
         updates[stage.name] = list(after)
         routes.append(_route(stage, before, ep, after, True, source))
     all_forced = len(chosen) == len(config.stages)
-    decoder_opts = list(routes[0].provider_options_after) if all_forced and config.kind == "pipeline" else None
+    decoder_opts = [] if all_forced and config.kind == "pipeline" else None
     if decoder_opts is not None and tuple(decoder_opts) == config.decoder_provider_options:
         decoder_opts = None
     rewritten = config.with_provider_options(updates, decoder_opts)

@@ -56,6 +56,7 @@ class SynthSpec:
     precision: str = "int4"
     execution_provider: str = "cpu"
     pipeline: bool = False
+    quantize_lm_head: bool = False
     seed: int = 0
     context_length: int | None = None
     overrides: dict = field(default_factory=dict)
@@ -165,7 +166,7 @@ def synthesize(spec: SynthSpec, out_dir: Path, force: bool = False, log=print) -
         if spec.pipeline:
             from winml_perf.bundle.synth_pipeline import make_pipeline
 
-            make_pipeline(build_dir, hf_dir, hf_config, spec.precision)
+            make_pipeline(build_dir, hf_dir, hf_config, spec.precision, spec.quantize_lm_head)
         _write_provenance(build_dir, spec)
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -182,6 +183,6 @@ def _write_provenance(build_dir: Path, spec: SynthSpec) -> None:
 
     info = {"made_by": f"winml-perf {__version__} bundle synth", "onnxruntime_genai": og.__version__,
             "preset": spec.preset, "arch": spec.architecture(), "precision": spec.precision,
-            "execution_provider": spec.execution_provider, "pipeline": spec.pipeline, "seed": spec.seed,
+            "execution_provider": spec.execution_provider, "pipeline": spec.pipeline, "quantize_lm_head": spec.quantize_lm_head, "seed": spec.seed,
             "overrides": spec.overrides, "random_weights": True}
     (build_dir / "synth.json").write_text(json.dumps(info, indent=2) + "\n")

@@ -98,12 +98,23 @@ def pipeline_config(flat_cfg: dict, n_layers: int) -> dict:
     return cfg
 
 
-def make_pipeline(build_dir: Path, hf_dir: Path, hf_config: dict, precision: str) -> None:
+def _quantize_int4(model, block_size: int = 32):
+    """lm_head's MatMul as MatMulNBits (4 bits, like the builder's own int4 lm_head)."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+
+    quantizer = MatMulNBitsQuantizer(model, block_size=block_size, is_symmetric=True)
+    quantizer.process()
+    return quantizer.model.model
+
+
+def make_pipeline(build_dir: Path, hf_dir: Path, hf_config: dict, precision: str, quantize_lm_head: bool = False) -> None:
     weights = _weights(hf_dir)
     elem_type = _io_dtype(build_dir / TRANSFORMER)
     _save(_embeddings_model(weights["model.embed_tokens.weight"], elem_type), build_dir / EMBEDDINGS)
-    lm_head = weights.get("lm_head.weight", weights["model.embed_tokens.weight"])
-    _save(_lm_head_model(lm_head, elem_type), build_dir / LM_HEAD)
+    lm_head = _lm_head_model(weights.get("lm_head.weight", weights["model.embed_tokens.weight"]), elem_type)
+    if quantize_lm_head:
+        lm_head = _quantize_int4(lm_head)
+    _save(lm_head, build_dir / LM_HEAD)
     cfg_path = build_dir / "genai_config.json"
     cfg = pipeline_config(json.loads(cfg_path.read_text()), int(hf_config["num_hidden_layers"]))
     cfg_path.write_text(json.dumps(cfg, indent=4) + "\n")

@@ -21,6 +21,7 @@ def synth(
     precision: Annotated[str, typer.Option("-p", "--precision", help=f"Builder precision: {', '.join(PRECISIONS)}.")] = "int4",
     execution_provider: Annotated[str, typer.Option("-e", "--execution-provider", help="Builder target EP.")] = "cpu",
     pipeline: Annotated[bool, typer.Option("--pipeline", help="Split into an NPU-style decoder-pipeline bundle.")] = False,
+    quantize_lm_head: Annotated[bool, typer.Option("--quantize-lm-head", help="Pipeline: int4 MatMulNBits lm_head (default fp32/fp16 MatMul).")] = False,
     seed: Annotated[int, typer.Option(help="Seed for weights and tokenizer corpus.")] = 0,
     context_length: Annotated[Optional[int], typer.Option(help="Override max_position_embeddings.")] = None,
     layers: Annotated[Optional[int], typer.Option(help="Override the number of layers (smaller test bundles).")] = None,
@@ -30,7 +31,7 @@ def synth(
     """Make a random-weight onnxruntime-genai bundle (needs the `synth` extra; no hub access)."""
     overrides = {"num_hidden_layers": layers} if layers else {}
     spec = SynthSpec(preset=preset, arch=arch, precision=precision, execution_provider=execution_provider,
-                     pipeline=pipeline, seed=seed, context_length=context_length, overrides=overrides)
+                     pipeline=pipeline, quantize_lm_head=quantize_lm_head, seed=seed, context_length=context_length, overrides=overrides)
     summary = synthesize(spec, output, force=force, log=lambda m: print(m, file=sys.stderr))
     if fmt == "json":
         print(json.dumps(summary, indent=2))
