@@ -79,3 +79,11 @@ def test_cpu_with_options_maps_to_bundle_error(bundle_copy):
     (b / "genai_config.json").write_text(json.dumps(cfg))
     with pytest.raises(BundleError, match="provider options"):
         GenaiSession(b).load()
+
+
+def test_generation_errors_become_clear_failures():
+    from winml_perf.errors import BenchmarkFailure
+
+    with GenaiSession(TINY_FLAT) as s:
+        with pytest.raises(BenchmarkFailure, match="failed while generating"):
+            s.generate_timed([s.vocab_size + 1000] * 4, 2)  # token id outside the vocabulary

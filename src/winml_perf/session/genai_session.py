@@ -156,18 +156,25 @@ class GenaiSession:
         steps = [0.0] * (max_new_tokens - 1)
         clock = time.perf_counter
 
-        t0 = clock()
-        generator.append_tokens(tokens)
-        t1 = clock()
-        generator.generate_next_token()
-        t2 = clock()
-        prev = t2
-        for i in range(max_new_tokens - 1):
+        try:  # zero-cost in CPython 3.11+ while nothing is raised
+            t0 = clock()
+            generator.append_tokens(tokens)
+            t1 = clock()
             generator.generate_next_token()
-            now = clock()
-            steps[i] = now - prev
-            prev = now
-        t_end = prev
+            t2 = clock()
+            prev = t2
+            for i in range(max_new_tokens - 1):
+                generator.generate_next_token()
+                now = clock()
+                steps[i] = now - prev
+                prev = now
+            t_end = prev
+        except Exception as exc:  # onnxruntime-genai raises RuntimeError with the EP's message
+            raise BenchmarkFailure(
+                f"{self.bundle}: onnxruntime-genai failed while generating: {str(exc).strip().splitlines()[0]}",
+                "the route's EP could not run this model as configured; see the stage table (winml bundle show) "
+                "and try another --ep/--stages",
+            ) from exc
 
         sequence = [int(t) for t in generator.get_sequence(0)]
         del generator
