@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from winml_perf.bench.warnings import BenchWarning
-
-OUTPUT_MISMATCH = "output_mismatch"
+from winml_perf.bench.warnings import OUTPUT_MISMATCH, BenchWarning
 CHECK_PROMPT_TOKENS = 32
 CHECK_NEW_TOKENS = 16
 
