@@ -16,6 +16,7 @@ from pathlib import Path
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
+from winml_perf.bundle.placement import derived_placement
 from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_route
 
 
@@ -32,13 +33,31 @@ class PreparedRoute:
     warnings: list = field(default_factory=list)
     requested: str = "config"
     compile: list = field(default_factory=list)  # per compile job / stage outcome dicts
+    placement: tuple = ()  # placement.StagePlacement per stage (forced routes; see bundle/placement.py)
+    placement_cache: str | None = None  # "hit" | "miss" | None
+    placement_reason: str | None = None
+    placement_ms: float | None = None
+
+    def stage_dicts(self) -> list[dict]:
+        """The stages, each with its ``placement`` (when measured) and ``ep_actual`` when every node
+        ran on one EP other than ``ep_after``."""
+        by_stage = {p.stage: p for p in self.placement}
+        out = []
+        for s in self.stages:
+            d, p = dict(s), by_stage.get(s["stage"])
+            if p is not None:
+                d["placement"] = p.to_dict()
+                if p.ep_actual:
+                    d["ep_actual"] = p.ep_actual
+            out.append(d)
+        return out
 
     def to_dict(self) -> dict:
         return {
             "path": str(self.path),
             "route": self.route,
             "requested": self.requested,
-            "stages": [dict(s) for s in self.stages],
+            "stages": self.stage_dicts(),
             "derived_path": str(self.derived_path) if self.derived_path else None,
             "cache": self.cache,
             "cache_reason": self.cache_reason,
@@ -46,6 +65,9 @@ class PreparedRoute:
             "compile_ms": self.compile_ms,
             "warnings": list(self.warnings),
             "compile": [dict(c) for c in self.compile],
+            "placement_cache": self.placement_cache,
+            "placement_reason": self.placement_reason,
+            "placement_ms": self.placement_ms,
         }
 
 
@@ -87,6 +109,7 @@ def prepare_route(
         return PreparedRoute(bundle, "config", stage_dicts, None, None, None, _ms(t0), 0.0, list(plan.warnings), plan.requested)
     jobs, notes = compiler.compile_jobs(plan) if compile else ([], [])
     result = derive_bundle(plan, verify_sources=verify_sources, compile=bool(jobs), compile_timeout_s=compile_timeout_s)
+    placed = derived_placement(result.path, result.key)  # placement.json: a cache hit costs a file read
     return PreparedRoute(
         path=result.path,
         route=plan.requested if jobs else plan.route,
@@ -99,6 +122,10 @@ def prepare_route(
         warnings=list(plan.warnings) + list(result.warnings),
         requested=plan.requested,
         compile=list(result.compile) + [n.to_dict() for n in notes],
+        placement=placed.stages,
+        placement_cache=placed.cache,
+        placement_reason=placed.reason,
+        placement_ms=placed.placement_ms,
     )
 
 

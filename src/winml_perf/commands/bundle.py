@@ -69,6 +69,29 @@ def stage_rows(stage_dicts: list[dict]) -> list[list[str]]:
 
 
 _HEADERS = ("stage", "file", "P/T", "EP before -> after", "provider_options after")
+_PLACEMENT_HEADERS = ("nodes per EP", "CPU fallback ops")
+
+
+def _with_placement(plan, stage_dicts: list[dict]) -> list[dict]:
+    """Each stage dict with its measured ``placement`` (and ``ep_actual`` when it ran wholly elsewhere)."""
+    from winml_perf.bundle.placement import measure_config
+
+    by_stage = {p.stage: p for p in measure_config(plan.config)}
+    out = []
+    for s in stage_dicts:
+        p = by_stage[s["stage"]]
+        out.append({**s, "placement": p.to_dict(), **({"ep_actual": p.ep_actual} if p.ep_actual else {})})
+    return out
+
+
+def placement_cells(stage: dict) -> list[str]:
+    from winml_perf.bundle.placement import nodes_text, ops_text
+
+    p = stage.get("placement") or {}
+    if p.get("status") != "ok":
+        return [nodes_text(p), p.get("error") or "-"]
+    ops = ops_text(p.get("cpu_fallback_ops") or {}) or "-"
+    return [nodes_text(p), ops + (f" (all on {_ep_label(stage['ep_actual'])})" if stage.get("ep_actual") else "")]
 
 
 @bundle_app.command("show")
@@ -78,19 +101,24 @@ def show_command(
     device: Optional[str] = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
     stages: Optional[str] = typer.Option(None, "--stages", help="limit the forced route to these stages (comma-separated)"),
     format: str = typer.Option("table", "--format", help="table or json"),
+    placement: bool = typer.Option(False, "--placement", help="open each stage's model on its EP and show where its nodes are placed (nodes per EP, ops that fall back to CPU)"),
 ) -> None:
     """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
     _check_format(format)
     target = target_for(ep, device)
     plan = plan_for(bundle, target, parse_stages(stages))
-    # Hook: a later `--placement` option (per-node EP assignment) adds a column here from plan.stages.
     stage_dicts = [s.to_dict() for s in plan.stages]
+    if placement:
+        stage_dicts = _with_placement(plan, stage_dicts)
     if format == "json":
-        payload = {"bundle": str(bundle), "kind": plan.config.kind, "target": target.to_dict(), **plan.to_dict()}
+        payload = {"bundle": str(bundle), "kind": plan.config.kind, "target": target.to_dict(), **plan.to_dict(), "stages": stage_dicts}
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
     print(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}")
-    print(tabulate(stage_rows(stage_dicts), headers=_HEADERS, tablefmt="github"))
+    rows, headers = stage_rows(stage_dicts), _HEADERS
+    if placement:
+        rows, headers = [r + placement_cells(s) for r, s in zip(rows, stage_dicts)], _HEADERS + _PLACEMENT_HEADERS
+    print(tabulate(rows, headers=headers, tablefmt="github"))
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
 
