@@ -62,6 +62,54 @@ def test_memory_sampler_reports_peaks():
     assert ru_maxrss_bytes() > 0
 
 
+class _FakeNvml:
+    """Just enough of pynvml (nvidia-ml-py) for the NVML code paths, without a GPU."""
+
+    def __init__(self, used=(1000, 3000)):
+        self.used = list(used)
+
+    def nvmlInit(self):
+        pass
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return f"gpu{i}"
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        value = self.used.pop(0) if len(self.used) > 1 else self.used[0]
+        return type("Mem", (), {"used": value, "total": 141 * 2**30})()
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        import os
+
+        return [type("P", (), {"pid": os.getpid(), "usedGpuMemory": 500})()]
+
+    def nvmlDeviceGetName(self, h):
+        return "NVIDIA H200"
+
+    def nvmlSystemGetDriverVersion(self):
+        return "580.159.03"
+
+
+def test_device_memory_and_gpu_listing_through_nvml(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pynvml", _FakeNvml(used=(1000, 3000, 2000)))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    sampler = MemorySampler(interval_s=10.0, device=True).start()
+    try:
+        sampler._sample()
+        snap = sampler.snapshot()
+    finally:
+        sampler.stop()
+    assert snap["device_memory_peak_used_bytes"] == 3000 and snap["device_memory_peak_process_bytes"] == 500
+    gpu = environment.gpu_info()
+    assert gpu["gpus"][0]["name"] == "NVIDIA H200" and gpu["gpus"][0]["driver"] == "580.159.03"
+    assert gpu["gpus"][0]["source"] == "nvml"
+
+
 def _write(path, size):
     path.write_bytes(b"\0" * size)
 

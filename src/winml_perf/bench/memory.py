@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 DEFAULT_INTERVAL_S = 0.1
@@ -41,18 +42,19 @@ class _Nvml:
         try:
             pynvml.nvmlInit()
             count = pynvml.nvmlDeviceGetCount()
+            visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+            indices = list(range(count))
+            if visible and all(p.strip().isdigit() for p in visible.split(",")):
+                indices = [int(p) for p in visible.split(",") if int(p) < count]
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
         except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
             self.note = f"NVML unavailable: {exc}"
             return
-        if count == 0:
-            self.note = "NVML found no NVIDIA GPU"
+        if not handles:
+            self.note = "NVML found no visible NVIDIA GPU"
             return
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        indices = range(count)
-        if visible and all(p.strip().isdigit() for p in visible.split(",")):
-            indices = [int(p) for p in visible.split(",") if int(p) < count]
         self._nvml = pynvml
-        self.handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in indices]
+        self.handles = handles
 
     def used_bytes(self) -> tuple[int, int | None]:
         """(device-wide used bytes summed over visible GPUs, bytes used by this process or None)."""
@@ -106,15 +108,21 @@ class MemorySampler:
             if mine is not None:
                 self._peak_dev_mine = max(self._peak_dev_mine or 0, mine)
 
-    def _loop(self) -> None:
+    def _loop(self, running: threading.Event) -> None:
+        running.set()
         while not self._stop.wait(self.interval_s):
             self._sample()
 
     def start(self) -> "MemorySampler":
+        """Start sampling; returns once the thread is parked in its wait, so its start-up (which
+        needs the GIL) cannot land inside the first timed iteration."""
         if self._thread is None:
             self._sample()
-            self._thread = threading.Thread(target=self._loop, name="winml-perf-memory", daemon=True)
+            running = threading.Event()
+            self._thread = threading.Thread(target=self._loop, args=(running,), name="winml-perf-memory", daemon=True)
             self._thread.start()
+            running.wait(timeout=5.0)
+            time.sleep(0.001)  # let it go from set() into the wait
         return self
 
     def stop(self) -> None:
