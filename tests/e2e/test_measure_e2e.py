@@ -27,7 +27,7 @@ def env():
 @pytest.fixture
 def small_bandwidth_cache(tmp_path, monkeypatch):
     monkeypatch.setenv(roofline.CACHE_ENV, str(tmp_path / "cache"))
-    monkeypatch.setattr(roofline, "DEFAULT_ARRAY_BYTES", 16 * 1024 * 1024)
+    monkeypatch.setenv(roofline.ARRAY_MIB_ENV, "16")
 
 
 def _route(bundle, ep=None) -> RouteSpec:
@@ -46,7 +46,9 @@ def test_run_cell_on_a_real_bundle_gives_a_valid_record(name, tiny_flat, tiny_pi
     assert result.ok, result.failure
     assert [len(s.decode_step_ms) for s in result.samples] == [3, 3]
     assert all(s.prompt_tokens == 8 and s.new_tokens == 4 for s in result.samples)
-    record = cell_record(result, run_id="0" * 32, environment=env, bandwidth=roofline.cached_bandwidth())
+    bandwidth = roofline.cached_bandwidth()  # measured in a child process
+    assert bandwidth["array_bytes"] == 16 * 2**20
+    record = cell_record(result, run_id="0" * 32, environment=env, bandwidth=bandwidth)
     d = record.to_dict()
     validate_record(d)
     assert d["summary"]["decode_tokens_per_s"] > 0 and d["summary"]["prompt_tokens_per_s"] > 0

@@ -16,6 +16,8 @@ import json
 import math
 import os
 import socket
+import subprocess
+import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -24,6 +26,7 @@ from typing import Any, Mapping
 
 CACHE_ENV = "WINML_PERF_CACHE_DIR"
 CACHE_FILE = "bandwidth.json"
+ARRAY_MIB_ENV = "WINML_PERF_BANDWIDTH_ARRAY_MIB"  # size of the probe's array (default 512 MiB)
 DEFAULT_ARRAY_BYTES = 512 * 1024 * 1024
 DEFAULT_REPEATS = 5
 SMALL_MODEL_BYTES = 64 * 1024 * 1024
@@ -39,7 +42,7 @@ def measure_bandwidth(array_bytes: int | None = None, repeats: int = DEFAULT_REP
     per thread reads in parallel like a multi-threaded decode does."""
     import numpy as np
 
-    array_bytes = array_bytes or DEFAULT_ARRAY_BYTES
+    array_bytes = array_bytes or int(float(os.environ.get(ARRAY_MIB_ENV) or 0) * 2**20) or DEFAULT_ARRAY_BYTES
     threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     n = array_bytes // 8
     data = np.ones(n, dtype=np.float64)  # touch every page before timing
@@ -59,6 +62,16 @@ def measure_bandwidth(array_bytes: int | None = None, repeats: int = DEFAULT_REP
     }
 
 
+def measure_bandwidth_in_child(timeout_s: float = 300.0) -> dict[str, Any]:
+    """measure_bandwidth() in a separate Python process, so its large array never raises the
+    measuring process's peak RSS (ru_maxrss cannot be reset)."""
+    code = "import json; from winml_perf.bench.roofline import measure_bandwidth; print(json.dumps(measure_bandwidth()))"
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+    if proc.returncode != 0:
+        raise RuntimeError(f"bandwidth probe exited with {proc.returncode}: {proc.stderr.strip()[-500:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def machine_key() -> str:
     """What the cached figure belongs to: host, CPU model and core count."""
     from winml_perf.bench.environment import cpu_model
@@ -66,7 +79,7 @@ def machine_key() -> str:
     return f"{socket.gethostname()}|{cpu_model()}|{os.cpu_count()}"
 
 
-def cached_bandwidth(measure=measure_bandwidth, refresh: bool = False) -> dict[str, Any]:
+def cached_bandwidth(measure=measure_bandwidth_in_child, refresh: bool = False) -> dict[str, Any]:
     """The bandwidth of this machine, measured on first use and cached (cache: 'hit' or 'miss')."""
     path = cache_dir() / CACHE_FILE
     key = machine_key()
