@@ -192,3 +192,19 @@ def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
         (row,) = compare_routes(store, metrics=["decode_tokens_per_s"]).rows
     assert row.rounds == 10 and row.n_baseline == 20 and row.verdict == sig.FASTER
     assert row.ci_low < 1.3 < row.ci_high
+
+
+def test_rolling_baseline_flags_a_step_and_not_noise():
+    from winml_perf.results.dashboard import rolling_flags
+
+    rng = random.Random(3)
+    centers = [100.0] * 6 + [90.0] * 2 + [100.0] * 2 + [112.0]  # tokens/s: a 10 % drop, recovery, a 12 % gain
+    points = [{"id": i, "status": "ok"} for i in range(len(centers))] + [{"id": 99, "status": "failed"}]
+    samples = {i: [{"decode_tokens_per_s": c * (1 + rng.gauss(0, 0.005))} for _ in range(8)] for i, c in enumerate(centers)}
+    flags = rolling_flags(points, samples, "decode_tokens_per_s", window=5, threshold_pct=5.0)
+    assert flags[6]["flag"] == "regression" and flags[6]["delta_pct"] == pytest.approx(-10, abs=1.0)
+    assert flags[10]["flag"] == "improvement"
+    assert not any(i in flags for i in range(6))  # noise within 1 % is never flagged
+    # for a time, up is bad: the same step in ms is a regression
+    ms = {i: [{"ttft_ms": 1000.0 / s["decode_tokens_per_s"]} for s in v] for i, v in samples.items()}
+    assert rolling_flags(points, ms, "ttft_ms", window=5, threshold_pct=5.0)[10]["flag"] == "improvement"

@@ -12,6 +12,7 @@ from winml_perf.bench.report import cell_record
 from winml_perf.bench.spec import CellSpec, IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.bench.sweep import run_sweep
 from winml_perf.errors import UsageError
+from winml_perf.results.record import validate_record
 
 
 def cell(prompt=16, new=8, warmup=WarmupPolicy(count=2), iterations=IterationPolicy(iterations=5), label="config", **opts) -> CellSpec:
@@ -113,6 +114,8 @@ def test_plain_inference_session_reports_latency():
     assert rec.summary["latency_ms"] == pytest.approx(4.0)
     assert rec.summary["inferences_per_s"] == pytest.approx(250.0)
     assert "decode_tokens_per_s" not in rec.metrics
+    assert rec.prompt["mode"] == "inputs" and rec.shape["prompt_tokens"] is None
+    validate_record(rec.to_dict())
 
 
 def test_text_prompt_goes_through_the_template_and_is_tiled_to_length():

@@ -21,7 +21,8 @@ import numpy as np
 from winml_perf.errors import StoreError, UsageError
 from winml_perf.results import significance as sig
 from winml_perf.results.rows import bigger_is_better
-from winml_perf.results.store import Store, parse_when
+from winml_perf.results.selectors import Selection, select  # noqa: F401  (select is re-exported)
+from winml_perf.results.store import Store
 
 #: Metrics compared by default, in this order, when both sides have them.
 DEFAULT_METRICS = ("decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms", "tpot_ms", "e2e_ms", "latency_ms")
@@ -127,6 +128,10 @@ class RouteComparison:
         if self.verdict == sig.EQUIVALENT:
             return text + f": equivalent within ±{self.equivalence_pct:g}%"
         if self.verdict == sig.INCONCLUSIVE:
+            ci = sig.RatioCI(self.speedup, self.ci_low, self.ci_high, self.rounds, self.n_baseline, self.n_candidate, 0)
+            if not sig.enough_for_ci(ci):
+                return text + (f": inconclusive ({min(self.n_baseline, self.n_candidate)} iterations in {self.rounds} rounds are too few;"
+                               f" measure at least {sig.MIN_PAIRED_ROUNDS} interleaved rounds: more --iterations)")
             return text + ": inconclusive (the 95% CI spans both sides; run more rounds)"
         return text + f": {self.verdict}"
 
@@ -218,63 +223,13 @@ def compare_routes(
             for metric in _choose_metrics(metrics, base, cand):
                 ci = sig.paired_ratio_ci(_rounds(base, metric), _rounds(cand, metric), resamples=resamples, seed=seed)
                 s, lo, hi = sig.speedup_ci(ci, bigger_is_better(metric))
+                verdict = sig.ci_verdict(lo, hi, equivalence_pct / 100.0) if sig.enough_for_ci(ci) else sig.INCONCLUSIVE
                 rows.append(RouteComparison(key[0], key[1], key[2], key[3], route, baseline_route, metric, s, lo, hi,
-                                            sig.ci_verdict(lo, hi, equivalence_pct / 100.0), ci.rounds, ci.n_baseline,
-                                            ci.n_candidate, equivalence_pct))
+                                            verdict, ci.rounds, ci.n_baseline, ci.n_candidate, equivalence_pct))
     return RoutesReport(run_id, baseline_route, tuple(rows), tuple(notes))
 
 
-# == runs ==========================================================================================
-@dataclass(frozen=True)
-class Selection:
-    """Records picked by a selector, and how the selector was read."""
-
-    selector: str
-    meaning: str
-    records: tuple[dict, ...]
-
-
-def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) -> tuple[str, list[dict]]:
-    if kind == "run":
-        runs = store.run_ids(**filters)
-        hits = [r for r in runs if r == value] or [r for r in runs if r.startswith(value)]
-        if len(hits) > 1:
-            raise UsageError(f"run id prefix {value!r} matches {len(hits)} runs", "give more characters of the run id")
-        return (f"run {hits[0]}", store.records(run_id=hits[0], **filters)) if hits else ("", [])
-    if kind in ("latest", "previous"):
-        runs = store.run_ids(**filters)
-        i = 0 if kind == "latest" else 1
-        return (f"{kind} run {runs[i]}", store.records(run_id=runs[i], **filters)) if len(runs) > i else ("", [])
-    if kind == "commit":
-        return f"git commit {value}*", store.records(git_commit=value, **filters)
-    if kind == "version":
-        return f"winml-perf {value}", store.records(version=value, **filters)
-    if kind == "date":
-        return f"{value} (UTC)", store.records(since=parse_when(value, "date:"), until=parse_when(value, "date:", end_of_day=True), **filters)
-    raise UsageError(f"unknown selector kind {kind!r}", "use run:, commit:, version:, date:, latest or previous")
-
-
-def select(store: Store, selector: str, flag: str, **filters: Any) -> Selection:
-    """Records of ``selector``: 'run:ID', 'commit:SHA', 'version:X.Y', 'date:YYYY-MM-DD', 'latest',
-    'previous', or a bare value tried as a run id, then a commit, a version, a date."""
-    text = selector.strip()
-    if text in ("latest", "previous"):
-        kinds = [(text, "")]
-    elif ":" in text and text.split(":", 1)[0] in ("run", "commit", "version", "date"):
-        kinds = [tuple(text.split(":", 1))]
-    else:
-        kinds = [("run", text), ("commit", text), ("version", text)]
-        if len(text) == 10 and text[4] == "-":
-            kinds.append(("date", text))
-    for kind, value in kinds:
-        meaning, records = _by_kind(store, kind, value, filters)
-        if records:
-            return Selection(text, meaning, tuple(records))
-    raise StoreError(f"{flag} {selector!r} matches no records in {store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else ""),
-                     "use run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest or previous (see `winml results list`)")
-
-
-def _group_key(r: Mapping[str, Any]) -> tuple:
+# == runs ==========================================================================================def _group_key(r: Mapping[str, Any]) -> tuple:
     return tuple(r[f] for f in GROUP_FIELDS)
 
 

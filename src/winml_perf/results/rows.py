@@ -12,7 +12,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 from winml_perf.bench import stats
 from winml_perf.errors import StoreError

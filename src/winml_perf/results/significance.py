@@ -32,6 +32,11 @@ BOOTSTRAP_SEED = 20240601
 #: Default equivalence band (fraction): ratios within 1/(1+e) .. 1+e count as the same speed.
 EQUIVALENCE = 0.02
 CONTINUITY_CORRECTION = 0.5
+#: A bootstrap CI needs enough resampling units to mean anything: at least this many paired rounds,
+#: or (for few rounds of several iterations each) this many iterations per side — the fewest for
+#: which the distribution-free 95 % CI of a median exists (bench/stats.py).
+MIN_PAIRED_ROUNDS = 5
+MIN_SAMPLES_PER_SIDE = 6
 
 FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE, UNCHANGED = "faster", "slower", "equivalent", "inconclusive", "unchanged"
 
@@ -168,6 +173,11 @@ def paired_ratio_ci(
     tail = (1.0 - confidence) / 2.0 * 100.0
     lo, hi = (np.percentile(ratios, [tail, 100.0 - tail]) if len(ratios) else (math.nan, math.nan))
     return RatioCI(point, float(lo), float(hi), len(common), nb, nc, resamples)
+
+
+def enough_for_ci(ci: "RatioCI") -> bool:
+    """Whether a ratio CI rests on enough data for a verdict (see MIN_PAIRED_ROUNDS)."""
+    return ci.rounds >= MIN_PAIRED_ROUNDS or (ci.rounds >= 1 and min(ci.n_baseline, ci.n_candidate) >= MIN_SAMPLES_PER_SIDE)
 
 
 # -- verdicts --------------------------------------------------------------------------------------

@@ -29,6 +29,7 @@
   console.error = function () {
     errors.push(Array.prototype.map.call(arguments, String).join(" "));
     consoleError.apply(console, arguments);
+    status("error");
   };
 
   function el(name, attrs, parent, text) {

@@ -1,0 +1,62 @@
+"""Record filters shared by every reading command and ``winml_perf.results.load``."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping
+
+import sqlalchemy as sa
+
+from winml_perf.errors import StoreError
+from winml_perf.results import migrations as mig
+from winml_perf.results.rows import normalize_utc
+
+
+FILTER_KEYS = ("bundle", "route", "testbed", "run_id", "status", "git_commit", "version", "since", "until",
+               "prompt_tokens", "max_new_tokens", "ids", "limit")
+
+
+def _values(v: Any) -> list:
+    return list(v) if isinstance(v, (list, tuple, set, frozenset)) else [v]
+
+
+def apply_filters(stmt: sa.Select, filters: Mapping[str, Any]) -> sa.Select:
+    unknown = sorted(set(filters) - set(FILTER_KEYS))
+    if unknown:
+        raise StoreError(f"unknown results filter(s): {', '.join(unknown)}", f"use {', '.join(FILTER_KEYS)}")
+    r = mig.records.c
+    f = {k: v for k, v in filters.items() if v is not None and k != "limit"}
+    if "bundle" in f:
+        vals = [str(x) for x in _values(f["bundle"])]
+        stmt = stmt.where(sa.or_(r.bundle.in_(vals), r.bundle_path.in_(vals)))
+    simple = {"route": r.route, "testbed": r.testbed_id, "run_id": r.run_id, "status": r.status,
+              "version": r.winml_perf_version, "prompt_tokens": r.prompt_tokens, "max_new_tokens": r.max_new_tokens, "ids": r.id}
+    for key, col in simple.items():
+        if key in f:
+            stmt = stmt.where(col.in_(_values(f[key])))
+    if "git_commit" in f:
+        stmt = stmt.where(sa.or_(*[r.git_commit.startswith(str(c), autoescape=True) for c in _values(f["git_commit"])]))
+    if "since" in f:
+        stmt = stmt.where(r.created_utc >= parse_when(f["since"], "--since"))
+    if "until" in f:
+        stmt = stmt.where(r.created_utc < parse_when(f["until"], "--until", end_of_day=True))
+    return stmt
+
+
+def parse_when(value: Any, flag: str, end_of_day: bool = False, now: datetime | None = None) -> str:
+    """'2025-01-31', an ISO datetime, or a relative age '7d' / '12h' / '30m' -> normalised UTC text.
+    A bare date given as an upper bound means the end of that day."""
+    if isinstance(value, datetime):
+        return normalize_utc(value.isoformat())
+    text = str(value).strip()
+    units = {"d": "days", "h": "hours", "m": "minutes", "w": "weeks"}
+    if len(text) >= 2 and text[-1] in units and text[:-1].isdigit():
+        now = now or datetime.now(timezone.utc)
+        return normalize_utc((now - timedelta(**{units[text[-1]]: int(text[:-1])})).isoformat())
+    try:
+        if len(text) == 10:
+            day = datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+            return normalize_utc((day + timedelta(days=1) if end_of_day else day).isoformat())
+        return normalize_utc(text)
+    except (ValueError, StoreError):
+        raise StoreError(f"{flag} {text!r} is not a date", f"e.g. {flag} 2025-01-31, {flag} 2025-01-31T02:00Z or {flag} 7d") from None

@@ -1,0 +1,127 @@
+"""Where a results store lives, and a read-only look at an existing SQLite file before anything
+may write to it (a file that is not ours is refused and left byte-for-byte untouched)."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+from urllib.parse import quote
+
+import sqlalchemy as sa
+
+from winml_perf.errors import StoreError
+from winml_perf.results import migrations as mig
+
+ENV_VAR = "WINML_PERF_STORE"
+DEFAULT_RELATIVE_PATH = Path("results") / "winml-perf.db"
+SQLITE_HEADER = b"SQLite format 3\x00"
+#: How long a writer waits for the SQLite write lock (busy_timeout).
+SQLITE_BUSY_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True)
+class Location:
+    """Where a store lives: the SQLAlchemy URL, the dialect ('sqlite' | 'postgresql'), the SQLite
+    file (None for PostgreSQL) and a printable name (password hidden)."""
+
+    url: sa.URL
+    dialect: str
+    path: Path | None
+    display: str
+
+
+def _normalise_url(text: str) -> sa.URL:
+    try:
+        url = sa.make_url(text)
+    except Exception as exc:  # sqlalchemy.exc.ArgumentError
+        raise StoreError(f"--store {text!r} is not a database URL ({exc})",
+                         "use a file path, sqlite:///path.db or postgresql://user@host/db") from None
+    backend, _, driver = url.drivername.partition("+")
+    if backend in ("postgresql", "postgres"):
+        if driver not in ("", "psycopg"):
+            raise StoreError(f"--store: driver {url.drivername!r} is not supported", "use postgresql:// (psycopg 3)")
+        return url.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        return url
+    raise StoreError(f"--store: {backend!r} databases are not supported", "use SQLite (a file path) or postgresql://")
+
+
+def resolve_location(url_or_path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> Location:
+    """``--store`` value, else ``$WINML_PERF_STORE``, else ``results/winml-perf.db`` under cwd."""
+    env = os.environ if env is None else env
+    value = url_or_path if url_or_path not in (None, "") else env.get(ENV_VAR) or None
+    if value is None:
+        path = Path.cwd() / DEFAULT_RELATIVE_PATH
+    elif isinstance(value, os.PathLike) or "://" not in str(value):
+        path = Path(value).expanduser().absolute()
+    else:
+        url = _normalise_url(str(value))
+        if url.get_backend_name() == "postgresql":
+            return Location(url, "postgresql", None, url.render_as_string(hide_password=True))
+        if not url.database or url.database == ":memory:":
+            raise StoreError(f"--store {value!r}: an in-memory SQLite store keeps nothing", "give a file, e.g. sqlite:///results/winml-perf.db")
+        path = Path(url.database).expanduser().absolute()
+    return Location(sa.URL.create("sqlite", database=str(path)), "sqlite", path, str(path))
+
+
+# -- SQLite file inspection (read-only, before anything may write) -------------------------------
+def _refuse(path: Path, why: str) -> StoreError:
+    return StoreError(
+        f"results store {path} {why}; it was left untouched",
+        f"pass --store with another file (or set {ENV_VAR}), or move this file away",
+    )
+
+
+def inspect_sqlite_file(path: Path) -> set[str] | None:
+    """Applied migration names of an existing store file; None for a fresh (absent or empty) file.
+    Raises StoreError for a directory, a non-SQLite or damaged file, or a foreign database."""
+    if path.is_dir():
+        raise _refuse(path, "is a directory")
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    try:
+        with open(path, "rb") as fh:
+            header = fh.read(100)
+    except OSError as exc:
+        raise StoreError(f"cannot read results store {path}: {exc}", "check the file's permissions") from None
+    if len(header) < 100 or not header.startswith(SQLITE_HEADER):
+        raise _refuse(path, "is not an SQLite database (bad header)")
+    try:
+        con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)
+    except sqlite3.Error as exc:
+        raise _refuse(path, f"cannot be opened ({exc})") from None
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        return applied_from_tables(path, tables, lambda q: [r[0] for r in con.execute(q)], con)
+    except sqlite3.DatabaseError as exc:
+        raise _refuse(path, f"is damaged or not a database ({exc})") from None
+    finally:
+        con.close()
+
+
+def applied_from_tables(where: Any, tables: set[str], query: Callable[[str], list], con: Any = None) -> set[str] | None:
+    user_tables = {t for t in tables if not t.startswith("sqlite_")}
+    if not user_tables:
+        return None
+    if mig.MIGRATIONS_TABLE not in user_tables:
+        raise _refuse(where, f"holds tables of something else ({', '.join(sorted(user_tables)[:5])}), not a winml-perf store")
+    try:
+        applied = set(query(f"SELECT name FROM {mig.MIGRATIONS_TABLE}"))
+    except Exception:
+        raise _refuse(where, f"has a {mig.MIGRATIONS_TABLE} table of another tool") from None
+    if mig.MIGRATIONS[0].name not in applied:
+        raise _refuse(where, f"has a {mig.MIGRATIONS_TABLE} table of another tool")
+    return applied
+
+
+def check_not_newer(where: str, applied: set[str]) -> None:
+    newer = mig.unknown(applied)
+    if newer:
+        raise StoreError(
+            f"results store {where} has schema migrations this winml-perf does not know ({', '.join(newer)}): "
+            f"it was written by a newer version (this one knows schema {mig.SCHEMA_VERSION})",
+            "upgrade winml-perf (pip install -U winml-perf), or use another --store",
+        )

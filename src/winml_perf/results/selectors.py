@@ -1,0 +1,61 @@
+"""Selectors that name a set of records for ``winml compare runs``: 'run:ID' (or a unique
+prefix), 'commit:SHA', 'version:X.Y', 'date:YYYY-MM-DD' (a UTC day), 'latest', 'previous', or a bare
+value tried as a run id, then a commit, a version, a date."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from winml_perf.errors import StoreError, UsageError
+from winml_perf.results.filters import parse_when
+from winml_perf.results.store import Store
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Records picked by a selector, and how the selector was read."""
+
+    selector: str
+    meaning: str
+    records: tuple[dict, ...]
+
+
+def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) -> tuple[str, list[dict]]:
+    if kind == "run":
+        runs = store.run_ids(**filters)
+        hits = [r for r in runs if r == value] or [r for r in runs if r.startswith(value)]
+        if len(hits) > 1:
+            raise UsageError(f"run id prefix {value!r} matches {len(hits)} runs", "give more characters of the run id")
+        return (f"run {hits[0]}", store.records(run_id=hits[0], **filters)) if hits else ("", [])
+    if kind in ("latest", "previous"):
+        runs = store.run_ids(**filters)
+        i = 0 if kind == "latest" else 1
+        return (f"{kind} run {runs[i]}", store.records(run_id=runs[i], **filters)) if len(runs) > i else ("", [])
+    if kind == "commit":
+        return f"git commit {value}*", store.records(git_commit=value, **filters)
+    if kind == "version":
+        return f"winml-perf {value}", store.records(version=value, **filters)
+    if kind == "date":
+        return f"{value} (UTC)", store.records(since=parse_when(value, "date:"), until=parse_when(value, "date:", end_of_day=True), **filters)
+    raise UsageError(f"unknown selector kind {kind!r}", "use run:, commit:, version:, date:, latest or previous")
+
+
+def select(store: Store, selector: str, flag: str, **filters: Any) -> Selection:
+    """Records of ``selector``: 'run:ID', 'commit:SHA', 'version:X.Y', 'date:YYYY-MM-DD', 'latest',
+    'previous', or a bare value tried as a run id, then a commit, a version, a date."""
+    text = selector.strip()
+    if text in ("latest", "previous"):
+        kinds = [(text, "")]
+    elif ":" in text and text.split(":", 1)[0] in ("run", "commit", "version", "date"):
+        kinds = [tuple(text.split(":", 1))]
+    else:
+        kinds = [("run", text), ("commit", text), ("version", text)]
+        if len(text) == 10 and text[4] == "-":
+            kinds.append(("date", text))
+    for kind, value in kinds:
+        meaning, records = _by_kind(store, kind, value, filters)
+        if records:
+            return Selection(text, meaning, tuple(records))
+    raise StoreError(f"{flag} {selector!r} matches no records in {store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else ""),
+                     "use run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest or previous (see `winml results list`)")
