@@ -176,7 +176,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=2, help="warmup generations before the pairs")
     ap.add_argument("--pair-warmup", type=int, default=1, help="warmup generations of each side in each pair")
     ap.add_argument("--target-ci", type=float, default=1.0, help="percent, for the stopping-rule study")
-    ap.add_argument("--max-time", type=float, default=240.0, help="seconds cap of the adaptive run")
+    ap.add_argument("--max-time", type=float, default=120.0, help="seconds cap of the adaptive run")
     ap.add_argument("--skip-stopping", action="store_true", help="only measure the overhead")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the figures to this file")
