@@ -4,7 +4,9 @@ At route ``config`` nothing is written and ``path`` is the bundle itself; the st
 against this machine first (``require_available``) so a missing EP is a clear error, not a genai
 load failure. Every forced route is derived (and compiled with ``compile``) under ``_compiled/``, so its config
 names every stage's EP explicitly; one that moves no stage is still reported as route ``config``,
-with a warning, since it runs exactly what the bundle's config runs.
+with a warning, since it runs exactly what the bundle's config runs. A derived route also carries
+where each stage's nodes are placed (bundle/placement.py, kept in the derived bundle's
+placement.json, so a cache hit reads it instead of opening sessions).
 """
 
 from __future__ import annotations

@@ -149,9 +149,12 @@ def prepare_command(
     if format == "json":
         sys.stdout.write(json.dumps(prepared.to_dict(), indent=2) + "\n")
         return
-    print(tabulate(stage_rows(prepared.stages), headers=_HEADERS, tablefmt="github"), file=sys.stderr)
+    stage_dicts = prepared.stage_dicts()
+    rows = [r + placement_cells(s) for r, s in zip(stage_rows(stage_dicts), stage_dicts)]
+    print(tabulate(rows, headers=_HEADERS + _PLACEMENT_HEADERS, tablefmt="github"), file=sys.stderr)
     print(f"route={prepared.route} cache={prepared.cache} ({prepared.cache_reason}) prepare={prepared.prepare_ms:.0f} ms"
-          + (f" compile={prepared.compile_ms:.0f} ms" if compile else ""), file=sys.stderr)
+          + (f" compile={prepared.compile_ms:.0f} ms" if compile else "")
+          + f" placement={prepared.placement_cache or 'not cached'} ({prepared.placement_reason})", file=sys.stderr)
     for c in prepared.compile:
         print(f"compile {', '.join(c['stages'])}: {c['status']}" + (f" ({c['reason']})" if c["reason"] else ""), file=sys.stderr)
     print(prepared.path)
