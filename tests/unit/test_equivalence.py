@@ -19,13 +19,13 @@ def test_first_difference(a, b, expected):
 
 
 def test_mismatch_warning_names_position_and_tokens():
-    route = {"label": "ep=webgpu", "output_check": {"equal": False, "first_difference": 2,
+    route = {"output_check": {"equal": False, "first_difference": 2,
                                                     "config_token_ids": [5, 6, 7, 8], "route_token_ids": [5, 6, 9, 8]}}
-    (w,) = check_output(route)
+    (w,) = check_output("ep=webgpu", route)
     assert w.code == "output_mismatch"
     assert "ep=webgpu" in w.message and "new token 2" in w.message and "config 7" in w.message and "route 9" in w.message
-    assert check_output({"label": "x", "output_check": {"equal": True}}) == []
-    assert check_output({"label": "config"}) == []
+    assert check_output("x", {"output_check": {"equal": True}}) == []
+    assert check_output("config", {}) == []
 
 
 def test_every_warning_code_is_in_the_record_schema():

@@ -48,7 +48,7 @@ def check_routes(bundle: str, routes: Sequence[Any], seed: int = 0, n_prompt: in
     return out
 
 
-def check_output(route: Mapping[str, Any]) -> list[BenchWarning]:
+def check_output(label: str, route: Mapping[str, Any]) -> list[BenchWarning]:
     """The warning for a route whose output_check found a difference."""
     check = route.get("output_check")
     if not check or check.get("equal", True):
@@ -57,7 +57,7 @@ def check_output(route: Mapping[str, Any]) -> list[BenchWarning]:
     ref, got = check["config_token_ids"], check["route_token_ids"]
     return [BenchWarning(
         OUTPUT_MISMATCH,
-        f"route {route.get('label', route.get('requested', '?'))} generates different greedy tokens than config: first "
+        f"route {label} generates different greedy tokens than config: first "
         f"difference at new token {pos} (config {ref[pos] if pos < len(ref) else 'end'}, "
         f"route {got[pos] if pos < len(got) else 'end'})",
         "its speed is not comparable as is: check the EP's precision (fp16 accumulation, int4 kernels) before trusting it",
