@@ -229,7 +229,8 @@ def compare_routes(
     return RoutesReport(run_id, baseline_route, tuple(rows), tuple(notes))
 
 
-# == runs ==========================================================================================def _group_key(r: Mapping[str, Any]) -> tuple:
+# == runs ==========================================================================================
+def _group_key(r: Mapping[str, Any]) -> tuple:
     return tuple(r[f] for f in GROUP_FIELDS)
 
 
