@@ -7,7 +7,7 @@
 # libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 .debs; NVIDIA's Vulkan ICD needs
 # the GL loaders too). torch, transformers, onnx, tokenizers, pandas, typer... are on the image.
 #
-# Usage: benchmarks/gpu/h200_webgpu.sh smoke|build|measure OUTDIR
+# Usage: benchmarks/gpu/h200_webgpu.sh smoke|measure|overhead OUTDIR
 set -euo pipefail
 step=${1:?smoke|build|measure}
 out=${2:?output folder}
@@ -29,9 +29,6 @@ case "$step" in
     winml devices
     winml perf bundles/tiny-qwen2-pipeline "${routes[@]}" --prompt-tokens 16 --max-new-tokens 8 --iterations 2 --check-outputs
     ;;
-  build)
-    winml bundle synth -o "$bundle" --preset qwen2.5-0.5b -p int4 --pipeline --quantize-lm-head --force
-    ;;
   measure)
     [ -d "$bundle" ] || winml bundle synth -o "$bundle" --preset qwen2.5-0.5b -p int4 --pipeline --quantize-lm-head --force
     winml devices --format json > "$out/devices.json"
@@ -39,5 +36,13 @@ case "$step" in
     winml perf "$bundle" "${routes[@]}" --prompt-tokens 128,512 --max-new-tokens 128 --warmup 2 --iterations 8 \
       --check-outputs -o "$out/run.json" | tee "$out/perf.txt"
     winml compare routes --store "$out/gpu.db" | tee "$out/compare.txt"
+    ;;
+  overhead)
+    flat=/tmp/q05-flat
+    [ -d "$flat" ] || winml bundle synth -o "$flat" --preset qwen2.5-0.5b -p int4 --force
+    winml perf "$flat" --route config --route ep=webgpu --prompt-tokens 128 --max-new-tokens 128 --warmup 2 \
+      --iterations 6 --no-store -o "$out/flat-run.json" | tee "$out/flat-perf.txt"
+    python3 benchmarks/bench_overhead.py --bundle "$flat" --pairs 24 --max-time 90 --json "$out/overhead.json" \
+      | tee "$out/overhead.txt"
     ;;
 esac
