@@ -45,11 +45,12 @@ free_port() {
 }
 
 start() {
-  if [ -f "$state/url" ] && [ -f "$state/data/postmaster.pid" ]; then
-    cat "$state/url"; return 0
-  fi
   local bindir port
   bindir="$(find_bindir)" || { install_postgres; bindir="$(find_bindir)" || die "initdb not found after installing postgresql"; }
+  if [ -f "$state/url" ] && "$bindir/pg_isready" -q -d "$(cat "$state/url")" -t 5; then
+    cat "$state/url"; return 0   # already running (a second `start` is harmless)
+  fi
+  stop   # a stale state folder from a killed run
   rm -rf "$state"
   mkdir -p "$state"
   if [ "$(id -u)" -eq 0 ]; then

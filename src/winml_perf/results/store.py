@@ -70,7 +70,11 @@ def _sqlite_engine(loc: Location) -> sa.Engine:
 
 
 def _pg_engine(loc: Location) -> sa.Engine:
-    return sa.create_engine(loc.url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+    try:
+        return sa.create_engine(loc.url, pool_pre_ping=True, pool_size=2, max_overflow=2)
+    except ImportError as exc:  # psycopg is the optional extra 'postgres'
+        raise StoreError(f"--store {loc.display} needs the psycopg driver ({exc})",
+                         "pip install 'winml-perf[postgres]' (psycopg 3)") from None
 
 
 def _is_transient(exc: BaseException) -> bool:
