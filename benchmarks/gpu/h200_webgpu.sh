@@ -33,7 +33,7 @@ case "$step" in
     [ -d "$bundle" ] || winml bundle synth -o "$bundle" --preset qwen2.5-0.5b -p int4 --pipeline --quantize-lm-head --force
     winml devices --format json > "$out/devices.json"
     winml bundle show "$bundle" --ep webgpu --placement | tee "$out/placement.txt"
-    winml perf "$bundle" "${routes[@]}" --prompt-tokens 128,512 --max-new-tokens 128 --warmup 2 --iterations 8 \
+    winml perf "$bundle" "${routes[@]}" --prompt-tokens 128 --max-new-tokens 128 --warmup 2 --iterations 8 \
       --check-outputs -o "$out/run.json" | tee "$out/perf.txt"
     winml compare routes --store "$out/gpu.db" | tee "$out/compare.txt"
     ;;
@@ -41,8 +41,8 @@ case "$step" in
     flat=/tmp/q05-flat
     [ -d "$flat" ] || winml bundle synth -o "$flat" --preset qwen2.5-0.5b -p int4 --force
     winml perf "$flat" --route config --route ep=webgpu --prompt-tokens 128 --max-new-tokens 128 --warmup 2 \
-      --iterations 6 --no-store -o "$out/flat-run.json" | tee "$out/flat-perf.txt"
-    python3 benchmarks/bench_overhead.py --bundle "$flat" --pairs 24 --max-time 90 --json "$out/overhead.json" \
+      --iterations 6 -o "$out/flat-run.json" | tee "$out/flat-perf.txt"
+    python3 benchmarks/bench_overhead.py --bundle "$flat" --pairs 16 --max-time 60 --json "$out/overhead.json" \
       | tee "$out/overhead.txt"
     ;;
 esac
