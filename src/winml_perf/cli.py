@@ -33,6 +33,12 @@ from winml_perf.commands import compare as _compare  # noqa: E402,F401
 from winml_perf.commands import dashboard as _dashboard  # noqa: E402,F401
 
 
+# Typer's parsing errors: recent typer vendors click (typer._click), older typer uses click itself;
+# find the classes through typer's own BadParameter rather than importing either.
+_CLICK_USAGE_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+_CLICK_ERROR = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
 def _verbose(argv: list[str]) -> bool:
     return "--verbose" in argv or "-v" in argv or os.environ.get("WINML_PERF_VERBOSE") == "1"
 
@@ -53,14 +59,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(130)
     except SystemExit:
         raise
-    except Exception as exc:  # click usage errors and anything unexpected
-        import click
-
-        if isinstance(exc, click.exceptions.Abort):
-            sys.exit(1)
-        if isinstance(exc, click.ClickException):
+    except typer.Abort:
+        sys.exit(1)
+    except Exception as exc:  # command-line parsing errors, and anything unexpected
+        if isinstance(exc, _CLICK_ERROR):
             exc.show()
-            sys.exit(EXIT_USAGE if isinstance(exc, click.UsageError) else 1)
+            sys.exit(EXIT_USAGE if isinstance(exc, _CLICK_USAGE_ERROR) else 1)
         if _verbose(args):
             raise
         print(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)", file=sys.stderr)

@@ -88,3 +88,8 @@ def test_missing_model_file(winml, bundle_copy):
 def test_verbose_shows_traceback(winml, tmp_path):
     r = winml("perf", tmp_path, "--verbose")
     assert r.returncode == 2 and "Traceback" in r.stderr
+
+
+def test_unknown_flag_is_a_usage_error(winml):
+    r = winml("perf", TINY_FLAT, "--warp-speed")
+    assert r.returncode == 2 and "--warp-speed" in r.stderr and "Traceback" not in r.stderr
