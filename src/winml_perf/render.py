@@ -31,6 +31,15 @@ TOKEN_HEAD = ["route", "prompt", "new", "TTFT ms", "prompt tok/s", "decode tok/s
 LATENCY_HEAD = ["route", "median ms", "p90 ms", "p99 ms", "inferences/s", "iters", "CI95", "load ms"]
 
 
+def _placement_text(placement: dict | None) -> str:
+    if not placement:
+        return ""
+    from winml_perf.bundle.placement import nodes_text, ops_text
+
+    ops = placement.get("cpu_fallback_ops") or {}
+    return f"  [{nodes_text(placement)}" + (f"; on CPU: {ops_text(ops)}" if ops else "") + "]"
+
+
 def _route_lines(cells: list[dict]) -> list[str]:
     lines, seen = [], set()
     for c in cells:
@@ -44,7 +53,7 @@ def _route_lines(cells: list[dict]) -> list[str]:
         lines.append(f"route {r['label']}: effective {effective}{cache}; prepare {_f(load.get('prepare_ms'), 1)} ms, "
                      f"compile {_f(load.get('compile_ms'), 1)} ms, load {_f(load.get('model_load_ms'), 1)} ms")
         for s in r.get("stages") or []:
-            lines.append(f"  {s.get('stage')}: {s.get('ep_before') or 'config'} -> {s.get('ep_after')}")
+            lines.append(f"  {s.get('stage')}: {s.get('ep_before') or 'config'} -> {s.get('ep_after')}{_placement_text(s.get('placement'))}")
         if r.get("derived_path"):
             lines.append(f"  derived: {r['derived_path']}")
     return lines

@@ -32,3 +32,17 @@ def test_every_warning_code_is_in_the_record_schema():
     schema = load_schema()
     defs = schema.get("$defs") or schema.get("definitions")
     assert set(defs["warning"]["properties"]["code"]["enum"]) == set(CODES)
+
+
+def test_partial_cpu_fallback_warns_for_forced_stages_only():
+    from winml_perf.bench.warnings import check_partial_fallback
+
+    placement = {"nodes": 29, "cpu_fallback_nodes": 6, "cpu_fallback_ops": {"Cast": 2, "Shape": 1}, "ep_actual": None}
+    route = {"stages": [
+        {"stage": "context", "forced": True, "ep_after": "WebGpuExecutionProvider", "placement": placement},
+        {"stage": "embeddings", "forced": False, "ep_after": "CPUExecutionProvider", "placement": placement},
+        {"stage": "lm_head", "forced": True, "ep_after": "WebGpuExecutionProvider", "placement": {**placement, "cpu_fallback_nodes": 0}},
+    ]}
+    (w,) = check_partial_fallback("ep=webgpu", route)
+    assert w.code == "partial_cpu_fallback" and "context" in w.message and "6 of 29" in w.message and "Cast x2" in w.message
+    assert check_partial_fallback("config", {"stages": []}) == []

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from winml_perf.bench.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
-from winml_perf.errors import UsageError
+from winml_perf.errors import StoreError, UsageError
 
 DEFAULT_PROMPT_TOKENS = 128
 
@@ -33,7 +33,7 @@ class RouteRequest:
 
 def parse_route(text: str) -> RouteRequest:
     """``config`` | ``ep=webgpu`` | ``device=gpu``, with an optional ``;stages=context,iterator``."""
-    head, _, tail = text.strip().partition(";")
+    head, _, tail = (part.strip() for part in text.strip().partition(";"))
     stages: tuple[str, ...] = ()
     if tail:
         key, _, value = tail.partition("=")
@@ -44,7 +44,7 @@ def parse_route(text: str) -> RouteRequest:
         if stages:
             raise UsageError(f"--route {text!r}: the config route has no stages to force", "drop ';stages=...' or use ep=/device=")
         return RouteRequest()
-    key, sep, value = head.partition("=")
+    key, sep, value = (part.strip() for part in head.partition("="))
     if not sep or key not in ("ep", "device") or not value:
         raise UsageError(f"--route {text!r} is not understood", "use config, ep=NAME or device=cpu|gpu|npu|auto")
     return RouteRequest(ep=value, stages=stages) if key == "ep" else RouteRequest(device=value, stages=stages)
@@ -148,10 +148,18 @@ def _cells(req: PerfRequest, routes: Sequence[RouteSpec]):
                         iterations=req.iterations, cell_timeout_s=req.cell_timeout_s)
 
 
-def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: Callable[[Any], None] | None = None):
+@dataclass
+class BenchmarkOutcome:
+    run: Any  # RunRecord
+    store: str | None = None  # where the records went (None with --no-store)
+    store_errors: list = field(default_factory=list)  # cells that could not be stored, with why
+
+
+def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: Callable[[Any], None] | None = None) -> BenchmarkOutcome:
     """Resolve and prepare every route, measure the sweep, store each cell as it finishes.
 
-    Returns the RunRecord (with output-equivalence warnings added when ``check_outputs``)."""
+    A cell that cannot be stored (a dropped database connection, say) does not stop the sweep: the
+    error is kept in the outcome and the caller reports it once the run record is safe elsewhere."""
     from winml_perf.bench.progress import make_progress
     from winml_perf.bench.sweep import run_sweep
 
@@ -169,19 +177,24 @@ def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: 
 
         store = open_store(req.store)
 
+    outcome = BenchmarkOutcome(run=None, store=store.display if store is not None else None)
+
     def on_cell_done(record) -> None:
         if store is not None:
-            store.write_record(record.to_dict())
+            try:
+                store.write_record(record.to_dict())
+            except StoreError as exc:
+                outcome.store_errors.append(f"{record.cell_key}: {exc}")
         if on_cell is not None:
             on_cell(record)
 
     try:
-        run = run_sweep(cells, rounds=req.rounds, seed=req.seed, isolate=req.isolate, on_cell_done=on_cell_done,
-                        progress=make_progress(req.quiet), argv=argv)
+        outcome.run = run_sweep(cells, rounds=req.rounds, seed=req.seed, isolate=req.isolate, on_cell_done=on_cell_done,
+                                progress=make_progress(req.quiet), argv=argv)
     finally:
         if store is not None:
             store.close()
-    return run
+    return outcome
 
 
 def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:

@@ -84,6 +84,7 @@ def cell_warnings(result: CellResult, metrics: Mapping[str, stats.Summary]) -> l
     out: list[W.BenchWarning] = []
     out += W.check_route_effect(cell.route_label, cell.route)
     out += check_output(cell.route_label, cell.route)
+    out += W.check_partial_fallback(cell.route_label, cell.route)
     out += W.check_stage_eps(cell.route, result.route_actual)
     if not result.samples:
         return out

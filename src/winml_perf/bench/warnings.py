@@ -23,8 +23,9 @@ EP_MISMATCH = "ep_mismatch"
 CI_TARGET_NOT_REACHED = "ci_target_not_reached"
 OUTLIERS = "outliers"
 OUTPUT_MISMATCH = "output_mismatch"
+PARTIAL_CPU_FALLBACK = "partial_cpu_fallback"
 CODES = (HIGH_CV, SLOW_FIRST_ITERATION, ROUTE_NO_EFFECT, TOKEN_COUNT_MISMATCH, EP_MISMATCH, CI_TARGET_NOT_REACHED, OUTLIERS,
-         OUTPUT_MISMATCH)
+         OUTPUT_MISMATCH, PARTIAL_CPU_FALLBACK)
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,25 @@ def check_stage_eps(route: Mapping[str, Any], actual: Mapping[str, Any] | None =
                 "onnxruntime fell back silently: check that the EP is installed and supports the model (winml devices)",
                 {"stage": s.get("stage"), "asked": asked, "ran": ran},
             ))
+    return out
+
+
+def check_partial_fallback(label: str, route: Mapping[str, Any]) -> list[BenchWarning]:
+    """A forced stage some of whose nodes onnxruntime placed on CPU (from the prepare step's placement)."""
+    out = []
+    for s in route.get("stages") or []:
+        p = s.get("placement") or {}
+        if not s.get("forced") or s.get("ep_after") == "CPUExecutionProvider" or not p.get("cpu_fallback_nodes"):
+            continue
+        if p.get("ep_actual"):  # wholly elsewhere: check_stage_eps reports it
+            continue
+        ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted((p.get("cpu_fallback_ops") or {}).items()))
+        out.append(BenchWarning(
+            PARTIAL_CPU_FALLBACK,
+            f"route {label}: stage {s.get('stage')} runs {p['cpu_fallback_nodes']} of {p.get('nodes')} nodes on CPU ({ops})",
+            "the EP has no kernel for these ops; the timings include the copies between devices (--strict makes this an error)",
+            {"stage": s.get("stage"), "cpu_fallback_ops": dict(p.get("cpu_fallback_ops") or {})},
+        ))
     return out
 
 

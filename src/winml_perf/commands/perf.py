@@ -10,7 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from winml_perf.cli import app
-from winml_perf.errors import BenchmarkFailure, UsageError
+from winml_perf.errors import BenchmarkFailure, StoreError, UsageError
 
 GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
 ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
@@ -166,8 +166,10 @@ def perf(
         seed=seed, quiet=quiet or not sys.stderr.isatty(), store=store, no_store=no_store, check_outputs=check_outputs,
         strict=strict, onnx_options=onnx_options, prepare_model=prepare,
     )
-    run = run_benchmark(request, argv=sys.argv[1:])
-    doc = run.to_dict()
+    if store and no_store:
+        raise UsageError("--store and --no-store both given", "pass one of them")
+    outcome = run_benchmark(request, argv=sys.argv[1:])
+    doc = outcome.run.to_dict()
     if output is not None:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text(json.dumps(doc, indent=2) + "\n")
@@ -176,6 +178,12 @@ def perf(
         print(render_run(doc, warnings_only=True), file=sys.stderr, end="")
     else:
         print(render_run(doc))
+    if outcome.store is not None and not outcome.store_errors:
+        print(f"stored {len(doc['cells'])} record(s) in {outcome.store} (run {doc['run_id']})", file=sys.stderr)
+    if outcome.store_errors:
+        raise StoreError(f"{len(outcome.store_errors)} record(s) could not be stored in {outcome.store}: "
+                         + "; ".join(outcome.store_errors[:3]),
+                         "the run record is complete in the output" + (f" and in {output}" if output else "; rerun with -o FILE to keep it"))
     failed = [c for c in doc["cells"] if c["status"] != "ok"]
     if failed:
         raise BenchmarkFailure(f"{len(failed)} of {len(doc['cells'])} cells failed: "

@@ -1,0 +1,70 @@
+"""Route parsing, request wiring and store-failure handling of `winml perf`'s orchestrator."""
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import TINY_FLAT, TINY_PIPELINE
+from winml_perf.bench.orchestrate import PerfRequest, RouteRequest, parse_route, run_benchmark
+from winml_perf.bench.spec import IterationPolicy, WarmupPolicy
+from winml_perf.errors import StoreError, UsageError
+
+
+@pytest.mark.parametrize("text,expected,label", [
+    ("config", RouteRequest(), "config"),
+    ("ep=webgpu", RouteRequest(ep="webgpu"), "ep=webgpu"),
+    ("device=gpu", RouteRequest(device="gpu"), "device=gpu"),
+    ("ep=webgpu;stages=context,iterator", RouteRequest(ep="webgpu", stages=("context", "iterator")), "ep=webgpu[context,iterator]"),
+    (" ep=cpu ; stages = context ", RouteRequest(ep="cpu", stages=("context",)), "ep=cpu[context]"),
+])
+def test_parse_route(text, expected, label):
+    r = parse_route(text)
+    assert r == expected and r.label == label
+
+
+@pytest.mark.parametrize("text", ["gpu", "ep=", "fast=1", "config;stages=context", "ep=cpu;layers=1"])
+def test_bad_routes_are_usage_errors(text):
+    with pytest.raises(UsageError, match="--route"):
+        parse_route(text)
+
+
+def _request(path: Path, **kw) -> PerfRequest:
+    base = dict(path=path, prompt_tokens=(8,), max_new_tokens=(4,), warmup=WarmupPolicy(count=0),
+                iterations=IterationPolicy(iterations=2), quiet=True, isolate=False)
+    return PerfRequest(**{**base, **kw})
+
+
+def test_two_routes_run_interleaved_and_are_stored(tmp_path):
+    store = tmp_path / "s.db"
+    out = run_benchmark(_request(TINY_PIPELINE, routes=(RouteRequest(), RouteRequest(ep="cpu", stages=("context",))),
+                                 store=str(store)))
+    labels = [c.route["label"] for c in out.run.cells]
+    assert labels == ["config", "ep=cpu[context]"] and out.store_errors == []
+    from winml_perf.results import load
+
+    assert len(load(str(store))) == 2
+    order = out.run.sweep["order"]
+    assert order and all(set(o["order"]) == {"config|p8|n4", "ep=cpu[context]|p8|n4"} for o in order)
+
+
+def test_a_cell_that_cannot_be_stored_does_not_stop_the_sweep(tmp_path, monkeypatch):
+    from winml_perf.results.store import Store
+
+    calls = []
+
+    def failing_write(self, record):
+        calls.append(record["cell_key"])
+        if len(calls) == 1:
+            raise StoreError("connection to the database was lost")
+        return 1
+
+    monkeypatch.setattr(Store, "write_record", failing_write)
+    out = run_benchmark(_request(TINY_FLAT, max_new_tokens=(2, 4), store=str(tmp_path / "s.db")))
+    assert len(out.run.cells) == 2 and len(calls) == 2
+    assert len(out.store_errors) == 1 and "connection to the database was lost" in out.store_errors[0]
+
+
+def test_no_store_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = run_benchmark(_request(TINY_FLAT, no_store=True))
+    assert out.store is None and not (tmp_path / "results").exists()
