@@ -59,22 +59,7 @@ def test_prepared_model_measured_with_both_creation_times(tmp_path):
     assert session["session_create_ms"] > 0 and session["unprepared_session_create_ms"] > 0
 
 
-# -- the CLI (skips until the lead wires the flags) --------------------------------------------------
-@pytest.fixture(scope="module")
-def cli_flags(request):
-    from tests.conftest import run_winml
-
-    return {
-        "perf": run_winml("perf", "--help").stdout,
-        "bundle prepare": run_winml("bundle", "prepare", "--help").stdout,
-    }
-
-
-def _need(cli_flags, command: str, flag: str) -> None:
-    if flag not in cli_flags[command]:
-        pytest.skip(f"`winml {command}` has no {flag} yet (lead wires the --runtime winml flags)")
-
-
+# -- the CLI ---------------------------------------------------------------------------------------
 def _find(obj, key):
     if isinstance(obj, dict):
         if key in obj:
@@ -86,8 +71,7 @@ def _find(obj, key):
             yield from _find(v, key)
 
 
-def test_cli_perf_onnx_with_io_binding(tmp_path, winml, cli_flags):
-    _need(cli_flags, "perf", "--io-binding")
+def test_cli_perf_onnx_with_io_binding(tmp_path, winml):
     model = models.multi_io(tmp_path / "multi.onnx")
     out = winml("perf", model, "--ep", "cpu", "--shape", "seq=3", "--io-binding", "--warmup", "1", "--iterations", "2",
                 "--format", "json")
@@ -96,8 +80,7 @@ def test_cli_perf_onnx_with_io_binding(tmp_path, winml, cli_flags):
     assert bindings and bindings[0]["enabled"] is True
 
 
-def test_cli_perf_bad_inputs_exit_2(tmp_path, winml, cli_flags):
-    _need(cli_flags, "perf", "--shape")
+def test_cli_perf_bad_inputs_exit_2(tmp_path, winml):
     model = models.mlp(tmp_path / "mlp.onnx")
     not_onnx = tmp_path / "notes.onnx"
     not_onnx.write_text("hello")
@@ -113,14 +96,20 @@ def test_cli_perf_bad_inputs_exit_2(tmp_path, winml, cli_flags):
         assert out.returncode == 2 and word in out.stderr, (args, out.returncode, out.stderr)
 
 
-def test_cli_bundle_prepare_onnx(tmp_path, winml, cli_flags):
-    _need(cli_flags, "bundle prepare", "--graph-optimization-level")
+def test_cli_bundle_prepare_onnx(tmp_path, winml):
     model = models.mlp(tmp_path / "mlp.onnx")
     first = winml("bundle", "prepare", model, "--ep", "cpu", "--graph-optimization-level", "all", "--format", "json")
     assert first.returncode == 0, first.stderr
     second = winml("bundle", "prepare", model, "--ep", "cpu", "--graph-optimization-level", "all", "--format", "json")
     assert second.returncode == 0 and json.loads(second.stdout)["cache"] == "hit"
     assert (tmp_path / "_compiled").is_dir()
+    prepared = winml("perf", model, "--ep", "cpu", "--prepare", "--warmup", "0", "--iterations", "2", "--format", "json")
+    assert prepared.returncode == 0, prepared.stderr
+    session = list(_find(prepared.json(), "unprepared_session_create_ms"))
+    assert session and session[0] > 0  # prepared vs unprepared session creation, both recorded
+    assert "|p" not in prepared.json()["cells"][0]["cell_key"]  # no token shape for a plain model
+    cleaned = winml("bundle", "clean", model)
+    assert cleaned.returncode == 0 and not any((tmp_path / "_compiled").iterdir())
 
 
 # -- WebGPU: a real non-CPU EP (software Vulkan on a CPU-only box, the GPU elsewhere) ------------------

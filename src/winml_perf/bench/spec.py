@@ -208,7 +208,8 @@ class CellSpec:
     @property
     def key(self) -> str:
         """Readable unique key within a sweep: route|p<prompt>|n<new>."""
-        return f"{self.route_label}|p{self.prompt_tokens}|n{self.max_new_tokens}"
+        shape = "".join(f"|{k}{v}" for k, v in (("p", self.prompt_tokens), ("n", self.max_new_tokens)) if v is not None)
+        return f"{self.route_label}{shape}"
 
     @property
     def primary_metric(self) -> str:

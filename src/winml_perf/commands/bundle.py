@@ -125,10 +125,12 @@ def show_command(
 
 @bundle_app.command("prepare")
 def prepare_command(
-    bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json)"),
+    bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json), or an .onnx model"),
     ep: Optional[str] = typer.Option(None, "--ep", help="force this EP"),
     device: Optional[str] = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
     stages: Optional[str] = typer.Option(None, "--stages", help="limit the forced route to these stages (comma-separated)"),
+    graph_optimization_level: str = typer.Option("all", "--graph-optimization-level", help=".onnx: disable|basic|extended|layout|all"),
+    session_config: Optional[List[str]] = typer.Option(None, "--session-config", help=".onnx: session config KEY=VALUE (repeatable)"),
     compile: bool = typer.Option(False, "--compile", help="compile stages on EPContext EPs (QNN, OpenVINO, VitisAI, TensorRT-RTX)"),
     compile_timeout: float = typer.Option(600.0, "--compile-timeout", help="seconds per compile child process"),
     verify_sources: bool = typer.Option(False, "--verify-sources", help="hash source files' contents into the cache key"),
@@ -142,6 +144,11 @@ def prepare_command(
     if compile_timeout <= 0:
         raise UsageError(f"--compile-timeout must be positive, not {compile_timeout}", "give seconds, e.g. --compile-timeout 600")
     target = target_for(ep, device, ep_library)
+    if bundle.suffix == ".onnx" and not bundle.is_dir():
+        if stages:
+            raise UsageError("--stages applies to genai bundles, not to an .onnx model", "drop --stages")
+        return _prepare_onnx_model(bundle, target, graph_optimization_level, session_config, compile_timeout,
+                                   verify_sources, ep_library, format)
     prepared = prepare_route(bundle, target, parse_stages(stages), compile, verify_sources,
                              require_available=False, compile_timeout_s=compile_timeout)
     for w in prepared.warnings:
@@ -160,9 +167,37 @@ def prepare_command(
     print(prepared.path)
 
 
+def _prepare_onnx_model(model: Path, target, level: str, session_config, compile_timeout: float, verify_sources: bool,
+                        ep_library, format: str) -> None:
+    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.session.onnx_options import parse_session_config
+
+    if not model.is_file():
+        raise UsageError(f"model {model} does not exist", "pass the path of an .onnx file")
+    prepared = prepare_onnx(model, target, level, session_config=parse_session_config(session_config or []),
+                            verify_sources=verify_sources, compile_timeout_s=compile_timeout,
+                            plugin_libraries=list(ep_library or ()))
+    if format == "json":
+        sys.stdout.write(json.dumps(prepared.to_dict(), indent=2) + "\n")
+        return
+    d = prepared.to_dict()
+    print(f"{d.get('kind')} model for {target.label}: cache={d.get('cache')} ({d.get('cache_reason')}) "
+          f"prepare={d.get('prepare_ms') or 0:.0f} ms", file=sys.stderr)
+    print(prepared.path)
+
+
 @bundle_app.command("clean")
-def clean_command(bundle: Path = typer.Argument(..., help="bundle folder")) -> None:
+def clean_command(bundle: Path = typer.Argument(..., help="bundle folder, or an .onnx model")) -> None:
     """Remove the bundle's derived bundles (`_compiled/`, and its cache folder if any)."""
+    if bundle.suffix == ".onnx" and bundle.is_file():
+        from winml_perf.bundle.onnx_prepare import clean_onnx
+
+        removed = clean_onnx(bundle)
+        for path in removed:
+            print(f"removed {path}", file=sys.stderr)
+        if not removed:
+            print(f"nothing to remove for {bundle}", file=sys.stderr)
+        return
     if not bundle.is_dir():
         raise BundleError(f"bundle folder {bundle} does not exist", "pass the bundle folder whose _compiled/ to remove")
     removed = derive.clean(bundle)
