@@ -14,7 +14,7 @@ from tests.results_fakes import (GOLDEN_RUN_A, GOLDEN_RUN_B, assert_golden, gold
 from tests.results_fixtures import pg_url, store_url  # noqa: F401
 from winml_perf.errors import EXIT_USAGE, StoreError, UsageError
 from winml_perf.results import significance as sig
-from winml_perf.results.compare import compare_routes, compare_runs, parse_pct, select
+from winml_perf.results.compare import RouteComparison, compare_routes, compare_runs, parse_pct, select
 from winml_perf.results.store import open_store
 
 # scipy.stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic", use_continuity=True), scipy 1.17.1
@@ -91,6 +91,31 @@ def test_speedup_orientation_for_throughputs_and_times():
     assert sig.speedup_ci(ci, bigger_is_better=True) == pytest.approx((0.5, 0.45, 0.55))  # half the tokens/s: slower
 
 
+def _route_row(speedup, lo, hi, verdict):
+    return RouteComparison("b", "tb", 16, 8, "ep=webgpu", "config", "decode_tokens_per_s", speedup, lo, hi, verdict,
+                           8, 64, 64, 2.0)
+
+
+def test_route_sentence_prints_an_asymmetric_ci_as_it_is():
+    # CI [1.01, 1.94] lies wholly above 1: "faster" is right, and "1.04 ± 0.90" would read as a CI down to 0.14
+    text = _route_row(1.04, 1.01, 1.94, sig.ci_verdict(1.01, 1.94)).sentence()
+    assert "ran 1.04 +0.90/−0.03 × faster than config" in text and "±" not in text.split(":")[0]
+    assert text.endswith(": faster")
+    # a CI spanning 1 is never "faster", and says so
+    assert sig.ci_verdict(0.14, 1.94) == sig.INCONCLUSIVE
+    assert _route_row(1.04, 0.14, 1.94, sig.INCONCLUSIVE).sentence().endswith("spans both sides; run more rounds)")
+    # symmetric at two decimals keeps the plain "±"
+    assert "ran 1.84 ± 0.01 × faster than config" in _route_row(1.84, 1.83, 1.85, sig.FASTER).sentence()
+
+
+def test_route_sentence_direction_follows_the_verdict_not_a_point_outside_the_ci():
+    slower = _route_row(1.01, 0.5, 0.99, sig.SLOWER).sentence()
+    assert "× slower than config" in slower and slower.endswith(": slower")
+    assert "ran 0.99 " in slower  # 1 / 1.01 on the "times slower" scale
+    faster = _route_row(0.99, 1.01, 2.0, sig.FASTER).sentence()
+    assert "× faster than config" in faster and faster.endswith(": faster")
+
+
 def test_change_verdicts_and_the_regression_gate():
     assert sig.change_verdict(-10.0, 0.001, bigger_is_better=True) == sig.SLOWER
     assert sig.change_verdict(+10.0, 0.001, bigger_is_better=False) == sig.SLOWER
@@ -123,7 +148,8 @@ def test_compare_routes_golden(golden_store):
     webgpu = by[("ep=webgpu", "decode_tokens_per_s")]
     assert webgpu.verdict == sig.FASTER and 1.80 < webgpu.speedup < 1.88 and webgpu.rounds == 8
     assert webgpu.sentence().startswith("ep=webgpu decode ran 1.8")
-    assert " ± " in webgpu.sentence() and "× faster than config" in webgpu.sentence()
+    s, lo, hi = webgpu.speedup, webgpu.ci_low, webgpu.ci_high  # the printed interval is the CI's own two sides
+    assert f"{s:.2f} +{hi - s:.2f}/−{s - lo:.2f} × faster than config" in webgpu.sentence() and f"{s - lo:.2f}" != f"{hi - s:.2f}"
     assert by[("ep=cpu", "decode_tokens_per_s")].verdict == sig.EQUIVALENT
     assert_golden("compare_routes.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 

@@ -110,20 +110,31 @@ class RouteComparison:
         s, lo, hi = self._oriented()
         return max(s - lo, hi - s) if all(map(math.isfinite, (s, lo, hi))) else math.nan
 
+    def _slower(self) -> bool:
+        """Whether the sentence says 'slower': the verdict decides when it has a side, else the point."""
+        if self.verdict in (sig.FASTER, sig.SLOWER):
+            return self.verdict == sig.SLOWER
+        return math.isfinite(self.speedup) and self.speedup < 1.0
+
     def _oriented(self) -> tuple[float, float, float]:
-        if math.isfinite(self.speedup) and self.speedup < 1.0:
+        if self._slower():
             return 1.0 / self.speedup, 1.0 / self.ci_high, 1.0 / self.ci_low
         return self.speedup, self.ci_low, self.ci_high
+
+    def interval_text(self) -> str:
+        """The CI around the printed speedup: '± 0.05' when symmetric at two decimals, else
+        '+0.90/−0.03' (a lone '± 0.90' of the larger side would suggest a CI reaching below 1)."""
+        s, lo, hi = self._oriented()
+        up, down = f"{max(hi - s, 0.0):.2f}", f"{max(s - lo, 0.0):.2f}"
+        return f"± {up}" if up == down else f"+{up}/−{down}"
 
     def sentence(self) -> str:
         """'ep=webgpu decode ran 1.84 ± 0.05 × faster than config (p16 n32): faster'."""
         if not math.isfinite(self.speedup):
             return f"{self.route} {metric_word(self.metric)}: no paired rounds with {self.baseline_route}"
         s, _, _ = self._oriented()
-        direction = "faster than" if self.speedup >= 1.0 else "slower than"
-        if self.verdict == sig.EQUIVALENT:
-            direction = "as fast as"
-        text = (f"{self.route} {metric_word(self.metric)} ran {s:.2f} ± {self.half_width:.2f} × {direction} "
+        direction = "as fast as" if self.verdict == sig.EQUIVALENT else "slower than" if self._slower() else "faster than"
+        text = (f"{self.route} {metric_word(self.metric)} ran {s:.2f} {self.interval_text()} × {direction} "
                 f"{self.baseline_route} ({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self.rounds} rounds)")
         if self.verdict == sig.EQUIVALENT:
             return text + f": equivalent within ±{self.equivalence_pct:g}%"
