@@ -56,6 +56,7 @@ def test_perf_table_goes_to_stdout(winml):
     (["--max-new-tokens", "0"], "--max-new-tokens"),
     (["--prompt-tokens", "abc"], "--prompt-tokens"),
     (["--format", "xml"], "--format"),
+    (["-o", "/dev/null/run.json"], "-o /dev/null/run.json"),  # refused before measuring, not after
 ])
 def test_bad_flags_exit_2_with_one_line(winml, args, needle):
     path = [] if args[0].startswith("/") else [str(TINY_FLAT)]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
@@ -40,6 +41,29 @@ def _percent(text: str, flag: str) -> float:
     if not value > 0:
         raise UsageError(f"{flag} must be above 0%, got {text}", f"e.g. {flag} 1%")
     return value
+
+
+def _check_output(path: Path) -> None:
+    """-o must name a file in a folder we can create and write, checked before measuring."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"-o {path}: cannot create its folder ({exc.strerror or exc})", "pass -o with a writable path") from None
+    if path.is_dir() or not os.access(path.parent, os.W_OK):
+        raise UsageError(f"-o {path}: " + ("is a folder" if path.is_dir() else "its folder is not writable"),
+                         "pass -o with a writable file path")
+
+
+def _write_output(path: Path, text: str) -> None:
+    """Write the run record whole or not at all (a temporary file renamed over the target)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise UsageError(f"-o {path}: cannot write the run record ({exc.strerror or exc})",
+                         "the records are in the results store unless --no-store; pass -o with a writable path") from None
 
 
 def _detect_runtime(path: Path) -> str:
@@ -168,11 +192,12 @@ def perf(
     )
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
+    if output is not None:
+        _check_output(output)  # before minutes of measuring, not after
     outcome = run_benchmark(request, argv=sys.argv[1:])
     doc = outcome.run.to_dict()
     if output is not None:
-        output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_text(json.dumps(doc, indent=2) + "\n")
+        _write_output(output, json.dumps(doc, indent=2) + "\n")
     if fmt == "json":
         print(json.dumps(doc, indent=2))
         print(render_run(doc, warnings_only=True), file=sys.stderr, end="")
