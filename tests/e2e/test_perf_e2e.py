@@ -10,11 +10,13 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
-def test_perf_json_has_metrics(winml, bundle):
+def test_perf_json_has_metrics(winml, bundle, tmp_path):
+    out = tmp_path / "new" / "run.json"
     r = winml("perf", bundle, "--format", "json", "--iterations", "3", "--warmup", "1", "--max-new-tokens", "8",
-              "--prompt-tokens", "24")
+              "--prompt-tokens", "24", "-o", out)
     assert r.returncode == 0, r.stderr
     doc = r.json()
+    assert json.loads(out.read_text()) == doc and [p.name for p in out.parent.iterdir()] == ["run.json"]
     assert doc["kind"] == "run" and doc["status"] == "ok"
     (cell,) = doc["cells"]
     assert cell["shape"] == {"prompt_tokens": 24, "max_new_tokens": 8, "requested_prompt_tokens": 24}
