@@ -1,6 +1,7 @@
 """`winml perf` run as a subprocess on the committed bundles, checking the JSON it prints."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +97,56 @@ def test_verbose_shows_traceback(winml, tmp_path):
 def test_unknown_flag_is_a_usage_error(winml):
     r = winml("perf", TINY_FLAT, "--warp-speed")
     assert r.returncode == 2 and "--warp-speed" in r.stderr and "Traceback" not in r.stderr
+
+
+LEAN = ("--format", "json", "--iterations", "1", "--warmup", "0", "--prompt-tokens", "8", "--max-new-tokens", "4")
+
+
+@pytest.mark.parametrize("flag", [("--ep", "cpu"), ("--device", "cpu")], ids=["ep", "device"])
+def test_forced_cpu_route_derives_every_stage_and_hits_the_cache(winml, bundle_copy, flag):
+    import hashlib
+
+    b = bundle_copy(TINY_PIPELINE)
+    before = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in b.iterdir() if p.is_file()}
+    first = winml("perf", b, *flag, *LEAN)
+    assert first.returncode == 0, first.stderr
+    route = first.json()["cells"][0]["route"]
+    assert route["target"]["ep"] == "CPUExecutionProvider"
+    assert route["target"]["kind"] == ("ep" if flag[0] == "--ep" else "device")
+    assert route["cache"] == "miss"
+    derived = Path(route["derived_path"])
+    assert derived.parent == b / "_compiled"
+    cfg = json.loads((derived / "genai_config.json").read_text())
+    decoder = cfg["model"]["decoder"]
+    stages = decoder["pipeline"][0]
+    assert set(stages) == {"embeddings", "context", "iterator", "lm_head"}
+    assert all(s["session_options"]["provider_options"] == [] for s in stages.values())
+    assert [s["ep_after"] for s in route["stages"]] == ["CPUExecutionProvider"] * 4
+    second = winml("perf", b, *flag, *LEAN)
+    assert second.returncode == 0, second.stderr
+    assert second.json()["cells"][0]["route"]["cache"] == "hit"
+    after = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in b.iterdir() if p.is_file()}
+    assert after == before  # the source bundle is never written
+
+
+def test_device_cpu_on_the_flat_bundle_reports_what_was_asked_and_resolved(winml, bundle_copy):
+    b = bundle_copy(TINY_FLAT)
+    r = winml("perf", b, "--device", "cpu", *LEAN)
+    assert r.returncode == 0, r.stderr
+    target = r.json()["cells"][0]["route"]["target"]
+    assert target == {**target, "kind": "device", "requested_device": "cpu", "device": "cpu", "ep": "CPUExecutionProvider"}
+
+
+@pytest.mark.parametrize("args,needle", [
+    (("--ep", "warpdrive"), "warpdrive"),
+    (("--device", "npu"), "no npu device here"),
+    (("--device", "quantum"), "--device"),
+])
+def test_routing_errors_exit_2(winml, args, needle):
+    r = winml("perf", TINY_FLAT, *args, *LEAN)
+    assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
+
+
+def test_device_config_is_a_usage_error_for_plain_models(winml):
+    r = winml("perf", TINY_FLAT / "model.onnx", "--device", "config", "--iterations", "1")
+    assert r.returncode == 2 and "--device config" in r.stderr and "Traceback" not in r.stderr
