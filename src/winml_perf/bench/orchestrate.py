@@ -7,7 +7,7 @@ route is an exit-2 error before minutes of measuring, and the routes then run in
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -97,7 +97,7 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
         enforce_strict(prepared)
     spec = RouteSpec.from_prepared(rr.label, prepared, str(req.path), "winml-genai", plugin_specs)
     route = {**spec.route, "target": target.to_dict(), "plugin_registration_ms": plugin_ms}
-    return RouteSpec(spec.label, spec.session, route, spec.bundle, spec.prepare_ms, spec.compile_ms)
+    return replace(spec, route=route)
 
 
 def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
@@ -201,5 +201,5 @@ def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[Route
     from winml_perf.bench.equivalence import check_routes
 
     checks = check_routes(str(req.path), routes, seed=req.seed)
-    return [RouteSpec(r.label, r.session, {**r.route, "output_check": checks[r.label]}, r.bundle, r.prepare_ms, r.compile_ms)
+    return [replace(r, route={**r.route, "output_check": checks[r.label]})
             if r.label in checks else r for r in routes]
