@@ -1,7 +1,7 @@
-"""The `winml` command line: registers commands, nothing else.
+"""The `winml` command line: mounts the commands' own apps, nothing else.
 
-Each command lives in its own module under ``winml_perf.commands``. Errors raised as
-``WinmlPerfError`` become a one-line message and an exit code in ``main``.
+Each command lives in its own module under ``winml_perf.commands`` and imports nothing from here.
+Errors raised as ``WinmlPerfError`` become a one-line message and an exit code in ``main``.
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import sys
 
 import typer
 
+from winml_perf.commands import bundle, compare, dashboard, devices, perf, results
 from winml_perf.errors import EXIT_USAGE, WinmlPerfError
 
 app = typer.Typer(
@@ -20,17 +21,12 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-bundle_app = typer.Typer(help="Make, inspect, prepare and clean model bundles.", no_args_is_help=True)
-app.add_typer(bundle_app, name="bundle")
-
-# Command modules register themselves on `app` / `bundle_app` when imported.
-from winml_perf.commands import bundle as _bundle  # noqa: E402,F401
-from winml_perf.commands import devices as _devices  # noqa: E402,F401
-from winml_perf.commands import perf as _perf  # noqa: E402,F401
-from winml_perf.commands import synth as _synth  # noqa: E402,F401
-from winml_perf.commands import results as _results  # noqa: E402,F401
-from winml_perf.commands import compare as _compare  # noqa: E402,F401
-from winml_perf.commands import dashboard as _dashboard  # noqa: E402,F401
+app.command("perf")(perf.perf)
+app.command("devices")(devices.devices_command)
+app.add_typer(bundle.app, name="bundle")
+app.add_typer(results.app, name="results")
+app.add_typer(compare.app, name="compare")
+app.command("dashboard")(dashboard.dashboard_command)
 
 
 # Typer's parsing errors: recent typer vendors click (typer._click), older typer uses click itself;

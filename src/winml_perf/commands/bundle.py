@@ -17,10 +17,13 @@ from tabulate import tabulate
 from winml_perf import eps
 from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
-from winml_perf.cli import bundle_app
+from winml_perf.commands.synth import synth
 from winml_perf.errors import BundleError, UsageError
 
 FORMATS = ("table", "json")
+
+app = typer.Typer(help="Make, inspect, prepare and clean model bundles.", no_args_is_help=True)
+app.command("synth")(synth)
 
 
 def parse_stages(stages: str | None) -> list[str] | None:
@@ -94,7 +97,7 @@ def placement_cells(stage: dict) -> list[str]:
     return [nodes_text(p), ops + (f" (all on {_ep_label(stage['ep_actual'])})" if stage.get("ep_actual") else "")]
 
 
-@bundle_app.command("show")
+@app.command("show")
 def show_command(
     bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json)"),
     ep: Optional[str] = typer.Option(None, "--ep", help="force this EP (any spelling: cpu, qnn, OpenVINO, ...)"),
@@ -123,7 +126,7 @@ def show_command(
         print(f"warning: {w}", file=sys.stderr)
 
 
-@bundle_app.command("prepare")
+@app.command("prepare")
 def prepare_command(
     bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json), or an .onnx model"),
     ep: Optional[str] = typer.Option(None, "--ep", help="force this EP"),
@@ -186,7 +189,7 @@ def _prepare_onnx_model(model: Path, target, level: str, session_config, compile
     print(prepared.path)
 
 
-@bundle_app.command("clean")
+@app.command("clean")
 def clean_command(bundle: Path = typer.Argument(..., help="bundle folder, or an .onnx model")) -> None:
     """Remove the bundle's derived bundles (`_compiled/`, and its cache folder if any)."""
     if bundle.suffix == ".onnx" and bundle.is_file():

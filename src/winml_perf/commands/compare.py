@@ -10,11 +10,9 @@ from typing import Annotated, List, Optional
 import typer
 from tabulate import tabulate
 
-from winml_perf.cli import app
 from winml_perf.errors import BenchmarkFailure, UsageError
 
-compare_app = typer.Typer(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
-app.add_typer(compare_app, name="compare")
+app = typer.Typer(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
 
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).")]
 MetricOpt = Annotated[Optional[List[str]], typer.Option("--metric", help="Metric(s) to compare (repeatable; default: every per-iteration metric both sides have).")]
@@ -37,7 +35,7 @@ def _f(x: float | None, spec: str) -> str:
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
 
 
-@compare_app.command("routes")
+@app.command("routes")
 def routes_command(
     run: Annotated[Optional[str], typer.Option("--run", help="Run id (or prefix); default: the latest run with the baseline route and another.")] = None,
     baseline_route: Annotated[str, typer.Option("--baseline-route", help="The route the others are compared with.")] = "config",
@@ -73,7 +71,7 @@ def routes_command(
         print(f"note: {note}", file=sys.stderr)
 
 
-@compare_app.command("runs")
+@app.command("runs")
 def runs_command(
     baseline: Annotated[str, typer.Option("--baseline", help="run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest, previous, or a bare id/commit/version/date.")],
     candidate: Annotated[str, typer.Option("--candidate", help="Same forms as --baseline.")] = "latest",

@@ -8,10 +8,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from winml_perf.cli import app
 
 
-@app.command("dashboard")
 def dashboard_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write index.html into.")] = Path("site"),
     store: Annotated[Optional[str], typer.Option("--store", help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).")] = None,

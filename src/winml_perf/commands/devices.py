@@ -9,7 +9,6 @@ from typing import List, Optional
 import typer
 from tabulate import tabulate
 
-from winml_perf.cli import app
 from winml_perf.devices import EPDevice, describe_available, list_ep_devices
 from winml_perf.errors import UsageError
 from winml_perf.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
@@ -42,7 +41,6 @@ def _row(d: EPDevice) -> list[str]:
             hex_id(d.vendor_id), hex_id(d.device_id), source]
 
 
-@app.command("devices")
 def devices_command(
     format: str = typer.Option("table", "--format", help="table or json"),
     ep_library: Optional[List[str]] = typer.Option(

@@ -10,7 +10,6 @@ from typing import Annotated, Optional
 
 import typer
 
-from winml_perf.cli import app
 from winml_perf.errors import BenchmarkFailure, StoreError, UsageError
 
 GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
@@ -113,7 +112,6 @@ def _check_runtime_flags(runtime: str, given: dict[str, bool]) -> None:
         raise UsageError(f"{', '.join(bad)} do not apply to --runtime {runtime}", f"they belong to --runtime {other}")
 
 
-@app.command("perf")
 def perf(
     bundle: Annotated[Path, typer.Argument(help="A bundle folder (genai_config.json) or an .onnx model.")],
     runtime: Annotated[Optional[str], typer.Option(help="winml-genai (bundles) or winml (plain ONNX); default from the path.")] = None,

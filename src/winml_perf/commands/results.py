@@ -11,11 +11,9 @@ from typing import Annotated, Optional
 import typer
 from tabulate import tabulate
 
-from winml_perf.cli import app
 from winml_perf.errors import UsageError
 
-results_app = typer.Typer(help="List, show and export stored benchmark results.", no_args_is_help=True)
-app.add_typer(results_app, name="results")
+app = typer.Typer(help="List, show and export stored benchmark results.", no_args_is_help=True)
 
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).")]
 BundleOpt = Annotated[Optional[str], typer.Option("--bundle", help="Only this bundle (name or path).")]
@@ -51,7 +49,7 @@ def _load(store: str | None, filters: dict, limit: int | None = None):  # noqa: 
         return load(s, limit=limit, **filters), s.display
 
 
-@results_app.command("list")
+@app.command("list")
 def list_command(
     store: StoreOpt = None, bundle: BundleOpt = None, route: RouteOpt = None, testbed: TestbedOpt = None, run: RunOpt = None,
     since: SinceOpt = None, until: UntilOpt = None, status: StatusOpt = None, commit: CommitOpt = None,
@@ -96,7 +94,7 @@ def _show_table(row: dict) -> str:
     return "\n".join(lines)
 
 
-@results_app.command("show")
+@app.command("show")
 def show_command(
     record_id: Annotated[str, typer.Argument(help="The record's numeric id (from `winml results list`) or its cell id (prefix).")],
     store: StoreOpt = None,
@@ -129,7 +127,7 @@ def gab_paths(output: Path) -> dict[str, Path]:
     return {d: stem.with_name(f"{stem.name}.{d}.json") for d in ("bigger", "smaller")}
 
 
-@results_app.command("export")
+@app.command("export")
 def export_command(
     fmt: Annotated[str, typer.Option("--format", help="csv, json, markdown, bmf (Bencher) or gab (github-action-benchmark).")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,

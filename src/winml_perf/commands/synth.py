@@ -10,10 +10,8 @@ from typing import Annotated, Optional
 import typer
 
 from winml_perf.bundle.synth import ARCHITECTURES, PRECISIONS, PRESETS, SynthSpec, synthesize
-from winml_perf.cli import bundle_app
 
 
-@bundle_app.command("synth")
 def synth(
     output: Annotated[Path, typer.Option("-o", "--output", help="Folder to write the bundle to.")],
     preset: Annotated[str, typer.Option(help=f"Architecture shape: {', '.join(PRESETS)}.")] = "tiny",
