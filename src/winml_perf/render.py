@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from tabulate import tabulate
 
+from winml_perf.model.route import Route, StagePlacement
+
 
 def _f(value, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
@@ -31,31 +33,30 @@ TOKEN_HEAD = ["route", "prompt", "new", "TTFT ms", "prompt tok/s", "decode tok/s
 LATENCY_HEAD = ["route", "median ms", "p90 ms", "p99 ms", "inferences/s", "iters", "CI95", "load ms"]
 
 
-def _placement_text(placement: dict | None) -> str:
-    if not placement:
+def _placement_text(placement: StagePlacement | None) -> str:
+    if placement is None:
         return ""
     from winml_perf.bundle.placement import nodes_text, ops_text
 
-    ops = placement.get("cpu_fallback_ops") or {}
+    ops = placement.cpu_fallback_ops
     return f"  [{nodes_text(placement)}" + (f"; on CPU: {ops_text(ops)}" if ops else "") + "]"
 
 
 def _route_lines(cells: list[dict]) -> list[str]:
     lines, seen = [], set()
     for c in cells:
-        r = c["route"]
-        if r["label"] in seen:
+        r = Route.from_dict(c["route"])  # the record's JSON edge
+        if r.label in seen:
             continue
-        seen.add(r["label"])
+        seen.add(r.label)
         load = c.get("load") or {}
-        cache = f", cache {r['cache']} ({r.get('cache_reason')})" if r.get("cache") else ""
-        effective = r.get("route", r["label"])
-        lines.append(f"route {r['label']}: effective {effective}{cache}; prepare {_f(load.get('prepare_ms'), 1)} ms, "
+        cache = f", cache {r.cache} ({r.cache_reason})" if r.cache else ""
+        lines.append(f"route {r.label}: effective {r.effective or r.label}{cache}; prepare {_f(load.get('prepare_ms'), 1)} ms, "
                      f"compile {_f(load.get('compile_ms'), 1)} ms, load {_f(load.get('model_load_ms'), 1)} ms")
-        for s in r.get("stages") or []:
-            lines.append(f"  {s.get('stage')}: {s.get('ep_before') or 'config'} -> {s.get('ep_after')}{_placement_text(s.get('placement'))}")
-        if r.get("derived_path"):
-            lines.append(f"  derived: {r['derived_path']}")
+        for s in r.stages:
+            lines.append(f"  {s.stage}: {s.ep_before or 'config'} -> {s.ep_after}{_placement_text(s.placement)}")
+        if r.derived_path:
+            lines.append(f"  derived: {r.derived_path}")
     return lines
 
 

@@ -31,9 +31,8 @@ def small_bandwidth_cache(tmp_path, monkeypatch):
 
 
 def _route(bundle, ep=None) -> RouteSpec:
-    prepared = prepare_route(bundle, resolve_target(ep, None, "winml-genai"))
     label = "config" if ep is None else f"ep={ep}"
-    return RouteSpec.from_prepared(label, prepared, bundle=str(bundle))
+    return RouteSpec.from_route(prepare_route(bundle, resolve_target(ep, None, "winml-genai"), label=label), bundle=str(bundle))
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen2", "tiny-qwen2-pipeline"])

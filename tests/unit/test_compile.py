@@ -34,7 +34,7 @@ def test_shared_source_compiled_once_and_cpu_stages_have_nothing_to_compile(tmp_
 def test_cpu_route_with_compile_is_nothing_to_compile(tmp_path):
     bundle = make_bundle(tmp_path, pipeline_config())
     prepared = prepare_route(bundle, ep_target("cpu"), compile=True, require_available=False)
-    assert {c["status"] for c in prepared.compile} == {"nothing to compile"}
+    assert {c.status for c in prepared.compile} == {"nothing to compile"}
     assert prepared.path == prepare_route(bundle, ep_target("cpu"), require_available=False).path
 
 
@@ -52,9 +52,9 @@ def real_bundle(tmp_path, monkeypatch):
 
 def test_compile_in_child_writes_ctx_model_and_rewrites_filenames(real_bundle):
     prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
-    compiled = {c["output"]: c for c in prepared.compile if c["status"] == "compiled"}
+    compiled = {c.output: c for c in prepared.compile if c.status == "compiled"}
     assert set(compiled) == {"context_cpu_ctx.onnx", "lm_head_cpu_ctx.onnx"}
-    assert compiled["context_cpu_ctx.onnx"]["stages"] == ["context", "iterator"]
+    assert compiled["context_cpu_ctx.onnx"].stages == ("context", "iterator")
     onnx.load(prepared.path / "context_cpu_ctx.onnx")  # a valid model
     stages = json.loads((prepared.path / "genai_config.json").read_text())["model"]["decoder"]["pipeline"][0]
     assert stages["iterator"]["filename"] == "context_cpu_ctx.onnx"
@@ -65,8 +65,8 @@ def test_compile_in_child_writes_ctx_model_and_rewrites_filenames(real_bundle):
 def test_compile_failure_falls_back_to_source_model(real_bundle):
     (real_bundle / "lm_head.onnx").write_bytes(b"not an onnx model")
     prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
-    failed = [c for c in prepared.compile if c["status"] == "failed"]
-    assert failed and failed[0]["stages"] == ["lm_head"] and "keeps its source model" in failed[0]["reason"]
+    failed = [c for c in prepared.compile if c.status == "failed"]
+    assert failed and failed[0].stages == ("lm_head",) and "keeps its source model" in failed[0].reason
     assert any("lm_head" in w for w in prepared.warnings)
     stages = json.loads((prepared.path / "genai_config.json").read_text())["model"]["decoder"]["pipeline"][0]
     assert stages["lm_head"]["filename"] == "lm_head.onnx"

@@ -9,6 +9,7 @@ import pytest
 
 from winml_perf.bench import environment, roofline
 from winml_perf.bench.memory import MemorySampler, ru_maxrss_bytes
+from winml_perf.model.route import CPU, Route, StageRoute
 
 
 def test_collect_environment_has_what_records_need(monkeypatch, tmp_path):
@@ -126,7 +127,7 @@ def test_weights_per_token_count_token_generation_stages_and_their_data(tmp_path
     w = roofline.weights_bytes_per_token(tmp_path)
     assert w["weights_bytes_per_token"] == 100 + 10 + 1000  # the context stage does not run per token
     assert w["files"] == ["embeddings.onnx", "iter.onnx", "iter.onnx.data"]
-    route = {"stages": [{"stage": "decoder", "files": ["ctx.onnx"], "run_on_token_gen": True}]}
+    route = Route("ep=cpu", "ep=cpu", "ep=cpu", (StageRoute("decoder", ("ctx.onnx",), CPU, CPU, run_on_token_gen=True),))
     assert roofline.weights_bytes_per_token(tmp_path, route)["weights_bytes_per_token"] == 5000
 
 

@@ -15,9 +15,10 @@ from tests.placement_models import strict_bundle
 from winml_perf.bench.warnings import EP_MISMATCH, check_stage_eps
 from winml_perf.bundle import placement as pl
 from winml_perf.bundle.config import load_config
-from winml_perf.bundle.prepare import PreparedRoute, prepare_route
+from winml_perf.bundle.prepare import prepare_route
 from winml_perf.devices import Target
 from winml_perf.errors import EXIT_FAILURE, BenchmarkFailure
+from winml_perf.model.route import BUNDLE, Route, StageRoute
 
 CPU = "CPUExecutionProvider"
 WEBGPU = "WebGpuExecutionProvider"
@@ -31,16 +32,17 @@ MIXED = [(WEBGPU, "MatMulNBits", "com.microsoft")] * 11 + [(WEBGPU, "GroupQueryA
                                      (CPU, "Shape", ""), (CPU, "Gather", "")]
 
 
-def stage(name, ep_after, placement=None, forced=True, files=("transformer.onnx",)):
-    d = {"stage": name, "files": list(files), "ep_before": CPU, "ep_after": ep_after, "forced": forced}
-    if placement is not None:
-        d["placement"] = placement.to_dict()
-    return d
+def stage(name, ep_after, placement=None, forced=True, files=("transformer.onnx",)) -> StageRoute:
+    return StageRoute(name, tuple(files), CPU, ep_after, forced=forced, options_source="default" if forced else "config",
+                      placement=placement)
 
 
-def webgpu_route(*placements: pl.StagePlacement, forced=True) -> PreparedRoute:
-    stages = [stage(p.stage, WEBGPU, forced=forced, files=p.files) for p in placements]
-    return PreparedRoute(path="derived", route="ep=webgpu", stages=stages, placement=tuple(placements), requested="ep=webgpu")
+def forced_route(label: str, *stages: StageRoute) -> Route:
+    return Route(label, label, label, stages, BUNDLE, path="derived", derived_path="derived")
+
+
+def webgpu_route(*placements: pl.StagePlacement, forced=True) -> Route:
+    return forced_route("ep=webgpu", *(stage(p.stage, WEBGPU, p, forced=forced, files=p.files) for p in placements))
 
 
 # -- pure summaries -------------------------------------------------------------------------------------
@@ -52,7 +54,7 @@ def test_summarize_counts_nodes_per_ep_and_cpu_fallback_ops():
     assert p.op_types_per_ep[WEBGPU]["com.microsoft.MatMulNBits"] == 11
     assert p.ep_actual is None  # mixed: the stage ran where asked, with a partial fallback
     assert pl.ops_text(p.cpu_fallback_ops) == "Cast x2, Gather, ReduceSum, Shape, Sub"
-    assert pl.nodes_text(p.to_dict()) == "webgpu 23, cpu 6"
+    assert pl.nodes_text(p) == "webgpu 23, cpu 6"
 
 
 def test_a_stage_asked_for_cpu_has_no_fallback_and_ep_actual_names_a_silent_fallback():
@@ -71,10 +73,11 @@ def test_stage_placement_round_trips_through_dict():
 def test_prepared_route_puts_placement_and_ep_actual_in_each_stage_so_ep_mismatch_warns():
     mixed = pl.summarize("context", ["transformer.onnx"], WEBGPU, MIXED)
     fell_back = pl.summarize("lm_head", ["lm_head.onnx"], WEBGPU, [(CPU, "MatMul", "")])
-    route = webgpu_route(mixed, fell_back).to_dict()
-    context, lm_head = route["stages"]
+    route = webgpu_route(mixed, fell_back)
+    context, lm_head = route.to_dict()["stages"]
     assert context["placement"]["nodes_per_ep"] == {WEBGPU: 23, CPU: 6} and "ep_actual" not in context
     assert lm_head["ep_actual"] == CPU
+    assert Route.from_dict(route.to_dict()) == route
     warnings = check_stage_eps(route)
     assert [(w.code, w.data["stage"], w.data["ran"]) for w in warnings] == [(EP_MISMATCH, "lm_head", CPU)]
 
@@ -101,7 +104,7 @@ def test_strict_ignores_stages_not_forced_and_stages_forced_to_cpu():
     not_forced = pl.summarize("context", ["transformer.onnx"], WEBGPU, MIXED)
     pl.enforce_strict(webgpu_route(not_forced, forced=False))
     to_cpu = pl.summarize("embeddings", ["embeddings.onnx"], CPU, [(CPU, "Gather", "")])
-    pl.enforce_strict(PreparedRoute("derived", "ep=cpu", [stage("embeddings", CPU, files=["embeddings.onnx"])], placement=(to_cpu,)))
+    pl.enforce_strict(forced_route("ep=cpu", stage("embeddings", CPU, to_cpu, files=["embeddings.onnx"])))
 
 
 def test_strict_fails_when_placement_could_not_be_measured():
@@ -109,7 +112,7 @@ def test_strict_fails_when_placement_could_not_be_measured():
     with pytest.raises(BenchmarkFailure, match=r"`context`.*placement unknown \(no device for WebGPU\)"):
         pl.enforce_strict(webgpu_route(unknown))
     with pytest.raises(BenchmarkFailure, match="no placement was recorded"):
-        pl.enforce_strict(PreparedRoute("derived", "ep=webgpu", [stage("context", WEBGPU)]))
+        pl.enforce_strict(forced_route("ep=webgpu", stage("context", WEBGPU)))
 
 
 # -- session options a stage runs with ----------------------------------------------------------------------
@@ -163,6 +166,7 @@ def test_prepare_route_records_placement_per_stage_and_reuses_it(tiny_pipeline, 
     bundle = bundle_copy(tiny_pipeline)
     first = prepare_route(bundle, CPU_TARGET)
     assert first.placement_cache == "miss" and (first.path / pl.PLACEMENT_FILE).is_file()
+    assert [s.stage for s in first.stages] == [p.stage for p in first.placements]
     stages = {s["stage"]: s for s in first.to_dict()["stages"]}
     assert set(stages) == {"embeddings", "context", "iterator", "lm_head"}
     assert all(s["placement"]["status"] == "ok" and set(s["placement"]["nodes_per_ep"]) == {CPU} for s in stages.values())
@@ -184,7 +188,7 @@ def test_placement_json_from_another_key_is_measured_again(tiny_pipeline, bundle
     path.write_text(json.dumps(doc))
     again = prepare_route(bundle, CPU_TARGET)
     assert again.placement_cache == "miss" and "another key" in again.placement_reason
-    assert again.placement[0].nodes_per_ep == {CPU: 1}
+    assert again.placements[0].nodes_per_ep == {CPU: 1}
     assert json.loads(path.read_text())["key"] != "0" * 64  # rewritten under the real key
 
 
@@ -198,7 +202,7 @@ def test_placement_with_an_ep_missing_here_is_reported_but_not_saved(tmp_path):
 
 def test_config_route_measures_nothing(tiny_pipeline):
     prepared = prepare_route(tiny_pipeline, Target("config", None, None, None, None))
-    assert prepared.placement == () and prepared.placement_cache is None
+    assert prepared.placements == () and prepared.placement_cache is None
     assert all("placement" not in s for s in prepared.to_dict()["stages"])
     assert not os.path.exists(tiny_pipeline / pl.PLACEMENT_FILE)
 

@@ -11,15 +11,16 @@ from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.bench.spec import IterationPolicy, RouteSpec, expand_sweep
 from winml_perf.bench.sweep import run_sweep
 from winml_perf.errors import StoreError
+from winml_perf.model.route import CPU, Route, StageRoute
 from winml_perf.results.record import SCHEMA_VERSION, CellRecord, RunRecord, load_schema, record_from_dict, validate_record
 
 
 @pytest.fixture(scope="module")
 def run():
     routes = [
-        RouteSpec("config", fake_spec(jitter_pct=1.0), route={"requested": "config", "route": "config", "stages": []}),
+        RouteSpec("config", fake_spec(jitter_pct=1.0), route=Route("config", "config", "config")),
         RouteSpec("ep=cpu", fake_spec(raise_on_call=3),
-                  route={"requested": "ep=cpu", "route": "ep=cpu", "stages": [{"stage": "decoder", "ep_before": "CPUExecutionProvider", "ep_after": "CPUExecutionProvider"}]}),
+                  route=Route("ep=cpu", "ep=cpu", "ep=cpu", (StageRoute("decoder", (), CPU, CPU),))),
     ]
     cells = expand_sweep(routes, [8], [1, 4], iterations=IterationPolicy(iterations=6))
     return run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, sample_memory=True,

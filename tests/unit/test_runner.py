@@ -12,6 +12,7 @@ from winml_perf.bench.report import cell_record
 from winml_perf.bench.spec import CellSpec, IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.bench.sweep import run_sweep
 from winml_perf.errors import UsageError
+from winml_perf.model.route import CPU, Route, StageRoute
 from winml_perf.results.record import validate_record
 
 
@@ -95,8 +96,7 @@ def test_high_variation_and_slow_first_iteration_warnings():
 
 
 def test_a_stage_that_ran_elsewhere_than_asked_is_flagged():
-    route = {"requested": "ep=webgpu", "route": "ep=webgpu",
-             "stages": [{"stage": "decoder", "ep_before": "CPUExecutionProvider", "ep_after": "WebGpuExecutionProvider"}]}
+    route = Route("ep=webgpu", "ep=webgpu", "ep=webgpu", (StageRoute("decoder", (), CPU, "WebGpuExecutionProvider"),))
     c = CellSpec("ep=webgpu", fake_spec(actual_route={"decoder": "CPUExecutionProvider"}), prompt_tokens=4, max_new_tokens=2,
                  route=route)
     rec = cell_record(run(c), run_id="0" * 32, environment=FAKE_ENV)

@@ -8,9 +8,11 @@ in every record of that route, with the first differing position.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 from winml_perf.bench.warnings import OUTPUT_MISMATCH, BenchWarning
+from winml_perf.model.route import OutputCheck, Route
+
 # Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
 # fp32 (measured), which would turn a precision artefact of the driver into a false alarm.
 CHECK_PROMPT_TOKENS = 16
@@ -33,8 +35,8 @@ def _greedy(path: str, prompt_ids: list[int], n_new: int) -> list[int]:
 
 
 def check_routes(bundle: str, routes: Sequence[Any], seed: int = 0, n_prompt: int = CHECK_PROMPT_TOKENS,
-                 n_new: int = CHECK_NEW_TOKENS) -> dict[str, dict]:
-    """{route label: output_check dict} for every route whose session path differs from the bundle."""
+                 n_new: int = CHECK_NEW_TOKENS) -> dict[str, OutputCheck]:
+    """{route label: OutputCheck} for every route whose session path differs from the bundle."""
     from winml_perf.session.genai_session import GenaiSession
 
     prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
@@ -44,19 +46,17 @@ def check_routes(bundle: str, routes: Sequence[Any], seed: int = 0, n_prompt: in
         if r.session.path == str(bundle):
             continue
         tokens = _greedy(r.session.path, prompt_ids, n_new)
-        diff = first_difference(reference, tokens)
-        out[r.label] = {"prompt_tokens": n_prompt, "new_tokens": n_new, "seed": seed, "equal": diff is None,
-                        "first_difference": diff, "config_token_ids": reference, "route_token_ids": tokens}
+        out[r.label] = OutputCheck(n_prompt, n_new, seed, tuple(reference), tuple(tokens), first_difference(reference, tokens))
     return out
 
 
-def check_output(label: str, route: Mapping[str, Any]) -> list[BenchWarning]:
+def check_output(label: str, route: Route) -> list[BenchWarning]:
     """The warning for a route whose output_check found a difference."""
-    check = route.get("output_check")
-    if not check or check.get("equal", True):
+    check = route.output_check
+    if check is None or check.equal:
         return []
-    pos = check["first_difference"]
-    ref, got = check["config_token_ids"], check["route_token_ids"]
+    pos = check.first_difference
+    ref, got = check.config_token_ids, check.route_token_ids
     return [BenchWarning(
         OUTPUT_MISMATCH,
         f"route {label} generates different greedy tokens than config: first "

@@ -13,6 +13,7 @@ from typing import Any, Callable, Sequence
 
 from winml_perf.bench.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.errors import StoreError, UsageError
+from winml_perf.model.route import MODEL, Route, StageRoute
 
 DEFAULT_PROMPT_TOKENS = 128
 
@@ -89,15 +90,14 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
     target = resolve_target(rr.ep, rr.device, req.runtime)
     if rr.stages and target.kind == "config":
         raise UsageError("--stages needs a forced route", "add --ep NAME or --device CLASS")
-    prepared = prepare_route(req.path, target, list(rr.stages) or None, compile=req.compile,
-                             verify_sources=req.verify_sources, compile_timeout_s=req.compile_timeout_s)
+    route = prepare_route(req.path, target, list(rr.stages) or None, compile=req.compile, verify_sources=req.verify_sources,
+                          compile_timeout_s=req.compile_timeout_s, label=rr.label)
     if req.strict and target.kind != "config":
         from winml_perf.bundle.placement import enforce_strict
 
-        enforce_strict(prepared)
-    spec = RouteSpec.from_prepared(rr.label, prepared, str(req.path), "winml-genai", plugin_specs)
-    route = {**spec.route, "target": target.to_dict(), "plugin_registration_ms": plugin_ms}
-    return replace(spec, route=route)
+        enforce_strict(route)
+    route = replace(route, target=target.to_dict(), plugin_registration_ms=plugin_ms)
+    return RouteSpec.from_route(route, str(req.path), "winml-genai", plugin_specs)
 
 
 def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
@@ -117,9 +117,8 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
                                 session_config=options.get("session_config"), plugin_libraries=list(plugin_specs))
         options |= prepared.session_options()
         path, prepare_ms = prepared.path, prepared.prepare_ms
-    route = {"route": target.label, "requested": rr.label, "target": target.to_dict(), "plugin_registration_ms": plugin_ms,
-             "stages": [{"stage": "model", "files": [req.path.name], "ep_before": None, "ep_after": target.ep}],
-             "prepared": prepared.to_dict() if prepared else None}
+    route = Route(rr.label, rr.label, target.label, (StageRoute("model", (req.path.name,), None, target.ep),), MODEL,
+                  target=target.to_dict(), plugin_registration_ms=plugin_ms, prepared=prepared.to_dict() if prepared else None)
     return RouteSpec(rr.label, SessionSpec("winml", str(path), plugin_specs, options), route, str(req.path), prepare_ms, None)
 
 
@@ -201,5 +200,4 @@ def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[Route
     from winml_perf.bench.equivalence import check_routes
 
     checks = check_routes(str(req.path), routes, seed=req.seed)
-    return [replace(r, route={**r.route, "output_check": checks[r.label]})
-            if r.label in checks else r for r in routes]
+    return [replace(r, route=replace(r.route, output_check=checks[r.label])) if r.label in checks else r for r in routes]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
 from winml_perf.bench import stats
@@ -113,12 +114,10 @@ def cell_record(result: CellResult, *, run_id: str, environment: Mapping[str, An
         from winml_perf.bench.roofline import roofline, weights_bytes_per_token
 
         roof = roofline(summary.get("decode_tokens_per_s"), bandwidth, weights_bytes_per_token(cell.session.path, cell.route))
-    route = {"label": cell.route_label, **dict(cell.route)}
-    if result.route_actual:
-        route["actual"] = dict(result.route_actual)
+    route = replace(cell.route, actual=dict(result.route_actual)) if result.route_actual else cell.route
     return CellRecord(
         run_id=run_id, cell_id=uuid.uuid4().hex, cell_key=cell.key, cell_index=result.index, status=result.status,
-        runtime=cell.session.runtime, bundle=cell.bundle, route=route,
+        runtime=cell.session.runtime, bundle=cell.bundle, route=route.to_dict(),
         shape={"prompt_tokens": result.prompt_info.get("tokens", cell.prompt_tokens), "max_new_tokens": cell.max_new_tokens,
                "requested_prompt_tokens": cell.prompt_tokens},
         prompt={**cell.prompt.to_dict(), **result.prompt_info},

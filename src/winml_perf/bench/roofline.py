@@ -24,6 +24,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
+from winml_perf.model.route import Route
+
 CACHE_ENV = "WINML_PERF_CACHE_DIR"
 CACHE_FILE = "bandwidth.json"
 ARRAY_MIB_ENV = "WINML_PERF_BANDWIDTH_ARRAY_MIB"  # size of the probe's array (default 512 MiB)
@@ -117,10 +119,10 @@ def _external_data_files(model: Path) -> set[str]:
     return names
 
 
-def _token_gen_files(path: Path, route: Mapping[str, Any] | None) -> list[str]:
-    stages = (route or {}).get("stages") or []
-    if stages and all("files" in s for s in stages):
-        return sorted({f for s in stages if s.get("run_on_token_gen", True) for f in s["files"] if str(f).endswith(".onnx")})
+def _token_gen_files(path: Path, route: Route | None) -> list[str]:
+    stages = route.stages if route is not None else ()
+    if stages and all(s.files for s in stages):
+        return sorted({f for s in stages if s.run_on_token_gen for f in s.files if str(f).endswith(".onnx")})
     cfg = json.loads((path / "genai_config.json").read_text())
     decoder = cfg["model"]["decoder"]
     pipeline = decoder.get("pipeline")
@@ -131,7 +133,7 @@ def _token_gen_files(path: Path, route: Mapping[str, Any] | None) -> list[str]:
     return sorted({st["filename"] for st in pipeline.values() if st.get("run_on_token_gen", True)})
 
 
-def weights_bytes_per_token(path: str | Path, route: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def weights_bytes_per_token(path: str | Path, route: Route | None = None) -> dict[str, Any]:
     """Bytes of the model files (+ their external data) of the stages that run on every generated
     token, from the route's stages when they list files, else from genai_config.json."""
     path = Path(path)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Mapping, Sequence
 
 from winml_perf.errors import UsageError
+from winml_perf.model.route import Route
 
 Runtime = Literal["winml-genai", "winml"]
 RUNTIMES = ("winml-genai", "winml")
@@ -146,30 +147,38 @@ class IterationPolicy:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
+def _route_for(label: str, route: Route | None) -> Route:
+    """``route``, or a bare Route named ``label`` when none was prepared; its label must be ``label``."""
+    if route is None:
+        return Route(label)
+    if route.label != label:
+        raise ValueError(f"route labelled {route.label!r} given for {label!r}")
+    return route
+
+
 @dataclass(frozen=True)
 class RouteSpec:
-    """One prepared route: its label ('config', 'ep=cpu', ...), the session to open, the route
-    description to record (asked / resolved / per-stage, e.g. PreparedRoute.to_dict()), the source
+    """One prepared route: its label ('config', 'ep=cpu', ...), the session to open, the Route to
+    record (asked / resolved / per-stage; a bare Route(label) when none is given), the source
     bundle, and the prepare/compile time spent making it."""
 
     label: str
     session: SessionSpec
-    route: Mapping[str, Any] = field(default_factory=dict)
+    route: Route | None = None
     bundle: str = ""
     prepare_ms: float | None = None
     compile_ms: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "route", dict(self.route))
+        object.__setattr__(self, "route", _route_for(self.label, self.route))
         object.__setattr__(self, "bundle", str(self.bundle or self.session.path))
 
     @classmethod
-    def from_prepared(cls, label: str, prepared: Any, bundle: str, runtime: str = "winml-genai",
-                      plugin_libraries: Sequence[str] = (), options: Mapping[str, Any] | None = None) -> "RouteSpec":
-        """From a bundle.prepare.PreparedRoute (duck-typed: path, to_dict(), prepare_ms, compile_ms)."""
-        return cls(label, SessionSpec(runtime, str(prepared.path), tuple(plugin_libraries), dict(options or {})),
-                   route=prepared.to_dict(), bundle=str(bundle), prepare_ms=getattr(prepared, "prepare_ms", None),
-                   compile_ms=getattr(prepared, "compile_ms", None))
+    def from_route(cls, route: Route, bundle: str, runtime: str = "winml-genai", plugin_libraries: Sequence[str] = (),
+                   options: Mapping[str, Any] | None = None) -> "RouteSpec":
+        """From a Route prepared by bundle.prepare.prepare_route: its session loads ``route.path``."""
+        return cls(route.label, SessionSpec(runtime, str(route.path), tuple(plugin_libraries), dict(options or {})),
+                   route=route, bundle=str(bundle), prepare_ms=route.prepare_ms, compile_ms=route.compile_ms)
 
 
 @dataclass(frozen=True)
@@ -184,13 +193,13 @@ class CellSpec:
     warmup: WarmupPolicy = WarmupPolicy()
     iterations: IterationPolicy = IterationPolicy()
     cell_timeout_s: float | None = None
-    route: Mapping[str, Any] = field(default_factory=dict)
+    route: Route | None = None
     bundle: str = ""
     prepare_ms: float | None = None
     compile_ms: float | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "route", dict(self.route))
+        object.__setattr__(self, "route", _route_for(self.route_label, self.route))
         object.__setattr__(self, "bundle", str(self.bundle or self.session.path))
         if self.session.token_based:
             if self.max_new_tokens is None or self.max_new_tokens < 1:

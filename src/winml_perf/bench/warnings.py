@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from winml_perf.bench import stats
+from winml_perf.model.route import CPU, Route
 
 #: Coefficient of variation above which a cell's numbers are called unstable.
 CV_THRESHOLD_PCT = 5.0
@@ -86,15 +87,15 @@ def check_outliers(metric: str, values: Sequence[float]) -> list[BenchWarning]:
     )]
 
 
-def check_route_effect(label: str, route: Mapping[str, Any]) -> list[BenchWarning]:
+def check_route_effect(label: str, route: Route) -> list[BenchWarning]:
     """A forced route whose every stage already ran where it was sent: it measures the config again."""
-    if label == "config" or not route:
+    if label == "config" or not route.resolved:
         return []
-    stages = route.get("stages") or []
-    unchanged = route.get("route") == "config" or (stages and all(s.get("ep_before") == s.get("ep_after") for s in stages))
+    stages = route.stages
+    unchanged = route.effective == "config" or (stages and all(s.ep_before == s.ep_after for s in stages))
     if not unchanged:
         return []
-    eps = sorted({str(s.get("ep_after")) for s in stages}) or ["?"]
+    eps = sorted({str(s.ep_after) for s in stages}) or ["?"]
     return [BenchWarning(
         ROUTE_NO_EFFECT,
         f"route {label} changed nothing: every stage already runs on {', '.join(eps)} in the config",
@@ -124,39 +125,39 @@ def check_token_counts(samples: Sequence[Any], prompt_tokens: int | None, new_to
     )]
 
 
-def check_stage_eps(route: Mapping[str, Any], actual: Mapping[str, Any] | None = None) -> list[BenchWarning]:
-    """A stage that ran on another EP than the route asked (``ep_actual`` in a stage, or the
+def check_stage_eps(route: Route, actual: Mapping[str, Any] | None = None) -> list[BenchWarning]:
+    """A stage that ran on another EP than the route asked (``ep_actual`` from its placement, or the
     session's own report ``actual`` = {stage: ep})."""
     out = []
     actual = dict(actual or {})
-    for s in route.get("stages") or []:
-        asked = s.get("ep_after")
-        ran = s.get("ep_actual", actual.get(s.get("stage")))
+    for s in route.stages:
+        asked = s.ep_after
+        ran = s.ep_actual or actual.get(s.stage)
         if isinstance(asked, str) and isinstance(ran, str) and ran and ran != asked:
             out.append(BenchWarning(
                 EP_MISMATCH,
-                f"stage {s.get('stage')} was asked to run on {asked} but ran on {ran}",
+                f"stage {s.stage} was asked to run on {asked} but ran on {ran}",
                 "onnxruntime fell back silently: check that the EP is installed and supports the model (winml devices)",
-                {"stage": s.get("stage"), "asked": asked, "ran": ran},
+                {"stage": s.stage, "asked": asked, "ran": ran},
             ))
     return out
 
 
-def check_partial_fallback(label: str, route: Mapping[str, Any]) -> list[BenchWarning]:
+def check_partial_fallback(label: str, route: Route) -> list[BenchWarning]:
     """A forced stage some of whose nodes onnxruntime placed on CPU (from the prepare step's placement)."""
     out = []
-    for s in route.get("stages") or []:
-        p = s.get("placement") or {}
-        if not s.get("forced") or s.get("ep_after") == "CPUExecutionProvider" or not p.get("cpu_fallback_nodes"):
+    for s in route.stages:
+        p = s.placement
+        if not s.forced or s.ep_after == CPU or p is None or not p.cpu_fallback_nodes:
             continue
-        if p.get("ep_actual"):  # wholly elsewhere: check_stage_eps reports it
+        if p.ep_actual:  # wholly elsewhere: check_stage_eps reports it
             continue
-        ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted((p.get("cpu_fallback_ops") or {}).items()))
+        ops = ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(p.cpu_fallback_ops.items()))
         out.append(BenchWarning(
             PARTIAL_CPU_FALLBACK,
-            f"route {label}: stage {s.get('stage')} runs {p['cpu_fallback_nodes']} of {p.get('nodes')} nodes on CPU ({ops})",
+            f"route {label}: stage {s.stage} runs {p.cpu_fallback_nodes} of {p.nodes} nodes on CPU ({ops})",
             "the EP has no kernel for these ops; the timings include the copies between devices (--strict makes this an error)",
-            {"stage": s.get("stage"), "cpu_fallback_ops": dict(p.get("cpu_fallback_ops") or {})},
+            {"stage": s.stage, "cpu_fallback_ops": p.cpu_fallback_ops},
         ))
     return out
 

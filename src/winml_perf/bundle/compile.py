@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from winml_perf import eps
+from winml_perf.model.route import CompileOutcome
 
 RECOMPILE_STATUSES = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
 SLEEP_ENV = "WINML_PERF_TEST_COMPILE_SLEEP_S"  # test hook: the child sleeps this long first
@@ -40,21 +41,6 @@ class CompileJob:
 
     def key_dict(self) -> dict:
         return {"stages": list(self.stages), "source": self.source, "ep": self.ep, "provider_options": self.provider_options, "output": self.output}
-
-
-@dataclass(frozen=True)
-class CompileOutcome:
-    stages: tuple[str, ...]
-    source: str
-    ep: str
-    output: str | None  # file in the derived bundle; None when the stage keeps its source model
-    status: str  # "compiled" | "nothing to compile" | "failed" | "timeout"
-    reason: str = ""
-    compile_ms: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {"stages": list(self.stages), "source": self.source, "ep": self.ep, "output": self.output,
-                "status": self.status, "reason": self.reason, "compile_ms": self.compile_ms}
 
 
 def _compiles(ep: str) -> bool:

@@ -13,7 +13,7 @@ one small file read. Stages that share a model file and EP (context and iterator
 per process. A placement session costs 1-15 ms on CPU and 40-90 ms on WebGPU for the tiny bundles;
 it loads the weights, so it grows with the model (once per derived bundle).
 
-``enforce_strict(prepared)`` fails a forced route (exit 1) naming every forced stage and the op types
+``enforce_strict(route)`` fails a forced route (exit 1) naming every forced stage and the op types
 that would run on CPU. It reads the recorded placement: onnxruntime's own
 ``session.disable_cpu_ep_fallback=1`` only says that session creation failed, naming no node.
 """
@@ -27,19 +27,19 @@ import os
 import time
 import uuid
 import warnings
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from winml_perf import eps
 from winml_perf.bundle.config import GenaiConfig, Stage, load_config
-from winml_perf.bundle.routing import CPU, stage_ep
+from winml_perf.bundle.routing import stage_ep
 from winml_perf.errors import BenchmarkFailure
+from winml_perf.model.route import CPU, ERROR, OK, UNAVAILABLE, Route, StagePlacement, StageRoute
 
 FORMAT_VERSION = 1
 PLACEMENT_FILE = "placement.json"
 RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
-OK, ERROR, UNAVAILABLE = "ok", "error", "unavailable"
 #: genai session_options keys that are not onnxruntime session config entries.
 GENAI_SESSION_KEYS = frozenset({
     "log_id", "provider_options", "intra_op_num_threads", "inter_op_num_threads", "enable_cpu_mem_arena",
@@ -48,56 +48,6 @@ GENAI_SESSION_KEYS = frozenset({
     "custom_ops_library", "use_env_allocators", "graph_optimization_level", "config_entries", "use_external_allocator",
 })
 _ERROR_CHARS = 600
-
-
-@dataclass(frozen=True)
-class StagePlacement:
-    """Where one stage's nodes were placed. ``ep`` is the EP asked (canonical name, or as written)."""
-
-    stage: str
-    files: tuple[str, ...]
-    ep: str
-    status: str  # "ok" | "error" (the session could not be created) | "unavailable" (EP not here)
-    nodes_per_ep: Mapping[str, int] = field(default_factory=dict)
-    op_types_per_ep: Mapping[str, Mapping[str, int]] = field(default_factory=dict)
-    providers: tuple[str, ...] = ()
-    session_ms: float | None = None
-    error: str | None = None
-
-    @property
-    def nodes(self) -> int:
-        return sum(self.nodes_per_ep.values())
-
-    @property
-    def cpu_fallback_ops(self) -> dict[str, int]:
-        """Op types (with node counts) placed on CPU although another EP was asked."""
-        return {} if self.ep == CPU else dict(sorted(self.op_types_per_ep.get(CPU, {}).items()))
-
-    @property
-    def cpu_fallback_nodes(self) -> int:
-        return 0 if self.ep == CPU else self.nodes_per_ep.get(CPU, 0)
-
-    @property
-    def ep_actual(self) -> str | None:
-        """The single EP that holds every node, when it is not the EP asked; else None."""
-        holders = [k for k, n in self.nodes_per_ep.items() if n > 0]
-        return holders[0] if self.status == OK and len(holders) == 1 and holders[0] != self.ep else None
-
-    def to_dict(self) -> dict:
-        return {
-            "stage": self.stage, "files": list(self.files), "ep": self.ep, "status": self.status,
-            "nodes": self.nodes, "nodes_per_ep": dict(self.nodes_per_ep),
-            "cpu_fallback_nodes": self.cpu_fallback_nodes, "cpu_fallback_ops": self.cpu_fallback_ops,
-            "op_types_per_ep": {k: dict(v) for k, v in self.op_types_per_ep.items()},
-            "ep_actual": self.ep_actual, "providers": list(self.providers), "session_ms": self.session_ms,
-            "error": self.error,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "StagePlacement":
-        return cls(d["stage"], tuple(d.get("files") or ()), d["ep"], d["status"], dict(d.get("nodes_per_ep") or {}),
-                   {k: dict(v) for k, v in (d.get("op_types_per_ep") or {}).items()}, tuple(d.get("providers") or ()),
-                   d.get("session_ms"), d.get("error"))
 
 
 @dataclass(frozen=True)
@@ -135,54 +85,54 @@ def ops_text(ops: Mapping[str, int]) -> str:
     return ", ".join(f"{op} x{n}" if n > 1 else op for op, n in sorted(ops.items()))
 
 
-def nodes_text(placement: Mapping[str, Any] | None) -> str:
+def nodes_text(placement: StagePlacement | None) -> str:
     """``webgpu 23, cpu 6`` (most nodes first), or the status when nothing was measured."""
-    if not placement:
+    if placement is None:
         return "-"
-    if placement.get("status") != OK:
-        return placement.get("status", "-")
-    counts = sorted((placement.get("nodes_per_ep") or {}).items(), key=lambda kv: (-kv[1], kv[0]))
+    if placement.status != OK:
+        return placement.status
+    counts = sorted(placement.nodes_per_ep.items(), key=lambda kv: (-kv[1], kv[0]))
     return ", ".join(f"{eps.ep_alias(k)} {n}" for k, n in counts) or "0 nodes"
 
 
-def strict_violations(stages: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+def _must_stay(stage: StageRoute) -> bool:
+    """A forced stage on an EP other than CPU: --strict holds every node of it to that EP."""
+    return stage.forced and stage.ep_after != CPU
+
+
+def strict_violations(stages: Sequence[StageRoute]) -> list[tuple[str, str]]:
     """(stage, why) per forced, non-CPU stage that has a node off its EP (or no placement to prove it)."""
     out = []
-    for s in stages:
-        asked = s.get("ep_after")
-        if not s.get("forced") or asked == CPU:
+    for s in filter(_must_stay, stages):
+        asked, p = s.ep_after, s.placement
+        where = f"stage `{s.stage}` ({', '.join(s.files)}) on {eps.ep_alias(asked) if eps.is_known_ep(asked) else asked}"
+        if p is None or p.status != OK:
+            why = (p.error or p.status) if p is not None else "no placement was recorded"
+            out.append((s.stage, f"{where}: placement unknown ({why})"))
             continue
-        p = s.get("placement")
-        where = f"stage `{s.get('stage')}` ({', '.join(s.get('files') or [])}) on {eps.ep_alias(asked) if eps.is_known_ep(asked) else asked}"
-        if not p or p.get("status") != OK:
-            why = (p or {}).get("error") or (p or {}).get("status") or "no placement was recorded"
-            out.append((s.get("stage"), f"{where}: placement unknown ({why})"))
-            continue
-        off = {k: n for k, n in (p.get("nodes_per_ep") or {}).items() if k != asked and n}
+        off = p.nodes_off(asked)
         if not off:
             continue
-        ops_off = {}
+        ops_off: dict[str, int] = {}
         for k in off:
-            for op, n in (p.get("op_types_per_ep") or {}).get(k, {}).items():
+            for op, n in p.op_types_per_ep.get(k, {}).items():
                 ops_off[op] = ops_off.get(op, 0) + n
         elsewhere = ", ".join(f"{n} on {eps.ep_alias(k)}" for k, n in sorted(off.items()))
-        out.append((s.get("stage"), f"{where}: {sum(off.values())} of {p.get('nodes')} nodes would not run there ({elsewhere}): {ops_text(ops_off)}"))
+        out.append((s.stage, f"{where}: {sum(off.values())} of {p.nodes} nodes would not run there ({elsewhere}): {ops_text(ops_off)}"))
     return out
 
 
-def enforce_strict(prepared: Any) -> None:
-    """BenchmarkFailure (exit 1) when a forced stage of ``prepared`` (a PreparedRoute, or anything
-    with ``to_dict()["stages"]`` / ``stages`` carrying ``placement``) has nodes off its EP."""
-    stages = prepared.to_dict()["stages"] if hasattr(prepared, "to_dict") else list(prepared.stages)
-    problems = strict_violations(stages)
+def enforce_strict(route: Route) -> None:
+    """BenchmarkFailure (exit 1) when a forced stage of ``route`` has nodes off its EP (or no placement)."""
+    problems = strict_violations(route.stages)
     if not problems:
         return
-    route = getattr(prepared, "route", None) or (prepared.to_dict().get("route") if hasattr(prepared, "to_dict") else "?")
     failing = {stage for stage, _ in problems}
-    whole = [s["stage"] for s in stages if s.get("forced") and s.get("ep_after") != CPU and s["stage"] not in failing]
+    whole = [s.stage for s in route.stages if _must_stay(s) and s.stage not in failing]
     hint = f" (these forced stages run whole on it: --stages {','.join(whole)})" if whole else ""
     raise BenchmarkFailure(
-        f"--strict: route {route} would run nodes of forced stages off their EP: " + "; ".join(why for _, why in problems),
+        f"--strict: route {route.effective or route.label} would run nodes of forced stages off their EP: "
+        + "; ".join(why for _, why in problems),
         "drop --strict to measure the mixed route as it is, limit the route with --stages" + hint
         + ", or pick an EP with kernels for these ops",
     )

@@ -25,44 +25,10 @@ from dataclasses import dataclass, field
 from winml_perf import eps
 from winml_perf.bundle.config import GenaiConfig, Stage
 from winml_perf.errors import BundleError, EPUnavailableError, UsageError, WinmlPerfError
+from winml_perf.model.route import CPU, StageRoute
 
-CPU = "CPUExecutionProvider"
 DEVICE_TYPE_EPS = ("OpenVINOExecutionProvider", "VitisAIExecutionProvider")
 """EPs whose provider options carry a ``device_type`` taken from the resolved device."""
-
-
-@dataclass(frozen=True)
-class StageRoute:
-    stage: str
-    files: tuple[str, ...]
-    ep_before: str  # canonical name, or the unknown genai key as written
-    ep_after: str
-    provider_options_before: tuple[dict, ...]
-    provider_options_after: tuple[dict, ...]
-    forced: bool
-    options_source: str  # "config" | "cpu" | "own" | "borrowed:<stage>" | "default"
-    run_on_prompt: bool = True
-    run_on_token_gen: bool = True
-    is_lm_head: bool = False
-
-    @property
-    def changed(self) -> bool:
-        return self.provider_options_before != self.provider_options_after
-
-    def to_dict(self) -> dict:
-        return {
-            "stage": self.stage,
-            "files": list(self.files),
-            "ep_before": self.ep_before,
-            "ep_after": self.ep_after,
-            "provider_options_before": copy.deepcopy(list(self.provider_options_before)),
-            "provider_options_after": copy.deepcopy(list(self.provider_options_after)),
-            "forced": self.forced,
-            "options_source": self.options_source,
-            "run_on_prompt": self.run_on_prompt,
-            "run_on_token_gen": self.run_on_token_gen,
-            "is_lm_head": self.is_lm_head,
-        }
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import typer
 from tabulate import tabulate
@@ -19,6 +19,7 @@ from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
 from winml_perf.commands.synth import synth
 from winml_perf.errors import BundleError, UsageError
+from winml_perf.model.route import OK, StageRoute, with_placements
 
 FORMATS = ("table", "json")
 
@@ -60,14 +61,14 @@ def _ep_label(name: str) -> str:
     return eps.ep_alias(name) if eps.is_known_ep(name) else f"{name} (unknown)"
 
 
-def stage_rows(stage_dicts: list[dict]) -> list[list[str]]:
+def stage_rows(stages: Sequence[StageRoute]) -> list[list[str]]:
     rows = []
-    for s in stage_dicts:
-        flags = "".join(("P" if s["run_on_prompt"] else "-", "T" if s["run_on_token_gen"] else "-", " lm_head" if s["is_lm_head"] else ""))
-        before, after = _ep_label(s["ep_before"]), _ep_label(s["ep_after"])
-        route = f"{before} -> {after}" if s["forced"] else f"{before} (config)"
-        opts = json.dumps(s["provider_options_after"]) if s["provider_options_after"] else "[] (cpu)"
-        rows.append([s["stage"], ", ".join(s["files"]), flags, route, opts])
+    for s in stages:
+        flags = "".join(("P" if s.run_on_prompt else "-", "T" if s.run_on_token_gen else "-", " lm_head" if s.is_lm_head else ""))
+        before, after = _ep_label(s.ep_before), _ep_label(s.ep_after)
+        route = f"{before} -> {after}" if s.forced else f"{before} (config)"
+        opts = json.dumps(list(s.provider_options_after)) if s.provider_options_after else "[] (cpu)"
+        rows.append([s.stage, ", ".join(s.files), flags, route, opts])
     return rows
 
 
@@ -75,26 +76,14 @@ _HEADERS = ("stage", "file", "P/T", "EP before -> after", "provider_options afte
 _PLACEMENT_HEADERS = ("nodes per EP", "CPU fallback ops")
 
 
-def _with_placement(plan, stage_dicts: list[dict]) -> list[dict]:
-    """Each stage dict with its measured ``placement`` (and ``ep_actual`` when it ran wholly elsewhere)."""
-    from winml_perf.bundle.placement import measure_config
-
-    by_stage = {p.stage: p for p in measure_config(plan.config)}
-    out = []
-    for s in stage_dicts:
-        p = by_stage[s["stage"]]
-        out.append({**s, "placement": p.to_dict(), **({"ep_actual": p.ep_actual} if p.ep_actual else {})})
-    return out
-
-
-def placement_cells(stage: dict) -> list[str]:
+def placement_cells(stage: StageRoute) -> list[str]:
     from winml_perf.bundle.placement import nodes_text, ops_text
 
-    p = stage.get("placement") or {}
-    if p.get("status") != "ok":
-        return [nodes_text(p), p.get("error") or "-"]
-    ops = ops_text(p.get("cpu_fallback_ops") or {}) or "-"
-    return [nodes_text(p), ops + (f" (all on {_ep_label(stage['ep_actual'])})" if stage.get("ep_actual") else "")]
+    p = stage.placement
+    if p is None or p.status != OK:
+        return [nodes_text(p), (p.error if p is not None else None) or "-"]
+    ops = ops_text(p.cpu_fallback_ops) or "-"
+    return [nodes_text(p), ops + (f" (all on {_ep_label(stage.ep_actual)})" if stage.ep_actual else "")]
 
 
 @app.command("show")
@@ -110,17 +99,20 @@ def show_command(
     _check_format(format)
     target = target_for(ep, device)
     plan = plan_for(bundle, target, parse_stages(stages))
-    stage_dicts = [s.to_dict() for s in plan.stages]
+    route_stages = plan.stages
     if placement:
-        stage_dicts = _with_placement(plan, stage_dicts)
+        from winml_perf.bundle.placement import measure_config
+
+        route_stages = with_placements(plan.stages, measure_config(plan.config))
     if format == "json":
-        payload = {"bundle": str(bundle), "kind": plan.config.kind, "target": target.to_dict(), **plan.to_dict(), "stages": stage_dicts}
+        payload = {"bundle": str(bundle), "kind": plan.config.kind, "target": target.to_dict(), **plan.to_dict(),
+                   "stages": [s.to_dict() for s in route_stages]}
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
     print(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}")
-    rows, headers = stage_rows(stage_dicts), _HEADERS
+    rows, headers = stage_rows(route_stages), _HEADERS
     if placement:
-        rows, headers = [r + placement_cells(s) for r, s in zip(rows, stage_dicts)], _HEADERS + _PLACEMENT_HEADERS
+        rows, headers = [r + placement_cells(s) for r, s in zip(rows, route_stages)], _HEADERS + _PLACEMENT_HEADERS
     print(tabulate(rows, headers=headers, tablefmt="github"))
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -152,22 +144,21 @@ def prepare_command(
             raise UsageError("--stages applies to genai bundles, not to an .onnx model", "drop --stages")
         return _prepare_onnx_model(bundle, target, graph_optimization_level, session_config, compile_timeout,
                                    verify_sources, ep_library, format)
-    prepared = prepare_route(bundle, target, parse_stages(stages), compile, verify_sources,
-                             require_available=False, compile_timeout_s=compile_timeout)
-    for w in prepared.warnings:
+    route = prepare_route(bundle, target, parse_stages(stages), compile, verify_sources,
+                          require_available=False, compile_timeout_s=compile_timeout)
+    for w in route.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if format == "json":
-        sys.stdout.write(json.dumps(prepared.to_dict(), indent=2) + "\n")
+        sys.stdout.write(json.dumps(route.to_dict(), indent=2) + "\n")
         return
-    stage_dicts = prepared.stage_dicts()
-    rows = [r + placement_cells(s) for r, s in zip(stage_rows(stage_dicts), stage_dicts)]
+    rows = [r + placement_cells(s) for r, s in zip(stage_rows(route.stages), route.stages)]
     print(tabulate(rows, headers=_HEADERS + _PLACEMENT_HEADERS, tablefmt="github"), file=sys.stderr)
-    print(f"route={prepared.route} cache={prepared.cache} ({prepared.cache_reason}) prepare={prepared.prepare_ms:.0f} ms"
-          + (f" compile={prepared.compile_ms:.0f} ms" if compile else "")
-          + f" placement={prepared.placement_cache or 'not cached'} ({prepared.placement_reason})", file=sys.stderr)
-    for c in prepared.compile:
-        print(f"compile {', '.join(c['stages'])}: {c['status']}" + (f" ({c['reason']})" if c["reason"] else ""), file=sys.stderr)
-    print(prepared.path)
+    print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) prepare={route.prepare_ms:.0f} ms"
+          + (f" compile={route.compile_ms:.0f} ms" if compile else "")
+          + f" placement={route.placement_cache or 'not cached'} ({route.placement_reason})", file=sys.stderr)
+    for c in route.compile:
+        print(f"compile {', '.join(c.stages)}: {c.status}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
+    print(route.path)
 
 
 def _prepare_onnx_model(model: Path, target, level: str, session_config, compile_timeout: float, verify_sources: bool,
