@@ -165,7 +165,7 @@ def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: 
     if req.runtime == "winml-genai":
         from winml_perf.bundle.config import load_config
 
-        load_config(req.path)  # bundle errors (exit 2) before anything else happens
+        _check_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else happens
     routes = prepare_routes(req)
     if req.check_outputs and req.runtime == "winml-genai":
         routes = _with_output_checks(req, routes)
@@ -194,6 +194,20 @@ def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: 
         if store is not None:
             store.close()
     return outcome
+
+
+def _check_static_prompt(config, req: PerfRequest) -> None:
+    """A bundle with a static prompt length S takes only --prompt-tokens S."""
+    static = config.static_prompt_length()
+    if static is None or req.prompt is not None:
+        return
+    stage, length = static
+    asked = req.prompt_tokens or (DEFAULT_PROMPT_TOKENS,)
+    wrong = [n for n in asked if n != length]
+    if wrong:
+        flag = "--prompt-tokens" if req.prompt_tokens else "--prompt-tokens (default 128)"
+        raise UsageError(f"{flag} {','.join(map(str, wrong))}: stage `{stage}` of {req.path} has a static prompt length of {length} tokens",
+                         f"pass --prompt-tokens {length}")
 
 
 def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:

@@ -99,6 +99,19 @@ class GenaiConfig:
         so = self.raw["model"]["decoder"].get("session_options") or {}
         return tuple(copy.deepcopy(so.get("provider_options") or []))
 
+    def static_prompt_length(self) -> tuple[str, int] | None:
+        """(stage, S) when a stage that runs on the prompt takes exactly S tokens (static shapes), else None."""
+        from winml_perf.bundle.onnx_header import input_shapes
+
+        for stage in self.stages:
+            if not stage.run_on_prompt or not (self.bundle / stage.filename).is_file():
+                continue
+            shapes = input_shapes(self.bundle / stage.filename)
+            dims = shapes.get("input_ids") or shapes.get("inputs_embeds") or ()
+            if len(dims) >= 2 and isinstance(dims[1], int):
+                return stage.name, dims[1]
+        return None
+
     def to_dict(self) -> dict:
         return copy.deepcopy(self.raw)
 

@@ -3,7 +3,8 @@
 Needs the ``synth`` extra (torch, transformers, tokenizers, safetensors, onnx, onnx-ir). Steps:
 a Hugging Face folder from a config (no hub access), a byte-level BPE tokenizer trained locally
 on a generated corpus, then onnxruntime-genai's model builder. ``pipeline=True`` splits the
-result into an NPU-style decoder-pipeline bundle (embeddings / context / iterator / lm_head).
+result into an NPU-style decoder-pipeline bundle (embeddings / context / iterator / lm_head);
+``static_npu=True`` also fixes its shapes and routes context and iterator to QNN (synth_static).
 """
 
 from __future__ import annotations
@@ -60,6 +61,10 @@ class SynthSpec:
     seed: int = 0
     context_length: int | None = None
     overrides: dict = field(default_factory=dict)
+    static_npu: bool = False
+    prompt_length: int = 16  # static_npu: the context stage's fixed prompt length S
+    kv_length: int = 128  # static_npu: positions in the fixed KV buffer (prompt + generated)
+    soc_model: str = "60"  # static_npu: QNN soc_model (fp16 precision on HTP needs one)
 
     def architecture(self) -> str:
         return self.arch or DEFAULT_ARCH[self.preset]
@@ -72,6 +77,9 @@ def check_spec(spec: SynthSpec) -> None:
         raise UsageError(f"--arch {spec.arch!r} is unknown", f"use one of: {', '.join(ARCHITECTURES)}")
     if spec.precision not in PRECISIONS:
         raise UsageError(f"--precision {spec.precision!r} is unknown", f"use one of: {', '.join(PRECISIONS)}")
+    if spec.static_npu and not 1 < spec.prompt_length < spec.kv_length:
+        raise UsageError(f"--prompt-length {spec.prompt_length} must be above 1 and below --kv-length {spec.kv_length}",
+                         "the context stage takes S > 1 tokens; the KV buffer must hold the prompt and the generated tokens")
 
 
 def _require_synth_extra() -> None:
@@ -161,12 +169,18 @@ def synthesize(spec: SynthSpec, out_dir: Path, force: bool = False, log=print) -
         log(f"making a random-weight {spec.architecture()} model of shape {spec.preset} (seed {spec.seed})")
         hf_config = make_hf_folder(spec, hf_dir)
         log(f"building with onnxruntime-genai's model builder (-p {spec.precision} -e {spec.execution_provider})")
-        extra = ["exclude_embeds=true", "exclude_lm_head=true", "filename=transformer.onnx"] if spec.pipeline else []
+        pipeline = spec.pipeline or spec.static_npu
+        extra = ["exclude_embeds=true", "exclude_lm_head=true", "filename=transformer.onnx"] if pipeline else []
         run_builder(hf_dir, build_dir, tmp / "cache", spec.precision, spec.execution_provider, extra)
-        if spec.pipeline:
+        if pipeline:
             from winml_perf.bundle.synth_pipeline import make_pipeline
 
             make_pipeline(build_dir, hf_dir, hf_config, spec.precision, spec.quantize_lm_head)
+        if spec.static_npu:
+            from winml_perf.bundle.synth_static import make_static
+
+            log(f"fixing shapes: context {spec.prompt_length} tokens, iterator 1, KV buffer {spec.kv_length}; both on QNN")
+            make_static(build_dir, spec.prompt_length, spec.kv_length, spec.soc_model)
         _write_provenance(build_dir, spec)
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -183,6 +197,8 @@ def _write_provenance(build_dir: Path, spec: SynthSpec) -> None:
 
     info = {"made_by": f"winml-perf {__version__} bundle synth", "onnxruntime_genai": og.__version__,
             "preset": spec.preset, "arch": spec.architecture(), "precision": spec.precision,
-            "execution_provider": spec.execution_provider, "pipeline": spec.pipeline, "quantize_lm_head": spec.quantize_lm_head, "seed": spec.seed,
+            "execution_provider": spec.execution_provider, "pipeline": spec.pipeline or spec.static_npu, "quantize_lm_head": spec.quantize_lm_head, "seed": spec.seed,
             "overrides": spec.overrides, "random_weights": True}
+    if spec.static_npu:
+        info["static_npu"] = {"prompt_length": spec.prompt_length, "kv_length": spec.kv_length, "soc_model": spec.soc_model}
     (build_dir / "synth.json").write_text(json.dumps(info, indent=2) + "\n")

@@ -20,6 +20,10 @@ def synth(
     execution_provider: Annotated[str, typer.Option("-e", "--execution-provider", help="Builder target EP.")] = "cpu",
     pipeline: Annotated[bool, typer.Option("--pipeline", help="Split into an NPU-style decoder-pipeline bundle.")] = False,
     quantize_lm_head: Annotated[bool, typer.Option("--quantize-lm-head", help="Pipeline: int4 MatMulNBits lm_head (default fp32/fp16 MatMul).")] = False,
+    static_npu: Annotated[bool, typer.Option("--static-npu", help="Static-shape pipeline with context and iterator on QNN (implies --pipeline).")] = False,
+    prompt_length: Annotated[int, typer.Option(help="--static-npu: the context stage's fixed prompt length.")] = 16,
+    kv_length: Annotated[int, typer.Option(help="--static-npu: KV buffer positions (prompt + generated tokens).")] = 128,
+    soc_model: Annotated[str, typer.Option(help="--static-npu: QNN soc_model for the context and iterator stages.")] = "60",
     seed: Annotated[int, typer.Option(help="Seed for weights and tokenizer corpus.")] = 0,
     context_length: Annotated[Optional[int], typer.Option(help="Override max_position_embeddings.")] = None,
     layers: Annotated[Optional[int], typer.Option(help="Override the number of layers (smaller test bundles).")] = None,
@@ -29,7 +33,8 @@ def synth(
     """Make a random-weight onnxruntime-genai bundle (needs the `synth` extra; no hub access)."""
     overrides = {"num_hidden_layers": layers} if layers else {}
     spec = SynthSpec(preset=preset, arch=arch, precision=precision, execution_provider=execution_provider,
-                     pipeline=pipeline, quantize_lm_head=quantize_lm_head, seed=seed, context_length=context_length, overrides=overrides)
+                     pipeline=pipeline, quantize_lm_head=quantize_lm_head, seed=seed, context_length=context_length, overrides=overrides,
+                     static_npu=static_npu, prompt_length=prompt_length, kv_length=kv_length, soc_model=soc_model)
     summary = synthesize(spec, output, force=force, log=lambda m: print(m, file=sys.stderr))
     if fmt == "json":
         print(json.dumps(summary, indent=2))
