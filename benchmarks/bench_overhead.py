@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 
 from winml_perf.bench import stats
-from winml_perf.bench.runner import metric_values, run_cell
+from winml_perf.bench.runner import run_cell
+from winml_perf.model.metrics import metric_values
 from winml_perf.bench.spec import CellSpec, IterationPolicy, SessionSpec, WarmupPolicy
 from winml_perf.session.genai_session import GenaiSession
 

@@ -10,6 +10,7 @@ import random
 from typing import Sequence
 
 from winml_perf.bench import stats
+from winml_perf.model import metrics as M
 
 ENV_BASE = {
     "hostname": "bench-01",
@@ -46,11 +47,11 @@ def _metrics(samples: Sequence[dict]) -> dict:
         for s in samples:
             steps = s["decode_step_ms"]
             if name == "decode_tokens_per_s":
-                out.append(stats.decode_tokens_per_s(steps))
+                out.append(M.decode_tokens_per_s(steps))
             elif name == "tpot_ms":
-                out.append(stats.tpot_ms(steps))
+                out.append(M.tpot_ms(steps))
             elif name == "prompt_tokens_per_s":
-                out.append(stats.tokens_per_s(s["prompt_tokens"], s["prompt_ms"]))
+                out.append(M.tokens_per_s(s["prompt_tokens"], s["prompt_ms"]))
             else:
                 out.append(s[name])
         return out

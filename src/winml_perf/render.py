@@ -5,6 +5,7 @@ from __future__ import annotations
 from tabulate import tabulate
 
 from winml_perf.model.route import Route, StagePlacement
+from winml_perf.model import metrics as M
 
 
 def _f(value, digits: int = 1) -> str:
@@ -14,23 +15,24 @@ def _f(value, digits: int = 1) -> str:
 def _token_row(c: dict) -> list:
     s = c["summary"]
     ci = s.get("primary_ci95_half_width_pct")
-    return [c["route"]["label"], c["shape"]["prompt_tokens"], c["shape"]["max_new_tokens"], _f(s.get("ttft_ms"), 2),
-            _f(s.get("prompt_tokens_per_s")), _f(s.get("decode_tokens_per_s")), _f(s.get("itl_ms_p50"), 2),
-            _f(s.get("itl_ms_p90"), 2), _f(s.get("itl_ms_p99"), 2), _f(s.get("e2e_ms")), s.get("iterations"),
-            "-" if ci is None else f"±{ci:.1f}%", _f((c.get("memory") or {}).get("peak_rss_bytes", 0) / 2**20, 0)]
+    itl = [_f(s.get(f"{M.ITL.name}_{q}"), 2) for q in ("p50", "p90", "p99")]
+    return [c["route"]["label"], c["shape"]["prompt_tokens"], c["shape"]["max_new_tokens"], _f(s.get(M.TTFT.name), 2),
+            _f(s.get(M.PROMPT_THROUGHPUT.name)), _f(s.get(M.DECODE_THROUGHPUT.name)), *itl, _f(s.get(M.E2E.name)),
+            s.get("iterations"), "-" if ci is None else f"±{ci:.1f}%",
+            _f((c.get("memory") or {}).get(M.PEAK_RSS.name, 0) / 2**20, 0)]
 
 
 def _latency_row(c: dict) -> list:
-    s, m = c["summary"], c.get("metrics", {}).get("latency_ms", {})
+    s, m = c["summary"], c.get("metrics", {}).get(M.LATENCY.name, {})
     ci = s.get("primary_ci95_half_width_pct")
-    return [c["route"]["label"], _f(s.get("latency_ms"), 3), _f(m.get("p90"), 3), _f(m.get("p99"), 3),
-            _f(s.get("inferences_per_s")), s.get("iterations"), "-" if ci is None else f"±{ci:.1f}%",
-            _f((c.get("load") or {}).get("model_load_ms"), 1)]
+    return [c["route"]["label"], _f(s.get(M.LATENCY.name), 3), _f(m.get("p90"), 3), _f(m.get("p99"), 3),
+            _f(s.get(M.INFERENCE_RATE.name)), s.get("iterations"), "-" if ci is None else f"±{ci:.1f}%",
+            _f((c.get("load") or {}).get(M.MODEL_LOAD.name), 1)]
 
 
-TOKEN_HEAD = ["route", "prompt", "new", "TTFT ms", "prompt tok/s", "decode tok/s", "ITL p50 ms", "p90", "p99",
-              "e2e ms", "iters", "CI95", "peak RSS MiB"]
-LATENCY_HEAD = ["route", "median ms", "p90 ms", "p99 ms", "inferences/s", "iters", "CI95", "load ms"]
+TOKEN_HEAD = ["route", "prompt", "new", M.TTFT.label, M.PROMPT_THROUGHPUT.label, M.DECODE_THROUGHPUT.label, "ITL p50 ms", "p90",
+              "p99", M.E2E.label, "iters", "CI95", "peak RSS MiB"]
+LATENCY_HEAD = ["route", "median ms", "p90 ms", "p99 ms", M.INFERENCE_RATE.label, "iters", "CI95", M.MODEL_LOAD.label]
 
 
 def _placement_text(placement: StagePlacement | None) -> str:

@@ -14,7 +14,7 @@ from winml_perf.bench.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPo
 from winml_perf.bench.sweep import run_sweep
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.devices import resolve_target
-from winml_perf.results.record import validate_record
+from winml_perf.results.validation import validate_record
 
 pytestmark = pytest.mark.e2e
 

@@ -1,4 +1,4 @@
-"""FakeSession: a deterministic session with scripted timings at the TimedSession seam.
+"""FakeSession: a deterministic session with scripted timings at the measurement seam (generate_timed / run_timed).
 
 It sleeps for nothing: generate_timed returns the timings its script says, instantly, so runner,
 statistics, sweeps, interleaving and isolation tests are exact and fast. Script keys (all in
@@ -36,7 +36,7 @@ import time
 from pathlib import Path
 
 from winml_perf.bench.spec import SessionSpec
-from winml_perf.session.base import GenerationTiming
+from winml_perf.model.sample import GenerationTiming
 
 
 class FakeSession:

@@ -13,7 +13,8 @@ from tests.results_fakes import GOLDEN_RUN_A, GOLDEN_RUN_B, assert_golden, golde
 from winml_perf.errors import UsageError
 from winml_perf.results import load
 from winml_perf.results.export import export, gab_entries, latest_per_series
-from winml_perf.results.rows import bigger_is_better, metric_unit
+from winml_perf.model.metrics import bigger_is_better
+from winml_perf.model.metrics import unit as metric_unit
 from winml_perf.results.store import open_store
 
 

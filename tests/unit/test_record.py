@@ -12,7 +12,8 @@ from winml_perf.bench.spec import IterationPolicy, RouteSpec, expand_sweep
 from winml_perf.bench.sweep import run_sweep
 from winml_perf.errors import StoreError
 from winml_perf.model.route import CPU, Route, StageRoute
-from winml_perf.results.record import SCHEMA_VERSION, CellRecord, RunRecord, load_schema, record_from_dict, validate_record
+from winml_perf.results.record import SCHEMA_VERSION, CellRecord, RunRecord, load_schema, record_from_dict
+from winml_perf.results.validation import validate_record
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,8 @@ from winml_perf.bench.spec import CellSpec, IterationPolicy, PromptSpec, RouteSp
 from winml_perf.bench.sweep import run_sweep
 from winml_perf.errors import UsageError
 from winml_perf.model.route import CPU, Route, StageRoute
-from winml_perf.results.record import validate_record
+from winml_perf.model.metrics import metric_values
+from winml_perf.results.validation import validate_record
 
 
 def cell(prompt=16, new=8, warmup=WarmupPolicy(count=2), iterations=IterationPolicy(iterations=5), label="config", **opts) -> CellSpec:
@@ -37,7 +38,7 @@ def test_fixed_iterations_measure_exact_scripted_numbers():
     s = r.samples[0]
     assert (s.prompt_tokens, s.new_tokens, len(s.decode_step_ms)) == (16, 8, 7)
     assert r.prompt_info["tokens"] == 16 and r.prompt_info["mode"] == "synthetic"
-    metrics = {m: stats.median(runner.metric_values(r.samples, m)) for m in ("prompt_tokens_per_s", "decode_tokens_per_s", "tpot_ms")}
+    metrics = {m: stats.median(metric_values(r.samples, m)) for m in ("prompt_tokens_per_s", "decode_tokens_per_s", "tpot_ms")}
     assert metrics["prompt_tokens_per_s"] == pytest.approx(2000.0)  # 16 tokens / 8 ms
     assert metrics["decode_tokens_per_s"] == pytest.approx(100.0)  # 7 steps / 70 ms
     assert metrics["tpot_ms"] == pytest.approx(10.0)
@@ -58,7 +59,7 @@ def test_adaptive_stops_when_the_median_ci_is_tight_enough_and_is_deterministic(
     a = run(cell(iterations=policy, jitter_pct=3.0, jitter_seed=7))
     b = run(cell(iterations=policy, jitter_pct=3.0, jitter_seed=7))
     assert a.stop_reason == "ci_target"
-    values = runner.metric_values(a.samples, "decode_tokens_per_s")
+    values = metric_values(a.samples, "decode_tokens_per_s")
     assert 8 <= len(values) < 400
     assert stats.ci_half_width_pct(values) <= 1.0
     assert stats.ci_half_width_pct(values[:-1]) > 1.0 or len(values) == 8  # it stopped at the first chance

@@ -73,14 +73,6 @@ def test_warmup_settles_when_the_last_window_is_flat():
     assert not stats.warmup_settled([5.0, 5.0], window=3)
 
 
-def test_throughputs_are_derived_from_volume_and_latency():
-    assert stats.decode_tokens_per_s([10.0, 10.0, 10.0, 10.0]) == pytest.approx(100.0)  # 4 steps / 40 ms
-    assert stats.tpot_ms([8.0, 12.0]) == 10.0
-    assert stats.tokens_per_s(128, 64.0) == pytest.approx(2000.0)
-    assert math.isnan(stats.decode_tokens_per_s([]))
-    assert math.isnan(stats.tokens_per_s(0, 10.0))
-
-
 def test_summary_collects_everything_and_serialises_nan_as_null():
     s = stats.summarize([1.0, 2.0, 3.0, 4.0, 100.0])
     assert (s.n, s.median, s.min, s.max, s.outlier_indices) == (5, 3.0, 1.0, 100.0, (4,))

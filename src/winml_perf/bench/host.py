@@ -16,23 +16,8 @@ from typing import Any, Callable
 from winml_perf.bench import stats
 from winml_perf.bench.factory import register_plugins
 from winml_perf.bench.memory import MemorySampler
-from winml_perf.bench.result import IterationSample
+from winml_perf.model.sample import IterationSample
 from winml_perf.bench.spec import CellSpec, PromptSpec, SessionSpec
-
-
-def sample_from_timing(timing: Any, round_index: int = 0) -> IterationSample:
-    """GenerationTiming (session/base.py) -> IterationSample."""
-    return IterationSample(
-        latency_ms=float(timing.e2e_ms),
-        prompt_tokens=int(timing.prompt_tokens),
-        new_tokens=int(timing.new_tokens),
-        prompt_ms=float(timing.prompt_ms),
-        ttft_ms=float(timing.ttft_ms),
-        decode_step_ms=tuple(float(x) for x in timing.decode_step_ms),
-        e2e_ms=float(timing.e2e_ms),
-        round_index=round_index,
-        token_ids=tuple(int(t) for t in getattr(timing, "token_ids", ()) or ()),
-    )
 
 
 def build_prompt_ids(session: Any, prompt: PromptSpec, n_tokens: int | None) -> tuple[list[int], dict]:
@@ -97,7 +82,7 @@ class SessionHost:
         t0 = time.perf_counter() if first else 0.0
         if self.spec.token_based:
             timing = self.session.generate_timed(self._prompt_ids, cell.max_new_tokens)
-            sample = sample_from_timing(timing, round_index)
+            sample = IterationSample.from_timing(timing, round_index)
         else:
             sample = IterationSample(latency_ms=float(self.session.run_timed()), round_index=round_index)
         if first:

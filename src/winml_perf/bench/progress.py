@@ -9,6 +9,8 @@ import math
 import sys
 from typing import Any, Protocol
 
+from winml_perf.model.metrics import get
+
 
 class Progress(Protocol):
     def sweep_started(self, total_cells: int) -> None: ...
@@ -40,7 +42,8 @@ class NullProgress:
 def _fmt(metric: str, value: float) -> str:
     if value is None or math.isnan(value):
         return "-"
-    unit = {"decode_tokens_per_s": "tok/s", "e2e_ms": "ms", "latency_ms": "ms"}.get(metric, "")
+    m = get(metric)
+    unit = m.short_unit if m else ""
     return f"{value:,.2f} {unit}".strip()
 
 

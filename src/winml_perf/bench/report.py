@@ -11,49 +11,35 @@ from typing import Any, Mapping, Sequence
 from winml_perf.bench import stats
 from winml_perf.bench import warnings as W
 from winml_perf.bench.equivalence import check_output
-from winml_perf.bench.result import CellResult, IterationSample
-from winml_perf.bench.runner import metric_values
+from winml_perf.bench.result import CellResult
 from winml_perf.bench.spec import finite_or_none
+from winml_perf.model.metrics import DECODE_THROUGHPUT, POOLED, get, metric_values, session_metrics
+from winml_perf.model.sample import IterationSample
 from winml_perf.results.record import CellRecord, RunRecord
-
-#: Per-iteration metrics of a token session (one value per iteration; summaries over iterations).
-TOKEN_METRICS = ("prompt_ms", "ttft_ms", "e2e_ms", "prompt_tokens_per_s", "decode_tokens_per_s", "tpot_ms")
-#: Metrics of a plain inference session.
-LATENCY_METRICS = ("latency_ms",)
-#: Inter-token latency: every decode step of every iteration pooled.
-ITL_METRIC = "itl_ms"
-
 
 def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
 def cell_metrics(result: CellResult) -> dict[str, stats.Summary]:
+    """Summary statistics of every metric this kind of session measures (model/metrics.py)."""
     samples = result.samples
     if not samples or not result.ok:  # a failed cell keeps its raw samples but states no numbers
         return {}
-    if result.cell.session.token_based:
-        out = {m: stats.summarize(metric_values(samples, m)) for m in TOKEN_METRICS}
-        steps = [x for s in samples for x in s.decode_step_ms]
-        if steps:
-            out[ITL_METRIC] = stats.summarize(steps)
-        else:  # one new token per iteration: no decode steps
-            for m in ("decode_tokens_per_s", "tpot_ms"):
-                out.pop(m, None)
-        return out
-    out = {m: stats.summarize(metric_values(samples, m)) for m in LATENCY_METRICS}
-    out["inferences_per_s"] = stats.summarize([1000.0 / v for v in metric_values(samples, "latency_ms") if v > 0])
-    return out
+    has_steps = any(s.decode_step_ms for s in samples)  # one new token per iteration: no decode steps
+    return {m.name: stats.summarize(metric_values(samples, m.name))
+            for m in session_metrics(result.cell.session.token_based) if has_steps or not m.needs_decode_steps}
 
 
 def headline(result: CellResult, metrics: Mapping[str, stats.Summary]) -> dict[str, Any]:
-    """Flat scalars for tables and stores: medians (their CI for the primary metric), ITL percentiles."""
+    """Flat scalars for tables and stores: medians (their CI for the primary metric), percentiles of pooled metrics."""
     primary = result.cell.primary_metric
     out: dict[str, Any] = {"primary_metric": primary, "iterations": len(result.samples), "warmup_iterations": len(result.warmup_samples)}
     for name, s in metrics.items():
-        if name == ITL_METRIC:
-            for q in ("p50", "p90", "p95", "p99"):
-                out[f"itl_ms_{q}"] = finite_or_none(getattr(s, q))
+        m = get(name)
+        if m is not None and m.source == POOLED:
+            for q in m.percentiles:
+                out[f"{name}_{q}"] = finite_or_none(getattr(s, q))
         else:
             out[name] = finite_or_none(s.median)
     p = metrics.get(primary)
@@ -113,7 +99,7 @@ def cell_record(result: CellResult, *, run_id: str, environment: Mapping[str, An
     if bandwidth is not None and cell.session.token_based and result.ok:
         from winml_perf.bench.roofline import roofline, weights_bytes_per_token
 
-        roof = roofline(summary.get("decode_tokens_per_s"), bandwidth, weights_bytes_per_token(cell.session.path, cell.route))
+        roof = roofline(summary.get(DECODE_THROUGHPUT.name), bandwidth, weights_bytes_per_token(cell.session.path, cell.route))
     route = replace(cell.route, actual=dict(result.route_actual)) if result.route_actual else cell.route
     return CellRecord(
         run_id=run_id, cell_id=uuid.uuid4().hex, cell_key=cell.key, cell_index=result.index, status=result.status,

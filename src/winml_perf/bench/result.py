@@ -1,7 +1,6 @@
-"""What the runner measured: raw samples, load phases, failures and the cell result (picklable).
-
-Token sessions fill the token fields; a plain inference session (runtime 'winml') fills only
-``latency_ms`` per iteration, so one CellResult shape serves both.
+"""What the runner measured: load phases, failures and the cell result with its raw samples
+(model/sample.py IterationSample); all picklable. One CellResult shape serves token sessions and
+plain inference sessions alike.
 """
 
 from __future__ import annotations
@@ -10,45 +9,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from winml_perf.bench.spec import CellSpec, finite_or_none
-
-
-@dataclass(frozen=True)
-class IterationSample:
-    """One measured (or warmup) iteration. ``latency_ms`` is the iteration's wall time as the
-    session measured it (e2e for generation). ``round_index`` pairs iterations of interleaved routes."""
-
-    latency_ms: float
-    prompt_tokens: int | None = None
-    new_tokens: int | None = None
-    prompt_ms: float | None = None
-    ttft_ms: float | None = None
-    decode_step_ms: tuple[float, ...] = ()
-    e2e_ms: float | None = None
-    round_index: int = 0
-    token_ids: tuple[int, ...] = field(default=(), repr=False)
-
-    def to_dict(self, keep_token_ids: bool = False) -> dict:
-        d = {
-            "round_index": self.round_index,
-            "latency_ms": finite_or_none(self.latency_ms),
-            "prompt_tokens": self.prompt_tokens,
-            "new_tokens": self.new_tokens,
-            "prompt_ms": finite_or_none(self.prompt_ms),
-            "ttft_ms": finite_or_none(self.ttft_ms),
-            "decode_step_ms": [float(x) for x in self.decode_step_ms],
-            "e2e_ms": finite_or_none(self.e2e_ms),
-        }
-        if keep_token_ids:
-            d["token_ids"] = list(self.token_ids)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "IterationSample":
-        return cls(
-            latency_ms=d["latency_ms"], prompt_tokens=d.get("prompt_tokens"), new_tokens=d.get("new_tokens"),
-            prompt_ms=d.get("prompt_ms"), ttft_ms=d.get("ttft_ms"), decode_step_ms=tuple(d.get("decode_step_ms") or ()),
-            e2e_ms=d.get("e2e_ms"), round_index=int(d.get("round_index", 0)), token_ids=tuple(d.get("token_ids") or ()),
-        )
+from winml_perf.model.sample import IterationSample
 
 
 @dataclass(frozen=True)

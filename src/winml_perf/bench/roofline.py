@@ -159,8 +159,8 @@ def weights_bytes_per_token(path: str | Path, route: Route | None = None) -> dic
     return out
 
 
-def roofline(decode_tokens_per_s: float | None, bandwidth: Mapping[str, Any] | None, weights: Mapping[str, Any]) -> dict[str, Any]:
-    """fraction = measured decode tok/s / (bandwidth / bytes of weights per token)."""
+def roofline(decode_rate: float | None, bandwidth: Mapping[str, Any] | None, weights: Mapping[str, Any]) -> dict[str, Any]:
+    """fraction = measured decode rate (tokens/s) / (bandwidth / bytes of weights per token)."""
     bw = (bandwidth or {}).get("bandwidth_bytes_per_s")
     per_token = weights.get("weights_bytes_per_token")
     out: dict[str, Any] = {
@@ -175,6 +175,6 @@ def roofline(decode_tokens_per_s: float | None, bandwidth: Mapping[str, Any] | N
         out["note"] += f"; weights under {SMALL_MODEL_BYTES // 2**20} MiB may stay in CPU caches and beat the bound"
     if bw and per_token:
         out["bound_tokens_per_s"] = bw / per_token
-        if decode_tokens_per_s and math.isfinite(decode_tokens_per_s):
-            out["fraction_of_bound"] = decode_tokens_per_s / out["bound_tokens_per_s"]
+        if decode_rate and math.isfinite(decode_rate):
+            out["fraction_of_bound"] = decode_rate / out["bound_tokens_per_s"]
     return out

@@ -22,8 +22,10 @@ from winml_perf.bench.factory import open_session
 from winml_perf.bench.host import SessionHost
 from winml_perf.bench.isolate import ChildCrashed, ChildError, ChildFailure, ChildHost, ChildTimeout
 from winml_perf.bench.progress import NullProgress, Progress
-from winml_perf.bench.result import CellFailure, CellResult, IterationSample, LoadPhases
+from winml_perf.bench.result import CellFailure, CellResult, LoadPhases
 from winml_perf.bench.spec import CellSpec, IterationPolicy
+from winml_perf.model.metrics import metric_values
+from winml_perf.model.sample import IterationSample
 
 STOP_ITERATIONS = "iterations"
 STOP_CI_TARGET = "ci_target"
@@ -36,22 +38,6 @@ def utc_now() -> str:
 
 
 # -- pure rules ------------------------------------------------------------------------------------
-def metric_value(sample: IterationSample, metric: str) -> float:
-    """One iteration's value of a per-iteration metric (derived from volume and latency)."""
-    if metric == "decode_tokens_per_s":
-        return stats.decode_tokens_per_s(sample.decode_step_ms)
-    if metric == "prompt_tokens_per_s":
-        return stats.tokens_per_s(sample.prompt_tokens or 0, sample.prompt_ms or math.nan)
-    if metric == "tpot_ms":
-        return stats.tpot_ms(sample.decode_step_ms)
-    value = getattr(sample, metric)
-    return math.nan if value is None else float(value)
-
-
-def metric_values(samples: Sequence[IterationSample], metric: str) -> list[float]:
-    return [metric_value(s, metric) for s in samples]
-
-
 def stop_reason(policy: IterationPolicy, values: Sequence[float], measure_s: float) -> str | None:
     """Why to stop measuring a cell now, or None to go on.
 

@@ -13,6 +13,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from winml_perf.errors import UsageError
 from winml_perf.model.route import Route
+from winml_perf.model import metrics
 
 Runtime = Literal["winml-genai", "winml"]
 RUNTIMES = ("winml-genai", "winml")
@@ -223,9 +224,7 @@ class CellSpec:
     @property
     def primary_metric(self) -> str:
         """The metric the adaptive stopping rule and the variation warning look at."""
-        if self.session.token_based:
-            return "decode_tokens_per_s" if (self.max_new_tokens or 0) > 1 else "e2e_ms"
-        return "latency_ms"
+        return metrics.primary_metric(self.session.token_based, self.max_new_tokens)
 
 
 def _positive_ints(values: Sequence[int] | None, flag: str) -> list:

@@ -1,7 +1,8 @@
 """Statistics of benchmark samples: pure functions, named constants, cited methods.
 
 Nothing here runs inside a timing loop; the runner collects raw samples first and calls these
-afterwards. Functions take plain sequences of floats and never mutate them.
+afterwards. Functions take plain sequences of floats and never mutate them. How one iteration's
+metrics derive from its timings is model/metrics.py's business; this module summarises them.
 
 Methods:
 - Percentiles: linear interpolation between order statistics, Hyndman & Fan (1996) "Sample
@@ -164,21 +165,6 @@ def warmup_settled(times: Sequence[float], window: int = SETTLE_WINDOW, toleranc
     if med <= 0:
         return False
     return (max(tail) - min(tail)) / med * 100.0 <= tolerance_pct
-
-
-# -- derived throughputs (volume / latency, never measured separately) -----------------------------
-def tokens_per_s(tokens: int, ms: float) -> float:
-    return tokens / (ms / 1000.0) if tokens > 0 and ms and ms > 0 else math.nan
-
-
-def decode_tokens_per_s(decode_step_ms: Sequence[float]) -> float:
-    """Decode throughput of one generation: decode steps / their summed time."""
-    return tokens_per_s(len(decode_step_ms), math.fsum(decode_step_ms))
-
-
-def tpot_ms(decode_step_ms: Sequence[float]) -> float:
-    """Time per output token after the first: the mean decode step of one generation."""
-    return math.fsum(decode_step_ms) / len(decode_step_ms) if decode_step_ms else math.nan
 
 
 @dataclass(frozen=True)

@@ -46,8 +46,9 @@ def _reading(store: Any) -> Iterator["Store"]:
 
 
 def load(store: Any = None, **filters: Any) -> "pd.DataFrame":
-    """Records as a DataFrame, oldest first: identity and grouping columns, then per metric its
-    median (``decode_tokens_per_s``) with ``_ci95_low``, ``_ci95_high``, ``_cv_pct``, ``_n``."""
+    """Records as a DataFrame, oldest first: identity and grouping columns, then per metric of
+    model/metrics.py (in its order) a column of the median, named as the metric, with
+    ``<metric>_ci95_low``, ``_ci95_high``, ``_cv_pct``, ``_n`` beside it."""
     from winml_perf.results.export import frame
 
     with _reading(store) as s:

@@ -19,23 +19,21 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from winml_perf.errors import StoreError, UsageError
+from winml_perf.model.metrics import METRICS, bigger_is_better, get
 from winml_perf.results import significance as sig
-from winml_perf.results.rows import bigger_is_better
 from winml_perf.results.selectors import Selection, select  # noqa: F401  (select is re-exported)
 from winml_perf.results.store import Store
 
-#: Metrics compared by default, in this order, when both sides have them.
-DEFAULT_METRICS = ("decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms", "tpot_ms", "e2e_ms", "latency_ms")
-#: Words used in sentences.
-METRIC_WORDS = {
-    "decode_tokens_per_s": "decode", "prompt_tokens_per_s": "prompt", "ttft_ms": "TTFT", "tpot_ms": "TPOT",
-    "e2e_ms": "end-to-end", "latency_ms": "latency", "prompt_ms": "prompt time",
-}
+#: Metrics compared by default, in table order, when both sides have them.
+DEFAULT_METRICS = tuple(m.name for m in METRICS if m.compared)
+#: Metrics --metric may name: every per-iteration metric the samples table keeps.
+COMPARABLE_METRICS = tuple(m.name for m in METRICS if m.stored)
 GROUP_FIELDS = ("testbed_id", "bundle", "route", "prompt_tokens", "max_new_tokens")
 
 
 def metric_word(metric: str) -> str:
-    return METRIC_WORDS.get(metric, metric)
+    m = get(metric)
+    return m.word if m else metric
 
 
 def shape_label(prompt_tokens: Any, max_new_tokens: Any) -> str:
@@ -75,13 +73,13 @@ def _metrics_present(samples: Iterable[dict], wanted: Sequence[str]) -> list[str
 
 def _choose_metrics(metrics: Sequence[str] | None, base: list[dict], cand: list[dict]) -> list[str]:
     if metrics:
-        unknown = [m for m in metrics if m not in DEFAULT_METRICS and m != "prompt_ms"]
+        unknown = [m for m in metrics if m not in COMPARABLE_METRICS]
         if unknown:
-            raise UsageError(f"--metric {unknown[0]!r} is not a per-iteration metric", f"use one of {', '.join(DEFAULT_METRICS)}, prompt_ms")
+            raise UsageError(f"--metric {unknown[0]!r} is not a per-iteration metric", f"use one of {', '.join(COMPARABLE_METRICS)}")
         return [m for m in metrics if m in _metrics_present(base, metrics) and m in _metrics_present(cand, metrics)]
     both = [m for m in _metrics_present(base, DEFAULT_METRICS) if m in _metrics_present(cand, DEFAULT_METRICS)]
-    if "e2e_ms" in both and "latency_ms" in both:  # a token session's latency is its e2e time
-        both.remove("latency_ms")
+    if any(get(m).token for m in both):  # a token session's latency is its e2e time: compare its token metrics
+        both = [m for m in both if get(m).token]
     return both
 
 

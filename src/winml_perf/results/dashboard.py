@@ -24,16 +24,18 @@ from typing import Any, Mapping, Sequence
 
 from winml_perf.errors import UsageError
 from winml_perf.results import significance as sig
-from winml_perf.results.compare import DEFAULT_METRICS, compare_routes, shape_label
-from winml_perf.results.rows import bigger_is_better, metric_unit
+from winml_perf.model.metrics import METRICS, bigger_is_better
+from winml_perf.results.compare import compare_routes, shape_label
 from winml_perf.results.store import Store
 
 #: Previous ok records pooled into the rolling baseline of a point.
 DEFAULT_WINDOW = 5
 #: A significant change beyond this (percent) is flagged.
 DEFAULT_THRESHOLD_PCT = 5.0
-#: Metrics offered in the page's selector: the per-iteration ones (flagged) and peak RSS (not flagged).
-HISTORY_METRICS = DEFAULT_METRICS + ("peak_rss_bytes",)
+#: Metrics offered in the page's selector, in table order.
+HISTORY_METRICS = tuple(m.name for m in METRICS if m.drawn)
+#: Those flagged against a rolling baseline: the ones with per-iteration samples in the store.
+FLAGGED_METRICS = tuple(m.name for m in METRICS if m.drawn and m.stored)
 SERIES_FIELDS = ("bundle", "route", "testbed_id", "prompt_tokens", "max_new_tokens")
 
 
@@ -90,7 +92,7 @@ def history_series(records: Sequence[dict], metrics: Sequence[dict], samples: Ma
     series = []
     for key in sorted(groups, key=lambda k: tuple("" if v is None else str(v).zfill(12) for v in k)):
         rows = groups[key]
-        flags = {m: rolling_flags(rows, samples, m, window, threshold_pct) for m in DEFAULT_METRICS}
+        flags = {m: rolling_flags(rows, samples, m, window, threshold_pct) for m in FLAGGED_METRICS}
         points = []
         for r in rows:
             ms = by_record.get(r["id"], {})
@@ -150,7 +152,8 @@ def dashboard_data(store: Store, *, window: int = DEFAULT_WINDOW, threshold_pct:
         "records": len(records),
         "window": window,
         "threshold_pct": threshold_pct,
-        "metrics": [{"name": m, "unit": metric_unit(m), "bigger_is_better": bigger_is_better(m)} for m in HISTORY_METRICS if m in present],
+        "metrics": [{"name": m.name, "unit": m.unit, "label": m.label, "bigger_is_better": m.bigger_is_better}
+                    for m in METRICS if m.drawn and m.name in present],
         "series": series,
         "routes": route_panels(store, records, filters),
     }

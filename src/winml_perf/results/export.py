@@ -21,27 +21,24 @@ import pandas as pd
 from tabulate import tabulate
 
 from winml_perf.errors import UsageError
-from winml_perf.results.rows import bigger_is_better, metric_unit
+from winml_perf.model.metrics import (DECODE_THROUGHPUT, E2E, LATENCY, METRICS, POOLED, PROMPT_THROUGHPUT, TTFT, bigger_is_better,
+                                      get, sort_key, unit)
 
 RECORD_COLUMNS = ("id", "record_uid", "run_id", "created_utc", "testbed_id", "hostname", "bundle", "bundle_path", "route",
                   "runtime", "prompt_tokens", "max_new_tokens", "status", "git_commit", "winml_perf_version",
                   "onnxruntime_version", "genai_version", "schema_version", "n_samples")
-#: Metric order in frames; metrics not listed follow alphabetically.
-METRIC_ORDER = ("decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms", "tpot_ms", "e2e_ms", "prompt_ms", "itl_ms",
-                "latency_ms", "inferences_per_s", "peak_rss_bytes", "device_memory_peak_used_bytes", "model_load_ms",
-                "first_generation_ms", "prepare_ms", "compile_ms", "roofline_fraction")
 #: Statistics beside each metric's median in a frame.
 METRIC_STATS = ("ci95_low", "ci95_high", "cv_pct", "n")
-ITL_PERCENTILES = ("p90", "p95", "p99")
 #: Metrics sent to dashboards (BMF, github-action-benchmark): the headline ones.
-DASHBOARD_METRICS = ("decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms", "tpot_ms", "e2e_ms", "itl_ms", "latency_ms",
-                     "inferences_per_s", "peak_rss_bytes", "model_load_ms")
+DASHBOARD_METRICS = tuple(m.name for m in METRICS if m.exported)
 SERIES_FIELDS = ("bundle", "route", "prompt_tokens", "max_new_tokens")
 GAB_DIRECTIONS = {"bigger": "customBiggerIsBetter", "smaller": "customSmallerIsBetter"}
 
 
-def _metric_sort_key(name: str) -> tuple:
-    return (METRIC_ORDER.index(name), "") if name in METRIC_ORDER else (len(METRIC_ORDER), name)
+def _percentiles(name: str) -> tuple[str, ...]:
+    """Percentile columns beside a pooled metric's median (its p50 is the median itself)."""
+    m = get(name)
+    return tuple(q for q in m.percentiles if q != "p50") if m and m.source == POOLED else ()
 
 
 def frame(records: Sequence[Mapping[str, Any]], metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
@@ -56,13 +53,12 @@ def frame(records: Sequence[Mapping[str, Any]], metrics: Sequence[Mapping[str, A
         if m["n"] > 1 or m.get("ci95_low") is not None:
             for s in METRIC_STATS:
                 row[f"{name}_{s}"] = m.get(s)
-            if name == "itl_ms":
-                for q in ITL_PERCENTILES:
-                    row[f"{name}_{q}"] = m.get(q)
+            for q in _percentiles(name):
+                row[f"{name}_{q}"] = m.get(q)
     columns = list(RECORD_COLUMNS)
-    for name in sorted(names, key=_metric_sort_key):
+    for name in sorted(names, key=sort_key):
         columns.append(name)
-        for s in METRIC_STATS + (ITL_PERCENTILES if name == "itl_ms" else ()):
+        for s in METRIC_STATS + _percentiles(name):
             if any(f"{name}_{s}" in r for r in by_record.values()):
                 columns.append(f"{name}_{s}")
     rows = [{**{c: r.get(c) for c in RECORD_COLUMNS}, **by_record.get(r["id"], {})} for r in records]
@@ -115,19 +111,19 @@ def shape_text(row: Mapping[str, Any]) -> str:
     return " ".join(x for x in ((f"p{p}" if p is not None else ""), (f"n{n}" if n is not None else "")) if x) or "-"
 
 
-MARKDOWN_HEADERS = ("id", "when (UTC)", "run", "bundle", "route", "shape", "testbed", "status", "decode tok/s [95% CI]",
-                    "prompt tok/s", "TTFT ms", "e2e ms", "commit")
+MARKDOWN_HEADERS = ("id", "when (UTC)", "run", "bundle", "route", "shape", "testbed", "status",
+                    f"{DECODE_THROUGHPUT.label} [95% CI]", PROMPT_THROUGHPUT.label, TTFT.label, E2E.label, "commit")
 
 
 def summary_rows(df: pd.DataFrame) -> list[list[str]]:
     """The compact rows shared by `results list` and the markdown export."""
     out = []
     for row in frame_rows(df):
-        latency = "e2e_ms" if row.get("e2e_ms") is not None else "latency_ms"
+        latency = E2E.name if row.get(E2E.name) is not None else LATENCY.name
         out.append([
             str(row["id"]), (row["created_utc"] or "")[:16].replace("T", " "), (row["run_id"] or "")[:8], row["bundle"] or "",
             row["route"] or "", shape_text(row), row["testbed_id"] or "", row["status"],
-            _with_ci(row, "decode_tokens_per_s", 1), _num(row.get("prompt_tokens_per_s"), 1), _num(row.get("ttft_ms"), 2),
+            _with_ci(row, DECODE_THROUGHPUT.name, 1), _num(row.get(PROMPT_THROUGHPUT.name), 1), _num(row.get(TTFT.name), 2),
             _num(row.get(latency), 2), (row["git_commit"] or "")[:10],
         ])
     return out
@@ -181,7 +177,7 @@ def gab_entries(df: pd.DataFrame, direction: str) -> list[dict]:
         for m in _dashboard_metrics(row):
             if bigger_is_better(m) != want_bigger:
                 continue
-            entry = {"name": f"{benchmark_name(row)} {m}", "unit": metric_unit(m), "value": row[m]}
+            entry = {"name": f"{benchmark_name(row)} {m}", "unit": unit(m), "value": row[m]}
             lo, hi = _clean(row.get(f"{m}_ci95_low")), _clean(row.get(f"{m}_ci95_high"))
             if lo is not None and hi is not None:
                 entry["range"] = f"± {max(row[m] - lo, hi - row[m]):.6g}"

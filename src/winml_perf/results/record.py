@@ -5,7 +5,8 @@ shape, policies, load phases, raw per-iteration samples, summary metrics (units 
 memory, roofline, environment, warnings, status. A ``RunRecord`` groups the cells of one
 invocation under a ``run_id`` with the sweep's description (routes, shapes, seed, round orders).
 
-Both carry ``schema_version``; ``schemas/record.schema.json`` is the JSON Schema of the dicts.
+Both carry ``schema_version``; ``schemas/record.schema.json`` is the JSON Schema of the dicts
+(results/validation.py checks a dict against it).
 This module is plain data: it imports nothing from the measuring side (bench/) nor onnxruntime.
 """
 
@@ -145,18 +146,3 @@ def load_schema() -> dict:
     """The JSON Schema of records (package data winml_perf/schemas/record.schema.json)."""
     text = resources.files("winml_perf").joinpath("schemas", SCHEMA_RESOURCE).read_text(encoding="utf-8")
     return json.loads(text)
-
-
-def validate_record(d: Mapping) -> None:
-    """Raise StoreError naming the first offending path when ``d`` does not match the schema."""
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(load_schema())
-    errors = list(validator.iter_errors(d))
-    if errors:
-        e = jsonschema.exceptions.best_match(errors)
-        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        message = e.message if len(e.message) <= 300 else e.message[:300] + "..."
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        raise StoreError(f"record does not match record.schema.json at {where}: {message}{more}",
-                         "it was written by another tool or damaged; re-run the benchmark")

@@ -2,8 +2,9 @@
 
 The record's layout belongs to the measurement engine (schemas/record.schema.json); this module
 is the one place that knows where each stored column comes from. Per-iteration metrics in the
-samples table are derived from the raw samples exactly as the runner derives them (volume / time,
-bench/stats.py), so compare and the dashboard test the same numbers the record summarises.
+samples table are derived from the raw samples by the runner's own derivation (model/sample.py
+IterationSample, model/metrics.py), so compare and the dashboard test the same numbers the
+record summarises.
 """
 
 from __future__ import annotations
@@ -14,41 +15,12 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping
 
-from winml_perf.bench import stats
 from winml_perf.errors import StoreError
+from winml_perf.model.metrics import CELL, METRICS
+from winml_perf.model.sample import IterationSample
 
-#: Metrics whose bigger value is better; everything else (times, bytes) is better smaller.
-BIGGER_IS_BETTER = frozenset({"decode_tokens_per_s", "prompt_tokens_per_s", "inferences_per_s", "roofline_fraction"})
-#: Per-iteration metrics the samples table keeps as columns (what compare tests).
-SAMPLE_METRICS = ("decode_tokens_per_s", "prompt_tokens_per_s", "ttft_ms", "tpot_ms", "e2e_ms", "prompt_ms", "latency_ms")
-#: Per-cell scalars copied into the metrics table (n = 1): metric name -> dotted path in the record.
-SCALAR_METRICS = {
-    "peak_rss_bytes": "memory.peak_rss_bytes",
-    "device_memory_peak_used_bytes": "memory.device_memory_peak_used_bytes",
-    "model_load_ms": "load.model_load_ms",
-    "first_generation_ms": "load.first_generation_ms",
-    "prepare_ms": "load.prepare_ms",
-    "compile_ms": "load.compile_ms",
-    "roofline_fraction": "roofline.fraction_of_bound",
-}
 SUMMARY_FIELDS = ("n", "median", "mean", "stdev", "cv_pct", "min", "max", "p90", "p95", "p99", "ci95_low", "ci95_high")
 TIMESTAMP_PATHS = ("finished_utc", "started_utc", "environment.timestamp_utc")
-
-
-def bigger_is_better(metric: str) -> bool:
-    """Direction of a metric from its name: throughputs and fractions up; times and bytes down."""
-    return metric in BIGGER_IS_BETTER or metric.endswith("_per_s")
-
-
-def metric_unit(metric: str) -> str:
-    if metric.endswith("tokens_per_s"):
-        return "tokens/s"
-    if metric == "inferences_per_s":
-        return "inferences/s"
-    for suffix, unit in (("_ms", "ms"), ("_bytes", "bytes"), ("_per_s", "1/s"), ("_fraction", "fraction"), ("_s", "s")):
-        if metric.endswith(suffix):
-            return unit
-    return ""
 
 
 # -- locating values in a record ------------------------------------------------------------------
@@ -119,19 +91,9 @@ def bundle_name(path: str | None) -> str | None:
 
 # -- samples ---------------------------------------------------------------------------------------
 def derive_sample_metrics(sample: Mapping[str, Any]) -> dict[str, float | None]:
-    """Per-iteration metrics of one raw sample (IterationSample.to_dict()), as the runner derives them."""
-    steps = [float(x) for x in (sample.get("decode_step_ms") or ())]
-    prompt_tokens = _int(sample.get("prompt_tokens")) or 0
-    prompt_ms = finite(sample.get("prompt_ms"))
-    return {
-        "latency_ms": finite(sample.get("latency_ms")),
-        "prompt_ms": prompt_ms,
-        "ttft_ms": finite(sample.get("ttft_ms")),
-        "e2e_ms": finite(sample.get("e2e_ms")),
-        "prompt_tokens_per_s": finite(stats.tokens_per_s(prompt_tokens, prompt_ms if prompt_ms else math.nan)),
-        "decode_tokens_per_s": finite(stats.decode_tokens_per_s(steps)) if steps else None,
-        "tpot_ms": finite(stats.tpot_ms(steps)) if steps else None,
-    }
+    """The stored per-iteration metrics of one raw sample (IterationSample.to_dict())."""
+    values = IterationSample.from_dict(sample).values
+    return {m.name: finite(values[m.name]) for m in METRICS if m.stored}
 
 
 def _sample_rows(samples: Iterable[Mapping[str, Any]], phase: str, start_seq: int) -> list[dict]:
@@ -157,10 +119,10 @@ def _metric_rows(record: Mapping[str, Any]) -> list[dict]:
         row = {"name": name, **{k: finite(summary.get(k)) for k in SUMMARY_FIELDS}}
         row["n"] = _int(summary.get("n")) or 0
         rows.append(row)
-    for name, path in SCALAR_METRICS.items():
-        value = finite(_get(record, path))
+    for m in METRICS:
+        value = finite(_get(record, m.record_path)) if m.source == CELL else None
         if value is not None:
-            rows.append({"name": name, "n": 1, **{k: value for k in SUMMARY_FIELDS if k not in ("n", "stdev", "cv_pct", "ci95_low", "ci95_high")},
+            rows.append({"name": m.name, "n": 1, **{k: value for k in SUMMARY_FIELDS if k not in ("n", "stdev", "cv_pct", "ci95_low", "ci95_high")},
                          "stdev": None, "cv_pct": None, "ci95_low": None, "ci95_high": None})
     return rows
 

@@ -1,5 +1,5 @@
-"""Records are checked at the store's edge against schemas/record.schema.json (the measurement
-engine's contract) before anything is written."""
+"""Records are checked against schemas/record.schema.json (the measurement engine's contract):
+at the store's edge before anything is written, and wherever a record dict must be trusted."""
 
 from __future__ import annotations
 
@@ -7,12 +7,25 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from winml_perf.errors import StoreError
+from winml_perf.results.record import SCHEMA_VERSION, load_schema
+
+
+def validate_record(d: Mapping) -> None:
+    """Raise StoreError naming the first offending path when ``d`` (a cell or a run record dict)
+    does not match record.schema.json."""
+    errors = sorted(_validator().iter_errors(d), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
+        what = "run record" if d.get("kind") == "run" else "cell record"
+        ident = d.get("run_id" if d.get("kind") == "run" else "cell_id", "?")
+        message = e.message if len(e.message) <= 300 else e.message[:300] + "..."
+        raise StoreError(f"{what} {ident} does not match record.schema.json at {where}: {message}",
+                         "store records made by winml-perf (bench/report.py); this one is damaged or from another tool")
 
 
 def validated_cell(record: Any) -> dict:
     """A cell record as a dict, checked against record.schema.json (StoreError names the path)."""
-    from winml_perf.results.record import SCHEMA_VERSION
-
     d = record.to_dict() if hasattr(record, "to_dict") else record
     if not isinstance(d, Mapping):
         raise StoreError(f"a record must be a dict (CellRecord.to_dict()), got {type(d).__name__}")
@@ -22,12 +35,7 @@ def validated_cell(record: Any) -> dict:
     if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
         raise StoreError(f"cell record {d.get('cell_id', '?')} has schema_version {version}, newer than this winml-perf "
                          f"understands ({SCHEMA_VERSION})", "upgrade winml-perf to store it")
-    errors = sorted(_cell_validator().iter_errors(d), key=lambda e: list(e.absolute_path))
-    if errors:
-        e = errors[0]
-        where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
-        raise StoreError(f"cell record {d.get('cell_id', '?')} does not match record.schema.json at {where}: {e.message}",
-                         "store records made by winml-perf (bench/report.py); this one is damaged or from another tool")
+    validate_record(d)
     return dict(d)
 
 
@@ -50,15 +58,13 @@ def inline_refs(node: Any, defs: Mapping[str, Any], seen: tuple[str, ...] = ()) 
 
 
 @lru_cache(maxsize=1)
-def _cell_validator() -> Any:
-    """A validator of the schema's cell definition with its references inlined: the same rules,
-    three times faster than resolving each $ref per value (records are checked on every write)."""
+def _validator() -> Any:
+    """A validator of the schema with its references inlined: the same rules, three times faster
+    than resolving each $ref per value (records are checked on every write)."""
     import jsonschema
-
-    from winml_perf.results.record import load_schema
 
     schema = load_schema()
     try:
-        return jsonschema.Draft202012Validator(inline_refs(schema["$defs"]["cell"], schema["$defs"]))
+        return jsonschema.Draft202012Validator(inline_refs(schema, schema["$defs"]))
     except ValueError:  # a recursive schema cannot be inlined: resolve references as usual
-        return jsonschema.Draft202012Validator({"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": "#/$defs/cell"})
+        return jsonschema.Draft202012Validator(schema)

@@ -11,7 +11,7 @@ from typing import Sequence
 import numpy as np
 
 from winml_perf.errors import BenchmarkFailure, BundleError, EPUnavailableError
-from winml_perf.session.base import GenerationTiming
+from winml_perf.model.sample import GenerationTiming
 
 _CHAT_TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
 

@@ -1,7 +1,7 @@
 /* winml-perf dashboard: draws SVG charts from the inline JSON in #winml-data. No network, no
  * libraries. After each render it writes what it drew into #winml-status (data-points,
  * data-records, data-charts, data-bars, data-errors, data-state) for headless tests.
- * index.html#metric=ttft_ms opens the page on that metric. */
+ * index.html#metric=NAME opens the page on that metric (a name of the data's metric table). */
 (function () {
   "use strict";
   var SVGNS = "http://www.w3.org/2000/svg";
@@ -219,7 +219,7 @@
     document.getElementById("meta").textContent = data.records + " record(s) in " + data.series.length + " series from " + data.store +
       " · generated " + data.generated_utc + " · regressions: Mann-Whitney p<0.05 and beyond " + data.threshold_pct + "% vs the previous " + data.window + " record(s)";
     var select = document.getElementById("metric");
-    data.metrics.forEach(function (m) { html("option", { value: m.name }, select, m.name); });
+    data.metrics.forEach(function (m) { html("option", { value: m.name }, select, m.label || m.name); });
     var first = data.metrics.length ? data.metrics[0].name : "";
     var asked = /(?:^#|&)metric=([a-z0-9_]+)/.exec(window.location.hash || "");
     if (asked && data.metrics.some(function (m) { return m.name === asked[1]; })) { first = asked[1]; }
