@@ -73,7 +73,7 @@ def test_compile_failure_falls_back_to_source_model(real_bundle):
 
 
 def test_compile_timeout_falls_back(real_bundle, monkeypatch):
-    monkeypatch.setenv(compiler.SLEEP_ENV, "30")
+    monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_hangs")  # a compile child that hangs
     plan = plan_route(load_config(real_bundle), ep_target("cpu"), ["lm_head"])
     jobs, _ = compiler.compile_jobs(plan)
     outcome = compiler.compile_in_child(jobs[0], real_bundle, real_bundle.parent, timeout_s=0.5)
