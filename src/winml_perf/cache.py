@@ -353,6 +353,8 @@ def clean(source_dir: Path, family: str | None = None) -> list[Path]:
                     if mine.match(path.name):
                         shutil.rmtree(path) if path.is_dir() else path.unlink()
                         removed.append(path)
+                if [p.name for p in root.iterdir()] == [ROOT_LOCK]:
+                    (root / ROOT_LOCK).unlink()  # held: a waiter on it retries on a fresh one
             except OSError as exc:
                 raise BundleError(f"cannot remove from {root}: {exc.strerror}", "check its permissions") from exc
     return removed

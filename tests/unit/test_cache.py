@@ -172,3 +172,5 @@ def test_clean_of_one_family_leaves_the_others(src):
     removed = cache.clean(src, "thing")
     assert mine.folder in removed and (src / "_compiled" / f".{mine.folder.name}.lock") in removed
     assert not mine.folder.exists() and other.folder.exists()
+    cache.clean(src, "other")
+    assert list((src / "_compiled").iterdir()) == []  # nothing left behind, not even the lock
