@@ -103,7 +103,7 @@ def test_compile_child_receives_ep_library_plugins(real_bundle, monkeypatch):
     plugins.register_plugin_eps([f"webgpu={path}"], env={}, discover=False)  # what --ep-library does at the edge
     monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_probes")  # writes what it sees to OUT
     prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
-    reports = [json.loads((prepared.path / c["output"]).read_text()) for c in prepared.compile if c["status"] == "compiled"]
+    reports = [json.loads((prepared.path / c.output).read_text()) for c in prepared.compile if c.status == "compiled"]
     assert len(reports) == 2
     for report in reports:
         assert report["registered"].get("WebGpuExecutionProvider") == path and report["discovered"] is False
