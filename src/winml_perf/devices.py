@@ -21,7 +21,8 @@ Rules:
 * If ``get_ep_devices()`` is missing or fails, ``get_available_providers()`` is used (Azure ignored),
   each EP assumed on its home device; those entries are marked ``inferred``. Providers listed only
   by ``get_available_providers()`` and unknown to ``eps.EPS`` are not listed (their device is unknown).
-* Plugin EPs must be registered first (``plugins.register_plugin_eps``); this module never registers.
+* Plugin EPs come from the process's registry (``plugins.registered_plugins``), which registers the
+  default sources on first ask; this module never registers by itself.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ def _inferred(provider: str) -> EPDevice:
 
 
 def list_ep_devices() -> list[EPDevice]:
-    """Every EP device onnxruntime offers in this process (register plugins before calling)."""
+    """Every EP device onnxruntime offers in this process, plugin EPs included."""
     plugin_paths = {name: reg.library_path for name, reg in registered_plugins().items()}
     try:
         raw_devices = _ort_ep_devices()

@@ -12,6 +12,13 @@ Sources, in order of precedence (the first one that names an EP wins):
 A NAME that spells a known EP (``webgpu``) is registered under its canonical name
 (``WebGpuExecutionProvider``); any other NAME is used as given.
 
+This module is the process's one plugin registry. ``register_plugin_eps`` is the only entry point
+that registers; installed packages are discovered once per process. Everything else asks
+``registered_plugins()`` / ``registered_specs()``; asking before anything was registered registers
+the default sources (env + installed packages) first, so an answer never depends on call order.
+The command edge registers its ``--ep-library`` flags before it asks; a child process registers
+exactly the specs its parent hands it (child.py), with no discovery of its own.
+
 Each library is registered once per process: onnxruntime and onnxruntime_genai keep separate
 registries and both refuse a second registration, so this module remembers what it registered and
 returns the same record on later calls. A failure (missing file, a library that does not load, the
@@ -77,14 +84,23 @@ class PluginRegistration:
         )
 
 
-_LOCK = threading.Lock()
+_LOCK = threading.RLock()
 _REGISTERED: dict[str, PluginRegistration] = {}
+_STATE = {"settled": False, "discovered": None}  # settled: a registration has run; discovered: list[PluginSpec]
 
 
 def registered_plugins() -> dict[str, PluginRegistration]:
-    """EP name -> registration, for every plugin library registered by this process so far."""
+    """EP name -> registration, for every plugin library this process registered; the default
+    sources (env, installed packages) are registered first if nothing was registered yet."""
     with _LOCK:
+        if not _STATE["settled"]:
+            register_plugin_eps()
         return dict(_REGISTERED)
+
+
+def registered_specs() -> tuple[str, ...]:
+    """'NAME=PATH' of every registered library: what a child process is handed to register."""
+    return tuple(f"{r.ep_name}={r.library_path}" for r in registered_plugins().values())
 
 
 def _canonical_name(name: str) -> str:
@@ -137,7 +153,7 @@ def collect_specs(extra: Iterable[str] = (), env: Mapping[str, str] | None = Non
     """Flag, env and discovered specs, deduplicated by EP name (first source wins)."""
     ordered = [parse_library_spec(s, "flag") for s in extra] + parse_env(env)
     if discover:
-        ordered += discover_plugin_packages()
+        ordered += _discovered()
     chosen: dict[str, PluginSpec] = {}
     for spec in ordered:
         first = chosen.get(spec.ep_name)
@@ -149,6 +165,14 @@ def collect_specs(extra: Iterable[str] = (), env: Mapping[str, str] | None = Non
                 remedy="name each EP once in --ep-library / " + ENV_VAR,
             )
     return list(chosen.values())
+
+
+def _discovered() -> list[PluginSpec]:
+    """discover_plugin_packages(), run once per process (importing the packages costs tens of ms)."""
+    with _LOCK:
+        if _STATE["discovered"] is None:
+            _STATE["discovered"] = discover_plugin_packages()
+        return list(_STATE["discovered"])
 
 
 def _same_path(a: str, b: str) -> bool:
@@ -209,12 +233,12 @@ def register_plugin_eps(
 ) -> list[PluginRegistration]:
     """Register every plugin EP library asked for (flags, env, installed packages); idempotent per process.
 
-    Returns one PluginRegistration per library, in the order the sources were read; a library
-    registered by an earlier call returns its original record.
+    The one entry point that registers. Returns one PluginRegistration per library, in the order
+    the sources were read; a library registered by an earlier call returns its original record.
     """
-    specs = collect_specs(extra, env, discover)
     results: list[PluginRegistration] = []
     with _LOCK:
+        specs = collect_specs(extra, env, discover)
         for spec in specs:
             known = _REGISTERED.get(spec.ep_name)
             if known is not None:
@@ -229,4 +253,5 @@ def register_plugin_eps(
             registration = _register_one(spec)
             _REGISTERED[spec.ep_name] = registration
             results.append(registration)
+        _STATE["settled"] = True
     return results

@@ -73,7 +73,7 @@ def test_compile_failure_falls_back_to_source_model(real_bundle):
 
 
 def test_compile_timeout_falls_back(real_bundle, monkeypatch):
-    monkeypatch.setenv(compiler.SLEEP_ENV, "30")
+    monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_hangs")  # a compile child that hangs
     plan = plan_route(load_config(real_bundle), ep_target("cpu"), ["lm_head"])
     jobs, _ = compiler.compile_jobs(plan)
     outcome = compiler.compile_in_child(jobs[0], real_bundle, real_bundle.parent, timeout_s=0.5)
@@ -91,3 +91,30 @@ def test_incompatible_compiled_stage_is_recompiled(real_bundle, monkeypatch):
     second = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
     assert second.cache == "miss" and "EP_UNSUPPORTED" in second.cache_reason and "recompiling" in second.cache_reason
     assert second.path == first.path and (second.path / "manifest.json").is_file()
+
+
+def test_compile_child_receives_ep_library_plugins(real_bundle, monkeypatch):
+    """A plugin given only by --ep-library reaches the compile child: it is registered there from
+    the specs this process hands it (the child discovers nothing by itself)."""
+    from winml_perf import plugins
+
+    webgpu = pytest.importorskip("onnxruntime_ep_webgpu")
+    path = webgpu.get_library_path()
+    plugins.register_plugin_eps([f"webgpu={path}"], env={}, discover=False)  # what --ep-library does at the edge
+    monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_probes")  # writes what it sees to OUT
+    prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    reports = [json.loads((prepared.path / c.output).read_text()) for c in prepared.compile if c.status == "compiled"]
+    assert len(reports) == 2
+    for report in reports:
+        assert report["registered"].get("WebGpuExecutionProvider") == path and report["discovered"] is False
+
+
+def test_bundle_prepare_registers_ep_library_before_compiling(monkeypatch):
+    """`winml bundle prepare --ep X --ep-library ...` registers the flag's library before anything
+    (formerly only with --device), so the compile children get it."""
+    from winml_perf.commands import bundle as bundle_cmd
+
+    calls = []
+    monkeypatch.setattr("winml_perf.plugins.register_plugin_eps", lambda extra=(), *a, **k: calls.append(list(extra)) or [])
+    target = bundle_cmd.target_for("qnn", None, ["qnn=/opt/qnn/libQnnHtp.so"])
+    assert calls == [["qnn=/opt/qnn/libQnnHtp.so"]] and target.ep == "QNNExecutionProvider"

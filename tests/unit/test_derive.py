@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.unit.bundle_fakes import FLAT_QNN, derive_worker, ep_target, make_bundle, pipeline_config, tree_digest
+from winml_perf import cache
 from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.errors import BundleError
@@ -83,7 +84,7 @@ def test_verify_sources_hashes_content(bundle):
 
 def test_miss_on_version_change(bundle, monkeypatch):
     old = _prep(bundle)
-    monkeypatch.setattr(derive, "runtime_versions", lambda: {"onnxruntime": "9.9.9", "onnxruntime_genai": "0.18.0"})
+    monkeypatch.setattr(cache, "runtime_versions", lambda: {"onnxruntime": "9.9.9", "onnxruntime_genai": "0.18.0"})
     new = _prep(bundle)
     assert new.cache == "miss" and new.path != old.path and "onnxruntime" in new.cache_reason and "9.9.9" in new.cache_reason
 
@@ -97,8 +98,8 @@ def test_untrusted_folder_at_final_name_is_rebuilt(bundle):
 
 
 def test_unwritable_bundle_goes_to_cache_dir(bundle, tmp_path, monkeypatch):
-    monkeypatch.setattr(derive, "_bundle_writable", lambda b: False)
-    monkeypatch.setenv(derive.CACHE_ENV, str(tmp_path / "cache"))
+    monkeypatch.setattr(cache, "_writable", lambda b: False)
+    monkeypatch.setenv(cache.CACHE_ENV, str(tmp_path / "cache"))
     prepared = _prep(bundle)
     assert tmp_path / "cache" in prepared.path.parents and not (bundle / "_compiled").exists()
     assert _prep(bundle).cache == "hit"
@@ -134,9 +135,13 @@ def test_four_processes_derive_one_bundle(bundle):
 
 def test_sigkill_mid_derivation_then_rerun(bundle, tmp_path):
     marker = tmp_path / "paused"
-    code = "import sys; from tests.unit.bundle_fakes import derive_worker; derive_worker(sys.argv[1])"
-    env = {**os.environ, derive.PAUSE_ENV: str(marker), "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    child = subprocess.Popen([sys.executable, "-c", code, str(bundle)], env=env)
+    # The child replaces cache.publish (the seam between a finished build and its rename) with a pause.
+    code = ("import os, sys, time; from pathlib import Path; from winml_perf import cache;"
+            "from tests.unit.bundle_fakes import derive_worker;"
+            "cache.publish = lambda tmp, final: (Path(sys.argv[2]).write_text(str(os.getpid())), time.sleep(3600));"
+            "derive_worker(sys.argv[1])")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(Path(cache.__file__).parents[1])])}
+    child = subprocess.Popen([sys.executable, "-c", code, str(bundle), str(marker)], env=env)
     try:
         deadline = time.monotonic() + 60
         while not marker.exists() and child.poll() is None and time.monotonic() < deadline:

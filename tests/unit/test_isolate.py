@@ -10,7 +10,8 @@ import signal
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session, read_log
-from winml_perf.bench.isolate import ChildCrashed, ChildHost, describe_exit
+from winml_perf.bench.isolate import ChildCrashed, ChildHost
+from winml_perf.child import describe_exit
 from winml_perf.bench.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.bench.sweep import run_sweep
 from winml_perf.results.validation import validate_record

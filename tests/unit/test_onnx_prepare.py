@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from tests import models
-from winml_perf.bundle import derive
+from winml_perf import cache
 from winml_perf.bundle.onnx_prepare import clean_onnx, external_data_files, prepare_onnx
 from winml_perf.devices import Target, resolve_target
 from winml_perf.errors import EXIT_USAGE, BundleError
@@ -27,7 +27,7 @@ def _sha(path: Path) -> str:
 
 
 def _compiled_entries(folder: Path) -> list[str]:
-    root = folder / derive.COMPILED_DIR
+    root = folder / cache.COMPILED_DIR
     return sorted(p.name for p in root.iterdir() if not p.name.endswith(".lock")) if root.exists() else []
 
 
@@ -122,12 +122,12 @@ def test_concurrent_prepares_agree(tmp_path):
 
 def test_unwritable_model_folder_uses_cache_dir(tmp_path, monkeypatch):
     model = models.mlp(tmp_path / "models" / "mlp.onnx")
-    cache = tmp_path / "cache"
-    monkeypatch.setenv(derive.CACHE_ENV, str(cache))
+    cache_dir = tmp_path / "cache"
+    monkeypatch.setenv(cache.CACHE_ENV, str(cache_dir))
     real_access = os.access
     monkeypatch.setattr(os, "access", lambda p, mode: False if Path(p) == model.parent else real_access(p, mode))
     prepared = prepare_onnx(model, CPU, "basic")
-    assert cache in prepared.path.parents and not (model.parent / derive.COMPILED_DIR).exists()
+    assert cache_dir in prepared.path.parents and not (model.parent / cache.COMPILED_DIR).exists()
 
 
 # -- failures -------------------------------------------------------------------------------------------

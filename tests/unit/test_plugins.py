@@ -98,6 +98,7 @@ def test_discovery_of_onnxruntime_ep_modules(tmp_path, monkeypatch):
     _write_module(tmp_path, "unrelated_acme_module", "raise RuntimeError('must not be imported')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
+    monkeypatch.setitem(plugins._STATE, "discovered", None)  # forget this process's discovery, so it runs again
     specs = {s.ep_name: s for s in plugins.discover_plugin_packages()}
     acme = specs["AcmeTestExecutionProvider"]
     assert acme.library_path == str(tmp_path / "libacme.so") and acme.origin == "package:onnxruntime_ep_acmetest"

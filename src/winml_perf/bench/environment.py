@@ -10,12 +10,13 @@ import hashlib
 import os
 import platform
 import socket
-import subprocess
 import sys
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from winml_perf import child
 
 TESTBED_ENV = "WINML_PERF_TESTBED"
 PACKAGES = ("winml-perf", "onnxruntime", "onnxruntime-genai", "onnxruntime-ep-webgpu", "numpy")
@@ -53,9 +54,8 @@ def cpu_model() -> str:
         pass
     if sys.platform == "darwin":
         try:
-            return subprocess.run(["sysctl", "-n", "machdep.cpu.brand_string"], capture_output=True, text=True,
-                                  timeout=SUBPROCESS_TIMEOUT_S).stdout.strip() or platform.processor()
-        except (OSError, subprocess.SubprocessError):
+            return child.run_command(["sysctl", "-n", "machdep.cpu.brand_string"], SUBPROCESS_TIMEOUT_S).stdout.strip() or platform.processor()
+        except OSError:
             pass
     return platform.processor() or platform.machine()
 
@@ -97,13 +97,13 @@ def _gpus_nvml() -> list[dict] | None:
 
 def _gpus_nvidia_smi() -> list[dict] | None:
     try:
-        proc = subprocess.run(
+        proc = child.run_command(
             ["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S,
+            SUBPROCESS_TIMEOUT_S,
         )
-    except (OSError, subprocess.SubprocessError):
+    except OSError:
         return None
-    if proc.returncode != 0:
+    if not proc.ok:
         return None
     gpus = []
     for line in proc.stdout.strip().splitlines():
@@ -150,16 +150,18 @@ def ep_devices() -> dict[str, Any]:
 
 def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     """Commit and dirty flag of the git working folder at ``cwd``, if it is one."""
-    def git(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
+    def git(*args: str) -> child.ChildResult:
+        return child.run_command(["git", *args], SUBPROCESS_TIMEOUT_S, cwd)
 
     try:
         head = git("rev-parse", "HEAD")
-        if head.returncode != 0:
+        if head.exit.timed_out:
+            return {"commit": None, "dirty": None, "note": f"git unavailable: it {head.exit.text}"}
+        if not head.ok:
             return {"commit": None, "dirty": None, "note": "not a git working folder"}
         status = git("status", "--porcelain", "--untracked-files=no")
         branch = git("rev-parse", "--abbrev-ref", "HEAD")
-    except (OSError, subprocess.SubprocessError) as exc:
+    except OSError as exc:
         return {"commit": None, "dirty": None, "note": f"git unavailable: {exc}"}
     return {"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip()), "branch": branch.stdout.strip() or None}
 

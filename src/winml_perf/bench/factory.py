@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-import time
-
 from winml_perf.bench.spec import SessionSpec
 from winml_perf.errors import UsageError
 
 
 def register_plugins(spec: SessionSpec) -> float | None:
-    """Register the spec's plugin EP libraries ('NAME=PATH') in this process; the time it took in
-    ms, or None when there was nothing to register. Idempotent per process (plugins.py)."""
+    """Make sure the spec's plugin EP libraries ('NAME=PATH') are registered in this process (a child
+    had them registered at its start, child.py); the ms their registration took here, or None when
+    there is nothing to register."""
     if not spec.plugin_libraries:
         return None
     from winml_perf.plugins import register_plugin_eps
 
-    t0 = time.perf_counter()
-    register_plugin_eps(list(spec.plugin_libraries), discover=False)
-    return (time.perf_counter() - t0) * 1000.0
+    registrations = register_plugin_eps(list(spec.plugin_libraries), discover=False)
+    return sum(r.registration_ms for r in registrations)
 
 
 def open_session(spec: SessionSpec):

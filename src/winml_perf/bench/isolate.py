@@ -1,4 +1,4 @@
-"""Run a route's session in its own child process (spawn), driven over a multiprocessing Pipe.
+"""Run a route's session in its own child process (a child.Worker), driven over its Pipe.
 
 Protocol (parent -> child, one request at a time, each answered by one reply):
 
@@ -13,16 +13,15 @@ the next cell can use the same loaded session). A child that dies (a crash, a si
 closes its end of the pipe: the parent sees EOF, reaps it and raises ChildCrashed with the exit
 code or signal. A child that does not answer within the deadline is killed: ChildTimeout.
 The child stays loaded between requests, so an interleaved sweep never reloads a model per round.
+It starts with the spec's plugin EP libraries registered (child.ChildContext).
 """
 
 from __future__ import annotations
 
-import multiprocessing as mp
-import signal as _signal
-import time
 import traceback
 from typing import Any, Callable
 
+from winml_perf import child
 from winml_perf.bench.spec import CellSpec, SessionSpec
 
 #: Seconds to wait for a child to exit on its own after "exit" before terminating it.
@@ -103,20 +102,6 @@ def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory
         conn.close()
 
 
-def describe_exit(exitcode: int | None) -> dict[str, Any]:
-    """multiprocessing exit code -> exit_code / signal / signal_name and a phrase."""
-    if exitcode is None:
-        return {"exit_code": None, "signal": None, "signal_name": None, "text": "did not exit"}
-    if exitcode < 0:
-        sig = -exitcode
-        try:
-            name = _signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        return {"exit_code": None, "signal": sig, "signal_name": name, "text": f"was killed by {name}"}
-    return {"exit_code": exitcode, "signal": None, "signal_name": None, "text": f"exited with code {exitcode}"}
-
-
 class ChildHost:
     """Parent-side handle of a child SessionHost; same methods as SessionHost, each taking an
     optional ``timeout_s`` (None waits forever)."""
@@ -125,67 +110,49 @@ class ChildHost:
         self.spec = spec
         self.session_factory = session_factory
         self.sample_memory = sample_memory
-        self._ctx = mp.get_context(context)
-        self._proc = None
-        self._conn = None
+        self._start_method = context
+        self._worker: child.Worker | None = None
         self.load_info: dict[str, Any] = {}
 
     @property
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.is_alive()
+        return self._worker is not None and self._worker.alive
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
+        return self._worker.pid if self._worker is not None else None
 
     def _start(self) -> None:
-        parent_conn, child_conn = self._ctx.Pipe(duplex=True)
-        proc = self._ctx.Process(
-            target=child_main, args=(child_conn, self.spec, self.session_factory, self.sample_memory),
-            name=f"winml-perf-cell:{self.spec.path}", daemon=True,
-        )
-        proc.start()
-        child_conn.close()  # so the parent sees EOF when the child dies
-        self._proc, self._conn = proc, parent_conn
+        context = child.ChildContext.from_parent(self.spec.plugin_libraries)
+        self._worker = child.Worker(child_main, (self.spec, self.session_factory, self.sample_memory), context,
+                                    f"winml-perf-cell:{self.spec.path}", self._start_method)
 
-    def _reap(self) -> dict[str, Any]:
-        proc = self._proc
-        proc.join(timeout=EXIT_GRACE_S)
-        if proc.is_alive():
-            proc.kill()
-            proc.join(timeout=EXIT_GRACE_S)
-        info = describe_exit(proc.exitcode)
-        self._drop()
-        return info
-
-    def _drop(self) -> None:
-        if self._conn is not None:
-            self._conn.close()
-        if self._proc is not None and not self._proc.is_alive():
-            self._proc.close()
-        self._proc = self._conn = None
+    def _end(self, terminate_first: bool) -> dict[str, Any]:
+        worker, self._worker = self._worker, None
+        return worker.end(EXIT_GRACE_S, terminate_first).to_dict()
 
     def _request(self, msg: tuple, timeout_s: float | None, what: str) -> Any:
-        if self._proc is None:
+        if self._worker is None:
             self._start()
+        conn = self._worker.conn
         try:
-            self._conn.send(msg)
-            ready = self._conn.poll(timeout_s)
+            conn.send(msg)
+            ready = conn.poll(timeout_s)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             ready = True
         if not ready:
-            pid = self._proc.pid
-            self._proc.kill()
-            info = self._reap()
+            pid = self._worker.pid
+            self._worker.kill()
+            info = self._end(terminate_first=False)
             raise ChildTimeout(
                 f"child {pid} gave no answer to {what} within the {timeout_s:.1f} s left of its time budget and was killed",
                 **{k: v for k, v in info.items() if k != "text"},
             )
         try:
-            status, payload = self._conn.recv()
+            status, payload = conn.recv()
         except (EOFError, ConnectionResetError, OSError):
-            pid = self._proc.pid
-            info = self._reap()
+            pid = self._worker.pid
+            info = self._end(terminate_first=False)
             raise ChildCrashed(f"child {pid} {info['text']} during {what}", **{k: v for k, v in info.items() if k != "text"})
         if status == "error":
             raise ChildError(payload.pop("message"), **payload)
@@ -206,18 +173,10 @@ class ChildHost:
         return self._request(("end_cell",), timeout_s, "end of cell")
 
     def close(self) -> None:
-        if self._proc is None:
+        if self._worker is None:
             return
         try:
-            self._conn.send(("exit",))
+            self._worker.conn.send(("exit",))
         except (BrokenPipeError, OSError):
             pass
-        deadline = time.monotonic() + EXIT_GRACE_S
-        self._proc.join(timeout=max(0.0, deadline - time.monotonic()))
-        if self._proc.is_alive():
-            self._proc.terminate()
-            self._proc.join(timeout=EXIT_GRACE_S)
-            if self._proc.is_alive():
-                self._proc.kill()
-                self._proc.join()
-        self._drop()
+        self._end(terminate_first=True)

@@ -16,8 +16,6 @@ import json
 import math
 import os
 import socket
-import subprocess
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
@@ -67,11 +65,18 @@ def measure_bandwidth(array_bytes: int | None = None, repeats: int = DEFAULT_REP
 def measure_bandwidth_in_child(timeout_s: float = 300.0) -> dict[str, Any]:
     """measure_bandwidth() in a separate Python process, so its large array never raises the
     measuring process's peak RSS (ru_maxrss cannot be reset)."""
-    code = "import json; from winml_perf.bench.roofline import measure_bandwidth; print(json.dumps(measure_bandwidth()))"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
-    if proc.returncode != 0:
-        raise RuntimeError(f"bandwidth probe exited with {proc.returncode}: {proc.stderr.strip()[-500:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    from winml_perf import child
+
+    result = child.run_module(__name__, [], child.ChildContext(), timeout_s)  # no plugins: it runs no EP
+    if not result.ok:
+        raise RuntimeError(f"bandwidth probe {result.exit.text}: {result.stderr.strip()[-500:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str]) -> int:
+    """The probe child: print measure_bandwidth() as one JSON line."""
+    print(json.dumps(measure_bandwidth()))
+    return 0
 
 
 def machine_key() -> str:

@@ -7,25 +7,24 @@ that share one source file, EP and options are compiled once. A stage on any oth
 the outcome says why. Before a compiled model is reused, ``compatibility`` asks onnxruntime whether
 the EP devices present here still run it well.
 
-Child entry point: ``python -m winml_perf.bundle.compile SRC OUT EP OPTIONS_JSON``.
+Each compile runs as ``main(SRC OUT EP OPTIONS_JSON)`` in a child started by child.py, which hands
+it the plugin EP libraries this process registered (``--ep-library`` included), so a plugin EP given
+only by that flag compiles too.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from winml_perf import eps
+from winml_perf import child, eps
 from winml_perf.model.route import CompileOutcome
 
 RECOMPILE_STATUSES = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
-SLEEP_ENV = "WINML_PERF_TEST_COMPILE_SLEEP_S"  # test hook: the child sleeps this long first
-_CHILD_FAILED = 3
+CHILD_MODULE = "winml_perf.bundle.compile"  # the module the compile child runs (its main())
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,8 @@ def compile_jobs(plan, compiles=None) -> tuple[list[CompileJob], list[CompileOut
 
 
 def run_jobs(jobs: list[CompileJob], src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
-    return [compile_in_child(job, Path(src_dir), Path(out_dir), timeout_s) for job in jobs]
+    context = child.ChildContext.from_parent()
+    return [compile_in_child(job, Path(src_dir), Path(out_dir), timeout_s, context) for job in jobs]
 
 
 def filename_updates(outcomes: list[CompileOutcome]) -> dict[str, str]:
@@ -76,23 +76,20 @@ def filename_updates(outcomes: list[CompileOutcome]) -> dict[str, str]:
     return {stage: o.output for o in outcomes if o.status == "compiled" for stage in o.stages}
 
 
-def compile_in_child(job: CompileJob, src_dir: Path, out_dir: Path, timeout_s: float) -> CompileOutcome:
+def compile_in_child(job: CompileJob, src_dir: Path, out_dir: Path, timeout_s: float,
+                     context: child.ChildContext | None = None) -> CompileOutcome:
     out = out_dir / job.output
-    cmd = [sys.executable, "-m", "winml_perf.bundle.compile", str(src_dir / job.source), str(out), job.ep, json.dumps(job.provider_options)]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    args = [str(src_dir / job.source), str(out), job.ep, json.dumps(job.provider_options)]
+    result = child.run_module(CHILD_MODULE, args, context or child.ChildContext.from_parent(), timeout_s)
+    ms = round(result.wall_s * 1000.0, 3)
+    if result.exit.timed_out:
         _discard(out)
         return CompileOutcome(job.stages, job.source, job.ep, None, "timeout",
-                              f"compile took longer than {timeout_s:g} s; the stage keeps its source model (raise --compile-timeout)",
-                              _ms(t0))
-    if proc.returncode != 0 or not out.is_file():
+                              f"compile took longer than {timeout_s:g} s; the stage keeps its source model (raise --compile-timeout)", ms)
+    if not result.ok or not out.is_file():
         _discard(out)
-        lines = [ln for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
-        why = lines[-1] if lines else f"exit status {proc.returncode}"
-        return CompileOutcome(job.stages, job.source, job.ep, None, "failed", f"{why}; the stage keeps its source model", _ms(t0))
-    return CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "", _ms(t0))
+        return CompileOutcome(job.stages, job.source, job.ep, None, "failed", f"{result.failure()}; the stage keeps its source model", ms)
+    return CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "", ms)
 
 
 def compatibility(model_path: Path, ep: str) -> tuple[str, str]:
@@ -104,9 +101,12 @@ def compatibility(model_path: Path, ep: str) -> tuple[str, str]:
     import onnxruntime as ort
     from onnxruntime.capi import onnxruntime_pybind11_state as C
 
+    from winml_perf.plugins import registered_plugins
+
     info = C.get_compatibility_info_from_model(str(model_path), ep)
     if info is None:
         return "NOT_CHECKED", f"no ep_compatibility_info.{ep} in the model"
+    registered_plugins()  # so a plugin EP's devices are listed
     devices = [d for d in ort.get_ep_devices() if d.ep_name == ep]
     if not devices:
         return "NOT_CHECKED", f"no {ep} device here"
@@ -119,22 +119,9 @@ def _discard(path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def _ms(t0: float) -> float:
-    return round((time.perf_counter() - t0) * 1000.0, 3)
-
-
-def _child(src: str, out: str, ep: str, options_json: str) -> int:
+def _compile(src: str, out: str, ep: str, options_json: str) -> None:
     import onnxruntime as ort
 
-    sleep_s = float(os.environ.get(SLEEP_ENV) or 0)
-    if sleep_s:
-        time.sleep(sleep_s)
-    try:
-        from winml_perf import plugins
-
-        plugins.register_plugin_eps()
-    except Exception as exc:  # a plugin that fails to register is reported, and only matters for its EP
-        print(f"plugin registration: {exc}", file=sys.stderr)
     options = {str(k): str(v) for k, v in json.loads(options_json).items()}
     so = ort.SessionOptions()
     devices = [d for d in ort.get_ep_devices() if d.ep_name == ep]
@@ -143,22 +130,12 @@ def _child(src: str, out: str, ep: str, options_json: str) -> int:
     elif ep != "CPUExecutionProvider":
         so.add_provider(ep, options)
     flags = ort.OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED if _compiles(ep) else ort.OrtCompileApiFlags.NONE
-    compiler = ort.ModelCompiler(so, src, embed_compiled_data_into_model=False, flags=flags)
-    compiler.compile_to_file(out)
-    return 0
+    ort.ModelCompiler(so, src, embed_compiled_data_into_model=False, flags=flags).compile_to_file(out)
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 4:
-        print("usage: python -m winml_perf.bundle.compile SRC OUT EP OPTIONS_JSON", file=sys.stderr)
+def main(argv: list[str]) -> int:
+    """The compile child (plugins already registered by child.py): 0 when ``OUT`` was written."""
+    if len(argv) != 4:
+        print("usage: SRC OUT EP OPTIONS_JSON", file=sys.stderr)
         return 2
-    try:
-        return _child(*args)
-    except Exception as exc:
-        print(f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
-        return _CHILD_FAILED
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return child.exit_status(lambda: _compile(*argv))

@@ -9,17 +9,13 @@ compile runs in a child process with a timeout (vendor compilers crash and hang)
 graph is written in this process (it is the same optimiser every session creation runs).
 A compile that fails is an error: nothing is written and nothing falls back.
 
-Where and when (the derived-bundle rules of bundle/derive.py, whose primitives this reuses):
-``derive.derived_root(<model dir>)`` (``<model dir>/_compiled/``, or the cache folder under
-``$WINML_PERF_CACHE_DIR`` when the model's folder is not writable), in ``<stem>-<alias>-<hash12>/``
-with a ``manifest.json``. ``derive.cache_key`` hashes: the EP, device class, kind, level, provider
-options and session config; the identity (size, mtime_ns, inode; sha256 with ``verify_sources``)
-of the model file and of every external-data file it names; ``derive.runtime_versions()``;
-``derive.FORMAT_VERSION`` and ``FORMAT_VERSION`` here; and, for an optimised model at level
-``layout``/``all`` (whose kernels and layouts depend on the CPU), the host's CPU model. It is built
-in a temporary folder and renamed into place under a file lock; a folder is trusted only when its
-manifest has the key and every file it lists is present, and an EPContext model only while
-onnxruntime's compatibility check against the EP devices here does not ask for a recompile.
+Where and when: in the artifact cache (cache.py), as ``<stem>-<alias>-<hash12>/`` under the model
+folder's ``_compiled/`` (or its cache folder when the folder is not writable). The key covers the EP,
+device class, kind, level, provider options and session config; the identity of the model file and
+of every external-data file it names; and, for an optimised model at level ``layout``/``all``
+(whose kernels and layouts depend on the CPU), the host's CPU model; the cache adds the runtime
+versions and its format. An EPContext model is trusted only while onnxruntime's compatibility check
+against the EP devices here does not ask for a recompile.
 
 Load a prepared model with ``OnnxSession(prepared.path, ep=..., **prepared.session_options())``:
 graph optimisation disabled, and the source model timed too for prepared-vs-unprepared creation.
@@ -27,32 +23,24 @@ graph optimisation disabled, and the source model timed too for prepared-vs-unpr
 
 from __future__ import annotations
 
-import hashlib
 import json
 import mmap
-import os
 import platform
 import re
-import shutil
-import subprocess
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from filelock import FileLock
-
-from winml_perf import eps
-from winml_perf.bundle import derive
+from winml_perf import cache, child, eps
 from winml_perf.errors import BundleError, EPUnavailableError
 
 FORMAT_VERSION = 1
 KINDS = ("epcontext", "optimized")
+SHAPE = {"kind": str, "ep": str, "output": str, "graph_optimization_level": str}
 EXTERNAL_THRESHOLD_BYTES = 1024
 _LOCATION_TAG = b"\n\x08location\x12"  # StringStringEntryProto{key: "location", value: ...} in an ONNX file
-_CHILD_FAILED = 3
 
 
 @dataclass(frozen=True)
@@ -123,16 +111,9 @@ def _varint(data, pos: int) -> tuple[int, int]:
     return -1, pos
 
 
-def source_identities(model: Path, verify: bool = False) -> list[dict]:
-    out = []
-    for rel in [model.name] + external_data_files(model):
-        path = model.parent / rel
-        st = path.stat()
-        ident = {"file": rel, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
-        if verify:
-            ident["sha256"] = _file_sha256(path)
-        out.append(ident)
-    return out
+def source_files(model: Path) -> list[str]:
+    """The model file and the external-data files it names, relative to its folder."""
+    return [model.name] + external_data_files(model)
 
 
 def host_fingerprint() -> dict:
@@ -146,19 +127,14 @@ def host_fingerprint() -> dict:
 
 
 # -- key ------------------------------------------------------------------------------------------
-def key_components(model: Path, kind: str, target, level: str, provider_options: Mapping, session_config: Mapping,
-                   verify: bool) -> dict:
-    identities = source_identities(model, verify)
-    comps = {
-        "format_version": derive.FORMAT_VERSION, "onnx_prepare_format": FORMAT_VERSION, "kind": kind,
-        "ep": target.ep, "device": target.device, "graph_optimization_level": level,
-        "provider_options": dict(provider_options), "session_config": dict(session_config),
-        "sources_sha256": hashlib.sha256(json.dumps(identities, sort_keys=True).encode()).hexdigest(),
-        "versions": derive.runtime_versions(),
-    }
+def settings(model: Path, kind: str, target, level: str, provider_options: Mapping, session_config: Mapping) -> dict:
+    """What decides a prepared model besides its sources (the cache adds versions and identities)."""
+    out = {"onnx_prepare_format": FORMAT_VERSION, "kind": kind, "ep": target.ep, "device": target.device,
+           "graph_optimization_level": level, "provider_options": dict(provider_options),
+           "session_config": dict(session_config)}
     if kind == "optimized" and level in ("layout", "all"):
-        comps["host"] = host_fingerprint()
-    return {"components": comps, "identities": identities}
+        out["host"] = host_fingerprint()
+    return out
 
 
 def output_name(model: Path, kind: str, ep: str, level: str) -> str:
@@ -193,25 +169,25 @@ def compile_model(src: str, out: str, ep: str, device: str | None, level: str, p
     compiler.compile_to_file(str(out))
 
 
+CHILD_MODULE = "winml_perf.bundle.onnx_prepare"  # the module the compile child runs (its main())
+
+
 def _compile_in_child(args: list[str], timeout_s: float) -> None:
-    cmd = [sys.executable, "-m", "winml_perf.bundle.onnx_prepare", *args]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    result = child.run_module(CHILD_MODULE, args, child.ChildContext.from_parent(), timeout_s)
+    if result.exit.timed_out:
         raise BundleError(f"compiling {args[0]} for {args[2]} took longer than {timeout_s:g} s",
-                          "raise --compile-timeout, or run without prepare") from None
-    if proc.returncode != 0:
-        lines = [ln for ln in (proc.stderr or "").strip().splitlines() if ln.strip()]
-        raise RuntimeError(lines[-1] if lines else f"compile child exited with status {proc.returncode}")
+                          "raise --compile-timeout, or run without prepare")
+    if not result.ok:
+        raise RuntimeError(result.failure())
 
 
 def _run_compile(model: Path, out: Path, kind: str, target, level: str, provider_options, session_config,
-                 timeout_s: float, plugin_libraries: Sequence[str]) -> float:
+                 timeout_s: float) -> float:
     t0 = time.perf_counter()
     try:
         if kind == "epcontext":
             args = [str(model), str(out), target.ep, target.device or "", level, json.dumps(dict(provider_options)),
-                    json.dumps(dict(session_config)), json.dumps(list(plugin_libraries))]
+                    json.dumps(dict(session_config))]
             _compile_in_child(args, timeout_s)
         else:
             compile_model(str(model), str(out), target.ep, target.device, level, provider_options, session_config, False)
@@ -227,56 +203,16 @@ def _run_compile(model: Path, out: Path, kind: str, target, level: str, provider
 
 
 # -- cache ----------------------------------------------------------------------------------------
-def _read_manifest(folder: Path) -> dict | None:
-    try:
-        return json.loads((folder / derive.MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def _epcontext_fits(folder: Path, manifest: dict) -> str | None:
+    """None unless an EPContext model is one onnxruntime asks to recompile for the devices here."""
+    if manifest["kind"] != "epcontext":
         return None
+    from winml_perf.bundle import compile as compiler
 
-
-def _fresh_problem(final: Path, key: str) -> str | None:
-    if not final.exists():
-        return "absent"
-    manifest = _read_manifest(final)
-    if manifest is None or manifest.get("key") != key:
-        return f"{final.name} has no valid manifest (left by an interrupted or foreign prepare); rebuilding"
-    missing = [f for f in manifest.get("files", []) if not (final / f).exists()]
-    if missing:
-        return f"{final.name} lacks {missing[0]}; rebuilding"
-    if manifest.get("kind") == "epcontext":
-        from winml_perf.bundle import compile as compiler
-
-        status, detail = compiler.compatibility(final / manifest["output"], manifest["ep"])
-        if status in compiler.RECOMPILE_STATUSES:
-            return f"{manifest['output']} is {status} for the {eps.ep_alias(manifest['ep'])} devices here ({detail}); recompiling"
+    status, detail = compiler.compatibility(folder / manifest["output"], manifest["ep"])
+    if status in compiler.RECOMPILE_STATUSES:
+        return f"{manifest['output']} is {status} for the {eps.ep_alias(manifest['ep'])} devices here ({detail}); recompiling"
     return None
-
-
-def _miss_reason(root: Path, prefix: str, comps: dict, stale: str) -> str:
-    if stale != "absent":
-        return stale
-    olds = [(f.stat().st_mtime, f.name, m) for f in root.glob(f"{prefix}-*") if (m := _read_manifest(f)) and m.get("components")]
-    if not olds:
-        return "no prepared model for this route yet"
-    _, other, manifest = max(olds, key=lambda t: t[0])
-    old = manifest["components"]
-    changed = sorted(k for k in comps.keys() & old.keys() if comps[k] != old[k]) or ["key"]
-    what = {"sources_sha256": "source files", "versions": "runtime versions", "host": "host CPU"}
-    return f"changed since {other}: " + ", ".join(what.get(k, k) for k in changed)
-
-
-def _hit(final: Path, model: Path, manifest: dict, t0: float, reason: str) -> PreparedModel:
-    return PreparedModel(final / manifest["output"], model, final, manifest["kind"], manifest["ep"], manifest.get("device"),
-                         manifest["graph_optimization_level"], manifest["key"], "hit", reason, _ms(t0), 0.0,
-                         tuple(manifest.get("files", [])))
-
-
-def _publish(tmp: Path, final: Path, manifest: dict) -> tuple[str, ...]:
-    files = sorted({os.path.relpath(os.path.join(d, f), tmp) for d, _, fs in os.walk(tmp) for f in fs} | {derive.MANIFEST})
-    manifest = {**manifest, "files": files}
-    (tmp / derive.MANIFEST).write_text(json.dumps(manifest, indent=2), encoding="utf-8")
-    os.rename(tmp, final)
-    return tuple(files)
 
 
 def prepare_onnx(
@@ -293,7 +229,7 @@ def prepare_onnx(
     """The prepared model for ``target`` (a devices.Target of kind 'ep' or 'device'): reused when
     fresh, else compiled and published atomically (see the module doc). For a non-CPU EP, plugin
     EPs (installed packages, $WINML_PERF_EP_LIBRARIES, ``plugin_libraries`` 'NAME=PATH') are
-    registered first, here and in the compile child."""
+    registered here first; the compile child registers what this process has."""
     from winml_perf.session.onnx_options import parse_graph_optimization_level
 
     t0 = time.perf_counter()
@@ -309,101 +245,41 @@ def prepare_onnx(
         plugins.register_plugin_eps(list(plugin_libraries))  # idempotent; a plugin EP needs it before compiling
     provider_options, session_config = dict(provider_options or {}), dict(session_config or {})
     kind = "epcontext" if target.ep in eps.EPS and eps.EPS[target.ep].compiles else "optimized"
-    keyed = key_components(model, kind, target, level, provider_options, session_config, verify_sources)
-    key = derive.cache_key(keyed["components"])
-    prefix = f"{model.stem}-{eps.ep_alias(target.ep)}"
-    root = derive.derived_root(model.parent)
-    final = root / f"{prefix}-{key[:12]}"
-    if _fresh_problem(final, key) is None:
-        return _hit(final, model, _read_manifest(final), t0, "fresh: a prepared model with this key exists")
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BundleError(f"cannot create {root}: {exc.strerror}", f"free space or set {derive.CACHE_ENV} to a writable folder") from exc
-    with FileLock(str(root / f".{final.name}.lock")):
-        stale = _fresh_problem(final, key)
-        if stale is None:
-            return _hit(final, model, _read_manifest(final), t0, "fresh: another process prepared it just now")
-        reason = _miss_reason(root, prefix, keyed["components"], stale)
-        for leftover in root.glob(f".tmp-{final.name}-*"):
-            shutil.rmtree(leftover, ignore_errors=True)
-        shutil.rmtree(final, ignore_errors=True)
-        tmp = root / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-        out = output_name(model, kind, target.ep, level)
-        try:
-            tmp.mkdir()
-            compile_ms = _run_compile(model, tmp / out, kind, target, level, provider_options, session_config,
-                                      compile_timeout_s, plugin_libraries)
-            manifest = {
-                "format_version": derive.FORMAT_VERSION, "key": key, "name": final.name, "kind": kind, "ep": target.ep,
-                "device": target.device, "graph_optimization_level": level, "output": out,
-                "components": keyed["components"], "source": {"model": str(model), "files": keyed["identities"]},
-                "target": target.to_dict(), "timings": {"compile_ms": compile_ms},
-                "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-            files = _publish(tmp, final, manifest)
-        except OSError as exc:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise BundleError(f"cannot write prepared model {final}: {exc.strerror or exc}",
-                              f"free disk space, or set {derive.CACHE_ENV} to another folder; nothing half-made was kept") from exc
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    return PreparedModel(final / out, model, final, kind, target.ep, target.device, level, key, "miss", reason,
-                         _ms(t0), compile_ms, files)
+    sources = cache.source_identities(model.parent, source_files(model), verify_sources)
+    request = cache.Request(model.parent, f"{model.stem}-{eps.ep_alias(target.ep)}", "prepared model",
+                            settings(model, kind, target, level, provider_options, session_config), sources, shape=SHAPE)
+    out = output_name(model, kind, target.ep, level)
+    timing = {}
+
+    def build(tmp: Path) -> dict:
+        timing["compile_ms"] = _run_compile(model, tmp / out, kind, target, level, provider_options, session_config,
+                                            compile_timeout_s)
+        return {"kind": kind, "ep": target.ep, "device": target.device, "graph_optimization_level": level,
+                "output": out, "source": {"model": str(model)}, "target": target.to_dict(), "timings": dict(timing)}
+
+    entry = cache.get_or_build(request, build, _epcontext_fits)
+    m = entry.manifest
+    return PreparedModel(entry.folder / m["output"], model, entry.folder, m["kind"], m["ep"], m.get("device"),
+                         m["graph_optimization_level"], entry.key, entry.cache, entry.reason, _ms(t0),
+                         timing.get("compile_ms", 0.0), tuple(m["files"]))
 
 
 def clean_onnx(model_path: str | Path) -> list[Path]:
-    """Remove the prepared copies of this one model (``<stem>-*`` under ``_compiled/`` and the cache
-    folder), leaving other models of the same folder alone. Returns what went."""
+    """Remove the prepared copies of this one model (``<stem>-<alias>-<hash12>`` under ``_compiled/``
+    and the cache folder), leaving other models of the same folder alone. Returns what went."""
     model = Path(model_path).resolve()
-    mine = re.compile(rf"^\.?{re.escape(model.stem)}-[^-]+-[0-9a-f]{{12}}(\.lock)?$")
-    removed = []
-    for root in (model.parent / derive.COMPILED_DIR, derive.cache_root(model.parent)):
-        for path in sorted(root.glob(f"*{model.stem}-*")):
-            if not mine.match(path.name):
-                continue
-            try:
-                shutil.rmtree(path) if path.is_dir() else path.unlink()
-            except OSError as exc:
-                raise BundleError(f"cannot remove {path}: {exc.strerror}", "check its permissions") from exc
-            removed.append(path)
-    return removed
-
-
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            h.update(chunk)
-    return h.hexdigest()
+    return cache.clean(model.parent, rf"{re.escape(model.stem)}-[^-]+")
 
 
 def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
 
 
-# -- child entry: python -m winml_perf.bundle.onnx_prepare SRC OUT EP DEVICE LEVEL OPTS CONFIG PLUGINS --
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if len(args) != 8:
-        print("usage: python -m winml_perf.bundle.onnx_prepare SRC OUT EP DEVICE LEVEL OPTIONS_JSON CONFIG_JSON PLUGINS_JSON",
-              file=sys.stderr)
+# -- child entry: python -m winml_perf.child winml_perf.bundle.onnx_prepare SRC OUT EP DEVICE LEVEL OPTS CONFIG --
+def main(argv: list[str]) -> int:
+    """Compile in a child the runner started (plugins registered by it); 0 on success."""
+    if len(argv) != 7:
+        print("usage: SRC OUT EP DEVICE LEVEL OPTIONS_JSON CONFIG_JSON", file=sys.stderr)
         return 2
-    src, out, ep, device, level, options, config, plugin_libs = args
-    try:
-        from winml_perf import plugins
-
-        plugins.register_plugin_eps(json.loads(plugin_libs))
-    except Exception as exc:  # reported; it only matters if it was the EP being compiled for
-        print(f"plugin registration: {exc}", file=sys.stderr)
-    try:
-        compile_model(src, out, ep, device or None, level, json.loads(options), json.loads(config), True)
-    except Exception as exc:
-        print(f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
-        return _CHILD_FAILED
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    src, out, ep, device, level, options, config = argv
+    return child.exit_status(lambda: compile_model(src, out, ep, device or None, level, json.loads(options), json.loads(config), True))

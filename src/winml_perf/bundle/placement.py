@@ -225,19 +225,13 @@ def _ep_devices(ep: str, device_type: str | None) -> list:
 
 def measure_config(config: GenaiConfig, folder: Path | None = None, stages: Sequence[str] | None = None) -> list[StagePlacement]:
     """Placement of ``stages`` (default: all) of ``config``, whose files lie in ``folder`` (default: its bundle).
-    Registers plugin EPs first when a stage asks for an EP other than CPU."""
+    Plugin EPs are registered first when a stage asks for an EP other than CPU."""
     chosen = [s for s in config.stages if stages is None or s.name in stages]
     if any(stage_ep(s)[0] != CPU for s in chosen):
-        _ensure_plugins()
+        from winml_perf.plugins import registered_plugins
+
+        registered_plugins()  # the registry registers the plugin EPs once per process
     return [measure_stage(Path(folder or config.bundle), config, s) for s in chosen]
-
-
-def _ensure_plugins() -> None:
-    """Register plugin EPs unless this process already did (discovery alone costs tens of ms)."""
-    from winml_perf.plugins import register_plugin_eps, registered_plugins
-
-    if not registered_plugins():
-        register_plugin_eps()
 
 
 # -- the cached placement of a derived bundle ---------------------------------------------------------------
@@ -274,8 +268,6 @@ def derived_placement(folder: Path, derive_key: str) -> RoutePlacement:
     folder = Path(folder)
     config = load_config(folder)
     needed = [stage_ep(s)[0] for s in config.stages]
-    if any(e != CPU for e in needed):
-        _ensure_plugins()
     key = placement_key(derive_key, ep_identity(needed))
     cached = _read(folder / PLACEMENT_FILE)
     if cached is not None and cached.get("key") == key and [s["stage"] for s in cached["stages"]] == list(config.stage_names):

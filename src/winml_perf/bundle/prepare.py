@@ -23,10 +23,9 @@ from winml_perf.model.route import BUNDLE, CompileOutcome, Route, with_placement
 
 
 def available_eps() -> set[str]:
-    """Canonical names of the EPs this process can use (plugins registered first)."""
-    from winml_perf import devices, plugins
+    """Canonical names of the EPs this process can use (plugin EPs included: the registry registers them on first ask)."""
+    from winml_perf import devices
 
-    plugins.register_plugin_eps()
     return set(devices.available_eps())
 
 

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from winml_perf import child
 from winml_perf.errors import UsageError, WinmlPerfError
 
 ARCHITECTURES = ("qwen2", "qwen3", "llama")
@@ -148,10 +148,10 @@ def run_builder(hf_dir: Path, out_dir: Path, cache_dir: Path, precision: str, ep
            "-p", precision, "-e", ep, "-c", str(cache_dir)]
     if extra:
         cmd += ["--extra_options", *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0 or not (out_dir / "genai_config.json").exists():
-        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        raise WinmlPerfError(f"onnxruntime-genai's model builder failed (exit {proc.returncode}):\n{tail}")
+    result = child.run_command(cmd)
+    if not result.ok or not (out_dir / "genai_config.json").exists():
+        tail = "\n".join((result.stderr or result.stdout).strip().splitlines()[-15:])
+        raise WinmlPerfError(f"onnxruntime-genai's model builder failed (it {result.exit.text}):\n{tail}")
 
 
 def synthesize(spec: SynthSpec, out_dir: Path, force: bool = False, log=print) -> dict:

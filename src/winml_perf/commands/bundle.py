@@ -37,18 +37,19 @@ def parse_stages(stages: str | None) -> list[str] | None:
 
 
 def target_for(ep: str | None, device: str | None, ep_library: list[str] | None = None):
-    """The Target for these flags: ``--ep`` as asked (no availability check), ``--device`` resolved here."""
+    """The Target for these flags: ``--ep`` as asked (no availability check), ``--device`` resolved here.
+    ``--ep-library`` plugins are registered first, so compile children and device resolution see them."""
     from winml_perf.devices import Target, resolve_target
+    from winml_perf.plugins import register_plugin_eps
 
+    if ep_library:
+        register_plugin_eps(ep_library)
     if ep is not None:
         canonical = eps.normalize_ep_name(ep)
         concrete = device if device in ("cpu", "gpu", "npu") else None
         return Target("ep", ep, device, canonical, concrete or eps.EPS[canonical].home_device)
     if device is None or device == "config":
         return Target("config", None, device, None, None)
-    from winml_perf.plugins import register_plugin_eps
-
-    register_plugin_eps(ep_library or ())
     return resolve_target(None, device, "winml-genai")
 
 

@@ -61,9 +61,14 @@ def _hw_class(ep_device: Any) -> str:
 def ort_ep_devices(ep: str, device_class: str | None = None) -> list:
     """The ``onnxruntime.OrtEpDevice`` objects of ``ep`` (canonical name), on ``device_class`` when given.
 
-    Register plugin EPs first (plugins.register_plugin_eps). Empty when onnxruntime offers none.
+    Plugin EPs are asked of the process's registry first. Empty when onnxruntime offers none.
     """
     import onnxruntime as ort
+
+    from winml_perf.plugins import registered_plugins
+
+    if ep != "CPUExecutionProvider":
+        registered_plugins()
 
     own = [d for d in ort.get_ep_devices() if d.ep_name == ep]
     if device_class is None:

@@ -1,0 +1,51 @@
+"""A module child for child.py's tests: ``main(argv)`` does what ``argv[0]`` says.
+
+exit N      exit with status N, after a line on stderr
+signal SIG  end by that signal
+report      print, as JSON: the plugins registered here, whether discovery ran, the env var
+            WINML_PERF_PROBE, sys.path
+anything else: called as a compile child (SRC OUT EP OPTIONS): write the same report to OUT
+"""
+
+import json
+import os
+import signal
+import sys
+
+
+def _report() -> dict:
+    from winml_perf import plugins
+
+    return {
+        "registered": {name: r.library_path for name, r in plugins._REGISTERED.items()},
+        "discovered": plugins._STATE["discovered"] is not None,
+        "probe_env": os.environ.get("WINML_PERF_PROBE"),
+        "sys_path": sys.path,
+    }
+
+
+def main(argv: list[str]) -> int:
+    command = argv[0]
+    if command == "exit":
+        print(f"probe exits with {argv[1]}", file=sys.stderr)
+        return int(argv[1])
+    if command == "signal":
+        os.kill(os.getpid(), getattr(signal, argv[1]))
+        return 0
+    if command == "report":
+        print(json.dumps(_report()))
+        return 0
+    with open(argv[1], "w", encoding="utf-8") as f:
+        json.dump(_report(), f)
+    return 0
+
+
+def worker_report(conn, marker: str) -> None:
+    """A child.Worker target: answer one message with the report and the marker, then return."""
+    conn.recv()
+    conn.send({**_report(), "marker": marker})
+
+
+def worker_exit(conn, code: int) -> None:
+    """A child.Worker target that ends its process with ``code`` at once."""
+    os._exit(code)

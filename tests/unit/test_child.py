@@ -1,0 +1,92 @@
+"""child.py: how children end (exit code, signal, timeout) and what each receives (plugins, env, sys.path)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from winml_perf import child, plugins
+
+REPO = str(Path(__file__).resolve().parents[2])
+PROBE = "tests.unit.child_probes"
+
+
+def _context(**kw) -> child.ChildContext:
+    return child.ChildContext(sys_path=(REPO,), **kw)
+
+
+def test_exit_code_and_last_stderr_line():
+    result = child.run_module(PROBE, ["exit", "7"], _context())
+    assert (result.exit.exit_code, result.exit.signal, result.exit.timed_out, result.ok) == (7, None, False, False)
+    assert result.failure() == "probe exits with 7" and result.exit.text == "exited with code 7"
+
+
+def test_a_signal_is_named():
+    result = child.run_module(PROBE, ["signal", "SIGTERM"], _context())
+    assert (result.exit.exit_code, result.exit.signal_name, result.ok) == (None, "SIGTERM", False)
+    assert result.failure() == "child was killed by SIGTERM"
+    assert child.describe_exit(-9) == {"exit_code": None, "signal": 9, "signal_name": "SIGKILL", "text": "was killed by SIGKILL"}
+
+
+def test_timeout_kills_the_child():
+    result = child.run_module("tests.unit.child_hangs", [], _context(), timeout_s=0.5)
+    assert result.exit.timed_out and not result.ok and result.exit.signal_name == "SIGKILL"
+    assert result.exit.text == "did not finish within 0.5 s and was killed"
+
+
+def test_plugins_env_and_sys_path_are_carried():
+    webgpu = pytest.importorskip("onnxruntime_ep_webgpu")
+    path = webgpu.get_library_path()
+    context = _context(plugin_libraries=(f"webgpu={path}",), env={"WINML_PERF_PROBE": "carried"})
+    result = child.run_module(PROBE, ["report"], context)
+    assert result.ok, result.stderr
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["registered"] == {"WebGpuExecutionProvider": path}
+    assert report["discovered"] is False  # registered from the spec it was handed, not found by itself
+    assert report["probe_env"] == "carried" and REPO in report["sys_path"]
+
+
+def test_from_parent_hands_the_registry_specs(monkeypatch):
+    monkeypatch.setattr(plugins, "registered_specs", lambda: ("AcmeExecutionProvider=/opt/acme.so",))
+    context = child.ChildContext.from_parent(env={"A": "1"})
+    assert context.plugin_libraries == ("AcmeExecutionProvider=/opt/acme.so",) and context.env == {"A": "1"}
+    assert tuple(sys.path) == context.sys_path
+    assert child.ChildContext.from_json(context.to_json()) == context
+
+
+def test_a_failing_plugin_is_reported_and_the_child_goes_on(tmp_path):
+    context = _context(plugin_libraries=(f"AcmeExecutionProvider={tmp_path / 'missing.so'}",))
+    result = child.run_module(PROBE, ["report"], context)
+    assert result.ok and "plugin registration:" in result.stderr and "missing.so" in result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1])["registered"] == {}
+
+
+def test_worker_gets_the_context_and_reports_its_exit():
+    from tests.unit import child_probes
+
+    worker = child.Worker(child_probes.worker_report, ("m1",), _context(env={"WINML_PERF_PROBE": "w"}), "probe")
+    worker.conn.send("go")
+    reply = worker.conn.recv()
+    assert (reply["marker"], reply["probe_env"]) == ("m1", "w")
+    assert worker.end(5.0, terminate_first=True) == child.ChildExit(0)
+    dying = child.Worker(child_probes.worker_exit, (5,), _context(), "probe")
+    assert dying.end(5.0, terminate_first=False).exit_code == 5
+
+
+def test_run_command_reports_and_missing_program_raises():
+    result = child.run_command([sys.executable, "-c", "import sys; print('out'); sys.exit(4)"], timeout_s=30)
+    assert (result.exit.exit_code, result.stdout.strip()) == (4, "out")
+    with pytest.raises(OSError):
+        child.run_command(["winml-perf-no-such-program"])
+
+
+def test_module_child_exit_status_wraps_errors(capsys):
+    def boom() -> None:
+        raise ValueError("bad\ninput")
+
+    assert child.exit_status(boom) == child.FAILED
+    assert capsys.readouterr().err.strip() == "ValueError: bad input"
+    assert child.exit_status(lambda: None) == 0
