@@ -206,3 +206,81 @@ def detect_change_points(values: Sequence[float], run_ids: Sequence[Any] | None 
                                   float(np.median(after)), shift, lo, hi, p_values[cut],
                                   direction_of(shift, higher_is_better)))
     return points
+
+
+# -- the regression gate ---------------------------------------------------------------------------
+#: With fewer runs than this the gate compares the candidate's interval with the baseline instead.
+MIN_HISTORY = 8
+UNCHANGED, INSUFFICIENT = "unchanged", "insufficient"
+BY_CHANGE_POINT, BY_INTERVAL = "change point", "interval"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the gate decided about the newest run, how (``method``) and why (``reason``)."""
+
+    status: str  # regression | improvement | unchanged | insufficient
+    method: str | None
+    reason: str
+    change_point: ChangePoint | None = None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.status == REGRESSION
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _judge_by_interval(x: np.ndarray, interval: tuple[float, float] | None, higher_is_better: bool,
+                       threshold: float) -> Verdict:
+    """Short history: the candidate's interval against the median of the earlier runs +- threshold."""
+    if len(x) < 2:
+        return Verdict(INSUFFICIENT, None, "no earlier run to compare the newest with")
+    if interval is None:
+        return Verdict(INSUFFICIENT, None, f"{len(x)} runs (< {MIN_HISTORY}) and no interval for the newest run")
+    low, high = (float(v) for v in interval)
+    if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+        raise UsageError(f"gate: candidate interval {interval!r} is not a finite (low, high) with low <= high")
+    base = float(np.median(x[:-1]))
+    floor, ceiling = base * (1.0 - threshold), base * (1.0 + threshold)
+    worse_beyond = high < floor if higher_is_better else low > ceiling
+    better_beyond = low > ceiling if higher_is_better else high < floor
+    where = f"interval [{low:.4g}, {high:.4g}] vs baseline {base:.4g} (median of {len(x) - 1} runs) ±{threshold:.1%}"
+    if worse_beyond:
+        return Verdict(REGRESSION, BY_INTERVAL, f"{where}: wholly on the worse side")
+    if better_beyond:
+        return Verdict(IMPROVEMENT, BY_INTERVAL, f"{where}: wholly on the better side")
+    return Verdict(UNCHANGED, BY_INTERVAL, f"{where}: not wholly beyond the threshold")
+
+
+def judge_newest(values: Sequence[float], run_ids: Sequence[Any] | None = None, *, higher_is_better: bool,
+                 threshold: float = 0.05, candidate_interval: tuple[float, float] | None = None,
+                 recent: int | None = None, alpha: float = DEFAULT_ALPHA, permutations: int = DEFAULT_PERMUTATIONS,
+                 min_size: int = DEFAULT_MIN_SIZE, seed: int = DEFAULT_SEED) -> Verdict:
+    """Gate verdict on the newest run of a series (oldest first).
+
+    With at least MIN_HISTORY runs: a regression when a significant change point starts within the
+    newest ``recent`` runs (default 2 x min_size) — so the newest run belongs to the new segment —
+    and its median shift is worse than ``threshold`` (a fraction). A change point needs ``min_size``
+    runs after it, so a shift is seen from its min_size-th run on. With fewer runs:
+    ``candidate_interval`` (the newest run's interval) against the median of the earlier runs."""
+    x = as_series(values)
+    if threshold < 0:
+        raise UsageError(f"gate: threshold must be >= 0 (a fraction), got {threshold}")
+    recent = 2 * min_size if recent is None else recent
+    if recent < min_size:
+        raise UsageError(f"gate: recent ({recent}) must be >= min_size ({min_size}): a change point needs min_size runs after it")
+    if len(x) < MIN_HISTORY:
+        return _judge_by_interval(x, candidate_interval, higher_is_better, threshold)
+    points = detect_change_points(x, run_ids, higher_is_better=higher_is_better, alpha=alpha,
+                                  permutations=permutations, min_size=min_size, seed=seed)
+    last = points[-1] if points else None
+    if last is None or len(x) - last.index > recent:
+        where = "none" if last is None else f"the last at index {last.index}, {len(x) - last.index} runs ago"
+        return Verdict(UNCHANGED, BY_CHANGE_POINT, f"no significant change point within the newest {recent} runs ({where})")
+    said = (f"change point at index {last.index} (run {last.run_id}): {last.shift:+.1%} "
+            f"[{last.shift_low:+.1%}, {last.shift_high:+.1%}], p = {last.p_value:.3g}")
+    if abs(last.shift) <= threshold or last.direction == NO_MEDIAN_SHIFT:
+        return Verdict(UNCHANGED, BY_CHANGE_POINT, f"{said}: within the {threshold:.1%} threshold", last)
+    return Verdict(last.direction, BY_CHANGE_POINT, f"{said}: a {last.direction} beyond {threshold:.1%}", last)
