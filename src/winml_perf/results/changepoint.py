@@ -1,0 +1,287 @@
+"""Change points in a series of per-run estimates (oldest first): E-Divisive means.
+
+Method (Matteson & James, "A Nonparametric Approach for Multiple Change Point Analysis of
+Multivariate Data", JASA 109(505), 2014), in 1-D with exponent alpha = 1:
+
+- For a segment x[0:n) and a split tau, the divergence statistic is
+  Q(tau) = tau (n - tau) / n * E, with the energy distance
+  E = 2/(tau m) sum|X - Y| - 2/(tau(tau-1)) sum_{i<j}|X_i - X_j| - 2/(m(m-1)) sum_{i<j}|Y_i - Y_j|,
+  X = x[:tau], Y = x[tau:], m = n - tau. The right end kappa is the segment's end, as in the
+  implementation MongoDB runs (Daly et al., "Change Point Detection in Software Performance
+  Testing", ICPE 2020); recursive bisection still separates a short middle segment.
+- Every within-segment sum comes from one pairwise-distance matrix by cumulative sums: with
+  r_t = sum_{i<t}|x_t - x_i| (the distances of a point to the earlier ones) and the full row sums
+  s_t, the within-left sums are cumsum(r), the within-right sums a suffix sum of s - r, and the cross
+  sums the rest; r itself comes from the count and sum of the earlier values below each value.
+  O(n^2) comparisons per ordering, vectorised over a batch of permutations.
+- Significance by a permutation test of the maximum of Q over the segment (the max-statistic test of
+  Matteson & James §3.2 and MongoDB): the segment is shuffled ``permutations`` times with a seeded
+  generator and p = (1 + #{max Q* >= max Q}) / (1 + permutations done). A permutation test, not the
+  Student t-test that Hunter/Apache Otava use for speed (Fleming et al., "Hunter: Using Change Point
+  Detection to Hunt for Performance Regressions", ICPE 2023): per-run estimates are bimodal when
+  processes land in different modes, the t-test's normality does not hold, and testing the split
+  that maximised Q by a t-test ignores that it was selected. The permutation test needs only that
+  the runs of a segment are exchangeable. It stops early once p can no longer reach ``alpha``
+  (Besag & Clifford, "Sequential Monte Carlo p-values", Biometrika 1991): a shift-free segment
+  costs a handful of permutations.
+- Bisection: each segment is split at its best tau while the split is significant; a segment
+  shorter than 2 x ``min_size`` is not split. Each segment is tested on its own at ``alpha``.
+
+Size of a shift: median(after) / median(before) - 1 over the segments either side, with a
+percentile bootstrap interval (Efron & Tibshirani 1993) of that ratio, segments resampled
+separately, seeded.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Sequence
+
+import numpy as np
+
+from winml_perf.errors import UsageError
+
+#: Significance level of each segment's permutation test (tuned on the development seed of
+#: benchmarks/bench_changepoint.py: 0.02 gave the best recall at the same false rate as 0.005-0.01).
+DEFAULT_ALPHA = 0.02
+#: Permutations per test; the smallest attainable p is 1 / (permutations + 1).
+DEFAULT_PERMUTATIONS = 199
+#: Fewest runs on either side of a change point.
+DEFAULT_MIN_SIZE = 5
+DEFAULT_SEED = 20261201
+#: Bootstrap resamples for the interval of a shift, and its confidence level.
+SHIFT_RESAMPLES = 1000
+SHIFT_CONFIDENCE = 0.95
+#: Elements of the (permutations x n x n) comparison batch held at once (about 32 MB of float64).
+_BATCH_ELEMENTS = 4_000_000
+
+IMPROVEMENT, REGRESSION, NO_MEDIAN_SHIFT = "improvement", "regression", "no median shift"
+
+
+@dataclass(frozen=True)
+class ChangePoint:
+    """A change point: the run at ``index`` is the first of a new segment."""
+
+    index: int
+    run_id: Any
+    median_before: float
+    median_after: float
+    shift: float  # median_after / median_before - 1
+    shift_low: float
+    shift_high: float
+    p_value: float
+    direction: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def as_series(values: Sequence[float], what: str = "series") -> np.ndarray:
+    """A 1-D float array of finite values, or a UsageError naming what is wrong."""
+    x = np.asarray(values, dtype=float)
+    if x.ndim != 1:
+        raise UsageError(f"{what}: expected a 1-D sequence of per-run values, got shape {x.shape}",
+                         "pass one value per run, oldest first")
+    bad = np.flatnonzero(~np.isfinite(x))
+    if len(bad):
+        raise UsageError(f"{what}: value at index {int(bad[0])} is not finite ({x[bad[0]]})",
+                         "drop failed runs (no value) before detecting change points")
+    return x
+
+
+def _q_from_r(r: np.ndarray, row_sums: np.ndarray, min_size: int) -> np.ndarray:
+    """Q(tau) for tau = min_size .. n - min_size from the distances to earlier points r (..., n)
+    and the full row sums (..., n) of the same ordering."""
+    n = r.shape[-1]
+    total = r.sum(axis=-1, keepdims=True)  # sum over i<j
+    left = np.cumsum(r, axis=-1)[..., min_size - 1:n - min_size]  # within x[:tau]
+    later = row_sums - r  # distances of a point to the later ones
+    right = np.cumsum(later[..., ::-1], axis=-1)[..., ::-1][..., min_size:n - min_size + 1]  # within x[tau:]
+    cross = total - left - right
+    tau = np.arange(min_size, n - min_size + 1, dtype=float)
+    m = n - tau
+    energy = 2.0 * cross / (tau * m) - 2.0 * left / (tau * (tau - 1)) - 2.0 * right / (m * (m - 1))
+    return tau * m / n * energy
+
+
+def divergence(values: Sequence[float], min_size: int = 2) -> np.ndarray:
+    """Q(tau) of every split tau = min_size .. n - min_size of one segment (the statistic above)."""
+    x = as_series(values)
+    if min_size < 2 or len(x) < 2 * min_size:
+        raise UsageError(f"divergence: need min_size >= 2 and at least 2 x min_size values, got {min_size} and {len(x)}")
+    return _q_from_r(_earlier_distances(x[None, :])[0], np.abs(x[:, None] - x[None, :]).sum(axis=1), min_size)
+
+
+def _earlier_distances(y: np.ndarray) -> np.ndarray:
+    """r_t = sum_{i<t} |y_t - y_i| for each row of y (k, n), without the (k, n, n) distances:
+    r_t = y_t (2 L_t - t) + S_t - 2 W_t, with L_t and W_t the count and sum of the earlier values
+    below y_t and S_t the sum of all earlier values (one batched matrix product)."""
+    n = y.shape[-1]
+    below = ((y[:, :, None] > y[:, None, :]) & np.tri(n, n, -1, dtype=bool)).astype(float)
+    count_sum = np.matmul(below, np.stack([np.ones_like(y), y], axis=-1))
+    earlier = np.cumsum(y, axis=1) - y
+    return y * (2.0 * count_sum[..., 0] - np.arange(n)) + earlier - 2.0 * count_sum[..., 1]
+
+
+def _best_split(x: np.ndarray, min_size: int, alpha: float, permutations: int, seed: int) -> tuple[int, float, float]:
+    """(tau, Q(tau), permutation p-value) of the best split of one segment."""
+    n = len(x)
+    row_sums = np.abs(x[:, None] - x[None, :]).sum(axis=1)
+    q = _q_from_r(_earlier_distances(x[None, :])[0], row_sums, min_size)
+    best = int(np.argmax(q))
+    observed = float(q[best])
+    # p <= alpha needs at most this many permutation maxima at or above the observed one.
+    allowed = math.floor(alpha * (permutations + 1)) - 1
+    rng = np.random.default_rng(seed)
+    batch = max(1, _BATCH_ELEMENTS // (n * n))
+    done = exceed = 0
+    while done < permutations and exceed <= allowed:
+        k = min(batch, permutations - done)
+        perm = np.argsort(rng.random((k, n)), axis=1)
+        qmax = _q_from_r(_earlier_distances(x[perm]), row_sums[perm], min_size).max(axis=1)
+        exceed += int((qmax >= observed * (1 - 1e-12)).sum())
+        done += k
+    return best + min_size, observed, (1 + exceed) / (1 + done)
+
+
+def _shift(before: np.ndarray, after: np.ndarray, seed: int) -> tuple[float, float, float]:
+    """median(after)/median(before) - 1 and its percentile bootstrap interval."""
+    point = float(np.median(after) / np.median(before) - 1.0)
+    rng = np.random.default_rng(seed)
+    b = np.median(before[rng.integers(0, len(before), (SHIFT_RESAMPLES, len(before)))], axis=1)
+    a = np.median(after[rng.integers(0, len(after), (SHIFT_RESAMPLES, len(after)))], axis=1)
+    tail = (1.0 - SHIFT_CONFIDENCE) / 2.0 * 100.0
+    lo, hi = np.percentile(a / b - 1.0, [tail, 100.0 - tail])
+    return point, float(lo), float(hi)
+
+
+def direction_of(shift: float, higher_is_better: bool) -> str:
+    """improvement / regression of a relative shift of the median, given the metric's direction."""
+    if shift == 0 or not math.isfinite(shift):
+        return NO_MEDIAN_SHIFT
+    return IMPROVEMENT if (shift > 0) == higher_is_better else REGRESSION
+
+
+def _check_options(alpha: float, permutations: int, min_size: int) -> None:
+    if not 0 < alpha < 1:
+        raise UsageError(f"change points: alpha must lie in (0, 1), got {alpha}")
+    if permutations < 1 or alpha * (permutations + 1) < 1:
+        raise UsageError(f"change points: {permutations} permutations cannot reach p <= {alpha}",
+                         f"use at least {math.ceil(1 / alpha) - 1} permutations")
+    if min_size < 2:
+        raise UsageError(f"change points: min_size must be >= 2, got {min_size}")
+
+
+def detect_change_points(values: Sequence[float], run_ids: Sequence[Any] | None = None, *, higher_is_better: bool,
+                         alpha: float = DEFAULT_ALPHA, permutations: int = DEFAULT_PERMUTATIONS,
+                         min_size: int = DEFAULT_MIN_SIZE, seed: int = DEFAULT_SEED) -> list[ChangePoint]:
+    """Significant change points of a series of per-run estimates (oldest first), by index.
+
+    ``run_ids`` (one per value) label the change points; ``higher_is_better`` is the metric's
+    direction (throughputs True, times False). Deterministic for a given ``seed``."""
+    x = as_series(values)
+    _check_options(alpha, permutations, min_size)
+    if run_ids is not None and len(run_ids) != len(x):
+        raise UsageError(f"change points: {len(run_ids)} run ids for {len(x)} values", "pass one run id per value")
+    cuts: list[int] = []
+    p_values: dict[int, float] = {}
+    pending = [(0, len(x))]
+    while pending:
+        start, end = pending.pop()
+        if end - start < 2 * min_size:
+            continue
+        # A segment's seed depends on where it lies, not on the order segments are visited.
+        tau, _, p = _best_split(x[start:end], min_size, alpha, permutations, seed + 7919 * start + end)
+        if p <= alpha:
+            cuts.append(start + tau)
+            p_values[start + tau] = p
+            pending += [(start, start + tau), (start + tau, end)]
+    cuts.sort()
+    bounds = [0, *cuts, len(x)]
+    points = []
+    for k, cut in enumerate(cuts):
+        before, after = x[bounds[k]:cut], x[cut:bounds[k + 2]]
+        shift, lo, hi = _shift(before, after, seed + cut)
+        points.append(ChangePoint(cut, None if run_ids is None else run_ids[cut], float(np.median(before)),
+                                  float(np.median(after)), shift, lo, hi, p_values[cut],
+                                  direction_of(shift, higher_is_better)))
+    return points
+
+
+# -- the regression gate ---------------------------------------------------------------------------
+#: With fewer runs than this the gate compares the candidate's interval with the baseline instead.
+MIN_HISTORY = 8
+UNCHANGED, INSUFFICIENT = "unchanged", "insufficient"
+BY_CHANGE_POINT, BY_INTERVAL = "change point", "interval"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the gate decided about the newest run, how (``method``) and why (``reason``)."""
+
+    status: str  # regression | improvement | unchanged | insufficient
+    method: str | None
+    reason: str
+    change_point: ChangePoint | None = None
+
+    @property
+    def is_regression(self) -> bool:
+        return self.status == REGRESSION
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _judge_by_interval(x: np.ndarray, interval: tuple[float, float] | None, higher_is_better: bool,
+                       threshold: float) -> Verdict:
+    """Short history: the candidate's interval against the median of the earlier runs +- threshold."""
+    if len(x) < 2:
+        return Verdict(INSUFFICIENT, None, "no earlier run to compare the newest with")
+    if interval is None:
+        return Verdict(INSUFFICIENT, None, f"{len(x)} runs (< {MIN_HISTORY}) and no interval for the newest run")
+    low, high = (float(v) for v in interval)
+    if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+        raise UsageError(f"gate: candidate interval {interval!r} is not a finite (low, high) with low <= high")
+    base = float(np.median(x[:-1]))
+    floor, ceiling = base * (1.0 - threshold), base * (1.0 + threshold)
+    worse_beyond = high < floor if higher_is_better else low > ceiling
+    better_beyond = low > ceiling if higher_is_better else high < floor
+    where = f"interval [{low:.4g}, {high:.4g}] vs baseline {base:.4g} (median of {len(x) - 1} runs) ±{threshold:.1%}"
+    if worse_beyond:
+        return Verdict(REGRESSION, BY_INTERVAL, f"{where}: wholly on the worse side")
+    if better_beyond:
+        return Verdict(IMPROVEMENT, BY_INTERVAL, f"{where}: wholly on the better side")
+    return Verdict(UNCHANGED, BY_INTERVAL, f"{where}: not wholly beyond the threshold")
+
+
+def judge_newest(values: Sequence[float], run_ids: Sequence[Any] | None = None, *, higher_is_better: bool,
+                 threshold: float = 0.05, candidate_interval: tuple[float, float] | None = None,
+                 recent: int | None = None, alpha: float = DEFAULT_ALPHA, permutations: int = DEFAULT_PERMUTATIONS,
+                 min_size: int = DEFAULT_MIN_SIZE, seed: int = DEFAULT_SEED) -> Verdict:
+    """Gate verdict on the newest run of a series (oldest first).
+
+    With at least MIN_HISTORY runs: a regression when a significant change point starts within the
+    newest ``recent`` runs (default 2 x min_size) — so the newest run belongs to the new segment —
+    and its median shift is worse than ``threshold`` (a fraction). A change point needs ``min_size``
+    runs after it, so a shift is seen from its min_size-th run on. With fewer runs:
+    ``candidate_interval`` (the newest run's interval) against the median of the earlier runs."""
+    x = as_series(values)
+    if threshold < 0:
+        raise UsageError(f"gate: threshold must be >= 0 (a fraction), got {threshold}")
+    recent = 2 * min_size if recent is None else recent
+    if recent < min_size:
+        raise UsageError(f"gate: recent ({recent}) must be >= min_size ({min_size}): a change point needs min_size runs after it")
+    if len(x) < MIN_HISTORY:
+        return _judge_by_interval(x, candidate_interval, higher_is_better, threshold)
+    points = detect_change_points(x, run_ids, higher_is_better=higher_is_better, alpha=alpha,
+                                  permutations=permutations, min_size=min_size, seed=seed)
+    last = points[-1] if points else None
+    if last is None or len(x) - last.index > recent:
+        where = "none" if last is None else f"the last at index {last.index}, {len(x) - last.index} runs ago"
+        return Verdict(UNCHANGED, BY_CHANGE_POINT, f"no significant change point within the newest {recent} runs ({where})")
+    said = (f"change point at index {last.index} (run {last.run_id}): {last.shift:+.1%} "
+            f"[{last.shift_low:+.1%}, {last.shift_high:+.1%}], p = {last.p_value:.3g}")
+    if abs(last.shift) <= threshold or last.direction == NO_MEDIAN_SHIFT:
+        return Verdict(UNCHANGED, BY_CHANGE_POINT, f"{said}: within the {threshold:.1%} threshold", last)
+    return Verdict(last.direction, BY_CHANGE_POINT, f"{said}: a {last.direction} beyond {threshold:.1%}", last)

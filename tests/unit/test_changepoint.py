@@ -1,0 +1,126 @@
+"""E-Divisive change points and the newest-run gate (results/changepoint.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from winml_perf.errors import UsageError
+from winml_perf.results import changepoint as cp
+
+
+def _noise(seed: int, n: int, level: float = 100.0, sd: float = 2.0) -> np.ndarray:
+    return np.random.default_rng(seed).normal(level, sd, n)
+
+
+def _brute_q(x: np.ndarray, tau: int) -> float:
+    a, b = x[:tau], x[tau:]
+    n, m = len(x), len(x) - tau
+    e = (2 * np.abs(a[:, None] - b[None, :]).mean() - np.abs(a[:, None] - a[None, :]).sum() / (tau * (tau - 1))
+         - np.abs(b[:, None] - b[None, :]).sum() / (m * (m - 1)))
+    return tau * m / n * e
+
+
+def test_divergence_matches_the_definition_by_pairwise_sums():
+    x = np.r_[_noise(1, 20), _noise(2, 17, 103.0)]
+    x[5] = x[9]  # a tie
+    q = cp.divergence(x, min_size=3)
+    assert np.allclose(q, [_brute_q(x, t) for t in range(3, len(x) - 2)])
+
+
+def test_single_shift_found_at_its_index_with_sign_and_size():
+    x = np.r_[_noise(3, 60), _noise(4, 40, 90.0)]
+    points = cp.detect_change_points(x, [f"run{i}" for i in range(100)], higher_is_better=True)
+    assert len(points) == 1
+    p = points[0]
+    assert abs(p.index - 60) <= 1 and p.run_id == f"run{p.index}"
+    assert p.shift == pytest.approx(-0.10, abs=0.015)
+    assert p.shift_low < p.shift < p.shift_high < 0
+    assert p.p_value <= cp.DEFAULT_ALPHA
+    assert p.direction == cp.REGRESSION
+
+
+def test_no_change_point_on_iid_noise():
+    for seed in range(5):
+        assert cp.detect_change_points(_noise(100 + seed, 200), higher_is_better=True) == []
+
+
+def test_no_change_point_on_bimodal_iid_runs():
+    rng = np.random.default_rng(7)
+    x = np.where(rng.random(300) < 0.3, 65.0, 100.0) * rng.lognormal(0, 0.05, 300)
+    assert cp.detect_change_points(x, higher_is_better=True) == []
+
+
+def test_two_shifts_found():
+    x = np.r_[_noise(5, 50), _noise(6, 50, 110.0), _noise(7, 50, 100.0)]
+    points = cp.detect_change_points(x, higher_is_better=True)
+    assert [p.index for p in points] == pytest.approx([50, 100], abs=1)
+    assert [p.direction for p in points] == [cp.IMPROVEMENT, cp.REGRESSION]
+
+
+def test_lower_is_better_turns_the_direction():
+    x = np.r_[_noise(8, 40, 10.0, 0.2), _noise(9, 40, 11.0, 0.2)]  # a time that got longer
+    (up,) = cp.detect_change_points(x, higher_is_better=True)
+    (down,) = cp.detect_change_points(x, higher_is_better=False)
+    assert up.shift == down.shift > 0
+    assert (up.direction, down.direction) == (cp.IMPROVEMENT, cp.REGRESSION)
+
+
+def test_same_seed_same_answer_and_min_size_respected():
+    x = np.r_[_noise(10, 30), _noise(11, 4, 80.0)]
+    wide = cp.detect_change_points(x, higher_is_better=True, min_size=5)
+    assert all(5 <= p.index <= len(x) - 5 for p in wide) and 30 not in [p.index for p in wide]  # 4 runs after: too few
+    a = cp.detect_change_points(x, higher_is_better=True, min_size=3)
+    assert a == cp.detect_change_points(x, higher_is_better=True, min_size=3) and [p.index for p in a] == [30]
+
+
+@pytest.mark.parametrize("values, fragment", [([1.0, float("nan"), 2.0], "index 1"), ([[1.0, 2.0]], "1-D")])
+def test_bad_series_is_a_usage_error(values, fragment):
+    with pytest.raises(UsageError, match=fragment):
+        cp.detect_change_points(values, higher_is_better=True)
+
+
+def test_too_few_permutations_for_alpha_is_a_usage_error():
+    with pytest.raises(UsageError, match="permutations"):
+        cp.detect_change_points(_noise(1, 20), higher_is_better=True, alpha=0.001, permutations=199)
+
+
+def test_gate_fails_when_the_newest_runs_start_a_regression():
+    x = np.r_[_noise(12, 40), _noise(13, 6, 88.0)]
+    v = cp.judge_newest(x, list(range(46)), higher_is_better=True, threshold=0.05)
+    assert v.status == cp.REGRESSION and v.is_regression and v.method == cp.BY_CHANGE_POINT
+    assert v.change_point.index == 40 and "beyond 5.0%" in v.reason
+
+
+def test_gate_passes_an_old_change_point_and_a_small_one():
+    old = np.r_[_noise(14, 20), _noise(15, 40, 88.0)]
+    v = cp.judge_newest(old, higher_is_better=True)
+    assert v.status == cp.UNCHANGED and "index 20" in v.reason
+    small = np.r_[_noise(16, 60, 100.0, 0.3), _noise(17, 6, 98.0, 0.3)]
+    v = cp.judge_newest(small, higher_is_better=True, threshold=0.05)
+    assert v.status == cp.UNCHANGED and v.change_point is not None and "within the 5.0% threshold" in v.reason
+
+
+def test_gate_for_a_lower_is_better_metric():
+    x = np.r_[_noise(18, 40, 10.0, 0.2), _noise(19, 6, 11.0, 0.2)]
+    assert cp.judge_newest(x, higher_is_better=False).status == cp.REGRESSION
+    assert cp.judge_newest(x, higher_is_better=True).status == cp.IMPROVEMENT
+
+
+def test_short_history_judges_the_candidate_interval():
+    history = [100.0, 101.0, 99.0, 100.0]
+    slow = cp.judge_newest(history + [90.0], higher_is_better=True, candidate_interval=(88.0, 93.0))
+    assert slow.status == cp.REGRESSION and slow.method == cp.BY_INTERVAL
+    overlaps = cp.judge_newest(history + [94.0], higher_is_better=True, candidate_interval=(92.0, 96.0))
+    assert overlaps.status == cp.UNCHANGED
+    faster_time = cp.judge_newest(history + [90.0], higher_is_better=False, candidate_interval=(88.0, 93.0))
+    assert faster_time.status == cp.IMPROVEMENT
+    longer_time = cp.judge_newest(history + [110.0], higher_is_better=False, candidate_interval=(107.0, 112.0))
+    assert longer_time.status == cp.REGRESSION
+
+
+def test_short_history_without_an_interval_or_a_baseline_is_insufficient():
+    assert cp.judge_newest([100.0, 101.0, 80.0], higher_is_better=True).status == cp.INSUFFICIENT
+    assert cp.judge_newest([100.0], higher_is_better=True, candidate_interval=(99.0, 101.0)).status == cp.INSUFFICIENT
+    with pytest.raises(UsageError, match="interval"):
+        cp.judge_newest([100.0, 90.0], higher_is_better=True, candidate_interval=(95.0, 91.0))
