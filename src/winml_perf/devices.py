@@ -32,10 +32,10 @@ from typing import Any, Mapping, Sequence
 
 from winml_perf.eps import DEVICE_CLASSES, EPS, ep_alias, is_known_ep, normalize_ep_name
 from winml_perf.errors import EPUnavailableError, UsageError
+from winml_perf.model.runtime import Runtime, runtime_named
 from winml_perf.plugins import registered_plugins
 
 IGNORED_PROVIDERS = frozenset({"AzureExecutionProvider"})
-RUNTIMES = ("winml-genai", "winml")
 DEVICE_CHOICES = ("cpu", "gpu", "npu", "auto", "config")
 CPU_EP = "CPUExecutionProvider"
 
@@ -294,12 +294,12 @@ class Target:
         return cls(data["kind"], data.get("requested_ep"), data.get("requested_device"), data.get("ep"), data.get("device"))
 
 
-def default_device(runtime: str) -> str:
-    return "config" if runtime == "winml-genai" else "auto"
+def default_device(runtime: str | Runtime) -> str:
+    return runtime_named(runtime).default_device
 
 
 def resolve_target(
-    ep: str | None, device: str | None, runtime: str, devices: Sequence[EPDevice] | None = None
+    ep: str | None, device: str | None, runtime: str | Runtime, devices: Sequence[EPDevice] | None = None
 ) -> Target:
     """`--ep` > concrete `--device` > config.
 
@@ -311,10 +311,9 @@ def resolve_target(
       With runtime winml (plain ONNX models, no genai_config.json) it is a UsageError; that
       runtime defaults to ``auto``.
     """
-    if runtime not in RUNTIMES:
-        raise UsageError(f"unknown runtime {runtime!r} (--runtime)", remedy=f"use one of: {', '.join(RUNTIMES)}")
+    runtime = runtime_named(runtime)
     word = _check_device_word(device, DEVICE_CHOICES) if device is not None else default_device(runtime)
-    if word == "config" and runtime == "winml":
+    if word == "config" and not runtime.token_based:
         raise UsageError(
             "--device config needs a genai_config.json, which runtime winml (plain ONNX models) does not have",
             remedy="use --device cpu|gpu|npu|auto or --ep NAME with --runtime winml, or --runtime winml-genai",

@@ -6,6 +6,7 @@ from tabulate import tabulate
 
 from winml_perf.model.route import Route, StagePlacement
 from winml_perf.model import metrics as M
+from winml_perf.model.runtime import runtime_named
 
 
 def _f(value, digits: int = 1) -> str:
@@ -79,7 +80,7 @@ def render_run(doc: dict, warnings_only: bool = False) -> str:
     if warnings_only:
         return "".join(line + "\n" for line in warnings)
     ok = [c for c in cells if c["status"] == "ok"]
-    token = any(c["runtime"] == "winml-genai" for c in cells)
+    token = any(runtime_named(c["runtime"]).token_based for c in cells)
     rows = [(_token_row if token else _latency_row)(c) for c in ok]
     parts = [f"{cells[0]['bundle'] if cells else ''}  runtime={cells[0]['runtime'] if cells else ''}  run={doc['run_id'][:12]}"]
     parts += _route_lines(cells)

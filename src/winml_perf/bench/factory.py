@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from winml_perf.bench.spec import SessionSpec
 from winml_perf.errors import UsageError
+from winml_perf.model.runtime import GENAI, ONNX, runtime_named
 
 
 def register_plugins(spec: SessionSpec) -> float | None:
@@ -21,11 +22,12 @@ def register_plugins(spec: SessionSpec) -> float | None:
 def open_session(spec: SessionSpec):
     """Build (not load) the session for ``spec``: GenaiSession for 'winml-genai', the plain ONNX
     session for 'winml'. The runner calls ``load()`` on it, timed."""
-    if spec.runtime == "winml-genai":
+    runtime = runtime_named(spec.runtime)
+    if runtime is GENAI:
         from winml_perf.session.genai_session import GenaiSession
 
         return GenaiSession(spec.path)
-    if spec.runtime == "winml":
+    if runtime is ONNX:
         try:
             from winml_perf.session.onnx_session import OnnxSession
         except ImportError as exc:

@@ -14,6 +14,7 @@ from typing import Any, Callable, Sequence
 from winml_perf.bench.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.errors import StoreError, UsageError
 from winml_perf.model.route import MODEL, Route, StageRoute
+from winml_perf.model.runtime import GENAI, ONNX, runtime_named
 
 DEFAULT_PROMPT_TOKENS = 128
 
@@ -54,7 +55,7 @@ def parse_route(text: str) -> RouteRequest:
 @dataclass(frozen=True)
 class PerfRequest:
     path: Path
-    runtime: str = "winml-genai"
+    runtime: str = GENAI.name
     routes: tuple[RouteRequest, ...] = (RouteRequest(),)
     ep_libraries: tuple[str, ...] = ()
     compile: bool = False
@@ -97,7 +98,7 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
 
         enforce_strict(route)
     route = replace(route, target=target.to_dict(), plugin_registration_ms=plugin_ms)
-    return RouteSpec.from_route(route, str(req.path), "winml-genai", plugin_specs)
+    return RouteSpec.from_route(route, str(req.path), GENAI.name, plugin_specs)
 
 
 def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
@@ -108,7 +109,7 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
 
     if rr.stages:
         raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
-    target = resolve_target(rr.ep, rr.device, "winml")
+    target = resolve_target(rr.ep, rr.device, ONNX)
     options = {**req.onnx_options, "ep": rr.ep, "device": rr.device}
     preflight(req.path, options)
     path, prepared, prepare_ms = req.path, None, None
@@ -119,7 +120,7 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
         path, prepare_ms = prepared.path, prepared.prepare_ms
     route = Route(rr.label, rr.label, target.label, (StageRoute("model", (req.path.name,), None, target.ep),), MODEL,
                   target=target.to_dict(), plugin_registration_ms=plugin_ms, prepared=prepared.to_dict() if prepared else None)
-    return RouteSpec(rr.label, SessionSpec("winml", str(path), plugin_specs, options), route, str(req.path), prepare_ms, None)
+    return RouteSpec(rr.label, SessionSpec(ONNX.name, str(path), plugin_specs, options), route, str(req.path), prepare_ms, None)
 
 
 def prepare_routes(req: PerfRequest) -> list[RouteSpec]:
@@ -132,12 +133,12 @@ def prepare_routes(req: PerfRequest) -> list[RouteSpec]:
     labels = [r.label for r in req.routes]
     if len(set(labels)) != len(labels):
         raise UsageError(f"--route given twice: {labels}", "list each route once")
-    build = _genai_route if req.runtime == "winml-genai" else _onnx_route
+    build = _genai_route if runtime_named(req.runtime).token_based else _onnx_route
     return [build(req, rr, specs, plugin_ms) for rr in req.routes]
 
 
 def _cells(req: PerfRequest, routes: Sequence[RouteSpec]):
-    if req.runtime == "winml":
+    if not runtime_named(req.runtime).token_based:
         return expand_sweep(routes, None, None, warmup=req.warmup, iterations=req.iterations, cell_timeout_s=req.cell_timeout_s)
     prompt_tokens = req.prompt_tokens
     if req.prompt is None and prompt_tokens is None:
@@ -162,12 +163,12 @@ def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: 
     from winml_perf.bench.progress import make_progress
     from winml_perf.bench.sweep import run_sweep
 
-    if req.runtime == "winml-genai":
+    if runtime_named(req.runtime).token_based:
         from winml_perf.bundle.config import load_config
 
         _check_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else happens
     routes = prepare_routes(req)
-    if req.check_outputs and req.runtime == "winml-genai":
+    if req.check_outputs and runtime_named(req.runtime).token_based:
         routes = _with_output_checks(req, routes)
     cells = _cells(req, routes)
     store = None

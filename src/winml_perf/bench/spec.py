@@ -14,9 +14,8 @@ from typing import Any, Literal, Mapping, Sequence
 from winml_perf.errors import UsageError
 from winml_perf.model.route import Route
 from winml_perf.model import metrics
+from winml_perf.model.runtime import GENAI, runtime_named
 
-Runtime = Literal["winml-genai", "winml"]
-RUNTIMES = ("winml-genai", "winml")
 
 
 @dataclass(frozen=True)
@@ -30,15 +29,14 @@ class SessionSpec:
     options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        if self.runtime not in RUNTIMES:
-            raise UsageError(f"unknown runtime {self.runtime!r}", f"use one of {', '.join(RUNTIMES)}")
+        runtime_named(self.runtime)  # a UsageError for an unknown name
         object.__setattr__(self, "path", str(self.path))
         object.__setattr__(self, "plugin_libraries", tuple(self.plugin_libraries))
         object.__setattr__(self, "options", dict(self.options))
 
     @property
     def token_based(self) -> bool:
-        return self.runtime == "winml-genai"
+        return runtime_named(self.runtime).token_based
 
     def to_dict(self) -> dict:
         return {"runtime": self.runtime, "path": self.path, "plugin_libraries": list(self.plugin_libraries), "options": dict(self.options)}
@@ -175,7 +173,7 @@ class RouteSpec:
         object.__setattr__(self, "bundle", str(self.bundle or self.session.path))
 
     @classmethod
-    def from_route(cls, route: Route, bundle: str, runtime: str = "winml-genai", plugin_libraries: Sequence[str] = (),
+    def from_route(cls, route: Route, bundle: str, runtime: str = GENAI.name, plugin_libraries: Sequence[str] = (),
                    options: Mapping[str, Any] | None = None) -> "RouteSpec":
         """From a Route prepared by bundle.prepare.prepare_route: its session loads ``route.path``."""
         return cls(route.label, SessionSpec(runtime, str(route.path), tuple(plugin_libraries), dict(options or {})),

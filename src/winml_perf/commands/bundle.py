@@ -18,6 +18,7 @@ from winml_perf import eps
 from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
 from winml_perf.commands.synth import synth
+from winml_perf.model.runtime import GENAI
 from winml_perf.errors import BundleError, UsageError
 from winml_perf.model.route import OK, StageRoute, with_placements
 
@@ -50,7 +51,7 @@ def target_for(ep: str | None, device: str | None, ep_library: list[str] | None 
         return Target("ep", ep, device, canonical, concrete or eps.EPS[canonical].home_device)
     if device is None or device == "config":
         return Target("config", None, device, None, None)
-    return resolve_target(None, device, "winml-genai")
+    return resolve_target(None, device, GENAI)
 
 
 def _check_format(format: str) -> None:

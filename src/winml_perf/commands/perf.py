@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
 from winml_perf.errors import BenchmarkFailure, StoreError, UsageError
 
 GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
@@ -65,10 +66,6 @@ def _write_output(path: Path, text: str) -> None:
                          "the records are in the results store unless --no-store; pass -o with a writable path") from None
 
 
-def _detect_runtime(path: Path) -> str:
-    return "winml" if path.suffix == ".onnx" and not path.is_dir() else "winml-genai"
-
-
 def _warmup(text: str):
     from winml_perf.bench.spec import WarmupPolicy
 
@@ -104,11 +101,12 @@ def _routes(route: list[str], ep: str | None, device: str | None, stages: str | 
     return (RouteRequest(ep=ep, device=device, stages=stage_list),)
 
 
-def _check_runtime_flags(runtime: str, given: dict[str, bool]) -> None:
-    wrong = GENAI_ONLY if runtime == "winml" else ONNX_ONLY
+def _check_runtime_flags(runtime: Runtime, given: dict[str, bool]) -> None:
+    wrong = ONNX_ONLY if runtime.token_based else GENAI_ONLY
     bad = [flag for flag in wrong if given.get(flag)]
     if bad:
-        other = "winml-genai (bundles)" if runtime == "winml" else "winml (plain .onnx models)"
+        other = next(r for r in RUNTIMES.values() if r is not runtime)
+        other = f"{other.name} ({other.what})"
         raise UsageError(f"{', '.join(bad)} do not apply to --runtime {runtime}", f"they belong to --runtime {other}")
 
 
@@ -160,14 +158,12 @@ def perf(
 
     if fmt not in ("table", "json"):
         raise UsageError(f"--format {fmt!r} is not one of table, json", "pass --format table or --format json")
-    runtime = runtime or _detect_runtime(bundle)
-    if runtime not in ("winml-genai", "winml"):
-        raise UsageError(f"--runtime {runtime!r} is unknown", "use --runtime winml-genai or --runtime winml")
+    runtime = runtime_named(runtime) if runtime else runtime_for_path(bundle)
     _check_runtime_flags(runtime, {"--stages": bool(stages), "--compile": compile, "--prompt": prompt is not None,
                                    "--prompt-tokens": prompt_tokens is not None, "--apply-template": apply_template,
                                    "--shape": bool(shape), "--input": bool(input), "--io-binding": io_binding, "--prepare": prepare})
     onnx_options = {}
-    if runtime == "winml":
+    if not runtime.token_based:
         if not bundle.exists():
             raise UsageError(f"model {bundle} does not exist", "pass the path of an .onnx file")
         from winml_perf.session.onnx_options import options_from_flags
@@ -179,7 +175,7 @@ def perf(
         raise UsageError("--intra-op-threads/--inter-op-threads/--graph-optimization-level/--session-config apply to --runtime winml",
                          "for bundles, set session_options in genai_config.json")
     request = PerfRequest(
-        path=bundle, runtime=runtime, routes=_routes(route or [], ep, device, stages), ep_libraries=tuple(ep_library or ()),
+        path=bundle, runtime=runtime.name, routes=_routes(route or [], ep, device, stages), ep_libraries=tuple(ep_library or ()),
         compile=compile, compile_timeout_s=compile_timeout, verify_sources=verify_sources, prompt=prompt,
         apply_template=apply_template, prompt_tokens=_int_list(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
         max_new_tokens=_int_list(max_new_tokens, "--max-new-tokens"), warmup=_warmup(warmup),

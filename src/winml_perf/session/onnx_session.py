@@ -35,6 +35,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from winml_perf.errors import BundleError, EPUnavailableError
+from winml_perf.model.runtime import ONNX
 from winml_perf.session import onnx_inputs
 from winml_perf.session.onnx_inputs import TensorInfo
 from winml_perf.session.onnx_options import graph_optimization_enum, parse_graph_optimization_level, parse_threads
@@ -173,7 +174,7 @@ class OnnxSession:
             raise BundleError(f"{self.model_path}: model file not found", "pass the path of an .onnx file")
         from winml_perf.devices import resolve_target
 
-        self.target = resolve_target(self.ep_requested, self.device_requested, "winml")
+        self.target = resolve_target(self.ep_requested, self.device_requested, ONNX)
         if self.prepared and self.source_model:
             self.unprepared_session_create_ms = self._time_unprepared()
         session, create_ms = self._create(self.model_path, self.effective_graph_optimization_level)

@@ -1,0 +1,44 @@
+"""The two runtimes a measurement can use, as values: chosen once (from the path and --runtime), then
+asked rather than compared by name.
+
+``winml-genai`` loads an onnxruntime-genai bundle (a folder with genai_config.json) and measures
+tokens; ``winml`` loads a plain .onnx model and measures inferences.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from winml_perf.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Runtime:
+    name: str  # as written in --runtime and in records
+    token_based: bool  # measures prompt/decode tokens (else: inferences of one model)
+    default_device: str  # --device when none is given
+    what: str  # what it loads, for messages
+
+    def __str__(self) -> str:
+        return self.name
+
+
+GENAI = Runtime("winml-genai", token_based=True, default_device="config", what="onnxruntime-genai bundles")
+ONNX = Runtime("winml", token_based=False, default_device="auto", what="plain .onnx models")
+RUNTIMES: dict[str, Runtime] = {r.name: r for r in (GENAI, ONNX)}
+
+
+def runtime_named(name: str | Runtime) -> Runtime:
+    if isinstance(name, Runtime):
+        return name
+    try:
+        return RUNTIMES[name]
+    except KeyError:
+        choices = ", ".join(f"{r.name} ({r.what})" for r in RUNTIMES.values())
+        raise UsageError(f"--runtime {name!r} is unknown", f"use one of: {choices}") from None
+
+
+def runtime_for_path(path: Path) -> Runtime:
+    """A .onnx file is a plain model; anything else is taken for a bundle folder."""
+    return ONNX if path.suffix == ".onnx" and not path.is_dir() else GENAI
