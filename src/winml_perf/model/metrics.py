@@ -21,10 +21,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
-if TYPE_CHECKING:
-    from winml_perf.model.sample import IterationSample
+Sample = Any  # a model.sample.IterationSample (not imported: sample.py builds on this table)
 
 ITERATION = "iteration"
 POOLED = "pooled"
@@ -68,8 +67,8 @@ class Metric:
     source: str  # ITERATION | POOLED | CELL
     token: bool = False  # summarised for generation sessions
     plain: bool = False  # summarised for plain ONNX sessions
-    derive: Callable[["IterationSample"], float] | None = None  # ITERATION
-    pool: Callable[["IterationSample"], Sequence[float]] | None = None  # POOLED
+    derive: Callable[[Sample], float] | None = None  # ITERATION
+    pool: Callable[[Sample], Sequence[float]] | None = None  # POOLED
     record_path: str | None = None  # CELL: dotted path in the cell record
     percentiles: tuple[str, ...] = ()  # POOLED: the summary percentiles reported beside the median
     needs_decode_steps: bool = False  # left out when no iteration had a decode step (one new token)
@@ -84,7 +83,7 @@ class Metric:
         return self.better == HIGHER
 
 
-def _steps(s: "IterationSample") -> Sequence[float]:
+def _steps(s: Sample) -> Sequence[float]:
     return s.decode_step_ms
 
 
@@ -178,12 +177,12 @@ def primary_metric(token_based: bool, max_new_tokens: int | None) -> str:
     return (DECODE_THROUGHPUT if (max_new_tokens or 0) > 1 else E2E).name
 
 
-def iteration_values(sample: "IterationSample") -> dict[str, float]:
+def iteration_values(sample: Sample) -> dict[str, float]:
     """Every per-iteration metric of one sample (NaN where the sample cannot give it)."""
     return {m.name: m.derive(sample) for m in METRICS if m.source == ITERATION}
 
 
-def metric_values(samples: Sequence["IterationSample"], name: str) -> list[float]:
+def metric_values(samples: Sequence[Sample], name: str) -> list[float]:
     """One per-iteration metric over samples, or a pooled metric's every value."""
     m = BY_NAME[name]
     if m.source == POOLED:
