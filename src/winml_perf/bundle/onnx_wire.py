@@ -19,7 +19,8 @@ from winml_perf.errors import BundleError
 # onnx.proto3 field numbers
 _MODEL_GRAPH = 7
 _GRAPH_NODE, _GRAPH_INITIALIZER, _GRAPH_INPUT, _GRAPH_OUTPUT = 1, 5, 11, 12
-_NODE_INPUT, _NODE_OUTPUT, _NODE_OP_TYPE, _NODE_DOMAIN = 1, 2, 4, 7
+_NODE_INPUT, _NODE_OUTPUT, _NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 1, 2, 4, 5, 7
+_ATTR_NAME, _ATTR_INT = 1, 3
 _TENSOR_DIMS, _TENSOR_DATA_TYPE, _TENSOR_NAME, _TENSOR_DATA_LOCATION = 1, 2, 8, 14
 _VALUE_NAME, _VALUE_TYPE, _TYPE_TENSOR, _TENSOR_ELEM_TYPE, _TENSOR_SHAPE, _SHAPE_DIM = 1, 2, 1, 1, 2, 1
 _DIM_VALUE, _DIM_PARAM = 1, 2
@@ -57,6 +58,10 @@ class Node:
     domain: str
     inputs: tuple[str, ...]
     outputs: tuple[str, ...]
+    int_attributes: tuple[tuple[str, int], ...] = ()
+
+    def attribute(self, name: str, default: int) -> int:
+        return dict(self.int_attributes).get(name, default)
 
 
 @dataclass(frozen=True)
@@ -129,9 +134,11 @@ def _tensor(buf, start: int, end: int) -> Initializer:
 
 
 def _node(buf, start: int, end: int) -> Node:
-    op, domain, inputs, outputs = "", "", [], []
+    op, domain, inputs, outputs, attrs = "", "", [], [], []
     for number, _, value in _fields(buf, start, end):
-        if number == _NODE_INPUT:
+        if number == _NODE_ATTRIBUTE:
+            attrs += _int_attribute(buf, value)
+        elif number == _NODE_INPUT:
             inputs.append(_text(buf, value))
         elif number == _NODE_OUTPUT:
             outputs.append(_text(buf, value))
@@ -139,7 +146,18 @@ def _node(buf, start: int, end: int) -> Node:
             op = _text(buf, value)
         elif number == _NODE_DOMAIN:
             domain = _text(buf, value)
-    return Node(op, domain, tuple(inputs), tuple(outputs))
+    return Node(op, domain, tuple(inputs), tuple(outputs), tuple(attrs))
+
+
+def _int_attribute(buf, span: tuple[int, int]) -> list[tuple[str, int]]:
+    """[(name, value)] for an INT attribute (two's complement int64), [] for any other kind."""
+    name, value = "", None
+    for n, wire, v in _fields(buf, *span):
+        if n == _ATTR_NAME:
+            name = _text(buf, v)
+        elif n == _ATTR_INT and wire == 0:
+            value = v - (1 << 64) if v >= 1 << 63 else v
+    return [] if value is None else [(name, value)]
 
 
 def _submessage(buf, span: tuple[int, int], number: int) -> tuple[int, int] | None:
