@@ -1,0 +1,129 @@
+"""Which memory a stage's EP reads from, and that memory's bandwidth.
+
+Devices: ``host`` (the CPU EP; an EP whose only device is of type CPU: WebGPU over a software
+Vulkan adapter such as lavapipe, the QNN HTP emulator, labelled emulated), ``nvidia-gpu`` (an EP
+device of type GPU from vendor 0x10de, or the CUDA/TensorRT EPs on a machine with an NVIDIA GPU)
+and ``unknown`` (anything else: no bandwidth, so no roofline fraction).
+
+NVIDIA bandwidth: the peak from NVML (max memory clock x bus width x 2 for double data rate), which
+no kernel can beat, plus a measured device-to-device copy where torch with CUDA is importable (run
+in a child process, cached per machine like the host probe). The peak is the bound; the copy is
+recorded next to it as what a streaming kernel reaches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from winml_perf import eps
+from winml_perf.bench.roofline import cache_dir, machine_key
+
+HOST, NVIDIA_GPU, UNKNOWN = "host", "nvidia-gpu", "unknown"
+NVIDIA_VENDOR_ID = 0x10DE
+NVIDIA_EPS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider"})
+GPU_CACHE_FILE = "gpu_bandwidth.json"
+COPY_BYTES = 1 << 30
+COPY_REPEATS = 10
+COPY_CODE = """
+import json, torch
+n, reps = {n}, {reps}
+a = torch.empty(n, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
+b.copy_(a); torch.cuda.synchronize()
+best = float("inf")
+for _ in range(reps):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(); b.copy_(a); end.record(); torch.cuda.synchronize()
+    best = min(best, start.elapsed_time(end) / 1000)
+print(json.dumps({{"copy_bytes_per_s": 2 * n / best, "name": torch.cuda.get_device_name(0)}}))
+"""
+
+
+@dataclass(frozen=True)
+class StageDevice:
+    device: str  # HOST | NVIDIA_GPU | UNKNOWN
+    label: str  # what the reader is told, e.g. "host (QNN HTP emulator, emulated)"
+    emulated: bool = False
+
+
+def _canonical(ep: str) -> str:
+    return eps.normalize_ep_name(ep) if eps.is_known_ep(ep) else ep
+
+
+def stage_device(ep_name: str | None, environment: Mapping[str, Any]) -> StageDevice:
+    """The memory an EP's stage reads, from the run's environment (ep_devices, gpu)."""
+    if not ep_name:
+        return StageDevice(UNKNOWN, "no EP recorded for the stage")
+    ep = _canonical(ep_name)
+    if ep == "CPUExecutionProvider":
+        return StageDevice(HOST, "host (CPU EP)")
+    rows = [r for r in ((environment.get("ep_devices") or {}).get("devices") or []) if _canonical(str(r.get("ep_name"))) == ep]
+    types = {str(r.get("device_type")) for r in rows}
+    if any(r.get("device_type") == "gpu" and r.get("vendor_id") == NVIDIA_VENDOR_ID for r in rows):
+        return StageDevice(NVIDIA_GPU, f"NVIDIA GPU ({ep})")
+    if types == {"cpu"}:
+        if ep == "QNNExecutionProvider":
+            return StageDevice(HOST, "host (QNN HTP emulator, emulated)", emulated=True)
+        return StageDevice(HOST, f"host ({ep} on a CPU-type device, e.g. a software adapter)")
+    nvidia_present = any(g.get("vendor") == "NVIDIA" for g in ((environment.get("gpu") or {}).get("gpus") or []))
+    if not rows and ep in NVIDIA_EPS and nvidia_present:
+        return StageDevice(NVIDIA_GPU, f"NVIDIA GPU ({ep})")
+    return StageDevice(UNKNOWN, f"{ep} on {'/'.join(sorted(types)) or 'an unlisted device'}: its memory bandwidth is unknown")
+
+
+def nvml_peak() -> dict[str, Any] | None:
+    """GPU 0's peak memory bandwidth from NVML, or None without pynvml or an NVIDIA driver."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        clock_mhz = pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)
+        bus_bits = pynvml.nvmlDeviceGetMemoryBusWidth(h)
+        name = pynvml.nvmlDeviceGetName(h)
+    except Exception:
+        return None
+    return {"peak_bytes_per_s": clock_mhz * 1e6 * 2 * bus_bits / 8, "memory_clock_mhz": clock_mhz, "bus_width_bits": bus_bits,
+            "name": name.decode() if isinstance(name, bytes) else name}
+
+
+def measure_copy_in_child(n: int = COPY_BYTES, repeats: int = COPY_REPEATS, timeout_s: float = 120.0) -> dict[str, Any] | None:
+    """Best device-to-device copy rate (read + write bytes) on GPU 0 through torch, or None without it."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", COPY_CODE.format(n=n, reps=repeats)], capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if proc.returncode != 0:
+        return None
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def nvidia_bandwidth(peak=nvml_peak, copy=measure_copy_in_child) -> dict[str, Any]:
+    """The bound for stages on the NVIDIA GPU: NVML's peak (else the measured copy), with both recorded."""
+    path = cache_dir() / GPU_CACHE_FILE
+    key = machine_key()
+    try:
+        data = json.loads(path.read_text())
+        if data.get("machine") == key and data.get("bandwidth_bytes_per_s"):
+            return {**data, "cache": "hit"}
+    except (OSError, json.JSONDecodeError):
+        pass
+    p, c = peak(), copy()
+    out: dict[str, Any] = {"machine": key, "nvml": p, "copy": c, "bandwidth_bytes_per_s": None, "method": None}
+    if p:
+        out.update(bandwidth_bytes_per_s=p["peak_bytes_per_s"],
+                   method=f"NVML peak of {p['name']}: {p['memory_clock_mhz']} MHz x {p['bus_width_bits']} bit x 2 (DDR)")
+    elif c:
+        out.update(bandwidth_bytes_per_s=c["copy_bytes_per_s"], method=f"measured device copy on {c['name']} (no NVML peak)")
+    if out["bandwidth_bytes_per_s"]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(out, indent=2))
+        os.replace(tmp, path)
+    return {**out, "cache": "miss"}
