@@ -125,3 +125,22 @@ def test_nvidia_bandwidth_falls_back_to_the_copy_and_says_so(tmp_path, monkeypat
     assert neither["bandwidth_bytes_per_s"] == 3.9e12
     monkeypatch.setenv(host_probe.CACHE_ENV, str(tmp_path / "fresh"))
     assert B.nvidia_bandwidth(peak=lambda: None, copy=lambda: None)["bandwidth_bytes_per_s"] is None
+
+
+def test_a_step_that_fits_in_the_caches_is_bounded_by_the_faster_working_set_probe():
+    assert B.working_set_bytes(1000) == B.WORKING_SET_MIN_BYTES and B.working_set_bytes(300_000) == 512 << 10
+    assert B.working_set_bytes(B.CACHE_RESIDENT_BYTES) is None  # too big for any cache: the DRAM probe bounds it
+    route, dram = _pipeline_route({"decoder": CPU}), {"bandwidth_bytes_per_s": 10e9, "method": "dram"}
+    sizes = []
+    fast = decode_roofline(1000.0, str(TINY_FLAT), route, 16, 8, _env(), {HOST: dram},
+                           working_set=lambda n: sizes.append(n) or {"bandwidth_bytes_per_s": 40e9, "method": "working set"})
+    assert sizes == [fast["devices"][0]["bytes"]] and fast["bandwidth_source"] == "working set"
+    assert fast["fraction_of_bound"] == pytest.approx(1000.0 * sizes[0] / 40e9) and "CPU caches" in fast["note"]
+    slow = decode_roofline(1000.0, str(TINY_FLAT), route, 16, 8, _env(), {HOST: dram},
+                           working_set=lambda n: {"bandwidth_bytes_per_s": 1e9, "method": "working set"})
+    assert slow["bandwidth_source"] == "dram"  # the faster figure is the bound
+
+
+def test_the_working_set_probe_reads_at_a_positive_rate():
+    out = B.measure_working_set(B.WORKING_SET_MIN_BYTES, repeats=1, threads=2)
+    assert out["bandwidth_bytes_per_s"] > 0 and out["array_bytes"] == B.WORKING_SET_MIN_BYTES and out["threads"] == 2

@@ -11,13 +11,13 @@ and the record says which stage and why.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from winml_perf.bench.device_bandwidth import HOST, NVIDIA_GPU, UNKNOWN, stage_device
 from winml_perf.bundle.decode_bytes import DecodeBytes, decode_bytes
 from winml_perf.errors import BenchmarkFailure, WinmlPerfError
 
-CACHE_NOTE = "host bound: the bandwidth is DRAM's, so a model small enough to stay in the CPU caches may come close to it"
+WORKING_SET_NOTE = "host bytes per step fit in the CPU caches: bounded by the faster of the DRAM probe and a probe re-reading a working set of that size"
 
 
 class RooflineExceeded(BenchmarkFailure):
@@ -52,9 +52,21 @@ def _bandwidth_for(device: str, bandwidths: Mapping[str, Mapping[str, Any] | Non
     return (bw if bw and bw > 0 else None), figure.get("method") or figure.get("error")
 
 
+def _host_bandwidth(dram: Mapping[str, Any] | None, step_bytes: float,
+                    working_set: Callable[[float], Mapping[str, Any] | None] | None) -> tuple[Mapping[str, Any] | None, bool]:
+    """The host figure that bounds a step: the DRAM probe, or a working-set probe of the step's size where that is faster."""
+    small = working_set(step_bytes) if working_set else None
+    dram_bw = (dram or {}).get("bandwidth_bytes_per_s") or 0
+    if small and (small.get("bandwidth_bytes_per_s") or 0) > dram_bw:
+        return small, True
+    return dram, small is not None
+
+
 def decode_roofline(decode_tokens_per_s: float | None, bundle: str, route: Mapping[str, Any], prompt_tokens: int, max_new_tokens: int,
-                    environment: Mapping[str, Any], bandwidths: Mapping[str, Mapping[str, Any] | None]) -> dict[str, Any]:
-    """The record's roofline section. ``bandwidths``: {HOST: cached_bandwidth(), NVIDIA_GPU: nvidia_bandwidth()}."""
+                    environment: Mapping[str, Any], bandwidths: Mapping[str, Mapping[str, Any] | None],
+                    working_set: Callable[[float], Mapping[str, Any] | None] | None = None) -> dict[str, Any]:
+    """The record's roofline section. ``bandwidths``: {HOST: cached_bandwidth(), NVIDIA_GPU: nvidia_bandwidth()};
+    ``working_set(bytes)``: a host probe for working sets that fit in the caches (working_set_bandwidth)."""
     try:
         db = decode_bytes(bundle, prompt_tokens, max_new_tokens)
     except WinmlPerfError as exc:
@@ -71,6 +83,10 @@ def decode_roofline(decode_tokens_per_s: float | None, bundle: str, route: Mappi
         entry["emulated"] = entry["emulated"] or dev.emulated
     if UNKNOWN in per_device:
         return _empty(f"no fraction: stage(s) {', '.join(per_device[UNKNOWN]['stages'])} run on {per_device[UNKNOWN]['labels'][0]}", db)
+    bandwidths = dict(bandwidths)
+    cache_resident = False
+    if HOST in per_device:
+        bandwidths[HOST], cache_resident = _host_bandwidth(bandwidths.get(HOST), per_device[HOST]["bytes"], working_set)
     bound_s = 0.0
     for device, entry in per_device.items():
         bw, source = _bandwidth_for(device, bandwidths)
@@ -84,7 +100,7 @@ def decode_roofline(decode_tokens_per_s: float | None, bundle: str, route: Mappi
                bound=" + ".join(f"{e['bytes']:.0f} B / {e['bandwidth_bytes_per_s'] / 1e9:.4g} GB/s ({e['device']})" for e in devices))
     if len(devices) == 1:  # one device: its figure is the bandwidth of the bound
         out.update(bandwidth_bytes_per_s=devices[0]["bandwidth_bytes_per_s"], bandwidth_source=devices[0]["bandwidth_source"])
-    notes = [CACHE_NOTE] if HOST in per_device else []
+    notes = [WORKING_SET_NOTE] if cache_resident else []
     notes += ["stages on an emulator: the bound is the host's, not the emulated device's"] if any(e["emulated"] for e in devices) else []
     if decode_tokens_per_s and math.isfinite(decode_tokens_per_s):
         try:

@@ -24,6 +24,11 @@ from winml_perf import eps
 from winml_perf.bench.roofline import cache_dir, machine_key
 
 HOST, NVIDIA_GPU, UNKNOWN = "host", "nvidia-gpu", "unknown"
+#: Below this many bytes per step the host's working set can stay in the CPU caches, where a DRAM
+#: probe is no bound: such steps are bounded by a probe that re-reads a working set of their size.
+CACHE_RESIDENT_BYTES = 1 << 30
+WORKING_SET_MIN_BYTES = 256 << 10
+WORKING_SET_READ_BYTES = 1 << 30  # bytes each working-set probe reads in all (re-reading its array)
 NVIDIA_VENDOR_ID = 0x10DE
 NVIDIA_EPS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider"})
 GPU_CACHE_FILE = "gpu_bandwidth.json"
@@ -73,6 +78,61 @@ def stage_device(ep_name: str | None, environment: Mapping[str, Any]) -> StageDe
     if not rows and ep in NVIDIA_EPS and nvidia_present:
         return StageDevice(NVIDIA_GPU, f"NVIDIA GPU ({ep})")
     return StageDevice(UNKNOWN, f"{ep} on {'/'.join(sorted(types)) or 'an unlisted device'}: its memory bandwidth is unknown")
+
+
+def measure_working_set(array_bytes: int, repeats: int = 5, threads: int | None = None) -> dict[str, Any]:
+    """Read bandwidth of a working set of ``array_bytes`` re-read over and over (from the caches when
+    it fits), one chunk per thread reduced many times per timing so thread dispatch does not count."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    data = np.ones(max(array_bytes // 8, threads), dtype=np.float64)
+    chunks = np.array_split(data, threads)
+    passes = max(1, WORKING_SET_READ_BYTES // data.nbytes)
+
+    def read(chunk):
+        for _ in range(passes):
+            chunk.max()  # a SIMD max reads faster than a pairwise float sum
+
+    best = float("inf")
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            list(pool.map(read, chunks))
+            best = min(best, time.perf_counter() - t0)
+    return {"bandwidth_bytes_per_s": data.nbytes * passes / best, "array_bytes": int(data.nbytes), "threads": threads,
+            "method": f"numpy max re-reading a {data.nbytes / 2**20:.3g} MiB working set {passes}x across {threads} threads, best of {repeats}"}
+
+
+def working_set_bytes(step_bytes: float) -> int | None:
+    """The probe's array for a step of this many bytes (the next power of two), or None when it cannot fit in caches."""
+    if step_bytes >= CACHE_RESIDENT_BYTES:
+        return None
+    size = WORKING_SET_MIN_BYTES
+    while size < step_bytes:
+        size *= 2
+    return size
+
+
+_WORKING_SET_FIGURES: dict[int, dict[str, Any]] = {}
+
+
+def working_set_bandwidth(step_bytes: float, timeout_s: float = 120.0) -> dict[str, Any] | None:
+    """measure_working_set() for a step's size, in a child process (the array never raises this
+    process's peak RSS), once per size per process. None above CACHE_RESIDENT_BYTES."""
+    size = working_set_bytes(step_bytes)
+    if size is None:
+        return None
+    if size not in _WORKING_SET_FIGURES:
+        code = f"import json; from winml_perf.bench.device_bandwidth import measure_working_set as m; print(json.dumps(m({size})))"
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
+        if proc.returncode != 0:
+            return {"bandwidth_bytes_per_s": None, "error": f"working-set probe exited with {proc.returncode}: {proc.stderr.strip()[-300:]}"}
+        _WORKING_SET_FIGURES[size] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return _WORKING_SET_FIGURES[size]
 
 
 def nvml_peak() -> dict[str, Any] | None:

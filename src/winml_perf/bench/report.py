@@ -101,10 +101,11 @@ def cell_record(result: CellResult, *, run_id: str, environment: Mapping[str, An
     roof = None
     if bandwidth is not None and cell.session.token_based and result.ok:
         from winml_perf.bench.decode_roofline import HOST, NVIDIA_GPU, decode_roofline
+        from winml_perf.bench.device_bandwidth import working_set_bandwidth
 
         roof = decode_roofline(summary.get(DECODE_THROUGHPUT.name), cell.session.path, route.to_dict(),
                                result.prompt_info.get("tokens", cell.prompt_tokens), cell.max_new_tokens, environment,
-                               {HOST: bandwidth, NVIDIA_GPU: gpu_bandwidth})
+                               {HOST: bandwidth, NVIDIA_GPU: gpu_bandwidth}, working_set=working_set_bandwidth)
     return CellRecord(
         run_id=run_id, cell_id=uuid.uuid4().hex, cell_key=cell.key, cell_index=result.index, status=result.status,
         runtime=cell.session.runtime, bundle=cell.bundle, route=route.to_dict(),
