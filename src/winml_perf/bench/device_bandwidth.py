@@ -15,12 +15,10 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from winml_perf import eps
+from winml_perf import child, eps
 from winml_perf.bench.roofline import cache_dir, machine_key
 
 HOST, NVIDIA_GPU, UNKNOWN = "host", "nvidia-gpu", "unknown"
@@ -34,18 +32,6 @@ NVIDIA_EPS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider", "N
 GPU_CACHE_FILE = "gpu_bandwidth.json"
 COPY_BYTES = 1 << 30
 COPY_REPEATS = 10
-COPY_CODE = """
-import json, torch
-n, reps = {n}, {reps}
-a = torch.empty(n, dtype=torch.uint8, device="cuda"); b = torch.empty_like(a)
-b.copy_(a); torch.cuda.synchronize()
-best = float("inf")
-for _ in range(reps):
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record(); b.copy_(a); end.record(); torch.cuda.synchronize()
-    best = min(best, start.elapsed_time(end) / 1000)
-print(json.dumps({{"copy_bytes_per_s": 2 * n / best, "name": torch.cuda.get_device_name(0)}}))
-"""
 
 
 @dataclass(frozen=True)
@@ -127,11 +113,10 @@ def working_set_bandwidth(step_bytes: float, timeout_s: float = 120.0) -> dict[s
     if size is None:
         return None
     if size not in _WORKING_SET_FIGURES:
-        code = f"import json; from winml_perf.bench.device_bandwidth import measure_working_set as m; print(json.dumps(m({size})))"
-        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout_s)
-        if proc.returncode != 0:
-            return {"bandwidth_bytes_per_s": None, "error": f"working-set probe exited with {proc.returncode}: {proc.stderr.strip()[-300:]}"}
-        _WORKING_SET_FIGURES[size] = json.loads(proc.stdout.strip().splitlines()[-1])
+        result = child.run_module(__name__, ["working-set", str(size)], child.ChildContext(), timeout_s)
+        if not result.ok:
+            return {"bandwidth_bytes_per_s": None, "error": f"working-set probe failed: {result.failure()}"}
+        _WORKING_SET_FIGURES[size] = json.loads(result.stdout.strip().splitlines()[-1])
     return _WORKING_SET_FIGURES[size]
 
 
@@ -153,15 +138,40 @@ def nvml_peak() -> dict[str, Any] | None:
             "name": name.decode() if isinstance(name, bytes) else name}
 
 
-def measure_copy_in_child(n: int = COPY_BYTES, repeats: int = COPY_REPEATS, timeout_s: float = 120.0) -> dict[str, Any] | None:
-    """Best device-to-device copy rate (read + write bytes) on GPU 0 through torch, or None without it."""
+def measure_copy(n: int = COPY_BYTES, repeats: int = COPY_REPEATS) -> dict[str, Any]:
+    """Best device-to-device copy rate on GPU 0 through torch, counting read + write bytes."""
+    import torch
+
+    src = torch.empty(n, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) / 1000)
+    return {"copy_bytes_per_s": 2 * n / best, "name": torch.cuda.get_device_name(0), "copy_bytes": n}
+
+
+def measure_copy_in_child(timeout_s: float = 120.0) -> dict[str, Any] | None:
+    """measure_copy() in a child process (torch and its CUDA context stay out of this one); None
+    where torch or CUDA is missing."""
     try:
-        proc = subprocess.run([sys.executable, "-c", COPY_CODE.format(n=n, reps=repeats)], capture_output=True, text=True, timeout=timeout_s)
-    except (OSError, subprocess.SubprocessError):
+        result = child.run_module(__name__, ["copy"], child.ChildContext(), timeout_s)
+    except OSError:
         return None
-    if proc.returncode != 0:
-        return None
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    return json.loads(result.stdout.strip().splitlines()[-1]) if result.ok else None
+
+
+def main(argv: list[str]) -> int:
+    """The probe child: ``copy`` or ``working-set BYTES``, one JSON line on stdout."""
+    out = measure_copy() if argv[0] == "copy" else measure_working_set(int(argv[1]))
+    print(json.dumps(out))
+    return 0
 
 
 def nvidia_bandwidth(peak=nvml_peak, copy=measure_copy_in_child) -> dict[str, Any]:
