@@ -6,12 +6,14 @@ import os
 
 import pytest
 
+from tests.conftest import BUNDLES
 from winml_perf.bench import roofline
 from winml_perf.bench.environment import collect_environment
 from winml_perf.bench.report import cell_record
 from winml_perf.bench.runner import run_cell
 from winml_perf.bench.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.bench.sweep import run_sweep
+from winml_perf.bundle.decode_bytes import decode_bytes
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.devices import resolve_target
 from winml_perf.results.validation import validate_record
@@ -35,16 +37,17 @@ def _route(bundle, ep=None) -> RouteSpec:
     return RouteSpec.from_route(prepare_route(bundle, resolve_target(ep, None, "winml-genai"), label=label), bundle=str(bundle))
 
 
-@pytest.mark.parametrize("name", ["tiny-qwen2", "tiny-qwen2-pipeline"])
-def test_run_cell_on_a_real_bundle_gives_a_valid_record(name, tiny_flat, tiny_pipeline, env, small_bandwidth_cache):
-    bundle = tiny_flat if name == "tiny-qwen2" else tiny_pipeline
+@pytest.mark.parametrize("name,prompt,new", [("tiny-qwen2", 8, 4), ("tiny-qwen2-pipeline", 8, 4), ("tiny-qwen2-pipeline-fp32", 8, 4),
+                                             ("tiny-qwen2", 128, 32), ("tiny-qwen2-pipeline-fp32", 128, 32)])
+def test_run_cell_on_a_real_bundle_gives_a_valid_record(name, prompt, new, env, small_bandwidth_cache):
+    bundle = BUNDLES / name
     r = _route(bundle)
-    cell = CellSpec(r.label, r.session, prompt_tokens=8, max_new_tokens=4, warmup=WarmupPolicy(count=1),
+    cell = CellSpec(r.label, r.session, prompt_tokens=prompt, max_new_tokens=new, warmup=WarmupPolicy(count=1),
                     iterations=IterationPolicy(iterations=2), route=r.route, bundle=r.bundle, prepare_ms=r.prepare_ms)
     result = run_cell(cell)
     assert result.ok, result.failure
-    assert [len(s.decode_step_ms) for s in result.samples] == [3, 3]
-    assert all(s.prompt_tokens == 8 and s.new_tokens == 4 for s in result.samples)
+    assert [len(s.decode_step_ms) for s in result.samples] == [new - 1, new - 1]
+    assert all(s.prompt_tokens == prompt and s.new_tokens == new for s in result.samples)
     bandwidth = roofline.cached_bandwidth()  # measured in a child process
     assert bandwidth["array_bytes"] == 16 * 2**20
     record = cell_record(result, run_id="0" * 32, environment=env, bandwidth=bandwidth)
@@ -54,7 +57,10 @@ def test_run_cell_on_a_real_bundle_gives_a_valid_record(name, tiny_flat, tiny_pi
     assert d["load"]["model_load_ms"] > 0 and d["load"]["first_generation_ms"] > 0 and d["load"]["prepare_ms"] is not None
     assert d["memory"]["peak_rss_bytes"] > 0
     assert "token_count_mismatch" not in {w["code"] for w in d["warnings"]}
-    assert d["roofline"]["weights_bytes_per_token"] > 100_000 and d["roofline"]["fraction_of_bound"] > 0
+    roof = d["roofline"]
+    assert roof["weights_bytes_per_token"] == round(decode_bytes(bundle, prompt, new).total_bytes) > 100_000
+    assert 0 < roof["fraction_of_bound"] <= 1, roof  # the physical bound, from a real measured decode rate
+    assert [e["device"] for e in roof["devices"]] == ["host"] and "exceeds_bound_fraction" not in roof
     assert d["output"]["identical_across_iterations"] is True  # greedy decoding is deterministic
 
 

@@ -124,6 +124,12 @@ def test_forced_webgpu_routes_generate_the_config_routes_greedy_tokens(webgpu):
     assert len(by_route["config"]["output"]["first_token_ids"]) == 8
     assert _on_webgpu(_stages(by_route["ep=webgpu"])) == ALL_STAGES
     assert _on_webgpu(_stages(by_route["ep=webgpu[context,iterator]"])) == {"context", "iterator"}
+    # lavapipe runs WebGPU on the CPU: every stage reads host memory, and the fraction is physical.
+    for label, c in by_route.items():
+        roof = c["roofline"]
+        assert [e["device"] for e in roof["devices"]] == ["host"], (label, roof)
+        assert 0 < (roof["fraction_of_bound"] or 0) <= 1, (label, roof)
+    assert any(WEBGPU in lbl for lbl in by_route["ep=webgpu"]["roofline"]["devices"][0]["labels"])
 
 
 def test_strict_fails_the_builders_decoder_stages_naming_their_cpu_ops(webgpu):

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 
 import pytest
 
 from winml_perf.bench import environment, roofline
 from winml_perf.bench.memory import MemorySampler, ru_maxrss_bytes
-from winml_perf.model.route import CPU, Route, StageRoute
 
 
 def test_collect_environment_has_what_records_need(monkeypatch, tmp_path):
@@ -111,27 +109,8 @@ def test_device_memory_and_gpu_listing_through_nvml(monkeypatch):
     assert gpu["gpus"][0]["source"] == "nvml"
 
 
-def _write(path, size):
-    path.write_bytes(b"\0" * size)
-
-
-def test_weights_per_token_count_token_generation_stages_and_their_data(tmp_path):
-    cfg = {"model": {"type": "decoder-pipeline", "decoder": {"pipeline": [{
-        "embeddings": {"filename": "embeddings.onnx", "run_on_token_gen": True},
-        "context": {"filename": "ctx.onnx", "run_on_token_gen": False},
-        "iterator": {"filename": "iter.onnx", "run_on_prompt": False},
-    }]}}}
-    (tmp_path / "genai_config.json").write_text(json.dumps(cfg))
-    for name, size in (("embeddings.onnx", 100), ("ctx.onnx", 5000), ("iter.onnx", 10), ("iter.onnx.data", 1000)):
-        _write(tmp_path / name, size)
-    w = roofline.weights_bytes_per_token(tmp_path)
-    assert w["weights_bytes_per_token"] == 100 + 10 + 1000  # the context stage does not run per token
-    assert w["files"] == ["embeddings.onnx", "iter.onnx", "iter.onnx.data"]
-    route = Route("ep=cpu", "ep=cpu", "ep=cpu", (StageRoute("decoder", ("ctx.onnx",), CPU, CPU, run_on_token_gen=True),))
-    assert roofline.weights_bytes_per_token(tmp_path, route)["weights_bytes_per_token"] == 5000
-
-
-def test_roofline_fraction_and_bandwidth_cache(tmp_path, monkeypatch):
+def test_bandwidth_is_measured_once_and_cached(tmp_path, monkeypatch):
+    # the bytes per step and the fraction: tests/unit/test_decode_bytes.py, test_decode_roofline.py
     monkeypatch.setenv(roofline.CACHE_ENV, str(tmp_path / "cache"))
     calls = []
 
@@ -142,11 +121,8 @@ def test_roofline_fraction_and_bandwidth_cache(tmp_path, monkeypatch):
     first = roofline.cached_bandwidth(measure=fake_measure)
     second = roofline.cached_bandwidth(measure=fake_measure)
     assert (first["cache"], second["cache"], len(calls)) == ("miss", "hit", 1)
-    r = roofline.roofline(25.0, second, {"weights_bytes_per_token": 10**9, "files": ["m.onnx"]})
-    assert r["bound_tokens_per_s"] == pytest.approx(10.0 * 1.0)  # 10 GB/s over 1 GB per token
-    assert r["fraction_of_bound"] == pytest.approx(2.5)
-    missing = roofline.roofline(25.0, None, {"weights_bytes_per_token": None, "files": []})
-    assert missing["fraction_of_bound"] is None
+    assert second["bandwidth_bytes_per_s"] == 10e9 and second["method"] == "fake"
+    assert roofline.cached_bandwidth(measure=fake_measure, refresh=True)["cache"] == "miss" and len(calls) == 2
 
 
 def test_measure_bandwidth_gives_a_positive_rate():

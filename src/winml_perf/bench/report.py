@@ -90,17 +90,22 @@ def cell_warnings(result: CellResult, metrics: Mapping[str, stats.Summary]) -> l
 
 
 def cell_record(result: CellResult, *, run_id: str, environment: Mapping[str, Any], policy_extra: Mapping[str, Any] | None = None,
-                bandwidth: Mapping[str, Any] | None = None, keep_token_ids: bool = False) -> CellRecord:
-    """The self-contained record of one cell. ``bandwidth``: cached_bandwidth() to add a roofline."""
+                bandwidth: Mapping[str, Any] | None = None, keep_token_ids: bool = False,
+                gpu_bandwidth: Mapping[str, Any] | None = None) -> CellRecord:
+    """The self-contained record of one cell. ``bandwidth``: cached_bandwidth() (the host's) to add a
+    roofline; ``gpu_bandwidth``: nvidia_bandwidth() when a stage runs on an NVIDIA GPU."""
     cell = result.cell
     metrics = cell_metrics(result)
     summary = headline(result, metrics)
+    route = replace(cell.route, actual=dict(result.route_actual)) if result.route_actual else cell.route
     roof = None
     if bandwidth is not None and cell.session.token_based and result.ok:
-        from winml_perf.bench.roofline import roofline, weights_bytes_per_token
+        from winml_perf.bench.decode_roofline import HOST, NVIDIA_GPU, decode_roofline
+        from winml_perf.bench.device_bandwidth import working_set_bandwidth
 
-        roof = roofline(summary.get(DECODE_THROUGHPUT.name), bandwidth, weights_bytes_per_token(cell.session.path, cell.route))
-    route = replace(cell.route, actual=dict(result.route_actual)) if result.route_actual else cell.route
+        roof = decode_roofline(summary.get(DECODE_THROUGHPUT.name), cell.session.path, route.to_dict(),
+                               result.prompt_info.get("tokens", cell.prompt_tokens), cell.max_new_tokens, environment,
+                               {HOST: bandwidth, NVIDIA_GPU: gpu_bandwidth}, working_set=working_set_bandwidth)
     return CellRecord(
         run_id=run_id, cell_id=uuid.uuid4().hex, cell_key=cell.key, cell_index=result.index, status=result.status,
         runtime=cell.session.runtime, bundle=cell.bundle, route=route.to_dict(),

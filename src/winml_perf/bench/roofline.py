@@ -1,13 +1,9 @@
-"""Roofline for decode: how close decode tokens/s comes to the memory-bandwidth bound.
+"""Host memory bandwidth for the decode roofline: measured once per machine (numpy sums over a
+large array, one chunk per thread, best of k) and cached in ``~/.cache/winml-perf/``
+(``WINML_PERF_CACHE_DIR`` overrides).
 
-Decoding one token reads (about) every weight of the stages that run on token generation once, so
-``bandwidth / bytes_of_weights`` bounds decode tokens/s. We measure this machine's host memory read
-bandwidth once (numpy sums over a large array, one chunk per thread, best of k) and cache it per
-machine in ``~/.cache/winml-perf/`` (``WINML_PERF_CACHE_DIR`` overrides).
-
-Caveats, recorded with the figure: the weights' file sizes overstate the bytes read per token
-(the embedding table is gathered one row at a time), which makes the fraction conservative; and the
-bandwidth is the host's, so for a GPU route it is only a reference (pass the device's own figure).
+The bytes a decode step reads come from bundle/decode_bytes.py, the bound and its fraction from
+bench/decode_roofline.py (which also takes an NVIDIA GPU's bandwidth from bench/device_bandwidth.py).
 """
 
 from __future__ import annotations
@@ -20,16 +16,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Mapping
-
-from winml_perf.model.route import Route
+from typing import Any
 
 CACHE_ENV = "WINML_PERF_CACHE_DIR"
 CACHE_FILE = "bandwidth.json"
 ARRAY_MIB_ENV = "WINML_PERF_BANDWIDTH_ARRAY_MIB"  # size of the probe's array (default 512 MiB)
 DEFAULT_ARRAY_BYTES = 512 * 1024 * 1024
 DEFAULT_REPEATS = 5
-SMALL_MODEL_BYTES = 64 * 1024 * 1024
 METHOD = "numpy float64 sum over a {mib} MiB array split across {threads} threads, best of {repeats}"
 
 
@@ -103,83 +96,3 @@ def cached_bandwidth(measure=measure_bandwidth_in_child, refresh: bool = False) 
     tmp.write_text(json.dumps(data, indent=2))
     os.replace(tmp, path)
     return {**data, "cache": "miss", "cache_path": str(path)}
-
-
-def _external_data_files(model: Path) -> set[str]:
-    """Names of the external-data files an .onnx file points at (needs onnx; else a guess)."""
-    names = set()
-    guess = model.with_name(model.name + ".data")
-    if guess.is_file():
-        names.add(guess.name)
-    try:
-        import onnx
-
-        proto = onnx.load(str(model), load_external_data=False)
-        for tensor in proto.graph.initializer:
-            for entry in tensor.external_data:
-                if entry.key == "location":
-                    names.add(entry.value)
-    except Exception:
-        pass
-    return names
-
-
-def _token_gen_files(path: Path, route: Route | None) -> list[str]:
-    stages = route.stages if route is not None else ()
-    if stages and all(s.files for s in stages):
-        return sorted({f for s in stages if s.run_on_token_gen for f in s.files if str(f).endswith(".onnx")})
-    cfg = json.loads((path / "genai_config.json").read_text())
-    decoder = cfg["model"]["decoder"]
-    pipeline = decoder.get("pipeline")
-    if not pipeline:
-        return [decoder["filename"]]
-    if isinstance(pipeline, list):
-        pipeline = pipeline[0] if len(pipeline) == 1 else {k: v for p in pipeline for k, v in p.items()}
-    return sorted({st["filename"] for st in pipeline.values() if st.get("run_on_token_gen", True)})
-
-
-def weights_bytes_per_token(path: str | Path, route: Route | None = None) -> dict[str, Any]:
-    """Bytes of the model files (+ their external data) of the stages that run on every generated
-    token, from the route's stages when they list files, else from genai_config.json."""
-    path = Path(path)
-    try:
-        models = _token_gen_files(path, route)
-    except (OSError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        return {"weights_bytes_per_token": None, "files": [], "note": f"cannot read the stages of {path}: {exc}"}
-    files = set()
-    for m in models:
-        files.add(m)
-        files |= _external_data_files(path / m)
-    total = 0
-    missing = []
-    for f in sorted(files):
-        p = path / f
-        if p.is_file():
-            total += p.stat().st_size
-        else:
-            missing.append(f)
-    out: dict[str, Any] = {"weights_bytes_per_token": total or None, "files": sorted(files)}
-    if missing:
-        out["note"] = f"missing files: {', '.join(missing)}"
-    return out
-
-
-def roofline(decode_rate: float | None, bandwidth: Mapping[str, Any] | None, weights: Mapping[str, Any]) -> dict[str, Any]:
-    """fraction = measured decode rate (tokens/s) / (bandwidth / bytes of weights per token)."""
-    bw = (bandwidth or {}).get("bandwidth_bytes_per_s")
-    per_token = weights.get("weights_bytes_per_token")
-    out: dict[str, Any] = {
-        "bandwidth_bytes_per_s": bw, "bandwidth_source": (bandwidth or {}).get("method"),
-        "weights_bytes_per_token": per_token, "weights_files": list(weights.get("files") or []),
-        "bound_tokens_per_s": None, "fraction_of_bound": None,
-        "note": "host memory bandwidth; weight file sizes overstate bytes read per token (embeddings), so the fraction is conservative",
-    }
-    if weights.get("note"):
-        out["note"] = weights["note"]
-    elif per_token and per_token < SMALL_MODEL_BYTES:
-        out["note"] += f"; weights under {SMALL_MODEL_BYTES // 2**20} MiB may stay in CPU caches and beat the bound"
-    if bw and per_token:
-        out["bound_tokens_per_s"] = bw / per_token
-        if decode_rate and math.isfinite(decode_rate):
-            out["fraction_of_bound"] = decode_rate / out["bound_tokens_per_s"]
-    return out

@@ -24,6 +24,22 @@ def _bandwidth_or_note(enabled: bool, cells: Sequence[CellSpec]) -> Mapping[str,
         return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
 
 
+def _gpu_bandwidth_or_none(host: Mapping[str, Any] | None, cells: Sequence[CellSpec], environment: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """NVIDIA bandwidth, probed only when a cell has a stage on an NVIDIA GPU."""
+    if host is None:
+        return None
+    from winml_perf.bench.decode_roofline import stage_ep
+    from winml_perf.bench.device_bandwidth import NVIDIA_GPU, nvidia_bandwidth, stage_device
+
+    stages = [s for c in cells if c.session.token_based for s in (c.route.to_dict().get("stages") or [])]
+    if not any(stage_device(stage_ep(s, {}), environment).device == NVIDIA_GPU for s in stages):
+        return None
+    try:
+        return nvidia_bandwidth()
+    except Exception as exc:  # as for the host figure: say why it is missing
+        return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
 def _unique(values) -> list:
     seen: list = []
     for v in values:
@@ -63,12 +79,13 @@ def run_sweep(
     run_id = run_id or new_run_id()
     started = utc_now()
     bandwidth = _bandwidth_or_note(roofline, cells)
+    gpu_bandwidth = _gpu_bandwidth_or_none(bandwidth, cells, environment)
     extra = {"rounds": rounds, "seed": seed, "isolate": isolate}
     records: list[CellRecord] = []
 
     def on_result(result: CellResult) -> None:
         rec = cell_record(result, run_id=run_id, environment=environment, policy_extra=extra, bandwidth=bandwidth,
-                          keep_token_ids=keep_token_ids)
+                          keep_token_ids=keep_token_ids, gpu_bandwidth=gpu_bandwidth)
         records.append(rec)
         if on_cell_done is not None:
             on_cell_done(rec)
@@ -83,6 +100,7 @@ def run_sweep(
         **extra,
         "order": [dict(o) for o in outcome.order],
         "bandwidth": None if bandwidth is None else dict(bandwidth),
+        **({"gpu_bandwidth": dict(gpu_bandwidth)} if gpu_bandwidth else {}),
     }
     records.sort(key=lambda r: r.cell_index)
     return run_record(records, run_id=run_id, environment=environment, started_utc=started, finished_utc=utc_now(),
