@@ -111,7 +111,7 @@ def sketch(invocations: list[np.ndarray], cap: int = POOLED_CAP) -> np.ndarray:
     return np.vstack(rows)
 
 
-def _percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
+def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[float, float]:
     alpha = 1.0 - confidence
     lo, hi = np.quantile(replicates, [alpha / 2.0, 1.0 - alpha / 2.0])
     return float(lo), float(hi)
@@ -125,7 +125,7 @@ def _two_stage_draws(rng: np.random.Generator, points: np.ndarray, batch: int) -
     return points[chosen, inner]
 
 
-def _batches(total: int, per_replicate: int) -> list[int]:
+def batch_sizes(total: int, per_replicate: int) -> list[int]:
     size = max(1, BATCH_ELEMENTS // max(1, per_replicate))
     return [min(size, total - start) for start in range(0, total, size)]
 
@@ -146,9 +146,9 @@ def hierarchical_bootstrap_median(
     rng = np.random.default_rng(seed)
     replicates = np.concatenate([
         np.median(_two_stage_draws(rng, points, b).reshape(b, -1), axis=1)
-        for b in _batches(resamples, points.size)
+        for b in batch_sizes(resamples, points.size)
     ])
-    lo, hi = _percentile_interval(replicates, confidence)
+    lo, hi = percentile_interval(replicates, confidence)
     return Interval(estimate, lo, hi, confidence, "hierarchical_bootstrap", cover)
 
 

@@ -21,8 +21,8 @@ from winml_perf.uncertainty.hierarchical import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
     POOLED_CAP,
-    _batches,
-    _percentile_interval,
+    batch_sizes,
+    percentile_interval,
     as_invocations,
     enough_invocations_for_order_statistics,
     sketch,
@@ -107,12 +107,12 @@ def paired_bootstrap_ratio(
     pts_a, pts_b = sketch(inv_a, POOLED_CAP // 2), sketch(inv_b, POOLED_CAP // 2)
     rng = np.random.default_rng(seed)
     replicates = []
-    for batch in _batches(resamples, pts_a.size + pts_b.size):
+    for batch in batch_sizes(resamples, pts_a.size + pts_b.size):
         chosen = rng.integers(0, k, size=(batch, k, 1))  # the same pairs for both routes
         med_a = np.median(pts_a[chosen, rng.integers(0, pts_a.shape[1], size=(batch, k, pts_a.shape[1]))], axis=2)
         med_b = np.median(pts_b[chosen, rng.integers(0, pts_b.shape[1], size=(batch, k, pts_b.shape[1]))], axis=2)
         replicates.append(np.median(med_a / med_b, axis=1))
-    lo, hi = _percentile_interval(np.concatenate(replicates), confidence)
+    lo, hi = percentile_interval(np.concatenate(replicates), confidence)
     return RatioResult(estimate, lo, hi, confidence, "paired_bootstrap", k, higher_is_better,
                        verdict(lo, hi, higher_is_better))
 
