@@ -28,6 +28,7 @@ from winml_perf.uncertainty.paired import (
     paired_bootstrap_ratio,
     paired_order_statistic_ratio,
     paired_ratio,
+    paired_student_t_ratio,
 )
 from winml_perf.uncertainty.percentiles import PercentileInterval, generation_percentiles, iid_percentiles
 from winml_perf.uncertainty.repetition import (
@@ -38,4 +39,11 @@ from winml_perf.uncertainty.repetition import (
     variance_components,
 )
 
-__all__ = [name for name in dir() if not name.startswith("_")]
+__all__ = [
+    "Coverage", "DriftReport", "Interval", "Mode", "ModeReport", "PercentileInterval", "RatioResult",
+    "RepetitionAdvice", "VarianceComponents", "Verdict", "coverage_of", "detect_drift", "detect_modes",
+    "generation_percentiles", "hierarchical_bootstrap_median", "iid_percentiles", "invocation_medians",
+    "median_ci", "median_ci_ranks", "median_interval", "next_repetition", "optimal_iterations",
+    "order_statistic_median", "paired_bootstrap_ratio", "paired_order_statistic_ratio", "paired_ratio", "paired_student_t_ratio",
+    "quantile_ci", "quantile_ci_ranks", "student_t_median", "variance_components", "within_process_median",
+]

@@ -117,12 +117,19 @@ def percentile_interval(replicates: np.ndarray, confidence: float) -> tuple[floa
     return float(lo), float(hi)
 
 
-def _two_stage_draws(rng: np.random.Generator, points: np.ndarray, batch: int) -> np.ndarray:
-    """(batch, k, s) values: k invocations drawn with replacement, then s iterations within each."""
+def _draws(rng: np.random.Generator, points: np.ndarray, batch: int, resample_iterations: bool) -> np.ndarray:
+    """(batch, k, s) values: k invocations drawn with replacement, then (optionally) s iterations
+    drawn with replacement within each."""
     k, s = points.shape
     chosen = rng.integers(0, k, size=(batch, k, 1))
-    inner = rng.integers(0, s, size=(batch, k, s))
-    return points[chosen, inner]
+    if not resample_iterations:
+        return points[chosen[:, :, 0]]
+    return points[chosen, rng.integers(0, s, size=(batch, k, s))]
+
+
+def spread_about(estimate: float, replicates: np.ndarray, k: int) -> np.ndarray:
+    """Replicates spread about the estimate by sqrt(k / (k - 1)) (top-level bias correction)."""
+    return estimate + (replicates - estimate) * math.sqrt(k / (k - 1)) if k > 1 else replicates
 
 
 def batch_sizes(total: int, per_replicate: int) -> list[int]:
@@ -135,8 +142,9 @@ def hierarchical_bootstrap_median(
     confidence: float = CONFIDENCE_LEVEL,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    resample_iterations: bool = False,
 ) -> Interval:
-    """Median of all iterations with a two-stage (invocations, then iterations) bootstrap interval."""
+    """Median of all iterations with a bootstrap interval over invocations (and iterations, if asked)."""
     invs = as_invocations(invocations)
     cover = coverage_of(invs)
     if not invs:
@@ -145,10 +153,10 @@ def hierarchical_bootstrap_median(
     points = sketch(invs)
     rng = np.random.default_rng(seed)
     replicates = np.concatenate([
-        np.median(_two_stage_draws(rng, points, b).reshape(b, -1), axis=1)
+        np.median(_draws(rng, points, b, resample_iterations).reshape(b, -1), axis=1)
         for b in batch_sizes(resamples, points.size)
     ])
-    lo, hi = percentile_interval(replicates, confidence)
+    lo, hi = percentile_interval(spread_about(estimate, replicates, len(invs)), confidence)
     return Interval(estimate, lo, hi, confidence, "hierarchical_bootstrap", cover)
 
 

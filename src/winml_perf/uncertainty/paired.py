@@ -4,8 +4,9 @@ Invocations of routes A and B are interleaved (A1 B1 A2 B2 ...), so slow drift o
 both members of a pair alike and cancels in their ratio (Kalibera & Jones 2013, §"comparing
 systems"). Each pair gives one ratio of medians; the route ratio is the median of those ratios.
 Its interval: order statistics over the pair ratios when there are enough pairs (6 at 95 %),
-otherwise a paired two-stage bootstrap (the same pairs drawn for both routes, then iterations
-within each member).
+otherwise a Student t interval over the log pair ratios (estimate: their geometric mean), as
+hierarchical.median_interval does for one route. A paired two-stage bootstrap (the same pairs drawn
+for both routes, then iterations within each member) is offered too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from enum import Enum
 from typing import Sequence
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from winml_perf.uncertainty.hierarchical import (
     BOOTSTRAP_RESAMPLES,
@@ -26,6 +28,7 @@ from winml_perf.uncertainty.hierarchical import (
     as_invocations,
     enough_invocations_for_order_statistics,
     sketch,
+    spread_about,
 )
 from winml_perf.uncertainty.median_ci import CONFIDENCE_LEVEL, median_ci
 
@@ -112,13 +115,28 @@ def paired_bootstrap_ratio(
         med_a = np.median(pts_a[chosen, rng.integers(0, pts_a.shape[1], size=(batch, k, pts_a.shape[1]))], axis=2)
         med_b = np.median(pts_b[chosen, rng.integers(0, pts_b.shape[1], size=(batch, k, pts_b.shape[1]))], axis=2)
         replicates.append(np.median(med_a / med_b, axis=1))
-    lo, hi = percentile_interval(np.concatenate(replicates), confidence)
+    lo, hi = percentile_interval(spread_about(estimate, np.concatenate(replicates), k), confidence)
     return RatioResult(estimate, lo, hi, confidence, "paired_bootstrap", k, higher_is_better,
                        verdict(lo, hi, higher_is_better))
 
 
+def paired_student_t_ratio(a, b, confidence: float = CONFIDENCE_LEVEL, higher_is_better: bool = True) -> RatioResult:
+    """Geometric mean of the pair ratios with a Student t interval on their logs (2 pairs or more)."""
+    logs = np.log(pair_ratios(a, b))
+    k = int(logs.size)
+    if k < 2:
+        estimate = float(np.exp(logs[0])) if k else math.nan
+        return RatioResult(estimate, math.nan, math.nan, confidence, "student_t_log_pairs", k, higher_is_better,
+                           Verdict.INSUFFICIENT)
+    centre = float(logs.mean())
+    half = float(student_t.ppf(0.5 + confidence / 2.0, k - 1) * logs.std(ddof=1) / math.sqrt(k))
+    lo, hi = math.exp(centre - half), math.exp(centre + half)
+    return RatioResult(math.exp(centre), lo, hi, confidence, "student_t_log_pairs", k, higher_is_better,
+                       verdict(lo, hi, higher_is_better))
+
+
 def paired_ratio(a, b, confidence: float = CONFIDENCE_LEVEL, higher_is_better: bool = True) -> RatioResult:
-    """A/B over paired invocations: order statistics from 6 pairs (at 95 %), the bootstrap below."""
+    """A/B over paired invocations: order statistics from 6 pairs (at 95 %), Student t below."""
     if enough_invocations_for_order_statistics(len(a), confidence):
         return paired_order_statistic_ratio(a, b, confidence, higher_is_better)
-    return paired_bootstrap_ratio(a, b, confidence, higher_is_better)
+    return paired_student_t_ratio(a, b, confidence, higher_is_better)
