@@ -132,8 +132,9 @@ def spread_about(estimate: float, replicates: np.ndarray, k: int) -> np.ndarray:
     return estimate + (replicates - estimate) * math.sqrt(k / (k - 1)) if k > 1 else replicates
 
 
-def batch_sizes(total: int, per_replicate: int) -> list[int]:
-    size = max(1, BATCH_ELEMENTS // max(1, per_replicate))
+def batch_sizes(total: int, per_replicate: int, elements: int = BATCH_ELEMENTS) -> list[int]:
+    """Replicates per batch so that a batch holds about ``elements`` values."""
+    size = max(1, elements // max(1, per_replicate))
     return [min(size, total - start) for start in range(0, total, size)]
 
 
