@@ -14,10 +14,10 @@ respect both levels:
   over the invocation-level estimates (k - 1 degrees of freedom). The bootstrap is not used there:
   with 3 or 5 invocations it covered 80 % and 88 % in the unit test's simulation, t 94-96 %.
 
-Cost is bounded: an invocation with more iterations than its share of ``POOLED_CAP`` is
-represented by that many of its quantiles, and every invocation by the same number of points
-(the smallest invocation's count, or less). Resampling fewer points than were measured only widens
-the within-invocation part, so the interval stays conservative.
+Cost is bounded: in a replicate every invocation is represented by the same number of points s
+(the smallest invocation's count, capped so that k x s <= ``POOLED_CAP``); a larger invocation by
+s of its quantiles. Invocations therefore weigh alike in a replicate, and when iterations are
+resampled too, drawing s < n of them only widens the within-invocation part (conservative).
 """
 
 from __future__ import annotations
