@@ -136,6 +136,18 @@ class GenaiConfig:
             decoder.setdefault("session_options", {})["provider_options"] = copy.deepcopy(list(decoder_options))
         return parse_config(self.bundle, raw, check_files=False)
 
+    def with_session_entries(self, entries: Mapping[str, Mapping[str, str]]) -> "GenaiConfig":
+        """A new config whose named stages get these extra session_options keys (e.g. enable_profiling);
+        a stage that inherited the decoder's session_options gets its own copy of them first."""
+        raw = copy.deepcopy(self.raw)
+        decoder = raw["model"]["decoder"]
+        for name, extra in entries.items():
+            node = decoder if self.kind == "flat" else _pipeline_stage_dicts(decoder)[name]
+            if not isinstance(node.get("session_options"), dict):
+                node["session_options"] = copy.deepcopy(decoder.get("session_options") or {}) if node is not decoder else {}
+            node["session_options"].update(extra)
+        return parse_config(self.bundle, raw, check_files=False)
+
     def replace_filenames(self, filenames: Mapping[str, str]) -> "GenaiConfig":
         """A new config whose named stages load other files (used for compiled EPContext models)."""
         raw = copy.deepcopy(self.raw)

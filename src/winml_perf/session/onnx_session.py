@@ -120,6 +120,7 @@ class OnnxSession:
         prepared: bool = False,
         source_model: str | None = None,
         record_assignment: bool = True,
+        profile_prefix: str | None = None,
     ) -> None:
         self.model_path = Path(model_path)
         self.ep_requested, self.device_requested = ep, device
@@ -135,6 +136,7 @@ class OnnxSession:
         self.prepared = bool(prepared)
         self.source_model = str(source_model) if source_model else None
         self.record_assignment = bool(record_assignment)
+        self.profile_prefix = str(profile_prefix) if profile_prefix else None  # onnxruntime profiling (explain)
         self._reset()
 
     def _reset(self) -> None:
@@ -218,6 +220,9 @@ class OnnxSession:
             so.add_session_config_entry("session.record_ep_graph_assignment_info", "1")
         for key, value in self.session_config.items():
             so.add_session_config_entry(key, value)
+        if self.profile_prefix:
+            so.enable_profiling = True
+            so.profile_file_prefix = self.profile_prefix
         return so
 
     def _add_provider(self, so) -> list[str] | None:
@@ -359,6 +364,10 @@ class OnnxSession:
         t0 = clock()
         session.run(names, feeds)
         return (clock() - t0) * 1000.0
+
+    def end_profiling(self) -> str:
+        """Stop onnxruntime's profiler (``profile_prefix``) and return the file it wrote."""
+        return self._require_loaded().end_profiling()
 
     def run(self) -> list[np.ndarray]:
         """One untimed inference; the outputs as host numpy arrays, in model order."""

@@ -1,0 +1,127 @@
+"""Profile one genai route: a separate, profiling-enabled copy of the route's bundle, loaded on its own.
+
+onnxruntime-genai's runtime option ``enable_profiling`` reaches only the top-level decoder's run
+options (a pipeline's stage sessions never see it), so every stage gets session-level profiling
+instead: the copy's genai_config.json sets ``session_options.enable_profiling`` to a prefix of its
+own per stage, every other file is a symlink to the route's. onnxruntime writes one file per stage
+session, ``<prefix>_<timestamp>.json``, holding every run of the session; the files are complete
+once the model is released. The copy and the files are deleted afterwards.
+
+Two generations run, each of the cell's shape: a warmup (first-run effects: shader compilation,
+allocator growth) and the profiled one. Both are profiled (session-level profiling cannot pause), so
+each stage's runs are split evenly between them and the warmup's are dropped.
+"""
+
+from __future__ import annotations
+
+import gc
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from winml_perf.bundle.config import CONFIG_NAME, GenaiConfig, load_config
+from winml_perf.errors import BenchmarkFailure
+from winml_perf.explain.breakdown import PhaseBreakdown, phase_breakdown
+from winml_perf.explain.profile import RunProfile, read_profile
+
+GENERATIONS = 2  # a warmup and the profiled generation, both recorded by the session profiler
+
+
+@dataclass(frozen=True)
+class TimedGeneration:
+    prompt_ms: float  # append_tokens + the first token's sampling (time to first token)
+    step_ms: tuple[float, ...]  # each later generate_next_token
+
+
+def profiling_copy(route_dir: Path, dest: Path) -> tuple[GenaiConfig, dict[str, Path]]:
+    """A copy of ``route_dir`` in ``dest`` (links, and a config with profiling on for every stage);
+    returns the route's config and each stage's profile prefix."""
+    config = load_config(route_dir)
+    bundle = dest / "bundle"
+    bundle.mkdir(parents=True)
+    for entry in route_dir.iterdir():
+        if entry.name not in (CONFIG_NAME, "_compiled"):
+            (bundle / entry.name).symlink_to(entry.resolve())
+    prefixes = {s.name: dest / "profiles" / s.name for s in config.stages}
+    (dest / "profiles").mkdir()
+    profiled = config.with_session_entries({name: {"enable_profiling": str(p)} for name, p in prefixes.items()})
+    (bundle / CONFIG_NAME).write_text(profiled.dumps(), encoding="utf-8")
+    return config, prefixes
+
+
+def _generate(model, prompt_ids: Sequence[int], new_tokens: int) -> TimedGeneration:
+    import numpy as np
+    import onnxruntime_genai as og
+
+    total = len(prompt_ids) + new_tokens
+    params = og.GeneratorParams(model)
+    params.set_search_options(max_length=total, min_length=total, do_sample=False)
+    generator = og.Generator(model, params)
+    tokens = np.asarray(prompt_ids, dtype=np.int32)
+    clock = time.perf_counter
+    t0 = clock()
+    generator.append_tokens(tokens)
+    generator.generate_next_token()
+    prev = clock()
+    prompt_ms = (prev - t0) * 1000.0
+    steps = []
+    for _ in range(new_tokens - 1):
+        generator.generate_next_token()
+        now = clock()
+        steps.append((now - prev) * 1000.0)
+        prev = now
+    del generator
+    return TimedGeneration(prompt_ms, tuple(steps))
+
+
+def _stage_runs(prefix: Path) -> list[RunProfile]:
+    files = sorted(prefix.parent.glob(f"{prefix.name}_*.json"))
+    if len(files) != 1:
+        raise BenchmarkFailure(f"onnxruntime wrote {len(files)} profile files for stage `{prefix.name}`, expected 1",
+                               "the stage's session_options may override enable_profiling; remove it from genai_config.json")
+    return read_profile(files[0])
+
+
+def split_runs(config: GenaiConfig, runs: dict[str, list[RunProfile]], steps: int) -> dict[str, dict[str, list[RunProfile]]]:
+    """{phase: {stage: runs}} of the profiled (last) generation. A stage that runs on token
+    generation ran once per decode step at the end of the generation; its earlier runs are the prompt's."""
+    out: dict[str, dict[str, list[RunProfile]]] = {"prompt": {}, "decode_step": {}}
+    for stage in config.stages:
+        all_runs = runs[stage.name]
+        if len(all_runs) % GENERATIONS:
+            raise BenchmarkFailure(f"stage `{stage.name}` ran {len(all_runs)} times in {GENERATIONS} identical generations",
+                                   "report this: the profile cannot be split into generations")
+        mine = all_runs[len(all_runs) // GENERATIONS * (GENERATIONS - 1):]
+        in_steps = steps if stage.run_on_token_gen else 0
+        if in_steps > len(mine):
+            raise BenchmarkFailure(f"stage `{stage.name}` ran {len(mine)} times in a generation of {steps} decode steps",
+                                   "check run_on_prompt/run_on_token_gen of the stage in genai_config.json")
+        out["prompt"][stage.name] = mine[:len(mine) - in_steps]
+        out["decode_step"][stage.name] = mine[len(mine) - in_steps:]
+    return out
+
+
+def profile_route(route_dir: str | Path, prompt_ids: Sequence[int], new_tokens: int) -> dict[str, PhaseBreakdown]:
+    """Breakdowns of the prompt pass and the mean decode step of one generation of this shape."""
+    import onnxruntime_genai as og
+
+    work = Path(tempfile.mkdtemp(prefix="winml-explain-"))
+    try:
+        config, prefixes = profiling_copy(Path(route_dir), work)
+        model = og.Model(og.Config(str(work / "bundle")))
+        try:
+            timed = [_generate(model, prompt_ids, new_tokens) for _ in range(GENERATIONS)][-1]
+        finally:
+            del model  # releases the sessions: onnxruntime completes the profile files
+            gc.collect()
+        runs = {name: _stage_runs(prefix) for name, prefix in prefixes.items()}
+        split = split_runs(config, runs, len(timed.step_ms))
+        phases = {"prompt": phase_breakdown("prompt", [timed.prompt_ms], split["prompt"])}
+        if timed.step_ms:
+            phases["decode_step"] = phase_breakdown("decode_step", timed.step_ms, split["decode_step"])
+        return phases
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
