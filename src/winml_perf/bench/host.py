@@ -115,6 +115,7 @@ class SessionHost:
         self._cells_served += 1
         return {
             "prompt_info": prompt_info,
+            "prompt_ids": list(self._prompt_ids),  # for an explain profile of the same prompt
             "warmup_samples": samples,
             "warmup_s": time.perf_counter() - t0,
             "first_generation_ms": self._first_generation_ms,

@@ -78,6 +78,7 @@ class PerfRequest:
     strict: bool = False
     onnx_options: dict = field(default_factory=dict)
     prepare_model: bool = False
+    explain: bool = False
 
 
 def _plugin_specs(registrations) -> tuple[str, ...]:
@@ -190,7 +191,7 @@ def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: 
 
     try:
         outcome.run = run_sweep(cells, rounds=req.rounds, seed=req.seed, isolate=req.isolate, on_cell_done=on_cell_done,
-                                progress=make_progress(req.quiet), argv=argv)
+                                progress=make_progress(req.quiet), argv=argv, explain=req.explain)
     finally:
         if store is not None:
             store.close()

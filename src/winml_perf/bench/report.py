@@ -123,6 +123,7 @@ def cell_record(result: CellResult, *, run_id: str, environment: Mapping[str, An
         failure=result.failure.to_dict() if result.failure else None, stop_reason=result.stop_reason,
         output=output_fingerprint(result.samples), roofline=roof, started_utc=result.started_utc,
         finished_utc=result.finished_utc, wall_s=result.wall_s, measure_s=result.measure_s,
+        explain=dict(result.explain) or None,
     )
 
 

@@ -72,6 +72,7 @@ class CellResult:
     wall_s: float = 0.0
     measure_s: float = 0.0
     index: int = 0
+    explain: dict[str, Any] = field(default_factory=dict)  # bench/explain_cell.py, with --explain
 
     @property
     def ok(self) -> bool:

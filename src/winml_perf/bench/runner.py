@@ -143,6 +143,7 @@ class _Driver:
     failure: CellFailure | None = None
     started_utc: str = ""
     t0: float = 0.0
+    explain: dict[str, Any] = field(default_factory=dict)
 
     @property
     def finished(self) -> bool:
@@ -168,7 +169,8 @@ class SweepRunner:
 
     def __init__(self, cells: Sequence[CellSpec], session_factory: Callable = open_session, *, rounds: int | None = None,
                  seed: int = 0, isolate: bool = False, progress: Progress | None = None,
-                 on_result: Callable[[CellResult], None] | None = None, sample_memory: bool = True) -> None:
+                 on_result: Callable[[CellResult], None] | None = None, sample_memory: bool = True,
+                 explainer: Callable[..., dict] | None = None) -> None:
         self.cells = list(cells)
         self.session_factory = session_factory
         self.rounds = rounds
@@ -177,6 +179,7 @@ class SweepRunner:
         self.progress = progress or NullProgress()
         self.on_result = on_result
         self.sample_memory = sample_memory
+        self.explainer = explainer  # (cell, prompt_ids, timeout_s) -> explain section, after the measured iterations
         self._hosts: dict[str, Any] = {}
         self._broken: dict[str, CellFailure] = {}
         self._results: list[CellResult] = []
@@ -256,6 +259,8 @@ class SweepRunner:
                 d.end = self._timed(d, host.end_cell)
             except ChildFailure as exc:
                 d.failure = _failure(exc, "end", d.cell)
+        if d.failure is None and self.explainer is not None:
+            d.explain = self._explain(d)
         result = self._result(d)
         self._results.append(result)
         med = stats.median(d.values())
@@ -278,8 +283,14 @@ class SweepRunner:
             warmup_samples=tuple(b.get("warmup_samples") or ()), load=phases, prompt_info=dict(b.get("prompt_info") or {}),
             stop_reason=d.stop, failure=d.failure, memory=self._memory(d),
             route_actual=dict(d.end.get("route_actual") or {}), started_utc=d.started_utc, finished_utc=utc_now(),
-            wall_s=time.perf_counter() - d.t0, measure_s=d.measure_s, index=d.index,
+            wall_s=time.perf_counter() - d.t0, measure_s=d.measure_s, index=d.index, explain=dict(d.explain),
         )
+
+    def _explain(self, d: _Driver) -> dict:
+        try:
+            return self.explainer(d.cell, (d.begin or {}).get("prompt_ids") or [], d.cell.cell_timeout_s)
+        except Exception as exc:  # an explanation is an extra: its failure never fails the measured cell
+            return {"error": f"{type(exc).__name__}: {exc}"}
 
     def _memory(self, d: _Driver) -> dict:
         memory = dict(d.end.get("memory") or {})

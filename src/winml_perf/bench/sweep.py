@@ -40,6 +40,14 @@ def _gpu_bandwidth_or_none(host: Mapping[str, Any] | None, cells: Sequence[CellS
         return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
 
 
+def _explainer(enabled: bool):
+    if not enabled:
+        return None
+    from winml_perf.bench.explain_cell import explain_cell
+
+    return explain_cell
+
+
 def _unique(values) -> list:
     seen: list = []
     for v in values:
@@ -63,11 +71,13 @@ def run_sweep(
     roofline: bool = True,
     sample_memory: bool = True,
     keep_token_ids: bool = False,
+    explain: bool = False,
 ) -> RunRecord:
     """Measure every cell and return the run's record; ``on_cell_done(record)`` is called as soon as
     each cell is final (store it there). ``isolate=None`` isolates when there is more than one route.
     ``environment``: collect_environment() of this run (collected here when None).
-    ``roofline``: add decode's fraction of the memory-bandwidth bound (bandwidth measured once per machine, cached)."""
+    ``roofline``: add decode's fraction of the memory-bandwidth bound (bandwidth measured once per machine, cached).
+    ``explain``: after each cell's measured iterations, profile its route apart (bench/explain_cell.py)."""
     cells = list(cells)
     routes = _unique(c.route_label for c in cells)
     if isolate is None:
@@ -91,7 +101,7 @@ def run_sweep(
             on_cell_done(rec)
 
     outcome = SweepRunner(cells, session_factory, rounds=rounds, seed=seed, isolate=isolate, progress=progress,
-                          on_result=on_result, sample_memory=sample_memory).run()
+                          on_result=on_result, sample_memory=sample_memory, explainer=_explainer(explain)).run()
     sweep = {
         "routes": routes,
         "prompt_tokens": _unique(c.prompt_tokens for c in cells),

@@ -134,6 +134,7 @@ def perf(
     rounds: Annotated[Optional[int], typer.Option(help="Interleaved rounds per cell group (several routes).")] = None,
     isolate: Annotated[Optional[bool], typer.Option("--isolate/--no-isolate", help="Each route in its own child process (default with several routes).")] = None,
     cell_timeout: Annotated[Optional[float], typer.Option(help="Seconds before an isolated cell is killed as hung.")] = None,
+    explain: Annotated[bool, typer.Option("--explain", help="After each cell, profile its route apart (onnxruntime profiler): per-stage and per-operator breakdown, and the difference between routes.")] = False,
     check_outputs: Annotated[bool, typer.Option("--check-outputs", help="Compare forced routes' greedy tokens with the config route.")] = False,
     strict: Annotated[bool, typer.Option("--strict", help="Fail a forced route when any node of a forced stage would run on CPU.")] = False,
     shape: Annotated[Optional[list[str]], typer.Option(help="winml: NAME=1x3x224x224 or DIM=N for dynamic dimensions (repeatable).")] = None,
@@ -182,7 +183,7 @@ def perf(
         iterations=_iterations(iterations, target_ci, min_iterations, max_iterations, max_time),
         rounds=_positive(rounds, "--rounds") if rounds is not None else None, isolate=isolate, cell_timeout_s=cell_timeout,
         seed=seed, quiet=quiet or not sys.stderr.isatty(), store=store, no_store=no_store, check_outputs=check_outputs,
-        strict=strict, onnx_options=onnx_options, prepare_model=prepare,
+        strict=strict, onnx_options=onnx_options, prepare_model=prepare, explain=explain,
     )
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
@@ -197,6 +198,10 @@ def perf(
         print(render_run(doc, warnings_only=True), file=sys.stderr, end="")
     else:
         print(render_run(doc))
+    if explain:
+        from winml_perf.explain.text import run_explain_text
+
+        print(run_explain_text(doc), end="", file=sys.stderr if fmt == "json" else sys.stdout)
     if outcome.store is not None and not outcome.store_errors:
         print(f"stored {len(doc['cells'])} record(s) in {outcome.store} (run {doc['run_id']})", file=sys.stderr)
     if outcome.store_errors:

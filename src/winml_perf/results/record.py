@@ -66,6 +66,7 @@ class CellRecord:
     finished_utc: str = ""
     wall_s: float = 0.0
     measure_s: float = 0.0
+    explain: Mapping[str, Any] | None = None  # with --explain: per-phase stage/operator breakdown (explain/)
     schema_version: int = SCHEMA_VERSION
     kind: str = "cell"
 
