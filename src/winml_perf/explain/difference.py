@@ -91,7 +91,7 @@ def phase_difference(a: PhaseBreakdown, b: PhaseBreakdown, label_a: str = "a", l
     over_a = {s.stage: s.overhead_ms for s in a.stages}
     over_b = {s.stage: s.overhead_ms for s in b.stages}
     for stage in sorted(set(over_a) | set(over_b)):
-        out.append(Contribution(f"{stage} session overhead", over_b.get(stage, 0.0) - over_a.get(stage, 0.0)))
+        out.append(Contribution(f"{stage} outside operators (I/O copies, device wait)", over_b.get(stage, 0.0) - over_a.get(stage, 0.0)))
     out.sort(key=lambda c: (-abs(c.delta_ms), c.label))
     host = Contribution(HOST, b.host_ms - a.host_ms)
     return Difference(a.phase, label_a, label_b, a.wall_ms, b.wall_ms, tuple(out), host)

@@ -35,7 +35,7 @@ def phase_lines(phase: PhaseBreakdown) -> list[str]:
     lines = [f"  {title}{mean}: {phase.wall_ms:.3f} ms = sessions {phase.sessions_ms:.3f} + host {phase.host_ms:.3f} ms"]
     for s in phase.stages:
         lines.append(f"    {s.stage:<12} {s.session_ms:9.3f} ms  ({s.runs:g} run{'s' if s.runs != 1 else ''}; "
-                     f"operators {s.ops_ms:.3f}, session overhead {s.overhead_ms:.3f})")
+                     f"operators {s.ops_ms:.3f}, outside operators {s.overhead_ms:.3f})")
         for o in s.ops[:TOP_OPS]:
             extra = f", {fmt_bytes(o.bytes)}" if o.is_copy else ""
             lines.append(f"      {o.op:<34} {short_ep(o.ep):<8} {o.ms:9.3f} ms  ×{_count(o.count)}{extra}")

@@ -1,0 +1,129 @@
+"""explain/: profile parsing, breakdown sums, the difference of two routes, splitting a pipeline's runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from winml_perf.bundle.config import parse_config
+from winml_perf.errors import BenchmarkFailure
+from winml_perf.explain.breakdown import PhaseBreakdown, phase_breakdown, phases_from_dict
+from winml_perf.explain.difference import phase_difference, record_difference
+from winml_perf.explain.genai_run import split_runs
+from winml_perf.explain.profile import NodeEvent, ProfileError, RunProfile, parse_events
+from winml_perf.explain.text import difference_lines, run_explain_text
+
+CPU, GPU = "CPUExecutionProvider", "WebGpuExecutionProvider"
+
+
+def node(name, op, ts, dur, ep=CPU, size=0):
+    return {"cat": "Node", "name": f"{name}_kernel_time", "ts": ts, "dur": dur, "ph": "X",
+            "args": {"op_name": op, "provider": ep, "output_size": str(size)}}
+
+
+def run(ts, dur):
+    return {"cat": "Session", "name": "model_run", "ts": ts, "dur": dur, "ph": "X"}
+
+
+def events_two_runs():
+    return [
+        {"cat": "Session", "name": "session_initialization", "ts": 0, "dur": 50},
+        node("init_const", "Cast", 10, 5),  # during initialisation: no run holds it
+        run(100, 40), node("mm", "MatMulNBits", 105, 20), node("cp", "MemcpyToHost", 126, 6, GPU, 4096),
+        {"cat": "Node", "name": "mm_fence_before", "ts": 104, "dur": 1, "args": {"op_name": "MatMulNBits"}},
+        run(200, 30), node("mm", "MatMulNBits", 202, 18),
+    ]
+
+
+def test_nodes_go_to_the_run_whose_span_holds_them_and_nothing_else_counts():
+    runs = parse_events(events_two_runs())
+    assert [(r.ts_us, r.dur_us) for r in runs] == [(100, 40), (200, 30)]
+    assert [[(n.op, n.ep, n.dur_us, n.output_bytes) for n in r.nodes] for r in runs] == [
+        [("MatMulNBits", CPU, 20, 0), ("MemcpyToHost", GPU, 6, 4096)], [("MatMulNBits", CPU, 18, 0)]]
+
+
+def test_a_profile_that_is_not_a_list_of_events_is_an_error():
+    with pytest.raises(ProfileError, match="not an onnxruntime profile"):
+        parse_events({"traceEvents": []}, "x.json")
+
+
+def test_breakdown_means_and_its_sums_hold_exactly():
+    runs = parse_events(events_two_runs())
+    phase = phase_breakdown("decode_step", [0.050, 0.040], {"iterator": runs})
+    [stage] = phase.stages
+    assert stage.runs == 1 and stage.session_ms == pytest.approx(0.035)
+    ops = {o.op: o for o in stage.ops}
+    assert ops["MatMulNBits"].count == 1 and ops["MatMulNBits"].ms == pytest.approx(0.019)
+    assert ops["MemcpyToHost"].count == 0.5 and ops["MemcpyToHost"].bytes == 2048
+    assert stage.ops_ms + stage.overhead_ms == pytest.approx(stage.session_ms, abs=1e-12)
+    assert phase.sessions_ms + phase.host_ms == pytest.approx(phase.wall_ms, abs=1e-12)
+    assert phase.copies() == {"count": 0.5, "ms": 0.003, "bytes": 2048}
+    assert PhaseBreakdown.from_dict(json.loads(json.dumps(phase.to_dict()))) == phase
+
+
+def _phase(wall_ms, stages):
+    """stages: {name: ([(op, ep, dur_us, bytes), ...], session_us)}, one run each."""
+    runs = {name: [RunProfile(0, session_us, tuple(NodeEvent(*n) for n in nodes))] for name, (nodes, session_us) in stages.items()}
+    return phase_breakdown("decode_step", [wall_ms], runs)
+
+
+def test_difference_ranks_contributions_that_sum_to_the_wall_difference_and_keeps_host_apart():
+    a = _phase(1.0, {"iterator": ([("MatMulNBits", CPU, 500, 0), ("Add", CPU, 100, 0)], 700)})
+    b = _phase(9.0, {"iterator": ([("MatMulNBits", GPU, 100, 0), ("Add", GPU, 100, 0), ("MemcpyFromHost", GPU, 6000, 3_100_000)], 6500)})
+    diff = phase_difference(a, b, "config", "ep=webgpu")
+    assert diff.delta_ms == pytest.approx(8.0)
+    first = diff.contributions[0]
+    assert (first.label, first.count_b, first.bytes_delta, first.is_copy) == ("iterator MemcpyFromHost", 1, 3_100_000, True)
+    assert first.delta_ms == pytest.approx(6.0)
+    mm = next(c for c in diff.contributions if c.label == "iterator MatMulNBits")
+    assert mm.delta_ms == pytest.approx(-0.4) and mm.eps == "CPU→WebGpu"
+    assert [abs(c.delta_ms) for c in diff.contributions] == sorted((abs(c.delta_ms) for c in diff.contributions), reverse=True)
+    assert diff.named_ms + diff.host.delta_ms == pytest.approx(diff.delta_ms, abs=1e-12)
+    assert diff.host.delta_ms == pytest.approx(8.0 - 5.8)  # walls minus sessions
+    text = "\n".join(difference_lines(diff))
+    assert "ep=webgpu vs config, decode step: +8.000 ms" in text
+    assert "iterator MemcpyFromHost [WebGpu] ×1 (+3.1 MB)" in text and "host, outside every session" in text
+
+
+def test_phases_of_different_kinds_are_not_compared():
+    a = _phase(1.0, {"m": ([], 10)})
+    with pytest.raises(ValueError):
+        phase_difference(a, phase_breakdown("prompt", [1.0], {}))
+
+
+PIPELINE = {"model": {"type": "decoder-pipeline", "decoder": {"pipeline": [{
+    "embeddings": {"filename": "e.onnx"}, "context": {"filename": "t.onnx", "run_on_token_gen": False},
+    "iterator": {"filename": "t.onnx", "run_on_prompt": False}, "lm_head": {"filename": "h.onnx", "is_lm_head": True}}]}}}
+
+
+def _runs(n, tag):
+    return [RunProfile(i, tag, ()) for i in range(n)]
+
+
+def test_a_pipelines_runs_split_into_prompt_and_decode_steps_of_the_last_generation(tmp_path):
+    config = parse_config(tmp_path, PIPELINE, check_files=False)
+    steps = 3  # two generations of 1 prompt pass + 3 decode steps each
+    runs = {"embeddings": _runs(8, 1), "context": _runs(2, 2), "iterator": _runs(6, 3), "lm_head": _runs(8, 4)}
+    split = split_runs(config, runs, steps)
+    assert {k: len(v) for k, v in split["prompt"].items()} == {"embeddings": 1, "context": 1, "iterator": 0, "lm_head": 1}
+    assert {k: len(v) for k, v in split["decode_step"].items()} == {"embeddings": 3, "context": 0, "iterator": 3, "lm_head": 3}
+    assert split["prompt"]["embeddings"] == runs["embeddings"][4:5]  # the second generation's, not the warmup's
+    with pytest.raises(BenchmarkFailure, match="ran 7 times"):
+        split_runs(config, {**runs, "iterator": _runs(7, 3)}, steps)
+
+
+def _record(label, phase):
+    return {"cell_key": f"{label}|p16|n8", "route": {"label": label}, "shape": {"prompt_tokens": 16, "max_new_tokens": 8},
+            "explain": {"method": "m", "profiled": {"generations": 2, "warmup_generations": 1},
+                        "phases": {"decode_step": phase.to_dict()}}}
+
+
+def test_two_stored_records_compare_and_a_run_prints_each_route_against_config():
+    a = _record("config", _phase(1.0, {"iterator": ([("MatMulNBits", CPU, 500, 0)], 600)}))
+    b = _record("ep=webgpu", _phase(2.0, {"iterator": ([("MatMulNBits", GPU, 1400, 0)], 1500)}))
+    [diff] = record_difference(a, b)
+    assert (diff.label_a, diff.label_b, diff.contributions[0].label) == ("config", "ep=webgpu", "iterator MatMulNBits")
+    assert phases_from_dict(b["explain"])["decode_step"].wall_ms == 2.0
+    text = run_explain_text({"cells": [b, a]})
+    assert "difference ep=webgpu|p16|n8 vs config|p16|n8" in text and text.count("difference ") == 1
