@@ -7,9 +7,12 @@
 # libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 .debs; NVIDIA's Vulkan ICD needs
 # the GL loaders too). torch, transformers, onnx, tokenizers, pandas, typer... are on the image.
 #
-# Usage: benchmarks/gpu/h200_webgpu.sh smoke|measure|overhead OUTDIR
+# Usage: benchmarks/gpu/h200_webgpu.sh smoke|measure|overhead|explain OUTDIR
+#   explain (issue 16): `perf --explain` of config vs ep=webgpu on the pipeline and on the flat bundle;
+#   writes explain-{pipeline,flat}.json (run records, each cell with its `explain` section) and
+#   explain-{pipeline,flat}.txt (the tables, each route's breakdown, the difference to config).
 set -euo pipefail
-step=${1:?smoke|build|measure}
+step=${1:?smoke|measure|overhead|explain}
 out=${2:?output folder}
 mkdir -p "$out"
 for f in .gl/*.deb; do dpkg -x "$f" /; done
@@ -44,5 +47,15 @@ case "$step" in
       --iterations 6 -o "$out/flat-run.json" | tee "$out/flat-perf.txt"
     python3 benchmarks/bench_overhead.py --bundle "$flat" --pairs 16 --max-time 60 --json "$out/overhead.json" \
       | tee "$out/overhead.txt"
+    ;;
+  explain)
+    flat=/tmp/q05-flat
+    [ -d "$bundle" ] || winml bundle synth -o "$bundle" --preset qwen2.5-0.5b -p int4 --pipeline --quantize-lm-head --force
+    [ -d "$flat" ] || winml bundle synth -o "$flat" --preset qwen2.5-0.5b -p int4 --force
+    for kind in pipeline flat; do
+      path=$bundle; [ "$kind" = flat ] && path=$flat
+      winml perf "$path" --route config --route ep=webgpu --prompt-tokens 128 --max-new-tokens 128 --warmup 2 \
+        --iterations 4 --explain -o "$out/explain-$kind.json" | tee "$out/explain-$kind.txt"
+    done
     ;;
 esac
