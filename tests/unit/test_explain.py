@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -127,3 +128,51 @@ def test_two_stored_records_compare_and_a_run_prints_each_route_against_config()
     assert phases_from_dict(b["explain"])["decode_step"].wall_ms == 2.0
     text = run_explain_text({"cells": [b, a]})
     assert "difference ep=webgpu|p16|n8 vs config|p16|n8" in text and text.count("difference ") == 1
+
+
+# -- the runner's side: after the measured iterations, never instead of them ---------------------------
+def test_the_runner_explains_a_cell_after_its_measured_iterations_with_the_same_prompt_ids():
+    from tests.unit.fakes import open_fake_session
+    from tests.unit.test_runner import cell
+    from winml_perf.bench.runner import SweepRunner
+
+    seen = []
+
+    def explainer(c, prompt_ids, timeout_s):
+        seen.append((c.key, list(prompt_ids)))
+        return {"method": "m", "profiled": {"measured_iterations_profiled": 0}, "phases": {}}
+
+    [result] = SweepRunner([cell(prompt=16, new=8)], open_fake_session, sample_memory=False, explainer=explainer).run().results
+    assert result.ok and len(result.samples) == 5  # measured as asked
+    assert result.explain["profiled"] == {"measured_iterations_profiled": 0}
+    [(key, ids)] = seen
+    assert key == result.cell.key and len(ids) == 16 and len(ids) == result.prompt_info["tokens"]
+
+
+def test_an_explainer_that_fails_leaves_an_error_and_an_ok_cell():
+    from tests.unit.fakes import open_fake_session
+    from tests.unit.test_runner import cell
+    from winml_perf.bench.runner import SweepRunner
+
+    def explainer(c, prompt_ids, timeout_s):
+        raise RuntimeError("no profile written")
+
+    [result] = SweepRunner([cell()], open_fake_session, sample_memory=False, explainer=explainer).run().results
+    assert result.ok and result.explain == {"error": "RuntimeError: no profile written"}
+
+
+def test_an_explain_section_with_phases_or_with_an_error_is_a_valid_record_and_a_bare_one_is_not():
+    from tests.unit.fakes import FAKE_ENV, open_fake_session
+    from tests.unit.test_runner import cell
+    from winml_perf.bench.report import cell_record
+    from winml_perf.bench.runner import run_cell
+    from winml_perf.errors import StoreError
+    from winml_perf.results.validation import validate_record
+
+    result = run_cell(cell(), open_fake_session, sample_memory=False)
+    phase = _phase(1.0, {"iterator": ([("MatMulNBits", CPU, 500, 0)], 600)}).to_dict()
+    good = [{"method": "m", "profiled": {"generations": 2}, "phases": {"decode_step": phase}}, {"error": "RuntimeError: x"}]
+    for section in good:
+        validate_record(cell_record(replace(result, explain=section), run_id="0" * 32, environment=FAKE_ENV).to_dict())
+    with pytest.raises(StoreError, match="explain"):
+        validate_record(cell_record(replace(result, explain={"method": "m"}), run_id="0" * 32, environment=FAKE_ENV).to_dict())
