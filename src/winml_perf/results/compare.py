@@ -108,6 +108,22 @@ class RouteComparison:
         s, lo, hi = self._oriented()
         return max(s - lo, hi - s) if all(map(math.isfinite, (s, lo, hi))) else math.nan
 
+    @property
+    def enough(self) -> bool:
+        """Whether the rounds behind this comparison support an interval and a verdict."""
+        ci = sig.RatioCI(self.speedup, self.ci_low, self.ci_high, self.rounds, self.n_baseline, self.n_candidate, 0)
+        return sig.enough_for_ci(ci)
+
+    def point_sentence(self) -> str:
+        """The point ratio alone, for a comparison too small for an interval: 'ep=cpu decode: 1.15 ×
+        slower than config (p4 n4, 3 rounds)'."""
+        if not math.isfinite(self.speedup):
+            return self.sentence()
+        s, _, _ = self._oriented()
+        direction = "slower than" if self._slower() else "faster than"
+        return (f"{self.route} {metric_word(self.metric)}: {s:.2f} × {direction} {self.baseline_route} "
+                f"({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self.rounds} rounds)")
+
     def _slower(self) -> bool:
         """Whether the sentence says 'slower': the verdict decides when it has a side, else the point."""
         if self.verdict in (sig.FASTER, sig.SLOWER):
@@ -137,8 +153,7 @@ class RouteComparison:
         if self.verdict == sig.EQUIVALENT:
             return text + f": equivalent within ±{self.equivalence_pct:g}%"
         if self.verdict == sig.INCONCLUSIVE:
-            ci = sig.RatioCI(self.speedup, self.ci_low, self.ci_high, self.rounds, self.n_baseline, self.n_candidate, 0)
-            if not sig.enough_for_ci(ci):
+            if not self.enough:
                 return text + (f": inconclusive ({min(self.n_baseline, self.n_candidate)} iterations in {self.rounds} rounds are too few;"
                                f" measure at least {sig.MIN_PAIRED_ROUNDS} interleaved rounds: more --iterations)")
             return text + ": inconclusive (the 95% CI spans both sides; run more rounds)"
