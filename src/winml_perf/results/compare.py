@@ -21,7 +21,7 @@ import numpy as np
 from winml_perf.errors import StoreError, UsageError
 from winml_perf.model.metrics import METRICS, bigger_is_better, get
 from winml_perf.results import significance as sig
-from winml_perf.results.selectors import Selection, select  # noqa: F401  (select is re-exported)
+from winml_perf.results.selectors import Selection, resolve_run_id, select  # noqa: F401  (select is re-exported)
 from winml_perf.results.store import Store
 
 #: Metrics compared by default, in table order, when both sides have them.
@@ -179,14 +179,9 @@ class RoutesReport:
 
 
 def _resolve_run(store: Store, run: str | None, baseline_route: str, filters: Mapping[str, Any]) -> str:
-    runs = store.run_ids(**filters)
     if run:
-        hits = [r for r in runs if r == run] or [r for r in runs if r.startswith(run)]
-        if not hits:
-            raise StoreError(f"no run {run!r} in results store {store.display}", "see `winml results list` for run ids")
-        if len(hits) > 1:
-            raise UsageError(f"run id prefix {run!r} matches {len(hits)} runs", "give more characters of the run id")
-        return hits[0]
+        return resolve_run_id(store, run, "--run", **filters)
+    runs = store.run_ids(**filters)
     for r in runs:  # newest first: the latest run with the baseline route and another route
         routes = {x["route"] for x in store.records(run_id=r, status="ok", **filters)}
         if baseline_route in routes and len(routes) > 1:
