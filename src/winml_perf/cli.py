@@ -12,6 +12,7 @@ import sys
 import typer
 
 from winml_perf.commands import bundle, compare, dashboard, devices, perf, results
+from winml_perf.commands.help_style import PlainHelpCommand
 from winml_perf.errors import EXIT_USAGE, WinmlPerfError
 
 app = typer.Typer(
@@ -21,7 +22,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-app.command("perf")(perf.perf)
+app.command("perf", cls=PlainHelpCommand, epilog=perf.EPILOG)(perf.perf)
 app.command("devices")(devices.devices_command)
 app.add_typer(bundle.app, name="bundle")
 app.add_typer(results.app, name="results")

@@ -98,16 +98,21 @@ def test_store_from_the_environment_and_bad_flags(store_path, tmp_path):
 def test_exports(store_path, tmp_path):
     bmf = winml("results", "export", "--format", "bmf", "--store", store_path)
     assert bmf.returncode == 0 and "tiny-qwen2 ep=webgpu p16 n8" in bmf.json()
-    out = tmp_path / "gab.json"
-    r = winml("results", "export", "--format", "gab", "--store", store_path, "-o", out)
-    assert r.returncode == 0, r.stderr
-    bigger = json.loads((tmp_path / "gab.bigger.json").read_text())
-    smaller = json.loads((tmp_path / "gab.smaller.json").read_text())
+    for direction in ("bigger", "smaller"):  # one file per direction, nothing beside it
+        out = tmp_path / direction / "gab.json"
+        r = winml("results", "export", "--format", f"gab-{direction}", "--store", store_path, "-o", out)
+        assert r.returncode == 0, r.stderr
+        assert [p.name for p in out.parent.iterdir()] == ["gab.json"]
+    bigger = json.loads((tmp_path / "bigger" / "gab.json").read_text())
+    smaller = json.loads((tmp_path / "smaller" / "gab.json").read_text())
     assert all(e["unit"] == "tokens/s" for e in bigger) and all(e["unit"] in ("ms", "bytes") for e in smaller)
     one = winml("results", "export", "--format", "gab", "--direction", "smaller", "--store", store_path)
     assert one.json() == smaller
-    r = winml("results", "export", "--format", "gab", "--store", store_path)
-    assert r.returncode == 2 and "--direction" in r.stderr
+    assert winml("results", "export", "--format", "gab-smaller", "--store", store_path).json() == smaller  # stdout without -o
+    for args in ((), ("-o", tmp_path / "both.json")):  # a bare gab names the two formats, and writes nothing
+        r = winml("results", "export", "--format", "gab", "--store", store_path, *args)
+        assert r.returncode == 2 and "gab-bigger" in r.stderr and "gab-smaller" in r.stderr
+    assert not (tmp_path / "both.json").exists() and not list(tmp_path.glob("both*"))
     r = winml("results", "export", "--format", "csv", "--direction", "bigger", "--store", store_path)
     assert r.returncode == 2
 

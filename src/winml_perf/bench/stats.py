@@ -30,6 +30,10 @@ CONFIDENCE_LEVEL = 0.95
 MODIFIED_Z_CONSTANT = 0.6745
 #: |modified z| above this marks an outlier (Iglewicz & Hoaglin 1993).
 MODIFIED_Z_THRESHOLD = 3.5
+#: Fewest values an outlier claim rests on: below 5 the MAD is one or two deviations (at n = 3 the
+#: middle value's deviation is 0, so the MAD is the smaller of the other two) and any value can
+#: look extreme.
+MIN_OUTLIER_SAMPLES = 5
 #: Scale of the mean absolute deviation used when the MAD is 0 (sqrt(pi/2)).
 MEAN_AD_CONSTANT = 1.253314
 #: Percentiles every summary reports.
@@ -125,6 +129,11 @@ def ci_half_width_pct(values: Sequence[float], confidence: float = CONFIDENCE_LE
     if math.isnan(lo) or not med:
         return math.nan
     return max(med - lo, hi - med) / abs(med) * 100.0
+
+
+def min_ci_samples(confidence: float = CONFIDENCE_LEVEL) -> int:
+    """Fewest values with a distribution-free CI of the median (6 at 95 %)."""
+    return next(n for n in range(1, 64) if median_ci_ranks(n, confidence) is not None)
 
 
 def modified_z_scores(values: Sequence[float]) -> list[float]:

@@ -60,8 +60,9 @@ def check_cv(metric: str, values: Sequence[float], threshold_pct: float = CV_THR
 
 
 def check_slow_first(latencies_ms: Sequence[float]) -> list[BenchWarning]:
-    """The first measured iteration is an outlier on the slow side: the warmup was too short."""
-    if len(latencies_ms) < 3:
+    """The first measured iteration is an outlier on the slow side: the warmup was too short.
+    Claimed from ``stats.MIN_OUTLIER_SAMPLES`` iterations on only."""
+    if len(latencies_ms) < stats.MIN_OUTLIER_SAMPLES:
         return []
     z = stats.modified_z_scores(latencies_ms)[0]
     med = stats.median(latencies_ms)
@@ -76,13 +77,19 @@ def check_slow_first(latencies_ms: Sequence[float]) -> list[BenchWarning]:
 
 
 def check_outliers(metric: str, values: Sequence[float]) -> list[BenchWarning]:
+    """Iterations far from the median (modified z), claimed from ``stats.MIN_OUTLIER_SAMPLES`` values
+    on; the remedy speaks of the CI only where there is one (``stats.min_ci_samples()``)."""
+    if len(values) < stats.MIN_OUTLIER_SAMPLES:
+        return []
     idx = stats.outlier_indices(values)
     if not idx:
         return []
+    robust = ("the median and its CI are robust to a few outliers" if len(values) >= stats.min_ci_samples()
+              else f"the median is robust to a few outliers; {stats.min_ci_samples()} or more iterations give it a CI")
     return [BenchWarning(
         OUTLIERS,
         f"{len(idx)} of {len(values)} iterations of {metric} are outliers (|modified z| > {stats.MODIFIED_Z_THRESHOLD})",
-        "look for background load or thermal throttling; the median and its CI are robust to a few outliers",
+        f"look for background load or thermal throttling; {robust}",
         {"metric": metric, "indices": list(idx)},
     )]
 

@@ -92,7 +92,7 @@ def _require_synth_extra() -> None:
     if missing:
         raise UsageError(
             f"`winml bundle synth` needs {', '.join(missing)}, which is not installed",
-            "install the extra: pip install 'winml-perf[synth]'",
+            "install the extra from the winml-perf checkout: pip install -e '.[synth]'",
         )
 
 

@@ -2,6 +2,8 @@
 
 ``--ep X`` is taken as asked, without requiring X on this machine (a QNN route can be prepared and
 inspected on a laptop without an NPU); ``--device D`` is resolved against this machine's devices.
+``--compile`` runs the EP, so with it ``--ep X`` must have a device here (exit 2 before anything is
+written, as `winml perf --ep X` does).
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from winml_perf.model.runtime import GENAI
 from winml_perf.errors import BundleError, UsageError
 from winml_perf.model.route import OK, StageRoute, with_placements
 
-FORMATS = ("table", "json")
+FORMATS = ("table", "json", "jsonl", "csv", "markdown")  # show; prepare prints table or json
+PREPARE_FORMATS = ("table", "json")
 
 app = typer.Typer(help="Make, inspect, prepare and clean model bundles.", no_args_is_help=True)
 app.command("synth")(synth)
@@ -54,9 +57,9 @@ def target_for(ep: str | None, device: str | None, ep_library: list[str] | None 
     return resolve_target(None, device, GENAI)
 
 
-def _check_format(format: str) -> None:
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r} (--format)", remedy=f"use one of: {', '.join(FORMATS)}")
+def _check_format(format: str, allowed: Sequence[str] = FORMATS) -> None:
+    if format not in allowed:
+        raise UsageError(f"unknown format {format!r} (--format)", remedy=f"use one of: {', '.join(allowed)}")
 
 
 def _ep_label(name: str) -> str:
@@ -94,7 +97,7 @@ def show_command(
     ep: Optional[str] = typer.Option(None, "--ep", help="force this EP (any spelling: cpu, qnn, OpenVINO, ...)"),
     device: Optional[str] = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
     stages: Optional[str] = typer.Option(None, "--stages", help="limit the forced route to these stages (comma-separated)"),
-    format: str = typer.Option("table", "--format", help="table or json"),
+    format: str = typer.Option("table", "--format", help="table, json, jsonl, csv or markdown"),
     placement: bool = typer.Option(False, "--placement", help="open each stage's model on its EP and show where its nodes are placed (nodes per EP, ops that fall back to CPU)"),
 ) -> None:
     """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
@@ -111,10 +114,18 @@ def show_command(
                    "stages": [s.to_dict() for s in route_stages]}
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
-    print(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}")
+    if format == "jsonl":
+        sys.stdout.write("".join(json.dumps(s.to_dict()) + "\n" for s in route_stages))
+        return
     rows, headers = stage_rows(route_stages), _HEADERS
     if placement:
         rows, headers = [r + placement_cells(s) for r, s in zip(rows, route_stages)], _HEADERS + _PLACEMENT_HEADERS
+    if format in ("csv", "markdown"):
+        from winml_perf.formats import table_text
+
+        sys.stdout.write(table_text(list(headers), rows, format))
+        return
+    print(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}")
     print(tabulate(rows, headers=headers, tablefmt="github"))
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -135,12 +146,16 @@ def prepare_command(
     ep_library: Optional[List[str]] = typer.Option(None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"),
 ) -> None:
     """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
-    _check_format(format)
+    _check_format(format, PREPARE_FORMATS)
     if ep is None and device in (None, "config"):
         raise UsageError("winml bundle prepare needs --ep X or --device D", "e.g. --ep cpu or --device npu")
     if compile_timeout <= 0:
         raise UsageError(f"--compile-timeout must be positive, not {compile_timeout}", "give seconds, e.g. --compile-timeout 600")
     target = target_for(ep, device, ep_library)
+    if compile and ep is not None:
+        from winml_perf.devices import resolve_target
+
+        target = resolve_target(ep, device, "winml-genai")  # compiling needs the EP and its device here
     if bundle.suffix == ".onnx" and not bundle.is_dir():
         if stages:
             raise UsageError("--stages applies to genai bundles, not to an .onnx model", "drop --stages")

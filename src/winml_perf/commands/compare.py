@@ -3,21 +3,20 @@ baseline run against a candidate run (a CI gate with --fail-on-regression)."""
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Annotated, List, Optional
 
 import typer
-from tabulate import tabulate
 
 from winml_perf.errors import BenchmarkFailure, UsageError
+from winml_perf.formats import FORMAT_HELP, check_format, human, json_text, table_text
 
 app = typer.Typer(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
 
 StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).")]
 MetricOpt = Annotated[Optional[List[str]], typer.Option("--metric", help="Metric(s) to compare (repeatable; default: every per-iteration metric both sides have).")]
 EquivalenceOpt = Annotated[str, typer.Option("--equivalence", help="Differences within this band count as equivalent, e.g. 2%.")]
-FormatOpt = Annotated[str, typer.Option("--format", help="table or json.")]
+FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
 BundleOpt = Annotated[Optional[str], typer.Option("--bundle", help="Only this bundle (name or path).")]
 TestbedOpt = Annotated[Optional[str], typer.Option("--testbed", help="Only this testbed id.")]
 PromptOpt = Annotated[Optional[int], typer.Option("--prompt-tokens", help="Only this prompt length.")]
@@ -25,14 +24,26 @@ NewOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", help="Only th
 
 
 def _fmt(fmt: str) -> None:
-    if fmt not in ("table", "json"):
-        raise UsageError(f"--format {fmt!r} is not one of table, json", "pass --format table or --format json")
+    check_format(fmt)
 
 
 def _f(x: float | None, spec: str) -> str:
     import math
 
     return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
+
+
+def _p(p: float | None) -> str:
+    """A p-value for a person: three decimals, '<0.001' below them."""
+    import math
+
+    if p is None or not math.isfinite(p):
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+ROUTES_HEAD = ["bundle", "testbed", "prompt", "new", "route", "baseline", "metric", "speedup", "CI low", "CI high", "rounds", "verdict"]
+RUNS_HEAD = ["series", "metric", "n base", "n cand", "baseline", "candidate", "Δ %", "p", "verdict", "regression"]
 
 
 @app.command("routes")
@@ -62,11 +73,17 @@ def routes_command(
                                 resamples=resamples, seed=seed, bundle=bundle, testbed=testbed,
                                 prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens)
     if fmt == "json":
-        print(json.dumps(report.to_dict(), indent=2))
-    else:
+        sys.stdout.write(json_text(report.to_dict(), "json"))
+    elif fmt == "jsonl":
+        sys.stdout.write(json_text(report.to_dict()["comparisons"], "jsonl"))
+    elif fmt == "table":
         print(f"run {report.run_id}: routes against {report.baseline_route} (95% CI, bootstrap over paired rounds)", file=sys.stderr)
         for row in report.rows:
             print(row.sentence())
+    else:
+        rows = [[r.bundle, r.testbed_id, r.prompt_tokens, r.max_new_tokens, r.route, r.baseline_route, r.metric, r.speedup,
+                 r.ci_low, r.ci_high, r.rounds, r.verdict] for r in report.rows]
+        sys.stdout.write(table_text(ROUTES_HEAD, rows, fmt))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
 
@@ -97,14 +114,20 @@ def runs_command(
         report = compare_runs(s, baseline, candidate, metrics=metric, equivalence_pct=eq, fail_threshold_pct=gate, force=force,
                               bundle=bundle, route=route, testbed=testbed, prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens)
     if fmt == "json":
-        print(json.dumps(report.to_dict(), indent=2))
+        sys.stdout.write(json_text(report.to_dict(), "json"))
+    elif fmt == "jsonl":
+        sys.stdout.write(json_text(report.to_dict()["changes"], "jsonl"))
+    elif fmt == "csv":
+        rows = [[key_label(r.key), r.metric, r.n_baseline, r.n_candidate, r.baseline_median, r.candidate_median, r.delta_pct,
+                 r.p_value, r.verdict, "REGRESSION" if r.regression else ""] for r in report.rows]
+        sys.stdout.write(table_text(RUNS_HEAD, rows, "csv"))
     else:
-        print(f"baseline: {report.baseline}\ncandidate: {report.candidate}", file=sys.stderr)
-        rows = [[key_label(r.key), metric_word(r.metric), r.n_baseline, r.n_candidate, _f(r.baseline_median, ".4g"),
-                 _f(r.candidate_median, ".4g"), _f(r.delta_pct, "+.2f"), _f(r.p_value, ".3g"), r.verdict,
+        if fmt == "table":
+            print(f"baseline: {report.baseline}\ncandidate: {report.candidate}", file=sys.stderr)
+        rows = [[key_label(r.key), metric_word(r.metric), r.n_baseline, r.n_candidate, human(r.baseline_median),
+                 human(r.candidate_median), _f(r.delta_pct, "+.2f"), _p(r.p_value), r.verdict,
                  "REGRESSION" if r.regression else ""] for r in report.rows]
-        print(tabulate(rows, headers=["series", "metric", "n base", "n cand", "baseline", "candidate", "Δ %", "p", "verdict", ""],
-                       tablefmt="simple", disable_numparse=True))
+        sys.stdout.write(table_text(RUNS_HEAD, rows, fmt))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     if report.regressions:

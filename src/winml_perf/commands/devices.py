@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import List, Optional
 
@@ -10,10 +9,9 @@ import typer
 from tabulate import tabulate
 
 from winml_perf.devices import EPDevice, describe_available, list_ep_devices
-from winml_perf.errors import UsageError
+from winml_perf.formats import FORMAT_HELP, check_format, json_text, table_text
 from winml_perf.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
 
-FORMATS = ("table", "json")
 _HEADERS = ("EP", "EP vendor", "device type", "serves", "hardware vendor", "vendor id", "device id", "source")
 
 
@@ -42,14 +40,13 @@ def _row(d: EPDevice) -> list[str]:
 
 
 def devices_command(
-    format: str = typer.Option("table", "--format", help="table or json"),
+    format: str = typer.Option("table", "--format", help=FORMAT_HELP),
     ep_library: Optional[List[str]] = typer.Option(
         None, "--ep-library", help=f"NAME=PATH of a plugin EP library (repeatable; also {ENV_VAR})"
     ),
 ) -> None:
     """List the execution-provider devices onnxruntime offers on this machine (plugins included)."""
-    if format not in FORMATS:
-        raise UsageError(f"unknown format {format!r} (--format)", remedy=f"use one of: {', '.join(FORMATS)}")
+    check_format(format)
     registrations = register_plugin_eps(ep_library or ())
     devices = list_ep_devices()
     notes = _notes(devices, registrations)
@@ -59,8 +56,13 @@ def devices_command(
             "plugins": [r.to_dict() for r in registrations],
             "notes": notes,
         }
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
+        sys.stdout.write(json_text(payload, "json"))
         return
-    sys.stdout.write(tabulate([_row(d) for d in devices], headers=_HEADERS) + "\n")
+    if format == "jsonl":
+        sys.stdout.write(json_text([d.to_dict() for d in devices], "jsonl"))
+    elif format == "table":
+        sys.stdout.write(tabulate([_row(d) for d in devices], headers=_HEADERS) + "\n")
+    else:
+        sys.stdout.write(table_text(_HEADERS, [_row(d) for d in devices], format))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -10,8 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
 from winml_perf.errors import BenchmarkFailure, StoreError, UsageError
+from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
 
 GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
 ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
@@ -21,16 +20,6 @@ def _positive(value: int, flag: str) -> int:
     if value <= 0:
         raise UsageError(f"{flag} must be a positive integer, got {value}", f"pass {flag} 1 or more")
     return value
-
-
-def _int_list(text: str, flag: str) -> tuple[int, ...]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UsageError(f"{flag} {text!r} is not a comma-separated list of integers", f"e.g. {flag} 16,128") from None
-    if not values:
-        raise UsageError(f"{flag} is empty", f"e.g. {flag} 16,128")
-    return tuple(_positive(v, flag) for v in values)
 
 
 def _percent(text: str, flag: str) -> float:
@@ -43,27 +32,27 @@ def _percent(text: str, flag: str) -> float:
     return value
 
 
-def _check_output(path: Path) -> None:
-    """-o must name a file in a folder we can create and write, checked before measuring."""
+def _check_output(path: Path, flag: str = "-o") -> None:
+    """An output flag must name a file in a folder we can create and write, checked before measuring."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UsageError(f"-o {path}: cannot create its folder ({exc.strerror or exc})", "pass -o with a writable path") from None
+        raise UsageError(f"{flag} {path}: cannot create its folder ({exc.strerror or exc})", f"pass {flag} with a writable path") from None
     if path.is_dir() or not os.access(path.parent, os.W_OK):
-        raise UsageError(f"-o {path}: " + ("is a folder" if path.is_dir() else "its folder is not writable"),
-                         "pass -o with a writable file path")
+        raise UsageError(f"{flag} {path}: " + ("is a folder" if path.is_dir() else "its folder is not writable"),
+                         f"pass {flag} with a writable file path")
 
 
-def _write_output(path: Path, text: str) -> None:
-    """Write the run record whole or not at all (a temporary file renamed over the target)."""
+def _write_output(path: Path, text: str, flag: str = "-o") -> None:
+    """Write one output whole or not at all (a temporary file renamed over the target)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         tmp.write_text(text, encoding="utf-8")
         os.replace(tmp, path)
     except OSError as exc:
         tmp.unlink(missing_ok=True)
-        raise UsageError(f"-o {path}: cannot write the run record ({exc.strerror or exc})",
-                         "the records are in the results store unless --no-store; pass -o with a writable path") from None
+        raise UsageError(f"{flag} {path}: cannot write it ({exc.strerror or exc})",
+                         f"the records are in the results store unless --no-store; pass {flag} with a writable path") from None
 
 
 def _warmup(text: str):
@@ -110,58 +99,89 @@ def _check_runtime_flags(runtime: Runtime, given: dict[str, bool]) -> None:
         raise UsageError(f"{', '.join(bad)} do not apply to --runtime {runtime}", f"they belong to --runtime {other}")
 
 
+# Help panels: a new option joins one with `rich_help_panel=PANEL`.
+ROUTING = "Routing"
+WORKLOAD = "Workload"
+MEASUREMENT = "Measurement"
+OUTPUT = "Output"
+ONNX = "Plain ONNX models"
+
+EPILOG = """\
+[bold]Routes[/bold] (--route, repeatable; one run measures its routes interleaved):
+  config              the bundle as its genai_config.json places it
+  ep=NAME             every stage on EP NAME (cpu, webgpu, qnn, openvino, ...)
+  device=CLASS        every stage on a device class: cpu, gpu, npu or auto
+  ep=NAME;stages=A,B  only stages A and B forced (device=CLASS;stages=A too)
+
+[bold]Sweeps[/bold] (--prompt-tokens, --max-new-tokens; repeating a flag adds values):
+  N                   one value, or a comma list: 16,64
+  FIRST-LAST+STEP     16-64+16 = 16,32,48,64
+  FIRST-LAST*FACTOR   128-1024*2 = 128,256,512,1024
+
+[bold]Examples[/bold]:
+  winml perf bundles/tiny-qwen2
+  winml perf bundles/tiny-qwen2 --route config --route ep=webgpu
+  winml perf bundles/tiny-qwen2 --prompt-tokens 128-1024*2 --export-csv t.csv
+  winml perf model.onnx --ep cpu --shape N=8 --iterations 50
+"""
+
+
 def perf(
-    bundle: Annotated[Path, typer.Argument(help="A bundle folder (genai_config.json) or an .onnx model.")],
-    runtime: Annotated[Optional[str], typer.Option(help="winml-genai (bundles) or winml (plain ONNX); default from the path.")] = None,
-    ep: Annotated[Optional[str], typer.Option(help="Force every stage onto this EP (name or alias); wins over --device.")] = None,
-    device: Annotated[Optional[str], typer.Option(help="config (genai default) | auto | cpu | gpu | npu.")] = None,
-    route: Annotated[Optional[list[str]], typer.Option(help="A route to measure (repeatable, interleaved): config, ep=NAME, device=CLASS[;stages=a,b].")] = None,
-    stages: Annotated[Optional[str], typer.Option(help="Limit a forced route to these stages (comma list).")] = None,
-    ep_library: Annotated[Optional[list[str]], typer.Option(help="Plugin EP library NAME=PATH (repeatable).")] = None,
-    compile: Annotated[bool, typer.Option("--compile", help="Compile stages to EPContext where the EP supports it.")] = False,
-    compile_timeout: Annotated[float, typer.Option(help="Seconds allowed for each compile.")] = 600.0,
-    verify_sources: Annotated[bool, typer.Option("--verify-sources", help="Hash source files' contents for the cache key.")] = False,
-    prompt: Annotated[Optional[str], typer.Option(help="Prompt text (default: synthetic tokens).")] = None,
-    apply_template: Annotated[bool, typer.Option("--apply-template/--no-apply-template", help="Wrap --prompt in the bundle's chat template.")] = False,
-    prompt_tokens: Annotated[Optional[str], typer.Option(help="Prompt length in tokens (comma list sweeps); default 128 synthetic tokens.")] = None,
-    max_new_tokens: Annotated[str, typer.Option(help="Tokens generated per iteration (comma list sweeps).")] = "32",
-    warmup: Annotated[str, typer.Option(help="Warmup iterations: a count, or 'auto' (until times settle).")] = "1",
-    iterations: Annotated[int, typer.Option(help="Measured iterations (fixed).")] = 5,
-    target_ci: Annotated[Optional[str], typer.Option(help="Adaptive: run until the 95% CI of the median is within ±X% (e.g. 1%).")] = None,
-    min_iterations: Annotated[int, typer.Option(help="Adaptive: at least this many iterations.")] = 6,
-    max_iterations: Annotated[int, typer.Option(help="Adaptive: at most this many iterations.")] = 1000,
-    max_time: Annotated[float, typer.Option(help="Adaptive: at most this many seconds of measuring per cell.")] = 600.0,
-    rounds: Annotated[Optional[int], typer.Option(help="Interleaved rounds per cell group (several routes).")] = None,
-    isolate: Annotated[Optional[bool], typer.Option("--isolate/--no-isolate", help="Each route in its own child process (default with several routes).")] = None,
-    cell_timeout: Annotated[Optional[float], typer.Option(help="Seconds before an isolated cell is killed as hung.")] = None,
-    explain: Annotated[bool, typer.Option("--explain", help="After each cell, profile its route apart (onnxruntime profiler): per-stage and per-operator breakdown, and the difference between routes.")] = False,
-    check_outputs: Annotated[bool, typer.Option("--check-outputs", help="Compare forced routes' greedy tokens with the config route.")] = False,
-    strict: Annotated[bool, typer.Option("--strict", help="Fail a forced route when any node of a forced stage would run on CPU.")] = False,
-    shape: Annotated[Optional[list[str]], typer.Option(help="winml: NAME=1x3x224x224 or DIM=N for dynamic dimensions (repeatable).")] = None,
-    input: Annotated[Optional[list[str]], typer.Option(help="winml: NAME=file.npy real input data (repeatable).")] = None,
-    io_binding: Annotated[bool, typer.Option("--io-binding", help="winml: bind inputs/outputs once, on the EP's device where possible.")] = False,
-    prepare: Annotated[bool, typer.Option("--prepare", help="winml: load an ahead-of-time prepared model (see `winml bundle prepare`).")] = False,
-    intra_op_threads: Annotated[Optional[int], typer.Option(help="Session intra-op threads.")] = None,
-    inter_op_threads: Annotated[Optional[int], typer.Option(help="Session inter-op threads.")] = None,
-    graph_optimization_level: Annotated[Optional[str], typer.Option(help="disable|basic|extended|layout|all.")] = None,
-    session_config: Annotated[Optional[list[str]], typer.Option(help="Session config KEY=VALUE (repeatable).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed for synthetic prompts and the route order.")] = 0,
-    store: Annotated[Optional[str], typer.Option(help="Results store: SQLite path or postgresql:// URL (default results/winml-perf.db, or $WINML_PERF_STORE).")] = None,
-    no_store: Annotated[bool, typer.Option("--no-store", help="Do not store the results.")] = False,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Also write the run record (JSON) to this file.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table or json (JSON on stdout, human text on stderr).")] = "table",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Tracebacks on errors.")] = False,
+    bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", show_default=False, help="A bundle folder (genai_config.json) or an .onnx model.")],
+    runtime: Annotated[Optional[str], typer.Option(metavar="NAME", rich_help_panel=ROUTING, help="winml-genai (bundles) or winml (plain ONNX); default from the path.")] = None,
+    ep: Annotated[Optional[str], typer.Option(metavar="NAME", rich_help_panel=ROUTING, help="Force every stage onto this EP (name or alias); wins over --device.")] = None,
+    device: Annotated[Optional[str], typer.Option(metavar="CLASS", rich_help_panel=ROUTING, help="config (genai default), auto, cpu, gpu or npu.")] = None,
+    route: Annotated[Optional[list[str]], typer.Option(metavar="ROUTE", rich_help_panel=ROUTING, help="A route to measure (repeatable, interleaved); syntax below.")] = None,
+    stages: Annotated[Optional[str], typer.Option(metavar="A,B", rich_help_panel=ROUTING, help="Limit a forced route to these stages.")] = None,
+    ep_library: Annotated[Optional[list[str]], typer.Option(metavar="NAME=PATH", rich_help_panel=ROUTING, help="Plugin EP library (repeatable).")] = None,
+    compile: Annotated[bool, typer.Option("--compile", metavar="", rich_help_panel=ROUTING, help="Compile stages to EPContext where the EP supports it.")] = False,
+    compile_timeout: Annotated[float, typer.Option(metavar="S", rich_help_panel=ROUTING, help="Seconds allowed for each compile.")] = 600.0,
+    verify_sources: Annotated[bool, typer.Option("--verify-sources", metavar="", rich_help_panel=ROUTING, help="Hash source files' contents for the cache key.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", metavar="", rich_help_panel=ROUTING, help="Fail a forced route when any node of a forced stage would run on CPU.")] = False,
+    prompt: Annotated[Optional[str], typer.Option(metavar="TEXT", rich_help_panel=WORKLOAD, help="Prompt text (default: synthetic tokens).")] = None,
+    apply_template: Annotated[bool, typer.Option("--apply-template", metavar="", rich_help_panel=WORKLOAD, help="Wrap --prompt in the bundle's chat template.")] = False,
+    prompt_tokens: Annotated[Optional[list[str]], typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Prompt length(s) in tokens; a sweep (syntax below). Default 128.")] = None,
+    max_new_tokens: Annotated[Optional[list[str]], typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Tokens generated per iteration; a sweep. Default 32.")] = None,
+    seed: Annotated[int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Seed for synthetic prompts and the route order.")] = 0,
+    check_outputs: Annotated[bool, typer.Option("--check-outputs", metavar="", rich_help_panel=WORKLOAD, help="Compare forced routes' greedy tokens with the config route.")] = False,
+    explain: Annotated[bool, typer.Option("--explain", metavar="", rich_help_panel=MEASUREMENT, help="After each cell, profile its route apart: per-stage and per-operator time, and the difference between routes.")] = False,
+    warmup: Annotated[str, typer.Option(metavar="N|auto", rich_help_panel=MEASUREMENT, help="Warmup iterations, or auto (until times settle).")] = "1",
+    iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Measured iterations (fixed).")] = 5,
+    target_ci: Annotated[Optional[str], typer.Option(metavar="PCT", rich_help_panel=MEASUREMENT, help="Adaptive: run until the 95% CI of the median is within ±PCT (e.g. 1%).")] = None,
+    min_iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at least this many iterations.")] = 6,
+    max_iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many iterations.")] = 1000,
+    max_time: Annotated[float, typer.Option(metavar="S", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many seconds per cell.")] = 600.0,
+    rounds: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Interleaved rounds per cell group (several routes).")] = None,
+    isolate: Annotated[Optional[bool], typer.Option("--isolate/--no-isolate", metavar="", show_default=False, rich_help_panel=MEASUREMENT, help="Each route in its own child process (default with several routes).")] = None,
+    cell_timeout: Annotated[Optional[float], typer.Option(metavar="S", rich_help_panel=MEASUREMENT, help="Seconds before an isolated cell is killed as hung.")] = None,
+    store: Annotated[Optional[str], typer.Option(metavar="PATH|URL", rich_help_panel=OUTPUT, help="Results store: SQLite path or postgresql:// URL (default results/winml-perf.db, or $WINML_PERF_STORE).")] = None,
+    no_store: Annotated[bool, typer.Option("--no-store", metavar="", rich_help_panel=OUTPUT, help="Do not store the results.")] = False,
+    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", rich_help_panel=OUTPUT, help="Also write the run record (JSON) to FILE.")] = None,
+    export_json: Annotated[Optional[Path], typer.Option("--export-json", metavar="FILE", rich_help_panel=OUTPUT, help="Write the run record (JSON) to FILE.")] = None,
+    export_jsonl: Annotated[Optional[Path], typer.Option("--export-jsonl", metavar="FILE", rich_help_panel=OUTPUT, help="Write one cell record per line to FILE.")] = None,
+    export_csv: Annotated[Optional[Path], typer.Option("--export-csv", metavar="FILE", rich_help_panel=OUTPUT, help="Write the result table (raw numbers) as CSV to FILE.")] = None,
+    export_markdown: Annotated[Optional[Path], typer.Option("--export-markdown", metavar="FILE", rich_help_panel=OUTPUT, help="Write the result table as markdown to FILE.")] = None,
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", rich_help_panel=OUTPUT, help="table, json, jsonl, csv or markdown on stdout (other text on stderr).")] = "table",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", metavar="", rich_help_panel=OUTPUT, help="No progress bar.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", metavar="", rich_help_panel=OUTPUT, help="Tracebacks on errors.")] = False,
+    shape: Annotated[Optional[list[str]], typer.Option(metavar="NAME=DIMS", rich_help_panel=ONNX, help="NAME=1x3x224x224, or DIM=N for a dynamic dimension (repeatable).")] = None,
+    input: Annotated[Optional[list[str]], typer.Option(metavar="NAME=FILE", rich_help_panel=ONNX, help="NAME=file.npy real input data (repeatable).")] = None,
+    io_binding: Annotated[bool, typer.Option("--io-binding", metavar="", rich_help_panel=ONNX, help="Bind inputs/outputs once, on the EP's device where possible.")] = False,
+    prepare: Annotated[bool, typer.Option("--prepare", metavar="", rich_help_panel=ONNX, help="Load an ahead-of-time prepared model (`winml bundle prepare`).")] = False,
+    intra_op_threads: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=ONNX, help="Session intra-op threads.")] = None,
+    inter_op_threads: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=ONNX, help="Session inter-op threads.")] = None,
+    graph_optimization_level: Annotated[Optional[str], typer.Option(metavar="LEVEL", rich_help_panel=ONNX, help="disable, basic, extended, layout or all.")] = None,
+    session_config: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", rich_help_panel=ONNX, help="Session config entry (repeatable).")] = None,
 ) -> None:
     """Benchmark token throughput and latency of a bundle (or the latency of an ONNX model)."""
     from winml_perf.bench.orchestrate import PerfRequest, run_benchmark
-    from winml_perf.render import render_run
+    from winml_perf.commands.sweep_values import sweep_values
+    from winml_perf.formats import check_format
 
-    if fmt not in ("table", "json"):
-        raise UsageError(f"--format {fmt!r} is not one of table, json", "pass --format table or --format json")
+    check_format(fmt)
     runtime = runtime_named(runtime) if runtime else runtime_for_path(bundle)
     _check_runtime_flags(runtime, {"--stages": bool(stages), "--compile": compile, "--prompt": prompt is not None,
-                                   "--prompt-tokens": prompt_tokens is not None, "--apply-template": apply_template,
+                                   "--prompt-tokens": bool(prompt_tokens), "--apply-template": apply_template,
                                    "--shape": bool(shape), "--input": bool(input), "--io-binding": io_binding, "--prepare": prepare})
     onnx_options = {}
     if not runtime.token_based:
@@ -178,8 +198,8 @@ def perf(
     request = PerfRequest(
         path=bundle, runtime=runtime.name, routes=_routes(route or [], ep, device, stages), ep_libraries=tuple(ep_library or ()),
         compile=compile, compile_timeout_s=compile_timeout, verify_sources=verify_sources, prompt=prompt,
-        apply_template=apply_template, prompt_tokens=_int_list(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
-        max_new_tokens=_int_list(max_new_tokens, "--max-new-tokens"), warmup=_warmup(warmup),
+        apply_template=apply_template, prompt_tokens=sweep_values(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
+        max_new_tokens=sweep_values(max_new_tokens or ["32"], "--max-new-tokens"), warmup=_warmup(warmup),
         iterations=_iterations(iterations, target_ci, min_iterations, max_iterations, max_time),
         rounds=_positive(rounds, "--rounds") if rounds is not None else None, isolate=isolate, cell_timeout_s=cell_timeout,
         seed=seed, quiet=quiet or not sys.stderr.isatty(), store=store, no_store=no_store, check_outputs=check_outputs,
@@ -187,28 +207,63 @@ def perf(
     )
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
-    if output is not None:
-        _check_output(output)  # before minutes of measuring, not after
+    exports = _exports(output, export_json, export_jsonl, export_csv, export_markdown)
+    for flag, (path, _) in exports.items():
+        _check_output(path, flag)  # before minutes of measuring, not after
     outcome = run_benchmark(request, argv=sys.argv[1:])
     doc = outcome.run.to_dict()
-    if output is not None:
-        _write_output(output, json.dumps(doc, indent=2) + "\n")
-    if fmt == "json":
-        print(json.dumps(doc, indent=2))
-        print(render_run(doc, warnings_only=True), file=sys.stderr, end="")
-    else:
-        print(render_run(doc))
+    for flag, (path, export_fmt) in exports.items():
+        _write_output(path, run_text(doc, export_fmt), flag)
+    _print_run(doc, fmt)
     if explain:
         from winml_perf.explain.text import run_explain_text
 
-        print(run_explain_text(doc), end="", file=sys.stderr if fmt == "json" else sys.stdout)
+        print(run_explain_text(doc), end="", file=sys.stdout if fmt == "table" else sys.stderr)
     if outcome.store is not None and not outcome.store_errors:
         print(f"stored {len(doc['cells'])} record(s) in {outcome.store} (run {doc['run_id']})", file=sys.stderr)
     if outcome.store_errors:
+        kept = [str(p) for p, f in exports.values() if f == "json"]
         raise StoreError(f"{len(outcome.store_errors)} record(s) could not be stored in {outcome.store}: "
                          + "; ".join(outcome.store_errors[:3]),
-                         "the run record is complete in the output" + (f" and in {output}" if output else "; rerun with -o FILE to keep it"))
+                         "the run record is complete in the output" + (f" and in {' and '.join(kept)}" if kept else "; rerun with -o FILE to keep it"))
     failed = [c for c in doc["cells"] if c["status"] != "ok"]
     if failed:
         raise BenchmarkFailure(f"{len(failed)} of {len(doc['cells'])} cells failed: "
                                + "; ".join(f"{c['cell_key']}: {(c.get('failure') or {}).get('message', '?')}" for c in failed[:3]))
+
+
+def _exports(output: Path | None, json_: Path | None, jsonl: Path | None, csv: Path | None, markdown: Path | None) -> dict[str, tuple[Path, str]]:
+    """Every file to write, by its flag: -o and --export-json take the run record."""
+    given = {"-o": (output, "json"), "--export-json": (json_, "json"), "--export-jsonl": (jsonl, "jsonl"),
+             "--export-csv": (csv, "csv"), "--export-markdown": (markdown, "markdown")}
+    out = {flag: (path, f) for flag, (path, f) in given.items() if path is not None}
+    paths = [str(path) for path, _ in out.values()]
+    dup = sorted({p for p in paths if paths.count(p) > 1})
+    if dup:
+        raise UsageError(f"{', '.join(dup)} is named by several of {', '.join(out)}", "give each export its own file")
+    return out
+
+
+def _print_run(doc: dict, fmt: str) -> None:
+    """The run on stdout in ``fmt``; for formats other than table, warnings and the summary go to
+    stderr so stdout stays machine-readable."""
+    from winml_perf.render import render_run
+    from winml_perf.results.run_summary import summarize_routes, summary_lines
+
+    report = summarize_routes(doc)
+    summary = summary_lines(report) if report is not None and report.rows else []
+    if fmt == "table":
+        print(render_run(doc))
+        if summary:
+            print("\n".join(["", *summary]))
+        return
+    sys.stdout.write(run_text(doc, fmt))
+    print(render_run(doc, warnings_only=True), file=sys.stderr, end="")
+    for line in summary:
+        print(line, file=sys.stderr)
+
+
+def run_text(doc: dict, fmt: str) -> str:
+    from winml_perf.render import run_text as text
+
+    return text(doc, fmt)

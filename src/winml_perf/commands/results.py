@@ -3,15 +3,14 @@ Bencher BMF or github-action-benchmark JSON."""
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
-from tabulate import tabulate
 
 from winml_perf.errors import UsageError
+from winml_perf.formats import FORMAT_HELP, FORMATS, check_format, json_text, table_text
 
 app = typer.Typer(help="List, show and export stored benchmark results.", no_args_is_help=True)
 
@@ -19,19 +18,14 @@ StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Results store:
 BundleOpt = Annotated[Optional[str], typer.Option("--bundle", help="Only this bundle (name or path).")]
 RouteOpt = Annotated[Optional[str], typer.Option("--route", help="Only this route (config, ep=cpu, device=gpu, ...).")]
 TestbedOpt = Annotated[Optional[str], typer.Option("--testbed", help="Only this testbed id.")]
-RunOpt = Annotated[Optional[str], typer.Option("--run", help="Only this run id.")]
+RunOpt = Annotated[Optional[str], typer.Option("--run", help="Only this run (its id or a unique prefix, e.g. the 8 characters `results list` shows).")]
 SinceOpt = Annotated[Optional[str], typer.Option("--since", help="Only records from this date/time on (2025-01-31, ISO time, or 7d / 12h).")]
 UntilOpt = Annotated[Optional[str], typer.Option("--until", help="Only records before this date/time (a bare date includes that day).")]
 StatusOpt = Annotated[Optional[str], typer.Option("--status", help="ok or failed.")]
 CommitOpt = Annotated[Optional[str], typer.Option("--commit", help="Only records of this git commit (prefix).")]
 
-LIST_FORMATS = ("table", "json", "csv", "markdown")
-SHOW_FORMATS = ("table", "json")
-
-
-def _check_format(fmt: str, allowed: tuple[str, ...]) -> None:
-    if fmt not in allowed:
-        raise UsageError(f"--format {fmt!r} is not one of {', '.join(allowed)}", f"pass --format {allowed[0]}")
+def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
+    check_format(fmt, allowed)
 
 
 def _filters(bundle, route, testbed, run, since, until, status, commit) -> dict:  # noqa: ANN001
@@ -42,10 +36,16 @@ def _filters(bundle, route, testbed, run, since, until, status, commit) -> dict:
 
 
 def _load(store: str | None, filters: dict, limit: int | None = None):  # noqa: ANN202
+    """Records as a frame; a run id in the filters may be any unique prefix of one (exit 2 naming
+    the candidates when it is unknown or ambiguous)."""
     from winml_perf.results import load
+    from winml_perf.results.selectors import resolve_run_id
     from winml_perf.results.store import open_store
 
     with open_store(store, create=False) as s:
+        if filters.get("run_id"):
+            others = {k: v for k, v in filters.items() if k != "run_id"}
+            filters = {**filters, "run_id": resolve_run_id(s, filters["run_id"], "--run", **others)}
         return load(s, limit=limit, **filters), s.display
 
 
@@ -54,21 +54,32 @@ def list_command(
     store: StoreOpt = None, bundle: BundleOpt = None, route: RouteOpt = None, testbed: TestbedOpt = None, run: RunOpt = None,
     since: SinceOpt = None, until: UntilOpt = None, status: StatusOpt = None, commit: CommitOpt = None,
     limit: Annotated[Optional[int], typer.Option("--limit", help="Only the newest N records.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help="table, json, csv or markdown.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
 ) -> None:
     """List stored records (oldest first), with headline numbers."""
     from winml_perf.results import export as ex
 
-    _check_format(fmt, LIST_FORMATS)
+    _check_format(fmt)
     if limit is not None and limit < 1:
         raise UsageError(f"--limit must be >= 1, got {limit}")
     df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit), limit)
     if fmt == "table":
         print(f"{len(df)} record(s) in {where}", file=sys.stderr)
         if len(df):
-            print(tabulate(ex.summary_rows(df), headers=ex.MARKDOWN_HEADERS, tablefmt="simple", disable_numparse=True))
+            sys.stdout.write(table_text(ex.MARKDOWN_HEADERS, ex.summary_rows(df), "table"))
         return
     sys.stdout.write(ex.export(df, fmt))
+
+
+METRIC_HEAD = ["metric", "n", "median", "CI low", "CI high", "mean", "CV %", "p90", "p99"]
+_METRIC_STATS = ("median", "ci95_low", "ci95_high", "mean", "cv_pct", "p90", "p99")
+
+
+def _metric_rows(rec: dict) -> list[list]:
+    from winml_perf.model.metrics import sort_key
+
+    metrics = rec.get("metrics") or {}
+    return [[name, m.get("n"), *(m.get(k) for k in _METRIC_STATS)] for name, m in sorted(metrics.items(), key=lambda kv: sort_key(kv[0]))]
 
 
 def _show_table(row: dict) -> str:
@@ -84,32 +95,53 @@ def _show_table(row: dict) -> str:
     ]
     if rec.get("failure"):
         lines.append(f"  failure: {rec['failure'].get('kind')}: {rec['failure'].get('message')}")
-    metrics = rec.get("metrics") or {}
-    if metrics:
-        table = [[name, m.get("n"), *(("" if m.get(k) is None else f"{m[k]:.4g}") for k in ("median", "ci95_low", "ci95_high", "mean", "cv_pct", "p90", "p99"))]
-                 for name, m in sorted(metrics.items())]
-        lines.append(tabulate(table, headers=["metric", "n", "median", "CI low", "CI high", "mean", "CV %", "p90", "p99"], tablefmt="simple"))
+    rows = _metric_rows(rec)
+    if rows:
+        lines.append(table_text(METRIC_HEAD, rows, "table").rstrip("\n"))
     for w in rec.get("warnings") or ():
         lines.append(f"  warning [{w.get('code')}]: {w.get('message')} ({w.get('remedy')})")
     return "\n".join(lines)
 
 
+def _shown_rows(s, ref: str) -> list[dict]:  # noqa: ANN001
+    """The record ``ref`` names (numeric id or record id prefix), else every record of the run
+    whose id starts with it."""
+    from winml_perf.errors import StoreError
+    from winml_perf.results.selectors import run_matches
+
+    try:
+        return [s.get(ref)]
+    except StoreError as exc:
+        runs = [] if ref.strip().isdigit() else run_matches(s, ref.strip())
+        if len(runs) != 1:
+            if len(runs) > 1:
+                raise UsageError(f"{ref!r} is no record id and matches {len(runs)} runs: {', '.join(runs[:6])}",
+                                 "give more characters of the run id") from None
+            raise exc from None
+        return [s.get(r["id"]) for r in s.records(run_id=runs[0])]
+
+
 @app.command("show")
 def show_command(
-    record_id: Annotated[str, typer.Argument(help="The record's numeric id (from `winml results list`) or its cell id (prefix).")],
+    record_id: Annotated[str, typer.Argument(help="A record's numeric id (from `winml results list`), its cell id (prefix), or a run id (prefix: every record of that run).")],
     store: StoreOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="table or json (the whole stored record).")] = "table",
+    fmt: Annotated[str, typer.Option("--format", help="table, json (the whole stored record), jsonl, csv or markdown (the metrics).")] = "table",
 ) -> None:
-    """Show one stored record: its identity, metrics and warnings, or the whole record as JSON."""
+    """Show stored records: identity, metrics and warnings, or the whole record as JSON."""
     from winml_perf.results.store import open_store
 
-    _check_format(fmt, SHOW_FORMATS)
+    _check_format(fmt)
     with open_store(store, create=False) as s:
-        row = s.get(record_id)
-    if fmt == "json":
-        print(json.dumps(row["record"], indent=2))
+        rows = _shown_rows(s, record_id)
+    if fmt in ("json", "jsonl"):
+        docs = [r["record"] for r in rows]
+        sys.stdout.write(json_text(docs[0] if fmt == "json" and len(docs) == 1 else docs, fmt))
+    elif fmt == "table":
+        print("\n\n".join(_show_table(r) for r in rows))
     else:
-        print(_show_table(row))
+        head = ["record", *METRIC_HEAD] if len(rows) > 1 else METRIC_HEAD
+        table = [([r["id"]] if len(rows) > 1 else []) + m for r in rows for m in _metric_rows(r["record"])]
+        sys.stdout.write(table_text(head, table, fmt))
 
 
 def _write(path: Path, text: str) -> None:
@@ -121,17 +153,11 @@ def _write(path: Path, text: str) -> None:
     print(f"wrote {path}", file=sys.stderr)
 
 
-def gab_paths(output: Path) -> dict[str, Path]:
-    """-o PATH for --format gab without --direction: PATH.bigger.json and PATH.smaller.json."""
-    stem = output.with_suffix("") if output.suffix == ".json" else output
-    return {d: stem.with_name(f"{stem.name}.{d}.json") for d in ("bigger", "smaller")}
-
-
 @app.command("export")
 def export_command(
-    fmt: Annotated[str, typer.Option("--format", help="csv, json, markdown, bmf (Bencher) or gab (github-action-benchmark).")],
+    fmt: Annotated[str, typer.Option("--format", help="csv, json, jsonl, markdown, bmf (Bencher), gab-bigger or gab-smaller (github-action-benchmark's customBiggerIsBetter / customSmallerIsBetter: one file each).")],
     output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
-    direction: Annotated[Optional[str], typer.Option("--direction", help="gab only: bigger (customBiggerIsBetter) or smaller (customSmallerIsBetter); without it -o PATH writes both.")] = None,
+    direction: Annotated[Optional[str], typer.Option("--direction", help="With --format gab: bigger or smaller (the same as gab-bigger / gab-smaller).")] = None,
     store: StoreOpt = None, bundle: BundleOpt = None, route: RouteOpt = None, testbed: TestbedOpt = None, run: RunOpt = None,
     since: SinceOpt = None, until: UntilOpt = None, status: StatusOpt = None, commit: CommitOpt = None,
 ) -> None:
@@ -141,13 +167,17 @@ def export_command(
 
     _check_format(fmt, tuple(ex.EXPORTERS))
     if direction is not None and fmt != "gab":
-        raise UsageError("--direction applies to --format gab only", "drop --direction")
-    df, _ = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit))
-    if fmt == "gab" and direction is None and output is not None:
-        for d, path in gab_paths(output).items():
-            _write(path, ex.export(df, "gab", direction=d))
-        return
+        raise UsageError("--direction applies to --format gab only", "drop --direction, or pass --format gab-bigger / gab-smaller")
+    if fmt == "gab" and direction is None:
+        raise UsageError("--format gab needs a direction: a github-action-benchmark file holds one (customBiggerIsBetter or customSmallerIsBetter)",
+                         "pass --format gab-bigger (throughputs) or --format gab-smaller (times, bytes); one file each")
+    df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit))
+    if df.empty:
+        raise UsageError(f"the export selects no records in {where}", "loosen the filters; `winml results list` shows what is stored")
     text = ex.export(df, fmt, direction=direction)
+    if ex.selects_nothing(fmt, text):
+        raise UsageError(f"--format {fmt} has nothing to export from the {len(df)} selected record(s) (no ok record with such metrics)",
+                         "select ok records (`winml results list --status ok`), or pick the other direction")
     if output is None:
         sys.stdout.write(text)
     else:

@@ -48,18 +48,22 @@ def _reading(store: Any) -> Iterator["Store"]:
 def load(store: Any = None, **filters: Any) -> "pd.DataFrame":
     """Records as a DataFrame, oldest first: identity and grouping columns, then per metric of
     model/metrics.py (in its order) a column of the median, named as the metric, with
-    ``<metric>_ci95_low``, ``_ci95_high``, ``_cv_pct``, ``_n`` beside it."""
-    from winml_perf.results.export import frame
+    ``<metric>_ci95_low``, ``_ci95_high``, ``_cv_pct``, ``_n`` beside it. ``created_utc`` is a
+    tz-aware UTC datetime."""
+    from winml_perf.results.export import frame, with_datetimes
 
     with _reading(store) as s:
         records = s.records(**filters)
-        return frame(records, s.metrics([r["id"] for r in records]))
+        return with_datetimes(frame(records, s.metrics([r["id"] for r in records])))
 
 
 def load_samples(store: Any = None, phase: str | None = "measured", **filters: Any) -> "pd.DataFrame":
     """Raw iterations as a DataFrame: one row per sample with its record's grouping columns,
-    ``round_index``, the raw timings and the per-iteration metrics."""
+    ``round_index``, the raw timings and the per-iteration metrics; ``created_utc`` a tz-aware
+    UTC datetime."""
     import pandas as pd
+
+    from winml_perf.results.export import with_datetimes
 
     with _reading(store) as s:
         records = {r["id"]: r for r in s.records(**filters)}
@@ -69,4 +73,5 @@ def load_samples(store: Any = None, phase: str | None = "measured", **filters: A
             rows.append({"run_id": r["run_id"], "created_utc": r["created_utc"], "testbed_id": r["testbed_id"],
                          "bundle": r["bundle"], "route": r["route"], "prompt_tokens": r["prompt_tokens"],
                          "max_new_tokens": r["max_new_tokens"], **sample})
-        return pd.DataFrame(rows)
+        df = pd.DataFrame(rows)
+        return with_datetimes(df) if rows else df

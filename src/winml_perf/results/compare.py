@@ -21,7 +21,7 @@ import numpy as np
 from winml_perf.errors import StoreError, UsageError
 from winml_perf.model.metrics import METRICS, bigger_is_better, get
 from winml_perf.results import significance as sig
-from winml_perf.results.selectors import Selection, select  # noqa: F401  (select is re-exported)
+from winml_perf.results.selectors import Selection, resolve_run_id, select  # noqa: F401  (select is re-exported)
 from winml_perf.results.store import Store
 
 #: Metrics compared by default, in table order, when both sides have them.
@@ -108,6 +108,22 @@ class RouteComparison:
         s, lo, hi = self._oriented()
         return max(s - lo, hi - s) if all(map(math.isfinite, (s, lo, hi))) else math.nan
 
+    @property
+    def enough(self) -> bool:
+        """Whether the rounds behind this comparison support an interval and a verdict."""
+        ci = sig.RatioCI(self.speedup, self.ci_low, self.ci_high, self.rounds, self.n_baseline, self.n_candidate, 0)
+        return sig.enough_for_ci(ci)
+
+    def point_sentence(self) -> str:
+        """The point ratio alone, for a comparison too small for an interval: 'ep=cpu decode: 1.15 ×
+        slower than config (p4 n4, 3 rounds)'."""
+        if not math.isfinite(self.speedup):
+            return self.sentence()
+        s, _, _ = self._oriented()
+        direction = "slower than" if self._slower() else "faster than"
+        return (f"{self.route} {metric_word(self.metric)}: {s:.2f} × {direction} {self.baseline_route} "
+                f"({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self.rounds} rounds)")
+
     def _slower(self) -> bool:
         """Whether the sentence says 'slower': the verdict decides when it has a side, else the point."""
         if self.verdict in (sig.FASTER, sig.SLOWER):
@@ -137,8 +153,7 @@ class RouteComparison:
         if self.verdict == sig.EQUIVALENT:
             return text + f": equivalent within ±{self.equivalence_pct:g}%"
         if self.verdict == sig.INCONCLUSIVE:
-            ci = sig.RatioCI(self.speedup, self.ci_low, self.ci_high, self.rounds, self.n_baseline, self.n_candidate, 0)
-            if not sig.enough_for_ci(ci):
+            if not self.enough:
                 return text + (f": inconclusive ({min(self.n_baseline, self.n_candidate)} iterations in {self.rounds} rounds are too few;"
                                f" measure at least {sig.MIN_PAIRED_ROUNDS} interleaved rounds: more --iterations)")
             return text + ": inconclusive (the 95% CI spans both sides; run more rounds)"
@@ -164,14 +179,9 @@ class RoutesReport:
 
 
 def _resolve_run(store: Store, run: str | None, baseline_route: str, filters: Mapping[str, Any]) -> str:
-    runs = store.run_ids(**filters)
     if run:
-        hits = [r for r in runs if r == run] or [r for r in runs if r.startswith(run)]
-        if not hits:
-            raise StoreError(f"no run {run!r} in results store {store.display}", "see `winml results list` for run ids")
-        if len(hits) > 1:
-            raise UsageError(f"run id prefix {run!r} matches {len(hits)} runs", "give more characters of the run id")
-        return hits[0]
+        return resolve_run_id(store, run, "--run", **filters)
+    runs = store.run_ids(**filters)
     for r in runs:  # newest first: the latest run with the baseline route and another route
         routes = {x["route"] for x in store.records(run_id=r, status="ok", **filters)}
         if baseline_route in routes and len(routes) > 1:

@@ -6,15 +6,19 @@ in a registry; pure functions of the frame.
 - ``markdown``: a compact table of the headline numbers.
 - ``bmf``: Bencher Metric Format (https://bencher.dev/docs/reference/bencher-metric-format/):
   ``{benchmark: {measure: {value, lower_value, upper_value}}}``, the latest ok record per series.
-- ``gab``: github-action-benchmark "custom" JSON (https://github.com/benchmark-action/github-action-benchmark):
-  an array of ``{name, unit, value, range, extra}``; a tool reads one direction per file, so
-  metrics are split into ``customBiggerIsBetter`` and ``customSmallerIsBetter`` by their name.
+- ``gab-bigger`` / ``gab-smaller``: github-action-benchmark "custom" JSON
+  (https://github.com/benchmark-action/github-action-benchmark): an array of
+  ``{name, unit, value, range, extra}``; its tool reads one direction per file, so each format is
+  one file, for ``customBiggerIsBetter`` and ``customSmallerIsBetter`` (``gab`` with a direction is
+  either).
+- ``jsonl``: the ``json`` rows, one object per line.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
@@ -69,8 +73,10 @@ def frame(records: Sequence[Mapping[str, Any]], metrics: Sequence[Mapping[str, A
 
 
 def _clean(value: Any) -> Any:
-    if value is None or value is pd.NA:
+    if value is None or value is pd.NA or value is pd.NaT:
         return None
+    if isinstance(value, datetime):
+        return utc_text(value)
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if hasattr(value, "item"):  # numpy / pandas scalars
@@ -90,6 +96,10 @@ def to_csv(df: pd.DataFrame, **_: Any) -> str:
 
 def to_json(df: pd.DataFrame, **_: Any) -> str:
     return json.dumps(frame_rows(df), indent=2, allow_nan=False) + "\n"
+
+
+def to_jsonl(df: pd.DataFrame, **_: Any) -> str:
+    return "".join(json.dumps(r, allow_nan=False, separators=(",", ":")) + "\n" for r in frame_rows(df))
 
 
 def _num(value: Any, digits: int = 1) -> str:
@@ -192,20 +202,52 @@ def gab_entries(df: pd.DataFrame, direction: str) -> list[dict]:
 def to_gab(df: pd.DataFrame, direction: str | None = None, **_: Any) -> str:
     if direction is None:
         raise UsageError("--format gab writes one direction per file",
-                         "pass --direction bigger|smaller, or -o PATH to write PATH.bigger.json and PATH.smaller.json")
+                         "pass --format gab-bigger or --format gab-smaller (or --direction bigger|smaller)")
     return json.dumps(gab_entries(df, direction), indent=2, allow_nan=False) + "\n"
 
 
 EXPORTERS: dict[str, Callable[..., str]] = {
     "csv": to_csv,
     "json": to_json,
+    "jsonl": to_jsonl,
     "markdown": to_markdown,
     "bmf": to_bmf,
+    "gab-bigger": lambda df, **_: to_gab(df, direction="bigger"),
+    "gab-smaller": lambda df, **_: to_gab(df, direction="smaller"),
     "gab": to_gab,
 }
+
+
+def utc_text(value: Any) -> Any:
+    """A timestamp as the store writes it ('YYYY-MM-DDTHH:MM:SS.ffffffZ'); text passes through."""
+    if isinstance(value, datetime):
+        return value.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return value
+
+
+def with_datetimes(df: pd.DataFrame) -> pd.DataFrame:
+    """``created_utc`` as tz-aware UTC datetimes (what ``results.load`` returns)."""
+    out = df.copy()
+    out["created_utc"] = pd.to_datetime(out["created_utc"], utc=True, format="ISO8601")
+    return out
+
+
+def _with_text_times(df: pd.DataFrame) -> pd.DataFrame:
+    if not pd.api.types.is_datetime64_any_dtype(df["created_utc"]):
+        return df
+    out = df.copy()
+    out["created_utc"] = [None if pd.isna(v) else utc_text(v.to_pydatetime()) for v in df["created_utc"]]
+    return out
+
+
+def selects_nothing(fmt: str, text: str) -> bool:
+    """Whether an export's text holds no benchmark (an empty array / object / table)."""
+    if fmt in ("bmf", "gab", "gab-bigger", "gab-smaller", "json"):
+        return not json.loads(text)
+    return not text.strip() or (fmt == "csv" and len(text.strip().splitlines()) < 2)
 
 
 def export(df: pd.DataFrame, fmt: str, **options: Any) -> str:
     if fmt not in EXPORTERS:
         raise UsageError(f"--format {fmt!r} is not one of {', '.join(EXPORTERS)}", f"pass --format {' / '.join(EXPORTERS)}")
-    return EXPORTERS[fmt](df, **options)
+    return EXPORTERS[fmt](_with_text_times(df), **options)

@@ -21,12 +21,43 @@ class Selection:
     records: tuple[dict, ...]
 
 
+#: Run ids named in an error about an unknown or ambiguous one.
+SHOWN_CANDIDATES = 6
+
+
+def _names(runs: list[str]) -> str:
+    more = f" and {len(runs) - SHOWN_CANDIDATES} more" if len(runs) > SHOWN_CANDIDATES else ""
+    return ", ".join(runs[:SHOWN_CANDIDATES]) + more
+
+
+def run_matches(store: Store, text: str, **filters: Any) -> list[str]:
+    """Run ids equal to ``text``, else those starting with it (newest first)."""
+    runs = store.run_ids(**filters)
+    return [r for r in runs if r == text] or [r for r in runs if r.startswith(text)]
+
+
+def resolve_run_id(store: Store, text: str, flag: str = "--run", **filters: Any) -> str:
+    """The one run whose id is ``text`` or starts with it; StoreError (none) or UsageError
+    (several), both exit 2, naming the candidates."""
+    value = text.strip()
+    if not value:
+        raise UsageError(f"{flag} is empty", "pass a run id or its first characters (see `winml results list`)")
+    hits = run_matches(store, value, **filters)
+    if len(hits) == 1:
+        return hits[0]
+    if hits:
+        raise UsageError(f"{flag} {value!r} matches {len(hits)} runs: {_names(hits)}", "give more characters of the run id")
+    runs = store.run_ids(**filters)
+    where = f"{store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else "")
+    raise StoreError(f"no run {value!r} ({flag}) in {where}" + (f"; runs: {_names(runs)}" if runs else "; it holds no runs"),
+                     "pass one of these ids or its first characters (see `winml results list`)")
+
+
 def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) -> tuple[str, list[dict]]:
     if kind == "run":
-        runs = store.run_ids(**filters)
-        hits = [r for r in runs if r == value] or [r for r in runs if r.startswith(value)]
+        hits = run_matches(store, value, **filters)
         if len(hits) > 1:
-            raise UsageError(f"run id prefix {value!r} matches {len(hits)} runs", "give more characters of the run id")
+            raise UsageError(f"run id prefix {value!r} matches {len(hits)} runs: {_names(hits)}", "give more characters of the run id")
         return (f"run {hits[0]}", store.records(run_id=hits[0], **filters)) if hits else ("", [])
     if kind in ("latest", "previous"):
         runs = store.run_ids(**filters)

@@ -1,0 +1,112 @@
+"""The shared --format vocabulary, human numbers, sweep values, grouped warnings and the sample
+sizes below which no statistical claim is made."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from winml_perf.bench import stats
+from winml_perf.bench import warnings as W
+from winml_perf.commands.sweep_values import sweep_values
+from winml_perf.errors import EXIT_USAGE, UsageError
+from winml_perf.formats import FORMATS, check_format, human, json_text, rows_text, table_text
+from winml_perf.render import warning_lines
+
+
+@pytest.mark.parametrize("value, text", [
+    (15645.491656540647, "15645"), (16270.0, "16270"), (1.627e4, "16270"), (0.0123456, "0.01235"), (1.5, "1.5"),
+    (123.456, "123.5"), (0.0, "0"), (-2.5, "-2.5"), (7, "7"), (None, ""), (math.nan, ""), (2.0e-7, "0.0000002"),
+])
+def test_human_numbers_have_meaningful_digits_and_no_exponent(value, text):
+    assert human(value) == text
+    assert "e" not in human(value).lower()
+
+
+def test_every_format_of_the_vocabulary_renders_and_others_are_exit_2():
+    headers, rows = ["route", "decode tok/s"], [["config", 15645.491656540647], ["ep=cpu", 0.012345678]]
+    docs = [{"route": "config", "decode": 15645.491656540647}, {"route": "ep=cpu", "decode": 0.012345678}]
+    out = {fmt: rows_text(headers, rows, docs, fmt) for fmt in FORMATS}
+    assert "config   15645\n" in out["table"] and "15645.49" not in out["table"] and "0.01235" in out["table"]
+    assert out["markdown"].splitlines()[0].startswith("| route") and "| 15645 " in out["markdown"]
+    assert out["csv"].splitlines() == ["route,decode tok/s", "config,15645.491656540647", "ep=cpu,0.012345678"]  # raw
+    assert json.loads(out["json"]) == docs  # raw
+    assert [json.loads(line) for line in out["jsonl"].splitlines()] == docs
+    with pytest.raises(UsageError, match="table, json, jsonl, csv, markdown") as err:
+        check_format("xml")
+    assert err.value.exit_code == EXIT_USAGE
+
+
+def test_a_table_gives_every_column_a_header():
+    text = table_text(["a", "b", "flag"], [[1, 2, ""], [3, 4, "REGRESSION"]], "table")
+    head, rule = text.splitlines()[:2]
+    assert len(head.split()) == 3 and len(rule.split()) == 3
+    assert json_text({"a": 1}, "jsonl") == '{"a":1}\n'
+
+
+def test_sweep_values_merge_repeats_and_read_ranges():
+    assert sweep_values(["16", "64"], "--prompt-tokens") == (16, 64)  # llama-bench: repeated flags merge
+    assert sweep_values(["16,64", "16"], "--prompt-tokens") == (16, 64)
+    assert sweep_values(["128-1024*2"], "--prompt-tokens") == (128, 256, 512, 1024)
+    assert sweep_values(["16-64+16", "8"], "--max-new-tokens") == (16, 32, 48, 64, 8)
+    assert sweep_values(["10-25+10"], "--prompt-tokens") == (10, 20)  # up to LAST, never past it
+    for bad in ("0", "-3", "x", "64-16+8", "16-64*1", "16-64+0", ",", "1-100000+1"):
+        with pytest.raises(UsageError) as err:
+            sweep_values([bad], "--prompt-tokens")
+        assert err.value.exit_code == EXIT_USAGE and "--prompt-tokens" in str(err.value)
+
+
+def test_no_outlier_claim_below_its_sample_size_and_no_ci_claim_without_a_ci():
+    spike = [10.0, 10.1, 9.9, 10.0, 10.05, 10.02, 50.0]
+    assert stats.outlier_indices(spike[-3:][:2] + [50.0])  # the statistic alone would flag n = 3 ...
+    assert W.check_outliers("e2e_ms", [10.0, 10.1, 50.0]) == []  # ... the warning does not
+    assert W.check_slow_first([50.0, 10.0, 10.1]) == []
+    assert stats.min_ci_samples() == 6 and stats.median_ci_ranks(5) is None
+    five = W.check_outliers("e2e_ms", [10.0, 10.1, 9.9, 10.0, 50.0])
+    assert five and "its CI" not in five[0].remedy and "6 or more iterations" in five[0].remedy
+    seven = W.check_outliers("e2e_ms", spike)
+    assert seven and "the median and its CI are robust" in seven[0].remedy
+    assert W.check_slow_first([50.0, 10.0, 10.1, 9.9, 10.0])
+
+
+def _cell(key: str, *warns) -> dict:
+    return {"cell_key": key, "status": "ok", "warnings": [w.to_dict() for w in warns]}
+
+
+def test_warnings_are_grouped_by_kind_with_one_remedy_each():
+    noisy = [10.0, 14.0, 9.0, 13.0, 8.0, 12.0]
+    cells = [_cell(f"config|p{p}|n8", *W.check_cv("decode_tokens_per_s", noisy)) for p in (16, 32, 64, 128)]
+    cells.append({"cell_key": "ep=x|p16|n8", "status": "failed", "warnings": [], "failure": {"kind": "Boom", "message": "no"}})
+    lines = warning_lines(cells)
+    remedy = W.check_cv("decode_tokens_per_s", noisy)[0].remedy
+    assert sum(remedy in line for line in lines) == 1  # the remedy once
+    assert lines[0].startswith("warning high_cv (4 cells)")
+    assert all(f"config|p{p}|n8" in "\n".join(lines) for p in (16, 32, 64, 128))
+    assert len(lines) == 3  # heading, one line naming the four cells (same detail), the failure
+    assert lines[-1].startswith("FAILED [ep=x|p16|n8]")
+
+
+class _Runs:
+    display = "fake.db"
+
+    def __init__(self, runs):
+        self.runs = runs
+
+    def run_ids(self, **_):
+        return list(self.runs)
+
+
+def test_run_ids_resolve_from_any_unique_prefix_and_name_candidates_otherwise():
+    from winml_perf.errors import StoreError
+    from winml_perf.results.selectors import resolve_run_id
+
+    store = _Runs(["ab12cd34ef", "ab12ff00aa", "9f00"])
+    assert resolve_run_id(store, "ab12c") == "ab12cd34ef" and resolve_run_id(store, "9f00") == "9f00"
+    with pytest.raises(UsageError, match="matches 2 runs: ab12cd34ef, ab12ff00aa") as err:
+        resolve_run_id(store, "ab12")
+    assert err.value.exit_code == EXIT_USAGE
+    with pytest.raises(StoreError, match="no run 'zz'.*runs: ab12cd34ef, ab12ff00aa, 9f00") as err:
+        resolve_run_id(store, "zz")
+    assert err.value.exit_code == EXIT_USAGE
