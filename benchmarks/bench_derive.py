@@ -6,12 +6,18 @@ or under pytest-benchmark:             pytest benchmarks/bench_derive.py --bench
 Cold = first derive (links every file, writes config + manifest); warm = the cache hit that follows.
 Both should be the same for 1 GB and 1 KB of weights: links, not copies, and a key over file
 identities (size, mtime_ns, inode), not contents.
+
+Hit on the committed tiny bundles (``--ep cpu``, placement.json saved): the whole ``prepare_route``
+of a cache hit, which checks the derived bundle against its manifest (digests of the files the cache
+wrote, identities of what it linked) and reads placement.json; the median of 200 hits is printed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -22,6 +28,8 @@ from winml_perf.devices import Target
 
 GB = 1 << 30
 TARGET = Target("ep", "qnn", None, "QNNExecutionProvider", "npu")
+CPU_TARGET = Target("ep", "cpu", None, "CPUExecutionProvider", "cpu")
+REPO_BUNDLES = Path(__file__).resolve().parents[1] / "bundles"
 
 
 def make_bundle(root: Path, weight_bytes: int) -> Path:
@@ -73,6 +81,30 @@ def main() -> None:
             print(f"{size:>12} {cold:>9.2f} {warm:>9.2f} {written:>14} {disk:>15}  {links}")
 
 
+def hit_ms(source: Path, root: Path, hits: int = 200) -> tuple[float, float]:
+    """(median, p90) ms of a cache-hit ``prepare_route`` of ``source`` (copied into ``root``) on CPU."""
+    bundle = root / source.name
+    shutil.copytree(source, bundle, ignore=shutil.ignore_patterns("_compiled"))
+    first = prepare_route(bundle, CPU_TARGET)
+    assert first.cache == "miss"
+    times = []
+    for _ in range(hits):
+        t0 = time.perf_counter()
+        route = prepare_route(bundle, CPU_TARGET)
+        times.append((time.perf_counter() - t0) * 1000)
+        assert route.cache == "hit" and route.placement_cache == "hit"
+    times.sort()
+    return statistics.median(times), times[int(len(times) * 0.9)]
+
+
+def main_hits() -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"{'bundle (--ep cpu)':>24} {'hit median ms':>14} {'hit p90 ms':>11}")
+        for name in ("tiny-qwen2", "tiny-qwen2-pipeline"):
+            median, p90 = hit_ms(REPO_BUNDLES / name, Path(tmp))
+            print(f"{name:>24} {median:>14.2f} {p90:>11.2f}")
+
+
 def _clean(bundle: Path) -> None:
     derive.clean(bundle)  # pytest-benchmark's setup must return None (or args)
 
@@ -97,3 +129,4 @@ def test_derive_warm_1gb(benchmark, tmp_path):
 if __name__ == "__main__":
     os.environ.setdefault("PYTHONHASHSEED", "0")
     main()
+    main_hits()
