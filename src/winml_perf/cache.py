@@ -2,13 +2,14 @@
 
 An artifact is a folder ``<root>/<prefix>-<key12>/`` holding what one build wrote and a
 ``manifest.json``. Its key is the sha256 of its components: what the caller says decides the content
-(route, EP, options...), the identities of its source files (size, mtime_ns, inode; plus sha256 when
-asked), the runtime versions and ``FORMAT_VERSION``.
+(route, EP, options...), the identities of its source files (of a symlink's resolved target: st_dev,
+st_ino, size, mtime_ns; plus sha256 when asked), the runtime versions and ``FORMAT_VERSION``.
 
 A folder is trusted only after it is checked: its manifest has the expected shape and key, every
-file it lists exists (a dangling link does not), and the caller's own check passes (e.g. a compiled
-model still suits the devices here). Anything else is a miss whose reason says what was wrong or
-which component changed since the newest sibling of the same prefix.
+file it holds is what the manifest recorded (cache_contents.py: digests of what the build wrote,
+identities of what it linked), and the caller's own check passes (e.g. a compiled model still suits
+the devices here). Anything else is a miss whose reason says what was wrong or which component
+changed since the newest sibling of the same prefix.
 
 A build writes into ``.tmp-<name>-<pid>-<rand>/`` while holding the artifact's lock and is renamed
 into place only when it returned; a build that raises leaves nothing behind. Builds hold the root's
@@ -33,9 +34,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
+from winml_perf import cache_contents, json_shape
 from winml_perf.errors import BundleError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: manifests record and verify their contents; identities carry st_dev
 COMPILED_DIR = "_compiled"
 MANIFEST = "manifest.json"
 CACHE_ENV = "WINML_PERF_CACHE_DIR"
@@ -46,8 +48,9 @@ _VERSION_DISTS = {
     "onnxruntime_genai": ("onnxruntime-genai", "onnxruntime-genai-cuda", "onnxruntime-genai-directml", "onnxruntime-genai-winml"),
 }
 # What every manifest holds, and the type each entry must have.
-MANIFEST_SHAPE: Mapping[str, type] = {
+MANIFEST_SHAPE: Mapping[str, object] = {
     "format_version": int, "key": str, "name": str, "components": dict, "source": dict, "files": list,
+    **cache_contents.SHAPE,
 }
 
 Check = Callable[[Path, dict], "str | None"]
@@ -81,13 +84,14 @@ def text_sha256(text: str) -> str:
 
 
 def source_identities(folder: Path, files: Sequence[str], verify: bool = False) -> list[dict]:
-    """Identity of each file (relative to ``folder``): size, mtime_ns, inode, and sha256 with ``verify``."""
+    """Identity of each file (relative to ``folder``; a symlink's resolved target): size, mtime_ns,
+    inode, device, and sha256 with ``verify``."""
     out = []
     for rel in files:
         path = Path(folder) / rel
         try:
-            st = path.stat()
-            ident = {"file": rel, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino}
+            st = path.stat()  # follows links: the identity is the target's
+            ident = {"file": rel, "size": st.st_size, "mtime_ns": st.st_mtime_ns, "inode": st.st_ino, "dev": st.st_dev}
             if verify:
                 ident["sha256"] = file_sha256(path)
         except OSError as exc:
@@ -188,27 +192,67 @@ def _artifact_lock(root: Path, name: str):
     return _flock(root / f".{name}.lock", True)
 
 
-# -- manifest -------------------------------------------------------------------------------------
-def read_manifest(folder: Path, shape: Mapping[str, type] = MANIFEST_SHAPE) -> tuple[dict | None, str | None]:
-    """(manifest, None) when ``folder/manifest.json`` is a JSON object of ``shape``, else (None, what is wrong)."""
+@contextlib.contextmanager
+def holding(source_dir: Path) -> Iterator[None]:
+    """Keep ``clean`` away from the artifacts of ``source_dir`` meanwhile (its root's lock, shared):
+    for work on an artifact after ``get_or_build`` returned it (e.g. placement read and saved)."""
+    root = root_for(source_dir)
     try:
-        text = (Path(folder) / MANIFEST).read_text(encoding="utf-8")
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BundleError(f"cannot create {root}: {exc.strerror}", f"free space or set {CACHE_ENV} to a writable folder") from exc
+    with _root_lock(root, exclusive=False):
+        yield
+
+
+# -- manifest and the other JSON files the cache keeps ------------------------------------------------
+SEAL = "sha256"  # the entry of a sealed JSON file that holds the digest of the rest of it
+
+
+def _seal_of(data: dict) -> str:
+    return text_sha256(json.dumps({k: v for k, v in data.items() if k != SEAL}, sort_keys=True))
+
+
+def read_json(path: Path, shape: Mapping, sealed: bool = False) -> tuple[dict | None, str | None]:
+    """(data, None) when ``path`` is a JSON object of ``shape`` (json_shape.py) and, with ``sealed``,
+    its seal matches what it holds (see ``write_sealed``); else (None, what is wrong)."""
+    label = Path(path).name
+    try:
+        text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        return None, f"{MANIFEST} is missing"
+        return None, f"{label} is missing"
     except (OSError, UnicodeDecodeError) as exc:
-        return None, f"{MANIFEST} cannot be read ({exc})"
+        return None, f"{label} cannot be read ({exc})"
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
-        return None, f"{MANIFEST} is not JSON"
-    if not isinstance(data, dict):
-        return None, f"{MANIFEST} is not a JSON object"
-    for key, kind in shape.items():
-        if not isinstance(data.get(key), kind) or (kind is int and isinstance(data.get(key), bool)):
-            return None, f"{MANIFEST} has no {kind.__name__} `{key}`"
-    if not all(isinstance(f, str) for f in data.get("files", [])):
-        return None, f"{MANIFEST} lists a file that is not a string"
+        return None, f"{label} is not JSON"
+    problem = json_shape.problem(data, shape, label)
+    if problem:
+        return None, problem
+    if sealed and data.get(SEAL) != _seal_of(data):
+        return None, f"{label} was edited (its {SEAL} does not match what it holds)"
     return data, None
+
+
+def write_sealed(path: Path, data: dict) -> str | None:
+    """Write ``data`` with its seal atomically (temp file + rename); None on success, else why not."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        tmp.write_text(json.dumps({**data, SEAL: _seal_of(data)}, indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        return exc.strerror or str(exc)
+    return None
+
+
+def read_manifest(folder: Path, shape: Mapping = MANIFEST_SHAPE) -> tuple[dict | None, str | None]:
+    """(manifest, None) when ``folder/manifest.json`` is a JSON object of ``shape``, else (None, what is wrong)."""
+    data, problem = read_json(Path(folder) / MANIFEST, shape)
+    if data is not None and not all(isinstance(f, str) for f in data.get("files", [])):
+        return None, f"{MANIFEST} lists a file that is not a string"
+    return data, problem
 
 
 def check_folder(folder: Path, key: str, shape: Mapping[str, type] = MANIFEST_SHAPE, check: Check | None = None) -> tuple[dict | None, str | None]:
@@ -220,9 +264,9 @@ def check_folder(folder: Path, key: str, shape: Mapping[str, type] = MANIFEST_SH
         return None, f"{folder.name} has no valid manifest ({problem}); rebuilding"
     if manifest["key"] != key:
         return None, f"{folder.name} has no valid manifest (its key is not this artifact's); rebuilding"
-    missing = [f for f in manifest["files"] if not (folder / f).exists()]
-    if missing:
-        return None, f"{folder.name} lacks {missing[0]}; rebuilding"
+    problem = cache_contents.verify(folder, manifest["contents"], file_sha256)
+    if problem:
+        return None, f"{folder.name} {problem}; rebuilding" if problem.startswith("lacks") else f"{folder.name}: {problem}; rebuilding"
     if check is not None:
         problem = check(folder, manifest)
         if problem:
@@ -309,11 +353,13 @@ def _build(request: Request, root: Path, name: str, key: str, components: dict, 
     try:
         tmp.mkdir()
         body = build(tmp)
-        files = sorted({os.path.relpath(os.path.join(d, f), tmp) for d, _, fs in os.walk(tmp) for f in fs} | {MANIFEST})
+        written = sorted(os.path.relpath(os.path.join(d, f), tmp) for d, _, fs in os.walk(tmp) for f in fs)
+        files = sorted(set(written) | {MANIFEST})
+        contents = cache_contents.record(tmp, written, _linked_from(request), file_sha256)
         manifest = {
             **body, "format_version": FORMAT_VERSION, "key": key, "name": name, "components": components,
             "source": {**body.get("source", {}), "folder": str(Path(request.source_dir).resolve()), "files": request.sources},
-            "files": files, "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "files": files, "contents": contents, "created_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         }
         data = json.dumps(manifest, indent=2)
         (tmp / MANIFEST).write_text(data, encoding="utf-8")
@@ -326,6 +372,15 @@ def _build(request: Request, root: Path, name: str, key: str, components: dict, 
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return manifest, len(data.encode("utf-8"))
+
+
+def _linked_from(request: Request) -> dict[tuple[int, int], str]:
+    """(st_dev, st_ino) -> real path of every source, so a hard link in an artifact names its target."""
+    out = {}
+    for ident in request.sources:
+        if "dev" in ident:
+            out[(ident["dev"], ident["inode"])] = os.path.realpath(Path(request.source_dir) / ident["file"])
+    return out
 
 
 # -- clean ----------------------------------------------------------------------------------------

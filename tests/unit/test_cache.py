@@ -92,6 +92,9 @@ def test_missing_or_dangling_file_and_caller_check_are_misses(src):
     good = cache.get_or_build(_request(src), _build)
     (good.folder / "out.bin").unlink()
     (good.folder / "out.bin").symlink_to(src / "gone.bin")  # a dangling link is not the file
+    assert cache.get_or_build(_request(src), _build).reason == \
+        f"{good.folder.name} lacks out.bin (a dangling link to {src / 'gone.bin'}); rebuilding"
+    (good.folder / "out.bin").unlink()
     assert cache.get_or_build(_request(src), _build).reason == f"{good.folder.name} lacks out.bin; rebuilding"
     checked = cache.get_or_build(_request(src), _build, check=lambda folder, m: "out.bin is stale here; rebuilding")
     assert checked.cache == "miss" and checked.reason == "out.bin is stale here; rebuilding"

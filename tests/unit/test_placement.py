@@ -13,6 +13,7 @@ import pytest
 
 from tests.placement_models import strict_bundle
 from winml_perf.bench.warnings import EP_MISMATCH, check_stage_eps
+from winml_perf import cache
 from winml_perf.bundle import placement as pl
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.prepare import prepare_route
@@ -185,11 +186,34 @@ def test_placement_json_from_another_key_is_measured_again(tiny_pipeline, bundle
     doc = json.loads(path.read_text())
     doc["key"] = "0" * 64
     doc["stages"][0]["nodes_per_ep"] = {CPU: 999}
-    path.write_text(json.dumps(doc))
+    assert cache.write_sealed(path, {k: v for k, v in doc.items() if k != cache.SEAL}) is None  # sealed: not an edit
     again = prepare_route(bundle, CPU_TARGET)
     assert again.placement_cache == "miss" and "another key" in again.placement_reason
     assert again.placements[0].nodes_per_ep == {CPU: 1}
     assert json.loads(path.read_text())["key"] != "0" * 64  # rewritten under the real key
+
+
+@pytest.mark.parametrize("edit, why", [
+    (lambda d: d["stages"][0].update(nodes_per_ep={CPU: 999}), "placement.json was edited (its sha256 does not match"),
+    (lambda d: d.update(stages={"embeddings": 1}), "placement.json has no list `stages`"),
+    (lambda d: d["stages"][1].pop("ep"), "placement.json has no str `stages[1].ep`"),
+    (lambda d: d["stages"][0].update(op_types_per_ep={CPU: ["Gather"]}), "has no object `stages[0].op_types_per_ep."),
+    (lambda d: d["stages"][0].update(nodes_per_ep={CPU: True}), "has no int `stages[0].nodes_per_ep."),
+    (lambda d: d.update(key=7), "placement.json has no str `key`"),
+    (lambda d: d.clear(), "placement.json has no int `format_version`"),
+])
+def test_edited_or_misshapen_placement_json_is_measured_again(tiny_pipeline, bundle_copy, edit, why):
+    """Valid JSON of the wrong shape, or an edit that keeps the shape, never crashes: it is measured again."""
+    bundle = bundle_copy(tiny_pipeline)
+    first = prepare_route(bundle, CPU_TARGET)
+    path = first.path / pl.PLACEMENT_FILE
+    doc = json.loads(path.read_text())
+    edit(doc)
+    path.write_text(json.dumps(doc))
+    again = prepare_route(bundle, CPU_TARGET)
+    assert again.cache == "hit" and again.placement_cache == "miss" and why in again.placement_reason
+    assert again.placements[0].nodes_per_ep == {CPU: 1}
+    assert prepare_route(bundle, CPU_TARGET).placement_cache == "hit"  # saved again, sealed
 
 
 def test_placement_with_an_ep_missing_here_is_reported_but_not_saved(tmp_path):

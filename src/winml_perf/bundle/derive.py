@@ -4,8 +4,13 @@ What decides a derived bundle: the rewritten config, the identity of every sourc
 mtime_ns, inode; plus a content hash with ``verify_sources``), the compile settings, and what the
 cache adds (runtime versions, its format). Every source file is linked (hard link, else symlink,
 else copy), so deriving costs the same for a 1 MB or a 10 GB bundle; the config is written anew,
-never through a link. A compiled stage is trusted only while onnxruntime's compatibility check
-against the EP devices here does not ask for a recompile. The source bundle is never written.
+never through a link. A source that is a symlink (a Hugging Face snapshot's link into ``blobs/``,
+a file in a linked sub-folder) is linked as its resolved target, never as the link itself.
+
+A compiled stage is trusted only while onnxruntime's compatibility check against the EP devices here
+does not ask for a recompile. A compile that fails is never published: the route then runs the
+derived bundle without compiled stages (its own artifact), and the outcomes say which compile
+failed; the next run tries the compile again. The source bundle is never written.
 """
 
 from __future__ import annotations
@@ -21,9 +26,22 @@ from winml_perf import cache, eps
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import CONFIG_NAME
 from winml_perf.bundle.routing import RoutePlan
+from winml_perf.json_shape import NUMBER, ListOf, Opt
+from winml_perf.model.route import CompileOutcome
 
 LABELS = {"config_sha256": "the rewritten config (genai_config.json or the route)", "compile": "compile settings"}
-SHAPE = {"links": dict, "compile": list, "plan": dict}
+OUTCOME_SHAPE = {"stages": ListOf(str), "source": str, "ep": str, "output": Opt(str), "status": str,
+                 "reason": Opt(str), "compile_ms": Opt(NUMBER)}
+SHAPE = {"links": {"hardlink": int, "symlink": int, "copy": int}, "compile": ListOf(OUTCOME_SHAPE), "plan": dict}
+FAILED = ("failed", "timeout")
+
+
+class _CompileFailed(Exception):
+    """A compile job of the build failed: the build is dropped, nothing is published."""
+
+    def __init__(self, outcomes: list[CompileOutcome], compile_ms: float) -> None:
+        super().__init__("compile failed")
+        self.outcomes, self.compile_ms = outcomes, compile_ms
 
 
 @dataclass(frozen=True)
@@ -48,13 +66,15 @@ class DeriveResult:
 
 
 def source_files(bundle: Path) -> list[str]:
-    """Relative paths of every file of the bundle, outside ``_compiled/``, sorted."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(bundle):
+    """Relative paths of every file of the bundle, outside ``_compiled/``, sorted. Linked sub-folders
+    are followed (each real folder once, so a link loop ends)."""
+    out, seen = [], set()
+    for dirpath, dirnames, filenames in os.walk(bundle, followlinks=True):
         rel_dir = os.path.relpath(dirpath, bundle)
+        seen.add(os.path.realpath(dirpath))
         if rel_dir == ".":
             dirnames[:] = [d for d in dirnames if d != cache.COMPILED_DIR]
-        dirnames.sort()
+        dirnames[:] = sorted(d for d in dirnames if os.path.realpath(os.path.join(dirpath, d)) not in seen)
         for name in filenames:
             out.append(os.path.normpath(os.path.join(rel_dir, name)) if rel_dir != "." else name)
     return sorted(out)
@@ -80,18 +100,36 @@ def derive_bundle(plan: RoutePlan, *, verify_sources: bool = False, compile: boo
 
     def build(tmp: Path) -> dict:
         built.update(_write(plan, bundle, tmp, [i["file"] for i in identities], jobs, compile_timeout_s))
+        if any(o.status in FAILED for o in built["outcomes"]):
+            raise _CompileFailed(built["outcomes"], built["compile_ms"])
         return {"route": plan.route, "plan": plan.to_dict(), "source": {"bundle": str(bundle.resolve())},
                 "links": built["links"], "compile": [o.to_dict() for o in built["outcomes"]],
                 "timings": {"derive_ms": _ms(t0), "compile_ms": built["compile_ms"]}, "bytes_written": built["written"]}
 
-    entry = cache.get_or_build(request, build, _compiled_stages_fit)
+    try:
+        entry = cache.get_or_build(request, build, _compiled_stages_fit)
+    except _CompileFailed as failed:
+        return _without_compile(plan, verify_sources, failed, t0)
     manifest = entry.manifest
     if entry.cache == "hit":
         return DeriveResult(entry.folder, entry.key, "hit", entry.reason, _ms(t0), 0.0, 0, manifest["links"], tuple(manifest["compile"]))
-    outcomes = built["outcomes"]
-    warnings = tuple(f"compile {o.output or o.source} ({', '.join(o.stages)}): {o.status}: {o.reason}" for o in outcomes if o.status in ("failed", "timeout"))
     return DeriveResult(entry.folder, entry.key, "miss", entry.reason, _ms(t0), built["compile_ms"],
-                        built["written"] + entry.manifest_bytes, built["links"], tuple(manifest["compile"]), warnings)
+                        built["written"] + entry.manifest_bytes, built["links"], tuple(manifest["compile"]))
+
+
+def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFailed, t0: float) -> DeriveResult:
+    """The uncompiled derived bundle, reported with the outcomes of the compile that failed."""
+    plain = derive_bundle(plan, verify_sources=verify_sources)
+    bad = [o for o in failed.outcomes if o.status in FAILED]
+    names = "; ".join(f"{', '.join(o.stages)}: {o.status}" for o in bad)
+    outcomes = tuple(o.to_dict() if o.status in FAILED else
+                     {**o.to_dict(), "output": None, "status": "discarded",
+                      "reason": "compiled, but not used: another compile of this route failed and nothing was published"}
+                     for o in failed.outcomes)
+    warnings = tuple(f"compile {o.source} ({', '.join(o.stages)}): {o.status}: {o.reason}" for o in bad)
+    reason = f"compile failed ({names}), so nothing compiled was published; the route runs its source models ({plain.reason})"
+    return DeriveResult(plain.path, plain.key, plain.cache, reason, _ms(t0), failed.compile_ms, plain.bytes_written,
+                        plain.links, outcomes, warnings + plain.warnings)
 
 
 def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: list, timeout_s: float) -> dict:
@@ -110,19 +148,21 @@ def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: lis
 
 
 def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict, int]:
+    """Link each source's resolved target into ``dest``: a hard link, else a symlink relative to the
+    real folder (it stays valid when the bundle and its ``_compiled/`` move together), else a copy."""
     counts = {"hardlink": 0, "symlink": 0, "copy": 0}
     written = 0
     for rel in files:
-        src, dst = bundle / rel, dest / rel
+        src, dst = Path(os.path.realpath(bundle / rel)), dest / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
         try:
-            os.link(src, dst)
+            os.link(src, dst)  # src is resolved: this links the file, not a link to it
             counts["hardlink"] += 1
             continue
         except OSError:
             pass
         try:
-            os.symlink(src.resolve(), dst)
+            os.symlink(os.path.relpath(src, os.path.realpath(dst.parent)), dst)
             counts["symlink"] += 1
             continue
         except OSError:
@@ -136,15 +176,15 @@ def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict, int]:
 # -- freshness ------------------------------------------------------------------------------------
 def _compiled_stages_fit(folder: Path, manifest: dict) -> str | None:
     """None while every compiled stage suits the EP devices here, else why it must be recompiled."""
-    for outcome in manifest["compile"]:
-        if not isinstance(outcome, dict):
-            return f"{folder.name} has no valid manifest (a compile entry is not an object); rebuilding"
-        if outcome.get("status") != "compiled":
+    for outcome in manifest["compile"]:  # of OUTCOME_SHAPE: the cache checked it
+        if outcome["status"] in FAILED:
+            return f"{folder.name} records a failed compile ({', '.join(outcome['stages'])}); recompiling"
+        if outcome["status"] != "compiled":
             continue
-        try:
-            output, ep, stage = str(outcome["output"]), str(outcome["ep"]), outcome["stages"][0]
-        except (KeyError, IndexError, TypeError):
-            return f"{folder.name} has no valid manifest (a compiled stage lacks output, ep or stages); rebuilding"
+        output, ep, stages = outcome.get("output"), outcome["ep"], outcome["stages"]
+        if not output or not stages or output not in manifest["files"]:
+            return f"{folder.name} has no valid manifest (a compiled stage lacks its output or stages); rebuilding"
+        stage = stages[0]
         status, detail = compiler.compatibility(folder / output, ep)
         if status in compiler.RECOMPILE_STATUSES:
             return f"compiled stage `{stage}` ({output}) is {status} for the {eps.ep_alias(ep)} devices here ({detail}); recompiling"

@@ -9,7 +9,8 @@ when every node landed on one EP other than the one asked (onnxruntime's silent 
 This runs in the prepare step. For a derived bundle the result is kept in ``placement.json`` next to
 its ``manifest.json``, under a key made of the derived bundle's cache key, this module's format
 version and the identity of the EPs involved (plugin library file, EP devices), so a cache hit costs
-one small file read. Stages that share a model file and EP (context and iterator) are measured once
+one small file read. The file is sealed (its sha256 over what it holds) and read by its shape: an
+edited or misshapen placement.json is measured again, the reason saying why. Stages that share a model file and EP (context and iterator) are measured once
 per process. A placement session costs 1-15 ms on CPU and 40-90 ms on WebGPU for the tiny bundles;
 it loads the weights, so it grows with the model (once per derived bundle).
 
@@ -25,20 +26,23 @@ import hashlib
 import json
 import os
 import time
-import uuid
 import warnings
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from winml_perf import eps
+from winml_perf import cache, eps
 from winml_perf.bundle.config import GenaiConfig, Stage, load_config
 from winml_perf.bundle.routing import stage_ep
 from winml_perf.errors import BenchmarkFailure
+from winml_perf.json_shape import NUMBER, DictOf, ListOf, Opt
 from winml_perf.model.route import CPU, ERROR, OK, UNAVAILABLE, Route, StagePlacement, StageRoute
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: placement.json is sealed (cache.write_sealed) and read by its shape
 PLACEMENT_FILE = "placement.json"
+STAGE_SHAPE = {"stage": str, "files": Opt(ListOf(str)), "ep": str, "status": str, "nodes_per_ep": Opt(DictOf(int)),
+               "op_types_per_ep": Opt(DictOf(DictOf(int))), "providers": Opt(ListOf(str)), "session_ms": Opt(NUMBER), "error": Opt(str)}
+PLACEMENT_SHAPE = {"format_version": int, "key": str, "derive_key": str, "stages": ListOf(STAGE_SHAPE)}
 RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 #: genai session_options keys that are not onnxruntime session config entries.
 GENAI_SESSION_KEYS = frozenset({
@@ -269,17 +273,20 @@ def derived_placement(folder: Path, derive_key: str) -> RoutePlacement:
     config = load_config(folder)
     needed = [stage_ep(s)[0] for s in config.stages]
     key = placement_key(derive_key, ep_identity(needed))
-    cached = _read(folder / PLACEMENT_FILE)
-    if cached is not None and cached.get("key") == key and [s["stage"] for s in cached["stages"]] == list(config.stage_names):
+    cached, problem = cache.read_json(folder / PLACEMENT_FILE, PLACEMENT_SHAPE, sealed=True)
+    if cached is not None and cached["key"] == key and [s["stage"] for s in cached["stages"]] == list(config.stage_names):
         stages = tuple(StagePlacement.from_dict(s) for s in cached["stages"])
         return RoutePlacement(stages, "hit", f"{PLACEMENT_FILE} made under this key", _ms(t0), key)
-    why = "none yet" if cached is None else "made under another key (plugin library, EP devices or format changed)"
+    if cached is not None:
+        why = "made under another key (plugin library, EP devices or format changed)" if cached["key"] != key else "made for other stages"
+    else:
+        why = "none yet" if problem == f"{PLACEMENT_FILE} is missing" else problem
     stages = tuple(measure_config(config, folder))
     transient = _transient(stages)
     if transient:
         return RoutePlacement(stages, None, f"measured ({why}); not saved: {transient}", _ms(t0), key)
-    saved = _write(folder / PLACEMENT_FILE, {"format_version": FORMAT_VERSION, "key": key, "derive_key": derive_key,
-                                             "stages": [s.to_dict() for s in stages]})
+    saved = cache.write_sealed(folder / PLACEMENT_FILE, {"format_version": FORMAT_VERSION, "key": key, "derive_key": derive_key,
+                                                         "stages": [s.to_dict() for s in stages]})
     return RoutePlacement(stages, "miss", f"measured: {why}" + ("" if saved is None else f"; not saved: {saved}"), _ms(t0), key)
 
 
@@ -290,26 +297,6 @@ def _transient(stages: Sequence[StagePlacement]) -> str | None:
             return f"stage `{p.stage}`: {p.error}"
         if p.status == OK and p.ep != CPU and p.ep not in p.providers:
             return f"stage `{p.stage}`: {eps.ep_alias(p.ep)} did not start here (onnxruntime fell back to {', '.join(p.providers)})"
-    return None
-
-
-def _read(path: Path) -> dict | None:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and isinstance(data.get("stages"), list) else None
-
-
-def _write(path: Path, data: dict) -> str | None:
-    """Write atomically (temp file + rename); None on success, else why not (the cache is optional)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        return exc.strerror or str(exc)
     return None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from winml_perf import cache
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
@@ -61,8 +62,9 @@ def prepare_route(
         return Route(label, plan.requested, "config", plan.stages, BUNDLE, path=bundle, prepare_ms=_ms(t0),
                      warnings=plan.warnings)
     jobs, notes = compiler.compile_jobs(plan) if compile else ([], [])
-    result = derive_bundle(plan, verify_sources=verify_sources, compile=bool(jobs), compile_timeout_s=compile_timeout_s)
-    placed = derived_placement(result.path, result.key)  # placement.json: a cache hit costs a file read
+    with cache.holding(bundle):  # no `bundle clean` between deriving and reading or saving the placement
+        result = derive_bundle(plan, verify_sources=verify_sources, compile=bool(jobs), compile_timeout_s=compile_timeout_s)
+        placed = derived_placement(result.path, result.key)  # placement.json: a cache hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
     return Route(
         label, plan.requested, plan.requested if jobs else plan.route, with_placements(plan.stages, placed.stages), BUNDLE,
