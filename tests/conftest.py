@@ -63,6 +63,34 @@ def bundle_copy(tmp_path):
     return _copy
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _committed_bundles_unchanged():
+    """No command of the suite writes into a committed bundle (its ``_compiled/`` aside)."""
+    from tests.bundle_bytes import assert_unchanged, tree_state
+
+    before = {b: tree_state(b) for b in sorted(BUNDLES.iterdir()) if b.is_dir()}
+    yield
+    for bundle, state in before.items():
+        assert_unchanged(state, bundle)
+
+
+@pytest.fixture
+def unchanged():
+    """``with unchanged(folder): ...`` asserts the folder's bytes, mtimes and links are as before (``_compiled/`` aside)."""
+    import contextlib
+
+    from tests.bundle_bytes import assert_unchanged, tree_state
+
+    @contextlib.contextmanager
+    def _check(*folders: Path):
+        before = {Path(f): tree_state(Path(f)) for f in folders}
+        yield
+        for folder, state in before.items():
+            assert_unchanged(state, folder)
+
+    return _check
+
+
 @pytest.fixture(autouse=True)
 def _isolated_store(tmp_path_factory, monkeypatch):
     """Every test (and every `winml` subprocess it starts) writes results to a private store."""

@@ -37,6 +37,8 @@ def _name(spec) -> str:
         return "list"
     if isinstance(spec, (Mapping, DictOf)):
         return "object"
+    if spec is dict:
+        return "object"
     if spec == NUMBER:
         return "number"
     if isinstance(spec, tuple):

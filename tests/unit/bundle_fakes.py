@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from pathlib import Path
 
+from tests.bundle_bytes import tree_state
 from winml_perf.devices import Target
 
 FLAT_QNN = {
@@ -71,17 +71,9 @@ def make_bundle(root: Path, config: dict, name: str = "b", extra: dict[str, byte
     return bundle
 
 
-def tree_digest(folder: Path) -> dict[str, str]:
-    """sha256 of every file under ``folder`` (outside _compiled/): proves a source bundle is untouched."""
-    out = {}
-    for p in sorted(folder.rglob("*")):
-        rel = p.relative_to(folder)
-        if rel.parts and rel.parts[0] == "_compiled":
-            continue
-        if p.is_file():
-            st = p.stat()
-            out[str(rel)] = f"{hashlib.sha256(p.read_bytes()).hexdigest()}:{st.st_mtime_ns}:{st.st_mode:o}"
-    return out
+def tree_digest(folder: Path) -> dict[str, tuple]:
+    """Bytes, mtimes, modes and links of every file under ``folder`` (outside _compiled/): proves a source bundle is untouched."""
+    return tree_state(folder)
 
 
 def ep_target(ep: str, device: str | None = None) -> Target:

@@ -35,10 +35,11 @@ from typing import Mapping, Sequence
 
 from winml_perf import cache, child, eps
 from winml_perf.errors import BundleError, EPUnavailableError
+from winml_perf.json_shape import Opt
 
 FORMAT_VERSION = 1
 KINDS = ("epcontext", "optimized")
-SHAPE = {"kind": str, "ep": str, "output": str, "graph_optimization_level": str}
+SHAPE = {"kind": str, "ep": str, "device": Opt(str), "output": str, "graph_optimization_level": str}
 EXTERNAL_THRESHOLD_BYTES = 1024
 _LOCATION_TAG = b"\n\x08location\x12"  # StringStringEntryProto{key: "location", value: ...} in an ONNX file
 
@@ -203,8 +204,13 @@ def _run_compile(model: Path, out: Path, kind: str, target, level: str, provider
 
 
 # -- cache ----------------------------------------------------------------------------------------
-def _epcontext_fits(folder: Path, manifest: dict) -> str | None:
-    """None unless an EPContext model is one onnxruntime asks to recompile for the devices here."""
+def _prepared_fits(folder: Path, manifest: dict) -> str | None:
+    """None for a known kind whose output is one of its files, unless it is an EPContext model
+    onnxruntime asks to recompile for the devices here."""
+    if manifest["kind"] not in KINDS:
+        return f"{folder.name} has no valid manifest (kind {manifest['kind']!r} is not one of {', '.join(KINDS)}); rebuilding"
+    if manifest["output"] not in manifest["files"]:
+        return f"{folder.name} has no valid manifest (its output {manifest['output']!r} is not one of its files); rebuilding"
     if manifest["kind"] != "epcontext":
         return None
     from winml_perf.bundle import compile as compiler
@@ -257,7 +263,7 @@ def prepare_onnx(
         return {"kind": kind, "ep": target.ep, "device": target.device, "graph_optimization_level": level,
                 "output": out, "source": {"model": str(model)}, "target": target.to_dict(), "timings": dict(timing)}
 
-    entry = cache.get_or_build(request, build, _epcontext_fits)
+    entry = cache.get_or_build(request, build, _prepared_fits)
     m = entry.manifest
     return PreparedModel(entry.folder / m["output"], model, entry.folder, m["kind"], m["ep"], m.get("device"),
                          m["graph_optimization_level"], entry.key, entry.cache, entry.reason, _ms(t0),
