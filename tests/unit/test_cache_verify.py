@@ -270,3 +270,26 @@ def _hf_snapshot(src: Path, hf: Path) -> Path:
         link.parent.mkdir(parents=True, exist_ok=True)
         link.symlink_to(os.path.relpath(blob, link.parent))
     return snap
+
+
+def _cli(*argv: str) -> int:
+    from winml_perf.cli import main
+
+    try:
+        main(list(argv))
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    return 0
+
+
+@pytest.mark.parametrize("fmt", ["table", "json"])
+def test_bundle_prepare_exits_1_when_a_compile_fails(compiling, capsys, fmt):
+    assert _cli("bundle", "prepare", str(compiling), "--ep", "cpu", "--compile", "--format", fmt) == 1
+    out, err = capsys.readouterr()
+    assert "error: compile failed: lm_head (lm_head.onnx on cpu): failed" in err and "nothing compiled was published" in err
+    if fmt == "table":
+        assert "compile lm_head: failed" in err and out.strip() == str(_prep(compiling).path)
+    else:
+        assert {c["status"] for c in json.loads(out)["compile"]} == {"failed", "discarded"}
+    models.mlp(compiling / "lm_head.onnx")
+    assert _cli("bundle", "prepare", str(compiling), "--ep", "cpu", "--compile", "--format", fmt) == 0

@@ -21,7 +21,7 @@ from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
 from winml_perf.commands.synth import synth
 from winml_perf.model.runtime import GENAI
-from winml_perf.errors import BundleError, UsageError
+from winml_perf.errors import BenchmarkFailure, BundleError, UsageError
 from winml_perf.model.route import OK, StageRoute, with_placements
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")  # show; prepare prints table or json
@@ -167,6 +167,7 @@ def prepare_command(
         print(f"warning: {w}", file=sys.stderr)
     if format == "json":
         sys.stdout.write(json.dumps(route.to_dict(), indent=2) + "\n")
+        _fail_on_compile_failure(route)
         return
     rows = [r + placement_cells(s) for r, s in zip(stage_rows(route.stages), route.stages)]
     print(tabulate(rows, headers=_HEADERS + _PLACEMENT_HEADERS, tablefmt="github"), file=sys.stderr)
@@ -176,6 +177,17 @@ def prepare_command(
     for c in route.compile:
         print(f"compile {', '.join(c.stages)}: {c.status}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
     print(route.path)
+    _fail_on_compile_failure(route)
+
+
+def _fail_on_compile_failure(route) -> None:
+    """Exit 1 when a compile failed or timed out: what was asked for was not made (nothing was published)."""
+    failed = [c for c in route.compile if c.status in ("failed", "timeout")]
+    if failed:
+        raise BenchmarkFailure(
+            "compile failed: " + "; ".join(f"{', '.join(c.stages)} ({c.source} on {eps.ep_alias(c.ep)}): {c.status}" for c in failed)
+            + f"; nothing compiled was published and {route.path} runs the source models",
+            "see the compile lines above for the compiler's message; fix the model or options, or prepare without --compile")
 
 
 def _prepare_onnx_model(model: Path, target, level: str, session_config, compile_timeout: float, verify_sources: bool,
