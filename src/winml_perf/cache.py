@@ -34,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
-from winml_perf import cache_contents, json_shape
+from winml_perf import cache_contents, json_files
 from winml_perf.errors import BundleError
 
 FORMAT_VERSION = 2  # 2: manifests record and verify their contents; identities carry st_dev
@@ -205,51 +205,10 @@ def holding(source_dir: Path) -> Iterator[None]:
         yield
 
 
-# -- manifest and the other JSON files the cache keeps ------------------------------------------------
-SEAL = "sha256"  # the entry of a sealed JSON file that holds the digest of the rest of it
-
-
-def _seal_of(data: dict) -> str:
-    return text_sha256(json.dumps({k: v for k, v in data.items() if k != SEAL}, sort_keys=True))
-
-
-def read_json(path: Path, shape: Mapping, sealed: bool = False) -> tuple[dict | None, str | None]:
-    """(data, None) when ``path`` is a JSON object of ``shape`` (json_shape.py) and, with ``sealed``,
-    its seal matches what it holds (see ``write_sealed``); else (None, what is wrong)."""
-    label = Path(path).name
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, f"{label} is missing"
-    except (OSError, UnicodeDecodeError) as exc:
-        return None, f"{label} cannot be read ({exc})"
-    try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return None, f"{label} is not JSON"
-    problem = json_shape.problem(data, shape, label)
-    if problem:
-        return None, problem
-    if sealed and data.get(SEAL) != _seal_of(data):
-        return None, f"{label} was edited (its {SEAL} does not match what it holds)"
-    return data, None
-
-
-def write_sealed(path: Path, data: dict) -> str | None:
-    """Write ``data`` with its seal atomically (temp file + rename); None on success, else why not."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
-    try:
-        tmp.write_text(json.dumps({**data, SEAL: _seal_of(data)}, indent=2), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        return exc.strerror or str(exc)
-    return None
-
-
+# -- manifest -------------------------------------------------------------------------------------
 def read_manifest(folder: Path, shape: Mapping = MANIFEST_SHAPE) -> tuple[dict | None, str | None]:
     """(manifest, None) when ``folder/manifest.json`` is a JSON object of ``shape``, else (None, what is wrong)."""
-    data, problem = read_json(Path(folder) / MANIFEST, shape)
+    data, problem = json_files.read_json(Path(folder) / MANIFEST, shape)
     if data is not None and not all(isinstance(f, str) for f in data.get("files", [])):
         return None, f"{MANIFEST} lists a file that is not a string"
     return data, problem
@@ -328,23 +287,30 @@ def get_or_build(request: Request, build: Callable[[Path], dict], check: Check |
     root = root_for(request.source_dir)
     name = f"{request.prefix}-{key[:12]}"
     final = root / name
-    manifest, stale = check_folder(final, key, request.shape, check)
-    if manifest is not None:
-        return Entry(final, key, "hit", f"fresh: a {request.what} with this key exists", manifest)
     try:
         root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise BundleError(f"cannot create {root}: {exc.strerror}", f"free space or set {CACHE_ENV} to a writable folder") from exc
-    with _root_lock(root, exclusive=False), _artifact_lock(root, name):
+    with _root_lock(root, exclusive=False):  # checked under the lock too: no clean removes files mid-check
         manifest, stale = check_folder(final, key, request.shape, check)
         if manifest is not None:
-            return Entry(final, key, "hit", "fresh: another process built it just now", manifest)
-        reason = miss_reason(root, request, components, stale)
-        for leftover in root.glob(f".tmp-{name}-*"):  # under the lock: left by dead or failed builds
-            shutil.rmtree(leftover, ignore_errors=True)
-        if final.exists():
-            shutil.rmtree(final)
-        manifest, size = _build(request, root, name, key, components, build)
+            return Entry(final, key, "hit", f"fresh: a {request.what} with this key exists", manifest)
+        with _artifact_lock(root, name):
+            return _rebuild(request, root, name, key, components, build, check)
+
+
+def _rebuild(request: Request, root: Path, name: str, key: str, components: dict, build, check) -> Entry:
+    """Under the artifact's lock: reuse what another process just built, else build and publish."""
+    final = root / name
+    manifest, stale = check_folder(final, key, request.shape, check)
+    if manifest is not None:
+        return Entry(final, key, "hit", "fresh: another process built it just now", manifest)
+    reason = miss_reason(root, request, components, stale)
+    for leftover in root.glob(f".tmp-{name}-*"):  # under the lock: left by dead or failed builds
+        shutil.rmtree(leftover, ignore_errors=True)
+    if final.exists():
+        shutil.rmtree(final)
+    manifest, size = _build(request, root, name, key, components, build)
     return Entry(final, key, "miss", reason, manifest, size)
 
 

@@ -1,15 +1,24 @@
-"""The shape a JSON file the tool wrote itself must have before any of it is used.
+"""JSON files the tool wrote itself (cache manifests, placement.json): read only when of their shape, sealed when asked.
 
 A shape is a ``dict`` of key -> spec, where a spec is a type (or tuple of types), ``Opt(spec)`` (the
 key may be absent or null), ``ListOf(spec)``, ``DictOf(spec)`` (an object of any keys whose values
 have ``spec``) or a nested shape. ``problem(data, shape, label)`` says
 what is wrong in words naming the key (``placement.json has no str `stages[1].ep```), or None.
 ``bool`` never passes for ``int``: JSON keeps them apart and so does this check.
+
+``read_json(path, shape, sealed)`` returns (data, None) or (None, what is wrong), never raises for a
+file's content; ``write_sealed`` adds a sha256 over what the file holds, so an edit that keeps the
+shape is seen too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping
 
 NUMBER = (int, float)
@@ -84,3 +93,45 @@ def problem(value, shape, label: str, where: str = "") -> str | None:
                 return found
         return None
     return None if _matches(value, shape) else f"{label} has no {_name(shape)} `{where}`"
+
+
+SEAL = "sha256"  # the entry of a sealed JSON file that holds the digest of the rest of it
+
+
+def _seal_of(data: dict) -> str:
+    text = json.dumps({k: v for k, v in data.items() if k != SEAL}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_json(path: Path, shape: Mapping, sealed: bool = False) -> tuple[dict | None, str | None]:
+    """(data, None) when ``path`` is a JSON object of ``shape`` (above) and, with ``sealed``,
+    its seal matches what it holds (see ``write_sealed``); else (None, what is wrong)."""
+    label = Path(path).name
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, f"{label} is missing"
+    except (OSError, UnicodeDecodeError) as exc:
+        return None, f"{label} cannot be read ({exc})"
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return None, f"{label} is not JSON"
+    found = problem(data, shape, label)
+    if found:
+        return None, found
+    if sealed and data.get(SEAL) != _seal_of(data):
+        return None, f"{label} was edited (its {SEAL} does not match what it holds)"
+    return data, None
+
+
+def write_sealed(path: Path, data: dict) -> str | None:
+    """Write ``data`` with its seal atomically (temp file + rename); None on success, else why not."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        tmp.write_text(json.dumps({**data, SEAL: _seal_of(data)}, indent=2), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        return exc.strerror or str(exc)
+    return None

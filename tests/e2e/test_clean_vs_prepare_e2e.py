@@ -1,0 +1,57 @@
+"""`winml bundle clean` in a loop against concurrent `winml bundle prepare` processes on one bundle:
+every prepare exits 0 or with a clear message (exit 2 naming the problem), never "unexpected …"."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+
+from tests.conftest import TINY_PIPELINE
+
+WORKERS, PREPARES_EACH = 3, 4
+
+
+def _winml(*args) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "winml_perf", *map(str, args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env)
+
+
+def test_clean_in_a_loop_never_breaks_concurrent_prepares(bundle_copy, unchanged):
+    bundle = bundle_copy(TINY_PIPELINE)
+    results: list[tuple[str, int, str]] = []
+    done = threading.Event()
+
+    def prepares():
+        for _ in range(PREPARES_EACH):
+            p = _winml("bundle", "prepare", bundle, "--ep", "cpu", "--format", "json")
+            out, err = p.communicate(timeout=300)
+            results.append(("prepare", p.returncode, err))
+
+    def cleans():
+        while not done.is_set():
+            p = _winml("bundle", "clean", bundle)
+            out, err = p.communicate(timeout=300)
+            results.append(("clean", p.returncode, err))
+
+    with unchanged(bundle):
+        workers = [threading.Thread(target=prepares) for _ in range(WORKERS)]
+        cleaner = threading.Thread(target=cleans)
+        cleaner.start()
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(600)
+        done.set()
+        cleaner.join(600)
+    prepares_run = [r for r in results if r[0] == "prepare"]
+    cleans_run = [r for r in results if r[0] == "clean"]
+    assert len(prepares_run) == WORKERS * PREPARES_EACH and cleans_run
+    for kind, code, err in results:
+        assert "unexpected" not in err and "Traceback" not in err, f"{kind} exit {code}: {err}"
+        assert code in (0, 2), f"{kind} exit {code}: {err}"
+        assert code == 0 or err.startswith("error: "), f"{kind} exit {code}: {err}"
+    assert sum(1 for _, code, _ in prepares_run if code == 0) >= 1
