@@ -7,13 +7,14 @@ Errors raised as ``WinmlPerfError`` become a one-line message and an exit code i
 from __future__ import annotations
 
 import os
+import signal
 import sys
 
 import typer
 
 from winml_perf.commands import bundle, compare, dashboard, devices, perf, results
 from winml_perf.commands.help_style import PlainHelpCommand
-from winml_perf.errors import EXIT_USAGE, WinmlPerfError
+from winml_perf.errors import EXIT_USAGE, Interrupted, WinmlPerfError
 
 app = typer.Typer(
     name="winml",
@@ -40,10 +41,24 @@ def _verbose(argv: list[str]) -> bool:
     return "--verbose" in argv or "-v" in argv or os.environ.get("WINML_PERF_VERBOSE") == "1"
 
 
+def _raise_interrupted(signum: int, _frame: object) -> None:
+    raise Interrupted(signum)
+
+
+def _exit_code(result: object) -> int:
+    """What typer's app(standalone_mode=False) handed back: None for success, else an exit code
+    (an abort such as Ctrl-C at a prompt comes back as a code, not an exception)."""
+    if result is None:
+        return 0
+    return result if isinstance(result, int) else 1
+
+
 def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGINT, _raise_interrupted)
+    signal.signal(signal.SIGTERM, _raise_interrupted)
     try:
-        app(args=args, standalone_mode=False)
+        code = _exit_code(app(args=args, standalone_mode=False))
     except WinmlPerfError as exc:
         if _verbose(args):
             import traceback
@@ -51,9 +66,12 @@ def main(argv: list[str] | None = None) -> None:
             traceback.print_exc()
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as exc:  # Interrupted (SIGINT/SIGTERM), or a bare Ctrl-C
+        signum = getattr(exc, "signum", signal.SIGINT)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the message short
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        print(str(exc) if isinstance(exc, Interrupted) else "interrupted by SIGINT", file=sys.stderr)
+        sys.exit(128 + signum)
     except SystemExit:
         raise
     except typer.Abort:
@@ -66,4 +84,4 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)", file=sys.stderr)
         sys.exit(1)
-    sys.exit(0)
+    sys.exit(code)

@@ -49,6 +49,33 @@ class StoreError(WinmlPerfError):
     """A results store that cannot be opened, read or written."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped by a signal (SIGINT, SIGTERM); exit code 128 + the signal's number.
+
+    A KeyboardInterrupt, so every ``finally`` and ``except KeyboardInterrupt`` sees it as Ctrl-C."""
+
+    def __init__(self, signum: int, message: str = "") -> None:
+        super().__init__(message)
+        self.signum = signum
+        self.message = message
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+    @property
+    def signal_name(self) -> str:
+        import signal
+
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"
+
+    def __str__(self) -> str:
+        return f"interrupted by {self.signal_name}" + (f": {self.message}" if self.message else "")
+
+
 class BenchmarkFailure(WinmlPerfError):
     """The benchmark ran but failed: a crashed cell, a regression beyond the gate, a strict check."""
 

@@ -73,6 +73,7 @@ def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory
     """Entry point of the child: serve requests until "exit" or EOF."""
     from winml_perf.bench.host import SessionHost
 
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
     host = SessionHost(spec, session_factory, sample_memory=sample_memory)
     try:
         while True:
@@ -97,6 +98,8 @@ def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory
             except Exception as exc:  # reported to the parent; the child stays usable
                 reply = _error_reply(exc)
             conn.send(reply)
+    except (BrokenPipeError, ConnectionResetError):  # the parent is gone: nobody to answer
+        return
     finally:
         host.close()
         conn.close()
@@ -171,6 +174,12 @@ class ChildHost:
 
     def end_cell(self, timeout_s: float | None = None) -> dict[str, Any]:
         return self._request(("end_cell",), timeout_s, "end of cell")
+
+    def kill(self) -> None:
+        """Stop the child at once (an interrupted run does not wait for its current request)."""
+        if self._proc is not None:
+            self._proc.kill()
+            self._reap()
 
     def close(self) -> None:
         if self._worker is None:

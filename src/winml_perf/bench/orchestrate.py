@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from winml_perf.bench.validate import validate_request
 from winml_perf.bench.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.errors import StoreError, UsageError
 from winml_perf.model.route import MODEL, Route, StageRoute
@@ -124,6 +125,20 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
     return RouteSpec(rr.label, SessionSpec(ONNX.name, str(path), plugin_specs, options), route, str(req.path), prepare_ms, None)
 
 
+def _refuse_duplicate_routes(req: PerfRequest) -> None:
+    """Two --route values that resolve to the same placement (ep=cpu and ep=CPU) measure one route twice."""
+    from winml_perf.devices import resolve_target
+
+    seen: dict[tuple, RouteRequest] = {}
+    for rr in req.routes:
+        target = resolve_target(rr.ep, rr.device, req.runtime)
+        key = ("config",) if target.kind == "config" else (target.ep, target.device, tuple(sorted(rr.stages)))
+        if key in seen:
+            raise UsageError(f"--route {seen[key].label} and --route {rr.label} are the same route ({target.label})",
+                             "list each route once")
+        seen[key] = rr
+
+
 def prepare_routes(req: PerfRequest) -> list[RouteSpec]:
     from winml_perf.plugins import register_plugin_eps
 
@@ -131,9 +146,7 @@ def prepare_routes(req: PerfRequest) -> list[RouteSpec]:
     registrations = register_plugin_eps(list(req.ep_libraries))
     plugin_ms = round((time.perf_counter() - t0) * 1000.0, 3)
     specs = _plugin_specs(registrations)
-    labels = [r.label for r in req.routes]
-    if len(set(labels)) != len(labels):
-        raise UsageError(f"--route given twice: {labels}", "list each route once")
+    _refuse_duplicate_routes(req)
     build = _genai_route if runtime_named(req.runtime).token_based else _onnx_route
     return [build(req, rr, specs, plugin_ms) for rr in req.routes]
 
@@ -151,9 +164,11 @@ def _cells(req: PerfRequest, routes: Sequence[RouteSpec]):
 
 @dataclass
 class BenchmarkOutcome:
-    run: Any  # RunRecord
+    run: Any  # RunRecord (of the finished cells only when interrupted)
     store: str | None = None  # where the records went (None with --no-store)
     store_errors: list = field(default_factory=list)  # cells that could not be stored, with why
+    interrupted: int | None = None  # the signal that stopped the sweep
+    unstored_path: Path | None = None  # where the run record goes when cells could not be stored
 
 
 def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: Callable[[Any], None] | None = None) -> BenchmarkOutcome:
@@ -162,12 +177,15 @@ def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: 
     A cell that cannot be stored (a dropped database connection, say) does not stop the sweep: the
     error is kept in the outcome and the caller reports it once the run record is safe elsewhere."""
     from winml_perf.bench.progress import make_progress
-    from winml_perf.bench.sweep import run_sweep
+    from winml_perf.bench.sweep import SweepInterrupted, run_sweep
+    from winml_perf.results.location import unstored_path
+    from winml_perf.results.locking import StoreLockTimeout
 
     if runtime_named(req.runtime).token_based:
         from winml_perf.bundle.config import load_config
 
         _check_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else happens
+    validate_request(req, (DEFAULT_PROMPT_TOKENS,))  # flag values the bundle or machine cannot take: exit 2 now
     routes = prepare_routes(req)
     if req.check_outputs and runtime_named(req.runtime).token_based:
         routes = _with_output_checks(req, routes)
@@ -178,20 +196,28 @@ def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: 
 
         store = open_store(req.store)
 
-    outcome = BenchmarkOutcome(run=None, store=store.display if store is not None else None)
+    outcome = BenchmarkOutcome(run=None, store=store.display if store is not None else None,
+                               unstored_path=unstored_path(store.location) if store is not None else None)
+    lock_timed_out: list[str] = []
 
     def on_cell_done(record) -> None:
-        if store is not None:
+        if store is not None and lock_timed_out:  # one wait to the deadline is enough
+            outcome.store_errors.append(f"{record.cell_key}: not tried ({lock_timed_out[0]})")
+        elif store is not None:
             try:
                 store.write_record(record.to_dict())
             except StoreError as exc:
                 outcome.store_errors.append(f"{record.cell_key}: {exc}")
+                if isinstance(exc, StoreLockTimeout):
+                    lock_timed_out.append(str(exc))
         if on_cell is not None:
             on_cell(record)
 
     try:
         outcome.run = run_sweep(cells, rounds=req.rounds, seed=req.seed, isolate=req.isolate, on_cell_done=on_cell_done,
                                 progress=make_progress(req.quiet), argv=argv, explain=req.explain)
+    except SweepInterrupted as exc:
+        outcome.run, outcome.interrupted = exc.run, exc.signum
     finally:
         if store is not None:
             store.close()

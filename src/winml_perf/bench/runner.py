@@ -326,11 +326,19 @@ class SweepRunner:
                     self._finish(d)
             round_index += 1
 
+    @property
+    def order_so_far(self) -> tuple[dict, ...]:
+        return tuple(self._order)
+
     def run(self) -> SweepOutcome:
         self.progress.sweep_started(len(self.cells))
         try:
             for g, drivers in enumerate(self._groups()):
                 self._run_group(g, drivers)
+        except KeyboardInterrupt:  # a signal: the children stop now, not after their current batch
+            for host in self._hosts.values():
+                getattr(host, "kill", host.close)()
+            raise
         finally:
             for host in self._hosts.values():
                 host.close()

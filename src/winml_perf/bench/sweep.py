@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import signal
+from dataclasses import replace
 from typing import Any, Callable, Mapping, Sequence
 
 from winml_perf.bench.factory import open_session
@@ -10,7 +12,16 @@ from winml_perf.bench.report import cell_record, new_run_id, run_record
 from winml_perf.bench.result import CellResult
 from winml_perf.bench.runner import SweepRunner, utc_now
 from winml_perf.bench.spec import CellSpec
+from winml_perf.errors import Interrupted
 from winml_perf.results.record import CellRecord, RunRecord
+
+
+class SweepInterrupted(Interrupted):
+    """A signal stopped the sweep; ``run`` is the run record of the cells that finished."""
+
+    def __init__(self, run: RunRecord, signum: int) -> None:
+        super().__init__(signum)
+        self.run = run
 
 
 def _bandwidth_or_note(enabled: bool, cells: Sequence[CellSpec]) -> Mapping[str, Any] | None:
@@ -100,18 +111,29 @@ def run_sweep(
         if on_cell_done is not None:
             on_cell_done(rec)
 
-    outcome = SweepRunner(cells, session_factory, rounds=rounds, seed=seed, isolate=isolate, progress=progress,
-                          on_result=on_result, sample_memory=sample_memory, explainer=_explainer(explain)).run()
-    sweep = {
-        "routes": routes,
-        "prompt_tokens": _unique(c.prompt_tokens for c in cells),
-        "max_new_tokens": _unique(c.max_new_tokens for c in cells),
-        "cell_count": len(cells),
-        **extra,
-        "order": [dict(o) for o in outcome.order],
-        "bandwidth": None if bandwidth is None else dict(bandwidth),
-        **({"gpu_bandwidth": dict(gpu_bandwidth)} if gpu_bandwidth else {}),
-    }
-    records.sort(key=lambda r: r.cell_index)
-    return run_record(records, run_id=run_id, environment=environment, started_utc=started, finished_utc=utc_now(),
-                      sweep=sweep, argv=argv)
+    runner = SweepRunner(cells, session_factory, rounds=rounds, seed=seed, isolate=isolate, progress=progress,
+                         on_result=on_result, sample_memory=sample_memory, explainer=_explainer(explain))
+
+    def record(order: Sequence[Mapping], interrupted: str | None = None) -> RunRecord:
+        sweep = {
+            "routes": routes,
+            "prompt_tokens": _unique(c.prompt_tokens for c in cells),
+            "max_new_tokens": _unique(c.max_new_tokens for c in cells),
+            "cell_count": len(cells),
+            **extra,
+            "order": [dict(o) for o in order],
+            "bandwidth": None if bandwidth is None else dict(bandwidth),
+            **({"gpu_bandwidth": dict(gpu_bandwidth)} if gpu_bandwidth else {}),
+            **({"interrupted": interrupted} if interrupted else {}),
+        }
+        done = sorted(records, key=lambda r: r.cell_index)
+        run = run_record(done, run_id=run_id, environment=environment, started_utc=started, finished_utc=utc_now(),
+                         sweep=sweep, argv=argv)
+        return replace(run, status="failed") if interrupted else run  # not every planned cell ran
+
+    try:
+        outcome = runner.run()
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        raise SweepInterrupted(record(runner.order_so_far, signal.Signals(signum).name), signum) from exc
+    return record(outcome.order)

@@ -17,6 +17,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Mapping
 
 from winml_perf.errors import BundleError
+from winml_perf.jsonfile import read_json
 
 CONFIG_NAME = "genai_config.json"
 FLAT_STAGE = "decoder"
@@ -33,12 +34,7 @@ def load_config_dict(bundle: Path) -> dict:
     path = bundle / CONFIG_NAME
     if not path.is_file():
         raise BundleError(f"{bundle} holds no {CONFIG_NAME}", "pass an onnxruntime-genai bundle folder (built by the model builder or `winml bundle synth`)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise BundleError(f"{path}: malformed JSON at line {exc.lineno} column {exc.colno}: {exc.msg}", "fix or regenerate the file") from exc
-    except OSError as exc:
-        raise BundleError(f"{path}: cannot be read: {exc.strerror}") from exc
+    data = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("model"), dict) or not isinstance(data["model"].get("decoder"), dict):
         raise BundleError(f"{path}: key model.decoder is missing or not an object", "a genai_config.json needs model.decoder")
     return data

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from winml_perf.errors import BenchmarkFailure, StoreError, UsageError
+from winml_perf.errors import BenchmarkFailure, Interrupted, StoreError, UsageError
 from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
+from winml_perf.output import check_output, write_output
 
 GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
 ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
@@ -32,27 +32,30 @@ def _percent(text: str, flag: str) -> float:
     return value
 
 
-def _check_output(path: Path, flag: str = "-o") -> None:
-    """An output flag must name a file in a folder we can create and write, checked before measuring."""
+def _save_unstored(outcome, doc: dict) -> Path | None:
+    """The run record next to the store, for cells the store did not take; None when that fails too."""
+    if outcome.unstored_path is None:
+        return None
+    path = outcome.unstored_path / f"{doc['run_id']}.json"
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"{flag} {path}: cannot create its folder ({exc.strerror or exc})", f"pass {flag} with a writable path") from None
-    if path.is_dir() or not os.access(path.parent, os.W_OK):
-        raise UsageError(f"{flag} {path}: " + ("is a folder" if path.is_dir() else "its folder is not writable"),
-                         f"pass {flag} with a writable file path")
+        check_output(path)
+        write_output(path, run_text(doc, "json"))
+    except UsageError:
+        return None
+    return path
 
 
-def _write_output(path: Path, text: str, flag: str = "-o") -> None:
-    """Write one output whole or not at all (a temporary file renamed over the target)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise UsageError(f"{flag} {path}: cannot write it ({exc.strerror or exc})",
-                         f"the records are in the results store unless --no-store; pass {flag} with a writable path") from None
+def _kept(outcome, doc: dict, written: list[str]) -> str:
+    """Where an interrupted run's finished cells are, said in one clause."""
+    n = len(doc["cells"])
+    if outcome.store_errors:
+        saved = _save_unstored(outcome, doc)
+        places = written + ([str(saved)] if saved else [])
+        where = ("kept in " + " and ".join(places)) if places else "not kept (the store refused them)"
+    else:
+        parts = ([f"stored in {outcome.store}"] if outcome.store else []) + ([f"written to {' and '.join(written)}"] if written else [])
+        where = " and ".join(parts) or "not kept (--no-store, no -o)"
+    return f"{n} finished cell(s) {where} (run {doc['run_id']})"
 
 
 def _warmup(text: str):
@@ -209,11 +212,13 @@ def perf(
         raise UsageError("--store and --no-store both given", "pass one of them")
     exports = _exports(output, export_json, export_jsonl, export_csv, export_markdown)
     for flag, (path, _) in exports.items():
-        _check_output(path, flag)  # before minutes of measuring, not after
+        check_output(path, flag)  # before minutes of measuring, not after
     outcome = run_benchmark(request, argv=sys.argv[1:])
     doc = outcome.run.to_dict()
     for flag, (path, export_fmt) in exports.items():
-        _write_output(path, run_text(doc, export_fmt), flag)
+        write_output(path, run_text(doc, export_fmt), flag)
+    if outcome.interrupted is not None:
+        raise Interrupted(outcome.interrupted, _kept(outcome, doc, [str(p) for p, _ in exports.values()]))
     _print_run(doc, fmt)
     if explain:
         from winml_perf.explain.text import run_explain_text
@@ -223,9 +228,11 @@ def perf(
         print(f"stored {len(doc['cells'])} record(s) in {outcome.store} (run {doc['run_id']})", file=sys.stderr)
     if outcome.store_errors:
         kept = [str(p) for p, f in exports.values() if f == "json"]
+        kept += [str(p) for p in [_save_unstored(outcome, doc)] if p]
         raise StoreError(f"{len(outcome.store_errors)} record(s) could not be stored in {outcome.store}: "
                          + "; ".join(outcome.store_errors[:3]),
-                         "the run record is complete in the output" + (f" and in {' and '.join(kept)}" if kept else "; rerun with -o FILE to keep it"))
+                         f"the run record is kept in {' and '.join(kept)} (`winml results import` reads it)" if kept
+                         else "the run record is complete in the output above; rerun with -o FILE to keep it")
     failed = [c for c in doc["cells"] if c["status"] != "ok"]
     if failed:
         raise BenchmarkFailure(f"{len(failed)} of {len(doc['cells'])} cells failed: "

@@ -18,6 +18,8 @@ from winml_perf.results import migrations as mig
 ENV_VAR = "WINML_PERF_STORE"
 DEFAULT_RELATIVE_PATH = Path("results") / "winml-perf.db"
 SQLITE_HEADER = b"SQLite format 3\x00"
+#: Pseudo filesystems, where no database can live.
+PSEUDO_ROOTS = (Path("/proc"), Path("/sys"))
 #: How long a writer waits for the SQLite write lock (busy_timeout).
 SQLITE_BUSY_TIMEOUT_S = 30.0
 
@@ -80,6 +82,10 @@ def inspect_sqlite_file(path: Path) -> set[str] | None:
     Raises StoreError for a directory, a non-SQLite or damaged file, or a foreign database."""
     if path.is_dir():
         raise _refuse(path, "is a directory")
+    if any(path == root or root in path.parents for root in PSEUDO_ROOTS):
+        raise _refuse(path, f"is on a pseudo filesystem ({path.parts[1]})")
+    if path.exists() and not path.is_file():
+        raise _refuse(path, "is not a regular file (a device, FIFO or socket cannot hold a database)")
     if not path.exists() or path.stat().st_size == 0:
         return None
     try:
@@ -90,7 +96,7 @@ def inspect_sqlite_file(path: Path) -> set[str] | None:
     if len(header) < 100 or not header.startswith(SQLITE_HEADER):
         raise _refuse(path, "is not an SQLite database (bad header)")
     try:
-        con = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)
+        con = sqlite3.connect(read_only_uri(path), uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)
     except sqlite3.Error as exc:
         raise _refuse(path, f"cannot be opened ({exc})") from None
     try:
@@ -100,6 +106,25 @@ def inspect_sqlite_file(path: Path) -> set[str] | None:
         raise _refuse(path, f"is damaged or not a database ({exc})") from None
     finally:
         con.close()
+
+
+def unstored_path(loc: Location) -> Path:
+    """Where `winml perf` leaves a run record whose cells the store did not take (next to an SQLite
+    store; under results/ for PostgreSQL), for `winml results import`."""
+    folder = loc.path.parent if loc.path is not None else Path.cwd() / DEFAULT_RELATIVE_PATH.parent
+    stem = loc.path.name if loc.path is not None else "postgresql"
+    return folder / f"{stem}.unstored"
+
+
+def writable(path: Path) -> bool:
+    """Can a writer use this SQLite file: the file (when it exists) and its folder (journal, lock)."""
+    return (not path.exists() or os.access(path, os.W_OK)) and os.access(path.parent, os.W_OK | os.X_OK)
+
+
+def read_only_uri(path: Path) -> str:
+    """An SQLite URI that reads ``path`` without writing anything, even where the WAL's shared
+    memory file cannot be made (a read-only file or folder: then nobody can be writing to it)."""
+    return f"file:{quote(str(path))}?mode=ro" + ("" if writable(path) else "&immutable=1")
 
 
 def applied_from_tables(where: Any, tables: set[str], query: Callable[[str], list], con: Any = None) -> set[str] | None:

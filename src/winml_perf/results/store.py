@@ -33,7 +33,7 @@ from winml_perf.results import migrations as mig
 from winml_perf.results.filters import FILTER_KEYS, apply_filters, parse_when  # noqa: F401  (re-exported)
 from winml_perf.results.location import (  # noqa: F401  (re-exported)
     DEFAULT_RELATIVE_PATH, ENV_VAR, SQLITE_BUSY_TIMEOUT_S, Location, applied_from_tables, check_not_newer,
-    inspect_sqlite_file, resolve_location,
+    inspect_sqlite_file, read_only_uri, resolve_location, writable,
 )
 from winml_perf.results.locking import WriterLock
 from winml_perf.results.rows import record_rows
@@ -88,10 +88,11 @@ def _is_transient(exc: BaseException) -> bool:
 class Store:
     """An open results store. Use ``open_store``; close with ``close()`` or a ``with`` block."""
 
-    def __init__(self, location: Location, engine: sa.Engine) -> None:
+    def __init__(self, location: Location, engine: sa.Engine, read_only: bool = False) -> None:
         self.location = location
         self.engine = engine
-        self._lock = WriterLock(location.path.with_name(location.path.name + ".lock")) if location.path else None
+        self.read_only = read_only
+        self._lock = WriterLock(location.path.with_name(location.path.name + ".lock")) if location.path and not read_only else None
 
     # -- lifecycle --------------------------------------------------------------------------------
     def __enter__(self) -> "Store":
@@ -192,6 +193,8 @@ class Store:
         """Store one record (a RunRecord.to_dict()) with its metric summaries and raw samples, in
         one transaction. Returns the record's store id. Writing the same record again (same
         record id, or same content) stores nothing new and returns the existing id."""
+        if self.read_only:
+            raise StoreError(f"results store {self.display} is read-only", "pass --store with a writable path")
         rows = record_rows(validated_cell(record))
 
         insert = self._insert_ignoring_duplicates()
@@ -307,6 +310,16 @@ def _now_utc() -> str:
 
 
 # -- opening ---------------------------------------------------------------------------------------
+def _read_only_store(loc: Location, applied: set[str]) -> Store:
+    """A store file nobody can write here: read as it is (reading commands only)."""
+    if mig.pending(applied):
+        raise StoreError(f"results store {loc.path} is read-only and has an older schema than this winml-perf reads",
+                         "make it writable once so its schema can be upgraded, or read it with the version that wrote it")
+    engine = sa.create_engine(f"sqlite:///{read_only_uri(loc.path)}&uri=true",
+                              connect_args={"check_same_thread": False})
+    return Store(loc, engine, read_only=True)
+
+
 def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = True) -> Store:
     """Open (and migrate) the results store at ``url_or_path`` / ``$WINML_PERF_STORE`` / the default.
 
@@ -322,7 +335,13 @@ def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = T
         try:
             loc.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"cannot create the folder of results store {loc.path}: {exc}", "pass --store with a writable path") from None
+            raise StoreError(f"cannot create the folder of results store {loc.path}: {exc.strerror or exc}",
+                             "pass --store with a writable path") from None
+        if not writable(loc.path):
+            if create or applied is None:
+                raise StoreError(f"results store {loc.path} is read-only (the file or its folder)",
+                                 "pass --store with a writable path, or make it writable")
+            return _read_only_store(loc, applied)
         engine = _sqlite_engine(loc)
     else:
         engine = _pg_engine(loc)

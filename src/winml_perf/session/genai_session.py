@@ -5,15 +5,80 @@ from __future__ import annotations
 import json
 import re
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from winml_perf.errors import BenchmarkFailure, BundleError, EPUnavailableError
+from winml_perf.jsonfile import read_json
 from winml_perf.model.sample import GenerationTiming
 
 _CHAT_TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
+#: onnxruntime-genai's tokenizer opens tokenizer_config.json, then one of these for the vocabulary.
+_TOKENIZER_CONFIG = "tokenizer_config.json"
+_VOCAB_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "sentencepiece.bpe.model")
+
+
+@dataclass(frozen=True)
+class TokenFacts:
+    """What genai_config.json says about token ids and lengths (0: not given)."""
+
+    vocab_size: int
+    context_length: int
+    special_ids: frozenset[int]
+    kv_bytes_per_token: int  # an upper estimate of the KV cache one token costs (fp32), 0 when unknown
+
+
+def _whole(node: dict, key: str, where: Path, default: int = 0) -> int:
+    value = node.get(key, default)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise BundleError(f"{where}: {key} is {value!r}, not a whole number of 0 or more", "fix or regenerate the file")
+    return value
+
+
+def token_facts(cfg: object, where: Path) -> TokenFacts:
+    """Token facts of a parsed genai_config.json; BundleError (exit 2) for values of the wrong kind."""
+    model = cfg.get("model") if isinstance(cfg, dict) else None
+    if not isinstance(model, dict):
+        raise BundleError(f"{where}: key model is missing or not an object", "a genai_config.json needs model.decoder")
+    search = cfg.get("search") if isinstance(cfg.get("search"), dict) else {}
+    context = _whole(model, "context_length", where) or _whole(search, "max_length", where)
+    special: set[int] = set()
+    for key in ("eos_token_id", "bos_token_id", "pad_token_id"):
+        value = model.get(key)
+        for v in (value if isinstance(value, list) else [value]):
+            if isinstance(v, int) and not isinstance(v, bool):
+                special.add(v)
+            elif v is not None and key == "eos_token_id":
+                raise BundleError(f"{where}: model.eos_token_id holds {v!r}, not a token id", "fix or regenerate the file")
+    decoder = model.get("decoder") if isinstance(model.get("decoder"), dict) else {}
+    layers, heads, head = (_whole(decoder, k, where) for k in ("num_hidden_layers", "num_key_value_heads", "head_size"))
+    return TokenFacts(_whole(model, "vocab_size", where), context, frozenset(special), 2 * 4 * layers * heads * head)
+
+
+def missing_tokenizer_file(bundle: Path) -> str | None:
+    """The tokenizer file a text prompt would need and the bundle lacks, or None."""
+    if not (bundle / _TOKENIZER_CONFIG).is_file():
+        return _TOKENIZER_CONFIG
+    if not any((bundle / f).is_file() for f in _VOCAB_FILES):
+        return _VOCAB_FILES[0]
+    return None
+
+
+def has_chat_template(bundle: Path) -> bool:
+    tc = bundle / _TOKENIZER_CONFIG
+    if tc.is_file():
+        try:
+            data = read_json(tc)
+        except BundleError:
+            data = None
+        if isinstance(data, dict) and data.get("chat_template"):
+            return True
+    return any((bundle / f).is_file() for f in _CHAT_TEMPLATE_FILES[1:])
 
 
 def _explain_load_error(bundle: Path, exc: Exception) -> Exception:
@@ -54,15 +119,10 @@ class GenaiSession:
         self._model = None
         self._tokenizer = None
         self.load_ms: float | None = None
-        cfg = json.loads((self.bundle / "genai_config.json").read_text())
-        model = cfg.get("model", {})
-        self.vocab_size = int(model.get("vocab_size") or 0)
-        self.context_length = int(model.get("context_length") or cfg.get("search", {}).get("max_length") or 0)
-        eos = model.get("eos_token_id", [])
-        self.eos_token_ids = set(eos if isinstance(eos, list) else [eos])
-        for key in ("bos_token_id", "pad_token_id"):
-            if isinstance(model.get(key), int):
-                self.eos_token_ids.add(model[key])
+        facts = token_facts(read_json(self.bundle / "genai_config.json"), self.bundle / "genai_config.json")
+        self.vocab_size = facts.vocab_size
+        self.context_length = facts.context_length
+        self.eos_token_ids = set(facts.special_ids)
 
     # -- lifecycle -----------------------------------------------------------------------------
     def load(self) -> "GenaiSession":
@@ -74,7 +134,6 @@ class GenaiSession:
         try:
             config = og.Config(str(self.bundle))
             self._model = og.Model(config)
-            self._tokenizer = og.Tokenizer(self._model)
         except Exception as exc:  # onnxruntime-genai raises RuntimeError / OrtException
             self._model = None
             raise _explain_load_error(self.bundle, exc) from exc
@@ -101,32 +160,39 @@ class GenaiSession:
         return self._model
 
     # -- prompts ---------------------------------------------------------------------------------
+    def _tokenizer_or_fail(self):
+        """The tokenizer, made on first use: synthetic token prompts need none (bundles without one)."""
+        import onnxruntime_genai as og
+
+        model = self._require_loaded()
+        if self._tokenizer is None:
+            missing = missing_tokenizer_file(self.bundle)
+            if missing:
+                raise BundleError(f"{self.bundle} has no {missing}: a text prompt needs the bundle's tokenizer",
+                                  "measure with --prompt-tokens N (synthetic tokens), or add the tokenizer files")
+            self._tokenizer = og.Tokenizer(model)
+        return self._tokenizer
+
     def encode(self, text: str) -> list[int]:
-        self._require_loaded()
-        return [int(t) for t in self._tokenizer.encode(text)]
+        return [int(t) for t in self._tokenizer_or_fail().encode(text)]
 
     def decode(self, ids: Sequence[int]) -> str:
-        self._require_loaded()
-        return self._tokenizer.decode(np.asarray(ids, dtype=np.int32))
+        return self._tokenizer_or_fail().decode(np.asarray(ids, dtype=np.int32))
 
     def has_chat_template(self) -> bool:
-        tc = self.bundle / "tokenizer_config.json"
-        if tc.exists():
-            try:
-                if json.loads(tc.read_text()).get("chat_template"):
-                    return True
-            except json.JSONDecodeError:
-                return False
-        return any((self.bundle / f).exists() for f in _CHAT_TEMPLATE_FILES[1:])
+        return has_chat_template(self.bundle)
 
     def apply_chat_template(self, text: str) -> str:
-        self._require_loaded()
         messages = json.dumps([{"role": "user", "content": text}])
-        return self._tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        return self._tokenizer_or_fail().apply_chat_template(messages, add_generation_prompt=True)
 
     def synthetic_prompt(self, n_tokens: int, seed: int = 0) -> list[int]:
         """``n_tokens`` deterministic ordinary token ids (no special tokens), for --prompt-tokens."""
         high = self.vocab_size or 512
+        low = min(10, high - 1)
+        if len({t for t in self.eos_token_ids if low <= t < high}) >= high - low:
+            raise BundleError(f"{self.bundle / 'genai_config.json'}: vocab_size {high} leaves no ordinary token "
+                              "for a synthetic prompt", "check model.vocab_size and the special token ids")
         rng = np.random.default_rng(seed)
         ids: list[int] = []
         while len(ids) < n_tokens:

@@ -22,6 +22,7 @@ Every mistake raises ``UsageError`` (exit 2) naming the flag, the input and what
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -293,7 +294,28 @@ def plan_inputs(
             shape, filled = _fill(info, bindings)
         source = "file" if info.name in files else "generated"
         planned.append(PlannedInput(info.name, info.onnx_type, info.shape, shape, source, files.get(info.name), filled))
+    _check_fits_memory(planned)
     return planned
+
+
+def generated_bytes(p: PlannedInput) -> int:
+    """Peak bytes of making one generated input (floats are drawn as float64, then cast)."""
+    dtype = np.dtype(ORT_TO_NUMPY[p.onnx_type])
+    per = dtype.itemsize + (8 if dtype.kind == "f" else 0)
+    return math.prod(int(d) for d in p.shape) * per
+
+
+def _check_fits_memory(planned: Sequence[PlannedInput]) -> None:
+    """Refuse, before any allocation, generated inputs larger than the memory available now."""
+    import psutil
+
+    sizes = {p.name: generated_bytes(p) for p in planned if p.source == "generated"}
+    free = int(psutil.virtual_memory().available)
+    if sum(sizes.values()) > free:
+        name = max(sizes, key=sizes.get)
+        shape = "x".join(str(d) for d in next(p.shape for p in planned if p.name == name))
+        raise UsageError(f"--shape: input {name!r} of shape {shape} would take {sizes[name] / 2**30:,.1f} GiB to generate, "
+                         f"more than the {free / 2**30:.1f} GiB of memory available", "give smaller --shape values")
 
 
 # -- data -------------------------------------------------------------------------------------------
