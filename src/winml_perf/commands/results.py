@@ -145,11 +145,10 @@ def show_command(
 
 
 def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"-o {path}: cannot write ({exc})", "pass -o with a writable path") from None
+    from winml_perf.output import check_output, write_output
+
+    check_output(path)
+    write_output(path, text)
     print(f"wrote {path}", file=sys.stderr)
 
 
@@ -171,6 +170,10 @@ def export_command(
     if fmt == "gab" and direction is None:
         raise UsageError("--format gab needs a direction: a github-action-benchmark file holds one (customBiggerIsBetter or customSmallerIsBetter)",
                          "pass --format gab-bigger (throughputs) or --format gab-smaller (times, bytes); one file each")
+    if output is not None:
+        from winml_perf.output import check_output
+
+        check_output(output)  # before reading the store
     df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit))
     if df.empty:
         raise UsageError(f"the export selects no records in {where}", "loosen the filters; `winml results list` shows what is stored")

@@ -284,6 +284,8 @@ class Store:
         """One record by store id or record id (uid, or a unique prefix of it): the row plus the
         full record under ``record``. StoreError (exit 2) when nothing or several match."""
         text = str(ref).strip()
+        if text.isdigit() and int(text) > 2**63 - 1:  # past SQLite's integers: no such record
+            raise StoreError(f"no record {text!r} in results store {self.display}", "see `winml results list` for ids")
         if text.isdigit():
             cond = mig.records.c.id == int(text)
         else:
