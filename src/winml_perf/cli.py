@@ -14,7 +14,7 @@ import typer
 
 from winml_perf.commands import bundle, compare, dashboard, devices, perf, results
 from winml_perf.commands.help_style import PlainHelpCommand
-from winml_perf.errors import EXIT_USAGE, Interrupted, WinmlPerfError
+from winml_perf.errors import EXIT_USAGE, Interrupted, RunInterrupted, WinmlPerfError, signal_name
 
 app = typer.Typer(
     name="winml",
@@ -41,16 +41,28 @@ def _verbose(argv: list[str]) -> bool:
     return "--verbose" in argv or "-v" in argv or os.environ.get("WINML_PERF_VERBOSE") == "1"
 
 
+#: Signals received during this command (typer turns the KeyboardInterrupt they raise into exit 130).
+_signals: list[int] = []
+
+
 def _raise_interrupted(signum: int, _frame: object) -> None:
+    _signals.append(signum)
     raise Interrupted(signum)
 
 
 def _exit_code(result: object) -> int:
     """What typer's app(standalone_mode=False) handed back: None for success, else an exit code
-    (an abort such as Ctrl-C at a prompt comes back as a code, not an exception)."""
+    (typer returns a command's Exit, and 130 for a KeyboardInterrupt, instead of raising them)."""
     if result is None:
         return 0
     return result if isinstance(result, int) else 1
+
+
+def _interrupted(signum: int) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the message short
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    print(f"interrupted by {signal_name(signum)}", file=sys.stderr)
+    sys.exit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -64,14 +76,10 @@ def main(argv: list[str] | None = None) -> None:
             import traceback
 
             traceback.print_exc()
-        print(f"error: {exc}", file=sys.stderr)
+        print(str(exc) if isinstance(exc, RunInterrupted) else f"error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except KeyboardInterrupt as exc:  # Interrupted (SIGINT/SIGTERM), or a bare Ctrl-C
-        signum = getattr(exc, "signum", signal.SIGINT)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the message short
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        print(str(exc) if isinstance(exc, Interrupted) else "interrupted by SIGINT", file=sys.stderr)
-        sys.exit(128 + signum)
+    except KeyboardInterrupt as exc:  # raised outside typer's own handling
+        _interrupted(getattr(exc, "signum", signal.SIGINT))
     except SystemExit:
         raise
     except typer.Abort:
@@ -84,4 +92,6 @@ def main(argv: list[str] | None = None) -> None:
             raise
         print(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)", file=sys.stderr)
         sys.exit(1)
+    if _signals and code == 130:
+        _interrupted(_signals[0])
     sys.exit(code)

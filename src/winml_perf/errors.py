@@ -63,17 +63,29 @@ class Interrupted(KeyboardInterrupt):
     def exit_code(self) -> int:
         return 128 + self.signum
 
-    @property
-    def signal_name(self) -> str:
-        import signal
-
-        try:
-            return signal.Signals(self.signum).name
-        except ValueError:
-            return f"signal {self.signum}"
-
     def __str__(self) -> str:
-        return f"interrupted by {self.signal_name}" + (f": {self.message}" if self.message else "")
+        return f"interrupted by {signal_name(self.signum)}" + (f": {self.message}" if self.message else "")
+
+
+def signal_name(signum: int) -> str:
+    import signal
+
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class RunInterrupted(WinmlPerfError):
+    """What a command reports once it has kept what an interrupted run finished (exit 128 + signal)."""
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(f"interrupted by {signal_name(signum)}: {message}")
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:  # type: ignore[override]
+        return 128 + self.signum
 
 
 class BenchmarkFailure(WinmlPerfError):

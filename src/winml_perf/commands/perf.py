@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from winml_perf.errors import BenchmarkFailure, Interrupted, StoreError, UsageError
+from winml_perf.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
 from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
 from winml_perf.output import check_output, write_output
 
@@ -218,7 +218,7 @@ def perf(
     for flag, (path, export_fmt) in exports.items():
         write_output(path, run_text(doc, export_fmt), flag)
     if outcome.interrupted is not None:
-        raise Interrupted(outcome.interrupted, _kept(outcome, doc, [str(p) for p, _ in exports.values()]))
+        raise RunInterrupted(outcome.interrupted, _kept(outcome, doc, [str(p) for p, _ in exports.values()]))
     _print_run(doc, fmt)
     if explain:
         from winml_perf.explain.text import run_explain_text
