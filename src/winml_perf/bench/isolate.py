@@ -18,6 +18,7 @@ It starts with the spec's plugin EP libraries registered (child.ChildContext).
 
 from __future__ import annotations
 
+import signal
 import traceback
 from typing import Any, Callable
 
@@ -73,7 +74,7 @@ def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory
     """Entry point of the child: serve requests until "exit" or EOF."""
     from winml_perf.bench.host import SessionHost
 
-    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
     host = SessionHost(spec, session_factory, sample_memory=sample_memory)
     try:
         while True:
@@ -177,9 +178,9 @@ class ChildHost:
 
     def kill(self) -> None:
         """Stop the child at once (an interrupted run does not wait for its current request)."""
-        if self._proc is not None:
-            self._proc.kill()
-            self._reap()
+        if self._worker is not None:
+            self._worker.kill()
+            self._end(terminate_first=False)
 
     def close(self) -> None:
         if self._worker is None:
