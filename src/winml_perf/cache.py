@@ -34,7 +34,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterator, Mapping, Sequence
 
-from winml_perf import cache_contents, json_files
+from winml_perf import cache_contents, json_shapes
 from winml_perf.errors import BundleError
 
 FORMAT_VERSION = 2  # 2: manifests record and verify their contents; identities carry st_dev
@@ -208,7 +208,7 @@ def holding(source_dir: Path) -> Iterator[None]:
 # -- manifest -------------------------------------------------------------------------------------
 def read_manifest(folder: Path, shape: Mapping = MANIFEST_SHAPE) -> tuple[dict | None, str | None]:
     """(manifest, None) when ``folder/manifest.json`` is a JSON object of ``shape``, else (None, what is wrong)."""
-    data, problem = json_files.read_json(Path(folder) / MANIFEST, shape)
+    data, problem = json_shapes.read_json(Path(folder) / MANIFEST, shape)
     if data is not None and not all(isinstance(f, str) for f in data.get("files", [])):
         return None, f"{MANIFEST} lists a file that is not a string"
     return data, problem

@@ -20,7 +20,7 @@ import stat
 from pathlib import Path
 from typing import Iterable, Mapping
 
-from winml_perf.json_files import NUMBER, ListOf, Opt
+from winml_perf.json_shapes import NUMBER, ListOf, Opt
 
 DIGEST_LIMIT = 8 << 20  # bytes: written files up to this size are hashed on every reuse
 ENTRY = {"file": str, "size": int, "sha256": Opt(str), "target": Opt(str), "dev": Opt(int), "ino": Opt(int),

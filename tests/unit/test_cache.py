@@ -65,7 +65,8 @@ def test_miss_reasons_name_what_changed(src, monkeypatch):
 
 @pytest.mark.parametrize("text, problem", [
     ("[1, 2]", "manifest.json is not a JSON object"),
-    ("{not json", "manifest.json is not JSON"),
+    ("{not json", "manifest.json: malformed JSON at line 1 column 2: Expecting property name enclosed in double quotes"),
+    ('{"format": 2, "format": 2}', "manifest.json: key 'format' appears twice in one object (onnxruntime-genai would act on the first, Python readers on the last)"),
     ('{"key": 3}', "manifest.json has no int `format_version`"),
     ("WRONG_FILES", "manifest.json has no list `files`"),
     ("WRONG_PAYLOAD", "manifest.json has no str `payload`"),

@@ -14,7 +14,7 @@ from tests.conftest import TINY_FLAT
 from winml_perf.bench.orchestrate import PerfRequest, RouteRequest, prepare_routes
 from winml_perf.bench.validate import validate_request
 from winml_perf.errors import BundleError, StoreError, UsageError
-from winml_perf.jsonfile import read_json
+from winml_perf.json_input import read_json
 from winml_perf.output import check_output, write_output
 from winml_perf.results.locking import StoreLockTimeout, WriterLock
 from winml_perf.results.store import open_store
@@ -100,7 +100,7 @@ def test_output_under_a_file_refused(tmp_path):
         check_output(tmp_path / "f" / "run.json")
 
 
-# -- jsonfile.py -----------------------------------------------------------------------------------
+# -- json_input.py ---------------------------------------------------------------------------------
 def test_json_duplicate_key_named_with_its_path(tmp_path):
     p = tmp_path / "genai_config.json"
     p.write_text('{"model": {"decoder": {"session_options": {"provider_options": [{"cuda": {}}], "provider_options": []}}}}')

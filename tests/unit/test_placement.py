@@ -13,7 +13,7 @@ import pytest
 
 from tests.placement_models import strict_bundle
 from winml_perf.bench.warnings import EP_MISMATCH, check_stage_eps
-from winml_perf import json_files
+from winml_perf import json_shapes
 from winml_perf.bundle import placement as pl
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.prepare import prepare_route
@@ -186,7 +186,7 @@ def test_placement_json_from_another_key_is_measured_again(tiny_pipeline, bundle
     doc = json.loads(path.read_text())
     doc["key"] = "0" * 64
     doc["stages"][0]["nodes_per_ep"] = {CPU: 999}
-    assert json_files.write_sealed(path, {k: v for k, v in doc.items() if k != json_files.SEAL}) is None  # sealed: not an edit
+    assert json_shapes.write_sealed(path, {k: v for k, v in doc.items() if k != json_shapes.SEAL}) is None  # sealed: not an edit
     again = prepare_route(bundle, CPU_TARGET)
     assert again.placement_cache == "miss" and "another key" in again.placement_reason
     assert again.placements[0].nodes_per_ep == {CPU: 1}

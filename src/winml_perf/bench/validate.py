@@ -65,7 +65,7 @@ def _check_prompt(req: Any, bundle: Path) -> None:
 
 def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None) -> None:
     from winml_perf.session.genai_session import token_facts
-    from winml_perf.jsonfile import read_json
+    from winml_perf.json_input import read_json
 
     config = bundle / "genai_config.json"
     facts = token_facts(read_json(config), config)

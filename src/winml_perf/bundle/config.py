@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Mapping
 
 from winml_perf.errors import BundleError
-from winml_perf.jsonfile import read_json
+from winml_perf.json_input import read_json
 
 CONFIG_NAME = "genai_config.json"
 FLAT_STAGE = "decoder"

@@ -26,7 +26,7 @@ from winml_perf import cache, eps
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import CONFIG_NAME
 from winml_perf.bundle.routing import RoutePlan
-from winml_perf.json_files import NUMBER, ListOf, Opt
+from winml_perf.json_shapes import NUMBER, ListOf, Opt
 from winml_perf.model.route import CompileOutcome
 
 LABELS = {"config_sha256": "the rewritten config (genai_config.json or the route)", "compile": "compile settings"}

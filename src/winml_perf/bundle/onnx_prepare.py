@@ -35,7 +35,7 @@ from typing import Mapping, Sequence
 
 from winml_perf import cache, child, eps
 from winml_perf.errors import BundleError, EPUnavailableError
-from winml_perf.json_files import Opt
+from winml_perf.json_shapes import Opt
 
 FORMAT_VERSION = 1
 KINDS = ("epcontext", "optimized")

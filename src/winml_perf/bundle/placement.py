@@ -31,14 +31,14 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from winml_perf import eps, json_files
+from winml_perf import eps, json_shapes
 from winml_perf.bundle.config import GenaiConfig, Stage, load_config
 from winml_perf.bundle.routing import stage_ep
 from winml_perf.errors import BenchmarkFailure
-from winml_perf.json_files import NUMBER, DictOf, ListOf, Opt
+from winml_perf.json_shapes import NUMBER, DictOf, ListOf, Opt
 from winml_perf.model.route import CPU, ERROR, OK, UNAVAILABLE, Route, StagePlacement, StageRoute
 
-FORMAT_VERSION = 2  # 2: placement.json is sealed (json_files.write_sealed) and read by its shape
+FORMAT_VERSION = 2  # 2: placement.json is sealed (json_shapes.write_sealed) and read by its shape
 PLACEMENT_FILE = "placement.json"
 STAGE_SHAPE = {"stage": str, "files": Opt(ListOf(str)), "ep": str, "status": str, "nodes_per_ep": Opt(DictOf(int)),
                "op_types_per_ep": Opt(DictOf(DictOf(int))), "providers": Opt(ListOf(str)), "session_ms": Opt(NUMBER), "error": Opt(str)}
@@ -273,7 +273,7 @@ def derived_placement(folder: Path, derive_key: str) -> RoutePlacement:
     config = load_config(folder)
     needed = [stage_ep(s)[0] for s in config.stages]
     key = placement_key(derive_key, ep_identity(needed))
-    cached, problem = json_files.read_json(folder / PLACEMENT_FILE, PLACEMENT_SHAPE, sealed=True)
+    cached, problem = json_shapes.read_json(folder / PLACEMENT_FILE, PLACEMENT_SHAPE, sealed=True)
     if cached is not None and cached["key"] == key and [s["stage"] for s in cached["stages"]] == list(config.stage_names):
         stages = tuple(StagePlacement.from_dict(s) for s in cached["stages"])
         return RoutePlacement(stages, "hit", f"{PLACEMENT_FILE} made under this key", _ms(t0), key)
@@ -285,7 +285,7 @@ def derived_placement(folder: Path, derive_key: str) -> RoutePlacement:
     transient = _transient(stages)
     if transient:
         return RoutePlacement(stages, None, f"measured ({why}); not saved: {transient}", _ms(t0), key)
-    saved = json_files.write_sealed(folder / PLACEMENT_FILE, {"format_version": FORMAT_VERSION, "key": key, "derive_key": derive_key,
+    saved = json_shapes.write_sealed(folder / PLACEMENT_FILE, {"format_version": FORMAT_VERSION, "key": key, "derive_key": derive_key,
                                                          "stages": [s.to_dict() for s in stages]})
     return RoutePlacement(stages, "miss", f"measured: {why}" + ("" if saved is None else f"; not saved: {saved}"), _ms(t0), key)
 

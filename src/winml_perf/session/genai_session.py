@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 
 from winml_perf.errors import BenchmarkFailure, BundleError, EPUnavailableError
-from winml_perf.jsonfile import read_json
+from winml_perf.json_input import read_json
 from winml_perf.model.sample import GenerationTiming
 
 _CHAT_TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")

@@ -1,5 +1,8 @@
 """JSON files the tool wrote itself (cache manifests, placement.json): read only when of their shape, sealed when asked.
 
+Parsing is json_input's (strict: no duplicate keys, bounded nesting); a file that fails it is a
+problem in words like any other, since a cache file is rebuilt, not reported as bad input.
+
 A shape is a ``dict`` of key -> spec, where a spec is a type (or tuple of types), ``Opt(spec)`` (the
 key may be absent or null), ``ListOf(spec)``, ``DictOf(spec)`` (an object of any keys whose values
 have ``spec``) or a nested shape. ``problem(data, shape, label)`` says
@@ -20,6 +23,9 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
+
+from winml_perf.errors import WinmlPerfError
+from winml_perf.json_input import parse_json_text
 
 NUMBER = (int, float)
 
@@ -114,9 +120,9 @@ def read_json(path: Path, shape: Mapping, sealed: bool = False) -> tuple[dict | 
     except (OSError, UnicodeDecodeError) as exc:
         return None, f"{label} cannot be read ({exc})"
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
-        return None, f"{label} is not JSON"
+        data = parse_json_text(text, label)
+    except WinmlPerfError as exc:  # malformed, duplicate keys, nested too deep
+        return None, exc.message
     found = problem(data, shape, label)
     if found:
         return None, found
