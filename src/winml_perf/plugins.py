@@ -5,9 +5,16 @@ Sources, in order of precedence (the first one that names an EP wins):
 1. ``--ep-library NAME=PATH`` strings (``extra``), repeatable;
 2. the ``WINML_PERF_EP_LIBRARIES`` environment variable: ``NAME=PATH`` entries separated by
    ``os.pathsep`` (``:`` on Linux/macOS, ``;`` on Windows);
-3. installed plugin packages: importable top-level modules named ``onnxruntime_ep_*`` exposing
-   ``get_library_path()`` and ``get_ep_name()`` (e.g. ``onnxruntime-ep-webgpu``). Only modules with
-   that prefix are imported.
+3. installed plugin packages, found by protocol whatever their module is called: an installed
+   distribution named ``onnxruntime-*`` or requiring ``onnxruntime`` whose top-level module exposes
+   ``get_library_path()`` and ``get_ep_name()`` (``onnxruntime-ep-webgpu`` -> ``onnxruntime_ep_webgpu``,
+   ``onnxruntime-qnn`` -> ``onnxruntime_qnn``). Only those candidates' modules are imported (a few ms),
+   never onnxruntime or onnxruntime_genai themselves. ``WINML_PERF_NO_PLUGIN_DISCOVERY=1`` turns this
+   source off (flags and the env var still count).
+
+``plugin_identity(ep)`` says what a discovered plugin is: package, version, SDK version (e.g.
+``onnxruntime_qnn.build_and_package_info.qnn_version``) and the library's sha256 (hashed once per
+path, size and mtime). It goes into derived-bundle keys and the environment record.
 
 A NAME that spells a known EP (``webgpu``) is registered under its canonical name
 (``WebGpuExecutionProvider``); any other NAME is used as given.
@@ -31,9 +38,11 @@ with hardware type CPU (and running a session additionally needs a Vulkan driver
 
 from __future__ import annotations
 
+import hashlib
 import importlib
+import importlib.util
 import os
-import pkgutil
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -44,7 +53,11 @@ from winml_perf.eps import is_known_ep, normalize_ep_name
 from winml_perf.errors import PluginError, UsageError
 
 ENV_VAR = "WINML_PERF_EP_LIBRARIES"
-PACKAGE_PREFIX = "onnxruntime_ep_"
+NO_DISCOVERY_ENV = "WINML_PERF_NO_PLUGIN_DISCOVERY"
+PACKAGE_PREFIX = "onnxruntime_ep_"  # the documented module prefix; other modules are found by their distribution
+#: Modules of onnxruntime itself: never candidates (importing them costs 100+ ms and they are no plugin).
+NOT_PLUGINS = frozenset({"onnxruntime", "onnxruntime_genai", "onnx"})
+SDK_VERSION_ATTRS = ("qnn_version", "sdk_version", "openvino_version", "dawn_version")
 
 
 @dataclass(frozen=True)
@@ -128,14 +141,90 @@ def parse_env(env: Mapping[str, str] | None = None) -> list[PluginSpec]:
     return [parse_library_spec(entry, "env") for entry in value.split(os.pathsep) if entry.strip()]
 
 
+_REQUIRES_ORT = re.compile(rb"^Requires-Dist:\s*onnxruntime(?![\w.-])", re.MULTILINE | re.IGNORECASE)
+
+
+def _dist_infos() -> list[Path]:
+    """Every ``*.dist-info`` folder on sys.path (listed, not parsed: parsing all METADATA costs ~70 ms)."""
+    import sys
+
+    found = []
+    for entry in sys.path:
+        try:
+            with os.scandir(entry or ".") as it:
+                found += [Path(e.path) for e in it if e.name.endswith(".dist-info") and e.is_dir()]
+        except OSError:
+            continue
+    return found
+
+
+def _top_level_modules(info: Path) -> list[str]:
+    """A distribution's top-level import names: top_level.txt, else the folders its RECORD lists."""
+    try:
+        return [line.strip() for line in (info / "top_level.txt").read_text().splitlines() if line.strip()]
+    except OSError:
+        pass
+    names = set()
+    try:
+        for line in (info / "RECORD").read_text().splitlines():
+            first = line.split(",", 1)[0].split("/", 1)[0]
+            if first and "/" in line.split(",", 1)[0] and not first.endswith((".dist-info", ".data")) and first != "..":
+                names.add(first)
+    except OSError:
+        pass
+    return sorted(names)
+
+
+def candidate_modules() -> list[tuple[str, str, str]]:
+    """(module, distribution, version) of installed distributions that may be plugin EP packages:
+    named ``onnxruntime-*`` or requiring onnxruntime, plus importable ``onnxruntime_ep_*`` modules
+    that no distribution claims (a folder on sys.path)."""
+    out: dict[str, tuple[str, str, str]] = {}
+    for info in _dist_infos():
+        name, _, version = info.name[: -len(".dist-info")].partition("-")
+        if not name.lower().startswith("onnxruntime"):
+            try:
+                with open(info / "METADATA", "rb") as f:
+                    if not _REQUIRES_ORT.search(f.read(1 << 16)):
+                        continue
+            except OSError:
+                continue
+        for module in _top_level_modules(info):
+            if module not in NOT_PLUGINS and not module.startswith("_"):
+                out.setdefault(module, (module, name.replace("_", "-"), version))
+    import pkgutil
+
+    for m in pkgutil.iter_modules():
+        if m.name.startswith(PACKAGE_PREFIX) and m.name not in out:
+            out[m.name] = (m.name, "", "")
+    return sorted(out.values())
+
+
+def _may_be_plugin(module_name: str) -> bool:
+    """True when the module's own file defines ``get_library_path`` (read, not imported: importing a
+    package that merely depends on onnxruntime could cost seconds)."""
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError):
+        return False
+    if spec is None or not spec.origin or not os.path.isfile(spec.origin):
+        return False
+    try:
+        with open(spec.origin, "rb") as f:
+            return b"get_library_path" in f.read(1 << 20)
+    except OSError:
+        return False
+
+
 def discover_plugin_packages() -> list[PluginSpec]:
-    """Installed ``onnxruntime_ep_*`` modules -> PluginSpec per EP name they expose."""
+    """Installed plugin EP packages (see the module doc) -> one PluginSpec per library."""
     specs: list[PluginSpec] = []
-    names = sorted({m.name for m in pkgutil.iter_modules() if m.name.startswith(PACKAGE_PREFIX)})
-    for module_name in names:
+    for module_name, dist_name, version in candidate_modules():
+        if not _may_be_plugin(module_name):
+            continue
         try:
             module = importlib.import_module(module_name)
-            if not (hasattr(module, "get_library_path") and hasattr(module, "get_ep_name")):
+            if not (callable(getattr(module, "get_library_path", None)) and callable(getattr(module, "get_ep_name", None))):
                 continue  # not a plugin EP package by the documented protocol
             path = str(module.get_library_path())
             ep_names = list(module.get_ep_names()) if hasattr(module, "get_ep_names") else [module.get_ep_name()]
@@ -144,15 +233,78 @@ def discover_plugin_packages() -> list[PluginSpec]:
                 f"plugin EP package {module_name} failed to report its library: {type(exc).__name__}: {exc}",
                 remedy=f"reinstall or uninstall the package that provides {module_name}",
             ) from exc
+        ep = _canonical_name(ep_names[0])
+        _PACKAGES[ep] = {"package": dist_name or module_name, "module": module_name, "version": version or _module_version(module),
+                         "sdk_version": _sdk_version(module)}
         # One library, several EP names: register the library once under its first name.
-        specs.append(PluginSpec(_canonical_name(ep_names[0]), path, f"package:{module_name}"))
+        specs.append(PluginSpec(ep, path, f"package:{module_name}"))
     return specs
+
+
+_PACKAGES: dict[str, dict] = {}  # EP name -> package facts of the discovered plugin
+_DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns) -> sha256
+
+
+def _module_version(module) -> str | None:
+    info = getattr(module, "build_and_package_info", None)
+    return getattr(module, "__version__", None) or getattr(info, "__version__", None)
+
+
+def _sdk_version(module) -> str | None:
+    info = getattr(module, "build_and_package_info", None)
+    for attr in SDK_VERSION_ATTRS:
+        value = getattr(info, attr, None) or getattr(module, attr, None)
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def library_digest(path: str) -> str | None:
+    """sha256 of a library file, computed once per (path, size, mtime) in this process."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (os.path.realpath(path), st.st_size, st.st_mtime_ns)
+    if key not in _DIGESTS:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 20):
+                h.update(chunk)
+        _DIGESTS[key] = h.hexdigest()
+    return _DIGESTS[key]
+
+
+def plugin_identity(ep_name: str) -> dict | None:
+    """What the registered plugin library of ``ep_name`` is (package, version, SDK version, library
+    path and sha256), or None when no plugin library serves that EP in this process."""
+    reg = registered_plugins().get(ep_name)
+    if reg is None:
+        return None
+    facts = _PACKAGES.get(ep_name) if reg.origin.startswith("package:") else None
+    facts = facts or _package_of_library(reg.library_path)
+    return {"ep_name": ep_name, **(facts or {"package": None, "module": None, "version": None, "sdk_version": None}),
+            "library_path": reg.library_path, "library_sha256": library_digest(reg.library_path), "origin": reg.origin}
+
+
+def _package_of_library(path: str) -> dict | None:
+    """Package facts for a library given by flag or env that lies inside a discovered package."""
+    for ep, facts in _PACKAGES.items():
+        spec = next((s for s in (_STATE["discovered"] or ()) if s.ep_name == ep), None)
+        if spec is not None and _same_path(spec.library_path, path):
+            return facts
+    return None
+
+
+def plugin_identities() -> list[dict]:
+    """plugin_identity() of every registered plugin library, by EP name."""
+    return [plugin_identity(name) for name in sorted(registered_plugins())]
 
 
 def collect_specs(extra: Iterable[str] = (), env: Mapping[str, str] | None = None, discover: bool = True) -> list[PluginSpec]:
     """Flag, env and discovered specs, deduplicated by EP name (first source wins)."""
     ordered = [parse_library_spec(s, "flag") for s in extra] + parse_env(env)
-    if discover:
+    if discover and os.environ.get(NO_DISCOVERY_ENV, "") not in ("1", "true", "yes"):
         ordered += _discovered()
     chosen: dict[str, PluginSpec] = {}
     for spec in ordered:

@@ -135,6 +135,66 @@ def test_real_webgpu_plugin_registers_once_per_process():
     assert PluginRegistration.from_dict(reg.to_dict()) == reg
     assert plugins.registered_plugins()["WebGpuExecutionProvider"] == reg
     # discovery finds the installed package and maps to the same, already registered library
-    assert register_plugin_eps(env={}) == first
+    assert [r for r in register_plugin_eps(env={}) if r.ep_name == "WebGpuExecutionProvider"] == first
     with pytest.raises(PluginError, match="already registered from"):
         register_plugin_eps(["webgpu=/some/other/libwebgpu.so"], env={}, discover=False)
+
+
+def _write_dist(site, dist: str, version: str, module: str, body: str, requires: str = "onnxruntime>=1.24") -> None:
+    info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nRequires-Dist: {requires}\n")
+    (info / "top_level.txt").write_text(module + "\n")
+    (site / module).mkdir()
+    (site / module / "__init__.py").write_text(textwrap.dedent(body))
+
+
+def test_discovery_by_protocol_finds_a_plugin_whatever_its_module_is_called(tmp_path, monkeypatch):
+    lib = tmp_path / "libacme_npu.so"
+    lib.write_bytes(b"not really a library")
+    _write_dist(tmp_path, "acme-npu-runtime", "3.1.4", "acme_npu", f"""
+        class build_and_package_info:
+            qnn_version = "9.9.9"
+        def get_library_path():
+            return {str(lib)!r}
+        def get_ep_name():
+            return "AcmeNpuExecutionProvider"
+        """)
+    # requires onnxruntime but is no plugin: its module is read, never imported
+    _write_dist(tmp_path, "acme-tools", "1.0", "acme_tools", "raise RuntimeError('must not be imported')\n")
+    # a plugin-looking module of a distribution that neither is onnxruntime-* nor needs it: not a candidate
+    _write_dist(tmp_path, "other-thing", "1.0", "other_thing", "def get_library_path(): raise RuntimeError('no')\n",
+                requires="numpy")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    specs = {s.ep_name: s for s in plugins.discover_plugin_packages()}
+    acme = specs["AcmeNpuExecutionProvider"]
+    assert acme.library_path == str(lib) and acme.origin == "package:acme_npu"
+    assert plugins._PACKAGES["AcmeNpuExecutionProvider"] == {"package": "acme-npu-runtime", "module": "acme_npu",
+                                                            "version": "3.1.4", "sdk_version": "9.9.9"}
+    assert "other_thing" not in {m for m, _, _ in plugins.candidate_modules()}
+
+
+def test_discovery_can_be_turned_off_by_env(monkeypatch):
+    monkeypatch.setenv(plugins.NO_DISCOVERY_ENV, "1")
+    assert collect_specs([], env={}) == []
+
+
+def test_library_digest_is_the_file_sha256_and_follows_changes(tmp_path):
+    import hashlib
+
+    lib = tmp_path / "lib.so"
+    lib.write_bytes(b"one")
+    assert plugins.library_digest(str(lib)) == hashlib.sha256(b"one").hexdigest()
+    lib.write_bytes(b"other bytes")
+    os.utime(lib, ns=(1, 2))
+    assert plugins.library_digest(str(lib)) == hashlib.sha256(b"other bytes").hexdigest()
+    assert plugins.library_digest(str(tmp_path / "absent.so")) is None
+
+
+def test_installed_qnn_plugin_identity_names_package_sdk_and_digest():
+    qnn = pytest.importorskip("onnxruntime_qnn")
+    ident = plugins.plugin_identity("QNNExecutionProvider")
+    assert ident["package"] == "onnxruntime-qnn" and ident["version"] == qnn.build_and_package_info.__version__
+    assert ident["sdk_version"] == qnn.build_and_package_info.qnn_version
+    assert ident["library_path"] == qnn.get_library_path() and len(ident["library_sha256"]) == 64
