@@ -109,6 +109,22 @@ def _build_lookup() -> dict[str, str]:
 _LOOKUP = _build_lookup()
 
 
+#: The pip package that brings an EP to a machine where it is missing (plugin EPs and EP builds).
+INSTALL_PACKAGES: dict[str, str] = {
+    "QNNExecutionProvider": "onnxruntime-qnn",
+    "WebGpuExecutionProvider": "onnxruntime-ep-webgpu",
+    "OpenVINOExecutionProvider": "onnxruntime-openvino",
+    "CUDAExecutionProvider": "onnxruntime-gpu",
+    "DmlExecutionProvider": "onnxruntime-directml",
+}
+
+
+def install_hint(canonical: str) -> str:
+    """'install onnxruntime-qnn (pip install onnxruntime-qnn)', or '' for an EP with no known package."""
+    package = INSTALL_PACKAGES.get(canonical)
+    return f"install {package} (pip install {package})" if package else ""
+
+
 def valid_names_text() -> str:
     return ", ".join(f"{info.alias} ({info.name})" for info in _TABLE)
 

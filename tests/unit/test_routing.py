@@ -80,7 +80,8 @@ def test_hardware_ep_keeps_own_then_borrows_then_defaults(tmp_path):
     assert by["context"].options_source == "own"
     assert by["embeddings"].options_source == "borrowed:context"
     assert by["embeddings"].provider_options_after == ({"QNN": {"backend_path": "libQnnHtp.so"}},)
-    assert _plan(tmp_path / "f", FLAT_CPU, "qnn").stages[0].provider_options_after == ({"QNN": {}},)
+    # defaults: QNN gets backend_type=htp (without it the EP cannot be created), never beside a backend_path
+    assert _plan(tmp_path / "f", FLAT_CPU, "qnn").stages[0].provider_options_after == ({"QNN": {"backend_type": "htp"}},)
 
 
 def test_openvino_device_type_follows_the_resolved_device(tmp_path):
@@ -118,7 +119,7 @@ def test_unknown_stage_ep_errors_at_config_route_and_is_rewritten_when_forced(tm
 
 def test_stage_ep_not_available_here(tmp_path):
     plan = _plan(tmp_path, pipeline_config())
-    with pytest.raises(EPUnavailableError, match=r"stage `context` wants QNN, which is not available here; try --ep cpu or --device"):
+    with pytest.raises(EPUnavailableError, match=r"stage `context` wants QNN, which is not available here; install onnxruntime-qnn \(pip install onnxruntime-qnn\), or try --ep cpu or --device"):
         check_available(plan, {"CPUExecutionProvider"})
     check_available(plan, {"QNNExecutionProvider"})
 
@@ -137,3 +138,29 @@ def test_plan_is_pure(tmp_path):
     b = plan_route(cfg, ep_target("qnn"))
     assert json.dumps(cfg.raw, sort_keys=True) == before
     assert a.config.dumps() == b.config.dumps() and a.to_dict() == b.to_dict()
+
+
+def test_ep_options_go_over_the_stage_options_and_into_the_rewritten_config(tmp_path):
+    config = load_config(make_bundle(tmp_path, FLAT_CPU))
+    plan = plan_route(config, ep_target("qnn"), None, {"soc_model": "60", "htp_arch": "73"})
+    (stage,) = plan.stages
+    assert stage.provider_options_after == ({"QNN": {"soc_model": "60", "htp_arch": "73", "backend_type": "htp"}},)
+    other = plan_route(config, ep_target("qnn"), None, {"soc_model": "88"})
+    assert plan.config.raw != other.config.raw  # so the derived bundles' keys differ
+
+
+@pytest.mark.parametrize("ep, options, match", [
+    ("qnn", {"bogus_key": "1"}, "QNNExecutionProvider has no provider option 'bogus_key'"),
+    ("cpu", {"soc_model": "60"}, "does not apply to the CPU EP"),
+])
+def test_bad_ep_options_are_usage_errors(tmp_path, ep, options, match):
+    config = load_config(make_bundle(tmp_path, FLAT_CPU))
+    with pytest.raises(UsageError, match=match) as info:
+        plan_route(config, ep_target(ep), None, options)
+    assert info.value.exit_code == 2
+
+
+def test_ep_options_on_the_config_route_are_refused(tmp_path):
+    config = load_config(make_bundle(tmp_path, FLAT_CPU))
+    with pytest.raises(UsageError, match="--ep-option sets options of a forced route"):
+        plan_route(config, CONFIG_TARGET, None, {"soc_model": "60"})

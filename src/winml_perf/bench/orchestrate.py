@@ -22,35 +22,50 @@ DEFAULT_PROMPT_TOKENS = 128
 
 @dataclass(frozen=True)
 class RouteRequest:
-    """One route as asked: ``config``, ``ep=NAME`` or ``device=CLASS``, optionally limited to stages."""
+    """One route as asked: ``config``, ``ep=NAME`` or ``device=CLASS``, optionally limited to stages,
+    with EP options (``KEY=VALUE`` pairs, over ``--ep-option``)."""
 
     ep: str | None = None
     device: str | None = None
     stages: tuple[str, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
 
     @property
     def label(self) -> str:
+        from winml_perf.ep_options import label_suffix
+
         base = f"ep={self.ep}" if self.ep else f"device={self.device}" if self.device and self.device != "config" else "config"
-        return f"{base}[{','.join(self.stages)}]" if self.stages else base
+        return base + label_suffix(dict(self.options)) + (f"[{','.join(self.stages)}]" if self.stages else "")
+
+
+ROUTE_KEYS = ("stages", "options")
 
 
 def parse_route(text: str) -> RouteRequest:
-    """``config`` | ``ep=webgpu`` | ``device=gpu``, with an optional ``;stages=context,iterator``."""
-    head, _, tail = (part.strip() for part in text.strip().partition(";"))
-    stages: tuple[str, ...] = ()
-    if tail:
-        key, _, value = tail.partition("=")
-        if key.strip() != "stages" or not value.strip():
-            raise UsageError(f"--route {text!r}: after ';' only stages=NAME[,NAME] is understood", "e.g. --route 'ep=webgpu;stages=context,iterator'")
-        stages = tuple(s.strip() for s in value.split(",") if s.strip())
+    """``config`` | ``ep=webgpu`` | ``device=gpu``, then optional ``;stages=context,iterator`` and
+    ``;options=soc_model=60,htp_arch=73`` parts."""
+    from winml_perf.ep_options import parse_options
+
+    head, *tails = (part.strip() for part in text.strip().split(";"))
+    parts: dict[str, str] = {}
+    for tail in filter(None, tails):
+        key, _, value = (p.strip() for p in tail.partition("="))
+        if key not in ROUTE_KEYS or not value or key in parts:
+            raise UsageError(f"--route {text!r}: after ';' only stages=NAME[,NAME] and options=KEY=VALUE[,KEY=VALUE] are understood, once each",
+                             "e.g. --route 'ep=qnn;stages=context,iterator;options=soc_model=60,htp_arch=73'")
+        parts[key] = value
+    stages = tuple(s.strip() for s in parts.get("stages", "").split(",") if s.strip())
+    options = tuple(sorted(parse_options(parts["options"].split(","), f"--route {text!r}: options").items())) if "options" in parts else ()
     if head == "config":
-        if stages:
-            raise UsageError(f"--route {text!r}: the config route has no stages to force", "drop ';stages=...' or use ep=/device=")
+        if stages or options:
+            raise UsageError(f"--route {text!r}: the config route has no stages to force nor options to set", "drop ';stages=...'/';options=...' or use ep=/device=")
         return RouteRequest()
     key, sep, value = (part.strip() for part in head.partition("="))
     if not sep or key not in ("ep", "device") or not value:
         raise UsageError(f"--route {text!r} is not understood", "use config, ep=NAME or device=cpu|gpu|npu|auto")
-    return RouteRequest(ep=value, stages=stages) if key == "ep" else RouteRequest(device=value, stages=stages)
+    if key == "ep":
+        return RouteRequest(ep=value, stages=stages, options=options)
+    return RouteRequest(device=value, stages=stages, options=options)
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,7 @@ class PerfRequest:
     runtime: str = GENAI.name
     routes: tuple[RouteRequest, ...] = (RouteRequest(),)
     ep_libraries: tuple[str, ...] = ()
+    ep_options: tuple[tuple[str, str], ...] = ()  # --ep-option, under each route's own options
     compile: bool = False
     compile_timeout_s: float = 600.0
     verify_sources: bool = False
@@ -93,13 +109,14 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
     target = resolve_target(rr.ep, rr.device, req.runtime)
     if rr.stages and target.kind == "config":
         raise UsageError("--stages needs a forced route", "add --ep NAME or --device CLASS")
+    options = {**dict(req.ep_options), **dict(rr.options)} if target.kind != "config" else dict(rr.options or req.ep_options)
     route = prepare_route(req.path, target, list(rr.stages) or None, compile=req.compile, verify_sources=req.verify_sources,
-                          compile_timeout_s=req.compile_timeout_s, label=rr.label)
-    if req.strict and target.kind != "config":
+                          compile_timeout_s=req.compile_timeout_s, label=rr.label, ep_options=options)
+    if req.strict:
         from winml_perf.bundle.placement import enforce_strict
 
         enforce_strict(route)
-    route = replace(route, target=target.to_dict(), plugin_registration_ms=plugin_ms)
+    route = replace(route, target={**target.to_dict(), "ep_options": options}, plugin_registration_ms=plugin_ms)
     return RouteSpec.from_route(route, str(req.path), GENAI.name, plugin_specs)
 
 

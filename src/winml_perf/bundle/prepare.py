@@ -30,9 +30,9 @@ def available_eps() -> set[str]:
     return set(devices.available_eps())
 
 
-def plan_for(bundle: Path, target, stages: list[str] | None = None) -> RoutePlan:
+def plan_for(bundle: Path, target, stages: list[str] | None = None, ep_options: dict | None = None) -> RoutePlan:
     """Load and validate the bundle's config, then plan the route (no writes, no EP checks)."""
-    return plan_route(load_config(Path(bundle)), target, stages)
+    return plan_route(load_config(Path(bundle)), target, stages, ep_options)
 
 
 def prepare_route(
@@ -45,6 +45,7 @@ def prepare_route(
     require_available: bool = True,
     compile_timeout_s: float = 600.0,
     label: str | None = None,
+    ep_options: dict | None = None,
 ) -> Route:
     """The route for ``target`` (a devices.Target), ready to load from ``Route.path``; see the module doc.
 
@@ -54,7 +55,7 @@ def prepare_route(
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
-    plan = plan_for(bundle, target, stages)
+    plan = plan_for(bundle, target, stages, ep_options)
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
     label = label or plan.requested

@@ -22,6 +22,7 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from winml_perf import ep_options as epo
 from winml_perf import eps
 from winml_perf.bundle.config import GenaiConfig, Stage
 from winml_perf.errors import BundleError, EPUnavailableError, UsageError, WinmlPerfError
@@ -72,12 +73,17 @@ def stage_ep(stage: Stage) -> tuple[str, bool]:
         return key, False
 
 
-def plan_route(config: GenaiConfig, target, stages: list[str] | tuple[str, ...] | None = None) -> RoutePlan:
-    """The rewrite for ``target`` (a devices.Target) over ``stages`` (None: all). Pure."""
+def plan_route(config: GenaiConfig, target, stages: list[str] | tuple[str, ...] | None = None,
+               ep_options: dict | None = None) -> RoutePlan:
+    """The rewrite for ``target`` (a devices.Target) over ``stages`` (None: all), with ``ep_options``
+    (``--ep-option``) over each forced stage's options and the EP's defaults under them. Pure."""
     kind = getattr(target, "kind", "config")
     if kind == "config":
         if stages:
             raise UsageError("--stages limits a forced route, but no --ep or --device was given", "add --ep X or --device D, or drop --stages")
+        if ep_options:
+            raise UsageError("--ep-option sets options of a forced route, but no --ep or --device was given",
+                             "add --ep X (the config route runs the bundle's own options), or drop --ep-option")
         return _config_plan(config)
     if not getattr(target, "ep", None):
         raise UsageError(f"route {target.label} resolved to no execution provider", "pass --ep explicitly")
@@ -85,13 +91,18 @@ def plan_route(config: GenaiConfig, target, stages: list[str] | tuple[str, ...] 
     ep = eps.normalize_ep_name(target.ep)
     genai_key = eps.genai_provider_name(ep)
     device = getattr(target, "device", None) or (eps.EPS[ep].home_device if ep in eps.EPS else None)
+    if ep_options:
+        if ep == CPU:
+            raise UsageError("--ep-option does not apply to the CPU EP (onnxruntime-genai takes no options for it)",
+                             "drop --ep-option, or force an EP that takes options")
+        epo.check_keys(ep, ep_options)
     routes, updates = [], {}
     for stage in config.stages:
         before, _known = stage_ep(stage)
         if stage.name not in chosen:
             routes.append(_route(stage, before, before, stage.provider_options, False, "config"))
             continue
-        after, source = _forced_options(config, stage, ep, genai_key, device)
+        after, source = _forced_options(config, stage, ep, genai_key, device, ep_options or {})
         updates[stage.name] = list(after)
         routes.append(_route(stage, before, ep, after, True, source))
     all_forced = len(chosen) == len(config.stages)
@@ -116,10 +127,12 @@ def check_available(plan: RoutePlan, available: set[str] | frozenset[str], force
             continue
         alias = eps.ep_alias(route.ep_after) if eps.is_known_ep(route.ep_after) else route.ep_after
         name = eps.EPS[route.ep_after].genai_name if route.ep_after in eps.EPS else route.ep_after
+        install = eps.install_hint(route.ep_after) if route.ep_after in eps.EPS else ""
         raise EPUnavailableError(
             f"stage `{route.stage}` wants {name or alias}, which is not available here"
             + (f" (route {plan.route})" if route.forced else ""),
-            "try --ep cpu or --device cpu|gpu|npu|auto (see `winml devices` for what this machine has)" + forced_hint,
+            (f"{install}, or " if install else "")
+            + "try --ep cpu or --device cpu|gpu|npu|auto (see `winml devices` for what this machine has)" + forced_hint,
         )
 
 
@@ -149,7 +162,7 @@ def _chosen_stages(config: GenaiConfig, stages) -> set[str]:
     return set(stages)
 
 
-def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, device: str | None):
+def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, device: str | None, asked: dict):
     if ep == CPU:
         return (), "cpu"
     source, options, key = "default", None, genai_key
@@ -161,7 +174,7 @@ def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, 
             if other.name != stage.name and other.provider_options and stage_ep(other)[0] == ep:
                 source, options = f"borrowed:{other.name}", other.options_for(other.provider_keys[0])
                 break
-    options = dict(options or {})
+    options = epo.with_defaults(ep, options or {}, asked)
     if ep in DEVICE_TYPE_EPS and device:
         options["device_type"] = device.upper()
     return ({key: options},), source

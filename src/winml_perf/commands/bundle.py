@@ -17,6 +17,7 @@ import typer
 from tabulate import tabulate
 
 from winml_perf import eps
+from winml_perf.ep_options import parse_options
 from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
 from winml_perf.commands.synth import synth
@@ -99,11 +100,13 @@ def show_command(
     stages: Optional[str] = typer.Option(None, "--stages", help="limit the forced route to these stages (comma-separated)"),
     format: str = typer.Option("table", "--format", help="table, json, jsonl, csv or markdown"),
     placement: bool = typer.Option(False, "--placement", help="open each stage's model on its EP and show where its nodes are placed (nodes per EP, ops that fall back to CPU)"),
+    ep_option: Optional[List[str]] = typer.Option(None, "--ep-option", help="EP provider option KEY=VALUE of the forced route (repeatable)"),
+    ep_library: Optional[List[str]] = typer.Option(None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"),
 ) -> None:
     """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
     _check_format(format)
-    target = target_for(ep, device)
-    plan = plan_for(bundle, target, parse_stages(stages))
+    target = target_for(ep, device, ep_library)
+    plan = plan_for(bundle, target, parse_stages(stages), parse_options(ep_option or ()))
     route_stages = plan.stages
     if placement:
         from winml_perf.bundle.placement import measure_config
@@ -144,6 +147,7 @@ def prepare_command(
     verify_sources: bool = typer.Option(False, "--verify-sources", help="hash source files' contents into the cache key"),
     format: str = typer.Option("table", "--format", help="table or json"),
     ep_library: Optional[List[str]] = typer.Option(None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"),
+    ep_option: Optional[List[str]] = typer.Option(None, "--ep-option", help="EP provider option KEY=VALUE of the forced route (repeatable)"),
 ) -> None:
     """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
     _check_format(format, PREPARE_FORMATS)
@@ -162,7 +166,7 @@ def prepare_command(
         return _prepare_onnx_model(bundle, target, graph_optimization_level, session_config, compile_timeout,
                                    verify_sources, ep_library, format)
     route = prepare_route(bundle, target, parse_stages(stages), compile, verify_sources,
-                          require_available=False, compile_timeout_s=compile_timeout)
+                          require_available=False, compile_timeout_s=compile_timeout, ep_options=parse_options(ep_option or ()))
     for w in route.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if format == "json":

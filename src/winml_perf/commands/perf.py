@@ -8,11 +8,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from winml_perf.ep_options import parse_options
 from winml_perf.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
 from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
 from winml_perf.output import check_output, write_output
 
-GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
+GENAI_ONLY = ("--stages", "--ep-option", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
 ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
 
 
@@ -115,6 +116,7 @@ EPILOG = """\
   ep=NAME             every stage on EP NAME (cpu, webgpu, qnn, openvino, ...)
   device=CLASS        every stage on a device class: cpu, gpu, npu or auto
   ep=NAME;stages=A,B  only stages A and B forced (device=CLASS;stages=A too)
+  ep=NAME;options=K=V,K=V   with EP provider options (over --ep-option), e.g. ep=qnn;options=soc_model=60
 
 [bold]Sweeps[/bold] (--prompt-tokens, --max-new-tokens; repeating a flag adds values):
   N                   one value, or a comma list: 16,64
@@ -137,6 +139,7 @@ def perf(
     route: Annotated[Optional[list[str]], typer.Option(metavar="ROUTE", rich_help_panel=ROUTING, help="A route to measure (repeatable, interleaved); syntax below.")] = None,
     stages: Annotated[Optional[str], typer.Option(metavar="A,B", rich_help_panel=ROUTING, help="Limit a forced route to these stages.")] = None,
     ep_library: Annotated[Optional[list[str]], typer.Option(metavar="NAME=PATH", rich_help_panel=ROUTING, help="Plugin EP library (repeatable).")] = None,
+    ep_option: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", rich_help_panel=ROUTING, help="EP provider option of forced routes (repeatable), e.g. soc_model=60.")] = None,
     compile: Annotated[bool, typer.Option("--compile", metavar="", rich_help_panel=ROUTING, help="Compile stages to EPContext where the EP supports it.")] = False,
     compile_timeout: Annotated[float, typer.Option(metavar="S", rich_help_panel=ROUTING, help="Seconds allowed for each compile.")] = 600.0,
     verify_sources: Annotated[bool, typer.Option("--verify-sources", metavar="", rich_help_panel=ROUTING, help="Hash source files' contents for the cache key.")] = False,
@@ -183,7 +186,7 @@ def perf(
 
     check_format(fmt)
     runtime = runtime_named(runtime) if runtime else runtime_for_path(bundle)
-    _check_runtime_flags(runtime, {"--stages": bool(stages), "--compile": compile, "--prompt": prompt is not None,
+    _check_runtime_flags(runtime, {"--stages": bool(stages), "--ep-option": bool(ep_option), "--compile": compile, "--prompt": prompt is not None,
                                    "--prompt-tokens": bool(prompt_tokens), "--apply-template": apply_template,
                                    "--shape": bool(shape), "--input": bool(input), "--io-binding": io_binding, "--prepare": prepare})
     onnx_options = {}
@@ -200,6 +203,7 @@ def perf(
                          "for bundles, set session_options in genai_config.json")
     request = PerfRequest(
         path=bundle, runtime=runtime.name, routes=_routes(route or [], ep, device, stages), ep_libraries=tuple(ep_library or ()),
+        ep_options=tuple(sorted(parse_options(ep_option or ()).items())),
         compile=compile, compile_timeout_s=compile_timeout, verify_sources=verify_sources, prompt=prompt,
         apply_template=apply_template, prompt_tokens=sweep_values(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
         max_new_tokens=sweep_values(max_new_tokens or ["32"], "--max-new-tokens"), warmup=_warmup(warmup),
