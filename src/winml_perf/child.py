@@ -170,8 +170,11 @@ def _run(argv: list[str], env: Mapping[str, str] | None, timeout_s: float | None
 
 
 def _worker_main(context: ChildContext, target: Callable, conn, args: tuple) -> None:
-    apply(context)
-    target(conn, *args)
+    from winml_perf.stdio import own_stdout
+
+    with own_stdout():  # a worker inherits the parent's fds; keep native prints off its stdout all the same
+        apply(context)
+        target(conn, *args)
 
 
 class Worker:
@@ -229,9 +232,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args:
         print("usage: python -m winml_perf.child MODULE [ARGS...]", file=sys.stderr)
         return 2
+    from winml_perf.stdio import own_stdout
+
     context = ChildContext.from_json(os.environ.pop(CONTEXT_ENV, None) or ChildContext().to_json())
-    apply(context)
-    return int(importlib.import_module(args[0]).main(args[1:]) or 0)
+    with own_stdout():  # what EP libraries print on fd 1 goes to stderr; the module's own output stays on stdout
+        apply(context)
+        return int(importlib.import_module(args[0]).main(args[1:]) or 0)
 
 
 if __name__ == "__main__":

@@ -66,6 +66,13 @@ def _interrupted(signum: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from winml_perf.stdio import own_stdout
+
+    with own_stdout():  # native EP libraries print on fd 1; our output keeps the real stdout
+        _main(argv)
+
+
+def _main(argv: list[str] | None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGINT, _raise_interrupted)
     signal.signal(signal.SIGTERM, _raise_interrupted)
