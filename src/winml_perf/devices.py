@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from winml_perf.eps import DEVICE_CLASSES, EPS, ep_alias, is_known_ep, normalize_ep_name
+from winml_perf.eps import DEVICE_CLASSES, EMULATED_ON_CPU, EPS, ep_alias, is_known_ep, normalize_ep_name
 from winml_perf.errors import EPUnavailableError, UsageError
 from winml_perf.model.runtime import Runtime, runtime_named
 from winml_perf.plugins import registered_plugins
@@ -53,8 +53,15 @@ class EPDevice:
     inferred: bool = False  # listed by get_available_providers() only; device_type assumed
 
     @property
+    def emulated(self) -> bool:
+        """An emulator of the EP's accelerator running on the CPU (QNN's HTP emulator on x86): never an NPU."""
+        return self.ep_name in EMULATED_ON_CPU and self.device_type == "cpu"
+
+    @property
     def serves(self) -> tuple[str, ...]:
-        """Device classes this EP device can be picked for by ``--device``."""
+        """Device classes this EP device can be picked for by ``--device`` (an emulator serves none)."""
+        if self.emulated:
+            return ()
         if is_known_ep(self.ep_name) and self.device_type not in EPS[normalize_ep_name(self.ep_name)].devices:
             return ()
         return (self.device_type,) if self.device_type in DEVICE_CLASSES else ()
@@ -70,6 +77,7 @@ class EPDevice:
             "source": self.source,
             "library_path": self.library_path,
             "inferred": self.inferred,
+            "emulated": self.emulated,
             "serves": list(self.serves),
         }
 
@@ -170,7 +178,8 @@ def describe_available(devices: Sequence[EPDevice]) -> str:
     for name in available_eps(devices):
         if not any(d.serves for d in devices if d.ep_name == name):
             types = sorted({d.device_type for d in devices if d.ep_name == name})
-            text += f"; {name} runs on a {'/'.join(types)}-type device and serves no --device class (use --ep {ep_alias(name)})"
+            what = "an emulated " + EMULATED_ON_CPU[name] + " device of type cpu" if name in EMULATED_ON_CPU and types == ["cpu"] else f"a {'/'.join(types)}-type device"
+            text += f"; {name} runs on {what} and serves no --device class (use --ep {ep_alias(name)})"
     return text
 
 
@@ -217,11 +226,26 @@ def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[
         raise EPUnavailableError("no usable device here (onnxruntime lists no EP device)",
                                  remedy="check the onnxruntime installation")
     if not _eps_serving(word, devs):
+        emulators = emulated_eps(devs)
+        if emulators and word == "npu":
+            first = emulators[0]
+            raise EPUnavailableError(
+                f"no npu device here: {EPS[first].genai_name or ep_alias(first)} is installed but offers only an emulated "
+                f"{EMULATED_ON_CPU[first]} device of type CPU; use --ep {ep_alias(first)} (its timings are the emulator's, not an NPU's)",
+                remedy=f"available: {describe_available(devs)}",
+            )
         raise EPUnavailableError(
             f"no {word} device here; available: {describe_available(devs)}",
             remedy="pick an available device with --device, or see `winml devices`",
         )
     return word
+
+
+def emulated_eps(devices: Sequence[EPDevice] | None = None) -> list[str]:
+    """EPs whose every device here is an emulator (QNN on x86), in listing order."""
+    devs = _devices_or_list(devices)
+    names = available_eps(devs)
+    return [n for n in names if all(d.emulated for d in devs if d.ep_name == n)]
 
 
 def _resolve_device_for_ep(word: str, ep: str, devs: list[EPDevice]) -> str:

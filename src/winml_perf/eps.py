@@ -119,6 +119,10 @@ INSTALL_PACKAGES: dict[str, str] = {
 }
 
 
+#: EPs whose device of hardware type CPU is an emulator of their accelerator (QNN on x86: the HTP emulator).
+EMULATED_ON_CPU: dict[str, str] = {"QNNExecutionProvider": "HTP"}
+
+
 def install_hint(canonical: str) -> str:
     """'install onnxruntime-qnn (pip install onnxruntime-qnn)', or '' for an EP with no known package."""
     package = INSTALL_PACKAGES.get(canonical)

@@ -21,10 +21,18 @@ def _ci(s: dict):
     return s.get("primary_ci95_half_width_pct")
 
 
+EMULATED_MARK = " (emulated)"
+
+
+def _route_label(c: dict) -> str:
+    """The route's label, marked when an EP of it ran on an emulator (never to be read as NPU speed)."""
+    return c["route"]["label"] + (EMULATED_MARK if c["route"].get("emulated") else "")
+
+
 def _token_row(c: dict) -> list:
     s = c["summary"]
     rss = (c.get("memory") or {}).get(M.PEAK_RSS.name)
-    return [c["route"]["label"], c["shape"]["prompt_tokens"], c["shape"]["max_new_tokens"], s.get(M.TTFT.name),
+    return [_route_label(c), c["shape"]["prompt_tokens"], c["shape"]["max_new_tokens"], s.get(M.TTFT.name),
             s.get(M.PROMPT_THROUGHPUT.name), s.get(M.DECODE_THROUGHPUT.name),
             *(s.get(f"{M.ITL.name}_{q}") for q in ("p50", "p90", "p99")), s.get(M.E2E.name),
             s.get("iterations"), _ci(s), None if rss is None else rss / 2**20]
@@ -32,7 +40,7 @@ def _token_row(c: dict) -> list:
 
 def _latency_row(c: dict) -> list:
     s, m = c["summary"], c.get("metrics", {}).get(M.LATENCY.name, {})
-    return [c["route"]["label"], s.get(M.LATENCY.name), m.get("p90"), m.get("p99"), s.get(M.INFERENCE_RATE.name),
+    return [_route_label(c), s.get(M.LATENCY.name), m.get("p90"), m.get("p99"), s.get(M.INFERENCE_RATE.name),
             s.get("iterations"), _ci(s), (c.get("load") or {}).get(M.MODEL_LOAD.name)]
 
 
@@ -93,6 +101,8 @@ def _route_lines(cells: list[dict]) -> list[str]:
         cache = f", cache {r.cache} ({r.cache_reason})" if r.cache else ""
         lines.append(f"route {r.label}: effective {r.effective or r.label}{cache}; prepare {_f(load.get('prepare_ms'), 1)} ms, "
                      f"compile {_f(load.get('compile_ms'), 1)} ms, load {_f(load.get('model_load_ms'), 1)} ms")
+        if r.emulated:
+            lines.append(f"  emulated: {', '.join(r.emulated)} ran on an emulator on the CPU here; these timings are not NPU speed")
         for s in r.stages:
             lines.append(f"  {s.stage}: {s.ep_before or 'config'} -> {s.ep_after}{_placement_text(s.placement)}")
         if r.derived_path:

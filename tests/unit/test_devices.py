@@ -238,3 +238,26 @@ def test_software_webgpu_reachable_by_ep_only(machine):
     target = resolve_target("webgpu", None, "winml-genai")
     assert (target.kind, target.ep, target.device, target.label) == ("ep", WEBGPU, "cpu", "ep=webgpu")
     assert resolve_target(None, "cpu", "winml-genai").ep == CPU
+
+
+# --- an emulated NPU (QNN's HTP emulator on x86) -------------------------------------------------
+QNN_EMULATOR = [fake(CPU, HW.CPU), fake(QNN, HW.CPU, "AMD", 0x1022, library="/opt/libonnxruntime_providers_qnn.so", ep_vendor="Qualcomm")]
+
+
+def test_an_emulated_htp_device_is_no_npu_and_says_to_use_ep_qnn(machine):
+    machine(QNN_EMULATOR)
+    (qnn,) = [d for d in list_ep_devices() if d.ep_name == QNN]
+    assert qnn.emulated and qnn.serves == () and qnn.to_dict()["emulated"] is True
+    with pytest.raises(EPUnavailableError) as info:
+        resolve_target(None, "npu", "winml-genai")
+    assert info.value.exit_code == EXIT_USAGE
+    assert "QNN is installed but offers only an emulated HTP device of type CPU; use --ep qnn" in str(info.value)
+    assert resolve_target(None, "cpu", "winml-genai").ep == CPU  # never the emulator for --device cpu
+    assert resolve_target("qnn", None, "winml-genai").device == "cpu"  # --ep qnn reaches it
+    assert dev.emulated_eps() == [QNN]
+
+
+def test_a_real_qnn_npu_is_not_emulated(machine):
+    machine(FULL)
+    assert not any(d.emulated for d in list_ep_devices())
+    assert dev.emulated_eps() == []

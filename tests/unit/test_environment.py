@@ -128,3 +128,16 @@ def test_bandwidth_is_measured_once_and_cached(tmp_path, monkeypatch):
 def test_measure_bandwidth_gives_a_positive_rate():
     out = roofline.measure_bandwidth(array_bytes=8 * 1024 * 1024, repeats=2, threads=2)
     assert out["bandwidth_bytes_per_s"] > 0 and out["threads"] == 2
+
+
+def test_environment_records_the_qnn_plugin_and_sdk_versions():
+    qnn = pytest.importorskip("onnxruntime_qnn")
+    from winml_perf.bench.environment import collect_environment
+
+    env = collect_environment()
+    assert env["versions"]["onnxruntime-qnn"] == qnn.build_and_package_info.__version__
+    (plugin,) = [p for p in env["plugin_eps"]["plugins"] if p["ep_name"] == "QNNExecutionProvider"]
+    assert plugin["package"] == "onnxruntime-qnn" and plugin["sdk_version"] == qnn.build_and_package_info.qnn_version
+    assert plugin["library_sha256"] and plugin["library_path"] == qnn.get_library_path()
+    (device,) = [d for d in env["ep_devices"]["devices"] if d["ep_name"] == "QNNExecutionProvider"]
+    assert device["emulated"] is True  # x86: the HTP emulator

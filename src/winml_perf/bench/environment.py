@@ -19,7 +19,7 @@ from typing import Any
 from winml_perf import child
 
 TESTBED_ENV = "WINML_PERF_TESTBED"
-PACKAGES = ("winml-perf", "onnxruntime", "onnxruntime-genai", "onnxruntime-ep-webgpu", "numpy")
+PACKAGES = ("winml-perf", "onnxruntime", "onnxruntime-genai", "onnxruntime-ep-webgpu", "onnxruntime-qnn", "numpy")
 # Other distributions that provide the same import names (GPU / NPU builds).
 ALTERNATES = {
     "onnxruntime": ("onnxruntime-gpu", "onnxruntime-qnn", "onnxruntime-openvino", "onnxruntime-directml", "onnxruntime-winml"),
@@ -148,6 +148,16 @@ def ep_devices() -> dict[str, Any]:
         return {"devices": [], "note": f"listing EP devices failed: {type(exc).__name__}: {exc}"}
 
 
+def plugin_eps() -> dict[str, Any]:
+    """Each registered plugin EP library: package, version, SDK version (QNN SDK for onnxruntime-qnn), sha256."""
+    try:
+        from winml_perf.plugins import plugin_identities
+
+        return {"plugins": plugin_identities()}
+    except Exception as exc:
+        return {"plugins": [], "note": f"identifying plugin EPs failed: {type(exc).__name__}: {exc}"}
+
+
 def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     """Commit and dirty flag of the git working folder at ``cwd``, if it is one."""
     def git(*args: str) -> child.ChildResult:
@@ -197,4 +207,5 @@ def collect_environment(cwd: str | os.PathLike | None = None, include_ep_devices
     }
     if include_ep_devices:
         env["ep_devices"] = ep_devices()
+        env["plugin_eps"] = plugin_eps()
     return env

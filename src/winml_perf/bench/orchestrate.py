@@ -116,7 +116,8 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
         from winml_perf.bundle.placement import enforce_strict
 
         enforce_strict(route)
-    route = replace(route, target={**target.to_dict(), "ep_options": options}, plugin_registration_ms=plugin_ms)
+    route = replace(route, target={**target.to_dict(), "ep_options": options}, plugin_registration_ms=plugin_ms,
+                    emulated=_emulated(s.ep_after for s in route.stages))
     return RouteSpec.from_route(route, str(req.path), GENAI.name, plugin_specs)
 
 
@@ -138,7 +139,8 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
         options |= prepared.session_options()
         path, prepare_ms = prepared.path, prepared.prepare_ms
     route = Route(rr.label, rr.label, target.label, (StageRoute("model", (req.path.name,), None, target.ep),), MODEL,
-                  target=target.to_dict(), plugin_registration_ms=plugin_ms, prepared=prepared.to_dict() if prepared else None)
+                  target=target.to_dict(), plugin_registration_ms=plugin_ms, prepared=prepared.to_dict() if prepared else None,
+                  emulated=_emulated([target.ep]))
     return RouteSpec(rr.label, SessionSpec(ONNX.name, str(path), plugin_specs, options), route, str(req.path), prepare_ms, None)
 
 
@@ -149,11 +151,21 @@ def _refuse_duplicate_routes(req: PerfRequest) -> None:
     seen: dict[tuple, RouteRequest] = {}
     for rr in req.routes:
         target = resolve_target(rr.ep, rr.device, req.runtime)
-        key = ("config",) if target.kind == "config" else (target.ep, target.device, tuple(sorted(rr.stages)))
+        key = ("config",) if target.kind == "config" else (target.ep, target.device, tuple(sorted(rr.stages)), tuple(sorted(rr.options)))
         if key in seen:
             raise UsageError(f"--route {seen[key].label} and --route {rr.label} are the same route ({target.label})",
                              "list each route once")
         seen[key] = rr
+
+
+def _emulated(route_eps) -> tuple[str, ...]:
+    """The route's EPs that offer only an emulator here (QNN's HTP emulator on x86)."""
+    from winml_perf.devices import emulated_eps
+
+    wanted = {e for e in route_eps if e}
+    if not wanted - {"CPUExecutionProvider"}:
+        return ()
+    return tuple(e for e in emulated_eps() if e in wanted)
 
 
 def prepare_routes(req: PerfRequest) -> list[RouteSpec]:

@@ -220,6 +220,7 @@ class Route:
     kind: str | None = None
     target: Mapping[str, Any] | None = None  # devices.Target.to_dict(): recorded, not read back into a Target
     plugin_registration_ms: float | None = None
+    emulated: tuple[str, ...] = ()  # EPs of this route that ran on an emulator here (QNN's HTP emulator): not NPU speed
     # BUNDLE routes
     path: Path | None = None  # the folder to load
     derived_path: Path | None = None
@@ -241,7 +242,7 @@ class Route:
     def __post_init__(self) -> None:
         if self.kind not in (None, BUNDLE, MODEL):
             raise ValueError(f"Route.kind must be {BUNDLE!r}, {MODEL!r} or None, not {self.kind!r}")
-        for name in ("stages", "warnings", "compile"):
+        for name in ("stages", "warnings", "compile", "emulated"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         for name in ("path", "derived_path"):
             if getattr(self, name) is not None:
@@ -276,6 +277,8 @@ class Route:
             d["target"] = dict(self.target)
         if self.plugin_registration_ms is not None:
             d["plugin_registration_ms"] = self.plugin_registration_ms
+        if self.emulated:
+            d["emulated"] = list(self.emulated)
         if self.kind == MODEL:
             if self.resolved:
                 d["stages"] = stages
@@ -294,7 +297,7 @@ class Route:
             label=d["label"], requested=d.get("requested"), effective=d.get("route"),
             stages=tuple(StageRoute.from_dict(s) for s in d.get("stages") or ()), kind=kind,
             target=dict(d["target"]) if d.get("target") is not None else None,
-            plugin_registration_ms=d.get("plugin_registration_ms"),
+            plugin_registration_ms=d.get("plugin_registration_ms"), emulated=_tuple(d.get("emulated")),
             path=d.get("path"), derived_path=d.get("derived_path"), cache=d.get("cache"), cache_reason=d.get("cache_reason"),
             prepare_ms=d.get("prepare_ms") or 0.0, compile_ms=d.get("compile_ms") or 0.0, warnings=_tuple(d.get("warnings")),
             compile=tuple(CompileOutcome.from_dict(c) for c in d.get("compile") or ()),
