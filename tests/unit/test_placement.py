@@ -25,6 +25,8 @@ CPU = "CPUExecutionProvider"
 WEBGPU = "WebGpuExecutionProvider"
 CPU_TARGET = Target("ep", "cpu", None, CPU, "cpu")
 QNN_TARGET = Target("ep", "qnn", None, "QNNExecutionProvider", "npu")
+# An EP this machine lacks (onnxruntime-qnn may be installed here: its plugin is found by protocol).
+ABSENT_TARGET = Target("ep", "openvino", None, "OpenVINOExecutionProvider", "npu")
 
 # What onnxruntime-ep-webgpu 0.4.0 does with the builder's transformer.onnx (measured): 23 nodes on WebGPU,
 # the attention-mask subgraph (6 nodes) on CPU.
@@ -147,9 +149,9 @@ def test_measure_on_cpu_places_every_node_of_a_cpu_only_model_on_cpu(tmp_path):
 
 
 def test_an_ep_missing_here_is_unavailable_not_a_silent_cpu_result(tmp_path):
-    config = load_config(strict_bundle(tmp_path / "strict", provider_options=[{"QNN": {}}]))
+    config = load_config(strict_bundle(tmp_path / "strict", provider_options=[{"OpenVINO": {}}]))
     [p] = pl.measure_config(config)
-    assert p.status == pl.UNAVAILABLE and "QNNExecutionProvider" in p.error and p.nodes_per_ep == {}
+    assert p.status == pl.UNAVAILABLE and "OpenVINOExecutionProvider" in p.error and p.nodes_per_ep == {}
 
 
 def test_a_session_that_cannot_be_created_is_recorded_as_an_error(tmp_path):
@@ -218,17 +220,24 @@ def test_edited_or_misshapen_placement_json_is_measured_again(tiny_pipeline, bun
 
 def test_placement_with_an_ep_missing_here_is_reported_but_not_saved(tmp_path):
     bundle = strict_bundle(tmp_path / "strict")
-    prepared = prepare_route(bundle, QNN_TARGET, require_available=False)  # `winml bundle prepare --ep qnn` on Linux
+    prepared = prepare_route(bundle, ABSENT_TARGET, require_available=False)  # `winml bundle prepare --ep openvino` here
     assert prepared.placement_cache is None and "not saved" in prepared.placement_reason
     assert not (prepared.path / pl.PLACEMENT_FILE).exists()
     assert prepared.to_dict()["stages"][0]["placement"]["status"] == pl.UNAVAILABLE
 
 
-def test_config_route_measures_nothing(tiny_pipeline):
-    prepared = prepare_route(tiny_pipeline, Target("config", None, None, None, None))
-    assert prepared.placements == () and prepared.placement_cache is None
-    assert all("placement" not in s for s in prepared.to_dict()["stages"])
-    assert not os.path.exists(tiny_pipeline / pl.PLACEMENT_FILE)
+def test_config_route_measures_placement_without_writing_into_the_bundle(tiny_pipeline, bundle_copy):
+    bundle = bundle_copy(tiny_pipeline)
+    before = sorted(p.name for p in bundle.iterdir())
+    first = prepare_route(bundle, Target("config", None, None, None, None))
+    assert first.path == bundle and first.placement_cache == "miss"
+    assert [p.stage for p in first.placements] == ["embeddings", "context", "iterator", "lm_head"]
+    assert all(p.status == pl.OK and p.nodes > 0 for p in first.placements)
+    assert all("placement" in s for s in first.to_dict()["stages"])
+    assert not os.path.exists(bundle / pl.PLACEMENT_FILE)  # kept as a placement-only artifact, not in the bundle
+    assert sorted(p.name for p in bundle.iterdir()) == sorted(before + ["_compiled"])
+    again = prepare_route(bundle, Target("config", None, None, None, None))
+    assert again.placement_cache == "hit" and again.placements == first.placements
 
 
 def test_stages_sharing_a_model_file_and_ep_are_measured_once(tiny_pipeline, monkeypatch):
@@ -255,3 +264,13 @@ def test_bundle_show_placement_adds_nodes_per_ep_and_cpu_ops(tiny_pipeline):
     stages = {s["stage"]: s for s in json.loads(doc.stdout)["stages"]}
     assert stages["lm_head"]["placement"]["nodes_per_ep"] == {CPU: 1}
     assert not (tiny_pipeline / pl.PLACEMENT_FILE).exists()  # show writes nothing
+
+
+def test_strict_holds_the_config_route_to_the_eps_its_config_names():
+    mixed = pl.summarize("context", ["transformer.onnx"], WEBGPU, MIXED)
+    config = Route("config", "config", "config", (stage("context", WEBGPU, mixed, forced=False),
+                                                   stage("lm_head", CPU, None, forced=False)), BUNDLE, path="bundle")
+    with pytest.raises(BenchmarkFailure, match=r"route config would run nodes off the EP.*`context`.*on webgpu"):
+        pl.enforce_strict(config)
+    whole = pl.summarize("context", ["transformer.onnx"], WEBGPU, [(WEBGPU, "MatMul", "")])
+    pl.enforce_strict(Route("config", "config", "config", (stage("context", WEBGPU, whole, forced=False),), BUNDLE, path="b"))

@@ -151,11 +151,12 @@ def check_stage_eps(route: Route, actual: Mapping[str, Any] | None = None) -> li
 
 
 def check_partial_fallback(label: str, route: Route) -> list[BenchWarning]:
-    """A forced stage some of whose nodes onnxruntime placed on CPU (from the prepare step's placement)."""
+    """A stage on a non-CPU EP (forced, or so in the config) some of whose nodes onnxruntime placed on CPU
+    (from the prepare step's placement)."""
     out = []
     for s in route.stages:
         p = s.placement
-        if not s.forced or s.ep_after == CPU or p is None or not p.cpu_fallback_nodes:
+        if s.ep_after == CPU or p is None or not p.cpu_fallback_nodes:  # forced or as the config says
             continue
         if p.ep_actual:  # wholly elsewhere: check_stage_eps reports it
             continue

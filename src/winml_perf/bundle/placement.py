@@ -14,7 +14,7 @@ edited or misshapen placement.json is measured again, the reason saying why. Sta
 per process. A placement session costs 1-15 ms on CPU and 40-90 ms on WebGPU for the tiny bundles;
 it loads the weights, so it grows with the model (once per derived bundle).
 
-``enforce_strict(route)`` fails a forced route (exit 1) naming every forced stage and the op types
+``enforce_strict(route)`` fails a route, forced or config (exit 1), naming every non-CPU stage and the op types
 that would run on CPU. It reads the recorded placement: onnxruntime's own
 ``session.disable_cpu_ep_fallback=1`` only says that session creation failed, naming no node.
 """
@@ -99,15 +99,16 @@ def nodes_text(placement: StagePlacement | None) -> str:
     return ", ".join(f"{eps.ep_alias(k)} {n}" for k, n in counts) or "0 nodes"
 
 
-def _must_stay(stage: StageRoute) -> bool:
-    """A forced stage on an EP other than CPU: --strict holds every node of it to that EP."""
-    return stage.forced and stage.ep_after != CPU
+def _held(stages: Sequence[StageRoute], config_route: bool = False) -> list[StageRoute]:
+    """The stages --strict holds to their EP: the forced non-CPU stages of a forced route; on the config
+    route every stage the config puts on an EP other than CPU."""
+    return [s for s in stages if s.ep_after is not None and s.ep_after != CPU and (s.forced or config_route)]
 
 
-def strict_violations(stages: Sequence[StageRoute]) -> list[tuple[str, str]]:
+def strict_violations(stages: Sequence[StageRoute], config_route: bool = False) -> list[tuple[str, str]]:
     """(stage, why) per forced, non-CPU stage that has a node off its EP (or no placement to prove it)."""
     out = []
-    for s in filter(_must_stay, stages):
+    for s in _held(stages, config_route):
         asked, p = s.ep_after, s.placement
         where = f"stage `{s.stage}` ({', '.join(s.files)}) on {eps.ep_alias(asked) if eps.is_known_ep(asked) else asked}"
         if p is None or p.status != OK:
@@ -128,14 +129,15 @@ def strict_violations(stages: Sequence[StageRoute]) -> list[tuple[str, str]]:
 
 def enforce_strict(route: Route) -> None:
     """BenchmarkFailure (exit 1) when a forced stage of ``route`` has nodes off its EP (or no placement)."""
-    problems = strict_violations(route.stages)
+    config_route = (route.requested or route.label) == "config"
+    problems = strict_violations(route.stages, config_route)
     if not problems:
         return
     failing = {stage for stage, _ in problems}
-    whole = [s.stage for s in route.stages if _must_stay(s) and s.stage not in failing]
+    whole = [s.stage for s in _held(route.stages, config_route) if s.stage not in failing and s.forced]
     hint = f" (these forced stages run whole on it: --stages {','.join(whole)})" if whole else ""
     raise BenchmarkFailure(
-        f"--strict: route {route.effective or route.label} would run nodes of forced stages off their EP: "
+        f"--strict: route {route.effective or route.label} would run nodes off the EP their stage asks for: "
         + "; ".join(why for _, why in problems),
         "drop --strict to measure the mixed route as it is, limit the route with --stages" + hint
         + ", or pick an EP with kernels for these ops",

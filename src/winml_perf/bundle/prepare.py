@@ -60,8 +60,12 @@ def prepare_route(
         check_available(plan, available_eps())
     label = label or plan.requested
     if not plan.forced:
-        return Route(label, plan.requested, "config", plan.stages, BUNDLE, path=bundle, prepare_ms=_ms(t0),
-                     warnings=plan.warnings)
+        from winml_perf.bundle.config_placement import config_placement
+
+        placed = config_placement(plan.config)  # the source bundle is never written: a placement-only artifact
+        return Route(label, plan.requested, "config", with_placements(plan.stages, placed.stages), BUNDLE, path=bundle,
+                     prepare_ms=_ms(t0), warnings=plan.warnings, placement_cache=placed.cache,
+                     placement_reason=placed.reason, placement_ms=placed.placement_ms)
     jobs, notes = compiler.compile_jobs(plan) if compile else ([], [])
     with cache.holding(bundle):  # no `bundle clean` between deriving and reading or saving the placement
         result = derive_bundle(plan, verify_sources=verify_sources, compile=bool(jobs), compile_timeout_s=compile_timeout_s)
