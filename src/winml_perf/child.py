@@ -32,6 +32,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 CONTEXT_ENV = "WINML_PERF_CHILD_CONTEXT"  # the context, as JSON, for a run_module child
 FAILED = 3  # the exit status of a module child whose work raised
+ERROR_MARK = "winml-perf child error: "  # starts the line exit_status writes, so failure() finds it among native logs
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the folder that holds this winml_perf
 
 
@@ -133,9 +134,11 @@ class ChildResult:
         return self.exit.exit_code == 0 and not self.exit.timed_out
 
     def failure(self) -> str:
-        """The child's last stderr line, else how it ended."""
+        """The error line ``exit_status`` wrote (native libraries may log after it), else the child's last
+        stderr line, else how it ended."""
         lines = [ln for ln in self.stderr.strip().splitlines() if ln.strip()]
-        return lines[-1] if lines else f"child {self.exit.text}"
+        marked = [ln[len(ERROR_MARK):] for ln in lines if ln.startswith(ERROR_MARK)]
+        return marked[-1] if marked else lines[-1] if lines else f"child {self.exit.text}"
 
 
 # -- starting children ----------------------------------------------------------------------------
@@ -221,7 +224,7 @@ def exit_status(work: Callable[[], None]) -> int:
     try:
         work()
     except Exception as exc:
-        print(f"{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr)
+        print(f"{ERROR_MARK}{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
         return FAILED
     return 0
 

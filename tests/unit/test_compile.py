@@ -72,6 +72,14 @@ def test_compile_failure_falls_back_to_source_model(real_bundle):
     assert stages["lm_head"]["filename"] == "lm_head.onnx"
 
 
+def test_a_model_the_ep_claims_no_node_of_is_a_note_not_a_failure(real_bundle, monkeypatch):
+    monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_no_nodes")
+    plan = plan_route(load_config(real_bundle), ep_target("cpu"), ["lm_head"])
+    jobs, _ = compiler.compile_jobs(plan)
+    outcome = compiler.compile_in_child(jobs[0], real_bundle, real_bundle.parent, timeout_s=60)
+    assert outcome.status == "nothing to compile" and outcome.output is None and "claims no node" in outcome.reason
+
+
 def test_compile_timeout_falls_back(real_bundle, monkeypatch):
     monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_hangs")  # a compile child that hangs
     plan = plan_route(load_config(real_bundle), ep_target("cpu"), ["lm_head"])
@@ -87,7 +95,9 @@ def test_compatibility_without_info_is_not_checked(real_bundle):
 
 def test_incompatible_compiled_stage_is_recompiled(real_bundle, monkeypatch):
     first = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
-    monkeypatch.setattr(compiler, "compatibility", lambda path, ep: ("EP_UNSUPPORTED", "fake device"))
+    from winml_perf.bundle import compat
+
+    monkeypatch.setattr(compat, "ask_onnxruntime", lambda path, ep: compat.Verdict("recompile", "onnxruntime", "EP_UNSUPPORTED", "v", "fake device"))
     second = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
     assert second.cache == "miss" and "EP_UNSUPPORTED" in second.cache_reason and "recompiling" in second.cache_reason
     assert second.path == first.path and (second.path / "manifest.json").is_file()

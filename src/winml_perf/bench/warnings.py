@@ -98,6 +98,8 @@ def check_route_effect(label: str, route: Route) -> list[BenchWarning]:
     """A forced route whose every stage already ran where it was sent: it measures the config again."""
     if label == "config" or not route.resolved:
         return []
+    if any(c.status == "compiled" for c in route.compile):  # it runs compiled EPContext stages: not the config
+        return []
     stages = route.stages
     unchanged = route.effective == "config" or (stages and all(s.ep_before == s.ep_after for s in stages))
     if not unchanged:

@@ -24,6 +24,7 @@ from winml_perf import child, eps
 from winml_perf.model.route import CompileOutcome
 
 RECOMPILE_STATUSES = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
+NO_NODES = "Unable to compile any nodes"  # onnxruntime's words under ERROR_IF_NO_NODES_COMPILED
 CHILD_MODULE = "winml_perf.bundle.compile"  # the module the compile child runs (its main())
 
 
@@ -51,7 +52,12 @@ def compile_jobs(plan, compiles=None) -> tuple[list[CompileJob], list[CompileOut
     compiles = compiles or _compiles
     jobs: dict[str, CompileJob] = {}
     notes = []
+    forced = any(r.forced for r in plan.stages)
     for route in plan.stages:
+        if forced and not route.forced:  # --stages: only the stages the route moves are compiled
+            notes.append(CompileOutcome((route.stage,), route.files[0], route.ep_after, None, "nothing to compile",
+                                        "not one of this route's stages (--stages)"))
+            continue
         if not compiles(route.ep_after):
             notes.append(CompileOutcome((route.stage,), route.files[0], route.ep_after, None, "nothing to compile",
                                         f"{eps.ep_alias(route.ep_after)} does not produce EPContext models"))
@@ -88,30 +94,33 @@ def compile_in_child(job: CompileJob, src_dir: Path, out_dir: Path, timeout_s: f
                               f"compile took longer than {timeout_s:g} s; the stage keeps its source model (raise --compile-timeout)", ms)
     if not result.ok or not out.is_file():
         _discard(out)
+        if NO_NODES in result.stderr:  # the EP claims no node of this model: a note, not a failure
+            return CompileOutcome(job.stages, job.source, job.ep, None, "nothing to compile",
+                                  f"{eps.ep_alias(job.ep)} claims no node of {job.source}; the stage runs its source model", ms)
         return CompileOutcome(job.stages, job.source, job.ep, None, "failed", f"{result.failure()}; the stage keeps its source model", ms)
-    return CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "", ms)
+    return CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "", ms, _verdict(result.stdout))
+
+
+def _verdict(stdout: str) -> dict | None:
+    """The compile child's last stdout line: the compiled model's compatibility verdict (JSON)."""
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict) and "verdict" in data:
+            return data
+    return None
 
 
 def compatibility(model_path: Path, ep: str) -> tuple[str, str]:
-    """(status, detail) of a compiled model for the devices of ``ep`` here, per onnxruntime's API.
+    """(status, detail): onnxruntime's own answer for a compiled model and the ``ep`` devices here;
+    ``NOT_CHECKED`` when the model carries no compatibility info or no device of that EP is present
+    (bundle/compat.py then verifies with a session)."""
+    from winml_perf.bundle.compat import ask_onnxruntime
 
-    Status is an ``OrtCompiledModelCompatibility`` member name, or ``NOT_CHECKED`` when the model
-    carries no compatibility info or no device of that EP is present.
-    """
-    import onnxruntime as ort
-    from onnxruntime.capi import onnxruntime_pybind11_state as C
-
-    from winml_perf.plugins import registered_plugins
-
-    info = C.get_compatibility_info_from_model(str(model_path), ep)
-    if info is None:
-        return "NOT_CHECKED", f"no ep_compatibility_info.{ep} in the model"
-    registered_plugins()  # so a plugin EP's devices are listed
-    devices = [d for d in ort.get_ep_devices() if d.ep_name == ep]
-    if not devices:
-        return "NOT_CHECKED", f"no {ep} device here"
-    status = C.get_model_compatibility_for_ep_devices(devices, info)
-    return status.name, f"checked against {len(devices)} device(s)"
+    v = ask_onnxruntime(Path(model_path), ep)
+    return ("NOT_CHECKED" if v.status in ("NO_INFO", "NO_DEVICE") else v.status), v.detail
 
 
 def _discard(path: Path) -> None:
@@ -131,6 +140,12 @@ def _compile(src: str, out: str, ep: str, options_json: str) -> None:
         so.add_provider(ep, options)
     flags = ort.OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED if _compiles(ep) else ort.OrtCompileApiFlags.NONE
     ort.ModelCompiler(so, src, embed_compiled_data_into_model=False, flags=flags).compile_to_file(out)
+    from winml_perf.bundle.compat import check
+
+    verdict = check(Path(out), ep, options)  # a compiled model that does not load is a failed compile
+    if not verdict.fit:
+        raise RuntimeError(f"the compiled model does not load with these options: {verdict.detail}")
+    print(json.dumps(verdict.to_dict()))
 
 
 def main(argv: list[str]) -> int:

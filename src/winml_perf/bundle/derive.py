@@ -7,8 +7,8 @@ else copy), so deriving costs the same for a 1 MB or a 10 GB bundle; the config 
 never through a link. A source that is a symlink (a Hugging Face snapshot's link into ``blobs/``,
 a file in a linked sub-folder) is linked as its resolved target, never as the link itself.
 
-A compiled stage is trusted only while onnxruntime's compatibility check against the EP devices here
-does not ask for a recompile. A compile that fails is never published: the route then runs the
+A compiled stage is trusted only while it is fit to reuse here (bundle/compat.py: onnxruntime's answer,
+else a session with the run's options, kept in compat.json). A compile that fails is never published: the route then runs the
 derived bundle without compiled stages (its own artifact), and the outcomes say which compile
 failed; the next run tries the compile again. The source bundle is never written.
 """
@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from winml_perf import cache, eps
+from winml_perf.bundle import compat
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import CONFIG_NAME
 from winml_perf.bundle.routing import RoutePlan
@@ -140,6 +141,7 @@ def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: lis
         outcomes = compiler.run_jobs(jobs, bundle, tmp, timeout_s)
         compile_ms = sum(o.compile_ms for o in outcomes)
         config = config.replace_filenames(compiler.filename_updates(outcomes))
+        compat.remember(tmp, outcomes, config)  # the compile children's session verdicts: a hit needs no session
         written += sum((tmp / o.output).stat().st_size for o in outcomes if o.status == "compiled")
     (tmp / CONFIG_NAME).unlink(missing_ok=True)  # a link to the source config: replace, never write through
     text = config.dumps()
@@ -175,7 +177,10 @@ def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict, int]:
 
 # -- freshness ------------------------------------------------------------------------------------
 def _compiled_stages_fit(folder: Path, manifest: dict) -> str | None:
-    """None while every compiled stage suits the EP devices here, else why it must be recompiled."""
+    """None while every compiled stage is fit to reuse here (bundle/compat.py), else why it must be recompiled."""
+    from winml_perf.bundle.config import load_config
+
+    config = None
     for outcome in manifest["compile"]:  # of OUTCOME_SHAPE: the cache checked it
         if outcome["status"] in FAILED:
             return f"{folder.name} records a failed compile ({', '.join(outcome['stages'])}); recompiling"
@@ -185,9 +190,14 @@ def _compiled_stages_fit(folder: Path, manifest: dict) -> str | None:
         if not output or not stages or output not in manifest["files"]:
             return f"{folder.name} has no valid manifest (a compiled stage lacks its output or stages); rebuilding"
         stage = stages[0]
-        status, detail = compiler.compatibility(folder / output, ep)
-        if status in compiler.RECOMPILE_STATUSES:
-            return f"compiled stage `{stage}` ({output}) is {status} for the {eps.ep_alias(ep)} devices here ({detail}); recompiling"
+        try:
+            config = config or load_config(folder)
+        except Exception as exc:
+            return f"{folder.name}: its genai_config.json cannot be read ({exc}); rebuilding"
+        verdict = compat.check_stage(folder, output, ep, compat.stage_options(config, stage))
+        if not verdict.fit:
+            return (f"compiled stage `{stage}` ({output}) cannot be reused on the {eps.ep_alias(ep)} devices here "
+                    f"({verdict.verdict} by {verdict.source}, {verdict.status}: {verdict.detail}); recompiling")
     return None
 
 

@@ -1,6 +1,8 @@
 """prepare_route: config + target -> the Route to load (model/route.py), wiring config, routing, derive and compile.
 
-At route ``config`` nothing is written and ``Route.path`` is the bundle itself; the stages' EPs are checked
+At route ``config`` nothing is written into the bundle and ``Route.path`` is the bundle itself (its
+placement is a placement-only cache artifact; with ``compile`` and a stage to compile, the config
+route is derived and compiled like a forced one); the stages' EPs are checked
 against this machine first (``require_available``) so a missing EP is a clear error, not a genai
 load failure. Every forced route is derived (and compiled with ``compile``) under ``_compiled/``, so its config
 names every stage's EP explicitly; one that moves no stage is still reported as route ``config``,
@@ -59,24 +61,39 @@ def prepare_route(
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
     label = label or plan.requested
-    if not plan.forced:
+    jobs, notes = compiler.compile_jobs(plan) if compile else ([], [])
+    if not plan.forced and not jobs:
         from winml_perf.bundle.config_placement import config_placement
 
         placed = config_placement(plan.config)  # the source bundle is never written: a placement-only artifact
         return Route(label, plan.requested, "config", with_placements(plan.stages, placed.stages), BUNDLE, path=bundle,
                      prepare_ms=_ms(t0), warnings=plan.warnings, placement_cache=placed.cache,
                      placement_reason=placed.reason, placement_ms=placed.placement_ms)
-    jobs, notes = compiler.compile_jobs(plan) if compile else ([], [])
     with cache.holding(bundle):  # no `bundle clean` between deriving and reading or saving the placement
         result = derive_bundle(plan, verify_sources=verify_sources, compile=bool(jobs), compile_timeout_s=compile_timeout_s)
         placed = derived_placement(result.path, result.key)  # placement.json: a cache hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
+    if result.cache == "hit":
+        outcomes = _reuse_verdicts(result.path, outcomes)
+    compiled = any(o.status == "compiled" for o in outcomes)
+    warnings = () if compiled else plan.warnings  # a route that compiles its stages changes what runs
     return Route(
-        label, plan.requested, plan.requested if jobs else plan.route, with_placements(plan.stages, placed.stages), BUNDLE,
+        label, plan.requested, plan.requested if compiled else plan.route, with_placements(plan.stages, placed.stages), BUNDLE,
         path=result.path, derived_path=result.path, cache=result.cache, cache_reason=result.reason,
-        prepare_ms=_ms(t0), compile_ms=result.compile_ms, warnings=plan.warnings + tuple(result.warnings), compile=outcomes,
+        prepare_ms=_ms(t0), compile_ms=result.compile_ms, warnings=warnings + tuple(result.warnings), compile=outcomes,
         placement_cache=placed.cache, placement_reason=placed.reason, placement_ms=placed.placement_ms,
     )
+
+
+def _reuse_verdicts(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple[CompileOutcome, ...]:
+    """On a hit, each compiled stage's verdict as this reuse found it (onnxruntime, or the kept session verdict)."""
+    from dataclasses import replace
+
+    from winml_perf.bundle import compat
+
+    config = load_config(folder)
+    return tuple(replace(o, compatibility=compat.check_stage(folder, o.output, o.ep, compat.stage_options(config, o.stages[0])).to_dict())
+                 if o.status == "compiled" else o for o in outcomes)
 
 
 def _ms(t0: float) -> float:

@@ -151,8 +151,9 @@ def prepare_command(
 ) -> None:
     """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
     _check_format(format, PREPARE_FORMATS)
-    if ep is None and device in (None, "config"):
-        raise UsageError("winml bundle prepare needs --ep X or --device D", "e.g. --ep cpu or --device npu")
+    if ep is None and device in (None, "config") and not compile:
+        raise UsageError("winml bundle prepare needs --ep X, --device D or --compile (the config route compiled)",
+                         "e.g. --ep cpu, --device npu or --compile")
     if compile_timeout <= 0:
         raise UsageError(f"--compile-timeout must be positive, not {compile_timeout}", "give seconds, e.g. --compile-timeout 600")
     target = target_for(ep, device, ep_library)

@@ -165,15 +165,19 @@ class CompileOutcome:
     status: str  # "compiled" | "nothing to compile" | "failed" | "timeout"
     reason: str = ""
     compile_ms: float = 0.0
+    compatibility: Mapping[str, Any] | None = None  # bundle.compat.Verdict.to_dict(): verdict, source, status, info
 
     def to_dict(self) -> dict:
-        return {"stages": list(self.stages), "source": self.source, "ep": self.ep, "output": self.output,
-                "status": self.status, "reason": self.reason, "compile_ms": self.compile_ms}
+        d = {"stages": list(self.stages), "source": self.source, "ep": self.ep, "output": self.output,
+             "status": self.status, "reason": self.reason, "compile_ms": self.compile_ms}
+        if self.compatibility is not None:
+            d["compatibility"] = dict(self.compatibility)
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "CompileOutcome":
         return cls(_tuple(d.get("stages")), d["source"], d["ep"], d.get("output"), d["status"], d.get("reason") or "",
-                   float(d.get("compile_ms") or 0.0))
+                   float(d.get("compile_ms") or 0.0), dict(d["compatibility"]) if d.get("compatibility") else None)
 
 
 @dataclass(frozen=True)

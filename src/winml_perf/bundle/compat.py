@@ -1,0 +1,193 @@
+"""Is a compiled (EPContext) stage fit to reuse here? Asked honestly, and answered with where the answer came from.
+
+1. The model's ``ep_compatibility_info.<EP>`` metadata is read and onnxruntime is asked
+   (``get_model_compatibility_for_ep_devices``). ``EP_SUPPORTED_OPTIMAL``: compatible;
+   ``EP_UNSUPPORTED`` / ``EP_SUPPORTED_PREFER_RECOMPILATION``: recompile.
+2. Anything else is *unknown*: no info in the model, no device of the EP, ``EP_NOT_APPLICABLE``
+   (what QNN answers on x86 for every string, garbage included: it validates NPU-type devices only),
+   or an error. QNN's emulated CPU-type device is not asked at all: onnxruntime 1.32 raises "only
+   supports OrtHardwareDeviceType_NPU" for it, and after a compile in the same process the call crashed
+   the process (SIGSEGV, measured). Then a session is created with the run's provider options (0.2-0.8 s for QNN's HTP): it
+   loads (verified) or fails, e.g. QNN_CONTEXT_ERROR_CREATE_FROM_BINARY for a soc_model=88 binary
+   under htp_arch=68, or a truncated context binary (failed: recompile, saying why).
+
+A session verdict is kept in ``compat.json`` beside the derived bundle's manifest, keyed by the
+compiled files' identity (size, mtime_ns, inode), the options and the EP's plugin identity, so a
+cache hit stays a file read; a changed or damaged file is verified again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Mapping
+
+from winml_perf.eps import EMULATED_ON_CPU
+
+COMPAT_FILE = "compat.json"
+RECOMPILE = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
+_ERROR_CHARS = 400
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str  # "compatible" | "recompile" | "verified" | "failed" | "unknown"
+    source: str  # "onnxruntime" | "session" | "memo"
+    status: str  # onnxruntime's answer: an OrtCompiledModelCompatibility name, NO_INFO, NO_DEVICE or ERROR
+    info: str | None = None  # the model's ep_compatibility_info string
+    detail: str = ""
+
+    @property
+    def fit(self) -> bool:
+        return self.verdict in ("compatible", "verified")
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def ask_onnxruntime(model: Path, ep: str) -> Verdict:
+    """Step 1: onnxruntime's own answer (a verdict of "unknown" when it cannot say)."""
+    import onnxruntime as ort
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    from winml_perf.plugins import registered_plugins
+
+    info = C.get_compatibility_info_from_model(str(model), ep)
+    if info is None:
+        return Verdict("unknown", "onnxruntime", "NO_INFO", None, f"no ep_compatibility_info.{ep} in the model")
+    registered_plugins()  # so a plugin EP's devices are listed
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == ep]
+    if not devices:
+        return Verdict("unknown", "onnxruntime", "NO_DEVICE", info, f"no {ep} device here")
+    if ep in EMULATED_ON_CPU and all(_hw(d) == "cpu" for d in devices):
+        # Not asked: QNN validates NPU-type devices only, and on its emulated CPU-type device the call raises
+        # ("only supports OrtHardwareDeviceType_NPU") or, after a compile in the same process, crashes it (measured).
+        return Verdict("unknown", "onnxruntime", "EMULATED_DEVICE", info,
+                       f"the {ep} device here is an emulator of type CPU, which onnxruntime does not validate")
+    try:
+        status = C.get_model_compatibility_for_ep_devices(devices, info).name
+    except Exception as exc:  # QNN on a CPU-type device raises instead of answering
+        return Verdict("unknown", "onnxruntime", "ERROR", info, " ".join(str(exc).split())[:_ERROR_CHARS])
+    if status == "EP_SUPPORTED_OPTIMAL":
+        return Verdict("compatible", "onnxruntime", status, info, f"checked against {len(devices)} device(s)")
+    if status in RECOMPILE:
+        return Verdict("recompile", "onnxruntime", status, info, f"checked against {len(devices)} device(s)")
+    return Verdict("unknown", "onnxruntime", status, info, "onnxruntime cannot tell for the devices here")
+
+
+def _hw(device) -> str:
+    kind = device.device.type
+    return str(getattr(kind, "name", kind)).rsplit(".", 1)[-1].lower()
+
+
+def load_error(model: Path, ep: str, options: Mapping[str, str]) -> str | None:
+    """Step 2: create a session on ``ep`` with ``options``; None when it loads, else onnxruntime's error."""
+    import onnxruntime as ort
+
+    so = ort.SessionOptions()
+    so.log_severity_level = 4
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == ep]
+    if not devices:
+        return f"no {ep} device here to load it on"
+    so.add_provider_for_devices(devices[:1], {str(k): str(v) for k, v in options.items()})
+    try:
+        session = ort.InferenceSession(str(model), sess_options=so)
+    except Exception as exc:
+        return " ".join(str(exc).split())[:_ERROR_CHARS]
+    del session
+    return None
+
+
+def check(model: Path, ep: str, options: Mapping[str, str], asked: Verdict | None = None) -> Verdict:
+    """onnxruntime's answer, and a session with the run's options when that answer is "unknown"."""
+    asked = asked or ask_onnxruntime(model, ep)
+    if asked.verdict != "unknown":
+        return asked
+    error = load_error(model, ep, options)
+    why = f"onnxruntime answered {asked.status} ({asked.detail})"
+    if error is None:
+        return Verdict("verified", "session", asked.status, asked.info, f"{why}; a session with the run's options loads it")
+    return Verdict("failed", "session", asked.status, asked.info, f"{why}; a session with the run's options fails: {error}")
+
+
+# -- the memo of session verdicts, in the derived bundle --------------------------------------------
+def memo_key(folder: Path, files: list[str], ep: str, options: Mapping[str, str]) -> str:
+    from winml_perf.plugins import plugin_identity
+
+    idents = []
+    for rel in files:
+        try:
+            st = (Path(folder) / rel).stat()
+            idents.append([rel, st.st_size, st.st_mtime_ns, st.st_ino])
+        except OSError:
+            idents.append([rel, None])
+    ident = plugin_identity(ep) or {}
+    text = json.dumps({"files": idents, "ep": ep, "options": dict(options), "library_sha256": ident.get("library_sha256")},
+                      sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def compiled_files(folder: Path, output: str) -> list[str]:
+    """The compiled model and its side files (``<stem>_qnn.bin`` ...)."""
+    stem = Path(output).stem
+    return sorted(p.name for p in Path(folder).iterdir() if p.name == output or p.name.startswith(stem + "_"))
+
+
+def read_memo(folder: Path) -> dict:
+    try:
+        data = json.loads((Path(folder) / COMPAT_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def write_memo(folder: Path, memo: dict) -> None:
+    """Atomically; the memo is optional (a folder we cannot write is verified again next time)."""
+    tmp = Path(folder) / f".{COMPAT_FILE}.{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps(memo, indent=2), encoding="utf-8")
+        os.replace(tmp, Path(folder) / COMPAT_FILE)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def check_stage(folder: Path, output: str, ep: str, options: Mapping[str, str]) -> Verdict:
+    """``check`` of one compiled stage in a derived bundle, through the memo of earlier verdicts."""
+    asked = ask_onnxruntime(Path(folder) / output, ep)  # cheap, and always asked: its "recompile" wins
+    if asked.verdict != "unknown":
+        return asked
+    memo = read_memo(folder)
+    key = memo_key(folder, compiled_files(folder, output), ep, options)
+    known = memo.get(output)
+    if isinstance(known, dict) and known.get("key") == key and known.get("verdict", {}).get("verdict") == "verified":
+        v = known["verdict"]
+        return Verdict(v["verdict"], "memo", v["status"], v.get("info"), f"{v.get('detail', '')} (verdict kept in {COMPAT_FILE})")
+    verdict = check(Path(folder) / output, ep, options, asked)
+    if verdict.fit:  # kept; a failed verdict is not, so the rebuilt artifact is verified afresh
+        memo[output] = {"key": key, "verdict": verdict.to_dict()}
+        write_memo(folder, memo)
+    return verdict
+
+
+def stage_options(config, stage: str) -> dict[str, str]:
+    """The provider options a stage of ``config`` runs with (its first provider's)."""
+    found = next((s for s in config.stages if s.name == stage), None)
+    if found is None or not found.provider_options:
+        return {}
+    return {str(k): str(v) for k, v in (next(iter(found.provider_options[0].values())) or {}).items()}
+
+
+def remember(folder: Path, outcomes, config) -> None:
+    """Keep the compile children's session verdicts in ``folder``'s compat.json (so a hit needs no session)."""
+    memo = read_memo(folder)
+    for o in outcomes:
+        v = o.compatibility
+        if o.status != "compiled" or not isinstance(v, dict) or v.get("verdict") != "verified":
+            continue
+        options = stage_options(config, o.stages[0])
+        memo[o.output] = {"key": memo_key(folder, compiled_files(folder, o.output), o.ep, options), "verdict": dict(v)}
+    if memo:
+        write_memo(folder, memo)
