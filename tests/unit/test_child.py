@@ -88,5 +88,7 @@ def test_module_child_exit_status_wraps_errors(capsys):
         raise ValueError("bad\ninput")
 
     assert child.exit_status(boom) == child.FAILED
-    assert capsys.readouterr().err.strip() == "ValueError: bad input"
+    assert capsys.readouterr().err.strip() == child.ERROR_MARK + "ValueError: bad input"
+    logged = child.ChildResult(child.ChildExit(3), "", child.ERROR_MARK + "ValueError: bad input\n[W:native] a log after it\n", 0.1)
+    assert logged.failure() == "ValueError: bad input"  # found among native logs written after it
     assert child.exit_status(lambda: None) == 0
