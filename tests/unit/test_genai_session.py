@@ -64,9 +64,25 @@ def test_missing_ep_maps_to_clear_error(bundle_copy):
 
     b = bundle_copy(TINY_FLAT)
     cfg = json.loads((b / "genai_config.json").read_text())
+    # an EP no test registers (onnxruntime-qnn may be installed and registered by an earlier test)
+    cfg["model"]["decoder"]["session_options"]["provider_options"] = [{"OpenVINO": {}}]
+    (b / "genai_config.json").write_text(json.dumps(cfg))
+    with pytest.raises(EPUnavailableError, match="OpenVINO is not available here.*try --ep cpu"):
+        GenaiSession(b).load()
+
+
+def test_qnn_without_backend_type_says_to_add_it(bundle_copy):
+    import json
+
+    pytest.importorskip("onnxruntime_qnn")
+    from winml_perf.plugins import registered_plugins
+
+    registered_plugins()
+    b = bundle_copy(TINY_FLAT)
+    cfg = json.loads((b / "genai_config.json").read_text())
     cfg["model"]["decoder"]["session_options"]["provider_options"] = [{"QNN": {}}]
     (b / "genai_config.json").write_text(json.dumps(cfg))
-    with pytest.raises(EPUnavailableError, match="QNN is not available here.*try --ep cpu"):
+    with pytest.raises(BundleError, match="backend_type.*--ep-option backend_type=htp"):
         GenaiSession(b).load()
 
 

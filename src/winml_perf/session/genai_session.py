@@ -99,6 +99,13 @@ def _explain_load_error(bundle: Path, exc: Exception) -> Exception:
                 f"({text.strip().splitlines()[0]})",
                 "try --ep cpu, or --device with a device that `winml devices` lists",
             )
+    if "Could not determine default backend path" in text:
+        return BundleError(
+            f"{bundle / 'genai_config.json'}: a stage names QNN without backend_type, so the QNN EP cannot be created "
+            f"({text.strip().splitlines()[0][-120:]})",
+            "add \"backend_type\": \"htp\" to its QNN provider options, or force the route with --ep qnn "
+            "(which adds it; --ep-option backend_type=htp to say so)",
+        )
     if "does not support provider options" in text:
         return BundleError(
             f"{bundle / 'genai_config.json'}: a stage gives provider options to the CPU EP, which "
