@@ -149,14 +149,15 @@ def test_missing_model_and_config_target(tmp_path):
 
 
 def test_compiling_ep_without_its_device_fails_in_child_and_leaves_nothing(tmp_path, monkeypatch):
-    """QNN compiles to EPContext: the compile runs in a child; without a QNN device here it is an error."""
+    """OpenVINO compiles to EPContext: the compile runs in a child; without an OpenVINO device here it is an
+    error. (Not QNN: onnxruntime-qnn may be installed here, and its plugin is found by protocol.)"""
     calls = []
     monkeypatch.setattr("winml_perf.plugins.register_plugin_eps", lambda extra=(), *a, **k: calls.append(list(extra)) or [])
     model = models.mlp(tmp_path / "mlp.onnx")
-    qnn = Target("ep", "qnn", None, "QNNExecutionProvider", "npu")
-    with pytest.raises(BundleError, match=r"compiling for QNNExecutionProvider \(epcontext\) failed: .*no device for QNN"):
-        prepare_onnx(model, qnn, "all", plugin_libraries=["qnn=/opt/qnn/libQnnHtp.so"])
-    assert calls == [["qnn=/opt/qnn/libQnnHtp.so"]]  # plugin EPs are registered before compiling
+    openvino = Target("ep", "openvino", None, "OpenVINOExecutionProvider", "npu")
+    with pytest.raises(BundleError, match=r"compiling for OpenVINOExecutionProvider \(epcontext\) failed: .*no device for OpenVINO"):
+        prepare_onnx(model, openvino, "all", plugin_libraries=["openvino=/opt/ov/libopenvino_ep.so"])
+    assert calls == [["openvino=/opt/ov/libopenvino_ep.so"]]  # plugin EPs are registered before compiling
     assert _compiled_entries(tmp_path) == []
 
 
