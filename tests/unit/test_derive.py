@@ -165,3 +165,18 @@ def test_flat_bundle_derives_and_source_is_untouched(tmp_path):
     assert raw["model"]["decoder"]["session_options"]["provider_options"] == []
     assert raw["model"]["future_model_key"] == {"kept": [1, 2]}
     assert tree_digest(bundle) == before
+
+
+def test_the_plugin_identity_is_part_of_the_derived_bundle_key(tiny_flat, bundle_copy, monkeypatch):
+    from winml_perf import plugins
+    from winml_perf.bundle.prepare import prepare_route
+    from winml_perf.devices import Target
+
+    ident = {"package": "onnxruntime-qnn", "version": "2.7.0", "sdk_version": "2.51.0", "library_sha256": "a" * 64}
+    monkeypatch.setattr(plugins, "plugin_identity", lambda ep: dict(ident) if ep == "QNNExecutionProvider" else None)
+    bundle = bundle_copy(tiny_flat)
+    qnn = Target("ep", "qnn", None, "QNNExecutionProvider", "npu")
+    first = prepare_route(bundle, qnn, require_available=False)
+    ident["sdk_version"] = "2.52.0"  # a new QNN SDK
+    second = prepare_route(bundle, qnn, require_available=False)
+    assert second.path != first.path and second.cache == "miss" and "plugin EP" in second.cache_reason

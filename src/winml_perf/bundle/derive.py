@@ -30,7 +30,8 @@ from winml_perf.bundle.routing import RoutePlan
 from winml_perf.json_shapes import NUMBER, ListOf, Opt
 from winml_perf.model.route import CompileOutcome
 
-LABELS = {"config_sha256": "the rewritten config (genai_config.json or the route)", "compile": "compile settings"}
+LABELS = {"config_sha256": "the rewritten config (genai_config.json or the route)", "compile": "compile settings",
+          "plugins": "plugin EP (package, version, SDK, library digest)"}
 OUTCOME_SHAPE = {"stages": ListOf(str), "source": str, "ep": str, "output": Opt(str), "status": str,
                  "reason": Opt(str), "compile_ms": Opt(NUMBER)}
 SHAPE = {"links": {"hardlink": int, "symlink": int, "copy": int}, "compile": ListOf(OUTCOME_SHAPE), "plan": dict}
@@ -66,6 +67,19 @@ class DeriveResult:
         }
 
 
+def plugin_identities(plan: RoutePlan) -> dict:
+    """EP -> what its plugin library is (package, version, SDK version, library sha256), for the plan's
+    non-CPU EPs served by a plugin here: a new onnxruntime-qnn or QNN SDK makes a new derived bundle."""
+    from winml_perf.plugins import plugin_identity
+
+    out = {}
+    for ep in sorted({s.ep_after for s in plan.stages if s.ep_after and s.ep_after != "CPUExecutionProvider"}):
+        ident = plugin_identity(ep)
+        if ident is not None:
+            out[ep] = {k: ident.get(k) for k in ("package", "version", "sdk_version", "library_sha256")}
+    return out
+
+
 def source_files(bundle: Path) -> list[str]:
     """Relative paths of every file of the bundle, outside ``_compiled/``, sorted. Linked sub-folders
     are followed (each real folder once, so a link loop ends)."""
@@ -94,7 +108,7 @@ def derive_bundle(plan: RoutePlan, *, verify_sources: bool = False, compile: boo
     identities = cache.source_identities(bundle, source_files(bundle), verify_sources)
     jobs, _notes = compiler.compile_jobs(plan) if compile else ([], [])
     settings = {"config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
-                "compile": [job.key_dict() for job in jobs]}
+                "compile": [job.key_dict() for job in jobs], "plugins": plugin_identities(plan)}
     request = cache.Request(bundle, eps.ep_alias(plan.ep) if plan.ep else "config", "derived bundle",
                             settings, identities, LABELS, SHAPE)
     built: dict = {}
