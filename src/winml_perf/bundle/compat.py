@@ -55,7 +55,10 @@ def ask_onnxruntime(model: Path, ep: str) -> Verdict:
 
     from winml_perf.plugins import registered_plugins
 
-    info = C.get_compatibility_info_from_model(str(model), ep)
+    try:
+        info = C.get_compatibility_info_from_model(str(model), ep)
+    except Exception as exc:  # a damaged model: the session step says what is wrong with it
+        return Verdict("unknown", "onnxruntime", "ERROR", None, "cannot read its metadata: " + " ".join(str(exc).split())[:_ERROR_CHARS])
     if info is None:
         return Verdict("unknown", "onnxruntime", "NO_INFO", None, f"no ep_compatibility_info.{ep} in the model")
     registered_plugins()  # so a plugin EP's devices are listed
