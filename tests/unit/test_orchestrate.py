@@ -16,13 +16,18 @@ from winml_perf.errors import StoreError, UsageError
     ("device=gpu", RouteRequest(device="gpu"), "device=gpu"),
     ("ep=webgpu;stages=context,iterator", RouteRequest(ep="webgpu", stages=("context", "iterator")), "ep=webgpu[context,iterator]"),
     (" ep=cpu ; stages = context ", RouteRequest(ep="cpu", stages=("context",)), "ep=cpu[context]"),
+    ("ep=qnn;options=soc_model=60,htp_arch=73", RouteRequest(ep="qnn", options=(("htp_arch", "73"), ("soc_model", "60"))),
+     "ep=qnn(htp_arch=73,soc_model=60)"),
+    ("ep=qnn;stages=iterator;options=soc_model=88", RouteRequest(ep="qnn", stages=("iterator",), options=(("soc_model", "88"),)),
+     "ep=qnn(soc_model=88)[iterator]"),
 ])
 def test_parse_route(text, expected, label):
     r = parse_route(text)
     assert r == expected and r.label == label
 
 
-@pytest.mark.parametrize("text", ["gpu", "ep=", "fast=1", "config;stages=context", "ep=cpu;layers=1"])
+@pytest.mark.parametrize("text", ["gpu", "ep=", "fast=1", "config;stages=context", "ep=cpu;layers=1",
+                                  "config;options=soc_model=60", "ep=qnn;options=soc_model", "ep=qnn;options=a=1;options=b=2"])
 def test_bad_routes_are_usage_errors(text):
     with pytest.raises(UsageError, match="--route"):
         parse_route(text)
