@@ -17,7 +17,8 @@ from winml_perf.bench.device_bandwidth import HOST, NVIDIA_GPU, UNKNOWN, stage_d
 from winml_perf.bundle.decode_bytes import DecodeBytes, decode_bytes
 from winml_perf.errors import BenchmarkFailure, WinmlPerfError
 
-WORKING_SET_NOTE = "host bytes per step fit in the CPU caches: bounded by the faster of the DRAM probe and a probe re-reading a working set of that size"
+WORKING_SET_NOTE = ("host bytes per step under 1 GiB (they may sit in the CPU caches): bounded by the faster of the DRAM probe "
+                    "and a probe re-reading a working set of that size")
 
 
 class RooflineExceeded(BenchmarkFailure):
