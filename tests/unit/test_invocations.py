@@ -17,7 +17,7 @@ from winml_perf.results.validation import validate_record
 
 def routes(tmp_path: Path, **per_route) -> list[RouteSpec]:
     log = str(tmp_path / "loads.log")
-    return [RouteSpec(label, fake_spec(f"fake-{label}", label=label, load_log_path=log, **opts))
+    return [RouteSpec(label, fake_spec(f"fake-{label}", label=label, load_log_path=log, **opts), bundle="fake")
             for label, opts in per_route.items()]
 
 
@@ -194,3 +194,23 @@ def test_invocations_in_fresh_processes(tmp_path):
         assert len(set(pids)) == 2 and None not in pids  # a fresh process each
         assert cell.to_dict()["memory"] == {} or "each invocation" in cell.memory.get("scope", "")
     assert sorted(loads(tmp_path)) == ["a", "a", "b", "b"]
+
+
+# -- route ratios over paired invocations ----------------------------------------------------------------
+def test_compare_routes_pairs_invocations_of_the_same_round_so_drift_cancels(tmp_path):
+    from winml_perf.results.compare import compare_routes
+    from winml_perf.results.store import open_store
+
+    drift = [1.0, 1.0, 1.4, 1.4, 2.0, 2.0, 1.2, 1.2]  # the n-th session loaded: both routes of a round alike
+    rs = routes(tmp_path, config=dict(decode_ms=10.0, session_scales=drift), fast=dict(decode_ms=5.0, session_scales=drift))
+    run = sweep(rs, IterationPolicy(iterations=4, invocations=4), seed=3)
+    store = open_store(str(tmp_path / "r.db"))
+    for cell in run.cells:
+        store.write_record(cell.to_dict())
+    report = compare_routes(store, metrics=["decode_tokens_per_s"])
+    store.close()
+    (row,) = report.rows
+    assert row.pairing == "invocations" and row.rounds == 4
+    # every pair: 2x faster exactly, although invocation medians range over 2x
+    assert (row.speedup, row.ci_low, row.ci_high) == pytest.approx((2.0, 2.0, 2.0))
+    assert "4 paired invocations" in row.sentence() and row.verdict == "faster"
