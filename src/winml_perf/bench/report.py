@@ -59,6 +59,7 @@ def cell_statistics(result: CellResult) -> tuple[dict[str, stats.Summary], dict[
         section["label"] = IV.coverage_text(intervals[primary]["coverage"])
         section["within_process"] = interval_dict(IV.in_process_interval(samples, primary))
     section["metrics"] = intervals
+    section["within_process_metrics"] = {name: interval_dict(IV.in_process_interval(samples, name)) for name in intervals}
     return out, section
 
 
