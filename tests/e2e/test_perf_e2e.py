@@ -13,8 +13,8 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
 def test_perf_json_has_metrics(winml, bundle, tmp_path):
     out = tmp_path / "new" / "run.json"
-    r = winml("perf", bundle, "--format", "json", "--iterations", "3", "--warmup", "1", "--max-new-tokens", "8",
-              "--prompt-tokens", "24", "-o", out)
+    r = winml("perf", bundle, "--format", "json", "--invocations", "1", "--iterations", "3", "--warmup", "1",
+              "--max-new-tokens", "8", "--prompt-tokens", "24", "-o", out)
     assert r.returncode == 0, r.stderr
     doc = r.json()
     assert json.loads(out.read_text()) == doc and [p.name for p in out.parent.iterdir()] == ["run.json"]

@@ -68,7 +68,8 @@ def stdev(values: Sequence[float]) -> float:
     xs = _array(values)
     if xs.size < 2:
         return math.nan
-    return float(np.std(xs, ddof=1))
+    m = math.fsum(xs.tolist()) / xs.size
+    return math.sqrt(math.fsum(((xs - m) ** 2).tolist()) / (xs.size - 1))  # exactly rounded sums, as before
 
 
 def cv_pct(values: Sequence[float]) -> float:
