@@ -214,3 +214,14 @@ def test_compare_routes_pairs_invocations_of_the_same_round_so_drift_cancels(tmp
     # every pair: 2x faster exactly, although invocation medians range over 2x
     assert (row.speedup, row.ci_low, row.ci_high) == pytest.approx((2.0, 2.0, 2.0))
     assert "4 paired invocations" in row.sentence() and row.verdict == "faster"
+
+
+def test_decide_starts_an_invocation_when_two_alike_invocations_cannot_narrow_by_iterating():
+    # T2^2 = 0: K&J's r1* alone would iterate forever, but with 2 invocations the t quantile (12.7)
+    # dominates and only a third invocation (t = 4.3) narrows the interval much
+    alike = [[99.0, 101.0] * 200, [99.05, 101.05] * 200]
+    policy = adaptive(target=0.001, max_iterations=10_000)
+    d = stopping.decide(policy, alike, 0.0, 0.01, 1.0)
+    assert d.action == "invocation" and "t quantile" in d.reason
+    few = [[99.0, 101.0] * 3, [99.05, 101.05] * 3]
+    assert stopping.decide(policy, few, 0.0, 0.01, 1.0).action == "iteration"  # cheap iterations first
