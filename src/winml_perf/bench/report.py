@@ -51,7 +51,9 @@ def cell_statistics(result: CellResult) -> tuple[dict[str, stats.Summary], dict[
             continue
         interval = IV.metric_interval(samples, m.name)
         intervals[m.name] = interval_dict(interval)
-        out[m.name] = stats.summarize(values, interval=(interval.low, interval.high))
+        summary = stats.summarize(values, interval=(interval.low, interval.high))
+        # the ± the stopping rule used: about the interval's own estimate (over invocations: their medians)
+        out[m.name] = replace(summary, ci95_half_width_pct=interval.half_width_pct)
     primary = result.cell.primary_metric
     if primary in intervals:
         section["primary"] = intervals[primary]

@@ -67,6 +67,13 @@ def decide(policy: IterationPolicy, invocations: Sequence[Sequence[float]], spen
         return Decision("iteration", "no invocation has a repeated iteration yet", half)
     components = variance_components(invocations)
     c1, c2 = max(iteration_cost_s, 1e-9), max(invocation_cost_s, 0.0)
+    if math.isnan(half):
+        half = half_width_pct(invocations)
+    predicted = predicted_half_width(components, here, k) / abs(components.grand_mean) * 100.0 if components.grand_mean else math.nan
+    if half > MODEL_SLACK * predicted:
+        return _new_invocation(policy, k, f"the interval (±{half:.2f} %) is over {MODEL_SLACK:g}x wider than the variance "
+                               f"model predicts (±{predicted:.2f} %): {k} invocations underestimate the variance between "
+                               f"them, and only another invocation can show it", half)
     if k >= T_REGIME_ENDS and components.between > 0:
         advice = next_repetition(components, c1, c2, here)
         action, reason = advice.next, advice.reason
@@ -77,6 +84,8 @@ def decide(policy: IterationPolicy, invocations: Sequence[Sequence[float]], spen
     return _new_invocation(policy, k, reason, half)
 
 
+#: An interval this many times wider than the variance model predicts means the model is wrong.
+MODEL_SLACK = 2.0
 #: From this many invocations the interval is distribution-free over invocation medians and K&J's
 #: r1* (next_repetition) decides alone; below, the Student t quantile's fall with k matters too.
 T_REGIME_ENDS = 6
