@@ -177,3 +177,11 @@ def test_perf_invocations_are_fresh_processes_with_an_interval_across_them(winml
     assert "CI95 in-proc" in one.stdout and "covers this process only" in one.stdout
     bad = winml("perf", TINY_FLAT, "--invocations", "3", "--no-isolate", "--no-store")
     assert bad.returncode == 2 and "--no-isolate" in bad.stderr
+
+
+def test_two_routes_over_invocations_compare_over_paired_invocations(winml, bundle_copy):
+    r = winml("perf", bundle_copy(TINY_FLAT), "--route", "config", "--route", "ep=cpu", "--invocations", "3", "--iterations", "2",
+              "--prompt-tokens", "8", "--max-new-tokens", "4", "--no-store")
+    assert r.returncode == 0, r.stderr
+    tail = r.stdout[r.stdout.index("summary: routes against config (95% CI, over paired invocations)"):]
+    assert "(p8 n4, 3 paired invocations)" in tail and "paired rounds" not in tail

@@ -115,7 +115,7 @@ class RouteComparison:
     def enough(self) -> bool:
         """Whether the rounds behind this comparison support an interval and a verdict."""
         ci = sig.RatioCI(self.speedup, self.ci_low, self.ci_high, self.rounds, self.n_baseline, self.n_candidate, 0)
-        return sig.enough_for_ci(ci)
+        return _enough(ci, self.pairing)
 
     def point_sentence(self) -> str:
         """The point ratio alone, for a comparison too small for an interval: 'ep=cpu decode: 1.15 ×
@@ -125,7 +125,7 @@ class RouteComparison:
         s, _, _ = self._oriented()
         direction = "slower than" if self._slower() else "faster than"
         return (f"{self.route} {metric_word(self.metric)}: {s:.2f} × {direction} {self.baseline_route} "
-                f"({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self.rounds} rounds)")
+                f"({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self._pairs_text()})")
 
     def _slower(self) -> bool:
         """Whether the sentence says 'slower': the verdict decides when it has a side, else the point."""
