@@ -11,6 +11,12 @@
    prompt tokens/s and decode tokens/s with the same definitions. The figure is the median of the
    per-pair ratios harness/bare (drift cancels within a pair) with its distribution-free 95 % CI;
    the target is >= 0.99.
+1b. Overhead at invocation level (``--invocation-level``): pairs of fresh processes, in a seeded
+   shuffled order per pair: `winml perf BUNDLE --invocations 1` (the harness, as a user runs it)
+   and this script's bare loop in a process of its own (``--bare-child``), ``--iterations``
+   generations each after ``--pair-warmup`` warmups. The figure is harness/bare over paired
+   invocations (uncertainty.paired_ratio: the median of per-pair ratios of invocation medians, Student t
+   on their logs below 6 pairs) with its 95 % interval; what differs between processes is in it.
 2. Stopping rule. Tokens generated (warmups included) by ``--target-ci 1%`` until the 95 % CI of the
    median decode tokens/s is within ±1 %, against onnxruntime-genai benchmark_e2e.py's fixed
    5 warmups + 10 iterations; and the CI half-width the fixed run actually reached.
@@ -143,6 +149,72 @@ def overhead(session: GenaiSession, spec: SessionSpec, args) -> dict:
     return out
 
 
+def bare_child(args) -> int:
+    """One bare-loop invocation: load, warm up, time ``--iterations`` generations; JSON on stdout."""
+    bundle = ensure_bundle(args)
+    session = GenaiSession(bundle).load()
+    model = session._model
+    prompt = session.synthetic_prompt(args.prompt_tokens, seed=args.seed)
+    for _ in range(args.pair_warmup):
+        bare_loop(model, prompt, args.max_new_tokens)
+    runs = [bare_loop(model, prompt, args.max_new_tokens) for _ in range(args.iterations)]
+    print(json.dumps({"prompt_tokens_per_s": [p for p, _ in runs], "decode_tokens_per_s": [d for _, d in runs]}))
+    return 0
+
+
+def _harness_invocation(bundle: Path, args) -> dict:
+    cmd = [sys.executable, "-m", "winml_perf", "perf", str(bundle), *(["--ep", args.ep] if args.ep else []),
+           "--invocations", "1", "--iterations", str(args.iterations),
+           "--warmup", str(args.pair_warmup), "--prompt-tokens", str(args.prompt_tokens), "--max-new-tokens",
+           str(args.max_new_tokens), "--seed", str(args.seed), "--format", "json", "--no-store", "-q"]
+    doc = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    (cell,) = doc["cells"]
+    from winml_perf.model.sample import IterationSample
+
+    samples = [IterationSample.from_dict(s) for s in cell["samples"]["iterations"]]
+    out = {m: metric_values(samples, m) for m in ("prompt_tokens_per_s", "decode_tokens_per_s")}
+    out["path"] = cell["route"].get("path") or str(bundle)  # the folder the route loads (a derived bundle when forced)
+    return out
+
+
+def _bare_invocation(bundle: Path, args) -> dict:
+    cmd = [sys.executable, __file__, "--bare-child", "--bundle", str(bundle), "--iterations", str(args.iterations),
+           "--pair-warmup", str(args.pair_warmup), "--prompt-tokens", str(args.prompt_tokens),
+           "--max-new-tokens", str(args.max_new_tokens), "--seed", str(args.seed)]
+    return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+
+
+def invocation_overhead(bundle: Path, args) -> dict:
+    """Harness vs bare loop over paired fresh processes (see the module doc, 1b)."""
+    from winml_perf.uncertainty import paired_ratio
+
+    metrics = ("prompt_tokens_per_s", "decode_tokens_per_s")
+    harness: list[dict] = []
+    bare: list[dict] = []
+    rng = random.Random(args.seed)
+    orders = []
+    start = time.perf_counter()
+    loaded = Path(_harness_invocation(bundle, args)["path"])  # prepares a forced route once; the bare loop loads the same folder
+    for pair in range(args.pairs):
+        order = rng.sample(["harness", "bare"], 2)
+        orders.append(order)
+        for who in order:
+            (harness if who == "harness" else bare).append(
+                _harness_invocation(bundle, args) if who == "harness" else _bare_invocation(loaded, args))
+        print(f"pair {pair + 1}/{args.pairs} ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+        if time.perf_counter() - start > args.max_time and pair >= 1:
+            print(f"stopping after {pair + 1} pairs: --max-time {args.max_time:g} s", file=sys.stderr)
+            break
+    out: dict = {"orders": orders}
+    for m in metrics:
+        r = paired_ratio([h[m] for h in harness], [b[m] for b in bare])
+        out[m] = {"ratio": r.estimate, "ci95": [r.low, r.high], "method": r.method, "pairs": r.pairs,
+                  "harness_invocation_medians": [stats.median(h[m]) for h in harness],
+                  "bare_invocation_medians": [stats.median(b[m]) for b in bare],
+                  "within_1pct": r.low >= 0.99 and r.high <= 1.01, "describe": r.describe()}
+    return out
+
+
 def stopping_cost(session: GenaiSession, spec: SessionSpec, args) -> dict:
     factory = lambda _spec: SharedSession(session)  # noqa: E731
     base = dict(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
@@ -181,9 +253,23 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-stopping", action="store_true", help="only measure the overhead")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--invocation-level", action="store_true", help="pairs of fresh processes (1b), not one process")
+    ap.add_argument("--ep", help="1b: force this EP in the harness (the bare loop loads the same derived bundle)")
+    ap.add_argument("--bare-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.bare_child:
+        return bare_child(args)
 
     bundle = ensure_bundle(args)
+    if args.invocation_level:
+        report = {"bundle": str(bundle), "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,
+                  "iterations_per_invocation": args.iterations, "invocation_overhead": invocation_overhead(bundle, args)}
+        for m in ("prompt_tokens_per_s", "decode_tokens_per_s"):
+            o = report["invocation_overhead"][m]
+            print(f"{m:22s} harness/bare {o['describe']}; within 1.00 ± 0.01: {o['within_1pct']}")
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2))
+        return 0
     spec = SessionSpec("winml-genai", str(bundle))
     session = GenaiSession(bundle).load()
     report = {"bundle": str(bundle), "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,

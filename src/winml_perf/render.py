@@ -38,6 +38,28 @@ def _token_row(c: dict) -> list:
             s.get("iterations"), _ci(s), None if rss is None else rss / 2**20]
 
 
+def _covers(c: dict) -> str:
+    """What a cell's CI covers: '5 proc' (over invocations) or 'in-proc' (one process)."""
+    return c.get("summary", {}).get("primary_ci95_covers") or "in-proc"
+
+
+def _ci_head(cells: list[dict]) -> str:
+    """'CI95 (5 proc)' / 'CI95 in-proc' when every row covers the same; else 'CI95' and each row says."""
+    kinds = {_covers(c) for c in cells}
+    if len(kinds) != 1:
+        return "CI95"
+    kind = kinds.pop()
+    return "CI95 in-proc" if kind == "in-proc" else f"CI95 ({kind})"
+
+
+def _iters(s: dict) -> str:
+    """'25' for one process, '5x5' for 5 invocations of 5 iterations (total shown when uneven)."""
+    n, k = s.get("iterations"), s.get("invocations") or 1
+    if k <= 1 or n is None:
+        return str(n)
+    return f"{k}x{n // k}" if n % k == 0 else f"{n} in {k} inv."
+
+
 def _latency_row(c: dict) -> list:
     s, m = c["summary"], c.get("metrics", {}).get(M.LATENCY.name, {})
     return [_route_label(c), s.get(M.LATENCY.name), m.get("p90"), m.get("p99"), s.get(M.INFERENCE_RATE.name),
@@ -133,6 +155,33 @@ def warning_lines(cells: list[dict]) -> list[str]:
     return lines
 
 
+def _table_row(headers: list[str], row: list, cell: dict, mixed: bool) -> list[str]:
+    """A shown row for the table: iterations as invocations x iterations, and the CI's coverage
+    beside it when the rows cover different things."""
+    out = _shown(headers, row)
+    out[headers.index("iters")] = _iters(cell["summary"])
+    if mixed:
+        out[headers.index(_CI_COLUMN)] += f" {_covers(cell)}"
+    return out
+
+
+def _stop_lines(cells: list[dict]) -> list[str]:
+    """Why each adaptive cell stopped, and a note when an interval covers one process only."""
+    lines = []
+    for c in cells:
+        policy = (c.get("policy") or {}).get("iterations") or {}
+        if policy.get("mode") == "adaptive":
+            s = c["summary"]
+            ci = s.get("primary_ci95_half_width_pct")
+            lines.append(f"[{c['cell_key']}] stopped by {c.get('stop_reason')}: ±{'-' if ci is None else f'{ci:.2f}'}% "
+                         f"({_covers(c)}) against --target-ci {policy.get('target_ci_pct'):g}%, "
+                         f"{s.get('invocations') or 1} invocation(s), {s.get('iterations')} iterations")
+    if cells and all(_covers(c) == "in-proc" for c in cells):
+        lines.append("CI95 in-proc covers this process only: another run may differ by more; "
+                     "--invocations 5 (the default) gives an interval across processes")
+    return lines
+
+
 def render_run(doc: dict, warnings_only: bool = False) -> str:
     cells = doc["cells"]
     warnings = warning_lines(cells)
@@ -142,6 +191,11 @@ def render_run(doc: dict, warnings_only: bool = False) -> str:
     parts = [f"{cells[0]['bundle'] if cells else ''}  runtime={cells[0]['runtime'] if cells else ''}  run={doc['run_id'][:12]}"]
     parts += _route_lines(cells)
     if rows:
-        parts.append(tabulate([_shown(headers, r) for r in rows], headers=headers, tablefmt="github", disable_numparse=True))
+        ok = [c for c in cells if c["status"] == "ok"]  # run_rows' rows, in the same order
+        head = _ci_head(ok)
+        shown = [_table_row(headers, r, c, head == "CI95") for r, c in zip(rows, ok)]
+        headers = [head if h == _CI_COLUMN else h for h in headers]
+        parts.append(tabulate(shown, headers=headers, tablefmt="github", disable_numparse=True))
+        parts += _stop_lines(ok)
     parts += warnings
     return "\n".join(parts)

@@ -87,7 +87,7 @@ def test_perf_formats_exports_merged_sweeps_and_the_closing_summary(tmp_path, bu
     bundle = bundle_copy(TINY_FLAT)  # the forced route derives under the bundle, not under bundles/
     files = {f: tmp_path / f"run.{f}" for f in ("json", "jsonl", "csv", "md")}
     r = run_winml("perf", bundle, "--route", "config", "--route", "ep=cpu", "--prompt-tokens", "4", "--prompt-tokens", "8",
-                  "--max-new-tokens", "3", "--iterations", "6", "--no-store", "--format", "jsonl", "-o", tmp_path / "o.json",
+                  "--max-new-tokens", "3", "--invocations", "1", "--iterations", "6", "--no-store", "--format", "jsonl", "-o", tmp_path / "o.json",
                   "--export-json", files["json"], "--export-jsonl", files["jsonl"], "--export-csv", files["csv"],
                   "--export-markdown", files["md"], cwd=tmp_path)
     assert r.returncode == 0, r.stderr
@@ -111,7 +111,7 @@ def test_perf_formats_exports_merged_sweeps_and_the_closing_summary(tmp_path, bu
 
 def test_perf_table_ends_with_the_summary_and_bad_exports_fail_before_measuring(tmp_path, bundle_copy):
     r = run_winml("perf", bundle_copy(TINY_FLAT), "--route", "config", "--route", "ep=cpu", "--max-new-tokens", "2", "--prompt-tokens", "4",
-                  "--iterations", "3", "--no-store", cwd=tmp_path)
+                  "--invocations", "1", "--iterations", "3", "--no-store", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     tail = r.stdout[r.stdout.index("summary: routes against config"):]
     assert "ep=cpu decode: " in tail and "(p4 n2, 3 rounds)" in tail  # 3 rounds: the point ratio, no interval

@@ -63,7 +63,7 @@ def test_signal_keeps_finished_cells_kills_children_exits_128_plus_signal(bundle
     db, out = tmp_path / "s.db", tmp_path / "run.json"
     # the first shape group is quick; the second runs long enough to be interrupted in the middle
     proc = _start(["perf", bundle, "--route", "config", "--route", "ep=cpu", "--prompt-tokens", "8",
-                   "--max-new-tokens", "2,900", "--iterations", "3000", "--warmup", "0", "--store", db, "-o", out])
+                   "--max-new-tokens", "2,900", "--invocations", "1", "--iterations", "3000", "--warmup", "0", "--store", db, "-o", out])
     _wait_for(lambda: _stored(db) >= 2, proc, "the first group stored")
     children = psutil.Process(proc.pid).children(recursive=True)
     assert children, "several routes run in child processes"
@@ -198,8 +198,8 @@ def test_onnxruntime_genai_own_test_models_are_measured(tmp_path, name, route):
     bundle = tmp_path / name
     shutil.copytree(ORT_GENAI_MODELS / name, bundle)
     before = _digest(bundle)
-    r = run_winml("perf", bundle, "--route", route, "--iterations", "2", "--prompt-tokens", "8", "--max-new-tokens", "4",
-                  "--no-store", "--format", "json")
+    r = run_winml("perf", bundle, "--route", route, "--invocations", "1", "--iterations", "2", "--prompt-tokens", "8",
+                  "--max-new-tokens", "4", "--no-store", "--format", "json")
     assert r.returncode == 0, r.stderr
     (cell,) = r.json()["cells"]
     assert cell["status"] == "ok" and len(cell["samples"]["iterations"]) == 2

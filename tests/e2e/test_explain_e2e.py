@@ -24,7 +24,7 @@ from winml_perf.results.validation import validated_cell
 pytestmark = pytest.mark.e2e
 
 ROUNDING_MS = 1e-5  # three rounded figures summed
-COMMON = ("--warmup", "1", "--iterations", "2", "--format", "json", "-q", "--no-store")
+COMMON = ("--warmup", "1", "--invocations", "1", "--iterations", "2", "--format", "json", "-q", "--no-store")
 SHAPE = ("--prompt-tokens", "16", "--max-new-tokens", "6")
 
 

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
 def test_perf_json_has_metrics(winml, bundle, tmp_path):
     out = tmp_path / "new" / "run.json"
-    r = winml("perf", bundle, "--format", "json", "--iterations", "3", "--warmup", "1", "--max-new-tokens", "8",
-              "--prompt-tokens", "24", "-o", out)
+    r = winml("perf", bundle, "--format", "json", "--invocations", "1", "--iterations", "3", "--warmup", "1",
+              "--max-new-tokens", "8", "--prompt-tokens", "24", "-o", out)
     assert r.returncode == 0, r.stderr
     doc = r.json()
     assert json.loads(out.read_text()) == doc and [p.name for p in out.parent.iterdir()] == ["run.json"]
@@ -150,3 +150,38 @@ def test_routing_errors_exit_2(winml, args, needle):
 def test_device_config_is_a_usage_error_for_plain_models(winml):
     r = winml("perf", TINY_FLAT / "model.onnx", "--device", "config", "--iterations", "1")
     assert r.returncode == 2 and "--device config" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_perf_invocations_are_fresh_processes_with_an_interval_across_them(winml, tmp_path):
+    r = winml("perf", TINY_FLAT, "--format", "json", "--invocations", "3", "--iterations", "4", "--warmup", "1",
+              "--prompt-tokens", "16", "--max-new-tokens", "8", "--no-store")
+    assert r.returncode == 0, r.stderr
+    doc = r.json()
+    (cell,) = doc["cells"]
+    figures = cell["invocations"]
+    assert [f["index"] for f in figures] == [0, 1, 2]
+    assert len({f["pid"] for f in figures}) == 3  # a fresh process (and model load) each
+    assert all(f["iterations"] == 4 and f["model_load_ms"] > 0 and f["medians"]["decode_tokens_per_s"] > 0 for f in figures)
+    iters = cell["samples"]["iterations"]
+    assert [i["invocation"] for i in iters] == [0] * 4 + [1] * 4 + [2] * 4
+    u = cell["uncertainty"]
+    assert u["coverage"] == {"levels": ["invocations", "iterations"], "invocations": 3, "iterations": 12}
+    assert u["primary"]["method"] == "student_t_invocations" and u["within_process"]["coverage"]["invocations"] == 1
+    assert cell["summary"]["primary_ci95_covers"] == "3 proc" and doc["sweep"]["isolate"] is True
+    table = winml("perf", TINY_FLAT, "--invocations", "3", "--iterations", "2", "--prompt-tokens", "16",
+                  "--max-new-tokens", "4", "--no-store")
+    assert table.returncode == 0, table.stderr
+    assert "CI95 (3 proc)" in table.stdout and "3x2" in table.stdout
+    one = winml("perf", TINY_FLAT, "--invocations", "1", "--iterations", "6", "--prompt-tokens", "16",
+                "--max-new-tokens", "4", "--no-store")
+    assert "CI95 in-proc" in one.stdout and "covers this process only" in one.stdout
+    bad = winml("perf", TINY_FLAT, "--invocations", "3", "--no-isolate", "--no-store")
+    assert bad.returncode == 2 and "--no-isolate" in bad.stderr
+
+
+def test_two_routes_over_invocations_compare_over_paired_invocations(winml, bundle_copy):
+    r = winml("perf", bundle_copy(TINY_FLAT), "--route", "config", "--route", "ep=cpu", "--invocations", "3", "--iterations", "2",
+              "--prompt-tokens", "8", "--max-new-tokens", "4", "--no-store")
+    assert r.returncode == 0, r.stderr
+    tail = r.stdout[r.stdout.index("summary: routes against config (95% CI, over paired invocations)"):]
+    assert "(p8 n4, 3 paired invocations)" in tail and "paired rounds" not in tail

@@ -186,7 +186,8 @@ def test_dashboard_command_writes_a_self_contained_page(store_path, tmp_path):
 def test_a_real_sweep_lands_in_the_store_and_compares(tmp_path):
     store = tmp_path / "perf.db"
     r = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "ep=cpu", "--iterations", "6", "--warmup", "1",
-                  "--prompt-tokens", "8", "--max-new-tokens", "4", "--no-isolate", "--quiet", "--store", store, cwd=tmp_path)
+                  "--prompt-tokens", "8", "--max-new-tokens", "4", "--no-isolate", "--invocations", "1", "--quiet", "--store", store,
+                  cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     rows = winml("results", "list", "--store", store, "--format", "json").json()
     assert sorted(x["route"] for x in rows) == ["config", "ep=cpu"] and {x["n_samples"] for x in rows} == {6}

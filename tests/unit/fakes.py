@@ -22,7 +22,10 @@ SessionSpec.options):
     hang_on_call                 sleep for an hour on that call
     actual_route                 what actual_route() reports ({stage: EP that ran})
     log_path                     append "<label> <call>" per call (to observe execution order)
-    label                        name written to log_path
+    label                        name written to log_path and load_log_path
+    load_log_path                append "<label>" per load() (one line per session: an invocation)
+    session_scales               with load_log_path: multiplier of every call of the n-th session
+                                 loaded (n = lines already in that file, cycled), across processes
 
 With runtime 'winml' it is a plain inference session: ``run_timed()`` returns decode_ms * scale.
 """
@@ -54,6 +57,14 @@ class FakeSession:
             raise RuntimeError(self.o["raise_on_load"])
         self.loaded = True
         self.load_ms = float(self.o.get("load_ms", 5.0))
+        self.session_scale = 1.0
+        log = self.o.get("load_log_path")
+        if log:
+            previous = Path(log).read_text().splitlines() if Path(log).exists() else []
+            scales = self.o.get("session_scales") or [1.0]
+            self.session_scale = float(scales[len(previous) % len(scales)])
+            with open(log, "a") as f:
+                f.write(f"{self.o.get('label', self.spec.path)}\n")
         return self
 
     def unload(self) -> None:
@@ -72,7 +83,7 @@ class FakeSession:
     # -- the script ----------------------------------------------------------------------------
     def _scale(self) -> float:
         scales = self.o.get("scales") or [1.0]
-        s = float(scales[(self.calls - 1) % len(scales)])
+        s = float(scales[(self.calls - 1) % len(scales)]) * getattr(self, "session_scale", 1.0)
         s *= 1.0 + self.calls * float(self.o.get("drift_pct_per_call", 0.0)) / 100.0
         jitter = float(self.o.get("jitter_pct", 0.0))
         if jitter:

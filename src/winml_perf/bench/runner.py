@@ -27,10 +27,7 @@ from winml_perf.bench.spec import CellSpec, IterationPolicy
 from winml_perf.model.metrics import metric_values
 from winml_perf.model.sample import IterationSample
 
-STOP_ITERATIONS = "iterations"
-STOP_CI_TARGET = "ci_target"
-STOP_MAX_ITERATIONS = "max_iterations"
-STOP_MAX_TIME = "max_time"
+from winml_perf.bench.stopping import STOP_CI_TARGET, STOP_ITERATIONS, STOP_MAX_ITERATIONS, STOP_MAX_TIME  # noqa: F401
 
 
 def utc_now() -> str:
@@ -273,6 +270,11 @@ class SweepRunner:
     def _result(self, d: _Driver) -> CellResult:
         b = d.begin or {}
         load = b.get("load") or {}
+        primary = d.cell.primary_metric
+        figure = {"index": 0, "round": 0, "pid": getattr(self._hosts.get(d.cell.route_label), "pid", None),
+                  "model_load_ms": load.get("model_load_ms"), "warmup_iterations": len(b.get("warmup_samples") or ()),
+                  "warmup_s": b.get("warmup_s"), "measure_s": d.measure_s, "iterations": len(d.samples),
+                  "medians": {primary: stats.median(d.values())}, "next": None}
         phases = LoadPhases(
             plugin_registration_ms=load.get("plugin_registration_ms"), prepare_ms=d.cell.prepare_ms, compile_ms=d.cell.compile_ms,
             model_load_ms=load.get("model_load_ms"), first_generation_ms=b.get("first_generation_ms"),
@@ -284,6 +286,7 @@ class SweepRunner:
             stop_reason=d.stop, failure=d.failure, memory=self._memory(d),
             route_actual=dict(d.end.get("route_actual") or {}), started_utc=d.started_utc, finished_utc=utc_now(),
             wall_s=time.perf_counter() - d.t0, measure_s=d.measure_s, index=d.index, explain=dict(d.explain),
+            invocations=(figure,) if d.begin is not None else (), invocation_kind="process" if self.isolate else "session",
         )
 
     def _explain(self, d: _Driver) -> dict:
@@ -333,8 +336,13 @@ class SweepRunner:
     def run(self) -> SweepOutcome:
         self.progress.sweep_started(len(self.cells))
         try:
-            for g, drivers in enumerate(self._groups()):
-                self._run_group(g, drivers)
+            if any(c.iterations.multi_invocation for c in self.cells):
+                from winml_perf.bench.invocations import InvocationRounds
+
+                InvocationRounds(self).run()
+            else:
+                for g, drivers in enumerate(self._groups()):
+                    self._run_group(g, drivers)
         except KeyboardInterrupt:  # a signal: the children stop now, not after their current batch
             for host in self._hosts.values():
                 getattr(host, "kill", host.close)()

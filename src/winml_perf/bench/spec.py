@@ -100,17 +100,28 @@ class WarmupPolicy:
 
 @dataclass(frozen=True)
 class IterationPolicy:
-    """Measured iterations: fixed ``iterations``, or adaptive when ``target_ci_pct`` is set: run
-    until the 95 % CI of the median of the primary metric is within ±target_ci_pct, at least
-    ``min_iterations``, at most ``max_iterations`` and ``max_time_s`` of measuring."""
+    """Measured repetitions at two levels (Kalibera & Jones 2013): ``invocations`` (a fresh process
+    and model load each) x iterations in each.
+
+    Fixed: exactly ``invocations`` x ``iterations``. Adaptive when ``target_ci_pct`` is set: until
+    the 95 % CI of the median of the primary metric is within ±target_ci_pct, with at least
+    ``min_iterations`` in each invocation and at least ``invocations`` invocations; the rule picks
+    another iteration or another invocation by the variance at each level (bench/stopping.py); caps:
+    ``max_iterations`` (all invocations together), ``max_invocations`` and ``max_time_s`` (time
+    charged to the cell: loads, warmups and iterations). ``max_invocations`` 1 is the
+    within-process rule (one invocation, its interval covers that process only)."""
 
     iterations: int = 10
     target_ci_pct: float | None = None
     min_iterations: int = 6
     max_iterations: int = 1000
     max_time_s: float = 600.0
+    invocations: int = 1
+    max_invocations: int = 1
 
     def __post_init__(self) -> None:
+        if self.invocations < 1:
+            raise UsageError(f"--invocations must be >= 1, got {self.invocations}", "pass --invocations 1 or more")
         if self.target_ci_pct is None:
             if self.iterations < 1:
                 raise UsageError(f"--iterations must be >= 1, got {self.iterations}")
@@ -123,18 +134,28 @@ class IterationPolicy:
                 )
             if not self.max_time_s > 0:
                 raise UsageError(f"--max-time must be > 0 s, got {self.max_time_s}")
+            if self.max_invocations < self.invocations:
+                raise UsageError(f"--max-invocations {self.max_invocations} is below --invocations {self.invocations}",
+                                 "pass --max-invocations at least --invocations")
 
     @property
     def adaptive(self) -> bool:
         return self.target_ci_pct is not None
 
-    @classmethod
-    def fixed(cls, n: int) -> "IterationPolicy":
-        return cls(iterations=n)
+    @property
+    def multi_invocation(self) -> bool:
+        """Whether more than one invocation may run (then every invocation is a fresh session)."""
+        return (self.max_invocations if self.adaptive else self.invocations) > 1
 
     @classmethod
-    def until_ci(cls, target_pct: float, min_iterations: int = 6, max_iterations: int = 1000, max_time_s: float = 600.0) -> "IterationPolicy":
-        return cls(target_ci_pct=target_pct, min_iterations=min_iterations, max_iterations=max_iterations, max_time_s=max_time_s)
+    def fixed(cls, n: int, invocations: int = 1) -> "IterationPolicy":
+        return cls(iterations=n, invocations=invocations)
+
+    @classmethod
+    def until_ci(cls, target_pct: float, min_iterations: int = 6, max_iterations: int = 1000, max_time_s: float = 600.0,
+                 invocations: int = 1, max_invocations: int = 1) -> "IterationPolicy":
+        return cls(target_ci_pct=target_pct, min_iterations=min_iterations, max_iterations=max_iterations, max_time_s=max_time_s,
+                   invocations=invocations, max_invocations=max_invocations)
 
     def to_dict(self) -> dict:
         d = asdict(self)

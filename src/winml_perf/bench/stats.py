@@ -8,9 +8,9 @@ Methods:
 - Percentiles: linear interpolation between order statistics, Hyndman & Fan (1996) "Sample
   quantiles in statistical packages", definition 7 (the default of numpy and R).
 - Confidence interval of the median: distribution-free, from order statistics and the binomial
-  distribution Bin(n, 1/2) (Conover, "Practical Nonparametric Statistics", 3rd ed., 1999, §3.2;
-  Hahn & Meeker, "Statistical Intervals", 1991, §5.2). Exact coverage >= the nominal level; it needs
-  at least 6 samples for 95 %.
+  quantile (uncertainty.median_ci: Conover 1999 §3.2; Hahn & Meeker 1991 §5.2), O(n), never a sum
+  over n. It covers the process the values came from; intervals across invocations come from
+  uncertainty.median_interval. Needs at least 6 samples for 95 %.
 - Outliers: modified z-score on the median absolute deviation, threshold 3.5 (Iglewicz & Hoaglin,
   "How to Detect and Handle Outliers", ASQC 1993); when the MAD is 0, the mean absolute deviation
   scaled by 1.253314 stands in for it (the variant used by IBM SPSS).
@@ -20,8 +20,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from functools import lru_cache
 from typing import Sequence
+
+import numpy as np
+
+from winml_perf import uncertainty
 
 #: Confidence level of every confidence interval reported.
 CONFIDENCE_LEVEL = 0.95
@@ -43,13 +46,17 @@ SETTLE_WINDOW = 3
 SETTLE_TOLERANCE_PCT = 5.0
 
 
-def _clean(values: Sequence[float]) -> list[float]:
-    return [float(v) for v in values if v is not None and not math.isnan(float(v))]
+def _array(values: Sequence[float]) -> np.ndarray:
+    """The values as a float array without None or NaN (numpy: summaries of 10^6 values stay cheap)."""
+    if not isinstance(values, np.ndarray):
+        values = [math.nan if v is None else v for v in values]
+    xs = np.asarray(values, dtype=float).ravel()
+    return xs[~np.isnan(xs)]
 
 
 def mean(values: Sequence[float]) -> float:
-    xs = _clean(values)
-    return math.fsum(xs) / len(xs) if xs else math.nan
+    xs = _array(values)
+    return math.fsum(xs.tolist()) / xs.size if xs.size else math.nan
 
 
 def median(values: Sequence[float]) -> float:
@@ -58,11 +65,11 @@ def median(values: Sequence[float]) -> float:
 
 def stdev(values: Sequence[float]) -> float:
     """Sample standard deviation (n - 1 in the denominator); NaN below 2 samples."""
-    xs = _clean(values)
-    if len(xs) < 2:
+    xs = _array(values)
+    if xs.size < 2:
         return math.nan
-    m = math.fsum(xs) / len(xs)
-    return math.sqrt(math.fsum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+    m = math.fsum(xs.tolist()) / xs.size
+    return math.sqrt(math.fsum(((xs - m) ** 2).tolist()) / (xs.size - 1))  # exactly rounded sums, as before
 
 
 def cv_pct(values: Sequence[float]) -> float:
@@ -74,52 +81,32 @@ def cv_pct(values: Sequence[float]) -> float:
     return s / abs(m) * 100.0
 
 
+def _sorted_percentile(ordered: np.ndarray, q: float) -> float:
+    """Hyndman & Fan definition 7 on already sorted values."""
+    if not ordered.size:
+        return math.nan
+    h = (ordered.size - 1) * q / 100.0
+    lo = math.floor(h)
+    hi = min(lo + 1, ordered.size - 1)
+    return float(ordered[lo] + (h - lo) * (ordered[hi] - ordered[lo]))
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     """The q-th percentile (0..100), Hyndman & Fan definition 7 (linear interpolation)."""
     if not 0.0 <= q <= 100.0:
         raise ValueError(f"percentile q must lie in [0, 100], got {q}")
-    xs = sorted(_clean(values))
-    if not xs:
-        return math.nan
-    h = (len(xs) - 1) * q / 100.0
-    lo = math.floor(h)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (h - lo) * (xs[hi] - xs[lo])
+    return _sorted_percentile(np.sort(_array(values)), q)
 
 
-@lru_cache(maxsize=4096)
 def median_ci_ranks(n: int, confidence: float = CONFIDENCE_LEVEL) -> tuple[int, int] | None:
-    """1-based ranks (l, u) of the order statistics bounding the median at ``confidence``.
-
-    With B ~ Bin(n, 1/2) the number of samples below the true median, [x(l), x(n-l+1)] covers it
-    with probability 1 - 2 P(B <= l - 1). l is the largest rank keeping that >= ``confidence``.
-    Returns None when even [x(1), x(n)] is too short (n < 6 at 95 %).
-    """
-    if n < 1:
-        return None
-    alpha_half = (1.0 - confidence) / 2.0
-    total = 2**n
-    cdf = 0
-    best = None
-    for k in range(0, (n + 1) // 2):
-        cdf += math.comb(n, k)  # cdf = sum_{i<=k} C(n, i) -> P(B <= k) * 2^n
-        if cdf / total <= alpha_half:
-            best = k + 1  # P(B <= l - 1) <= alpha/2 with l = k + 1
-        else:
-            break
-    if best is None:
-        return None
-    return best, n - best + 1
+    """1-based ranks (l, n - l + 1) of the order statistics bounding the median at ``confidence``
+    (from the binomial quantile: O(1) in n; see uncertainty.median_ci). None below 6 samples at 95 %."""
+    return uncertainty.median_ci_ranks(n, confidence)
 
 
 def median_ci(values: Sequence[float], confidence: float = CONFIDENCE_LEVEL) -> tuple[float, float]:
-    """Distribution-free confidence interval of the median; (nan, nan) when too few samples."""
-    xs = sorted(_clean(values))
-    ranks = median_ci_ranks(len(xs), confidence)
-    if ranks is None:
-        return math.nan, math.nan
-    lo, hi = ranks
-    return xs[lo - 1], xs[hi - 1]
+    """Distribution-free confidence interval of the median; (nan, nan) when too few samples. O(n)."""
+    return uncertainty.median_ci(_array(values), confidence)
 
 
 def ci_half_width_pct(values: Sequence[float], confidence: float = CONFIDENCE_LEVEL) -> float:
@@ -138,35 +125,33 @@ def min_ci_samples(confidence: float = CONFIDENCE_LEVEL) -> int:
 
 def modified_z_scores(values: Sequence[float]) -> list[float]:
     """Iglewicz & Hoaglin's modified z-score of each value (NaN inputs score 0)."""
-    xs = _clean(values)
-    if not xs:
-        return [0.0 for _ in values]
-    med = percentile(xs, 50.0)
-    deviations = [abs(x - med) for x in xs]
-    mad = percentile(deviations, 50.0)
-    if mad > 0:
-        scale = mad / MODIFIED_Z_CONSTANT
-    else:
-        mean_ad = math.fsum(deviations) / len(deviations)
-        scale = MEAN_AD_CONSTANT * mean_ad
-    out = []
-    for v in values:
-        if v is None or math.isnan(float(v)) or scale == 0:
-            out.append(0.0)
-        else:
-            out.append((float(v) - med) / scale)
-    return out
+    return _modified_z(values).tolist()
+
+
+def _modified_z(values: Sequence[float]) -> np.ndarray:
+    raw = np.asarray([math.nan if v is None else v for v in values] if not isinstance(values, np.ndarray) else values,
+                     dtype=float).ravel()
+    xs = raw[~np.isnan(raw)]
+    if not xs.size:
+        return np.zeros(raw.size)
+    med = float(np.median(xs))
+    deviations = np.abs(xs - med)
+    mad = float(np.median(deviations))
+    scale = mad / MODIFIED_Z_CONSTANT if mad > 0 else MEAN_AD_CONSTANT * float(deviations.mean())
+    if scale == 0:
+        return np.zeros(raw.size)
+    return np.where(np.isnan(raw), 0.0, (raw - med) / scale)
 
 
 def outlier_indices(values: Sequence[float], threshold: float = MODIFIED_Z_THRESHOLD) -> tuple[int, ...]:
     """Indices of values whose |modified z-score| exceeds ``threshold``."""
-    return tuple(i for i, z in enumerate(modified_z_scores(values)) if abs(z) > threshold)
+    return tuple(int(i) for i in np.flatnonzero(np.abs(_modified_z(values)) > threshold))
 
 
 def warmup_settled(times: Sequence[float], window: int = SETTLE_WINDOW, tolerance_pct: float = SETTLE_TOLERANCE_PCT) -> bool:
     """True when the last ``window`` times lie within ``tolerance_pct`` of their median
     ((max - min) / median <= tolerance): iteration times have stopped trending."""
-    xs = _clean(times)
+    xs = _array(times).tolist()
     if window < 1 or len(xs) < window:
         return False
     tail = xs[-window:]
@@ -207,23 +192,29 @@ class Summary:
         return cls(**vals, outlier_indices=tuple(d.get("outlier_indices") or ()))
 
 
-def summarize(values: Sequence[float]) -> Summary:
-    xs = _clean(values)
-    lo, hi = median_ci(xs)
+def summarize(values: Sequence[float], interval: tuple[float, float] | None = None) -> Summary:
+    """Statistics of the values, O(n log n) (one sort). ``interval``: the CI of the median to
+    report (e.g. over invocations, see uncertainty.median_interval); default: the binomial
+    interval over these values as if they came from one process."""
+    xs = _array(values)
+    ordered = np.sort(xs)
+    lo, hi = interval if interval is not None else uncertainty.median_ci(ordered)
+    med = _sorted_percentile(ordered, 50.0)
+    half = max(med - lo, hi - med) / abs(med) * 100.0 if math.isfinite(lo) and math.isfinite(hi) and med else math.nan
     return Summary(
-        n=len(xs),
+        n=int(xs.size),
         mean=mean(xs),
-        median=median(xs),
+        median=med,
         stdev=stdev(xs),
         cv_pct=cv_pct(xs),
-        min=min(xs) if xs else math.nan,
-        max=max(xs) if xs else math.nan,
-        p50=percentile(xs, 50.0),
-        p90=percentile(xs, 90.0),
-        p95=percentile(xs, 95.0),
-        p99=percentile(xs, 99.0),
+        min=float(ordered[0]) if xs.size else math.nan,
+        max=float(ordered[-1]) if xs.size else math.nan,
+        p50=med,
+        p90=_sorted_percentile(ordered, 90.0),
+        p95=_sorted_percentile(ordered, 95.0),
+        p99=_sorted_percentile(ordered, 99.0),
         ci95_low=lo,
         ci95_high=hi,
-        ci95_half_width_pct=ci_half_width_pct(xs),
+        ci95_half_width_pct=half,
         outlier_indices=outlier_indices(xs),
     )

@@ -92,7 +92,7 @@ def run_sweep(
     cells = list(cells)
     routes = _unique(c.route_label for c in cells)
     if isolate is None:
-        isolate = len(routes) > 1
+        isolate = len(routes) > 1 or any(c.iterations.multi_invocation for c in cells)
     if environment is None:
         from winml_perf.bench.environment import collect_environment
 
@@ -101,7 +101,8 @@ def run_sweep(
     started = utc_now()
     bandwidth = _bandwidth_or_note(roofline, cells)
     gpu_bandwidth = _gpu_bandwidth_or_none(bandwidth, cells, environment)
-    extra = {"rounds": rounds, "seed": seed, "isolate": isolate}
+    invocations = max((c.iterations.max_invocations if c.iterations.adaptive else c.iterations.invocations) for c in cells) if cells else 1
+    extra = {"rounds": rounds, "seed": seed, "isolate": isolate, "invocations": invocations}
     records: list[CellRecord] = []
 
     def on_result(result: CellResult) -> None:

@@ -12,6 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from winml_perf.bench import stats
 from winml_perf.model.route import CPU, Route
+from winml_perf.uncertainty import detect_drift, detect_modes
 
 #: Coefficient of variation above which a cell's numbers are called unstable.
 CV_THRESHOLD_PCT = 5.0
@@ -25,8 +26,10 @@ CI_TARGET_NOT_REACHED = "ci_target_not_reached"
 OUTLIERS = "outliers"
 OUTPUT_MISMATCH = "output_mismatch"
 PARTIAL_CPU_FALLBACK = "partial_cpu_fallback"
+BIMODAL = "bimodal"
+DRIFT = "drift"
 CODES = (HIGH_CV, SLOW_FIRST_ITERATION, ROUTE_NO_EFFECT, TOKEN_COUNT_MISMATCH, EP_MISMATCH, CI_TARGET_NOT_REACHED, OUTLIERS,
-         OUTPUT_MISMATCH, PARTIAL_CPU_FALLBACK)
+         OUTPUT_MISMATCH, PARTIAL_CPU_FALLBACK, BIMODAL, DRIFT)
 
 
 @dataclass(frozen=True)
@@ -179,4 +182,46 @@ def ci_not_reached(metric: str, half_width_pct: float, target_pct: float, stop_r
         f"(stopped by {stop_reason})",
         "raise --max-time / --max-iterations, or accept a wider --target-ci",
         {"metric": metric, "ci95_half_width_pct": None if math.isnan(half_width_pct) else half_width_pct, "target_ci_pct": target_pct, "stop_reason": stop_reason},
+    )]
+
+
+def figure(x: float) -> str:
+    """A measured value with three significant digits (6.2, 9.81, 0.0412, 19,800)."""
+    if not math.isfinite(x) or x == 0:
+        return f"{x:g}"
+    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
+    return f"{x:,.{digits}f}"
+
+
+def check_modes(what: str, values: Sequence[float], unit: str = "ms") -> list[BenchWarning]:
+    """Two modes in ``values`` (decode steps, iteration latencies): a median between them describes
+    neither. ``what`` names the values in the sentence ("decode steps")."""
+    xs = [v for v in values if v is not None and math.isfinite(v) and v > 0]
+    report = detect_modes(xs)
+    if not report.bimodal:
+        return []
+    parts = " / ".join(f"{figure(m.centre)} {unit} ({m.share:.0%})" for m in report.modes)
+    return [BenchWarning(
+        BIMODAL,
+        f"{what} are bimodal: {parts}",
+        "the median sits between two behaviours of the machine or EP (clocks, placement, a kernel choice); compare "
+        "routes over several --invocations and look at ITL percentiles rather than one median",
+        {"what": what, "unit": unit, "modes": [{"centre": m.centre, "share": m.share} for m in report.modes],
+         "separation": report.separation, "n": report.n, "method": report.method},
+    )]
+
+
+def check_drift(metric: str, invocations: Sequence[Sequence[float]], unit: str) -> list[BenchWarning]:
+    """Invocation medians of ``metric`` that differ by more than their own intervals allow."""
+    report = detect_drift(invocations)
+    if not report.drifting:
+        return []
+    return [BenchWarning(
+        DRIFT,
+        f"invocation medians of {metric} drift {figure(report.low)}–{figure(report.high)} {unit} "
+        f"({report.relative_spread:.0%} over {report.invocations} invocations)",
+        "processes differ more than their iterations do: the interval over invocations covers it; for a tighter one "
+        "add --invocations rather than --iterations",
+        {"metric": metric, "unit": unit, "low": report.low, "high": report.high, "relative_spread": report.relative_spread,
+         "invocations": report.invocations, "method": report.method},
     )]

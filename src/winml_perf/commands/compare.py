@@ -77,7 +77,9 @@ def routes_command(
     elif fmt == "jsonl":
         sys.stdout.write(json_text(report.to_dict()["comparisons"], "jsonl"))
     elif fmt == "table":
-        print(f"run {report.run_id}: routes against {report.baseline_route} (95% CI, bootstrap over paired rounds)", file=sys.stderr)
+        how = ("over paired invocations" if report.rows and all(r.pairing == "invocations" for r in report.rows)
+               else "bootstrap over paired rounds")
+        print(f"run {report.run_id}: routes against {report.baseline_route} (95% CI, {how})", file=sys.stderr)
         for row in report.rows:
             print(row.sentence())
     else:

@@ -73,14 +73,25 @@ def _warmup(text: str):
     return WarmupPolicy(mode="count", count=n, max_count=max(n, 20))
 
 
-def _iterations(iterations: int, target_ci: str | None, min_iterations: int, max_iterations: int, max_time: float):
+#: Invocations (fresh processes) by default: enough for an interval across runs (docs/benchmarks.md).
+DEFAULT_INVOCATIONS = 5
+#: Least invocations of an adaptive run (two give the first between-invocation variance).
+ADAPTIVE_MIN_INVOCATIONS = 2
+
+
+def _iterations(iterations: int, target_ci: str | None, min_iterations: int, max_iterations: int, max_time: float,
+                invocations: int | None = None, max_invocations: int = 20):
     from winml_perf.bench.spec import IterationPolicy
 
     _positive(iterations, "--iterations")
+    if invocations is not None:
+        _positive(invocations, "--invocations")
     if target_ci is None:
-        return IterationPolicy(iterations=iterations)
+        return IterationPolicy(iterations=iterations, invocations=DEFAULT_INVOCATIONS if invocations is None else invocations)
+    least = ADAPTIVE_MIN_INVOCATIONS if invocations is None else invocations
+    cap = 1 if least == 1 else _positive(max_invocations, "--max-invocations")
     return IterationPolicy.until_ci(_percent(target_ci, "--target-ci"), _positive(min_iterations, "--min-iterations"),
-                                    _positive(max_iterations, "--max-iterations"), max_time)
+                                    _positive(max_iterations, "--max-iterations"), max_time, least, cap)
 
 
 def _routes(route: list[str], ep: str | None, device: str | None, stages: str | None):
@@ -151,11 +162,13 @@ def perf(
     seed: Annotated[int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Seed for synthetic prompts and the route order.")] = 0,
     check_outputs: Annotated[bool, typer.Option("--check-outputs", metavar="", rich_help_panel=WORKLOAD, help="Compare forced routes' greedy tokens with the config route.")] = False,
     warmup: Annotated[str, typer.Option(metavar="N|auto", rich_help_panel=MEASUREMENT, help="Warmup iterations, or auto (until times settle).")] = "1",
-    iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Measured iterations (fixed).")] = 5,
+    iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Measured iterations in each invocation (fixed).")] = 5,
+    invocations: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Invocations per route: a fresh process and model load each, interleaved across routes (default 5; adaptive: at least 2). 1: one process, its interval covers that process only.")] = None,
+    max_invocations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many invocations per route.")] = 20,
     target_ci: Annotated[Optional[str], typer.Option(metavar="PCT", rich_help_panel=MEASUREMENT, help="Adaptive: run until the 95% CI of the median is within ±PCT (e.g. 1%).")] = None,
-    min_iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at least this many iterations.")] = 6,
-    max_iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many iterations.")] = 1000,
-    max_time: Annotated[float, typer.Option(metavar="S", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many seconds per cell.")] = 600.0,
+    min_iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at least this many iterations in each invocation.")] = 6,
+    max_iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many iterations per cell, all invocations together.")] = 1000,
+    max_time: Annotated[float, typer.Option(metavar="S", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many seconds per cell (loads, warmups and iterations).")] = 600.0,
     rounds: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Interleaved rounds per cell group (several routes).")] = None,
     isolate: Annotated[Optional[bool], typer.Option("--isolate/--no-isolate", metavar="", show_default=False, rich_help_panel=MEASUREMENT, help="Each route in its own child process (default with several routes).")] = None,
     cell_timeout: Annotated[Optional[float], typer.Option(metavar="S", rich_help_panel=MEASUREMENT, help="Seconds before an isolated cell is killed as hung.")] = None,
@@ -207,11 +220,14 @@ def perf(
         compile=compile, compile_timeout_s=compile_timeout, verify_sources=verify_sources, prompt=prompt,
         apply_template=apply_template, prompt_tokens=sweep_values(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
         max_new_tokens=sweep_values(max_new_tokens or ["32"], "--max-new-tokens"), warmup=_warmup(warmup),
-        iterations=_iterations(iterations, target_ci, min_iterations, max_iterations, max_time),
+        iterations=_iterations(iterations, target_ci, min_iterations, max_iterations, max_time, invocations, max_invocations),
         rounds=_positive(rounds, "--rounds") if rounds is not None else None, isolate=isolate, cell_timeout_s=cell_timeout,
         seed=seed, quiet=quiet or not sys.stderr.isatty(), store=store, no_store=no_store, check_outputs=check_outputs,
         strict=strict, onnx_options=onnx_options, prepare_model=prepare, explain=explain,
     )
+    if request.iterations.multi_invocation and isolate is False:
+        raise UsageError("--no-isolate cannot run several invocations: each invocation is a fresh process",
+                         "drop --no-isolate, or pass --invocations 1")
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
     exports = _exports(output, export_json, export_jsonl, export_csv, export_markdown)

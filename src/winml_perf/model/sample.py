@@ -49,7 +49,8 @@ def _finite_or_none(x: float | None) -> float | None:
 @dataclass(frozen=True)
 class IterationSample:
     """One measured (or warmup) iteration. ``latency_ms`` is the iteration's wall time as the
-    session measured it (e2e for generation). ``round_index`` pairs iterations of interleaved routes.
+    session measured it (e2e for generation). ``round_index`` pairs iterations of interleaved routes;
+    ``invocation`` is the index of the invocation (a fresh process and model load) that ran it.
     ``values``: every per-iteration metric, derived on first use and kept."""
 
     latency_ms: float
@@ -61,13 +62,14 @@ class IterationSample:
     e2e_ms: float | None = None
     round_index: int = 0
     token_ids: tuple[int, ...] = field(default=(), repr=False)
+    invocation: int = 0
 
     @cached_property
     def values(self) -> dict[str, float]:
         return iteration_values(self)
 
     @classmethod
-    def from_timing(cls, timing: Any, round_index: int = 0) -> "IterationSample":
+    def from_timing(cls, timing: Any, round_index: int = 0, invocation: int = 0) -> "IterationSample":
         """A GenerationTiming (or an object with its fields) -> its sample."""
         return cls(
             latency_ms=float(timing.e2e_ms),
@@ -79,11 +81,13 @@ class IterationSample:
             e2e_ms=float(timing.e2e_ms),
             round_index=round_index,
             token_ids=tuple(int(t) for t in getattr(timing, "token_ids", ()) or ()),
+            invocation=invocation,
         )
 
     def to_dict(self, keep_token_ids: bool = False) -> dict:
         d = {
             "round_index": self.round_index,
+            "invocation": self.invocation,
             "latency_ms": _finite_or_none(self.latency_ms),
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,
@@ -102,4 +106,5 @@ class IterationSample:
             latency_ms=d["latency_ms"], prompt_tokens=d.get("prompt_tokens"), new_tokens=d.get("new_tokens"),
             prompt_ms=d.get("prompt_ms"), ttft_ms=d.get("ttft_ms"), decode_step_ms=tuple(d.get("decode_step_ms") or ()),
             e2e_ms=d.get("e2e_ms"), round_index=int(d.get("round_index", 0)), token_ids=tuple(d.get("token_ids") or ()),
+            invocation=int(d.get("invocation", 0)),
         )

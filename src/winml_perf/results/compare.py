@@ -2,8 +2,10 @@
 candidate run. Statistics come from results/significance.py; this module selects and pairs data.
 
 - ``compare_routes``: every forced route against the baseline route (default 'config') of the same
-  interleaved sweep, per shape and metric: speedup with a 95 % CI by a bootstrap over the rounds
-  both routes ran (round_index pairs them), and a verdict against the equivalence band.
+  interleaved sweep, per shape and metric: speedup with a 95 % CI and a verdict against the
+  equivalence band. Runs of several invocations: over paired invocations (the same invocation
+  round; uncertainty.paired_ratio), so what differs between processes is in the interval. Runs of
+  one process: a bootstrap over the rounds both routes ran in it (round_index pairs them).
 - ``compare_runs``: records picked by two selectors (run id, git commit, package version, date,
   'latest', 'previous'), matched on testbed x bundle x route x shape: Δ% of medians, a
   Mann-Whitney U p-value, a verdict, and whether it is a regression beyond a threshold.
@@ -101,6 +103,7 @@ class RouteComparison:
     n_baseline: int
     n_candidate: int
     equivalence_pct: float
+    pairing: str = "rounds"  # what pairs the two routes: "invocations" (fresh processes) or "rounds" (in one process)
 
     @property
     def half_width(self) -> float:
@@ -112,7 +115,7 @@ class RouteComparison:
     def enough(self) -> bool:
         """Whether the rounds behind this comparison support an interval and a verdict."""
         ci = sig.RatioCI(self.speedup, self.ci_low, self.ci_high, self.rounds, self.n_baseline, self.n_candidate, 0)
-        return sig.enough_for_ci(ci)
+        return _enough(ci, self.pairing)
 
     def point_sentence(self) -> str:
         """The point ratio alone, for a comparison too small for an interval: 'ep=cpu decode: 1.15 ×
@@ -122,7 +125,7 @@ class RouteComparison:
         s, _, _ = self._oriented()
         direction = "slower than" if self._slower() else "faster than"
         return (f"{self.route} {metric_word(self.metric)}: {s:.2f} × {direction} {self.baseline_route} "
-                f"({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self.rounds} rounds)")
+                f"({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self._pairs_text()})")
 
     def _slower(self) -> bool:
         """Whether the sentence says 'slower': the verdict decides when it has a side, else the point."""
@@ -149,7 +152,7 @@ class RouteComparison:
         s, _, _ = self._oriented()
         direction = "as fast as" if self.verdict == sig.EQUIVALENT else "slower than" if self._slower() else "faster than"
         text = (f"{self.route} {metric_word(self.metric)} ran {s:.2f} {self.interval_text()} × {direction} "
-                f"{self.baseline_route} ({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self.rounds} rounds)")
+                f"{self.baseline_route} ({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self._pairs_text()})")
         if self.verdict == sig.EQUIVALENT:
             return text + f": equivalent within ±{self.equivalence_pct:g}%"
         if self.verdict == sig.INCONCLUSIVE:
@@ -158,6 +161,9 @@ class RouteComparison:
                                f" measure at least {sig.MIN_PAIRED_ROUNDS} interleaved rounds: more --iterations)")
             return text + ": inconclusive (the 95% CI spans both sides; run more rounds)"
         return text + f": {self.verdict}"
+
+    def _pairs_text(self) -> str:
+        return f"{self.rounds} paired invocations" if self.pairing == INVOCATIONS else f"{self.rounds} rounds"
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -198,6 +204,45 @@ def _rounds(samples: Sequence[dict], metric: str) -> dict[int, list[float]]:
     return dict(out)
 
 
+INVOCATIONS = "invocations"
+ROUNDS = "rounds"
+
+
+def invocation_ratio(baseline_rounds: Mapping[int, Sequence[float]], candidate_rounds: Mapping[int, Sequence[float]]) -> sig.RatioCI:
+    """candidate / baseline over paired invocations (keys: the invocation round both ran): the
+    median of the per-pair ratios of medians with uncertainty.paired_ratio's interval."""
+    from winml_perf.uncertainty import paired_ratio
+
+    common = sorted(k for k in set(baseline_rounds) & set(candidate_rounds)
+                    if np.isfinite(baseline_rounds[k]).any() and np.isfinite(candidate_rounds[k]).any())
+    n_b = sum(len(baseline_rounds[k]) for k in common)
+    n_c = sum(len(candidate_rounds[k]) for k in common)
+    if not common:
+        return sig.RatioCI(math.nan, math.nan, math.nan, 0, n_b, n_c, 0)
+    r = paired_ratio([candidate_rounds[k] for k in common], [baseline_rounds[k] for k in common])
+    return sig.RatioCI(r.estimate, r.low, r.high, r.pairs, n_b, n_c, 0)
+
+
+def _invocations_of(store: Store, record_id: int) -> int:
+    """How many invocations a stored cell ran (1 for records made before invocations existed)."""
+    record = store.get(record_id)["record"]
+    return len(record.get("invocations") or ()) or 1
+
+
+def route_ratio(base: Sequence[dict], cand: Sequence[dict], metric: str, paired_invocations: bool, *,
+                resamples: int = sig.BOOTSTRAP_RESAMPLES, seed: int = sig.BOOTSTRAP_SEED) -> tuple[sig.RatioCI, str]:
+    """The candidate/baseline ratio of one metric and what paired the samples (INVOCATIONS or ROUNDS)."""
+    if paired_invocations:
+        return invocation_ratio(_rounds(base, metric), _rounds(cand, metric)), INVOCATIONS
+    return sig.paired_ratio_ci(_rounds(base, metric), _rounds(cand, metric), resamples=resamples, seed=seed), ROUNDS
+
+
+def _enough(ci: sig.RatioCI, pairing: str) -> bool:
+    if pairing == INVOCATIONS:
+        return ci.rounds >= 2 and math.isfinite(ci.ci_low) and math.isfinite(ci.ci_high)
+    return sig.enough_for_ci(ci)
+
+
 def compare_routes(
     store: Store,
     run: str | None = None,
@@ -225,9 +270,13 @@ def compare_routes(
     if missing:
         raise UsageError(f"run {run_id} has no ok cells of route(s) {', '.join(missing)}", f"routes in this run: {', '.join(present)}")
     by_id = _samples_by_record(store, [r["id"] for r in records])
+    multi = {r["id"]: _invocations_of(store, r["id"]) > 1 for r in records}
     groups: dict[tuple, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    paired: dict[tuple, dict[str, bool]] = defaultdict(dict)
     for r in records:
-        groups[(r["bundle"], r["testbed_id"], r["prompt_tokens"], r["max_new_tokens"])][r["route"]].extend(by_id[r["id"]])
+        key = (r["bundle"], r["testbed_id"], r["prompt_tokens"], r["max_new_tokens"])
+        groups[key][r["route"]].extend(by_id[r["id"]])
+        paired[key][r["route"]] = multi[r["id"]]
     rows = []
     for key in sorted(groups, key=lambda k: tuple("" if v is None else str(v).zfill(12) for v in k)):
         by_route = groups[key]
@@ -239,12 +288,13 @@ def compare_routes(
             cand = by_route.get(route)
             if not cand:
                 continue
+            invocations = paired[key][baseline_route] and paired[key][route]
             for metric in _choose_metrics(metrics, base, cand):
-                ci = sig.paired_ratio_ci(_rounds(base, metric), _rounds(cand, metric), resamples=resamples, seed=seed)
+                ci, pairing = route_ratio(base, cand, metric, invocations, resamples=resamples, seed=seed)
                 s, lo, hi = sig.speedup_ci(ci, bigger_is_better(metric))
-                verdict = sig.ci_verdict(lo, hi, equivalence_pct / 100.0) if sig.enough_for_ci(ci) else sig.INCONCLUSIVE
+                verdict = sig.ci_verdict(lo, hi, equivalence_pct / 100.0) if _enough(ci, pairing) else sig.INCONCLUSIVE
                 rows.append(RouteComparison(key[0], key[1], key[2], key[3], route, baseline_route, metric, s, lo, hi,
-                                            verdict, ci.rounds, ci.n_baseline, ci.n_candidate, equivalence_pct))
+                                            verdict, ci.rounds, ci.n_baseline, ci.n_candidate, equivalence_pct, pairing))
     return RoutesReport(run_id, baseline_route, tuple(rows), tuple(notes))
 
 

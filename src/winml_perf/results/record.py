@@ -67,6 +67,8 @@ class CellRecord:
     wall_s: float = 0.0
     measure_s: float = 0.0
     explain: Mapping[str, Any] | None = None  # with --explain: per-phase stage/operator breakdown (explain/)
+    invocations: tuple[Mapping[str, Any], ...] = ()  # per invocation: index, load, iterations, medians
+    uncertainty: Mapping[str, Any] = field(default_factory=dict)  # intervals and what they cover
     schema_version: int = SCHEMA_VERSION
     kind: str = "cell"
 
@@ -77,6 +79,8 @@ class CellRecord:
     def to_dict(self) -> dict:
         d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
         d["warnings"] = [dict(w) for w in self.warnings]
+        d["invocations"] = [dict(i) for i in self.invocations]
+        d["uncertainty"] = dict(d["uncertainty"])
         for key in ("route", "shape", "prompt", "policy", "load", "samples", "metrics", "summary", "memory", "environment", "output"):
             d[key] = dict(d[key])
         return d
@@ -92,6 +96,8 @@ class CellRecord:
         names = {f.name for f in fields(cls)}
         values = {k: copy.deepcopy(v) for k, v in d.items() if k in names}
         values["warnings"] = tuple(values.get("warnings") or ())
+        values["invocations"] = tuple(values.get("invocations") or ())
+        values["uncertainty"] = dict(values.get("uncertainty") or {})
         values["schema_version"] = SCHEMA_VERSION  # read older layouts into the current one
         return cls(**values)
 

@@ -1,5 +1,6 @@
 """The closing summary of a multi-route `winml perf`: each route against the config route, per
-metric, with the same paired-rounds bootstrap as `winml compare routes` (results/compare.py).
+metric, with the same ratio as `winml compare routes` (results/compare.py): over paired invocations
+when the routes ran several, else the paired-rounds bootstrap.
 
 The run's cells go into a throwaway SQLite store so the comparison is the stored one, whether or
 not the run itself was stored."""
@@ -12,7 +13,7 @@ from typing import Any, Mapping
 
 from winml_perf.model.metrics import sort_key
 from winml_perf.results import significance as sig
-from winml_perf.results.compare import RoutesReport, compare_routes
+from winml_perf.results.compare import INVOCATIONS, RoutesReport, compare_routes
 
 BASELINE = "config"
 
@@ -37,7 +38,9 @@ def summary_lines(report: RoutesReport) -> list[str]:
     """'summary: routes against config ...' then, per metric, one sentence per route and shape:
     with its interval and verdict where the rounds support one, else the point ratio alone and
     one closing line on how many rounds an interval needs."""
-    lines = [f"summary: routes against {report.baseline_route} (95% CI, bootstrap over paired rounds)"]
+    paired = bool(report.rows) and all(r.pairing == INVOCATIONS for r in report.rows)
+    how = "over paired invocations" if paired else "bootstrap over paired rounds"
+    lines = [f"summary: routes against {report.baseline_route} (95% CI, {how})"]
     metric, short = None, False
     for row in report.rows:
         if row.metric != metric:
@@ -46,5 +49,6 @@ def summary_lines(report: RoutesReport) -> list[str]:
         short = short or not row.enough
         lines.append(f"    {row.sentence() if row.enough else row.point_sentence()}")
     if short:
-        lines.append(f"  no interval or verdict below {sig.MIN_PAIRED_ROUNDS} paired rounds: raise --iterations")
+        lines.append("  no interval or verdict below 2 paired invocations: raise --invocations" if paired else
+                     f"  no interval or verdict below {sig.MIN_PAIRED_ROUNDS} paired rounds: raise --iterations")
     return lines

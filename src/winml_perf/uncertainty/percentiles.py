@@ -75,8 +75,8 @@ def _sorted_percentile(ordered: np.ndarray, q: float) -> float:
     return float(ordered[lo] + (h - lo) * (ordered[hi] - ordered[lo]))
 
 
-def _bin_count(steps: int, generations: int, resamples: int) -> int:
-    by_budget = WORK_BUDGET // max(1, resamples * generations)
+def _bin_count(steps: int, generations: int, resamples: int, work_budget: int = WORK_BUDGET) -> int:
+    by_budget = work_budget // max(1, resamples * generations)
     return int(min(steps, MAX_BINS, max(MIN_BINS, by_budget)))
 
 
@@ -106,8 +106,11 @@ def generation_percentiles(
     confidence: float = CONFIDENCE_LEVEL,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
+    work_budget: int = WORK_BUDGET,
 ) -> tuple[PercentileInterval, ...]:
-    """Percentiles of the pooled steps (Hyndman & Fan definition 7) with generation-bootstrap intervals."""
+    """Percentiles of the pooled steps (Hyndman & Fan definition 7) with generation-bootstrap intervals.
+
+    ``work_budget``: most multiply-adds of the replicate histograms (fewer rank bins below it)."""
     gens = _generations(generations)
     g = len(gens)
     if g == 0:
@@ -117,7 +120,7 @@ def generation_percentiles(
     owner = np.repeat(np.arange(g), [a.size for a in gens])
     order = np.argsort(pooled)
     ordered, n = pooled[order], pooled.size
-    bins = _bin_count(n, g, resamples)
+    bins = _bin_count(n, g, resamples, work_budget)
     bin_of_rank = (np.arange(n) * bins) // n
     # Counts are integers: float32 holds them exactly below 2**24 steps and halves the product's cost.
     dtype = np.float32 if n < EXACT_FLOAT32 else np.float64
