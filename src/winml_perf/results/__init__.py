@@ -45,16 +45,16 @@ def _reading(store: Any) -> Iterator["Store"]:
         opened.close()
 
 
-def load(store: Any = None, **filters: Any) -> "pd.DataFrame":
+def load(store: Any = None, metrics: Any = None, **filters: Any) -> "pd.DataFrame":
     """Records as a DataFrame, oldest first: identity and grouping columns, then per metric of
     model/metrics.py (in its order) a column of the median, named as the metric, with
     ``<metric>_ci95_low``, ``_ci95_high``, ``_cv_pct``, ``_n`` beside it. ``created_utc`` is a
-    tz-aware UTC datetime."""
+    tz-aware UTC datetime. ``metrics``: only these metric names (default every one stored)."""
     from winml_perf.results.export import frame, with_datetimes
 
     with _reading(store) as s:
-        records = s.records(**filters)
-        return with_datetimes(frame(records, s.metrics([r["id"] for r in records])))
+        names = [metrics] if isinstance(metrics, str) else metrics
+        return with_datetimes(frame(s.records(**filters), s.metrics_of(names, **filters)))
 
 
 def load_samples(store: Any = None, phase: str | None = "measured", **filters: Any) -> "pd.DataFrame":

@@ -9,11 +9,22 @@ import sqlalchemy as sa
 
 from winml_perf.errors import StoreError
 from winml_perf.results import migrations as mig
-from winml_perf.results.rows import normalize_utc
+from winml_perf.results.rows import bundle_name, normalize_utc
 
 
 FILTER_KEYS = ("bundle", "route", "testbed", "run_id", "status", "git_commit", "version", "since", "until",
-               "prompt_tokens", "max_new_tokens", "ids", "limit")
+               "prompt_tokens", "max_new_tokens", "ids", "series", "limit")
+
+
+def _bundle_condition(values: list[str]) -> sa.ColumnElement:
+    """A bundle given by name matches its name; given by path, its name and that path. Every branch
+    names ``bundle``, the series index's first column (an OR with bare ``bundle_path`` would not)."""
+    r = mig.records.c
+    names = [v for v in values if bundle_name(v) == v]
+    paths = [v for v in values if bundle_name(v) != v]
+    conds = [r.bundle.in_(names)] if names else []
+    conds += [sa.and_(r.bundle == bundle_name(v), r.bundle_path == v) for v in paths]
+    return conds[0] if len(conds) == 1 else sa.or_(*conds)
 
 
 def _values(v: Any) -> list:
@@ -28,8 +39,8 @@ def apply_filters(stmt: sa.Select, filters: Mapping[str, Any]) -> sa.Select:
     f = {k: v for k, v in filters.items() if v is not None and k != "limit"}
     if "bundle" in f:
         vals = [str(x) for x in _values(f["bundle"])]
-        stmt = stmt.where(sa.or_(r.bundle.in_(vals), r.bundle_path.in_(vals)))
-    simple = {"route": r.route, "testbed": r.testbed_id, "run_id": r.run_id, "status": r.status,
+        stmt = stmt.where(_bundle_condition(vals))
+    simple = {"series": r.series_key, "route": r.route, "testbed": r.testbed_id, "run_id": r.run_id, "status": r.status,
               "version": r.winml_perf_version, "prompt_tokens": r.prompt_tokens, "max_new_tokens": r.max_new_tokens, "ids": r.id}
     for key, col in simple.items():
         if key in f:

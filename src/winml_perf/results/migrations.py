@@ -16,7 +16,10 @@ Tables (one schema for SQLite and PostgreSQL):
   ``results list``, the exports and the dashboard history read).
 - ``samples``: one row per iteration (measured and warmup): the raw timings, the per-iteration
   metrics derived from them, and ``round_index`` pairing interleaved routes (what ``compare``
-  and the dashboard's regression test read).
+  reads). Since 0003 the raw samples live here only: the record JSON leaves them out whenever
+  these rows give them back exactly (``rows.restore_samples``; ``Store.get`` puts them back).
+- ``records.series_key`` (0003): a hash of everything that changes what a cell measures
+  (``rows.series_identity``), indexed with the time: one series' history is one index range.
 """
 
 from __future__ import annotations
@@ -120,9 +123,46 @@ def _m0002_query_indexes(conn: sa.Connection) -> None:
         index.create(conn)
 
 
+SERIES_KEY_LENGTH = 40
+#: Records rewritten per statement batch while migrating an existing store.
+MIGRATION_CHUNK = 1000
+
+
+def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
+    """Add and fill ``records.series_key`` with its index, and drop from each record's JSON the raw
+    samples that its sample rows give back exactly; then refresh the planner's statistics."""
+    import json
+
+    from winml_perf.results.rows import without_restorable_samples, series_key
+
+    conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN series_key VARCHAR({SERIES_KEY_LENGTH})"))
+    _, records_t, _, samples_t = _v1_tables(sa.MetaData())
+    last = 0
+    while True:
+        batch = conn.execute(sa.select(records_t.c.id, records_t.c.record_json).where(records_t.c.id > last)
+                             .order_by(records_t.c.id).limit(MIGRATION_CHUNK)).all()
+        if not batch:
+            break
+        last = batch[-1].id
+        lo, hi = batch[0].id, batch[-1].id
+        by_record: dict[int, list[dict]] = {}
+        for row in conn.execute(sa.select(samples_t).where(samples_t.c.record_id.between(lo, hi))):
+            by_record.setdefault(row.record_id, []).append(dict(row._mapping))
+        updates = []
+        for rid, text in batch:
+            record = json.loads(text)
+            stored = without_restorable_samples(record, by_record.get(rid, []))
+            new_text = text if stored is record else json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)
+            updates.append({"rid": rid, "k": series_key(record), "j": new_text})
+        conn.execute(sa.text("UPDATE records SET series_key = :k, record_json = :j WHERE id = :rid"), updates)
+    conn.execute(sa.text("CREATE INDEX ix_records_series_key ON records (series_key, created_utc)"))
+    conn.execute(sa.text("ANALYZE"))
+
+
 # The current schema, for queries (never used to create tables: migrations do that).
 metadata = sa.MetaData()
 schema_migrations, records, metrics, samples = _v1_tables(metadata)
+records.append_column(sa.Column("series_key", sa.String(SERIES_KEY_LENGTH), nullable=True))
 
 
 @dataclass(frozen=True)
@@ -135,6 +175,7 @@ class Migration:
 MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _m0001_initial),
     Migration("0002_query_indexes", _m0002_query_indexes),
+    Migration("0003_series_key_samples_once", _m0003_series_key_samples_once),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

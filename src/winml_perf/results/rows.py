@@ -9,6 +9,7 @@ record summarises.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass
@@ -127,6 +128,70 @@ def _metric_rows(record: Mapping[str, Any]) -> list[dict]:
     return rows
 
 
+# -- samples stored once -------------------------------------------------------------------------
+#: The keys of a raw sample (IterationSample.to_dict()) that the samples table gives back exactly.
+SAMPLE_KEYS = ("round_index", "latency_ms", "prompt_tokens", "new_tokens", "prompt_ms", "ttft_ms", "decode_step_ms", "e2e_ms")
+
+
+def restore_samples(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
+    """The record's ``samples`` ({warmup, iterations}) rebuilt from its sample rows (any order)."""
+    out: dict[str, list[dict]] = {"warmup": [], "iterations": []}
+    for row in sorted(rows, key=lambda r: r["seq"]):
+        sample = {k: row.get(k) for k in SAMPLE_KEYS if k != "decode_step_ms"}
+        sample["decode_step_ms"] = json.loads(row["decode_step_ms"]) if row.get("decode_step_ms") else []
+        out["iterations" if row["phase"] == "measured" else "warmup"].append(sample)
+    return out
+
+
+def without_restorable_samples(record: Mapping[str, Any], sample_rows: list[dict]) -> Mapping[str, Any]:
+    """The record without ``samples`` when its sample rows give them back exactly (then the raw
+    samples are stored once, in the samples table); else the record unchanged (lossless first)."""
+    samples = record.get("samples")
+    if not isinstance(samples, Mapping) or set(samples) != {"warmup", "iterations"}:
+        return record
+    if restore_samples(sample_rows) != {"warmup": list(samples["warmup"]), "iterations": list(samples["iterations"])}:
+        return record
+    return {k: v for k, v in record.items() if k != "samples"}
+
+
+# -- series identity ------------------------------------------------------------------------------
+#: Session options of a plain ONNX model that change what is measured (session/onnx_options.py).
+PLAIN_SESSION_KEYS = ("ep", "device", "shapes", "io_binding", "intra_op_threads", "inter_op_threads",
+                      "graph_optimization_level", "session_config")
+
+
+def series_identity(record: Mapping[str, Any]) -> dict:
+    """Everything that changes what a cell measures: testbed, bundle, runtime, route and shape; for
+    plain ONNX models the input shapes, IO binding and session options (and which inputs came from
+    files); for bundles each stage's EP and EP options after routing."""
+    ident: dict[str, Any] = {
+        "testbed": _str(first(record, "environment.testbed_id")),
+        "bundle": bundle_name(_str(record.get("bundle"))),
+        "runtime": _str(record.get("runtime")),
+        "route": _str(first(record, "route.label")),
+        "prompt_tokens": _int(first(record, "shape.prompt_tokens")),
+        "max_new_tokens": _int(first(record, "shape.max_new_tokens")),
+    }
+    options = _get(record, "policy.session.options")
+    if isinstance(options, Mapping) and record.get("runtime") == "winml":
+        ident["session"] = {k: options.get(k) for k in PLAIN_SESSION_KEYS if options.get(k) not in (None, {}, [], False)}
+        if options.get("inputs"):
+            ident["session"]["inputs"] = sorted(options["inputs"])
+    stages = _get(record, "route.stages")
+    if isinstance(stages, list):
+        eps = [{"stage": st.get("stage"), "ep": st.get("ep_after"), "options": st.get("provider_options_after")}
+               for st in stages if isinstance(st, Mapping) and (st.get("ep_after") or st.get("provider_options_after"))]
+        if eps:
+            ident["stages"] = eps
+    return ident
+
+
+def series_key(record: Mapping[str, Any]) -> str:
+    """A short stable hash of ``series_identity``: the stored series column."""
+    text = json.dumps(series_identity(record), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
 @dataclass(frozen=True)
 class RecordRows:
     """What one cell record becomes in the store."""
@@ -138,10 +203,11 @@ class RecordRows:
 
 def record_rows(record: Mapping[str, Any]) -> RecordRows:
     """The rows of one cell record (already validated against record.schema.json)."""
-    canonical = json.dumps(record, sort_keys=True, separators=(",", ":"), allow_nan=False)
     samples = record.get("samples") or {}
     measured = _sample_rows(samples.get("iterations") or (), "measured", 0)
     warmup = _sample_rows(samples.get("warmup") or (), "warmup", len(measured))
+    stored = without_restorable_samples(record, measured + warmup)
+    canonical = json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)
     bundle = _str(record.get("bundle"))
     versions = _get(record, "environment.versions") or {}
     row = {
@@ -163,6 +229,7 @@ def record_rows(record: Mapping[str, Any]) -> RecordRows:
         "onnxruntime_version": _str(versions.get("onnxruntime")),
         "genai_version": _str(versions.get("onnxruntime-genai")),
         "n_samples": len(measured),
+        "series_key": series_key(record),
         "record_json": canonical,
     }
     return RecordRows(record=row, metrics=_metric_rows(record), samples=measured + warmup)

@@ -53,6 +53,21 @@ def resolve_run_id(store: Store, text: str, flag: str = "--run", **filters: Any)
                      "pass one of these ids or its first characters (see `winml results list`)")
 
 
+def _per_series(store: Store, kind: str, filters: Mapping[str, Any]) -> tuple[str, list[dict]]:
+    """'latest' / 'previous' of each series (testbed, bundle, route, shape, options): its newest run,
+    or the one before it. In a fleet the newest runs overall are of different testbeds."""
+    depth = 1 if kind == "latest" else 2
+    picks = {key: runs[depth - 1] for key, runs in store.series_runs(depth, **filters).items() if len(runs) >= depth}
+    records = [r for key, run in picks.items() for r in store.records(series=key, run_id=run, **filters)]
+    records.sort(key=lambda r: (r["created_utc"], r["id"]))
+    runs = sorted(set(picks.values()))
+    if not records:
+        return "", []
+    if len(runs) == 1:
+        return f"{kind} run {runs[0]}", records
+    return f"{kind} run of each of {len(picks)} series ({len(runs)} runs)", records
+
+
 def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) -> tuple[str, list[dict]]:
     if kind == "run":
         hits = run_matches(store, value, **filters)
@@ -60,9 +75,7 @@ def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) ->
             raise UsageError(f"run id prefix {value!r} matches {len(hits)} runs: {_names(hits)}", "give more characters of the run id")
         return (f"run {hits[0]}", store.records(run_id=hits[0], **filters)) if hits else ("", [])
     if kind in ("latest", "previous"):
-        runs = store.run_ids(**filters)
-        i = 0 if kind == "latest" else 1
-        return (f"{kind} run {runs[i]}", store.records(run_id=runs[i], **filters)) if len(runs) > i else ("", [])
+        return _per_series(store, kind, filters)
     if kind == "commit":
         return f"git commit {value}*", store.records(git_commit=value, **filters)
     if kind == "version":

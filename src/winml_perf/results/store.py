@@ -36,11 +36,15 @@ from winml_perf.results.location import (  # noqa: F401  (re-exported)
     inspect_sqlite_file, read_only_uri, resolve_location, writable,
 )
 from winml_perf.results.locking import WriterLock
-from winml_perf.results.rows import record_rows
+from winml_perf.results.rows import record_rows, restore_samples
 from winml_perf.results.validation import validated_cell  # noqa: F401  (re-exported)
 
 #: How long a writer keeps retrying "database is locked" before giving up.
 WRITE_RETRY_DEADLINE_S = 120.0
+#: Ids per statement when a query is given ids (far below SQLite's and PostgreSQL's bind limits).
+ID_CHUNK = 900
+#: Records deleted per transaction by ``prune``.
+PRUNE_CHUNK = ID_CHUNK
 #: Arbitrary constant naming the PostgreSQL advisory lock held while migrating.
 PG_MIGRATION_LOCK_KEY = 0x77696E6D6C  # "winml"
 
@@ -93,6 +97,7 @@ class Store:
         self.engine = engine
         self.read_only = read_only
         self._lock = WriterLock(location.path.with_name(location.path.name + ".lock")) if location.path and not read_only else None
+        self._wrote = False
 
     # -- lifecycle --------------------------------------------------------------------------------
     def __enter__(self) -> "Store":
@@ -102,6 +107,8 @@ class Store:
         self.close()
 
     def close(self) -> None:
+        if self._wrote and self.location.dialect == "sqlite":
+            self._optimize()
         self.engine.dispose()
         if self._lock is not None:
             self._lock.close()
@@ -148,6 +155,23 @@ class Store:
         detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(getattr(exc, "orig", exc)).strip() else type(exc).__name__
         return StoreError(f"cannot {verb} results store {self.display}: {detail}",
                           "check that the database is reachable and writable (--store / " + ENV_VAR + ")")
+
+    # -- planner statistics -----------------------------------------------------------------------
+    def analyze(self) -> None:
+        """Refresh the query planner's statistics (after bulk imports and prunes; the migration that
+        adds the series index runs it too). Without them SQLite may read a series through the
+        two-valued route index instead of the series index."""
+        with self._writer_turn(), self._write_conn() as conn, conn.begin():
+            conn.exec_driver_sql("ANALYZE")
+
+    def _optimize(self) -> None:
+        """SQLite's advice for connections that wrote: ``PRAGMA optimize`` before closing (it re-runs
+        ANALYZE only where the statistics are stale). Best effort: a busy store is left as it is."""
+        try:
+            with self.engine.connect() as conn:
+                conn.exec_driver_sql("PRAGMA optimize")
+        except sa.exc.DBAPIError:
+            pass
 
     # -- schema -----------------------------------------------------------------------------------
     def migrate(self) -> list[str]:
@@ -208,6 +232,7 @@ class Store:
                     conn.execute(mig.metrics.insert(), [{**m, "record_id": record_id} for m in rows.metrics])
                 if rows.samples:
                     conn.execute(mig.samples.insert(), [{**s, "record_id": record_id} for s in rows.samples])
+                self._wrote = True
                 return record_id
 
         try:
@@ -265,20 +290,107 @@ class Store:
             stmt = sa.select(inner).order_by(inner.c.created_utc, inner.c.id)
         return [dict(r._mapping) for r in self._read(lambda c: c.execute(stmt).all())]
 
-    def metrics(self, record_ids: Sequence[int]) -> list[dict]:
-        if not record_ids:
-            return []
-        stmt = sa.select(mig.metrics).where(mig.metrics.c.record_id.in_(list(record_ids))).order_by(mig.metrics.c.record_id, mig.metrics.c.name)
+    def _chunked(self, make: Callable[[list[int]], sa.Select], record_ids: Sequence[int]) -> list[dict]:
+        """Rows of ``make(chunk)`` over ``record_ids`` in chunks of ID_CHUNK ids (bounded binds)."""
+        ids = sorted(set(int(i) for i in record_ids))
+        out: list[dict] = []
+
+        def read(conn: sa.Connection) -> None:
+            for k in range(0, len(ids), ID_CHUNK):
+                out.extend(dict(r._mapping) for r in conn.execute(make(ids[k:k + ID_CHUNK])))
+        self._read(read)
+        return out
+
+    def metrics(self, record_ids: Sequence[int], names: Sequence[str] | None = None) -> list[dict]:
+        """Metric rows of these records (optionally only the metrics ``names``), by record id."""
+        def make(chunk: list[int]) -> sa.Select:
+            stmt = sa.select(mig.metrics).where(mig.metrics.c.record_id.in_(chunk))
+            if names is not None:
+                stmt = stmt.where(mig.metrics.c.name.in_(list(names)))
+            return stmt.order_by(mig.metrics.c.record_id, mig.metrics.c.name)
+        return self._chunked(make, record_ids)
+
+    def metrics_of(self, names: Sequence[str] | None = None, **filters: Any) -> list[dict]:
+        """Metric rows of the records ``filters`` select, by one join (no list of ids)."""
+        ids = self._ids_selected(filters)
+        stmt = sa.select(mig.metrics).where(mig.metrics.c.record_id.in_(ids))
+        if names is not None:
+            stmt = stmt.where(mig.metrics.c.name.in_(list(names)))
+        stmt = stmt.order_by(mig.metrics.c.record_id, mig.metrics.c.name)
         return [dict(r._mapping) for r in self._read(lambda c: c.execute(stmt).all())]
 
+    def _ids_selected(self, filters: Mapping[str, Any]) -> sa.Select:
+        """The ids of the records ``filters`` select (the newest ``limit`` when given), as a subquery."""
+        stmt = apply_filters(sa.select(mig.records.c.id), filters)
+        if filters.get("limit"):
+            stmt = stmt.order_by(mig.records.c.created_utc.desc(), mig.records.c.id.desc()).limit(int(filters["limit"]))
+            return sa.select(stmt.subquery().c.id)
+        return stmt
+
     def samples(self, record_ids: Sequence[int], phase: str | None = "measured") -> list[dict]:
-        if not record_ids:
-            return []
-        stmt = sa.select(mig.samples).where(mig.samples.c.record_id.in_(list(record_ids)))
-        if phase is not None:
-            stmt = stmt.where(mig.samples.c.phase == phase)
-        stmt = stmt.order_by(mig.samples.c.record_id, mig.samples.c.seq)
-        return [dict(r._mapping) for r in self._read(lambda c: c.execute(stmt).all())]
+        def make(chunk: list[int]) -> sa.Select:
+            stmt = sa.select(mig.samples).where(mig.samples.c.record_id.in_(chunk))
+            if phase is not None:
+                stmt = stmt.where(mig.samples.c.phase == phase)
+            return stmt.order_by(mig.samples.c.record_id, mig.samples.c.seq)
+        return self._chunked(make, record_ids)
+
+    def history(self, series: str, metric: str, *, until: str | None = None, status: str = "ok") -> list[dict]:
+        """One metric of one series (a ``series_key``), oldest first: record id, run, time, commit,
+        version, testbed and the metric's median and 95 % CI. One range of the series index."""
+        r, m = mig.records.c, mig.metrics.c
+        stmt = (sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id,
+                          m.median, m.ci95_low, m.ci95_high)
+                .join(mig.metrics, sa.and_(m.record_id == r.id, m.name == metric))
+                .where(r.series_key == series, r.status == status))
+        if until is not None:
+            stmt = stmt.where(r.created_utc <= until)
+        stmt = stmt.order_by(r.created_utc, r.id)
+        return [dict(x._mapping) for x in self._read(lambda c: c.execute(stmt).all())]
+
+    def series_runs(self, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
+        """series_key -> its newest ``depth`` run ids, newest first, for the series ``filters``
+        select: one index range per series, so 'latest' and 'previous' mean the same testbed,
+        bundle, route and shape in a fleet where many testbeds write."""
+        r = mig.records.c
+        keys_stmt = apply_filters(sa.select(r.series_key).distinct(), filters).where(r.series_key.is_not(None))
+
+        def read(conn: sa.Connection) -> dict[str, list[str]]:
+            out: dict[str, list[str]] = {}
+            for key in conn.execute(keys_stmt).scalars().all():
+                newest = apply_filters(sa.select(r.run_id), filters).where(r.series_key == key, r.run_id.is_not(None))
+                runs: list[str] = []
+                for run in conn.execute(newest.order_by(r.created_utc.desc(), r.id.desc()).limit(8 * depth)).scalars():
+                    if run not in runs:
+                        runs.append(run)
+                    if len(runs) == depth:
+                        break
+                out[key] = runs
+            return out
+        return self._read(read)
+
+    # -- retention ------------------------------------------------------------------------------
+    def prune(self, before: str) -> int:
+        """Delete every record created before ``before`` (normalised UTC text) with its metrics and
+        samples, PRUNE_CHUNK records per transaction; refresh statistics. Returns records deleted."""
+        deleted = 0
+        r = mig.records.c
+        while True:
+            def attempt() -> int:
+                with self._writer_turn(), self._write_conn() as conn, conn.begin():
+                    ids = list(conn.execute(sa.select(r.id).where(r.created_utc < before).order_by(r.id).limit(PRUNE_CHUNK)).scalars())
+                    if ids:
+                        conn.execute(mig.samples.delete().where(mig.samples.c.record_id.in_(ids)))
+                        conn.execute(mig.metrics.delete().where(mig.metrics.c.record_id.in_(ids)))
+                        conn.execute(mig.records.delete().where(r.id.in_(ids)))
+                    return len(ids)
+            n = self._retrying(attempt, "prune")
+            deleted += n
+            if n < PRUNE_CHUNK:
+                break
+        if deleted:
+            self.analyze()
+        return deleted
 
     def get(self, ref: int | str) -> dict:
         """One record by store id or record id (uid, or a unique prefix of it): the row plus the
@@ -297,6 +409,8 @@ class Store:
             raise StoreError(f"record id prefix {text!r} matches several records", "give more characters or the numeric id")
         row = dict(rows[0]._mapping)
         row["record"] = json.loads(row.pop("record_json"))
+        if "samples" not in row["record"]:  # stored once, in the samples table
+            row["record"]["samples"] = restore_samples(self.samples([row["id"]], phase=None))
         return row
 
     def run_ids(self, **filters: Any) -> list[str]:

@@ -1,0 +1,174 @@
+"""The store at fleet scale, on SQLite and PostgreSQL: samples stored once (with the migration of
+older stores), series identity, one series' history, 'latest'/'previous' per series, pruning, and
+the bounded-chunk reads."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+import sqlalchemy as sa
+
+from tests.results_fakes import hex_id, make_cell
+from tests.results_fixtures import pg_url, store_url  # noqa: F401
+from winml_perf.results import load
+from winml_perf.results import migrations as mig
+from winml_perf.results import store as store_mod
+from winml_perf.results.rows import record_rows, series_identity, series_key
+from winml_perf.results.selectors import select
+from winml_perf.results.store import open_store
+
+
+def _json_of(store, rid: int) -> dict:
+    with store.engine.connect() as conn:
+        return json.loads(conn.execute(sa.select(mig.records.c.record_json).where(mig.records.c.id == rid)).scalar_one())
+
+
+def test_raw_samples_are_stored_once_and_given_back_whole(store_url):
+    cell = make_cell(hex_id("once"), step_ms=[2.0, 2.5, 1.5], rounds=[0, 0, 1])
+    with open_store(store_url) as store:
+        rid = store.write_record(cell)
+        assert "samples" not in _json_of(store, rid)  # only the samples table holds them
+        assert store.get(rid)["record"] == cell
+        assert store.get(cell["cell_id"][:10])["record"] == cell
+
+
+def test_a_sample_the_table_cannot_give_back_stays_in_the_json(store_url):
+    cell = make_cell(hex_id("odd"))
+    cell["samples"]["iterations"][0]["token_ids"] = [1, 2, 3]  # kept by --keep-token-ids; no column
+    with open_store(store_url) as store:
+        rid = store.write_record(cell)
+        assert _json_of(store, rid)["samples"] == cell["samples"]
+        assert store.get(rid)["record"] == cell
+
+
+def _store_at_schema_2(url: str, cells: list[dict]) -> None:
+    """A store as version 0002 wrote it: no series_key, the samples in the record JSON too."""
+    loc = store_mod.resolve_location(url)
+    if loc.path:
+        loc.path.parent.mkdir(parents=True, exist_ok=True)
+    engine = sa.create_engine(loc.url)
+    with engine.begin() as conn:
+        mig.schema_migrations.create(conn)
+        for m in mig.MIGRATIONS[:2]:
+            m.apply(conn)
+            conn.execute(mig.schema_migrations.insert().values(name=m.name, applied_utc="2025-01-01T00:00:00Z"))
+        _, records_v1, _, _ = mig._v1_tables(sa.MetaData())
+        for i, cell in enumerate(cells, 1):
+            rows = record_rows(cell)
+            old = {k: v for k, v in rows.record.items() if k != "series_key"}
+            old["record_json"] = json.dumps(cell, sort_keys=True, separators=(",", ":"))
+            conn.execute(records_v1.insert().values(id=i, **old))
+            conn.execute(mig.metrics.insert(), [{**m, "record_id": i} for m in rows.metrics])
+            conn.execute(mig.samples.insert(), [{**s, "record_id": i} for s in rows.samples])
+    engine.dispose()
+
+
+def test_migration_0003_fills_series_keys_and_drops_the_second_copy_of_samples(store_url, monkeypatch):
+    monkeypatch.setattr(mig, "MIGRATION_CHUNK", 2)  # several chunks
+    cells = [make_cell(hex_id("m", i), index=i, prompt_tokens=16 * (1 + i % 2), when=f"2025-01-0{1 + i}T00:00:00Z") for i in range(5)]
+    _store_at_schema_2(store_url, cells)
+    with open_store(store_url) as store:
+        assert "0003_series_key_samples_once" in store.applied_migrations()
+        rows = store.records()
+        assert [r["series_key"] for r in rows] == [series_key(c) for c in cells]
+        for r, cell in zip(rows, cells):
+            assert "samples" not in _json_of(store, r["id"])
+            assert store.get(r["id"])["record"] == cell
+        with store.engine.connect() as conn:
+            assert "ix_records_series_key" in {ix["name"] for ix in sa.inspect(conn).get_indexes("records")}
+
+
+def test_series_identity_separates_what_changes_the_measurement():
+    base = make_cell(hex_id("id"))
+    plain = copy.deepcopy(base)
+    plain["runtime"] = "winml"
+    plain["policy"]["session"] = {"runtime": "winml", "path": "m.onnx", "options": {"shapes": {"x": [1, 3]}, "io_binding": False, "seed": 0}}
+    batch8 = copy.deepcopy(plain)
+    batch8["policy"]["session"]["options"]["shapes"] = {"x": [8, 3]}
+    bound = copy.deepcopy(plain)
+    bound["policy"]["session"]["options"]["io_binding"] = True
+    threads = copy.deepcopy(plain)
+    threads["policy"]["session"]["options"]["intra_op_threads"] = 4
+    reseeded = copy.deepcopy(plain)
+    reseeded["policy"]["session"]["options"]["seed"] = 7  # the input seed does not change what is measured
+    keys = [series_key(c) for c in (plain, batch8, bound, threads)]
+    assert len(set(keys)) == 4 and series_key(reseeded) == series_key(plain)
+    assert series_identity(batch8)["session"]["shapes"] == {"x": [8, 3]}
+
+    qnn = copy.deepcopy(base)
+    qnn["route"]["stages"] = [{"stage": "decoder", "ep_after": "qnn", "provider_options_after": [{"qnn": {"htp_performance_mode": "burst"}}]}]
+    qnn_saver = copy.deepcopy(qnn)
+    qnn_saver["route"]["stages"][0]["provider_options_after"] = [{"qnn": {"htp_performance_mode": "power_saver"}}]
+    assert len({series_key(base), series_key(qnn), series_key(qnn_saver)}) == 3
+    other_run = make_cell(hex_id("id-2"), when="2025-02-01T00:00:00Z", commit="2222222")
+    assert series_key(other_run) == series_key(base)  # the same series on another night
+    assert series_key(make_cell(hex_id("id"), testbed="tb-other")) != series_key(base)
+
+
+def _fleet(store, nights: int = 3) -> None:
+    for night in range(nights):
+        for tb in ("tb-a", "tb-b"):
+            run = hex_id("fleet", night, tb)
+            for i, route in enumerate(("config", "ep=cpu")):
+                store.write_record(make_cell(run, route=route, testbed=tb, index=i, when=f"2025-03-0{1 + night}T0{2 if tb == 'tb-a' else 4}:00:00Z",
+                                             step_ms=[2.0 + 0.01 * night] * 6))
+
+
+def test_latest_and_previous_are_resolved_per_series(store_url):
+    with open_store(store_url) as store:
+        _fleet(store)
+        latest, previous = select(store, "latest", "--candidate"), select(store, "previous", "--baseline")
+        # the two newest runs fleet-wide are tb-b's night 3 and tb-a's night 3: per series, each
+        # testbed's own last two nights
+        assert {(r["testbed_id"], r["route"], r["run_id"]) for r in latest.records} == {
+            (tb, route, hex_id("fleet", 2, tb)) for tb in ("tb-a", "tb-b") for route in ("config", "ep=cpu")}
+        assert {r["run_id"] for r in previous.records} == {hex_id("fleet", 1, "tb-a"), hex_id("fleet", 1, "tb-b")}
+        assert "each of 4 series" in latest.meaning
+        narrowed = select(store, "latest", "--candidate", testbed="tb-a", route="config")
+        assert narrowed.meaning == f"latest run {hex_id('fleet', 2, 'tb-a')}" and len(narrowed.records) == 1
+
+
+def test_history_reads_one_series_in_time_order(store_url):
+    with open_store(store_url) as store:
+        _fleet(store)
+        key = store.records(testbed="tb-b", route="ep=cpu")[0]["series_key"]
+        hist = store.history(key, "decode_tokens_per_s")
+        assert [h["run_id"] for h in hist] == [hex_id("fleet", n, "tb-b") for n in range(3)]
+        assert hist[0]["median"] == pytest.approx(500.0) and hist[0]["ci95_low"] is not None
+
+
+def test_bundle_filter_by_name_or_by_path(store_url):
+    with open_store(store_url) as store:
+        store.write_record(make_cell(hex_id("b1"), bundle="bundles/tiny-qwen2"))
+        store.write_record(make_cell(hex_id("b2"), bundle="/elsewhere/tiny-qwen2", index=1))
+        store.write_record(make_cell(hex_id("b3"), bundle="bundles/other", index=2))
+        assert store.count(bundle="tiny-qwen2") == 2
+        assert store.count(bundle="bundles/tiny-qwen2") == 1
+        assert store.count(bundle=["other", "/elsewhere/tiny-qwen2"]) == 2
+
+
+def test_reads_by_id_go_in_bounded_chunks(store_url, monkeypatch):
+    monkeypatch.setattr(store_mod, "ID_CHUNK", 3)
+    with open_store(store_url) as store:
+        ids = [store.write_record(make_cell(hex_id("c"), index=i, when=f"2025-01-01T00:00:{i:02d}Z")) for i in range(8)]
+        assert {m["record_id"] for m in store.metrics(ids)} == set(ids)
+        assert len(store.samples(ids)) == 8 * 6
+        assert [m["name"] for m in store.metrics(ids[:1], names=["ttft_ms"])] == ["ttft_ms"]
+        df = load(store, metrics=["decode_tokens_per_s"], limit=5)
+        assert list(df["id"]) == ids[3:] and "ttft_ms" not in df.columns and df["decode_tokens_per_s"].notna().all()
+
+
+def test_prune_deletes_old_records_with_their_rows(store_url, monkeypatch):
+    monkeypatch.setattr(store_mod, "PRUNE_CHUNK", 2)
+    with open_store(store_url) as store:
+        for i in range(5):
+            store.write_record(make_cell(hex_id("p"), index=i, when=f"2025-01-0{1 + i}T00:00:00Z"))
+        assert store.prune("2025-01-04T00:00:00.000000Z") == 3
+        kept = store.records()
+        assert [r["created_utc"][:10] for r in kept] == ["2025-01-04", "2025-01-05"]
+        with store.engine.connect() as conn:
+            assert set(conn.execute(sa.select(mig.samples.c.record_id).distinct()).scalars()) == {r["id"] for r in kept}
+            assert set(conn.execute(sa.select(mig.metrics.c.record_id).distinct()).scalars()) == {r["id"] for r in kept}
+        assert store.prune("2025-01-01T00:00:00.000000Z") == 0
