@@ -161,6 +161,8 @@ def test_compare_runs_golden_and_gate(golden_store):
     assert decode.verdict == sig.SLOWER and decode.regression and decode.p_value < 0.05
     assert decode.delta_pct == pytest.approx((1 / 2.205 - 1 / 2.005) / (1 / 2.005) * 100, abs=0.5)
     assert not by["ttft_ms"].regression  # identical prompt timings
+    assert decode.gate == "regression" and "wholly on the worse side" in decode.gate_reason  # two runs: by interval
+    assert by["tpot_ms"].verdict == sig.SLOWER and not by["tpot_ms"].regression and by["tpot_ms"].gate == "counted once"
     assert report.notes == ()  # the failed ep=webgpu cell is not a config cell
     assert_golden("compare_runs.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
     relaxed = compare_runs(golden_store, "version:0.1.0", "version:0.1.1", route="config", fail_threshold_pct=15.0)
@@ -180,9 +182,10 @@ def test_forced_comparison_of_two_different_shapes(store_url):
     with open_store(store_url) as store:
         store.write_record(make_cell(hex_id("s1"), prompt_tokens=16))
         store.write_record(make_cell(hex_id("s2"), prompt_tokens=128, when="2025-01-02T00:00:00Z"))
+        s1, s2 = f"run:{hex_id('s1')}", f"run:{hex_id('s2')}"  # 'previous'/'latest' are per series: two series here
         with pytest.raises(UsageError, match="--force"):
-            compare_runs(store, "previous", "latest")
-        report = compare_runs(store, "previous", "latest", force=True)
+            compare_runs(store, s1, s2)
+        report = compare_runs(store, s1, s2, force=True)
         assert report.rows[0].key[3] == 16 and report.rows[0].candidate_key[3] == 128
         assert "--force: comparing" in report.notes[0]
 
@@ -192,7 +195,12 @@ def test_selectors_and_unknown_ids(golden_store):
     assert select(golden_store, "aaaa1111", "--baseline").meaning == "git commit aaaa1111*"
     assert select(golden_store, "0.1.1", "--baseline").meaning == "winml-perf 0.1.1"
     assert len(select(golden_store, "2025-01-01", "--baseline").records) == 3
-    assert select(golden_store, "latest", "--candidate").meaning == f"latest run {GOLDEN_RUN_B}"
+    latest = select(golden_store, "latest", "--candidate")  # per series: run B's config and ep=webgpu, run A's ep=cpu
+    assert latest.meaning == "latest run of each of 3 series (2 runs)"
+    assert sorted((r["route"], r["run_id"]) for r in latest.records) == [
+        ("config", GOLDEN_RUN_B), ("ep=cpu", GOLDEN_RUN_A), ("ep=webgpu", GOLDEN_RUN_B)]
+    assert select(golden_store, "latest", "--candidate", route="config").meaning == f"latest run {GOLDEN_RUN_B}"
+    assert [r["run_id"] for r in select(golden_store, "previous", "--baseline", route="config").records] == [GOLDEN_RUN_A]
     with pytest.raises(StoreError, match="--baseline 'deadbeef' matches no records") as err:
         compare_runs(golden_store, "deadbeef", "latest")
     assert err.value.exit_code == EXIT_USAGE
@@ -234,3 +242,40 @@ def test_rolling_baseline_flags_a_step_and_not_noise():
     # for a time, up is bad: the same step in ms is a regression
     ms = {i: [{"ttft_ms": 1000.0 / s["decode_tokens_per_s"]} for s in v] for i, v in samples.items()}
     assert rolling_flags(points, ms, "ttft_ms", window=5, threshold_pct=5.0)[10]["flag"] == "improvement"
+
+
+def _nightly(store, testbed: str, levels: list[float], start_day: int = 1, route: str = "config") -> None:
+    """One cell per night on ``testbed``: decode step times around 1000 / level ms."""
+    for night, level in enumerate(levels):
+        day = start_day + night
+        store.write_record(make_cell(hex_id("night", testbed, route, night), testbed=testbed, route=route,
+                                     when=f"2025-{1 + day // 28:02d}-{1 + day % 28:02d}T02:00:00Z",
+                                     step_ms=noisy(1000.0 / level, 6, 0.004, hash((testbed, night)) % 1000)))
+
+
+def test_the_gate_fails_on_a_change_point_of_the_newest_runs_not_on_one_bad_night(store_url):
+    rng = random.Random(5)
+    flat = [500 * (1 + rng.gauss(0, 0.01)) for _ in range(20)]
+    with open_store(store_url) as store:
+        _nightly(store, "tb-shift", flat + [450 * (1 + rng.gauss(0, 0.01)) for _ in range(6)])  # -10 % for 6 nights
+        _nightly(store, "tb-blip", flat + [450.0])  # one slow night at the end
+        shifted = compare_runs(store, "previous", "latest", testbed="tb-shift", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0)
+        (row,) = shifted.rows
+        assert row.regression and row.gate == "regression" and "change point at index 20" in row.gate_reason
+        blip = compare_runs(store, "previous", "latest", testbed="tb-blip", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0)
+        (row,) = blip.rows
+        assert row.verdict == sig.SLOWER  # the pairwise test sees it ...
+        assert not row.regression and row.gate == "unchanged"  # ... the gate waits for a change point
+        relaxed = compare_runs(store, "previous", "latest", testbed="tb-shift", metrics=["decode_tokens_per_s"], fail_threshold_pct=15.0)
+        assert not relaxed.regressions and "within the 15.0% threshold" in relaxed.rows[0].gate_reason
+
+
+def test_the_unfiltered_gate_works_in_a_fleet(store_url):
+    with open_store(store_url) as store:
+        _nightly(store, "tb-a", [500, 501, 499])
+        _nightly(store, "tb-b", [300, 301, 250])  # tb-b's newest night is 17 % slower
+        _nightly(store, "tb-new", [400], start_day=3)  # a testbed with one night so far
+        report = compare_runs(store, "previous", "latest", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0)
+        assert sorted(r.key[0] for r in report.rows) == ["tb-a", "tb-b"]
+        assert [r.key[0] for r in report.regressions] == ["tb-b"]
+        assert any("one run of this series so far" in n and "tb-new" in n for n in report.notes)

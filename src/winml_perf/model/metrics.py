@@ -77,6 +77,7 @@ class Metric:
     exported: bool = False  # sent to benchmark dashboards (Bencher BMF, github-action-benchmark)
     drawn: bool = False  # offered in the static dashboard's history
     short_unit: str = ""  # beside a running value in the progress bar
+    inverse_of: str | None = None  # the metric this one is the reciprocal of (a gate counts the pair once)
 
     @property
     def bigger_is_better(self) -> bool:
@@ -97,7 +98,7 @@ METRICS: tuple[Metric, ...] = (
     Metric("ttft_ms", "ms", LOWER, "TTFT ms", "TTFT", ITERATION, token=True, derive=lambda s: _raw(s.ttft_ms),
            short_unit="ms", **_HEADLINE),
     Metric("tpot_ms", "ms", LOWER, "TPOT ms", "TPOT", ITERATION, token=True, derive=lambda s: tpot_ms(s.decode_step_ms),
-           needs_decode_steps=True, short_unit="ms", **_HEADLINE),
+           needs_decode_steps=True, short_unit="ms", inverse_of="decode_tokens_per_s", **_HEADLINE),
     Metric("e2e_ms", "ms", LOWER, "e2e ms", "end-to-end", ITERATION, token=True, derive=lambda s: _raw(s.e2e_ms),
            short_unit="ms", **_HEADLINE),
     Metric("prompt_ms", "ms", LOWER, "prompt ms", "prompt time", ITERATION, token=True, derive=lambda s: _raw(s.prompt_ms),

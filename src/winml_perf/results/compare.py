@@ -31,6 +31,9 @@ DEFAULT_METRICS = tuple(m.name for m in METRICS if m.compared)
 #: Metrics --metric may name: every per-iteration metric the samples table keeps.
 COMPARABLE_METRICS = tuple(m.name for m in METRICS if m.stored)
 GROUP_FIELDS = ("testbed_id", "bundle", "route", "prompt_tokens", "max_new_tokens")
+#: A group key is GROUP_FIELDS plus the series key (options that change what is measured).
+KEY_FIELDS = GROUP_FIELDS + ("series_key",)
+PER_SERIES_SELECTORS = ("latest", "previous")
 
 
 def metric_word(metric: str) -> str:
@@ -300,11 +303,11 @@ def compare_routes(
 
 # == runs ==========================================================================================
 def _group_key(r: Mapping[str, Any]) -> tuple:
-    return tuple(r[f] for f in GROUP_FIELDS)
+    return tuple(r.get(f) for f in KEY_FIELDS)
 
 
 def key_label(key: Sequence[Any]) -> str:
-    testbed, bundle, route, p, n = key
+    testbed, bundle, route, p, n = key[:5]
     return f"{bundle} {route} {shape_label(p, n)} @{testbed}"
 
 
@@ -322,6 +325,8 @@ class RunChange:
     u: float
     verdict: str
     regression: bool
+    gate: str | None = None  # the gate's verdict (changepoint.Verdict.status), when gated
+    gate_reason: str | None = None
 
     def sentence(self) -> str:
         sign = "+" if self.delta_pct >= 0 else ""
@@ -331,8 +336,8 @@ class RunChange:
 
     def to_dict(self) -> dict:
         d = asdict(self)
-        d["key"] = dict(zip(GROUP_FIELDS, self.key))
-        d["candidate_key"] = dict(zip(GROUP_FIELDS, self.candidate_key))
+        d["key"] = dict(zip(KEY_FIELDS, self.key))
+        d["candidate_key"] = dict(zip(KEY_FIELDS, self.candidate_key))
         d["sentence"] = self.sentence()
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
@@ -356,11 +361,16 @@ class RunsReport:
                 "regressions": len(self.regressions), "notes": list(self.notes)}
 
 
-def _pair_groups(base: dict[tuple, list], cand: dict[tuple, list], force: bool, notes: list[str]) -> list[tuple[tuple, tuple]]:
+def _pair_groups(base: dict[tuple, list], cand: dict[tuple, list], force: bool, notes: list[str],
+                 per_series: bool = False) -> list[tuple[tuple, tuple]]:
     common = sorted(set(base) & set(cand), key=str)
     only_b = sorted(set(base) - set(cand), key=str)
     only_c = sorted(set(cand) - set(base), key=str)
     if not only_b and not only_c:
+        return [(k, k) for k in common]
+    if per_series and common:  # previous/latest of each series: a series with one run has no pair
+        notes.extend([f"not compared (one run of this series so far): {key_label(k)}" for k in only_c]
+                     + [f"not compared (no ok cell in its latest run): {key_label(k)}" for k in only_b])
         return [(k, k) for k in common]
     if not force:
         what = "; ".join([f"only in baseline: {key_label(k)}" for k in only_b[:3]] + [f"only in candidate: {key_label(k)}" for k in only_c[:3]])
@@ -375,20 +385,37 @@ def _pair_groups(base: dict[tuple, list], cand: dict[tuple, list], force: bool, 
     return [(k, k) for k in common]
 
 
-def _groups(store: Store, records: Sequence[dict], notes: list[str], side: str) -> dict[tuple, list[dict]]:
+def _groups(store: Store, records: Sequence[dict], notes: list[str], side: str) -> tuple[dict[tuple, list[dict]], dict[tuple, list[dict]]]:
+    """(group key -> its samples, group key -> its ok records) of one side."""
     ok = [r for r in records if r["status"] == "ok"]
     if len(ok) < len(records):
         notes.append(f"{side}: {len(records) - len(ok)} failed cell(s) left out")
     by_id = _samples_by_record(store, [r["id"] for r in ok])
     out: dict[tuple, list[dict]] = defaultdict(list)
+    rows: dict[tuple, list[dict]] = defaultdict(list)
     for r in ok:
         out[_group_key(r)].extend(by_id[r["id"]])
-    return dict(out)
+        rows[_group_key(r)].append(r)
+    return dict(out), dict(rows)
+
+
+def _gated(store: Store, change: RunChange, candidate: Sequence[dict], compared: Sequence[str], threshold_pct: float) -> RunChange:
+    """``change`` with the regression gate's verdict on the candidate's series (results/gate.py)."""
+    from dataclasses import replace
+
+    from winml_perf.results import gate
+
+    inverse = gate.counted_elsewhere(change.metric, compared)
+    if inverse is not None:
+        return replace(change, regression=False, gate=gate.COUNTED_ONCE, gate_reason=f"the inverse of {inverse}: judged there")
+    verdict = gate.judge_series(store, candidate, change.metric, threshold_pct)
+    return replace(change, regression=verdict.is_regression, gate=verdict.status, gate_reason=verdict.reason)
 
 
 def compare_samples(key: tuple, cand_key: tuple, metric: str, base: Sequence[dict], cand: Sequence[dict], *,
                     equivalence_pct: float, fail_threshold_pct: float | None) -> RunChange:
-    """One metric of one group: medians, Δ%, Mann-Whitney p, verdict, regression flag."""
+    """One metric of one group: medians, Δ%, Mann-Whitney p, verdict, and the pairwise regression
+    flag (compare_runs replaces it by the change-point gate's verdict on the series)."""
     b = [s[metric] for s in base if s.get(metric) is not None]
     c = [s[metric] for s in cand if s.get(metric) is not None]
     mb, mc = float(np.median(b)), float(np.median(c))
@@ -419,16 +446,21 @@ def compare_runs(
         raise UsageError(f"--baseline {baseline!r} and --candidate {candidate!r} select {len(overlap)} of the same records",
                          "pick two different runs, commits, versions or dates")
     notes: list[str] = []
-    base, cand = _groups(store, b_sel.records, notes, "baseline"), _groups(store, c_sel.records, notes, "candidate")
+    (base, _), (cand, cand_rows) = _groups(store, b_sel.records, notes, "baseline"), _groups(store, c_sel.records, notes, "candidate")
     for side, sel, groups in (("--baseline", b_sel, base), ("--candidate", c_sel, cand)):
         if not groups:
             raise StoreError(f"{side} {sel.selector!r} ({sel.meaning}) has no ok cells ({len(sel.records)} failed)",
                              "pick a selection whose cells succeeded (see `winml results list --status ok`)")
+    per_series = b_sel.selector in PER_SERIES_SELECTORS and c_sel.selector in PER_SERIES_SELECTORS
     rows = []
-    for kb, kc in _pair_groups(base, cand, force, notes):
-        for metric in _choose_metrics(metrics, base[kb], cand[kc]):
-            rows.append(compare_samples(kb, kc, metric, base[kb], cand[kc], equivalence_pct=equivalence_pct,
-                                        fail_threshold_pct=fail_threshold_pct))
+    for kb, kc in _pair_groups(base, cand, force, notes, per_series):
+        chosen = _choose_metrics(metrics, base[kb], cand[kc])
+        for metric in chosen:
+            change = compare_samples(kb, kc, metric, base[kb], cand[kc], equivalence_pct=equivalence_pct,
+                                     fail_threshold_pct=fail_threshold_pct)
+            if fail_threshold_pct is not None:
+                change = _gated(store, change, cand_rows[kc], chosen, fail_threshold_pct)
+            rows.append(change)
     if not rows:
         raise StoreError("nothing to compare: no metric has samples on both sides", "check the selections with `winml results list`")
     return RunsReport(b_sel.meaning, c_sel.meaning, tuple(rows), fail_threshold_pct, equivalence_pct, tuple(notes))

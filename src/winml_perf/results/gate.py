@@ -1,0 +1,58 @@
+"""The regression gate of ``winml compare runs --fail-on-regression``: judge the candidate's newest
+run of each series by the change points of the series' history (results/changepoint.py
+``judge_newest``), not by one night against another.
+
+- History: the metric's per-record medians of the series (``records.series_key``), oldest first, up
+  to the candidate's newest record; several records of one run count as one run (their median).
+- With at least ``changepoint.MIN_HISTORY`` runs: a regression when a significant change point starts
+  among the newest runs and its shift is worse than the threshold. With fewer: when the candidate's
+  95 % interval lies wholly beyond the threshold on the worse side of the earlier runs' median.
+- Direction from the metric table; a metric that is the inverse of another compared one (TPOT of
+  decode tok/s) is not counted again.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Mapping, Sequence
+
+import numpy as np
+
+from winml_perf.model.metrics import bigger_is_better, get
+from winml_perf.results.changepoint import INSUFFICIENT, Verdict, judge_newest
+from winml_perf.results.store import Store
+
+COUNTED_ONCE = "counted once"
+
+
+def run_estimates(history: Sequence[Mapping]) -> tuple[list[float], list[str], tuple[float, float] | None]:
+    """(per-run values oldest first, their run ids, the newest run's interval when it is one record)."""
+    runs: OrderedDict[str, list[Mapping]] = OrderedDict()
+    for h in history:
+        if h["median"] is not None:
+            runs.setdefault(h["run_id"] or f"record {h['id']}", []).append(h)
+    values = [float(np.median([h["median"] for h in rows])) for rows in runs.values()]
+    interval = None
+    if runs:
+        newest = list(runs.values())[-1]
+        if len(newest) == 1 and newest[0]["ci95_low"] is not None and newest[0]["ci95_high"] is not None:
+            interval = (float(newest[0]["ci95_low"]), float(newest[0]["ci95_high"]))
+    return values, list(runs), interval
+
+
+def judge_series(store: Store, candidate: Sequence[Mapping], metric: str, threshold_pct: float) -> Verdict:
+    """The gate's verdict on the newest of ``candidate`` (ok records of one series) for ``metric``."""
+    newest = max(candidate, key=lambda r: (r["created_utc"], r["id"]))
+    if not newest.get("series_key"):
+        return Verdict(INSUFFICIENT, None, "the record has no series key")
+    values, runs, interval = run_estimates(store.history(newest["series_key"], metric, until=newest["created_utc"]))
+    if not values:
+        return Verdict(INSUFFICIENT, None, f"no stored {metric} for this series")
+    return judge_newest(values, runs, higher_is_better=bigger_is_better(metric), threshold=threshold_pct / 100.0,
+                        candidate_interval=interval)
+
+
+def counted_elsewhere(metric: str, compared: Sequence[str]) -> str | None:
+    """The compared metric that ``metric`` is the inverse of (its verdict is not counted twice)."""
+    m = get(metric)
+    return m.inverse_of if m is not None and m.inverse_of in compared else None
