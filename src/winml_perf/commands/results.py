@@ -185,3 +185,36 @@ def export_command(
         sys.stdout.write(text)
     else:
         _write(output, text)
+
+
+@app.command("import")
+def import_command(
+    files: Annotated[list[Path], typer.Argument(help="Run record files (`winml perf -o`) or cell records.")],
+    store: StoreOpt = None,
+) -> None:
+    """Store the cells of record files written on testbeds that cannot reach the store (a cell
+    already stored, by its id, is not stored again)."""
+    from winml_perf.results.importing import import_files
+    from winml_perf.results.store import open_store
+
+    with open_store(store) as s:
+        report = import_files(s, files)
+        where = s.display
+    print(f"imported {report.new} new cell(s) from {report.files} file(s) into {where}"
+          f" ({report.already_stored} already stored)", file=sys.stderr)
+
+
+@app.command("prune")
+def prune_command(
+    older_than: Annotated[str, typer.Option("--older-than", help="Delete records older than this age (90d, 12w, 48h) or date (2025-01-31).")],
+    store: StoreOpt = None,
+) -> None:
+    """Delete records (with their metrics and samples) older than an age or a date."""
+    from winml_perf.results.filters import parse_when
+    from winml_perf.results.store import open_store
+
+    cutoff = parse_when(older_than, "--older-than")
+    with open_store(store, create=False) as s:
+        deleted = s.prune(cutoff)
+        where = s.display
+    print(f"pruned {deleted} record(s) created before {cutoff} from {where}", file=sys.stderr)
