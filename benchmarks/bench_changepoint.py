@@ -19,7 +19,7 @@ shift and each detection matched once); recall = hits / shifts, precision = hits
 false change points per 1,000 runs are counted on shift-free series of the same noise.
 
 Methods: the new E-Divisive detector (results/changepoint.py); the dashboard's rolling test
-(results/dashboard.rolling_flags: every run against the pooled raw iterations of the previous 5
+(results/significance.rolling_flags, the dashboard's former test: every run against the pooled raw iterations of the previous 5
 runs, Mann-Whitney p < 0.05 and beyond 5 %; each flagged run is a detection); Apache Otava
 (``compute_change_points`` with its defaults) in its own virtualenv through a subprocess on the
 same series written to a CSV (benchmarks/otava_changepoints.py). ``--tune`` grids the new
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from winml_perf.results.changepoint import detect_change_points
-from winml_perf.results.dashboard import rolling_flags
+from winml_perf.results.significance import rolling_flags
 
 LENGTH, SHIFTS, GAP, ITERATIONS, TOLERANCE, LOOSE = 400, 4, 40, 10, 2, 10
 SHIFT_SIZES = (0.02, 0.05, 0.10, 0.20)

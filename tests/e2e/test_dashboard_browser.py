@@ -1,5 +1,7 @@
-"""The dashboard in a real headless browser (Debian's chromium): the page loads offline with no
-errors, draws every chart, and draws exactly one point per record in the store."""
+"""The dashboard in a real headless browser (Debian's chromium): every page kind loads offline with
+no errors, the primary card of a testbed/bundle page draws one marker per record of the store, the
+filters work, and a screenshot of each page kind is kept (``$WINML_PERF_ARTIFACTS``, else
+``artifacts/`` under the repository: a CI artifact, git-ignored)."""
 
 from __future__ import annotations
 
@@ -13,13 +15,14 @@ from pathlib import Path
 import pytest
 
 from tests.results_fakes import golden_cells, hex_id, interleaved_run, make_cell, noisy
-from winml_perf.results.dashboard import write_dashboard
+from winml_perf.results.dashboard import page_path, write_dashboard
 from winml_perf.results.store import open_store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
+REPO = Path(__file__).resolve().parents[2]
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--disable-extensions", "--disable-default-apps",
+                  "--disable-sync", "--no-first-run", "--disable-extensions", "--disable-default-apps", "--hide-scrollbars",
                   "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0")
 
 
@@ -32,10 +35,14 @@ def chromium() -> str:
     pytest.skip("chromium is not installed (scripts/ci-chromium.sh installs it)")
 
 
+def _profile(tmp_path: Path) -> str:
+    n = len(list(tmp_path.glob("profile*")))
+    return f"--user-data-dir={tmp_path / f'profile{n}'}"
+
+
 def render(page: Path, tmp_path: Path, fragment: str = "") -> tuple[dict[str, str], str, str]:
     """Load the page in headless chromium; the #winml-status attributes, the DOM and chromium's log."""
-    profile = tmp_path / f"profile{len(list(tmp_path.glob('profile*')))}"
-    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--dump-dom", page.as_uri() + fragment],
+    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, _profile(tmp_path), "--dump-dom", page.as_uri() + fragment],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     tag = re.search(r'<div id="winml-status"[^>]*>', proc.stdout)
@@ -44,10 +51,22 @@ def render(page: Path, tmp_path: Path, fragment: str = "") -> tuple[dict[str, st
     return attrs, proc.stdout, proc.stderr
 
 
+def screenshot(page: Path, tmp_path: Path, name: str) -> Path:
+    folder = Path(os.environ.get("WINML_PERF_ARTIFACTS") or REPO / "artifacts") / "dashboard"
+    folder.mkdir(parents=True, exist_ok=True)
+    out = folder / f"{name}.png"
+    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, _profile(tmp_path), "--window-size=1400,1100", f"--screenshot={out}",
+                           page.as_uri()], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and out.stat().st_size > 10_000, proc.stderr[-2000:]
+    return out
+
+
 def console_errors(log: str) -> list[str]:
-    """Console messages of the page in chromium's log (it logs every level as INFO:CONSOLE; the page
-    itself writes nothing to the console, so any message is a problem)."""
+    """Console messages of the page in chromium's log (the page writes nothing to the console)."""
     return [line for line in log.splitlines() if ":CONSOLE" in line]
+
+
+NIGHTLY = "bundles/tiny-qwen2-pipeline"
 
 
 @pytest.fixture(scope="module")
@@ -55,60 +74,82 @@ def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("dash")
     with open_store(root / "winml-perf.db") as store:
         store.write_records(golden_cells())  # 5 records: 3 routes of one run, then a regression and a failed cell
-        for day in range(3, 10):  # a second bundle with a week of nightly history and a step change on day 7
-            center = 2.0 if day < 7 else 2.4
+        for day in range(3, 40):  # a second bundle: 37 nights of two routes, a 15 % step on night 25
+            center = 2.0 if day < 25 else 2.3
             run = hex_id("nightly", day)
             store.write_records(interleaved_run(run, {"config": noisy(center, 10, 0.01, day), "ep=cpu": noisy(center * 0.8, 10, 0.01, 50 + day)},
-                                                bundle="bundles/tiny-qwen2-pipeline", when=f"2025-01-{day:02d}T02:00:00Z", commit=f"{day}" * 8))
+                                                bundle=NIGHTLY, when=f"2025-{1 + day // 28:02d}-{1 + day % 28:02d}T02:00:00Z",
+                                                commit=f"{day:02d}" * 6))
         store.write_record(make_cell(hex_id("plain"), bundle="bundles/other", testbed="tb-win", prompt_tokens=128, max_new_tokens=32,
                                      when="2025-01-05T02:00:00Z"))
-        count = store.count()
-        write_dashboard(store, root / "site")
-    return root / "site" / "index.html", count
+        counts = {(tb, b): store.count(testbed=tb, bundle=b) for tb, b in (("tb-linux", "tiny-qwen2"), ("tb-linux", "tiny-qwen2-pipeline"),
+                                                                            ("tb-win", "other"))}
+        index = write_dashboard(store, root / "site")
+    return index, counts
 
 
-def test_page_renders_every_record_without_errors(site, tmp_path):
-    page, count = site
-    status, dom, log = render(page, tmp_path)
-    assert status["data-state"] == "done", status.get("data-error-messages")
-    assert status["data-errors"] == "0", status.get("data-error-messages")
+def test_every_page_renders_without_errors_and_draws_every_record(site, tmp_path):
+    index, counts = site
+    status, dom, log = render(index, tmp_path)
+    assert (status["data-state"], status["data-errors"], status["data-page"]) == ("done", "0", "index"), status
     assert not console_errors(log), console_errors(log)
-    assert int(status["data-records"]) == count == 5 + 7 * 2 + 1
-    assert int(status["data-points"]) == count  # one marker per stored record, failed ones included
-    assert int(status["data-charts"]) == 3 + 2 + 1  # series: bundle x route x testbed x shape
-    assert int(status["data-bars"]) == 3 + 2  # route panels for decode: golden run (3 routes) and the nightly run (2)
-    assert status["data-metric"] == "decode_tokens_per_s"
-    assert dom.count('class="pt regression"') >= 2  # the day-7 step in both nightly routes, and golden run B
-    assert dom.count("<svg") == int(status["data-charts"]) + 2
-    assert "ep=webgpu decode ran 1.8" in dom  # the route panel's whisker title carries the compare sentence
+    assert int(status["data-records"]) == sum(counts.values()) and status["data-series"] == status["data-rows"] == "6"
+    assert dom.count('<span class="regression">2025-01-26: -13.') == 2  # the nightly step: newest change point of both routes
+    for (testbed, bundle), count in counts.items():
+        page = index.parent / page_path(testbed, bundle)
+        status, dom, log = render(page, tmp_path)
+        assert (status["data-state"], status["data-errors"]) == ("done", "0"), status
+        assert not console_errors(log), console_errors(log)
+        assert int(status["data-records"]) == count
+        assert int(status["data-points"]) == count  # one marker per stored record in the primary card, failed ones too
 
 
-def test_every_metric_renders(site, tmp_path):
-    page, count = site
-    for metric in ("ttft_ms", "e2e_ms", "peak_rss_bytes"):
-        status, _, log = render(page, tmp_path, f"#metric={metric}")
-        assert (status["data-state"], status["data-errors"], status["data-metric"]) == ("done", "0", metric), status
-        assert int(status["data-points"]) == count
-        assert not console_errors(log)
+def test_change_points_are_marked_and_listed(site, tmp_path):
+    index, _ = site
+    _, dom, _ = render(index.parent / page_path("tb-linux", "tiny-qwen2-pipeline"), tmp_path)
+    primary = dom.split('data-primary=""', 1)[1].split("</section>", 1)[0]
+    assert primary.count('<g class="cp regression">') == 2  # one per route, decode 15 % slower from night 25
+    listed = re.findall(r"<li class=\"regression\"[^>]*>([^<]*)</li>", primary)
+    assert len(listed) == 2 and all("2025-01-26: -13." in x for x in listed), listed
+    others = dom.split('data-primary=""', 1)[1].split("</section>", 1)[1]
+    assert 'class="card"' in others and '<g class="cp' not in others  # only the primary metric's card is marked
+
+
+def test_filters_hide_other_testbeds_and_routes(site, tmp_path):
+    index, _ = site
+    status, _, _ = render(index, tmp_path, "#testbed=tb-win")
+    assert status["data-rows"] == "1" and status["data-errors"] == "0"
+    status, _, _ = render(index, tmp_path, "#route=ep%3Dcpu")
+    assert status["data-rows"] == "2"
+    page = index.parent / page_path("tb-linux", "tiny-qwen2-pipeline")
+    every, _, _ = render(page, tmp_path)
+    only_cpu, _, _ = render(page, tmp_path, "#route=ep%3Dcpu")
+    assert int(only_cpu["data-visible-charts"]) * 2 == int(every["data-visible-charts"]) > 0
+
+
+def test_screenshots_of_each_page_kind(site, tmp_path):
+    index, _ = site
+    for name, page in (("index", index), ("testbed-bundle", index.parent / page_path("tb-linux", "tiny-qwen2-pipeline"))):
+        assert screenshot(page, tmp_path, name).exists()
 
 
 def test_an_empty_store_renders_an_empty_page(tmp_path):
     with open_store(tmp_path / "empty.db") as store:
         page = write_dashboard(store, tmp_path / "site")
     status, dom, log = render(page, tmp_path)
-    assert (status["data-state"], status["data-errors"], status["data-points"], status["data-records"]) == ("done", "0", "0", "0")
+    assert (status["data-state"], status["data-errors"], status["data-records"], status["data-rows"]) == ("done", "0", "0", "0")
     assert "the store holds no records" in dom and not console_errors(log)
 
 
 def test_a_script_error_is_reported_by_the_status_element(site, tmp_path):
     """The check above would catch a broken page: inject a throwing script and see it counted."""
-    page, _ = site
+    index, _ = site
     broken = tmp_path / "broken.html"
-    broken.write_text(page.read_text().replace("render(first);", "render(first); null.boom();"))
+    broken.write_text(index.read_text().replace("  init();", "  init(); null.boom();"))
     status, _, _ = render(broken, tmp_path)
     assert status["data-state"] == "error" and status["data-errors"] != "0"
     noisy_page = tmp_path / "console.html"
-    noisy_page.write_text(page.read_text().replace("render(first);", 'render(first); console.error("bad thing");'))
+    noisy_page.write_text(index.read_text().replace("  init();", '  init(); console.error("bad thing");'))
     status, _, log = render(noisy_page, tmp_path)
     assert status["data-errors"] == "1" and "bad thing" in status["data-error-messages"]
     assert any("bad thing" in line for line in console_errors(log))

@@ -176,11 +176,19 @@ def test_bad_store_files_exit_2_and_stay_untouched(tmp_path):
 def test_dashboard_command_writes_a_self_contained_page(store_path, tmp_path):
     r = winml("dashboard", "--store", store_path, "-o", tmp_path / "site", "--title", "nightly <tiny>")
     assert r.returncode == 0, r.stderr
-    page = (tmp_path / "site" / "index.html").read_text()
-    assert "<title>nightly &lt;tiny&gt;</title>" in page
-    assert "<script src" not in page and "<link" not in page and "https://" not in page
-    data = json.loads(page.split('id="winml-data">', 1)[1].split("</script>", 1)[0])
-    assert data["records"] == 5 and sum(len(s["points"]) for s in data["series"]) == 5
+    site = tmp_path / "site"
+    pages = [site / "index.html", *sorted((site / "pages").rglob("*.html"))]
+    assert [p.relative_to(site).as_posix() for p in pages] == ["index.html", "pages/tb-linux/tiny-qwen2.html"]
+    for page in pages:
+        text = page.read_text()
+        assert "<title>nightly &lt;tiny&gt;" in text
+        assert "<script src" not in text and "<link" not in text and "https://" not in text and "http://" not in text.replace(
+            'xmlns="http://www.w3.org/2000/svg"', "")
+    index = pages[0].read_text()
+    assert 'data-records="5"' in index and index.count("<tr data-testbed=") == 3  # config, ep=cpu, ep=webgpu
+    detail = pages[1].read_text()
+    primary = detail.split(' data-primary ', 1)[1].split("</section>", 1)[0]
+    assert primary.count('class="pt"') == 4 and primary.count('class="pt failed"') == 1  # 5 records, one failed
 
 
 def test_a_real_sweep_lands_in_the_store_and_compares(tmp_path):

@@ -229,7 +229,7 @@ def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
 
 
 def test_rolling_baseline_flags_a_step_and_not_noise():
-    from winml_perf.results.dashboard import rolling_flags
+    from winml_perf.results.significance import rolling_flags
 
     rng = random.Random(3)
     centers = [100.0] * 6 + [90.0] * 2 + [100.0] * 2 + [112.0]  # tokens/s: a 10 % drop, recovery, a 12 % gain

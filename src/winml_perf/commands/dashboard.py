@@ -13,20 +13,17 @@ import typer
 def dashboard_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write index.html into.")] = Path("site"),
     store: Annotated[Optional[str], typer.Option("--store", help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).")] = None,
-    window: Annotated[int, typer.Option("--window", help="Previous records of a series pooled into its rolling baseline.")] = 5,
-    threshold: Annotated[str, typer.Option("--threshold", help="Flag significant (p<0.05) changes beyond this, e.g. 5%.")] = "5%",
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "winml-perf results",
     bundle: Annotated[Optional[str], typer.Option("--bundle", help="Only this bundle.")] = None,
     testbed: Annotated[Optional[str], typer.Option("--testbed", help="Only this testbed id.")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Only records from this date on (2025-01-31 or 30d).")] = None,
 ) -> None:
-    """Write a static HTML dashboard: metric history per bundle x route x testbed x shape with
-    regressions flagged, and route comparison bars with confidence whiskers."""
-    from winml_perf.results.compare import parse_pct
+    """Write a static HTML dashboard: an index of every series (sparkline, latest value with its
+    interval, newest change point) and a page per testbed x bundle with the full history, the
+    interval as a band and change points marked."""
     from winml_perf.results.dashboard import write_dashboard
     from winml_perf.results.store import open_store
 
-    pct = parse_pct(threshold, "--threshold")
     with open_store(store, create=False) as s:
-        path = write_dashboard(s, output, window=window, threshold_pct=pct, title=title, bundle=bundle, testbed=testbed, since=since)
+        path = write_dashboard(s, output, title=title, bundle=bundle, testbed=testbed, since=since)
     print(f"wrote {path}", file=sys.stderr)

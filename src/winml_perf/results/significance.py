@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from winml_perf.model.metrics import bigger_is_better as metric_bigger_is_better
 
 #: Two-sided significance level of the Mann-Whitney test (and 1 - the bootstrap CI's level).
 ALPHA = 0.05
@@ -232,3 +234,38 @@ def is_regression(delta: float, p_value: float, bigger_is_better: bool, threshol
         return False
     worse = -delta if bigger_is_better else delta
     return worse > threshold_pct
+
+
+# -- the former rolling baseline (superseded by results/changepoint.py) ---------------------------
+#: Previous ok records pooled into the rolling baseline of a point, and the change it flags.
+ROLLING_WINDOW = 5
+ROLLING_THRESHOLD_PCT = 5.0
+
+
+def rolling_flags(points: Sequence[Mapping[str, Any]], samples: Mapping[int, Sequence[Mapping[str, Any]]], metric: str,
+                  window: int = ROLLING_WINDOW, threshold_pct: float = ROLLING_THRESHOLD_PCT) -> dict[int, dict]:
+    """The dashboard's former per-point test, kept as the "old method" of benchmarks/bench_changepoint.py
+    (no longer drawn): record id -> {flag: 'regression'|'improvement', delta_pct, p_value, baseline_n} for the ok
+    points of one series (oldest first) that differ from their rolling baseline."""
+    out: dict[int, dict] = {}
+    history: list[list[float]] = []
+    up = metric_bigger_is_better(metric)
+    for point in points:
+        if point["status"] != "ok":
+            continue
+        values = [s[metric] for s in samples.get(point["id"], ()) if s.get(metric) is not None]
+        if not values:
+            continue
+        base = [v for h in history[-window:] for v in h]
+        if base:
+            d = delta_pct(float(np.median(base)), float(np.median(values)))
+            p = mann_whitney_u(values, base).p_value
+            flag = None
+            if is_regression(d, p, up, threshold_pct):
+                flag = "regression"
+            elif is_regression(-d, p, up, threshold_pct):
+                flag = "improvement"
+            if flag:
+                out[point["id"]] = {"flag": flag, "delta_pct": round(d, 3), "p_value": p, "baseline_n": len(base)}
+        history.append(values)
+    return out

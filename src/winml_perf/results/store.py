@@ -348,6 +348,31 @@ class Store:
         stmt = stmt.order_by(r.created_utc, r.id)
         return [dict(x._mapping) for x in self._read(lambda c: c.execute(stmt).all())]
 
+    def series_list(self, **filters: Any) -> list[dict]:
+        """One row per series the filters select: its key, identity columns, records and newest time."""
+        r = mig.records.c
+        cols = (r.series_key, r.testbed_id, r.bundle, r.route, r.runtime, r.prompt_tokens, r.max_new_tokens)
+        stmt = apply_filters(sa.select(*cols, sa.func.count().label("records"), sa.func.max(r.created_utc).label("newest")), filters)
+        stmt = stmt.where(r.series_key.is_not(None)).group_by(*cols)
+        return [dict(x._mapping) for x in self._read(lambda c: c.execute(stmt).all())]
+
+    def series_points(self, series: str, metrics: Sequence[str], **filters: Any) -> list[dict]:
+        """Every record of one series (failed ones too), oldest first, each with its medians and 95 %
+        CIs of ``metrics`` under ``values`` ({name: (median, low, high)}). One index range and a join."""
+        r, m = mig.records.c, mig.metrics.c
+        stmt = (sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id, r.status,
+                          m.name, m.median, m.ci95_low, m.ci95_high)
+                .select_from(mig.records.outerjoin(mig.metrics, sa.and_(m.record_id == r.id, m.name.in_(list(metrics))))))
+        stmt = apply_filters(stmt, filters).where(r.series_key == series).order_by(r.created_utc, r.id)
+        out: list[dict] = []
+        for x in self._read(lambda c: c.execute(stmt).all()):
+            if not out or out[-1]["id"] != x.id:
+                out.append({"id": x.id, "run_id": x.run_id, "created_utc": x.created_utc, "git_commit": x.git_commit,
+                            "version": x.winml_perf_version, "testbed_id": x.testbed_id, "status": x.status, "values": {}})
+            if x.name is not None and x.median is not None:
+                out[-1]["values"][x.name] = (x.median, x.ci95_low, x.ci95_high)
+        return out
+
     def series_runs(self, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
         """series_key -> its newest ``depth`` run ids, newest first, for the series ``filters``
         select: one index range per series, so 'latest' and 'previous' mean the same testbed,
