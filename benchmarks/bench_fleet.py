@@ -42,7 +42,6 @@ TESTBEDS, BUNDLES, ROUTES, SHAPES = 50, 5, ("config", "ep=cpu"), ((128, 32), (51
 CELLS_PER_NIGHT = TESTBEDS * BUNDLES * len(ROUTES) * len(SHAPES)
 ITERATIONS, CHUNK = 10, 2000
 START = 1_700_000_000  # the first night, as a Unix time (2023-11-14)
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _series(seed: int) -> list[dict]:
@@ -187,7 +186,10 @@ def _one_series() -> dict:
 
 
 def measure(url: str, cells: int, repeat: int, out_dir: Path, dashboard: bool) -> dict:
-    env = {**os.environ, "WINML_PERF_STORE": url, "PYTHONPATH": str(ROOT / "src") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    import winml_perf
+
+    src = str(Path(winml_perf.__file__).resolve().parents[1])  # the children run the code this process imported
+    env = {**os.environ, "WINML_PERF_STORE": url, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     f = _one_series()
     fig: dict = {"cells": cells, "bytes_per_cell": round(_size_bytes(url) / cells)}
     with open_store(url, create=False) as store:
