@@ -137,6 +137,8 @@ def test_history_reads_one_series_in_time_order(store_url):
         hist = store.history(key, "decode_tokens_per_s")
         assert [h["run_id"] for h in hist] == [hex_id("fleet", n, "tb-b") for n in range(3)]
         assert hist[0]["median"] == pytest.approx(500.0) and hist[0]["ci95_low"] is not None
+        assert store.history(key, "decode_tokens_per_s", newest=2) == hist[1:]
+        assert store.history(key, "decode_tokens_per_s", until=hist[1]["created_utc"], newest=1) == hist[1:2]
 
 
 def test_bundle_filter_by_name_or_by_path(store_url):

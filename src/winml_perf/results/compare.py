@@ -330,7 +330,7 @@ class RunChange:
 
     def sentence(self) -> str:
         sign = "+" if self.delta_pct >= 0 else ""
-        flag = "  REGRESSION" if self.regression else ""
+        flag = f"  REGRESSION ({self.gate_reason})" if self.regression and self.gate_reason else "  REGRESSION" if self.regression else ""
         return (f"{key_label(self.key)} {metric_word(self.metric)}: {self.baseline_median:.4g} -> {self.candidate_median:.4g} "
                 f"({sign}{self.delta_pct:.2f}%, p={self.p_value:.3g}): {self.verdict}{flag}")
 

@@ -6,7 +6,9 @@ results/dashboard_svg.py, a few lines of inline JS for the filters; no network) 
   point (size of the shift and its interval); a testbed and a route filter.
 - ``pages/<testbed>/<bundle>.html``: the full history of each series of that testbed and bundle: a
   card per metric with the series of the sweep (routes x shapes) as small multiples, the interval as
-  a band, the change points of the primary metric marked and listed; a route filter.
+  a band, the change points of the primary metric marked and listed; a route filter. The primary
+  metric's card has a marker per record (hover: date, commit, version, testbed); the other cards
+  draw the line and band only, which keeps a page of a year of nightlies to a few MB.
 
 Change points: E-Divisive means (results/changepoint.py) over the per-record medians of the
 primary metric of each series (decode tok/s for generation, e2e for one-token runs, latency for
@@ -96,7 +98,7 @@ def _card(metric: str, series: Sequence[tuple[dict, list[dict], list[dict]]], pr
         mine = [{**cp, "index": next(i for i, p in enumerate(pts) if p["t"] == cp["t"])} for cp in marked]
         label = _series_label(row)
         parts.append(f'<div class="mult" data-route="{escape(str(row["route"]))}" id="s-{row["series_key"]}"><h4>{escape(label)}</h4>'
-                     + svg.chart(pts, title=f"{m.label} {label}", unit=m.unit, change_points=mine) + "</div>")
+                     + svg.chart(pts, title=f"{m.label} {label}", unit=m.unit, change_points=mine, markers=primary) + "</div>")
         listed += [f'<li class="{cp["direction"].replace(" ", "-")}" data-route="{escape(str(row["route"]))}">{escape(label)} · '
                    f'{escape(_cp_text(cp))} (commit {escape(str(cp["commit"] or "?"))})</li>' for cp in mine]
         charts += 1

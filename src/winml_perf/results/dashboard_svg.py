@@ -77,10 +77,11 @@ def _fmt(v: float) -> str:
 
 
 def chart(points: Sequence[Mapping[str, Any]], *, title: str, unit: str, change_points: Sequence[Mapping[str, Any]] = (),
-          width: int = WIDTH, height: int = HEIGHT) -> str:
+          markers: bool = True, width: int = WIDTH, height: int = HEIGHT) -> str:
     """One history chart. ``points``: oldest first, each {t (UTC text), v, lo, hi, commit, version,
     testbed, run, status}; a failed record (v None) is a cross on the x axis. ``change_points``:
-    {index (into points), shift, shift_low, shift_high, direction}."""
+    {index (into points), shift, shift_low, shift_high, direction}. ``markers``: a marker with a
+    hover title per point (else the line and band only)."""
     ok = [p for p in points if p.get("v") is not None]
     values = [p["v"] for p in ok] + [x for p in ok for x in (p.get("lo"), p.get("hi")) if x is not None]
     ticks = nice_ticks(min(values, default=0.0), max(values, default=1.0))
@@ -126,7 +127,7 @@ def chart(points: Sequence[Mapping[str, Any]], *, title: str, unit: str, change_
                    f'{escape(str(p.get("commit") or "?"))}): {cp["shift"]:+.1%} [{cp["shift_low"]:+.1%}, {cp["shift_high"]:+.1%}]'
                    f' {escape(cp["direction"])}</title><line x1="{_fmt(cx)}" x2="{_fmt(cx)}" y1="{TOP}" y2="{_fmt(TOP + plot_h)}"/>'
                    f'<text text-anchor="{anchor}" x="{_fmt(cx + dx)}" y="{TOP + 10}">{label}</text></g>')
-    for p, t in zip(points, times):
+    for p, t in zip(points, times) if markers else ():
         tip = (f"{p['t'][:16].replace('T', ' ')} UTC · commit {p.get('commit') or '?'} · winml-perf {p.get('version') or '?'}"
                f" · {p.get('testbed') or '?'} · run {str(p.get('run') or '?')[:12]}")
         if p.get("v") is None:

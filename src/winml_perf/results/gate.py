@@ -2,8 +2,10 @@
 run of each series by the change points of the series' history (results/changepoint.py
 ``judge_newest``), not by one night against another.
 
-- History: the metric's per-record medians of the series (``records.series_key``), oldest first, up
-  to the candidate's newest record; several records of one run count as one run (their median).
+- History: the metric's per-record medians of the series (``records.series_key``), oldest first, the
+  newest ``GATE_HISTORY`` records up to the candidate's newest; several records of one run count as
+  one run (their median). The window bounds the cost (the detector is quadratic in the runs) and is
+  far longer than the newest runs the gate judges.
 - With at least ``changepoint.MIN_HISTORY`` runs: a regression when a significant change point starts
   among the newest runs and its shift is worse than the threshold. With fewer: when the candidate's
   95 % interval lies wholly beyond the threshold on the worse side of the earlier runs' median.
@@ -23,6 +25,8 @@ from winml_perf.results.changepoint import INSUFFICIENT, Verdict, judge_newest
 from winml_perf.results.store import Store
 
 COUNTED_ONCE = "counted once"
+#: Newest records of a series the gate reads (two months of nightlies).
+GATE_HISTORY = 60
 
 
 def run_estimates(history: Sequence[Mapping]) -> tuple[list[float], list[str], tuple[float, float] | None]:
@@ -45,7 +49,8 @@ def judge_series(store: Store, candidate: Sequence[Mapping], metric: str, thresh
     newest = max(candidate, key=lambda r: (r["created_utc"], r["id"]))
     if not newest.get("series_key"):
         return Verdict(INSUFFICIENT, None, "the record has no series key")
-    values, runs, interval = run_estimates(store.history(newest["series_key"], metric, until=newest["created_utc"]))
+    values, runs, interval = run_estimates(store.history(newest["series_key"], metric, until=newest["created_utc"],
+                                                       newest=GATE_HISTORY))
     if not values:
         return Verdict(INSUFFICIENT, None, f"no stored {metric} for this series")
     return judge_newest(values, runs, higher_is_better=bigger_is_better(metric), threshold=threshold_pct / 100.0,

@@ -335,9 +335,11 @@ class Store:
             return stmt.order_by(mig.samples.c.record_id, mig.samples.c.seq)
         return self._chunked(make, record_ids)
 
-    def history(self, series: str, metric: str, *, until: str | None = None, status: str = "ok") -> list[dict]:
+    def history(self, series: str, metric: str, *, until: str | None = None, status: str = "ok",
+                newest: int | None = None) -> list[dict]:
         """One metric of one series (a ``series_key``), oldest first: record id, run, time, commit,
-        version, testbed and the metric's median and 95 % CI. One range of the series index."""
+        version, testbed and the metric's median and 95 % CI; only the ``newest`` records when
+        given. One range of the series index."""
         r, m = mig.records.c, mig.metrics.c
         stmt = (sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id,
                           m.median, m.ci95_low, m.ci95_high)
@@ -345,6 +347,9 @@ class Store:
                 .where(r.series_key == series, r.status == status))
         if until is not None:
             stmt = stmt.where(r.created_utc <= until)
+        if newest is not None:
+            rows = self._read(lambda c: c.execute(stmt.order_by(r.created_utc.desc(), r.id.desc()).limit(int(newest))).all())
+            return [dict(x._mapping) for x in reversed(rows)]
         stmt = stmt.order_by(r.created_utc, r.id)
         return [dict(x._mapping) for x in self._read(lambda c: c.execute(stmt).all())]
 
