@@ -24,6 +24,7 @@ import json
 import math
 import os
 import random
+import shutil
 import statistics
 import subprocess
 import sys
@@ -191,6 +192,7 @@ def measure(url: str, cells: int, repeat: int, out_dir: Path, dashboard: bool) -
     src = str(Path(winml_perf.__file__).resolve().parents[1])  # the children run the code this process imported
     env = {**os.environ, "WINML_PERF_STORE": url, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
     f = _one_series()
+    store_is_sqlite = "://" not in url or url.startswith("sqlite")
     fig: dict = {"cells": cells, "bytes_per_cell": round(_size_bytes(url) / cells)}
     with open_store(url, create=False) as store:
         fig["history_load_ms"] = _median_ms(lambda: load(store, **f), repeat)
@@ -207,7 +209,8 @@ def measure(url: str, cells: int, repeat: int, out_dir: Path, dashboard: bool) -
     fig["compare_unfiltered_s"], fig["compare_unfiltered_note"] = wall, err
     if dashboard:
         for name, extra in (("dashboard", []), ("dashboard_testbed", ["--testbed", "tb-17"])):
-            site = out_dir / f"site-{name}-{cells}"
+            site = out_dir / f"site-{name}-{cells}-{'sqlite' if store_is_sqlite else 'pg'}"
+            shutil.rmtree(site, ignore_errors=True)
             wall, rss, err = _cli(["dashboard", "-o", str(site), *extra], env)
             pages = sorted(site.rglob("*.html")) if site.exists() else []
             fig[name] = {"s": round(wall, 2), "peak_rss_mib": round(rss / 2**20), "error": err, "pages": len(pages),
