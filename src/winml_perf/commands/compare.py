@@ -94,7 +94,7 @@ def routes_command(
 def runs_command(
     baseline: Annotated[str, typer.Option("--baseline", help="run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest, previous, or a bare id/commit/version/date.")],
     candidate: Annotated[str, typer.Option("--candidate", help="Same forms as --baseline.")] = "latest",
-    fail_on_regression: Annotated[Optional[str], typer.Option("--fail-on-regression", help="Exit 1 when a metric got significantly (p<0.05) worse by more than this, e.g. 5%.")] = None,
+    fail_on_regression: Annotated[Optional[str], typer.Option("--fail-on-regression", help="Exit 1 when a series' newest runs start a significant change point worse than this (short history: the candidate's interval wholly beyond it), e.g. 5%.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Compare even when testbed, bundle, route or shape differ.")] = False,
     metric: MetricOpt = None,
     equivalence: EquivalenceOpt = "2%",
@@ -134,5 +134,5 @@ def runs_command(
         print(f"note: {note}", file=sys.stderr)
     if report.regressions:
         worst = report.regressions[0]
-        raise BenchmarkFailure(f"{len(report.regressions)} regression(s) beyond {gate:g}% (p<0.05), e.g. {worst.sentence()}",
-                               "investigate the candidate, or re-run both to rule out noise")
+        raise BenchmarkFailure(f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged by the change points of each"
+                               f" series' history), e.g. {worst.sentence()}", "investigate the candidate's commit and testbed")

@@ -399,17 +399,23 @@ def _groups(store: Store, records: Sequence[dict], notes: list[str], side: str) 
     return dict(out), dict(rows)
 
 
-def _gated(store: Store, change: RunChange, candidate: Sequence[dict], compared: Sequence[str], threshold_pct: float) -> RunChange:
-    """``change`` with the regression gate's verdict on the candidate's series (results/gate.py)."""
+def _gated(store: Store, changes: Sequence[RunChange], candidate: Sequence[dict], threshold_pct: float) -> list[RunChange]:
+    """``changes`` (one group) with the regression gate's verdicts on the candidate's series (results/gate.py)."""
     from dataclasses import replace
 
     from winml_perf.results import gate
 
-    inverse = gate.counted_elsewhere(change.metric, compared)
-    if inverse is not None:
-        return replace(change, regression=False, gate=gate.COUNTED_ONCE, gate_reason=f"the inverse of {inverse}: judged there")
-    verdict = gate.judge_series(store, candidate, change.metric, threshold_pct)
-    return replace(change, regression=verdict.is_regression, gate=verdict.status, gate_reason=verdict.reason)
+    compared = [c.metric for c in changes]
+    inverse = {c.metric: gate.counted_elsewhere(c.metric, compared) for c in changes}
+    verdicts = gate.judge_series(store, candidate, [m for m in compared if inverse[m] is None], threshold_pct)
+    out = []
+    for c in changes:
+        if inverse[c.metric] is not None:
+            out.append(replace(c, regression=False, gate=gate.COUNTED_ONCE, gate_reason=f"the inverse of {inverse[c.metric]}: judged there"))
+        else:
+            v = verdicts[c.metric]
+            out.append(replace(c, regression=v.is_regression, gate=v.status, gate_reason=v.reason))
+    return out
 
 
 def compare_samples(key: tuple, cand_key: tuple, metric: str, base: Sequence[dict], cand: Sequence[dict], *,
@@ -454,13 +460,9 @@ def compare_runs(
     per_series = b_sel.selector in PER_SERIES_SELECTORS and c_sel.selector in PER_SERIES_SELECTORS
     rows = []
     for kb, kc in _pair_groups(base, cand, force, notes, per_series):
-        chosen = _choose_metrics(metrics, base[kb], cand[kc])
-        for metric in chosen:
-            change = compare_samples(kb, kc, metric, base[kb], cand[kc], equivalence_pct=equivalence_pct,
-                                     fail_threshold_pct=fail_threshold_pct)
-            if fail_threshold_pct is not None:
-                change = _gated(store, change, cand_rows[kc], chosen, fail_threshold_pct)
-            rows.append(change)
+        changes = [compare_samples(kb, kc, metric, base[kb], cand[kc], equivalence_pct=equivalence_pct,
+                                   fail_threshold_pct=fail_threshold_pct) for metric in _choose_metrics(metrics, base[kb], cand[kc])]
+        rows += _gated(store, changes, cand_rows[kc], fail_threshold_pct) if fail_threshold_pct is not None and changes else changes
     if not rows:
         raise StoreError("nothing to compare: no metric has samples on both sides", "check the selections with `winml results list`")
     return RunsReport(b_sel.meaning, c_sel.meaning, tuple(rows), fail_threshold_pct, equivalence_pct, tuple(notes))

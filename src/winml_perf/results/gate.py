@@ -15,18 +15,17 @@ run of each series by the change points of the series' history (results/changepo
 
 from __future__ import annotations
 
+import statistics
 from collections import OrderedDict
 from typing import Mapping, Sequence
-
-import numpy as np
 
 from winml_perf.model.metrics import bigger_is_better, get
 from winml_perf.results.changepoint import INSUFFICIENT, Verdict, judge_newest
 from winml_perf.results.store import Store
 
 COUNTED_ONCE = "counted once"
-#: Newest records of a series the gate reads (two months of nightlies).
-GATE_HISTORY = 60
+#: Newest records of a series the gate reads (about six weeks of nightlies; the newest 10 are judged).
+GATE_HISTORY = 40
 
 
 def run_estimates(history: Sequence[Mapping]) -> tuple[list[float], list[str], tuple[float, float] | None]:
@@ -35,7 +34,8 @@ def run_estimates(history: Sequence[Mapping]) -> tuple[list[float], list[str], t
     for h in history:
         if h["median"] is not None:
             runs.setdefault(h["run_id"] or f"record {h['id']}", []).append(h)
-    values = [float(np.median([h["median"] for h in rows])) for rows in runs.values()]
+    values = [float(rows[0]["median"]) if len(rows) == 1 else float(statistics.median(h["median"] for h in rows))
+              for rows in runs.values()]
     interval = None
     if runs:
         newest = list(runs.values())[-1]
@@ -44,17 +44,21 @@ def run_estimates(history: Sequence[Mapping]) -> tuple[list[float], list[str], t
     return values, list(runs), interval
 
 
-def judge_series(store: Store, candidate: Sequence[Mapping], metric: str, threshold_pct: float) -> Verdict:
-    """The gate's verdict on the newest of ``candidate`` (ok records of one series) for ``metric``."""
+def judge_series(store: Store, candidate: Sequence[Mapping], metrics: Sequence[str], threshold_pct: float) -> dict[str, Verdict]:
+    """The gate's verdict on the newest of ``candidate`` (ok records of one series) per metric."""
     newest = max(candidate, key=lambda r: (r["created_utc"], r["id"]))
     if not newest.get("series_key"):
-        return Verdict(INSUFFICIENT, None, "the record has no series key")
-    values, runs, interval = run_estimates(store.history(newest["series_key"], metric, until=newest["created_utc"],
-                                                       newest=GATE_HISTORY))
-    if not values:
-        return Verdict(INSUFFICIENT, None, f"no stored {metric} for this series")
-    return judge_newest(values, runs, higher_is_better=bigger_is_better(metric), threshold=threshold_pct / 100.0,
-                        candidate_interval=interval)
+        return {m: Verdict(INSUFFICIENT, None, "the record has no series key") for m in metrics}
+    histories = store.histories(newest["series_key"], metrics, until=newest["created_utc"], newest=GATE_HISTORY)
+    out = {}
+    for metric in metrics:
+        values, runs, interval = run_estimates(histories[metric])
+        if not values:
+            out[metric] = Verdict(INSUFFICIENT, None, f"no stored {metric} for this series")
+            continue
+        out[metric] = judge_newest(values, runs, higher_is_better=bigger_is_better(metric), threshold=threshold_pct / 100.0,
+                                   candidate_interval=interval)
+    return out
 
 
 def counted_elsewhere(metric: str, compared: Sequence[str]) -> str | None:

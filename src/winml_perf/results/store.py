@@ -340,18 +340,26 @@ class Store:
         """One metric of one series (a ``series_key``), oldest first: record id, run, time, commit,
         version, testbed and the metric's median and 95 % CI; only the ``newest`` records when
         given. One range of the series index."""
+        return self.histories(series, [metric], until=until, status=status, newest=newest)[metric]
+
+    def histories(self, series: str, metrics: Sequence[str], *, until: str | None = None, status: str = "ok",
+                  newest: int | None = None) -> dict[str, list[dict]]:
+        """``history`` of several metrics of one series in one query: metric -> its rows."""
         r, m = mig.records.c, mig.metrics.c
-        stmt = (sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id,
-                          m.median, m.ci95_low, m.ci95_high)
-                .join(mig.metrics, sa.and_(m.record_id == r.id, m.name == metric))
-                .where(r.series_key == series, r.status == status))
+        ids = sa.select(r.id).where(r.series_key == series, r.status == status)
         if until is not None:
-            stmt = stmt.where(r.created_utc <= until)
+            ids = ids.where(r.created_utc <= until)
         if newest is not None:
-            rows = self._read(lambda c: c.execute(stmt.order_by(r.created_utc.desc(), r.id.desc()).limit(int(newest))).all())
-            return [dict(x._mapping) for x in reversed(rows)]
-        stmt = stmt.order_by(r.created_utc, r.id)
-        return [dict(x._mapping) for x in self._read(lambda c: c.execute(stmt).all())]
+            ids = sa.select(ids.order_by(r.created_utc.desc(), r.id.desc()).limit(int(newest)).subquery().c.id)
+        stmt = (sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id,
+                          m.name, m.median, m.ci95_low, m.ci95_high)
+                .join(mig.metrics, m.record_id == r.id)
+                .where(r.id.in_(ids), m.name.in_(list(metrics))).order_by(r.created_utc, r.id))
+        out: dict[str, list[dict]] = {name: [] for name in metrics}
+        for x in self._read(lambda c: c.execute(stmt).all()):
+            row = dict(x._mapping)
+            out[row.pop("name")].append(row)
+        return out
 
     def series_list(self, **filters: Any) -> list[dict]:
         """One row per series the filters select: its key, identity columns, records and newest time."""
