@@ -219,17 +219,21 @@ def measure(url: str, cells: int, repeat: int, out_dir: Path, dashboard: bool) -
     return fig
 
 
-def _pg_fresh(base: str, name: str) -> str:
-    """A fresh schema on the server at ``base``; the store URL that uses it."""
+def _pg_url(base: str, name: str) -> str:
     from urllib.parse import quote
 
+    sep = "&" if "?" in base else "?"
+    return f"{base}{sep}options={quote(f'-csearch_path={name}')}"
+
+
+def _pg_fresh(base: str, name: str) -> str:
+    """A fresh schema on the server at ``base``; the store URL that uses it."""
     admin = sa.create_engine(sa.make_url(base).set(drivername="postgresql+psycopg"))
     with admin.begin() as conn:
         conn.execute(sa.text(f'DROP SCHEMA IF EXISTS "{name}" CASCADE'))
         conn.execute(sa.text(f'CREATE SCHEMA "{name}"'))
     admin.dispose()
-    sep = "&" if "?" in base else "?"
-    return f"{base}{sep}options={quote(f'-csearch_path={name}')}"
+    return _pg_url(base, name)
 
 
 def main() -> None:
@@ -241,6 +245,7 @@ def main() -> None:
     ap.add_argument("--no-dashboard", action="store_true")
     ap.add_argument("--keep", type=Path, help="folder for the stores and pages (default: a temporary one)")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--reuse", action="store_true", help="measure the stores --keep holds from an earlier run (no fill)")
     a = ap.parse_args()
     out_dir = a.keep or Path(tempfile.mkdtemp(prefix="winml-fleet-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -248,12 +253,15 @@ def main() -> None:
     for cells in a.cells:
         targets = [] if a.no_sqlite else [("sqlite", str(out_dir / f"fleet-{cells}.db"))]
         if a.pg:
-            targets.append(("postgresql", _pg_fresh(a.pg, f"fleet_{cells}")))
+            targets.append(("postgresql", _pg_url(a.pg, f"fleet_{cells}") if a.reuse else _pg_fresh(a.pg, f"fleet_{cells}")))
         for kind, url in targets:
-            if kind == "sqlite" and Path(url).exists():
-                for p in Path(url).parent.glob(Path(url).name + "*"):
-                    p.unlink()
-            fill_s = fill(url, cells)
+            if a.reuse:
+                fill_s = float("nan")
+            else:
+                if kind == "sqlite" and Path(url).exists():
+                    for p in Path(url).parent.glob(Path(url).name + "*"):
+                        p.unlink()
+                fill_s = fill(url, cells)
             fig = {"store": kind, "fill_s": round(fill_s, 1), **measure(url, cells, a.repeat, out_dir, not a.no_dashboard)}
             print(json.dumps(fig), flush=True)
             results.append(fig)
