@@ -36,8 +36,9 @@ from winml_perf.results.changepoint import DEFAULT_MIN_SIZE, detect_change_point
 from winml_perf.results.compare import shape_label
 from winml_perf.results.store import Store
 
-#: Newest ok records of a series searched for change points (about half a year of nightlies).
-CHANGE_WINDOW = 200
+#: Newest ok records of a series searched for change points (four months of nightlies; the
+#: detector's cost grows with the square of the records it searches).
+CHANGE_WINDOW = 120
 #: Newest values drawn in an index sparkline.
 SPARK_POINTS = 60
 #: Metrics drawn on a testbed/bundle page, in table order.

@@ -50,7 +50,8 @@ def tick_label(v: float) -> str:
 
 
 def parse_utc(text: str) -> datetime:
-    return datetime.strptime(text[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
+    """A stored UTC time ('YYYY-MM-DDTHH:MM:SS...') as an aware datetime (seconds resolution)."""
+    return datetime.fromisoformat(text[:19]).replace(tzinfo=timezone.utc)
 
 
 def date_ticks(t0: float, t1: float, count: int = 5) -> list[float]:
@@ -110,16 +111,17 @@ def chart(points: Sequence[Mapping[str, Any]], *, title: str, unit: str, change_
         out.append(f'<line class="tick" x1="{_fmt(x(t))}" x2="{_fmt(x(t))}" y1="{_fmt(TOP + plot_h)}" y2="{_fmt(TOP + plot_h + 4)}"/>'
                    f'<text class="xlab" text-anchor="{anchor}" x="{_fmt(x(t))}" y="{_fmt(TOP + plot_h + 16)}">{label}</text>')
     out.append(f'<text class="unit" x="{_fmt(left)}" y="{TOP - 3}">{escape(unit)}</text>')
-    band = [(x(parse_utc(p["t"]).timestamp()), p) for p in ok if p.get("lo") is not None and p.get("hi") is not None]
+    at = {id(p): x(t) for p, t in zip(points, times)}
+    band = [(at[id(p)], p) for p in ok if p.get("lo") is not None and p.get("hi") is not None]
     if len(band) > 1:
         upper = " ".join(f"{_fmt(px)},{_fmt(y(p['hi']))}" for px, p in band)
         lower = " ".join(f"{_fmt(px)},{_fmt(y(p['lo']))}" for px, p in reversed(band))
         out.append(f'<polygon class="band" points="{upper} {lower}"/>')
     if len(ok) > 1:
-        out.append('<polyline class="line" points="' + " ".join(f"{_fmt(x(parse_utc(p['t']).timestamp()))},{_fmt(y(p['v']))}" for p in ok) + '"/>')
+        out.append('<polyline class="line" points="' + " ".join(f"{_fmt(at[id(p)])},{_fmt(y(p['v']))}" for p in ok) + '"/>')
     for cp in change_points:
         p = points[cp["index"]]
-        cx = x(parse_utc(p["t"]).timestamp())
+        cx = at[id(p)]
         label = f"{cp['shift']:+.1%}"
         anchor = "end" if width - RIGHT - cx < 60 else "start"
         dx = -3 if anchor == "end" else 3
@@ -131,11 +133,11 @@ def chart(points: Sequence[Mapping[str, Any]], *, title: str, unit: str, change_
         tip = (f"{p['t'][:16].replace('T', ' ')} UTC · commit {p.get('commit') or '?'} · winml-perf {p.get('version') or '?'}"
                f" · {p.get('testbed') or '?'} · run {str(p.get('run') or '?')[:12]}")
         if p.get("v") is None:
-            cx, cy = x(t), TOP + plot_h
+            cx, cy = at[id(p)], TOP + plot_h
             out.append(f'<path class="pt failed" d="M{_fmt(cx - 3)},{_fmt(cy - 3)}l6,6m0,-6l-6,6"><title>{escape(tip)} · failed</title></path>')
             continue
         ci = f" [{p['lo']:.4g}, {p['hi']:.4g}]" if p.get("lo") is not None and p.get("hi") is not None else ""
-        out.append(f'<circle class="pt" cx="{_fmt(x(t))}" cy="{_fmt(y(p["v"]))}" r="2.2"><title>{escape(tip)} · '
+        out.append(f'<circle class="pt" cx="{_fmt(at[id(p)])}" cy="{_fmt(y(p["v"]))}" r="2.2"><title>{escape(tip)} · '
                    f'{p["v"]:.4g}{ci} {escape(unit)}</title></circle>')
     out.append("</svg>")
     return "".join(out)
