@@ -1,0 +1,69 @@
+"""The dashboard's SVG: nice ticks that never go below zero, date ticks, one marker per record with
+its hover text, the interval band, change points, and labels inside the drawing."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from winml_perf.results import dashboard_svg as svg
+
+
+@pytest.mark.parametrize("low, high", [(0.3, 9.7), (412.0, 431.0), (0.001, 0.004), (95_000.0, 260_000.0), (5.0, 5.0)])
+def test_nice_ticks_cover_the_range_in_round_steps_and_never_go_below_zero(low, high):
+    ticks = svg.nice_ticks(low, high)
+    assert ticks[0] <= low and ticks[-1] >= high and ticks[0] >= 0
+    steps = {round(b - a, 9) for a, b in zip(ticks, ticks[1:])}
+    assert len(steps) == 1
+    mantissa = float(f"{steps.pop():e}".split("e")[0])
+    assert mantissa in (1.0, 2.0, 2.5, 5.0)
+    assert 2 <= len(ticks) <= 12
+
+
+def test_a_throughput_near_zero_is_not_drawn_below_zero():
+    assert svg.nice_ticks(-3.0, 12.0)[0] == 0.0
+    assert svg.nice_ticks(0.5, 40.0)[0] == 0.0
+
+
+def test_date_ticks_are_round_days_or_months():
+    day = 86400.0
+    t0 = 1_700_000_000.0
+    short = svg.date_ticks(t0, t0 + 6 * day)
+    assert all(t % day == 0 for t in short) and len(short) <= 6
+    year = svg.date_ticks(t0, t0 + 365 * day)
+    labels = [svg.datetime.fromtimestamp(t, svg.timezone.utc).strftime("%d") for t in year]
+    assert set(labels) == {"01"} and 2 <= len(year) <= 6
+
+
+def _points(n: int, failed: int | None = None) -> list[dict]:
+    out = []
+    for i in range(n):
+        v = None if i == failed else 100.0 + i
+        out.append({"t": f"2025-01-{1 + i:02d}T02:00:00.000000Z", "v": v, "lo": v and v - 1, "hi": v and v + 1,
+                    "commit": f"c{i:07d}", "version": "0.2.0", "testbed": "tb-<1>", "run": f"run{i}"})
+    return out
+
+
+def test_chart_draws_a_marker_per_record_with_its_commit_and_a_band():
+    pts = _points(10, failed=4)
+    cps = [{"index": 6, "shift": -0.12, "shift_low": -0.15, "shift_high": -0.09, "direction": "regression"}]
+    out = svg.chart(pts, title="decode", unit="tokens/s", change_points=cps)
+    assert out.count('<circle class="pt"') == 9 and out.count('class="pt failed"') == 1
+    assert "commit c0000003" in out and "tb-&lt;1&gt;" in out and "winml-perf 0.2.0" in out
+    assert out.count('<polygon class="band"') == 1
+    assert '<g class="cp regression">' in out and "-12.0%" in out and "[-15.0%, -9.0%]" in out
+    assert svg.chart(pts, title="t", unit="ms", markers=False).count("<circle") == 0
+
+
+def test_labels_stay_inside_the_drawing():
+    for values in ([0.5, 1.5], [120_000.0, 980_000.0], [3.14159, 3.14161]):
+        pts = [{"t": f"2025-0{1 + i}-01T00:00:00Z", "v": v, "lo": None, "hi": None} for i, v in enumerate(values)]
+        out = svg.chart(pts, title="x", unit="u")
+        width = float(re.search(r'viewBox="0 0 (\d+)', out).group(1))
+        for x, text in re.findall(r'<text class="ylab" x="([\d.]+)"[^>]*>([^<]+)</text>', out):
+            assert float(x) - len(text) * svg.CHAR_PX >= 0, (text, x)  # right-aligned at x: its start is inside
+        for anchor, x, text in re.findall(r'<text class="xlab" text-anchor="(\w+)" x="([\d.]+)"[^>]*>([^<]+)</text>', out):
+            half = len(text) * svg.CHAR_PX / 2
+            lo = float(x) - (0 if anchor == "start" else 2 * half if anchor == "end" else half)
+            assert lo >= 0 and lo + 2 * half <= width, (text, anchor, x)
