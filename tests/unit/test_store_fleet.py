@@ -34,6 +34,23 @@ def test_raw_samples_are_stored_once_and_given_back_whole(store_url):
         assert store.get(cell["cell_id"][:10])["record"] == cell
 
 
+def _with_invocations(cell: dict) -> dict:
+    for i, sample in enumerate(cell["samples"]["iterations"]):
+        sample["invocation"] = i % 2
+    for sample in cell["samples"]["warmup"]:
+        sample["invocation"] = 0
+    return cell
+
+
+def test_samples_of_several_invocations_are_stored_once_with_their_invocation(store_url):
+    cell = _with_invocations(make_cell(hex_id("inv"), step_ms=[2.0, 2.5, 1.5, 2.2]))
+    with open_store(store_url) as store:
+        rid = store.write_record(cell)
+        assert "samples" not in _json_of(store, rid)
+        assert [s["invocation"] for s in store.samples([rid])] == [0, 1, 0, 1]
+        assert store.get(rid)["record"] == cell
+
+
 def test_a_sample_the_table_cannot_give_back_stays_in_the_json(store_url):
     cell = make_cell(hex_id("odd"))
     cell["samples"]["iterations"][0]["token_ids"] = [1, 2, 3]  # kept by --keep-token-ids; no column
@@ -61,13 +78,15 @@ def _store_at_schema_2(url: str, cells: list[dict]) -> None:
             old["record_json"] = json.dumps(cell, sort_keys=True, separators=(",", ":"))
             conn.execute(records_v1.insert().values(id=i, **old))
             conn.execute(mig.metrics.insert(), [{**m, "record_id": i} for m in rows.metrics])
-            conn.execute(mig.samples.insert(), [{**s, "record_id": i} for s in rows.samples])
+            _, _, _, samples_v1 = mig._v1_tables(sa.MetaData())
+            conn.execute(samples_v1.insert(), [{**{k: v for k, v in s.items() if k != "invocation"}, "record_id": i} for s in rows.samples])
     engine.dispose()
 
 
 def test_migration_0003_fills_series_keys_and_drops_the_second_copy_of_samples(store_url, monkeypatch):
     monkeypatch.setattr(mig, "MIGRATION_CHUNK", 2)  # several chunks
     cells = [make_cell(hex_id("m", i), index=i, prompt_tokens=16 * (1 + i % 2), when=f"2025-01-0{1 + i}T00:00:00Z") for i in range(5)]
+    _with_invocations(cells[3])  # written by a version with invocations but no samples.invocation column
     _store_at_schema_2(store_url, cells)
     with open_store(store_url) as store:
         assert "0003_series_key_samples_once" in store.applied_migrations()
@@ -76,6 +95,8 @@ def test_migration_0003_fills_series_keys_and_drops_the_second_copy_of_samples(s
         for r, cell in zip(rows, cells):
             assert "samples" not in _json_of(store, r["id"])
             assert store.get(r["id"])["record"] == cell
+        assert [s["invocation"] for s in store.samples([rows[3]["id"]])] == [0, 1, 0, 1, 0, 1]
+        assert {s["invocation"] for s in store.samples([rows[0]["id"]])} == {None}
         with store.engine.connect() as conn:
             assert "ix_records_series_key" in {ix["name"] for ix in sa.inspect(conn).get_indexes("records")}
 

@@ -18,6 +18,7 @@ Tables (one schema for SQLite and PostgreSQL):
   metrics derived from them, and ``round_index`` pairing interleaved routes (what ``compare``
   reads). Since 0003 the raw samples live here only: the record JSON leaves them out whenever
   these rows give them back exactly (``rows.restore_samples``; ``Store.get`` puts them back).
+- ``samples.invocation`` (0003): the invocation (fresh process) that ran the iteration.
 - ``records.series_key`` (0003): a hash of everything that changes what a cell measures
   (``rows.series_identity``), indexed with the time: one series' history is one index range.
 """
@@ -136,6 +137,7 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
     from winml_perf.results.rows import without_restorable_samples, series_key
 
     conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN series_key VARCHAR({SERIES_KEY_LENGTH})"))
+    conn.execute(sa.text("ALTER TABLE samples ADD COLUMN invocation INTEGER"))
     _, records_t, _, samples_t = _v1_tables(sa.MetaData())
     last = 0
     while True:
@@ -148,13 +150,22 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
         by_record: dict[int, list[dict]] = {}
         for row in conn.execute(sa.select(samples_t).where(samples_t.c.record_id.between(lo, hi))):
             by_record.setdefault(row.record_id, []).append(dict(row._mapping))
-        updates = []
+        updates, invocations = [], []
         for rid, text in batch:
             record = json.loads(text)
+            raw = record.get("samples") if isinstance(record.get("samples"), dict) else {}
+            in_order = list(raw.get("iterations") or ()) + list(raw.get("warmup") or ())  # the rows' seq order
+            for row in by_record.get(rid, []):
+                sample = in_order[row["seq"]] if row["seq"] < len(in_order) else None
+                if isinstance(sample, dict) and isinstance(sample.get("invocation"), int):
+                    row["invocation"] = sample["invocation"]
+                    invocations.append({"rid": rid, "seq": row["seq"], "inv": sample["invocation"]})
             stored = without_restorable_samples(record, by_record.get(rid, []))
             new_text = text if stored is record else json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)
             updates.append({"rid": rid, "k": series_key(record), "j": new_text})
         conn.execute(sa.text("UPDATE records SET series_key = :k, record_json = :j WHERE id = :rid"), updates)
+        if invocations:
+            conn.execute(sa.text("UPDATE samples SET invocation = :inv WHERE record_id = :rid AND seq = :seq"), invocations)
     conn.execute(sa.text("CREATE INDEX ix_records_series_key ON records (series_key, created_utc)"))
     conn.execute(sa.text("ANALYZE"))
 
@@ -163,6 +174,7 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
 metadata = sa.MetaData()
 schema_migrations, records, metrics, samples = _v1_tables(metadata)
 records.append_column(sa.Column("series_key", sa.String(SERIES_KEY_LENGTH), nullable=True))
+samples.append_column(sa.Column("invocation", sa.Integer, nullable=True))
 
 
 @dataclass(frozen=True)

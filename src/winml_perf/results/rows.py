@@ -104,6 +104,7 @@ def _sample_rows(samples: Iterable[Mapping[str, Any]], phase: str, start_seq: in
             "seq": start_seq + i,
             "phase": phase,
             "round_index": _int(s.get("round_index")) if _int(s.get("round_index")) is not None else 0,
+            "invocation": _int(s.get("invocation")),
             "prompt_tokens": _int(s.get("prompt_tokens")),
             "new_tokens": _int(s.get("new_tokens")),
             **derive_sample_metrics(s),
@@ -138,6 +139,8 @@ def restore_samples(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {"warmup": [], "iterations": []}
     for row in sorted(rows, key=lambda r: r["seq"]):
         sample = {k: row.get(k) for k in SAMPLE_KEYS if k != "decode_step_ms"}
+        if row.get("invocation") is not None:  # samples of records before invocations have no such key
+            sample["invocation"] = row["invocation"]
         sample["decode_step_ms"] = json.loads(row["decode_step_ms"]) if row.get("decode_step_ms") else []
         out["iterations" if row["phase"] == "measured" else "warmup"].append(sample)
     return out
