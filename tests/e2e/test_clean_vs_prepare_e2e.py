@@ -53,5 +53,6 @@ def test_clean_in_a_loop_never_breaks_concurrent_prepares(bundle_copy, unchanged
     for kind, code, err in results:
         assert "unexpected" not in err and "Traceback" not in err, f"{kind} exit {code}: {err}"
         assert code in (0, 2), f"{kind} exit {code}: {err}"
-        assert code == 0 or err.startswith("error: "), f"{kind} exit {code}: {err}"
+        # onnxruntime may log a line of its own first (the WebGPU plugin under CI does): the message is ours
+        assert code == 0 or any(line.startswith("error: ") for line in err.splitlines()), f"{kind} exit {code}: {err}"
     assert sum(1 for _, code, _ in prepares_run if code == 0) >= 1
