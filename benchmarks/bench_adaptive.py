@@ -15,20 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from perf_cli import flags_after_dashes, run_perf_json
 
 
 def perf(bundle: str, flags: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "winml_perf", "perf", bundle, "--format", "json", "--no-store", "-q", *flags]
-    start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    (cell,) = json.loads(done.stdout)["cells"]
+    doc, wall = run_perf_json(bundle, flags)
+    (cell,) = doc["cells"]
     s = cell["summary"]
     return {"flags": flags, "wall_s": wall, "generated_tokens": s["generated_tokens_total"],
             "invocations": s.get("invocations"), "iterations": s["iterations"], "warmups": s["warmup_iterations"],
@@ -45,13 +40,12 @@ def compare(bundle: str, extra: list[str], fixed: list[str], adaptive: list[str]
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    mine, extra = flags_after_dashes(list(sys.argv[1:] if argv is None else argv))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bundle")
     ap.add_argument("--max-time", default="240", help="--max-time of the adaptive runs (s)")
     ap.add_argument("--json")
-    args = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    args = ap.parse_args(mine)
     report = {
         "one_process": compare(args.bundle, extra, ["--invocations", "1", "--warmup", "5", "--iterations", "10"],
                                ["--invocations", "1", "--warmup", "1", "--max-time", args.max_time]),

@@ -25,21 +25,35 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import subprocess
 import sys
 import time
 from pathlib import Path
+
+from perf_cli import flags_after_dashes, run_perf_json
 
 METRICS = ("decode_tokens_per_s", "ttft_ms")
 KINDS = {"reported": "metrics", "within_process": "within_process_metrics"}
 
 
 def run_once(bundle: str, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "winml_perf", "perf", bundle, "--format", "json", "--no-store", "-q", *extra]
-    done = subprocess.run(cmd, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout)
+    return run_perf_json(bundle, extra)[0]
+
+
+def warnings_of(doc: dict) -> dict[str, list[dict]]:
+    """Each cell's warnings (code and message: bimodal steps, drift between invocations, ...)."""
+    return {cell["cell_key"]: [{"code": w["code"], "message": w["message"]} for w in cell.get("warnings") or ()]
+            for cell in doc["cells"]}
+
+
+def warning_counts(docs: list[dict]) -> dict[str, dict[str, int]]:
+    """{cell: {warning code: runs that carried it}}."""
+    out: dict[str, dict[str, int]] = {}
+    for doc in docs:
+        for cell, found in warnings_of(doc).items():
+            for code in {w["code"] for w in found}:
+                out.setdefault(cell, {}).setdefault(code, 0)
+                out[cell][code] += 1
+    return out
 
 
 def intervals(doc: dict, kind: str) -> dict[tuple[str, str], dict]:
@@ -87,9 +101,7 @@ def summarise(pairs: list[tuple[dict, dict]]) -> dict:
 
 
 def main(argv=None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    extra = argv[argv.index("--") + 1:] if "--" in argv else []
-    mine = argv[:argv.index("--")] if "--" in argv else argv
+    mine, extra = flags_after_dashes(list(sys.argv[1:] if argv is None else argv))
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("bundle")
     ap.add_argument("--pairs", type=int, default=10)
@@ -107,10 +119,13 @@ def main(argv=None) -> int:
         for name, r in rows.items():
             print(f"{kind:15s} {name:40s} agree {r['agree']}/{r['pairs']} ({r['agree'] / r['pairs']:.0%}), "
                   f"overlap {r['overlap']}/{r['pairs']}, median |a-b| {r['median_relative_difference_pct']:.1f} %")
+    for cell, counts in warning_counts(docs).items():
+        print(f"warnings        {cell:40s} " + ", ".join(f"{code} in {n}/{len(docs)} runs" for code, n in sorted(counts.items())))
     if args.json:
         Path(args.json).write_text(json.dumps({"command": ["winml", "perf", args.bundle, *extra], "report": report,
                                                "runs": [{k: intervals(d, k) and {f'{c} {m}': v for (c, m), v in intervals(d, k).items()}
-                                                         for k in KINDS} for d in docs]}, indent=2))
+                                                         for k in KINDS} | {"warnings": warnings_of(d)} for d in docs]},
+                                              indent=2))
     return 0
 
 

@@ -4,13 +4,14 @@
     python benchmarks/bench_overhead.py --layers 4 --prompt-tokens 64 --max-new-tokens 32 --pairs 10   # smaller
     python benchmarks/bench_overhead.py --bundle DIR --json out.json
 
-1. Overhead. In ONE process and on ONE loaded model, it alternates (order shuffled per pair, seeded)
-   the harness's measurement (``run_cell`` over GenaiSession.generate_timed, with the memory sampler
-   on, exactly as ``winml perf`` measures) and a bare loop (append_tokens, generate_next_token,
-   perf_counter, nothing else), ``--iterations`` generations each per pair. Both report per-iteration
-   prompt tokens/s and decode tokens/s with the same definitions. The figure is the median of the
-   per-pair ratios harness/bare (drift cancels within a pair) with its distribution-free 95 % CI;
-   the target is >= 0.99.
+1. Overhead. In ONE process and on ONE loaded model, it alternates (order shuffled per round, seeded)
+   three arms: the harness's measurement (``run_cell`` over GenaiSession.generate_timed, with the
+   memory sampler on, exactly as ``winml perf`` measures), the same with the sampler off, and a bare
+   loop (append_tokens, generate_next_token, perf_counter, nothing else), ``--iterations`` generations
+   each per round. All report per-iteration prompt tokens/s and decode tokens/s with the same
+   definitions. The figure is the median of the per-round ratios harness/bare (drift cancels within
+   a round) with its distribution-free 95 % CI; the target is >= 0.99. With ``--ep`` the route is
+   prepared once by `winml perf` and its folder loaded here, with the plugin EPs registered.
 1b. Overhead at invocation level (``--invocation-level``): pairs of fresh processes, in a seeded
    shuffled order per pair: `winml perf BUNDLE --invocations 1` (the harness, as a user runs it)
    and this script's bare loop in a process of its own (``--bare-child``), ``--iterations``
@@ -35,9 +36,11 @@ import sys
 import time
 from pathlib import Path
 
+from perf_cli import run_perf_json
 from winml_perf.bench import stats
 from winml_perf.bench.runner import run_cell
 from winml_perf.model.metrics import metric_values
+from winml_perf.plugins import register_plugin_eps
 from winml_perf.bench.spec import CellSpec, IterationPolicy, SessionSpec, WarmupPolicy
 from winml_perf.session.genai_session import GenaiSession
 
@@ -100,51 +103,56 @@ class SharedSession:
         pass
 
 
+ARMS = ("harness", "harness_no_sampler", "bare")
+
+
 def overhead(session: GenaiSession, spec: SessionSpec, args) -> dict:
-    """Pairs of (harness, bare) batches in a seeded shuffled order; per metric the ratio of the
-    overall medians and the median of the per-pair ratios with its distribution-free 95 % CI."""
+    """Rounds of three arms in a seeded shuffled order: the harness as `winml perf` measures (memory
+    sampler on), the harness with the sampler off (names the sampler's share of any gap) and the bare
+    loop. Per arm and metric the overall median; per harness arm the median of the per-round ratios
+    to the bare loop with its distribution-free 95 % CI."""
     prompt = session.synthetic_prompt(args.prompt_tokens, seed=args.seed)
     cell = CellSpec("config", spec, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
                     warmup=WarmupPolicy(count=args.pair_warmup), iterations=IterationPolicy(iterations=args.iterations))
     factory = lambda _spec: SharedSession(session)  # noqa: E731  the already-loaded model
-    for _ in range(args.warmup):  # before the pairs, for both sides: they share the model
+    for _ in range(args.warmup):  # before the rounds, for every arm: they share the model
         bare_loop(session._model, prompt, args.max_new_tokens)
     metrics = ("prompt_tokens_per_s", "decode_tokens_per_s")
-    harness = {m: [] for m in metrics}
-    bare = {m: [] for m in metrics}
-    pair_ratios = {m: [] for m in metrics}
+    pooled = {arm: {m: [] for m in metrics} for arm in ARMS}
+    round_ratios = {arm: {m: [] for m in metrics} for arm in ARMS[:-1]}
     rng = random.Random(args.seed)
     order_log = []
     for pair in range(args.pairs):
-        order = ["harness", "bare"]
-        rng.shuffle(order)
+        order = rng.sample(ARMS, len(ARMS))
         order_log.append(order)
         got = {}
-        for who in order:
-            if who == "harness":
-                result = run_cell(cell, factory)
-                assert result.ok, result.failure
-                got[who] = {m: metric_values(result.samples, m) for m in metrics}
-            else:
+        for arm in order:
+            if arm == "bare":
                 for _ in range(args.pair_warmup):  # as the harness's cell does
                     bare_loop(session._model, prompt, args.max_new_tokens)
                 runs = [bare_loop(session._model, prompt, args.max_new_tokens) for _ in range(args.iterations)]
-                got[who] = {"prompt_tokens_per_s": [p for p, _ in runs], "decode_tokens_per_s": [d for _, d in runs]}
+                got[arm] = {"prompt_tokens_per_s": [p for p, _ in runs], "decode_tokens_per_s": [d for _, d in runs]}
+            else:
+                result = run_cell(cell, factory, sample_memory=arm == "harness")
+                assert result.ok, result.failure
+                got[arm] = {m: metric_values(result.samples, m) for m in metrics}
         for m in metrics:
-            harness[m] += got["harness"][m]
-            bare[m] += got["bare"][m]
-            pair_ratios[m].append(stats.median(got["harness"][m]) / stats.median(got["bare"][m]))
+            for arm in ARMS:
+                pooled[arm][m] += got[arm][m]
+            for arm in ARMS[:-1]:
+                round_ratios[arm][m].append(stats.median(got[arm][m]) / stats.median(got["bare"][m]))
         if (pair + 1) % max(1, args.pairs // 10) == 0:
-            print(f"pair {pair + 1}/{args.pairs}", file=sys.stderr)
+            print(f"round {pair + 1}/{args.pairs}", file=sys.stderr)
     out = {}
     for m in metrics:
-        h, b = stats.median(harness[m]), stats.median(bare[m])
-        lo, hi = stats.median_ci(pair_ratios[m])
-        out[m] = {"harness_median": h, "bare_median": b, "ratio_of_medians": h / b,
-                  "pair_ratio_median": stats.median(pair_ratios[m]), "pair_ratio_ci95": [lo, hi],
-                  "harness_cv_pct": stats.cv_pct(harness[m]), "bare_cv_pct": stats.cv_pct(bare[m]),
-                  "n_each": len(harness[m]), "pairs": len(pair_ratios[m]),
-                  "meets_target": stats.median(pair_ratios[m]) >= TARGET_RATIO}
+        b = stats.median(pooled["bare"][m])
+        out[m] = {"bare_median": b, "bare_cv_pct": stats.cv_pct(pooled["bare"][m]), "rounds": args.pairs}
+        for arm in ARMS[:-1]:
+            h = stats.median(pooled[arm][m])
+            lo, hi = stats.median_ci(round_ratios[arm][m])
+            out[m][arm] = {"median": h, "ratio_of_medians": h / b, "round_ratio_median": stats.median(round_ratios[arm][m]),
+                           "round_ratio_ci95": [lo, hi], "cv_pct": stats.cv_pct(pooled[arm][m]), "n": len(pooled[arm][m]),
+                           "meets_target": stats.median(round_ratios[arm][m]) >= TARGET_RATIO}
     out["orders"] = order_log
     return out
 
@@ -152,6 +160,7 @@ def overhead(session: GenaiSession, spec: SessionSpec, args) -> dict:
 def bare_child(args) -> int:
     """One bare-loop invocation: load, warm up, time ``--iterations`` generations; JSON on stdout."""
     bundle = ensure_bundle(args)
+    register_plugin_eps()  # a forced plugin route (WebGPU) loads only once its library is registered, as in the harness
     session = GenaiSession(bundle).load()
     model = session._model
     prompt = session.synthetic_prompt(args.prompt_tokens, seed=args.seed)
@@ -163,11 +172,10 @@ def bare_child(args) -> int:
 
 
 def _harness_invocation(bundle: Path, args) -> dict:
-    cmd = [sys.executable, "-m", "winml_perf", "perf", str(bundle), *(["--ep", args.ep] if args.ep else []),
-           "--invocations", "1", "--iterations", str(args.iterations),
-           "--warmup", str(args.pair_warmup), "--prompt-tokens", str(args.prompt_tokens), "--max-new-tokens",
-           str(args.max_new_tokens), "--seed", str(args.seed), "--format", "json", "--no-store", "-q"]
-    doc = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
+    doc, _ = run_perf_json(str(bundle), [*(["--ep", args.ep] if args.ep else []), "--invocations", "1",
+                                         "--iterations", str(args.iterations), "--warmup", str(args.pair_warmup),
+                                         "--prompt-tokens", str(args.prompt_tokens), "--max-new-tokens",
+                                         str(args.max_new_tokens), "--seed", str(args.seed)])
     (cell,) = doc["cells"]
     from winml_perf.model.sample import IterationSample
 
@@ -254,7 +262,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", help="also write the figures to this file")
     ap.add_argument("--invocation-level", action="store_true", help="pairs of fresh processes (1b), not one process")
-    ap.add_argument("--ep", help="1b: force this EP in the harness (the bare loop loads the same derived bundle)")
+    ap.add_argument("--ep", help="force this EP (the bare loop loads the same derived bundle)")
     ap.add_argument("--bare-child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.bare_child:
@@ -270,21 +278,27 @@ def main(argv=None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps(report, indent=2))
         return 0
-    spec = SessionSpec("winml-genai", str(bundle))
-    session = GenaiSession(bundle).load()
+    loaded = bundle
+    if args.ep:  # the forced route's folder, prepared by the harness; its plugin EP registered here
+        loaded = Path(_harness_invocation(bundle, args)["path"])
+        register_plugin_eps()
+    spec = SessionSpec("winml-genai", str(loaded))
+    session = GenaiSession(loaded).load()
     report = {"bundle": str(bundle), "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,
               "overhead": overhead(session, spec, args)}
     if not args.skip_stopping:
         report["stopping"] = stopping_cost(session, spec, args)
 
     ov = report["overhead"]
-    print(f"\nbundle {bundle}  prompt {args.prompt_tokens}  new {args.max_new_tokens}")
+    print(f"\nbundle {bundle}  prompt {args.prompt_tokens}  new {args.max_new_tokens}  {args.pairs} rounds")
     for m in ("prompt_tokens_per_s", "decode_tokens_per_s"):
         o = ov[m]
-        lo, hi = o["pair_ratio_ci95"]
-        print(f"{m:22s} harness {o['harness_median']:10.2f}  bare {o['bare_median']:10.2f}  "
-              f"ratio {o['pair_ratio_median']:.4f} (95% CI {lo:.4f}..{hi:.4f}; of medians {o['ratio_of_medians']:.4f}) "
-              f"{'meets' if o['meets_target'] else 'MISSES'} >= {TARGET_RATIO}; {o['pairs']} pairs")
+        print(f"{m:22s} bare {o['bare_median']:10.2f} (CV {o['bare_cv_pct']:.1f} %)")
+        for arm in ARMS[:-1]:
+            a = o[arm]
+            lo, hi = a["round_ratio_ci95"]
+            print(f"  {arm:20s} {a['median']:10.2f}  ratio {a['round_ratio_median']:.4f} (95% CI {lo:.4f}..{hi:.4f}; "
+                  f"of medians {a['ratio_of_medians']:.4f}) {'meets' if a['meets_target'] else 'MISSES'} >= {TARGET_RATIO}")
     if "stopping" in report:
         s = report["stopping"]
         for name in ("adaptive", "fixed_5_plus_10"):

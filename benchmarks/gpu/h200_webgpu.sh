@@ -7,7 +7,8 @@
 # libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 .debs; NVIDIA's Vulkan ICD needs
 # the GL loaders too). torch, transformers, onnx, tokenizers, pandas, typer... are on the image.
 #
-# Usage: benchmarks/gpu/h200_webgpu.sh smoke|measure|overhead|explain|agreement-cpu|agreement-webgpu|overhead-invocations|adaptive OUTDIR
+# Usage: benchmarks/gpu/h200_webgpu.sh STEP[,STEP...] OUTDIR  (steps: smoke measure overhead explain agreement-cpu
+#   agreement-webgpu overhead-invocations overhead-inproc bimodal adaptive; several run in one call, in order)
 #   explain (issue 16): `perf --explain` of config vs ep=webgpu on the pipeline and on the flat bundle;
 #   writes explain-{pipeline,flat}.json (run records, each cell with its `explain` section) and
 #   explain-{pipeline,flat}.txt (the tables, each route's breakdown, the difference to config).
@@ -19,11 +20,15 @@
 #       a 128-token generation takes ~1.3 s, a fresh process + load ~3 s, so a run is ~20 s.
 #   overhead-invocations  harness vs bare loop over paired fresh processes (CPU, then WebGPU),
 #       8 pairs x 3 iterations each, ratio of invocation medians with its interval.
+#   overhead-inproc  in one process: harness, harness without the memory sampler, bare loop (CPU, then
+#       WebGPU), 10 rounds x 2 iterations: names the sampler's share of a harness/bare gap.
+#   bimodal  default `winml perf` (5 invocations x 5 iterations) of config and ep=webgpu: the warnings
+#       (bimodal decode steps, drift) and the route ratio over paired invocations.
 #   adaptive  the two-level rule vs fixed 5 warmups + 10 iterations at equal achieved interval (CPU).
 # Overrides for a dry run elsewhere: FLAT=bundle path (skips the build when it exists), SKIP_SETUP=1
 # (no .gl/.whl install: use the current Python), PAIRS, PROMPT_TOKENS, NEW_TOKENS, ROUTES_CPU_ONLY=1.
 set -euo pipefail
-step=${1:?smoke|measure|overhead|explain|agreement-cpu|agreement-webgpu|overhead-invocations|adaptive}
+steps=${1:?one or more of smoke,measure,overhead,explain,agreement-cpu,agreement-webgpu,overhead-invocations,overhead-inproc,bimodal,adaptive (comma-separated)}
 out=${2:?output folder}
 mkdir -p "$out"
 if [ -z "${SKIP_SETUP:-}" ]; then
@@ -32,8 +37,10 @@ if [ -z "${SKIP_SETUP:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
-export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+if [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then  # the lent machine; elsewhere keep the caller's Vulkan
+  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+fi
 export WINML_PERF_STORE="$out/gpu.db"
 PY=${PYTHON:-python3}
 winml() { "$PY" -m winml_perf "$@"; }
@@ -50,7 +57,8 @@ agreement() {  # $1: a name, the rest: the route flags
     "$@" "${shape[@]}" --invocations 3 --iterations 2 --warmup 1 | tee "$out/agreement-$name.txt"
 }
 
-case "$step" in
+run_step() {
+case "$1" in
   smoke)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv
     winml devices
@@ -84,6 +92,19 @@ case "$step" in
     "$PY" benchmarks/bench_adaptive.py "$flat" --max-time 120 --json "$out/adaptive.json" -- --route config "${shape[@]}" \
       | tee "$out/adaptive.txt"
     ;;
+  overhead-inproc)
+    build_flat
+    eps=(""); [ -n "${ROUTES_CPU_ONLY:-}" ] || eps+=(webgpu)
+    for ep in "${eps[@]}"; do
+      "$PY" benchmarks/bench_overhead.py --bundle "$flat" ${ep:+--ep "$ep"} --pairs "${PAIRS:-10}" --iterations 2 \
+        --pair-warmup 1 --warmup 2 --skip-stopping "${shape[@]}" --json "$out/overhead-inproc-${ep:-cpu}.json" \
+        | tee "$out/overhead-inproc-${ep:-cpu}.txt"
+    done
+    ;;
+  bimodal)
+    build_flat
+    winml perf "$flat" --route config --route ep=webgpu "${shape[@]}" -o "$out/bimodal-run.json" | tee "$out/bimodal.txt"
+    ;;
   overhead)
     build_flat
     winml perf "$flat" --route config --route ep=webgpu --prompt-tokens 128 --max-new-tokens 128 --warmup 2 \
@@ -102,3 +123,10 @@ case "$step" in
     done
     ;;
 esac
+}
+
+IFS=, read -ra wanted <<< "$steps"
+for one in "${wanted[@]}"; do
+  echo "== $one ($(date -u +%T))" >&2
+  run_step "$one"
+done

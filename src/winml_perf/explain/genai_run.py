@@ -17,8 +17,6 @@ from __future__ import annotations
 import gc
 import shutil
 import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -26,14 +24,9 @@ from winml_perf.bundle.config import CONFIG_NAME, GenaiConfig, load_config
 from winml_perf.errors import BenchmarkFailure
 from winml_perf.explain.breakdown import PhaseBreakdown, phase_breakdown
 from winml_perf.explain.profile import RunProfile, read_profile
+from winml_perf.session.genai_session import GenaiSession
 
 GENERATIONS = 2  # a warmup and the profiled generation, both recorded by the session profiler
-
-
-@dataclass(frozen=True)
-class TimedGeneration:
-    prompt_ms: float  # append_tokens + the first token's sampling (time to first token)
-    step_ms: tuple[float, ...]  # each later generate_next_token
 
 
 def profiling_copy(route_dir: Path, dest: Path) -> tuple[GenaiConfig, dict[str, Path]]:
@@ -50,31 +43,6 @@ def profiling_copy(route_dir: Path, dest: Path) -> tuple[GenaiConfig, dict[str, 
     profiled = config.with_session_entries({name: {"enable_profiling": str(p)} for name, p in prefixes.items()})
     (bundle / CONFIG_NAME).write_text(profiled.dumps(), encoding="utf-8")
     return config, prefixes
-
-
-def _generate(model, prompt_ids: Sequence[int], new_tokens: int) -> TimedGeneration:
-    import numpy as np
-    import onnxruntime_genai as og
-
-    total = len(prompt_ids) + new_tokens
-    params = og.GeneratorParams(model)
-    params.set_search_options(max_length=total, min_length=total, do_sample=False)
-    generator = og.Generator(model, params)
-    tokens = np.asarray(prompt_ids, dtype=np.int32)
-    clock = time.perf_counter
-    t0 = clock()
-    generator.append_tokens(tokens)
-    generator.generate_next_token()
-    prev = clock()
-    prompt_ms = (prev - t0) * 1000.0
-    steps = []
-    for _ in range(new_tokens - 1):
-        generator.generate_next_token()
-        now = clock()
-        steps.append((now - prev) * 1000.0)
-        prev = now
-    del generator
-    return TimedGeneration(prompt_ms, tuple(steps))
 
 
 def _stage_runs(prefix: Path) -> list[RunProfile]:
@@ -106,22 +74,22 @@ def split_runs(config: GenaiConfig, runs: dict[str, list[RunProfile]], steps: in
 
 def profile_route(route_dir: str | Path, prompt_ids: Sequence[int], new_tokens: int) -> dict[str, PhaseBreakdown]:
     """Breakdowns of the prompt pass and the mean decode step of one generation of this shape."""
-    import onnxruntime_genai as og
-
     work = Path(tempfile.mkdtemp(prefix="winml-explain-"))
     try:
         config, prefixes = profiling_copy(Path(route_dir), work)
-        model = og.Model(og.Config(str(work / "bundle")))
+        session = GenaiSession(work / "bundle").load()  # the harness's own timed loop
         try:
-            timed = [_generate(model, prompt_ids, new_tokens) for _ in range(GENERATIONS)][-1]
+            timed = [session.generate_timed(prompt_ids, new_tokens) for _ in range(GENERATIONS)][-1]
         finally:
-            del model  # releases the sessions: onnxruntime completes the profile files
+            session.unload()  # releases the sessions: onnxruntime completes the profile files
+            del session
             gc.collect()
         runs = {name: _stage_runs(prefix) for name, prefix in prefixes.items()}
-        split = split_runs(config, runs, len(timed.step_ms))
-        phases = {"prompt": phase_breakdown("prompt", [timed.prompt_ms], split["prompt"])}
-        if timed.step_ms:
-            phases["decode_step"] = phase_breakdown("decode_step", timed.step_ms, split["decode_step"])
+        split = split_runs(config, runs, len(timed.decode_step_ms))
+        # The prompt phase runs from append_tokens to the first token (time to first token).
+        phases = {"prompt": phase_breakdown("prompt", [timed.ttft_ms], split["prompt"])}
+        if timed.decode_step_ms:
+            phases["decode_step"] = phase_breakdown("decode_step", timed.decode_step_ms, split["decode_step"])
         return phases
     finally:
         shutil.rmtree(work, ignore_errors=True)
