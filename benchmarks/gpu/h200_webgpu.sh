@@ -89,15 +89,15 @@ case "$1" in
     ;;
   adaptive)
     build_flat
-    "$PY" benchmarks/bench_adaptive.py "$flat" --max-time 120 --json "$out/adaptive.json" -- --route config "${shape[@]}" \
+    "$PY" benchmarks/bench_adaptive.py "$flat" --max-time "${ADAPTIVE_MAX_TIME:-120}" --json "$out/adaptive.json" -- --route config "${shape[@]}" \
       | tee "$out/adaptive.txt"
     ;;
   overhead-inproc)
     build_flat
     eps=(""); [ -n "${ROUTES_CPU_ONLY:-}" ] || eps+=(webgpu)
     for ep in "${eps[@]}"; do
-      "$PY" benchmarks/bench_overhead.py --bundle "$flat" ${ep:+--ep "$ep"} --pairs "${PAIRS:-10}" --iterations 2 \
-        --pair-warmup 1 --warmup 2 --skip-stopping "${shape[@]}" --json "$out/overhead-inproc-${ep:-cpu}.json" \
+      "$PY" benchmarks/bench_overhead.py --bundle "$flat" ${ep:+--ep "$ep"} --pairs "${PAIRS:-10}" --iterations "${INPROC_ITERATIONS:-2}" \
+        --pair-warmup "${INPROC_PAIR_WARMUP:-1}" --warmup 2 --seed "${SEED:-0}" --skip-stopping "${shape[@]}" --json "$out/overhead-inproc-${ep:-cpu}.json" \
         | tee "$out/overhead-inproc-${ep:-cpu}.txt"
     done
     ;;
