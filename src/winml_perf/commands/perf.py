@@ -75,8 +75,10 @@ def _warmup(text: str):
 
 #: Invocations (fresh processes) by default: enough for an interval across runs (docs/benchmarks.md).
 DEFAULT_INVOCATIONS = 5
-#: Least invocations of an adaptive run (two give the first between-invocation variance).
-ADAPTIVE_MIN_INVOCATIONS = 2
+#: Least invocations of an adaptive run before it may stop at its target. Two give a between-process
+#: variance on one degree of freedom: two processes alike by chance gave ±1.4 % where processes
+#: differ by 40 %; three is the fewest with a second degree of freedom.
+ADAPTIVE_MIN_INVOCATIONS = 3
 
 
 def _iterations(iterations: int, target_ci: str | None, min_iterations: int, max_iterations: int, max_time: float,
@@ -163,7 +165,7 @@ def perf(
     check_outputs: Annotated[bool, typer.Option("--check-outputs", metavar="", rich_help_panel=WORKLOAD, help="Compare forced routes' greedy tokens with the config route.")] = False,
     warmup: Annotated[str, typer.Option(metavar="N|auto", rich_help_panel=MEASUREMENT, help="Warmup iterations, or auto (until times settle).")] = "1",
     iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Measured iterations in each invocation (fixed).")] = 5,
-    invocations: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Invocations per route: a fresh process and model load each, interleaved across routes (default 5; adaptive: at least 2). 1: one process, its interval covers that process only.")] = None,
+    invocations: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Invocations per route: a fresh process and model load each, interleaved across routes (default 5; adaptive: at least 3). 1: one process, its interval covers that process only.")] = None,
     max_invocations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many invocations per route.")] = 20,
     target_ci: Annotated[Optional[str], typer.Option(metavar="PCT", rich_help_panel=MEASUREMENT, help="Adaptive: run until the 95% CI of the median is within ±PCT (e.g. 1%).")] = None,
     min_iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at least this many iterations in each invocation.")] = 6,
