@@ -13,7 +13,8 @@ changed since the newest sibling of the same prefix.
 
 A build writes into ``.tmp-<name>-<pid>-<rand>/`` while holding the artifact's lock and is renamed
 into place only when it returned; a build that raises leaves nothing behind. Builds hold the root's
-lock shared and ``clean`` holds it exclusive, so a clean never removes a folder under a build.
+lock shared and ``clean`` holds it exclusive, so a clean never removes a folder under a build; a run
+holds it shared while it measures from a derived folder (``holding``), so neither under a run.
 
 Root: ``<source folder>/_compiled`` when that folder is writable, else a per-source folder under
 ``$WINML_PERF_CACHE_DIR`` (default ``~/.cache/winml-perf``); the source folder is never written.
@@ -153,9 +154,10 @@ def root_for(source_dir: Path) -> Path:
 
 # -- locks ----------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def _flock(path: Path, exclusive: bool) -> Iterator[None]:
+def _flock(path: Path, exclusive: bool, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold ``path`` locked (shared or exclusive). The file may be removed by an exclusive holder
-    (clean): a waiter that then wakes on the removed file retries on a fresh one."""
+    (clean): a waiter that then wakes on the removed file retries on a fresh one. ``on_wait`` is
+    called once if the lock is held elsewhere, before waiting for it."""
     try:
         import fcntl
     except ImportError:  # Windows: one exclusive lock serves both modes
@@ -172,7 +174,14 @@ def _flock(path: Path, exclusive: bool) -> Iterator[None]:
         except FileNotFoundError:  # the folder went between mkdir and open
             continue
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+            mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
+            try:
+                fcntl.flock(fd, mode | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if on_wait is not None:
+                    on_wait()
+                    on_wait = None
+                fcntl.flock(fd, mode)
             try:
                 same = os.stat(path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:
@@ -184,8 +193,8 @@ def _flock(path: Path, exclusive: bool) -> Iterator[None]:
             os.close(fd)  # closing releases the lock
 
 
-def _root_lock(root: Path, exclusive: bool):
-    return _flock(root / ROOT_LOCK, exclusive)
+def _root_lock(root: Path, exclusive: bool, on_wait: Callable[[], None] | None = None):
+    return _flock(root / ROOT_LOCK, exclusive, on_wait)
 
 
 def _artifact_lock(root: Path, name: str):
@@ -195,7 +204,8 @@ def _artifact_lock(root: Path, name: str):
 @contextlib.contextmanager
 def holding(source_dir: Path) -> Iterator[None]:
     """Keep ``clean`` away from the artifacts of ``source_dir`` meanwhile (its root's lock, shared):
-    for work on an artifact after ``get_or_build`` returned it (e.g. placement read and saved)."""
+    for work on an artifact after ``get_or_build`` returned it (placement read and saved, a run
+    measuring from it)."""
     root = root_for(source_dir)
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -355,15 +365,16 @@ def roots_of(source_dir: Path) -> list[Path]:
     return [Path(source_dir) / COMPILED_DIR, fallback_root(source_dir)]
 
 
-def clean(source_dir: Path, family: str | None = None) -> list[Path]:
+def clean(source_dir: Path, family: str | None = None, on_wait: Callable[[Path], None] | None = None) -> list[Path]:
     """Remove the artifacts of ``source_dir``: whole roots, or with ``family`` (a regular expression
     a prefix must match whole) only those artifacts with their locks and temp folders. Each root's
-    lock is held exclusive meanwhile, so no build is under way. Returns what went."""
+    lock is held exclusive meanwhile, so no build or measurement is under way: ``on_wait(root)`` is
+    called when clean has to wait for one. Returns what went."""
     removed = []
     for root in roots_of(source_dir):
         if not root.is_dir():
             continue
-        with _root_lock(root, exclusive=True):
+        with _root_lock(root, exclusive=True, on_wait=(lambda r=root: on_wait(r)) if on_wait else None):
             try:
                 if family is None:
                     shutil.rmtree(root)

@@ -56,3 +56,32 @@ def test_clean_in_a_loop_never_breaks_concurrent_prepares(bundle_copy, unchanged
         # onnxruntime may log a line of its own first (the WebGPU plugin under CI does): the message is ours
         assert code == 0 or any(line.startswith("error: ") for line in err.splitlines()), f"{kind} exit {code}: {err}"
     assert sum(1 for _, code, _ in prepares_run if code == 0) >= 1
+
+
+def test_clean_waits_for_a_run_measuring_from_the_derived_bundle(bundle_copy, tmp_path):
+    bundle = bundle_copy(TINY_PIPELINE)
+    compiled = bundle / "_compiled"
+    perf = _winml("perf", bundle, "--ep", "cpu", "--invocations", "1", "--target-ci", "0.001%", "--max-time", "120",
+                  "--prompt-tokens", "16", "--max-new-tokens", "8", "--no-store", "-q", "-o", tmp_path / "run.json")
+    try:
+        deadline = time.monotonic() + 120
+        while not (compiled.is_dir() and any(not p.name.startswith(".") for p in compiled.iterdir())):
+            assert perf.poll() is None, perf.communicate()[1]
+            assert time.monotonic() < deadline, "the forced route was never derived"
+            time.sleep(0.1)
+        clean = _winml("bundle", "clean", bundle)
+        first = ""
+        while not first.startswith(("waiting:", "removed", "nothing")):
+            first = clean.stderr.readline()
+            assert first, clean.communicate()
+        assert first.startswith("waiting:") and str(compiled) in first, first
+        assert clean.poll() is None and perf.poll() is None  # clean waits; the run goes on measuring
+        assert any(not p.name.startswith(".") for p in compiled.iterdir())
+    finally:
+        perf.send_signal(2)  # SIGINT: the run ends, keeping what it finished
+        _, perf_err = perf.communicate(timeout=120)
+    _, clean_err = clean.communicate(timeout=120)
+    assert perf.returncode == 130, perf_err
+    assert "unexpected" not in perf_err and "Traceback" not in perf_err, perf_err
+    assert clean.returncode == 0 and f"removed {compiled}" in clean_err, clean_err
+    assert not compiled.exists()

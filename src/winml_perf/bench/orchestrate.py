@@ -6,11 +6,13 @@ route is an exit-2 error before minutes of measuring, and the routes then run in
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from winml_perf import cache
 from winml_perf.bench.validate import validate_request
 from winml_perf.bench.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.errors import StoreError, UsageError
@@ -204,17 +206,34 @@ def run_benchmark(req: PerfRequest, argv: Sequence[str] | None = None, on_cell: 
     """Resolve and prepare every route, measure the sweep, store each cell as it finishes.
 
     A cell that cannot be stored (a dropped database connection, say) does not stop the sweep: the
-    error is kept in the outcome and the caller reports it once the run record is safe elsewhere."""
-    from winml_perf.bench.progress import make_progress
-    from winml_perf.bench.sweep import SweepInterrupted, run_sweep
-    from winml_perf.results.location import unstored_path
-    from winml_perf.results.locking import StoreLockTimeout
-
+    error is kept in the outcome and the caller reports it once the run record is safe elsewhere.
+    While a route measures from a derived folder the cache root is held (shared): `bundle clean`
+    waits for the run instead of removing the folder under it."""
     if runtime_named(req.runtime).token_based:
         from winml_perf.bundle.config import load_config
 
         _check_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else happens
     validate_request(req, (DEFAULT_PROMPT_TOKENS,))  # flag values the bundle or machine cannot take: exit 2 now
+    source = derived_from(req)
+    with cache.holding(source) if source is not None else contextlib.nullcontext():  # no `bundle clean` under the run
+        return _prepare_and_measure(req, argv, on_cell)
+
+
+def derived_from(req: PerfRequest) -> Path | None:
+    """The folder whose artifact cache some route of ``req`` loads from (a forced genai route, a
+    prepared ONNX model); None when every route loads the source itself."""
+    if runtime_named(req.runtime).token_based:
+        forced = any(rr.ep or (rr.device and rr.device != "config") for rr in req.routes)
+        return Path(req.path) if forced else None
+    return Path(req.path).resolve().parent if req.prepare_model else None
+
+
+def _prepare_and_measure(req: PerfRequest, argv: Sequence[str] | None, on_cell: Callable[[Any], None] | None) -> BenchmarkOutcome:
+    from winml_perf.bench.progress import make_progress
+    from winml_perf.bench.sweep import SweepInterrupted, run_sweep
+    from winml_perf.results.location import unstored_path
+    from winml_perf.results.locking import StoreLockTimeout
+
     routes = prepare_routes(req)
     if req.check_outputs and runtime_named(req.runtime).token_based:
         routes = _with_output_checks(req, routes)

@@ -95,9 +95,9 @@ def source_files(bundle: Path) -> list[str]:
     return sorted(out)
 
 
-def clean(bundle: Path) -> list[Path]:
+def clean(bundle: Path, on_wait=None) -> list[Path]:
     """Remove every derived bundle of ``bundle`` (``_compiled/`` and its cache folder). Returns what went."""
-    return cache.clean(Path(bundle))
+    return cache.clean(Path(bundle), on_wait=on_wait)
 
 
 # -- derive ---------------------------------------------------------------------------------------

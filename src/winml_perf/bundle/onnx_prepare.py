@@ -270,11 +270,11 @@ def prepare_onnx(
                          timing.get("compile_ms", 0.0), tuple(m["files"]))
 
 
-def clean_onnx(model_path: str | Path) -> list[Path]:
+def clean_onnx(model_path: str | Path, on_wait=None) -> list[Path]:
     """Remove the prepared copies of this one model (``<stem>-<alias>-<hash12>`` under ``_compiled/``
     and the cache folder), leaving other models of the same folder alone. Returns what went."""
     model = Path(model_path).resolve()
-    return cache.clean(model.parent, rf"{re.escape(model.stem)}-[^-]+")
+    return cache.clean(model.parent, rf"{re.escape(model.stem)}-[^-]+", on_wait=on_wait)
 
 
 def _ms(t0: float) -> float:

@@ -214,13 +214,18 @@ def _prepare_onnx_model(model: Path, target, level: str, session_config, compile
     print(prepared.path)
 
 
+def _say_waiting(root: Path) -> None:
+    print(f"waiting: a run is measuring from (or building into) {root}; it is cleaned when that ends (Ctrl-C to leave it)",
+          file=sys.stderr, flush=True)
+
+
 @app.command("clean")
 def clean_command(bundle: Path = typer.Argument(..., help="bundle folder, or an .onnx model")) -> None:
-    """Remove the bundle's derived bundles (`_compiled/`, and its cache folder if any)."""
+    """Remove the bundle's derived bundles (`_compiled/`, and its cache folder if any); waits for runs measuring from them."""
     if bundle.suffix == ".onnx" and bundle.is_file():
         from winml_perf.bundle.onnx_prepare import clean_onnx
 
-        removed = clean_onnx(bundle)
+        removed = clean_onnx(bundle, on_wait=_say_waiting)
         for path in removed:
             print(f"removed {path}", file=sys.stderr)
         if not removed:
@@ -228,7 +233,7 @@ def clean_command(bundle: Path = typer.Argument(..., help="bundle folder, or an 
         return
     if not bundle.is_dir():
         raise BundleError(f"bundle folder {bundle} does not exist", "pass the bundle folder whose _compiled/ to remove")
-    removed = derive.clean(bundle)
+    removed = derive.clean(bundle, on_wait=_say_waiting)
     for path in removed:
         print(f"removed {path}", file=sys.stderr)
     if not removed:
