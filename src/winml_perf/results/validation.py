@@ -1,5 +1,10 @@
 """Records are checked against schemas/record.schema.json (the measurement engine's contract):
-at the store's edge before anything is written, and wherever a record dict must be trusted."""
+at the store's edge before anything is written, and wherever a record dict must be trusted.
+
+A record's long arrays (samples, outlier indices) are checked by their item rules compiled into
+Python (results/bulk_check.py) and the rest of the record by jsonschema with those arrays emptied;
+when anything fails, jsonschema checks the whole record to name the first offending place. Either
+way the rules are the schema's."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from functools import lru_cache
 from typing import Any, Mapping
 
 from winml_perf.errors import StoreError
+from winml_perf.results.bulk_check import BulkRule, bulk_rules, without_checked_arrays
 from winml_perf.results.record import SCHEMA_VERSION, load_schema
 
 
@@ -36,6 +42,36 @@ def _steps_apart(d: Mapping) -> tuple[Mapping, str | None]:
 def validate_record(d: Mapping) -> None:
     """Raise StoreError naming the first offending path when ``d`` (a cell or a run record dict)
     does not match record.schema.json."""
+    emptied = _with_long_arrays_checked(d)
+    if emptied is not None and _first_error(emptied) is None:
+        return
+    _raise_first_error(d)  # something is wrong (or no fast check applies): jsonschema finds and names it
+
+
+@lru_cache(maxsize=1)
+def _bulk_rules() -> tuple[BulkRule, ...] | None:
+    return bulk_rules(load_schema())
+
+
+def _with_long_arrays_checked(d: Mapping) -> Mapping | None:
+    """``d`` with the long arrays of its cell(s) checked and emptied (results/bulk_check.py), or
+    None: an item broke its rule, or the schema leaves no array to check apart."""
+    rules = _bulk_rules()
+    if rules is None:
+        return None
+    if d.get("kind") == "run" and isinstance(d.get("cells"), list):
+        cells = [without_checked_arrays(c, rules) for c in d["cells"]]
+        return None if any(c is None for c in cells) else {**d, "cells": cells}
+    return without_checked_arrays(d, rules) if d.get("kind") == "cell" else d
+
+
+def _first_error(d: Mapping) -> Any:
+    errors = sorted(_validator().iter_errors(d), key=lambda e: list(e.absolute_path))
+    return errors[0] if errors else None
+
+
+def _raise_first_error(d: Mapping) -> None:
+    """StoreError for the first (by path) place where ``d`` breaks the schema; nothing if none."""
     cells = d.get("cells") if d.get("kind") == "run" and isinstance(d.get("cells"), list) else [d]
     checked = []
     for i, cell in enumerate(cells):
@@ -47,9 +83,8 @@ def validate_record(d: Mapping) -> None:
                              "store records made by winml-perf (bench/report.py); this one is damaged or from another tool")
         checked.append(stripped)
     d = {**d, "cells": checked} if cells is d.get("cells") else checked[0]
-    errors = sorted(_validator().iter_errors(d), key=lambda e: list(e.absolute_path))
-    if errors:
-        e = errors[0]
+    e = _first_error(d)
+    if e is not None:
         where = "/".join(str(p) for p in e.absolute_path) or "(top level)"
         what = "run record" if d.get("kind") == "run" else "cell record"
         ident = d.get("run_id" if d.get("kind") == "run" else "cell_id", "?")
