@@ -15,7 +15,7 @@ from tests.results_fixtures import pg_url, store_url  # noqa: F401
 from winml_perf.results import load
 from winml_perf.results import migrations as mig
 from winml_perf.results import store as store_mod
-from winml_perf.results.rows import record_rows, series_identity, series_key
+from winml_perf.results.rows import record_rows, series_identity, series_key, without_restorable_samples
 from winml_perf.results.selectors import select
 from winml_perf.results.store import open_store
 
@@ -58,6 +58,23 @@ def test_a_sample_the_table_cannot_give_back_stays_in_the_json(store_url):
         rid = store.write_record(cell)
         assert _json_of(store, rid)["samples"] == cell["samples"]
         assert store.get(rid)["record"] == cell
+
+
+@pytest.mark.parametrize("change", [
+    lambda s: None,
+    lambda s: s.update(token_ids=[1, 2]),
+    lambda s: s.update(decode_step_ms=[2, 3]),  # ints: given back as 2.0, 3.0, which compare equal
+    lambda s: s.update(decode_step_ms=[0.1 + 0.2, 1e-300, 123456.789012345]),
+    lambda s: s.update(round_index=1.0),
+    lambda s: s.pop("invocation", None),
+    lambda s: s.update(surprise=1),
+])
+def test_the_write_path_drops_samples_from_the_json_exactly_when_their_rows_give_them_back(change):
+    cell = _with_invocations(make_cell(hex_id("rt")))
+    change(cell["samples"]["iterations"][1])
+    rows = record_rows(cell)
+    kept_by_round_trip = "samples" in without_restorable_samples(cell, copy.deepcopy(rows.samples))  # through JSON text
+    assert ("samples" in json.loads(rows.record["record_json"])) == kept_by_round_trip
 
 
 def _store_at_schema_2(url: str, cells: list[dict]) -> None:

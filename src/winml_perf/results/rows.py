@@ -14,7 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from winml_perf.errors import StoreError
 from winml_perf.model.metrics import CELL, METRICS
@@ -97,9 +97,11 @@ def derive_sample_metrics(sample: Mapping[str, Any]) -> dict[str, float | None]:
     return {m.name: finite(values[m.name]) for m in METRICS if m.stored}
 
 
-def _sample_rows(samples: Iterable[Mapping[str, Any]], phase: str, start_seq: int) -> list[dict]:
-    rows = []
+def _sample_rows(samples: Iterable[Mapping[str, Any]], phase: str, start_seq: int) -> tuple[list[dict], list[list[float]]]:
+    """The rows of one phase's samples, and each row's decode steps as the floats it stores."""
+    rows, steps = [], []
     for i, s in enumerate(samples):
+        floats = [float(x) for x in (s.get("decode_step_ms") or ())]
         rows.append({
             "seq": start_seq + i,
             "phase": phase,
@@ -108,9 +110,10 @@ def _sample_rows(samples: Iterable[Mapping[str, Any]], phase: str, start_seq: in
             "prompt_tokens": _int(s.get("prompt_tokens")),
             "new_tokens": _int(s.get("new_tokens")),
             **derive_sample_metrics(s),
-            "decode_step_ms": json.dumps([float(x) for x in (s.get("decode_step_ms") or ())]),
+            "decode_step_ms": json.dumps(floats),
         })
-    return rows
+        steps.append(floats)
+    return rows, steps
 
 
 def _metric_rows(record: Mapping[str, Any]) -> list[dict]:
@@ -134,27 +137,48 @@ def _metric_rows(record: Mapping[str, Any]) -> list[dict]:
 SAMPLE_KEYS = ("round_index", "latency_ms", "prompt_tokens", "new_tokens", "prompt_ms", "ttft_ms", "decode_step_ms", "e2e_ms")
 
 
+def _restored_sample(row: Mapping[str, Any], steps: list) -> dict:
+    """The raw sample a stored row gives back, its decode steps already parsed."""
+    sample = {k: row.get(k) for k in SAMPLE_KEYS if k != "decode_step_ms"}
+    if row.get("invocation") is not None:  # samples of records before invocations have no such key
+        sample["invocation"] = row["invocation"]
+    sample["decode_step_ms"] = steps
+    return sample
+
+
 def restore_samples(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
     """The record's ``samples`` ({warmup, iterations}) rebuilt from its sample rows (any order)."""
     out: dict[str, list[dict]] = {"warmup": [], "iterations": []}
     for row in sorted(rows, key=lambda r: r["seq"]):
-        sample = {k: row.get(k) for k in SAMPLE_KEYS if k != "decode_step_ms"}
-        if row.get("invocation") is not None:  # samples of records before invocations have no such key
-            sample["invocation"] = row["invocation"]
-        sample["decode_step_ms"] = json.loads(row["decode_step_ms"]) if row.get("decode_step_ms") else []
-        out["iterations" if row["phase"] == "measured" else "warmup"].append(sample)
+        steps = json.loads(row["decode_step_ms"]) if row.get("decode_step_ms") else []
+        out["iterations" if row["phase"] == "measured" else "warmup"].append(_restored_sample(row, steps))
     return out
+
+
+def _has_both_phases(samples: Any) -> bool:
+    return isinstance(samples, Mapping) and set(samples) == {"warmup", "iterations"}
 
 
 def without_restorable_samples(record: Mapping[str, Any], sample_rows: list[dict]) -> Mapping[str, Any]:
     """The record without ``samples`` when its sample rows give them back exactly (then the raw
     samples are stored once, in the samples table); else the record unchanged (lossless first)."""
     samples = record.get("samples")
-    if not isinstance(samples, Mapping) or set(samples) != {"warmup", "iterations"}:
+    if not _has_both_phases(samples):
         return record
     if restore_samples(sample_rows) != {"warmup": list(samples["warmup"]), "iterations": list(samples["iterations"])}:
         return record
     return {k: v for k, v in record.items() if k != "samples"}
+
+
+def _restorable(samples: Sequence[Mapping[str, Any]], rows: Sequence[dict], steps: Sequence[list[float]]) -> bool:
+    """Whether freshly built rows give ``samples`` back exactly, as restore_samples would read them:
+    finite floats come back from their JSON text unchanged (repr round-trips), so only a list
+    with NaN or an infinity is parsed again."""
+    for sample, row, floats in zip(samples, rows, steps):
+        back = floats if all(map(math.isfinite, floats)) else json.loads(row["decode_step_ms"])
+        if _restored_sample(row, back) != sample:
+            return False
+    return True
 
 
 # -- series identity ------------------------------------------------------------------------------
@@ -207,9 +231,11 @@ class RecordRows:
 def record_rows(record: Mapping[str, Any]) -> RecordRows:
     """The rows of one cell record (already validated against record.schema.json)."""
     samples = record.get("samples") or {}
-    measured = _sample_rows(samples.get("iterations") or (), "measured", 0)
-    warmup = _sample_rows(samples.get("warmup") or (), "warmup", len(measured))
-    stored = without_restorable_samples(record, measured + warmup)
+    measured, measured_steps = _sample_rows(samples.get("iterations") or (), "measured", 0)
+    warmup, warmup_steps = _sample_rows(samples.get("warmup") or (), "warmup", len(measured))
+    once = _has_both_phases(samples) and _restorable(list(samples["iterations"]), measured, measured_steps) \
+        and _restorable(list(samples["warmup"]), warmup, warmup_steps)
+    stored = {k: v for k, v in record.items() if k != "samples"} if once else record
     canonical = json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)
     bundle = _str(record.get("bundle"))
     versions = _get(record, "environment.versions") or {}
