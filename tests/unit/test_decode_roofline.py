@@ -3,7 +3,9 @@ fraction above 1 refused as the bug it is."""
 
 from __future__ import annotations
 
+import json
 import sys
+from types import SimpleNamespace
 
 import pytest
 
@@ -147,3 +149,28 @@ def test_the_working_set_probe_reads_at_a_positive_rate():
     in_child = B.working_set_bandwidth(1000)  # the same probe through winml_perf.child, once per size per process
     assert in_child["bandwidth_bytes_per_s"] > 0 and in_child["array_bytes"] == B.WORKING_SET_MIN_BYTES
     assert B.working_set_bandwidth(2000) is in_child and B.working_set_bandwidth(B.CACHE_RESIDENT_BYTES) is None
+
+
+def test_the_working_set_figure_is_measured_once_per_machine_and_size(tmp_path, monkeypatch):
+    monkeypatch.setenv(host_probe.CACHE_ENV, str(tmp_path))
+    monkeypatch.setattr(B, "_WORKING_SET_FIGURES", {})
+    probes = []
+
+    def probe(module, argv, context, timeout_s):
+        probes.append(int(argv[1]))
+        figure = {"bandwidth_bytes_per_s": 5e10 + len(probes), "array_bytes": int(argv[1]), "method": "fake"}
+        return SimpleNamespace(ok=True, stdout=json.dumps(figure) + "\n", failure=lambda: "")
+
+    monkeypatch.setattr(B.child, "run_module", probe)
+    first = B.working_set_bandwidth(1000)
+    assert probes == [B.WORKING_SET_MIN_BYTES] and first["cache"] == "miss"
+    monkeypatch.setattr(B, "_WORKING_SET_FIGURES", {})  # a later process on the same machine
+    again = B.working_set_bandwidth(2000)
+    assert probes == [B.WORKING_SET_MIN_BYTES] and again["cache"] == "hit"
+    assert again["bandwidth_bytes_per_s"] == first["bandwidth_bytes_per_s"]
+    B.working_set_bandwidth(600_000)  # another size is measured, the first one stays cached
+    monkeypatch.setattr(B, "_WORKING_SET_FIGURES", {})
+    assert B.working_set_bandwidth(1000)["cache"] == "hit" and probes == [B.WORKING_SET_MIN_BYTES, 1 << 20]
+    monkeypatch.setattr(B, "machine_key", lambda: "another machine")
+    monkeypatch.setattr(B, "_WORKING_SET_FIGURES", {})
+    assert B.working_set_bandwidth(1000)["cache"] == "miss" and len(probes) == 3

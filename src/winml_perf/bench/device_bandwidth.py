@@ -103,20 +103,54 @@ def working_set_bytes(step_bytes: float) -> int | None:
     return size
 
 
+WORKING_SET_CACHE_FILE = "working_set_bandwidth.json"
 _WORKING_SET_FIGURES: dict[int, dict[str, Any]] = {}
+
+
+def _cached_working_set(size: int) -> dict[str, Any] | None:
+    """This machine's figure for ``size`` from the cache file, if one was measured."""
+    try:
+        data = json.loads((cache_dir() / WORKING_SET_CACHE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    figure = (data.get("figures") or {}).get(str(size)) if data.get("machine") == machine_key() else None
+    return figure if isinstance(figure, dict) and (figure.get("bandwidth_bytes_per_s") or 0) > 0 else None
+
+
+def _store_working_set(size: int, figure: Mapping[str, Any]) -> None:
+    path = cache_dir() / WORKING_SET_CACHE_FILE
+    key = machine_key()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        data = {}
+    figures = dict(data.get("figures") or {}) if data.get("machine") == key else {}
+    figures[str(size)] = dict(figure)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"machine": key, "figures": figures}, indent=2))
+    os.replace(tmp, path)
 
 
 def working_set_bandwidth(step_bytes: float, timeout_s: float = 120.0) -> dict[str, Any] | None:
     """measure_working_set() for a step's size, in a child process (the array never raises this
-    process's peak RSS), once per size per process. None above CACHE_RESIDENT_BYTES."""
+    process's peak RSS), once per size per machine: cached beside the DRAM probe's figure
+    (bench/roofline.py), so a run does not pay the probe after its measurements. None above
+    CACHE_RESIDENT_BYTES."""
     size = working_set_bytes(step_bytes)
     if size is None:
         return None
     if size not in _WORKING_SET_FIGURES:
-        result = child.run_module(__name__, ["working-set", str(size)], child.ChildContext(), timeout_s)
-        if not result.ok:
-            return {"bandwidth_bytes_per_s": None, "error": f"working-set probe failed: {result.failure()}"}
-        _WORKING_SET_FIGURES[size] = json.loads(result.stdout.strip().splitlines()[-1])
+        cached = _cached_working_set(size)
+        if cached is not None:
+            _WORKING_SET_FIGURES[size] = {**cached, "cache": "hit"}
+        else:
+            result = child.run_module(__name__, ["working-set", str(size)], child.ChildContext(), timeout_s)
+            if not result.ok:
+                return {"bandwidth_bytes_per_s": None, "error": f"working-set probe failed: {result.failure()}"}
+            figure = json.loads(result.stdout.strip().splitlines()[-1])
+            _store_working_set(size, figure)
+            _WORKING_SET_FIGURES[size] = {**figure, "cache": "miss"}
     return _WORKING_SET_FIGURES[size]
 
 

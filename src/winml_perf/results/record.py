@@ -27,6 +27,25 @@ SCHEMA_VERSION = 1
 SCHEMA_RESOURCE = "record.schema.json"
 
 
+#: Values a record copy shares rather than copies (immutable).
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def copied(value: Any) -> Any:
+    """A deep copy of a record's JSON-like value (dicts, lists, tuples, scalars): what
+    copy.deepcopy gives, at a fraction of its cost on 10^5 samples; anything else is deep-copied."""
+    t = type(value)
+    if t in _ATOMS:
+        return value
+    if t is dict:
+        return {k: v if type(v) in _ATOMS else copied(v) for k, v in value.items()}
+    if t is list:
+        return [v if type(v) in _ATOMS else copied(v) for v in value]
+    if t is tuple:
+        return tuple(v if type(v) in _ATOMS else copied(v) for v in value)
+    return copy.deepcopy(value)
+
+
 def _check_version(d: Mapping, what: str) -> None:
     version = d.get("schema_version")
     if not isinstance(version, int):
@@ -77,7 +96,7 @@ class CellRecord:
         return self.status == "ok"
 
     def to_dict(self) -> dict:
-        d = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)}
+        d = {f.name: copied(getattr(self, f.name)) for f in fields(self)}
         d["warnings"] = [dict(w) for w in self.warnings]
         d["invocations"] = [dict(i) for i in self.invocations]
         d["uncertainty"] = dict(d["uncertainty"])
@@ -94,7 +113,7 @@ class CellRecord:
         if d.get("kind", "cell") != "cell":
             raise StoreError(f"record kind {d.get('kind')!r} is not a cell record", "pass a cell record (kind 'cell')")
         names = {f.name for f in fields(cls)}
-        values = {k: copy.deepcopy(v) for k, v in d.items() if k in names}
+        values = {k: copied(v) for k, v in d.items() if k in names}
         values["warnings"] = tuple(values.get("warnings") or ())
         values["invocations"] = tuple(values.get("invocations") or ())
         values["uncertainty"] = dict(values.get("uncertainty") or {})
