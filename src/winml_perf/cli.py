@@ -6,6 +6,8 @@ Errors raised as ``WinmlPerfError`` become a one-line message and an exit code i
 
 from __future__ import annotations
 
+import atexit
+import gc
 import os
 import signal
 import sys
@@ -15,6 +17,11 @@ import typer
 from winml_perf.commands import bundle, compare, dashboard, devices, perf, results
 from winml_perf.commands.help_style import PlainHelpCommand
 from winml_perf.errors import EXIT_USAGE, Interrupted, RunInterrupted, WinmlPerfError, signal_name
+
+# At exit the interpreter's last collections walk every live object (~0.2 s with numpy, scipy and
+# onnxruntime loaded, after the results are out); frozen objects are skipped. Memory goes back to
+# the system with the process; objects freed by reference count are still freed.
+atexit.register(gc.freeze)
 
 app = typer.Typer(
     name="winml",

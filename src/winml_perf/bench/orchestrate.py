@@ -241,8 +241,10 @@ def _prepare_and_measure(req: PerfRequest, argv: Sequence[str] | None, on_cell: 
     store = None
     if not req.no_store:
         from winml_perf.results.store import open_store
+        from winml_perf.results.validation import prepare_checks
 
         store = open_store(req.store)
+        prepare_checks()  # before measuring: a fixed cost the records' check would pay after the last iteration
 
     outcome = BenchmarkOutcome(run=None, store=store.display if store is not None else None,
                                unstored_path=unstored_path(store.location) if store is not None else None)
