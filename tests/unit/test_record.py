@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import copy
+import gc
 import json
 
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.bench.spec import IterationPolicy, RouteSpec, expand_sweep
-from winml_perf.bench.sweep import run_sweep
+from winml_perf.bench.sweep import collector_paused, run_sweep
 from winml_perf.errors import StoreError
 from winml_perf.model.route import CPU, Route, StageRoute
 from winml_perf.results.record import SCHEMA_VERSION, CellRecord, RunRecord, load_schema, record_from_dict
@@ -97,3 +98,26 @@ def test_newer_schema_version_is_refused(run):
 def test_schema_is_package_data():
     schema = load_schema()
     assert schema["$defs"]["cell"]["properties"]["schema_version"]["const"] == SCHEMA_VERSION
+
+
+def test_records_are_built_and_handed_on_with_the_collector_paused_and_it_resumes_after():
+    cells = expand_sweep([RouteSpec("config", fake_spec(), route=Route("config", "config", "config"))], [8], [4],
+                         iterations=IterationPolicy(iterations=3))
+    seen = []
+    run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False,
+              on_cell_done=lambda rec: seen.append((rec.cell_key, gc.isenabled())))
+    assert seen == [("config|p8|n4", False)] and gc.isenabled()
+
+
+def test_the_collector_resumes_after_a_failure_and_stays_off_when_it_was_off():
+    with pytest.raises(RuntimeError):
+        with collector_paused():
+            raise RuntimeError("store failed")
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
