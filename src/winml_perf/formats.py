@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from tabulate import tabulate
 
 from winml_perf.errors import UsageError
+from winml_perf.indented_json import dumps_indented
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 #: Help text of a --format option taking the whole vocabulary.
@@ -74,7 +75,7 @@ def json_text(docs: Sequence[Mapping[str, Any]] | Mapping[str, Any], fmt: str) -
     if fmt == "jsonl":
         items = [docs] if isinstance(docs, Mapping) else list(docs)
         return "".join(json.dumps(d, allow_nan=False, separators=(",", ":")) + "\n" for d in items)
-    return json.dumps(docs, indent=2, allow_nan=False) + "\n"
+    return dumps_indented(docs) + "\n"  # the text of json.dumps(docs, indent=2, allow_nan=False)
 
 
 def rows_text(headers: Sequence[str], rows: Sequence[Sequence[Any]], docs: Sequence[Mapping[str, Any]], fmt: str) -> str:
