@@ -20,47 +20,25 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from winml_perf.bench import stats, stopping
+from winml_perf.bench.cell_progress import CellProgress
 from winml_perf.bench.isolate import ChildFailure, ChildHost
-from winml_perf.bench.result import CellFailure, CellResult, LoadPhases
+from winml_perf.bench.result import CellResult, LoadPhases
 from winml_perf.bench.spec import CellSpec
 from winml_perf.model.metrics import metric_values
 from winml_perf.model.sample import IterationSample
 
 
 @dataclass
-class _Cell:
-    """One cell's progress through the invocation rounds (quacks like runner._Driver for _timed)."""
+class _Cell(CellProgress):
+    """A cell measured in invocation rounds: its samples kept per invocation."""
 
-    cell: CellSpec
-    index: int
     invocations: list[list[IterationSample]] = field(default_factory=list)
     warmups: list[IterationSample] = field(default_factory=list)
     figures: list[dict[str, Any]] = field(default_factory=list)
-    first_begin: dict[str, Any] | None = None
-    end: dict[str, Any] = field(default_factory=dict)
     peak_rss: int | None = None
-    measure_s: float = 0.0
-    spent_s: float = 0.0
-    stop: str | None = None
-    failure: CellFailure | None = None
-    started_utc: str = ""
-    t0: float = 0.0
-
-    @property
-    def finished(self) -> bool:
-        return self.stop is not None or self.failure is not None
-
-    def remaining_s(self) -> float | None:
-        if self.cell.cell_timeout_s is None:
-            return None
-        return max(0.001, self.cell.cell_timeout_s - self.spent_s)
 
     def per_invocation(self) -> list[list[float]]:
         return [metric_values(inv, self.cell.primary_metric) for inv in self.invocations]
-
-    @property
-    def begin(self) -> dict[str, Any] | None:  # runner._explain reads the prompt ids from here
-        return self.first_begin
 
     @property
     def samples(self) -> list[IterationSample]:
@@ -153,7 +131,7 @@ class InvocationRounds:
         phase = "warmup"
         try:
             begin = self.r._timed(c, host.begin_cell, c.cell)
-            c.first_begin = c.first_begin or begin
+            c.begin = c.begin or begin
             warm = [replace(s, invocation=figure["index"]) for s in begin.get("warmup_samples") or ()]
             c.warmups += warm
             invocation_cost_s = load_share_s + float(begin.get("warmup_s") or 0.0)
@@ -193,7 +171,7 @@ class InvocationRounds:
     def _advanced(self, c: _Cell) -> None:
         policy = c.cell.iterations
         planned = None if policy.adaptive else policy.iterations * policy.invocations
-        values = metric_values(c.samples, c.cell.primary_metric)
+        values = c.values()
         self.r.progress.cell_advanced(c.cell.key, len(values), planned, c.cell.primary_metric, stats.median(values))
 
     # -- results ---------------------------------------------------------------------------------
@@ -201,7 +179,7 @@ class InvocationRounds:
         from winml_perf.bench.runner import utc_now
 
         explain = self.r._explain(c) if c.failure is None and self.r.explainer is not None else {}
-        b = c.first_begin or {}
+        b = c.begin or {}
         load = b.get("load") or {}
         phases = LoadPhases(
             plugin_registration_ms=load.get("plugin_registration_ms"), prepare_ms=c.cell.prepare_ms, compile_ms=c.cell.compile_ms,
@@ -221,7 +199,7 @@ class InvocationRounds:
             invocations=tuple(c.figures), invocation_kind="process" if self.r.isolate else "session", explain=dict(explain),
         )
         self.r._results.append(result)
-        med = stats.median(metric_values(c.samples, c.cell.primary_metric))
+        med = stats.median(c.values())
         summary = (c.failure.reason if c.failure else
                    f"median {c.cell.primary_metric} {med:,.2f} ({len(c.invocations)} inv. x {len(c.samples)} it., {c.stop})")
         self.r.progress.cell_finished(c.cell.key, result.status, summary)

@@ -18,6 +18,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from winml_perf.bench import stats
+from winml_perf.bench.cell_progress import CellProgress
 from winml_perf.bench.factory import open_session
 from winml_perf.bench.host import SessionHost
 from winml_perf.bench.isolate import ChildCrashed, ChildError, ChildFailure, ChildHost, ChildTimeout
@@ -127,32 +128,12 @@ def _failure(exc: ChildFailure, phase: str, cell: CellSpec | None = None) -> Cel
 
 # -- one cell's progress through a sweep ----------------------------------------------------------
 @dataclass
-class _Driver:
-    cell: CellSpec
-    index: int
+class _Driver(CellProgress):
+    """A cell measured in rounds of batches in one loaded session of its route."""
+
     samples: list[IterationSample] = field(default_factory=list)
-    begin: dict[str, Any] | None = None
-    end: dict[str, Any] = field(default_factory=dict)
-    measure_s: float = 0.0
-    spent_s: float = 0.0
     batches: int = 0
-    stop: str | None = None
-    failure: CellFailure | None = None
-    started_utc: str = ""
-    t0: float = 0.0
     explain: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def finished(self) -> bool:
-        return self.stop is not None or self.failure is not None
-
-    def remaining_s(self) -> float | None:
-        if self.cell.cell_timeout_s is None:
-            return None
-        return max(0.001, self.cell.cell_timeout_s - self.spent_s)
-
-    def values(self) -> list[float]:
-        return metric_values(self.samples, self.cell.primary_metric)
 
 
 @dataclass(frozen=True)
@@ -191,7 +172,7 @@ class SweepRunner:
             self._hosts[cell.route_label] = host
         return host
 
-    def _timed(self, d: _Driver, fn, *args):
+    def _timed(self, d: CellProgress, fn, *args):
         """Call a host method with the cell's remaining time budget, charging the time to the cell."""
         t0 = time.perf_counter()
         try:
@@ -289,7 +270,7 @@ class SweepRunner:
             invocations=(figure,) if d.begin is not None else (), invocation_kind="process" if self.isolate else "session",
         )
 
-    def _explain(self, d: _Driver) -> dict:
+    def _explain(self, d: CellProgress) -> dict:
         try:
             return self.explainer(d.cell, (d.begin or {}).get("prompt_ids") or [], d.cell.cell_timeout_s)
         except Exception as exc:  # an explanation is an extra: its failure never fails the measured cell
