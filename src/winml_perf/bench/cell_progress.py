@@ -8,11 +8,17 @@ process per invocation) each extend it with how they hold the samples; both prov
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any
 
 from winml_perf.bench.result import CellFailure
 from winml_perf.bench.spec import CellSpec
 from winml_perf.model.metrics import metric_values
+
+def utc_now() -> str:
+    """Now in UTC, ISO 8601 to the millisecond with a Z: the cells' started/finished stamps."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
 
 #: The least time budget handed to a host call, so that a spent budget still times out at once.
 MIN_REMAINING_S = 0.001

@@ -20,7 +20,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from winml_perf.bench import stats, stopping
-from winml_perf.bench.cell_progress import CellProgress
+from winml_perf.bench.cell_progress import CellProgress, utc_now
+from winml_perf.bench.hosts import LocalHost, cell_failure
 from winml_perf.bench.isolate import ChildFailure, ChildHost
 from winml_perf.bench.result import CellResult, LoadPhases
 from winml_perf.bench.spec import CellSpec
@@ -56,8 +57,6 @@ class InvocationRounds:
             self.by_route.setdefault(c.cell.route_label, []).append(c)
 
     def _new_host(self, cell: CellSpec):
-        from winml_perf.bench.runner import LocalHost
-
         cls = ChildHost if self.r.isolate else LocalHost
         return cls(cell.session, self.r.session_factory, sample_memory=self.r.sample_memory)
 
@@ -104,25 +103,19 @@ class InvocationRounds:
         first = cells[0]
         for c in cells:
             if not c.started_utc:
-                from winml_perf.bench.runner import utc_now
-
                 c.started_utc, c.t0 = utc_now(), time.perf_counter()
                 planned = None if c.cell.iterations.adaptive else c.cell.iterations.iterations * c.cell.iterations.invocations
                 self.r.progress.cell_started(c.cell.key, planned)
         try:
             return self.r._timed(first, host.load)
         except ChildFailure as exc:
-            from winml_perf.bench.runner import _failure
-
-            failure = _failure(exc, "load", first.cell)
+            failure = cell_failure(exc, "load", first.cell)
             for c in cells:
                 c.failure = failure
                 self._finish(c)
             return None
 
     def _serve(self, host, c: _Cell, k: int, load: dict, load_share_s: float) -> None:
-        from winml_perf.bench.runner import _failure
-
         policy = c.cell.iterations
         samples: list[IterationSample] = []
         c.invocations.append(samples)
@@ -159,7 +152,7 @@ class InvocationRounds:
             figure.update({"warmup_iterations": len(warm), "warmup_s": begin.get("warmup_s"), "measure_s": spent_here,
                            "next": next_step})
         except ChildFailure as exc:
-            c.failure = _failure(exc, phase, c.cell)
+            c.failure = cell_failure(exc, phase, c.cell)
         figure["iterations"] = len(samples)
         figure["medians"] = {c.cell.primary_metric: stats.median(metric_values(samples, c.cell.primary_metric))}
         c.figures.append(figure)
@@ -176,8 +169,6 @@ class InvocationRounds:
 
     # -- results ---------------------------------------------------------------------------------
     def _finish(self, c: _Cell) -> None:
-        from winml_perf.bench.runner import utc_now
-
         explain = self.r._explain(c) if c.failure is None and self.r.explainer is not None else {}
         b = c.begin or {}
         load = b.get("load") or {}

@@ -14,14 +14,13 @@ import math
 import random
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
 from winml_perf.bench import stats
-from winml_perf.bench.cell_progress import CellProgress
+from winml_perf.bench.cell_progress import CellProgress, utc_now
 from winml_perf.bench.factory import open_session
-from winml_perf.bench.host import SessionHost
-from winml_perf.bench.isolate import ChildCrashed, ChildError, ChildFailure, ChildHost, ChildTimeout
+from winml_perf.bench.hosts import LocalHost, cell_failure
+from winml_perf.bench.isolate import ChildCrashed, ChildFailure, ChildHost, ChildTimeout
 from winml_perf.bench.progress import NullProgress, Progress
 from winml_perf.bench.result import CellFailure, CellResult, LoadPhases
 from winml_perf.bench.spec import CellSpec, IterationPolicy
@@ -29,10 +28,6 @@ from winml_perf.model.metrics import metric_values
 from winml_perf.model.sample import IterationSample
 
 from winml_perf.bench.stopping import STOP_CI_TARGET, STOP_ITERATIONS, STOP_MAX_ITERATIONS, STOP_MAX_TIME  # noqa: F401
-
-
-def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 # -- pure rules ------------------------------------------------------------------------------------
@@ -77,53 +72,6 @@ def round_order(keys: Sequence[str], rng: random.Random) -> list[str]:
     order = list(keys)
     rng.shuffle(order)
     return order
-
-
-# -- hosts -----------------------------------------------------------------------------------------
-class LocalHost(SessionHost):
-    """SessionHost in this process with ChildHost's surface: timeouts accepted (checked by the
-    runner after the fact: an in-process call cannot be interrupted) and errors as ChildError."""
-
-    def _call(self, fn, *args):
-        try:
-            return fn(*args)
-        except (KeyboardInterrupt, SystemExit):
-            raise
-        except Exception as exc:
-            import traceback
-
-            raise ChildError(getattr(exc, "message", None) or str(exc) or type(exc).__name__, error_type=type(exc).__name__,
-                             remedy=getattr(exc, "remedy", None), traceback=traceback.format_exc()) from exc
-
-    @property
-    def alive(self) -> bool:
-        return self.session is not None
-
-    def load(self, timeout_s: float | None = None) -> dict:
-        return self._call(super().load)
-
-    def begin_cell(self, cell: CellSpec, timeout_s: float | None = None) -> dict:
-        return self._call(super().begin_cell, cell)
-
-    def run_batch(self, n: int, round_index: int, warmup: int = 0, timeout_s: float | None = None) -> dict:
-        return self._call(super().run_batch, n, round_index, warmup)
-
-    def end_cell(self, timeout_s: float | None = None) -> dict:
-        return self._call(super().end_cell)
-
-
-def _failure(exc: ChildFailure, phase: str, cell: CellSpec | None = None) -> CellFailure:
-    d = exc.details
-    message, remedy = exc.message, d.get("remedy")
-    if exc.kind == ChildTimeout.kind and cell is not None and cell.cell_timeout_s is not None:
-        if "--cell-timeout" not in message:
-            message += f" (--cell-timeout {cell.cell_timeout_s:g} s)"
-        remedy = remedy or "raise --cell-timeout, or look for a hang in this route (an EP or driver deadlock)"
-    return CellFailure(
-        kind=exc.kind, message=message, remedy=remedy, error_type=d.get("error_type"),
-        exit_code=d.get("exit_code"), signal=d.get("signal"), signal_name=d.get("signal_name"),
-        traceback=d.get("traceback"), phase=phase,
-    )
 
 
 # -- one cell's progress through a sweep ----------------------------------------------------------
@@ -201,14 +149,14 @@ class SweepRunner:
             try:
                 self._timed(d, host.load)
             except ChildFailure as exc:
-                d.failure = _failure(exc, "load", d.cell)
+                d.failure = cell_failure(exc, "load", d.cell)
                 self._broken[label] = d.failure
                 host.close()
                 return
         try:
             d.begin = self._timed(d, host.begin_cell, d.cell)
         except ChildFailure as exc:
-            d.failure = _failure(exc, "warmup", d.cell)
+            d.failure = cell_failure(exc, "warmup", d.cell)
 
     def _step(self, d: _Driver, round_index: int, batch: int, interleaved: bool) -> None:
         if d.begin is None and d.failure is None:
@@ -220,7 +168,7 @@ class SweepRunner:
         try:
             reply = self._timed(d, self._host(d.cell).run_batch, n, round_index, rewarm)
         except ChildFailure as exc:
-            d.failure = _failure(exc, "measure", d.cell)
+            d.failure = cell_failure(exc, "measure", d.cell)
             return
         d.samples.extend(reply["samples"])
         d.measure_s += reply["wall_s"]
@@ -236,7 +184,7 @@ class SweepRunner:
             try:
                 d.end = self._timed(d, host.end_cell)
             except ChildFailure as exc:
-                d.failure = _failure(exc, "end", d.cell)
+                d.failure = cell_failure(exc, "end", d.cell)
         if d.failure is None and self.explainer is not None:
             d.explain = self._explain(d)
         result = self._result(d)

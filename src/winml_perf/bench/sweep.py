@@ -12,7 +12,8 @@ from winml_perf.bench.factory import open_session
 from winml_perf.bench.progress import Progress
 from winml_perf.bench.report import cell_record, new_run_id, run_record
 from winml_perf.bench.result import CellResult
-from winml_perf.bench.runner import SweepRunner, utc_now
+from winml_perf.bench.cell_progress import utc_now
+from winml_perf.bench.runner import SweepRunner
 from winml_perf.bench.spec import CellSpec
 from winml_perf.errors import Interrupted
 from winml_perf.results.record import CellRecord, RunRecord
