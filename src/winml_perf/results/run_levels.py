@@ -12,8 +12,10 @@ is judged there, not hidden by the normalisation).
 Method, in log units (positive values only):
 1. Whether there are two modes and how far apart (``offset``, the lower mode's log centre minus
    the upper's): ``uncertainty.modes.detect_modes`` on the invocation values divided by a local
-   reference (the rolling median of per-run medians over ``WINDOW`` runs either side), so slow
-   level changes and steps do not blur the modes. Unimodal: levels are the per-run geometric
+   reference, so slow level changes and steps do not blur the modes. The reference is the rolling
+   median, over ``WINDOW`` runs either side, of each run's largest invocation: it stays on the
+   upper mode while most runs have one invocation there (a median of medians would move to the
+   lower mode wherever that mode holds most invocations, and split each mode in two). Unimodal: levels are the per-run geometric
    means and there is no share series.
 2. Which mode each invocation is in: a two-tooth comb fitted in a window of runs around each run:
    the anchor ``a`` minimises sum_k min((y_k - a)^2, (y_k - a - offset)^2, CLIP^2) over the
@@ -104,7 +106,7 @@ def mode_aware_levels(values: Sequence, *, window: int = WINDOW) -> RunLevels:
     raw = np.array([math.exp(float(y.mean())) for y in logs])
     if not runs:
         return RunLevels(np.array([]), raw, None, 1.0, counts)
-    reference = _rolling_median(np.array([np.median(y) for y in logs]), window)
+    reference = _rolling_median(np.array([y.max() for y in logs]), window)
     residuals = np.concatenate([y - ref for y, ref in zip(logs, reference)])
     report = detect_modes(np.exp(residuals))
     if not report.bimodal:
