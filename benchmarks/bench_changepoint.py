@@ -23,7 +23,8 @@ Methods, all on the same series:
 - ``otava`` / ``otava-mode-aware``: Apache Otava (``compute_change_points``, its defaults) in its
   own virtualenv through a subprocess (benchmarks/otava_changepoints.py), on the ``median`` series
   and on the mode-aware level series.
-``--tune`` grids alpha on the development seed (1); nothing is tuned on the test seed (2).
+``--tune`` grids the mode-aware method's alpha and local-shift floor on the development seed (1);
+nothing is tuned on the test seed (2).
 """
 
 from __future__ import annotations
@@ -157,18 +158,19 @@ def print_table(results: dict[str, dict]) -> None:
             print(f"| {method} | {noise} | {inv} | " + " | ".join(_cell(table, (noise, inv, s), "loose_recall") for s in SIZES) + " |")
 
 
-def tune(series: int, noises, invocations, methods) -> None:
-    """Grid of alpha on the development seed: false CPs / 1,000 runs and recall at >= 5 %."""
+def tune(series: int, noises, invocations) -> None:
+    """Grid on the development seed (1): alpha x the local-shift floor of the mode-aware method;
+    false CPs / 1,000 runs and recall at 5 % / 10 % / share steps."""
     cases = [c for inv in invocations for c in make_cases(DEV_SEED, series, inv, noises, sizes=(0.0, 0.05, 0.10, SHARE))]
-    print("| method | alpha | noise | inv | false / 1,000 | recall 5% | recall 10% | recall share |")
+    print("| alpha | min_shift | noise | inv | false / 1,000 | recall 5% | recall 10% | recall share |")
     print("|---|---|---|---|---|---|---|---|")
-    for method in methods:
-        for alpha in (0.005, 0.01, 0.02):
-            table = score(cases, {c["id"]: DETECTORS[method](c, alpha=alpha) for c in cases})
+    for alpha in (0.01, 0.02):
+        for floor in (0.0, 0.02, 0.03, 0.04):
+            table = score(cases, {c["id"]: detect_mode_aware(c, alpha=alpha, min_shift=floor) for c in cases})
             for noise, inv in sorted({k[:2] for k in table}):
                 cells = [_cell(table, (noise, inv, 0.0), "false_per_1000")] + [
                     _cell(table, (noise, inv, s), "recall") for s in (0.05, 0.10, SHARE)]
-                print(f"| {method} | {alpha} | {noise} | {inv} | " + " | ".join(cells) + " |", flush=True)
+                print(f"| {alpha} | {floor} | {noise} | {inv} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main() -> None:
@@ -180,11 +182,11 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=[*LOCAL_METHODS, "otava", "otava-mode-aware"],
                         choices=[*LOCAL_METHODS, "otava", "otava-mode-aware"])
     parser.add_argument("--otava-python", help="python of a virtualenv with apache-otava installed")
-    parser.add_argument("--tune", action="store_true", help="grid alpha on the development seed (1)")
+    parser.add_argument("--tune", action="store_true", help="grid alpha and the floor on the development seed (1)")
     args = parser.parse_args()
     noises = [NOISES[n] for n in args.noise]
     if args.tune:
-        tune(args.series, noises, args.invocations, [m for m in args.methods if m in DETECTORS and m != "rolling"])
+        tune(args.series, noises, args.invocations)
         return
     cases = [c for inv in args.invocations for c in make_cases(args.seed, args.series, inv, noises)]
     print_table(run_methods(cases, args.methods, args.otava_python))
