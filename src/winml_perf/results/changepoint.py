@@ -39,7 +39,10 @@ invocations are bimodal, the per-run share of the lower mode is a second series:
 are reported as ``kind`` "mode share", their shift being that of the runs' geometric mean as
 measured (modes mixed), so a change that makes the slow mode more frequent is a regression of its
 size. Level change points are tested at ``alpha`` and share change points at ``alpha`` too (two
-tests per segment: the false rate per series at most doubles; the benchmark counts both).
+tests per segment: the false rate per series at most doubles; the benchmark counts both). With
+that precision a slow drift of a percent or two is itself significant, so a level change point is
+kept only when it is a step: its shift over ``LOCAL_RUNS`` runs either side is at least
+``min_shift``.
 """
 
 from __future__ import annotations
