@@ -1,29 +1,30 @@
 """Detection quality of change points over synthetic nightly series (issue 15).
 
-    python benchmarks/bench_changepoint.py [--seed 2] [--series 25] [--otava-python PY] [--tune]
+    python benchmarks/bench_changepoint.py [--seed 2] [--series 15] [--invocations 1 5 10]
+        [--noise h200 h200-testbed here] [--methods ...] [--otava-python PY] [--tune]
 
-Each series is LENGTH nightly runs of decode tokens/s. A run is 1 or 5 invocations (fresh
-processes); an invocation is 10 iterations and reports their median; a run's estimate is the
-median of its invocations. Noise, from the figures measured in issues 12 and 15:
+The series and the noise models (why each parameter is what it is) are in
+benchmarks/changepoint_sim.py: 400 nightly runs of K invocations each; shifted series carry 4
+steps of one size (2, 5, 10 or 20 %, random sign) at least 40 runs apart and from the ends;
+"share" series carry 4 steps of the slow mode's probability (+0.25, back, +0.25, back). A
+detection within +-2 runs of a true shift is a hit (each shift and each detection matched once;
+also printed within +-5); recall = hits / shifts, precision = hits / detections; false change
+points per 1,000 runs are counted on the shift-free series of the same noise.
 
-- h200: invocation level ~ lognormal around 105 tok/s, sigma 7.2 % (the standard deviation of the
-  ten 10-iteration invocation medians measured on two H200 machines, 93.6-119.0 tok/s); with
-  probability 0.3 an invocation lands in a second mode 35 % slower; a slow drift of +-1.5 %
-  (a sinusoid, period 90-180 nights); iterations within an invocation +-2 %.
-- here (the 2-core machine): per-process modes 19.8k / 12.5k tok/s, the slow one in 3 of 8
-  invocations; +-2.2 % between invocations of a mode (19.8, 19.8, 20.0, 19.6, 18.9k); no drift.
-
-Shifted series carry SHIFTS steps of one size (2, 5, 10 or 20 %, random sign) at random places at
-least GAP runs apart and from the ends. A detection within +-2 runs of a true shift is a hit (each
-shift and each detection matched once); recall = hits / shifts, precision = hits / detections;
-false change points per 1,000 runs are counted on shift-free series of the same noise.
-
-Methods: the new E-Divisive detector (results/changepoint.py); the dashboard's rolling test
-(results/significance.rolling_flags, the dashboard's former test: every run against the pooled raw iterations of the previous 5
-runs, Mann-Whitney p < 0.05 and beyond 5 %; each flagged run is a detection); Apache Otava
-(``compute_change_points`` with its defaults) in its own virtualenv through a subprocess on the
-same series written to a CSV (benchmarks/otava_changepoints.py). ``--tune`` grids the new
-method's alpha and min_size on the development seed (1).
+Methods, all on the same series:
+- ``median``: E-Divisive (results/changepoint.py) on each run's median of its invocations (the
+  first input of issue 15).
+- ``pooled``: candidate (a), E-Divisive over every invocation, runs permuted
+  (benchmarks/changepoint_pooled.py).
+- ``mode-aware``: candidate (b) and the product's method: ``detect_change_points`` given each run's
+  invocations (results/run_levels.py); level and mode-share change points both count.
+- ``rolling``: the dashboard's former test (results/significance.rolling_flags: every run against
+  the pooled raw iterations of the previous 5 runs, Mann-Whitney p < 0.05 and beyond 5 %).
+- ``otava`` / ``otava-mode-aware``: Apache Otava (``compute_change_points``, its defaults) in its
+  own virtualenv through a subprocess (benchmarks/otava_changepoints.py), on the ``median`` series
+  and on the mode-aware level series.
+``--tune`` grids the mode-aware method's alpha and local-shift floor on the development seed (1);
+nothing is tuned on the test seed (2).
 """
 
 from __future__ import annotations
@@ -35,75 +36,31 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from winml_perf.results.changepoint import detect_change_points
-from winml_perf.results.significance import rolling_flags
+sys.path.insert(0, str(Path(__file__).parent))
+from changepoint_pooled import detect_pooled  # noqa: E402
+from changepoint_sim import LENGTH, NOISES, SHARE, SHIFT_SIZES, make_cases  # noqa: E402
 
-LENGTH, SHIFTS, GAP, ITERATIONS, TOLERANCE, LOOSE = 400, 4, 40, 10, 2, 10
-SHIFT_SIZES = (0.02, 0.05, 0.10, 0.20)
+from winml_perf.results.changepoint import detect_change_points  # noqa: E402
+from winml_perf.results.run_levels import mode_aware_levels  # noqa: E402
+from winml_perf.results.significance import rolling_flags  # noqa: E402
+
+TOLERANCE, LOOSE = 2, 5
 METRIC = "decode_tokens_per_s"
 DEV_SEED = 1
+SIZES = (*SHIFT_SIZES, SHARE)
+LOCAL_METHODS = ("median", "pooled", "mode-aware", "rolling")
 
 
-@dataclass(frozen=True)
-class Noise:
-    name: str
-    level: float
-    slow_probability: float
-    slow_factor: float
-    process_sigma: float
-    iteration_sigma: float
-    drift: float
-
-
-H200 = Noise("h200", 105.0, 0.3, 0.65, 0.072, 0.02, 0.015)
-HERE = Noise("here", 19_800.0, 3 / 8, 12_500 / 19_800, 0.022, 0.02, 0.0)
-
-
-def simulate(noise: Noise, steps: np.ndarray, invocations: int, rng: np.random.Generator) -> tuple[np.ndarray, list]:
-    """Per-run estimates and each run's raw iterations for a series whose true level is
-    ``noise.level * steps * drift``."""
-    n = len(steps)
-    period, phase = rng.uniform(90, 180), rng.uniform(0, 2 * np.pi)
-    level = noise.level * steps * (1 + noise.drift * np.sin(2 * np.pi * np.arange(n) / period + phase))
-    mode = np.where(rng.random((n, invocations)) < noise.slow_probability, noise.slow_factor, 1.0)
-    process = level[:, None] * mode * rng.lognormal(0.0, noise.process_sigma, (n, invocations))
-    iterations = process[..., None] * rng.lognormal(0.0, noise.iteration_sigma, (n, invocations, ITERATIONS))
-    estimates = np.median(np.median(iterations, axis=2), axis=1)
-    return estimates, [it.ravel() for it in iterations]
-
-
-def shift_steps(size: float, rng: np.random.Generator) -> tuple[np.ndarray, list[int]]:
-    """A step profile with SHIFTS changes of ``size`` (random sign) at least GAP apart."""
-    while True:
-        where = np.sort(rng.integers(GAP, LENGTH - GAP, SHIFTS))
-        if np.all(np.diff(where) >= GAP):
-            break
-    steps = np.ones(LENGTH)
-    for i in where:
-        steps[i:] *= 1 + size * rng.choice((-1, 1))
-    return steps, [int(i) for i in where]
-
-
-def make_cases(seed: int, series: int, invocations: int, noises=(H200, HERE)) -> list[dict]:
-    rng = np.random.default_rng(seed)
-    cases = []
-    for noise in noises:
-        for size in (0.0, *SHIFT_SIZES):
-            for k in range(series):
-                steps, truth = (np.ones(LENGTH), []) if size == 0 else shift_steps(size, rng)
-                est, its = simulate(noise, steps, invocations, rng)
-                cases.append({"id": f"{noise.name}-{invocations}-{size}-{k}", "noise": noise.name, "inv": invocations,
-                              "size": size, "truth": truth, "est": est, "its": its})
-    return cases
-
-
-def detect_new(case: dict, **options) -> list[int]:
+def detect_median(case: dict, **options) -> list[int]:
     return [c.index for c in detect_change_points(case["est"], higher_is_better=True, **options)]
+
+
+def detect_mode_aware(case: dict, **options) -> list[int]:
+    return sorted({c.index for c in detect_change_points(list(case["invocations"]), higher_is_better=True, **options)})
 
 
 def detect_rolling(case: dict) -> list[int]:
@@ -112,14 +69,18 @@ def detect_rolling(case: dict) -> list[int]:
     return sorted(rolling_flags(points, samples, METRIC))
 
 
-def detect_otava(cases: list[dict], python: str) -> dict[str, list[int]]:
+DETECTORS = {"median": detect_median, "pooled": lambda c, **o: detect_pooled(c["invocations"], **o),
+             "mode-aware": detect_mode_aware, "rolling": lambda c, **o: detect_rolling(c)}
+
+
+def detect_otava(series: dict[str, np.ndarray], python: str) -> dict[str, list[int]]:
     with tempfile.TemporaryDirectory() as tmp:
         src, out = Path(tmp) / "series.csv", Path(tmp) / "found.json"
         with open(src, "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["series", "index", "value"])
-            for c in cases:
-                w.writerows((c["id"], i, repr(float(v))) for i, v in enumerate(c["est"]))
+            for name, values in series.items():
+                w.writerows((name, i, repr(float(v))) for i, v in enumerate(values))
         subprocess.run([python, str(Path(__file__).with_name("otava_changepoints.py")), str(src), str(out)], check=True)
         return json.loads(out.read_text())
 
@@ -139,84 +100,96 @@ def score(cases: list[dict], found: dict[str, list[int]]) -> dict[tuple, dict]:
     """(noise, invocations, size) -> recall, precision, false per 1,000 runs (size 0)."""
     table: dict[tuple, dict] = {}
     for c in cases:
-        key = (c["noise"], c["inv"], c["size"])
-        row = table.setdefault(key, {"shifts": 0, "hits": 0, "loose_hits": 0, "detections": 0, "runs": 0})
+        row = table.setdefault((c["noise"], c["inv"], c["size"]), {"shifts": 0, "hits": 0, "loose": 0, "found": 0, "runs": 0})
         f = found[c["id"]]
         row["shifts"] += len(c["truth"])
         row["hits"] += match(c["truth"], f)
-        row["loose_hits"] += match(c["truth"], f, LOOSE)
-        row["detections"] += len(f)
+        row["loose"] += match(c["truth"], f, LOOSE)
+        row["found"] += len(f)
         row["runs"] += LENGTH
+    nan = float("nan")
     for row in table.values():
-        row["recall"] = row["hits"] / row["shifts"] if row["shifts"] else float("nan")
-        row["loose_recall"] = row["loose_hits"] / row["shifts"] if row["shifts"] else float("nan")
-        row["precision"] = row["hits"] / row["detections"] if row["detections"] else float("nan")
-        row["false_per_1000"] = row["detections"] / row["runs"] * 1000 if not row["shifts"] else float("nan")
+        row["recall"] = row["hits"] / row["shifts"] if row["shifts"] else nan
+        row["loose_recall"] = row["loose"] / row["shifts"] if row["shifts"] else nan
+        row["precision"] = row["hits"] / row["found"] if row["found"] else nan
+        row["false_per_1000"] = row["found"] / row["runs"] * 1000 if not row["shifts"] else nan
     return table
 
 
-def run_methods(cases: list[dict], otava_python: str | None, **options) -> dict[str, dict]:
-    found: dict[str, dict] = {"new": {}, "rolling": {}}
-    seconds = []
-    for c in cases:
-        t0 = time.perf_counter()
-        found["new"][c["id"]] = detect_new(c, **options)
-        seconds.append(time.perf_counter() - t0)
-        found["rolling"][c["id"]] = detect_rolling(c)
-    print(f"new method: median {np.median(seconds) * 1000:.0f} ms, max {max(seconds) * 1000:.0f} ms per {LENGTH}-run series",
-          file=sys.stderr)
-    if otava_python:
-        found["otava"] = detect_otava(cases, otava_python)
+def run_methods(cases: list[dict], methods, otava_python: str | None, **options) -> dict[str, dict]:
+    found: dict[str, dict] = {}
+    for method in methods:
+        if method.startswith("otava"):
+            continue
+        found[method], seconds = {}, []
+        for c in cases:
+            t0 = time.perf_counter()
+            found[method][c["id"]] = DETECTORS[method](c, **({} if method == "rolling" else options))
+            seconds.append(time.perf_counter() - t0)
+        print(f"{method}: median {np.median(seconds) * 1000:.0f} ms, max {max(seconds) * 1000:.0f} ms per {LENGTH}-run series",
+              file=sys.stderr, flush=True)
+    if otava_python and "otava" in methods:
+        found["otava"] = detect_otava({c["id"]: c["est"] for c in cases}, otava_python)
+    if otava_python and "otava-mode-aware" in methods:
+        found["otava-mode-aware"] = detect_otava({c["id"]: mode_aware_levels(list(c["invocations"])).level for c in cases},
+                                                 otava_python)
     return {m: score(cases, f) for m, f in found.items()}
 
 
+def _cell(table: dict, key: tuple, field: str) -> str:
+    return f"{table[key][field]:.2f}" if key in table else "-"
+
+
 def print_table(results: dict[str, dict]) -> None:
-    print("| method | noise | invocations/run | false CPs / 1,000 runs | " +
-          " | ".join(f"recall {s:.0%} | precision {s:.0%}" for s in SHIFT_SIZES) + " |")
-    print("|---|---|---|---|" + "---|---|" * len(SHIFT_SIZES))
+    print("| method | noise | inv/run | false CPs / 1,000 runs | " +
+          " | ".join(f"recall {s if s == SHARE else f'{s:.0%}'} | prec." for s in SIZES) + " |")
+    print("|---|---|---|---|" + "---|---|" * len(SIZES))
     for method, table in results.items():
         for noise, inv in sorted({k[:2] for k in table}):
-            cells = [f"{table[(noise, inv, 0.0)]['false_per_1000']:.2f}"]
-            for s in SHIFT_SIZES:
-                row = table[(noise, inv, s)]
-                cells += [f"{row['recall']:.2f}", f"{row['precision']:.2f}"]
+            cells = [_cell(table, (noise, inv, 0.0), "false_per_1000")]
+            for s in SIZES:
+                cells += [_cell(table, (noise, inv, s), "recall"), _cell(table, (noise, inv, s), "precision")]
             print(f"| {method} | {noise} | {inv} | " + " | ".join(cells) + " |")
-    print(f"\nrecall within +-{LOOSE} runs (is it found at all, or found but misplaced?)\n")
-    print("| method | noise | invocations/run | " + " | ".join(f"{s:.0%}" for s in SHIFT_SIZES) + " |")
-    print("|---|---|---|" + "---|" * len(SHIFT_SIZES))
+    print(f"\nrecall within +-{LOOSE} runs\n")
+    print("| method | noise | inv/run | " + " | ".join(s if s == SHARE else f"{s:.0%}" for s in SIZES) + " |")
+    print("|---|---|---|" + "---|" * len(SIZES))
     for method, table in results.items():
         for noise, inv in sorted({k[:2] for k in table}):
-            cells = [f"{table[(noise, inv, s)]['loose_recall']:.2f}" for s in SHIFT_SIZES]
-            print(f"| {method} | {noise} | {inv} | " + " | ".join(cells) + " |")
+            print(f"| {method} | {noise} | {inv} | " + " | ".join(_cell(table, (noise, inv, s), "loose_recall") for s in SIZES) + " |")
 
 
-def tune(series: int) -> None:
-    """Grid on the development seed, H200-like noise: false CPs / 1,000 runs and recall at >= 5 %."""
-    cases = [c for inv in (1, 5) for c in make_cases(DEV_SEED, series, inv, noises=(H200,))]
-    print("| alpha | min_size | invocations | false / 1,000 | recall 5% | recall 10% | recall 20% |")
-    print("|---|---|---|---|---|---|---|")
-    for alpha in (0.005, 0.01, 0.02):
-        for min_size in (3, 5, 8):
-            found = {c["id"]: detect_new(c, alpha=alpha, min_size=min_size) for c in cases}
-            table = score(cases, found)
-            for inv in (1, 5):
-                r = [table[("h200", inv, s)]["recall"] for s in (0.05, 0.10, 0.20)]
-                fp = table[("h200", inv, 0.0)]["false_per_1000"]
-                print(f"| {alpha} | {min_size} | {inv} | {fp:.2f} | " + " | ".join(f"{v:.2f}" for v in r) + " |", flush=True)
+def tune(series: int, noises, invocations) -> None:
+    """Grid on the development seed (1): alpha x the local-shift floor of the mode-aware method;
+    false CPs / 1,000 runs and recall at 5 % / 10 % / share steps."""
+    cases = [c for inv in invocations for c in make_cases(DEV_SEED, series, inv, noises, sizes=(0.0, 0.05, 0.10, SHARE))]
+    print("| alpha | min_shift | noise | inv | false / 1,000 | recall 5% | recall 10% | recall share |")
+    print("|---|---|---|---|---|---|---|---|")
+    for alpha in (0.01, 0.02):
+        for floor in (0.0, 0.02, 0.03, 0.04):
+            table = score(cases, {c["id"]: detect_mode_aware(c, alpha=alpha, min_shift=floor) for c in cases})
+            for noise, inv in sorted({k[:2] for k in table}):
+                cells = [_cell(table, (noise, inv, 0.0), "false_per_1000")] + [
+                    _cell(table, (noise, inv, s), "recall") for s in (0.05, 0.10, SHARE)]
+                print(f"| {alpha} | {floor} | {noise} | {inv} | " + " | ".join(cells) + " |", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seed", type=int, default=2)
-    parser.add_argument("--series", type=int, default=25, help="series per noise x invocations x shift size")
+    parser.add_argument("--series", type=int, default=15, help="series per noise x invocations x shift size")
+    parser.add_argument("--invocations", type=int, nargs="+", default=[1, 5, 10])
+    parser.add_argument("--noise", nargs="+", default=list(NOISES), choices=list(NOISES))
+    parser.add_argument("--methods", nargs="+", default=[*LOCAL_METHODS, "otava", "otava-mode-aware"],
+                        choices=[*LOCAL_METHODS, "otava", "otava-mode-aware"])
     parser.add_argument("--otava-python", help="python of a virtualenv with apache-otava installed")
-    parser.add_argument("--tune", action="store_true", help="grid the new method's parameters on the development seed")
+    parser.add_argument("--tune", action="store_true", help="grid alpha and the floor on the development seed (1)")
     args = parser.parse_args()
+    noises = [NOISES[n] for n in args.noise]
     if args.tune:
-        tune(args.series)
+        tune(args.series, noises, args.invocations)
         return
-    cases = [c for inv in (1, 5) for c in make_cases(args.seed, args.series, inv)]
-    print_table(run_methods(cases, args.otava_python))
+    cases = [c for inv in args.invocations for c in make_cases(args.seed, args.series, inv, noises)]
+    print_table(run_methods(cases, args.methods, args.otava_python))
 
 
 if __name__ == "__main__":

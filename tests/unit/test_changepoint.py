@@ -74,7 +74,9 @@ def test_same_seed_same_answer_and_min_size_respected():
     assert a == cp.detect_change_points(x, higher_is_better=True, min_size=3) and [p.index for p in a] == [30]
 
 
-@pytest.mark.parametrize("values, fragment", [([1.0, float("nan"), 2.0], "index 1"), ([[1.0, 2.0]], "1-D")])
+@pytest.mark.parametrize("values, fragment", [([1.0, float("nan"), 2.0], "index 1"), ([[[1.0, 2.0]]], "1-D"),
+                                              ([[1.0, 2.0], []], "run 1"), ([[1.0], [2.0, float("nan")]], "run 1"),
+                                              ([[1.0, 2.0], [0.0, 1.0]], "positive")])
 def test_bad_series_is_a_usage_error(values, fragment):
     with pytest.raises(UsageError, match=fragment):
         cp.detect_change_points(values, higher_is_better=True)

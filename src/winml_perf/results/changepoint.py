@@ -30,6 +30,19 @@ Multivariate Data", JASA 109(505), 2014), in 1-D with exponent alpha = 1:
 Size of a shift: median(after) / median(before) - 1 over the segments either side, with a
 percentile bootstrap interval (Efron & Tibshirani 1993) of that ratio, segments resampled
 separately, seeded.
+
+Richer input: when each run is given as its invocation estimates (one value per fresh process),
+the series is first turned into per-run levels that do not inherit process modes
+(results/run_levels.py: each invocation assigned to its mode and moved onto the upper mode's
+scale), and the change points of that level series are reported as ``kind`` "level". When the
+invocations are bimodal, the per-run share of the lower mode is a second series: its change points
+are reported as ``kind`` "mode share", their shift being that of the runs' geometric mean as
+measured (modes mixed), so a change that makes the slow mode more frequent is a regression of its
+size. Level change points are tested at ``alpha`` and share change points at ``alpha`` too (two
+tests per segment: the false rate per series at most doubles; the benchmark counts both). With
+that precision a slow drift of a percent or two is itself significant, so a level change point is
+kept only when it is a step: its shift over ``LOCAL_RUNS`` runs either side is at least
+``min_shift``.
 """
 
 from __future__ import annotations
@@ -41,6 +54,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from winml_perf.errors import UsageError
+from winml_perf.results.run_levels import as_runs, mode_aware_levels
 
 #: Significance level of each segment's permutation test (tuned on the development seed of
 #: benchmarks/bench_changepoint.py: 0.02 gave the best recall at the same false rate as 0.005-0.01).
@@ -50,6 +64,14 @@ DEFAULT_PERMUTATIONS = 199
 #: Fewest runs on either side of a change point.
 DEFAULT_MIN_SIZE = 5
 DEFAULT_SEED = 20261201
+#: Invocation input: smallest local shift of a level change point, the runs either side that
+#: measure it and the trimmed fraction of their log levels. Chosen on the development seed of
+#: benchmarks/bench_changepoint.py (floors 0-3 %, 10 or 20 runs, median / 20 %-trimmed / plain
+#: mean): slow drift of +-1.5 % turned into 5-12 significant change points per 1,000 runs without
+#: a floor and about 1 with this one, at no loss of recall at 5 % on the within-testbed noise.
+DEFAULT_MIN_SHIFT = 0.03
+LOCAL_RUNS = 10
+TRIM = 0.2
 #: Bootstrap resamples for the interval of a shift, and its confidence level.
 SHIFT_RESAMPLES = 1000
 SHIFT_CONFIDENCE = 0.95
@@ -57,6 +79,9 @@ SHIFT_CONFIDENCE = 0.95
 _BATCH_ELEMENTS = 4_000_000
 
 IMPROVEMENT, REGRESSION, NO_MEDIAN_SHIFT = "improvement", "regression", "no median shift"
+#: Kinds of change point: of the (mode-aware) level, or of the share of the lower mode.
+LEVEL, MODE_SHARE = "level", "mode share"
+SHARE_SEED_OFFSET = 104729
 
 
 @dataclass(frozen=True)
@@ -65,13 +90,16 @@ class ChangePoint:
 
     index: int
     run_id: Any
-    median_before: float
+    median_before: float  # a mode share change point: the mean of the measured per-run values
     median_after: float
     shift: float  # median_after / median_before - 1
     shift_low: float
     shift_high: float
     p_value: float
     direction: str
+    kind: str = LEVEL
+    share_before: float | None = None  # mode share change points: the lower mode's share either side
+    share_after: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -145,12 +173,12 @@ def _best_split(x: np.ndarray, min_size: int, alpha: float, permutations: int, s
     return best + min_size, observed, (1 + exceed) / (1 + done)
 
 
-def _shift(before: np.ndarray, after: np.ndarray, seed: int) -> tuple[float, float, float]:
-    """median(after)/median(before) - 1 and its percentile bootstrap interval."""
-    point = float(np.median(after) / np.median(before) - 1.0)
+def _shift(before: np.ndarray, after: np.ndarray, seed: int, centre=np.median) -> tuple[float, float, float]:
+    """centre(after)/centre(before) - 1 (the median by default) and its percentile bootstrap interval."""
+    point = float(centre(after) / centre(before) - 1.0)
     rng = np.random.default_rng(seed)
-    b = np.median(before[rng.integers(0, len(before), (SHIFT_RESAMPLES, len(before)))], axis=1)
-    a = np.median(after[rng.integers(0, len(after), (SHIFT_RESAMPLES, len(after)))], axis=1)
+    b = centre(before[rng.integers(0, len(before), (SHIFT_RESAMPLES, len(before)))], axis=1)
+    a = centre(after[rng.integers(0, len(after), (SHIFT_RESAMPLES, len(after)))], axis=1)
     tail = (1.0 - SHIFT_CONFIDENCE) / 2.0 * 100.0
     lo, hi = np.percentile(a / b - 1.0, [tail, 100.0 - tail])
     return point, float(lo), float(hi)
@@ -173,19 +201,9 @@ def _check_options(alpha: float, permutations: int, min_size: int) -> None:
         raise UsageError(f"change points: min_size must be >= 2, got {min_size}")
 
 
-def detect_change_points(values: Sequence[float], run_ids: Sequence[Any] | None = None, *, higher_is_better: bool,
-                         alpha: float = DEFAULT_ALPHA, permutations: int = DEFAULT_PERMUTATIONS,
-                         min_size: int = DEFAULT_MIN_SIZE, seed: int = DEFAULT_SEED) -> list[ChangePoint]:
-    """Significant change points of a series of per-run estimates (oldest first), by index.
-
-    ``run_ids`` (one per value) label the change points; ``higher_is_better`` is the metric's
-    direction (throughputs True, times False). Deterministic for a given ``seed``."""
-    x = as_series(values)
-    _check_options(alpha, permutations, min_size)
-    if run_ids is not None and len(run_ids) != len(x):
-        raise UsageError(f"change points: {len(run_ids)} run ids for {len(x)} values", "pass one run id per value")
-    cuts: list[int] = []
-    p_values: dict[int, float] = {}
+def _cuts(x: np.ndarray, alpha: float, permutations: int, min_size: int, seed: int) -> dict[int, float]:
+    """Significant change points of one series by recursive bisection: index -> p-value."""
+    found: dict[int, float] = {}
     pending = [(0, len(x))]
     while pending:
         start, end = pending.pop()
@@ -194,19 +212,93 @@ def detect_change_points(values: Sequence[float], run_ids: Sequence[Any] | None 
         # A segment's seed depends on where it lies, not on the order segments are visited.
         tau, _, p = _best_split(x[start:end], min_size, alpha, permutations, seed + 7919 * start + end)
         if p <= alpha:
-            cuts.append(start + tau)
-            p_values[start + tau] = p
+            found[start + tau] = p
             pending += [(start, start + tau), (start + tau, end)]
-    cuts.sort()
+    return dict(sorted(found.items()))
+
+
+def _points(x: np.ndarray, found: dict[int, float], run_ids: Sequence[Any] | None, higher_is_better: bool, seed: int,
+            kind: str = LEVEL, measured: np.ndarray | None = None, share: np.ndarray | None = None) -> list[ChangePoint]:
+    """ChangePoints of the cuts ``found`` in ``x``; a share change point is sized on ``measured``."""
+    cuts = list(found)
     bounds = [0, *cuts, len(x)]
     points = []
     for k, cut in enumerate(cuts):
-        before, after = x[bounds[k]:cut], x[cut:bounds[k + 2]]
-        shift, lo, hi = _shift(before, after, seed + cut)
-        points.append(ChangePoint(cut, None if run_ids is None else run_ids[cut], float(np.median(before)),
-                                  float(np.median(after)), shift, lo, hi, p_values[cut],
-                                  direction_of(shift, higher_is_better)))
+        lo_end, hi_end = bounds[k], bounds[k + 2]
+        if kind == LEVEL:
+            before, after = x[lo_end:cut], x[cut:hi_end]
+            mid_before, mid_after = float(np.median(before)), float(np.median(after))
+            shift, lo, hi = _shift(before, after, seed + cut)
+            extra: dict = {}
+        else:
+            before, after = measured[lo_end:cut], measured[cut:hi_end]
+            mid_before, mid_after = float(np.mean(before)), float(np.mean(after))
+            shift, lo, hi = _shift(before, after, seed + cut, np.mean)
+            extra = {"share_before": float(np.mean(share[lo_end:cut])), "share_after": float(np.mean(share[cut:hi_end]))}
+        points.append(ChangePoint(cut, None if run_ids is None else run_ids[cut], mid_before, mid_after, shift, lo, hi,
+                                  found[cut], direction_of(shift, higher_is_better), kind, **extra))
     return points
+
+
+def _trimmed_log_mean(x: np.ndarray) -> float:
+    """Mean of log x without its lowest and highest TRIM fraction (robust, nearly as efficient)."""
+    y = np.sort(np.log(x))
+    cut = int(TRIM * len(y))
+    return float(y[cut:len(y) - cut].mean())
+
+
+def _local_shift(x: np.ndarray, cut: int, lo_end: int, hi_end: int, runs: int = LOCAL_RUNS) -> float:
+    """The step at ``cut`` over up to ``runs`` runs either side, within the neighbouring cuts
+    (trimmed means of the log levels)."""
+    before, after = x[max(lo_end, cut - runs):cut], x[cut:min(hi_end, cut + runs)]
+    return math.expm1(_trimmed_log_mean(after) - _trimmed_log_mean(before))
+
+
+def _abrupt(x: np.ndarray, found: dict[int, float], min_shift: float) -> dict[int, float]:
+    """The cuts of ``found`` whose local shift is at least ``min_shift`` (slow drift is not a step)."""
+    if min_shift <= 0:
+        return found
+    bounds = [0, *found, len(x)]
+    return {c: p for k, (c, p) in enumerate(found.items()) if abs(_local_shift(x, c, bounds[k], bounds[k + 2])) >= min_shift}
+
+
+def _has_invocations(values: Sequence) -> bool:
+    return any(np.ndim(v) > 0 for v in values)
+
+
+def detect_change_points(values: Sequence, run_ids: Sequence[Any] | None = None, *, higher_is_better: bool,
+                         alpha: float = DEFAULT_ALPHA, permutations: int = DEFAULT_PERMUTATIONS,
+                         min_size: int = DEFAULT_MIN_SIZE, seed: int = DEFAULT_SEED,
+                         min_shift: float | None = None) -> list[ChangePoint]:
+    """Significant change points of a series (oldest first), by index.
+
+    ``values``: one estimate per run, or one sequence of invocation estimates per run (then the
+    levels are mode-aware and the lower mode's share is judged too; see the module doc).
+    ``run_ids`` (one per run) label the change points; ``higher_is_better`` is the metric's
+    direction (throughputs True, times False). A level change point is kept only when the median
+    of the LOCAL_RUNS runs after it differs from that of the LOCAL_RUNS before by at least
+    ``min_shift`` (a fraction; default: 0 for per-run estimates, as before, DEFAULT_MIN_SHIFT for
+    invocation input, whose precision otherwise turns slow drift into change points).
+    Deterministic for a given ``seed``."""
+    _check_options(alpha, permutations, min_size)
+    if run_ids is not None and len(run_ids) != len(values):
+        raise UsageError(f"change points: {len(run_ids)} run ids for {len(values)} runs", "pass one run id per run")
+    if not _has_invocations(values):
+        x = as_series(values)
+        if min_shift and np.any(x <= 0):
+            raise UsageError("change points: min_shift needs positive values (a relative shift)", "pass min_shift=0")
+        found = _abrupt(x, _cuts(x, alpha, permutations, min_size, seed), min_shift or 0.0)
+        return _points(x, found, run_ids, higher_is_better, seed)
+    levels = mode_aware_levels(values)
+    floor = DEFAULT_MIN_SHIFT if min_shift is None else min_shift
+    found = _abrupt(levels.level, _cuts(levels.level, alpha, permutations, min_size, seed), floor)
+    points = _points(levels.level, found, run_ids, higher_is_better, seed)
+    if levels.bimodal:
+        share_seed = seed + SHARE_SEED_OFFSET
+        found = _cuts(levels.lower_share, alpha, permutations, min_size, share_seed)
+        points += _points(levels.lower_share, found, run_ids, higher_is_better, share_seed, MODE_SHARE,
+                          levels.raw, levels.lower_share)
+    return sorted(points, key=lambda p: (p.index, p.kind))
 
 
 # -- the regression gate ---------------------------------------------------------------------------
@@ -255,33 +347,46 @@ def _judge_by_interval(x: np.ndarray, interval: tuple[float, float] | None, high
     return Verdict(UNCHANGED, BY_INTERVAL, f"{where}: not wholly beyond the threshold")
 
 
-def judge_newest(values: Sequence[float], run_ids: Sequence[Any] | None = None, *, higher_is_better: bool,
+def _said(p: ChangePoint) -> str:
+    what = "change point" if p.kind == LEVEL else f"mode share change point ({p.share_before:.0%} -> {p.share_after:.0%} in the lower mode)"
+    return (f"{what} at index {p.index} (run {p.run_id}): {p.shift:+.1%} "
+            f"[{p.shift_low:+.1%}, {p.shift_high:+.1%}], p = {p.p_value:.3g}")
+
+
+def judge_newest(values: Sequence, run_ids: Sequence[Any] | None = None, *, higher_is_better: bool,
                  threshold: float = 0.05, candidate_interval: tuple[float, float] | None = None,
                  recent: int | None = None, alpha: float = DEFAULT_ALPHA, permutations: int = DEFAULT_PERMUTATIONS,
                  min_size: int = DEFAULT_MIN_SIZE, seed: int = DEFAULT_SEED) -> Verdict:
     """Gate verdict on the newest run of a series (oldest first).
 
-    With at least MIN_HISTORY runs: a regression when a significant change point starts within the
-    newest ``recent`` runs (default 2 x min_size) — so the newest run belongs to the new segment —
-    and its median shift is worse than ``threshold`` (a fraction). A change point needs ``min_size``
-    runs after it, so a shift is seen from its min_size-th run on. With fewer runs:
-    ``candidate_interval`` (the newest run's interval) against the median of the earlier runs."""
-    x = as_series(values)
+    ``values`` as for ``detect_change_points`` (per-run estimates, or per-run invocation estimates).
+    With at least MIN_HISTORY runs: a regression when a significant change point (of the level or
+    of the mode share) starts within the newest ``recent`` runs (default 2 x min_size) — so the
+    newest run belongs to the new segment — and its shift is worse than ``threshold`` (a
+    fraction); the worst such one is reported. A change point needs ``min_size`` runs after it, so
+    a shift is seen from its min_size-th run on. With fewer runs: ``candidate_interval`` (the
+    newest run's interval) against the median of the earlier runs' estimates (their invocations'
+    median when invocations are given)."""
     if threshold < 0:
         raise UsageError(f"gate: threshold must be >= 0 (a fraction), got {threshold}")
     recent = 2 * min_size if recent is None else recent
     if recent < min_size:
         raise UsageError(f"gate: recent ({recent}) must be >= min_size ({min_size}): a change point needs min_size runs after it")
-    if len(x) < MIN_HISTORY:
-        return _judge_by_interval(x, candidate_interval, higher_is_better, threshold)
-    points = detect_change_points(x, run_ids, higher_is_better=higher_is_better, alpha=alpha,
+    if len(values) < MIN_HISTORY:
+        per_run = [float(np.median(v)) for v in as_runs(values)] if _has_invocations(values) else values
+        return _judge_by_interval(as_series(per_run), candidate_interval, higher_is_better, threshold)
+    points = detect_change_points(values, run_ids, higher_is_better=higher_is_better, alpha=alpha,
                                   permutations=permutations, min_size=min_size, seed=seed)
-    last = points[-1] if points else None
-    if last is None or len(x) - last.index > recent:
-        where = "none" if last is None else f"the last at index {last.index}, {len(x) - last.index} runs ago"
+    n = len(values)
+    fresh = [p for p in points if n - p.index <= recent]
+    if not fresh:
+        last = points[-1] if points else None
+        where = "none" if last is None else f"the last at index {last.index}, {n - last.index} runs ago"
         return Verdict(UNCHANGED, BY_CHANGE_POINT, f"no significant change point within the newest {recent} runs ({where})")
-    said = (f"change point at index {last.index} (run {last.run_id}): {last.shift:+.1%} "
-            f"[{last.shift_low:+.1%}, {last.shift_high:+.1%}], p = {last.p_value:.3g}")
-    if abs(last.shift) <= threshold or last.direction == NO_MEDIAN_SHIFT:
-        return Verdict(UNCHANGED, BY_CHANGE_POINT, f"{said}: within the {threshold:.1%} threshold", last)
-    return Verdict(last.direction, BY_CHANGE_POINT, f"{said}: a {last.direction} beyond {threshold:.1%}", last)
+    beyond = [p for p in fresh if abs(p.shift) > threshold and p.direction != NO_MEDIAN_SHIFT]
+    if not beyond:
+        last = fresh[-1]
+        return Verdict(UNCHANGED, BY_CHANGE_POINT, f"{_said(last)}: within the {threshold:.1%} threshold", last)
+    regressions = [p for p in beyond if p.direction == REGRESSION]
+    worst = max(regressions or beyond, key=lambda p: abs(p.shift))
+    return Verdict(worst.direction, BY_CHANGE_POINT, f"{_said(worst)}: a {worst.direction} beyond {threshold:.1%}", worst)

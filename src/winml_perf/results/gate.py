@@ -2,25 +2,28 @@
 run of each series by the change points of the series' history (results/changepoint.py
 ``judge_newest``), not by one night against another.
 
-- History: the metric's per-record medians of the series (``records.series_key``), oldest first, the
-  newest ``GATE_HISTORY`` records up to the candidate's newest; several records of one run count as
-  one run (their median). The window bounds the cost (the detector is quadratic in the runs) and is
-  far longer than the newest runs the gate judges.
-- With at least ``changepoint.MIN_HISTORY`` runs: a regression when a significant change point starts
-  among the newest runs and its shift is worse than the threshold. With fewer: when the candidate's
-  95 % interval lies wholly beyond the threshold on the worse side of the earlier runs' median.
+- History: each record's per-invocation medians of the metric (results/invocation_history.py; a
+  record without invocations gives its median), the newest ``GATE_HISTORY`` records of the series
+  (``records.series_key``) up to the candidate's newest, oldest first; the records of one run pool
+  their invocations. The window bounds the cost (the detector is quadratic in the runs) and is far
+  longer than the newest runs the gate judges.
+- The detector gets every run's invocations, so its levels are mode-aware and a change in the share
+  of the slow mode is judged too (results/run_levels.py): with at least ``changepoint.MIN_HISTORY``
+  runs, a regression when a significant change point of either kind starts among the newest runs
+  and its shift is worse than the threshold. With fewer: when the candidate's 95 % interval lies
+  wholly beyond the threshold on the worse side of the earlier runs' median.
 - Direction from the metric table; a metric that is the inverse of another compared one (TPOT of
   decode tok/s) is not counted again.
 """
 
 from __future__ import annotations
 
-import statistics
 from collections import OrderedDict
 from typing import Mapping, Sequence
 
 from winml_perf.model.metrics import bigger_is_better, get
 from winml_perf.results.changepoint import INSUFFICIENT, Verdict, judge_newest
+from winml_perf.results.invocation_history import invocation_histories
 from winml_perf.results.store import Store
 
 COUNTED_ONCE = "counted once"
@@ -28,14 +31,14 @@ COUNTED_ONCE = "counted once"
 GATE_HISTORY = 40
 
 
-def run_estimates(history: Sequence[Mapping]) -> tuple[list[float], list[str], tuple[float, float] | None]:
-    """(per-run values oldest first, their run ids, the newest run's interval when it is one record)."""
+def run_estimates(history: Sequence[Mapping]) -> tuple[list[list[float]], list[str], tuple[float, float] | None]:
+    """(per-run invocation estimates oldest first, their run ids, the newest run's interval when it
+    is one record). Rows without ``invocations`` count as one invocation, their median."""
     runs: OrderedDict[str, list[Mapping]] = OrderedDict()
     for h in history:
-        if h["median"] is not None:
+        if h.get("invocations") or h["median"] is not None:
             runs.setdefault(h["run_id"] or f"record {h['id']}", []).append(h)
-    values = [float(rows[0]["median"]) if len(rows) == 1 else float(statistics.median(h["median"] for h in rows))
-              for rows in runs.values()]
+    values = [[float(v) for h in rows for v in (h.get("invocations") or [h["median"]])] for rows in runs.values()]
     interval = None
     if runs:
         newest = list(runs.values())[-1]
@@ -49,7 +52,7 @@ def judge_series(store: Store, candidate: Sequence[Mapping], metrics: Sequence[s
     newest = max(candidate, key=lambda r: (r["created_utc"], r["id"]))
     if not newest.get("series_key"):
         return {m: Verdict(INSUFFICIENT, None, "the record has no series key") for m in metrics}
-    histories = store.histories(newest["series_key"], metrics, until=newest["created_utc"], newest=GATE_HISTORY)
+    histories = invocation_histories(store, newest["series_key"], metrics, until=newest["created_utc"], newest=GATE_HISTORY)
     out = {}
     for metric in metrics:
         values, runs, interval = run_estimates(histories[metric])
