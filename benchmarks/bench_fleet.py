@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Sequence
 
 import sqlalchemy as sa
 
@@ -113,39 +114,51 @@ def _cell(s: dict, night: int, nights: int, index: int, rng: random.Random) -> d
     }
 
 
-def fill(url: str, cells: int, seed: int = 1) -> float:
-    """Write ``cells`` cells (whole nights) into a fresh store; returns seconds taken."""
+def fill(urls: str | list[str], cells: int, seed: int = 1, first_night: int = 0, span_nights: int | None = None) -> float:
+    """Write ``cells`` cells (whole nights, from night ``first_night`` on) into each store of
+    ``urls``, building each chunk of rows once for all of them; returns seconds taken. Explicit
+    ids continue after the store's largest; the series and their shifts depend on ``seed`` only,
+    so nights appended later belong to the same series. ``span_nights``: the nights the injected
+    shifts are spread over (default: the nights written)."""
+    urls = [urls] if isinstance(urls, str) else list(urls)
     series = _series(seed)
     nights = max(1, cells // CELLS_PER_NIGHT)
-    rng = random.Random(seed)
+    total_nights = span_nights or nights
+    rng = random.Random(seed + first_night)
     t0 = time.perf_counter()
-    with open_store(url) as store:
-        rec, met, smp = [], [], []
-        next_id = 1
+    stores = [open_store(u) for u in urls]
+    try:
+        next_ids = []
+        for store in stores:
+            with store.engine.connect() as conn:
+                next_ids.append(int(conn.execute(sa.select(sa.func.max(mig.records.c.id))).scalar() or 0) + 1)
+        chunk: list = []
 
         def flush() -> None:
-            with store.engine.begin() as conn:
-                conn.execute(mig.records.insert(), rec)
-                conn.execute(mig.metrics.insert(), met)
-                conn.execute(mig.samples.insert(), smp)
-            rec.clear(), met.clear(), smp.clear()
+            for k, store in enumerate(stores):
+                base = next_ids[k]
+                with store.engine.begin() as conn:
+                    conn.execute(mig.records.insert(), [{**rows.record, "id": base + i} for i, rows in enumerate(chunk)])
+                    conn.execute(mig.metrics.insert(), [{**m, "record_id": base + i} for i, rows in enumerate(chunk) for m in rows.metrics])
+                    conn.execute(mig.samples.insert(), [{**x, "record_id": base + i} for i, rows in enumerate(chunk) for x in rows.samples])
+                next_ids[k] = base + len(chunk)
+            chunk.clear()
 
-        for night in range(nights):
+        for night in range(first_night, first_night + nights):
             for index, s in enumerate(series):
-                rows = record_rows(_cell(s, night, nights, index, rng))
-                rec.append({**rows.record, "id": next_id})
-                met.extend({**m, "record_id": next_id} for m in rows.metrics)
-                smp.extend({**x, "record_id": next_id} for x in rows.samples)
-                next_id += 1
-                if len(rec) >= CHUNK:
+                chunk.append(record_rows(_cell(s, night, total_nights, index, rng)))
+                if len(chunk) >= CHUNK:
                     flush()
-        if rec:
+        if chunk:
             flush()
-        if store.location.dialect == "postgresql":
-            with store.engine.begin() as conn:
-                conn.execute(sa.text("SELECT setval(pg_get_serial_sequence('records', 'id'), (SELECT max(id) FROM records))"))
-        if hasattr(store, "analyze"):
+        for store in stores:
+            if store.location.dialect == "postgresql":
+                with store.engine.begin() as conn:
+                    conn.execute(sa.text("SELECT setval(pg_get_serial_sequence('records', 'id'), (SELECT max(id) FROM records))"))
             store.analyze()
+    finally:
+        for store in stores:
+            store.close()
     return time.perf_counter() - t0
 
 
@@ -159,18 +172,58 @@ def _median_ms(fn, repeat: int) -> float:  # noqa: ANN001
     return statistics.median(times)
 
 
+def _tree_rss_bytes(root: int) -> int:
+    """Resident memory of ``root`` and every process below it now (Linux /proc)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+        except (OSError, IndexError, ValueError):
+            continue
+    tree, grew = {root}, True
+    while grew:
+        grew = False
+        for pid, ppid in parents.items():
+            if ppid in tree and pid not in tree:
+                tree.add(pid)
+                grew = True
+    total = 0
+    for pid in tree:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1]) * 1024
+        except OSError:
+            continue
+    return total
+
+
 def _cli(args: list[str], env: dict) -> tuple[float, int, str]:
-    """(seconds, peak RSS bytes of the child, tail of stderr) of one `winml` command."""
+    """(seconds, peak RSS bytes of the child and its workers together, sampled every 0.2 s, tail of
+    stderr) of one `winml` command."""
+    import threading
+
     with tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen([sys.executable, "-c", "from winml_perf.cli import main; main()", *args],
                                 stdout=subprocess.DEVNULL, stderr=err, env=env)
+        peak = [0]
+        done = threading.Event()
+
+        def sample() -> None:
+            while not done.wait(0.2):
+                peak[0] = max(peak[0], _tree_rss_bytes(proc.pid))
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
+        done.set()
+        sampler.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
         err.seek(0)
         tail = err.read().strip().splitlines()[-1:] if proc.returncode else []
-    return wall, usage.ru_maxrss * 1024, f"exit {proc.returncode}: {tail}" if proc.returncode else ""
+    return wall, max(peak[0], usage.ru_maxrss * 1024), f"exit {proc.returncode}: {tail}" if proc.returncode else ""
 
 
 def _size_bytes(url: str) -> int:
@@ -186,13 +239,16 @@ def _one_series() -> dict:
     return {"bundle": "model-2", "route": "config", "testbed": "tb-17", "prompt_tokens": 128, "max_new_tokens": 32}
 
 
-def measure(url: str, cells: int, repeat: int, out_dir: Path, dashboard: bool) -> dict:
+def _child_env(url: str) -> dict:
     import winml_perf
 
     src = str(Path(winml_perf.__file__).resolve().parents[1])  # the children run the code this process imported
-    env = {**os.environ, "WINML_PERF_STORE": url, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return {**os.environ, "WINML_PERF_STORE": url, "PYTHONPATH": src + os.pathsep + os.environ.get("PYTHONPATH", "")}
+
+
+def measure(url: str, cells: int, repeat: int, out_dir: Path, dashboard: bool) -> dict:
+    env = _child_env(url)
     f = _one_series()
-    store_is_sqlite = "://" not in url or url.startswith("sqlite")
     fig: dict = {"cells": cells, "bytes_per_cell": round(_size_bytes(url) / cells)}
     with open_store(url, create=False) as store:
         fig["history_load_ms"] = _median_ms(lambda: load(store, **f), repeat)
@@ -208,14 +264,54 @@ def measure(url: str, cells: int, repeat: int, out_dir: Path, dashboard: bool) -
     wall, _, err = _cli(["compare", "runs", "--baseline", "previous", "--candidate", "latest", "--fail-on-regression", "5%"], env)
     fig["compare_unfiltered_s"], fig["compare_unfiltered_note"] = wall, err
     if dashboard:
-        for name, extra in (("dashboard", []), ("dashboard_testbed", ["--testbed", "tb-17"])):
-            site = out_dir / f"site-{name}-{cells}-{'sqlite' if store_is_sqlite else 'pg'}"
-            shutil.rmtree(site, ignore_errors=True)
-            wall, rss, err = _cli(["dashboard", "-o", str(site), *extra], env)
-            pages = sorted(site.rglob("*.html")) if site.exists() else []
-            fig[name] = {"s": round(wall, 2), "peak_rss_mib": round(rss / 2**20), "error": err, "pages": len(pages),
-                         "total_mb": round(sum(p.stat().st_size for p in pages) / 1e6, 1),
-                         "largest_mb": round(max((p.stat().st_size for p in pages), default=0) / 1e6, 2)}
+        fig.update(measure_dashboard(url, cells, out_dir, env))
+    return fig
+
+
+def _pages(site: Path) -> dict:
+    pages = sorted(site.rglob("*.html")) if site.exists() else []
+    return {"pages": len(pages), "total_mb": round(sum(p.stat().st_size for p in pages) / 1e6, 1),
+            "largest_mb": round(max((p.stat().st_size for p in pages), default=0) / 1e6, 2)}
+
+
+def _forget_change_points(url: str) -> None:
+    with open_store(url, create=False) as store, store.engine.begin() as conn:
+        conn.execute(mig.change_point_cache.delete())
+
+
+def _drop_records_after(url: str, last_id: int) -> None:
+    """Delete the records after ``last_id`` (an appended night) with their rows."""
+    with open_store(url, create=False) as store, store.engine.begin() as conn:
+        for table in (mig.samples, mig.metrics):
+            conn.execute(table.delete().where(table.c.record_id > last_id))
+        conn.execute(mig.records.delete().where(mig.records.c.id > last_id))
+
+
+def measure_dashboard(url: str, cells: int, out_dir: Path, env: dict) -> dict:
+    """``winml dashboard`` without filters: cold (no change points kept), warm (all kept, nothing new),
+    after one new night (CELLS_PER_NIGHT cells appended, then removed again), and ``--testbed``."""
+    kind = "sqlite" if "://" not in url or url.startswith("sqlite") else "pg"
+    nights = max(1, cells // CELLS_PER_NIGHT)
+    fig: dict = {}
+
+    def run(name: str, extra: Sequence[str] = ()) -> None:
+        site = out_dir / f"site-{name}-{cells}-{kind}"
+        shutil.rmtree(site, ignore_errors=True)
+        wall, rss, err = _cli(["dashboard", "-o", str(site), *extra], env)
+        fig[name] = {"s": round(wall, 2), "peak_rss_mib": round(rss / 2**20), "error": err, **_pages(site)}
+        print(f"  {kind} {cells}: {name} {fig[name]}", file=sys.stderr, flush=True)
+
+    _forget_change_points(url)
+    run("dashboard_cold")
+    run("dashboard_warm")
+    with open_store(url, create=False) as store, store.engine.connect() as conn:
+        last_id = int(conn.execute(sa.select(sa.func.max(mig.records.c.id))).scalar_one())
+    fig["new_night_fill_s"] = round(fill(url, CELLS_PER_NIGHT, first_night=nights, span_nights=nights), 1)
+    try:
+        run("dashboard_new_night")
+    finally:
+        _drop_records_after(url, last_id)
+    run("dashboard_testbed", ["--testbed", "tb-17"])
     return fig
 
 
@@ -243,9 +339,11 @@ def main() -> None:
     ap.add_argument("--no-sqlite", action="store_true")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-dashboard", action="store_true")
+    ap.add_argument("--dashboard-only", action="store_true", help="measure only the dashboard (cold, warm, one new night, --testbed)")
     ap.add_argument("--keep", type=Path, help="folder for the stores and pages (default: a temporary one)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--reuse", action="store_true", help="measure the stores --keep holds from an earlier run (no fill)")
+    ap.add_argument("--fill-only", action="store_true", help="fill the stores and stop (measure later with --reuse)")
     a = ap.parse_args()
     out_dir = a.keep or Path(tempfile.mkdtemp(prefix="winml-fleet-"))
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -254,15 +352,22 @@ def main() -> None:
         targets = [] if a.no_sqlite else [("sqlite", str(out_dir / f"fleet-{cells}.db"))]
         if a.pg:
             targets.append(("postgresql", _pg_url(a.pg, f"fleet_{cells}") if a.reuse else _pg_fresh(a.pg, f"fleet_{cells}")))
-        for kind, url in targets:
-            if a.reuse:
-                fill_s = float("nan")
-            else:
+        fill_s = float("nan")
+        if not a.reuse:
+            for kind, url in targets:
                 if kind == "sqlite" and Path(url).exists():
                     for p in Path(url).parent.glob(Path(url).name + "*"):
                         p.unlink()
-                fill_s = fill(url, cells)
-            fig = {"store": kind, "fill_s": round(fill_s, 1), **measure(url, cells, a.repeat, out_dir, not a.no_dashboard)}
+            fill_s = fill([url for _, url in targets], cells)  # one pass of row building for every store
+            print(json.dumps({"cells": cells, "fill_s": round(fill_s, 1), "stores": [k for k, _ in targets]}), flush=True)
+        if a.fill_only:
+            continue
+        for kind, url in targets:
+            if a.dashboard_only:
+                figs = {"cells": cells, **measure_dashboard(url, cells, out_dir, _child_env(url))}
+            else:
+                figs = measure(url, cells, a.repeat, out_dir, not a.no_dashboard)
+            fig = {"store": kind, "fill_s_all_stores": round(fill_s, 1), **figs}
             print(json.dumps(fig), flush=True)
             results.append(fig)
     if a.json:

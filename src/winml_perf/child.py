@@ -1,12 +1,14 @@
 """Every child process winml-perf starts is started here, and every one reports its end the same way.
 
-Three ways to start one:
+Four ways to start one:
 
 * ``run_module(MODULE, ARGS, context, timeout_s)``: ``python -m winml_perf.child MODULE ARGS``. The
   child applies the context, then returns ``MODULE.main(ARGS)`` as its exit status; its stdout and
   stderr come back captured (compile, prepare, the bandwidth probe).
 * ``Worker(target, args, context)``: a multiprocessing "spawn" process that applies the context,
   then runs ``target(conn, *args)`` against one end of a Pipe (isolated measurement cells).
+* ``map_in_pool(fn, items, jobs, context)``: ``fn(item)`` for each item in a pool of ``jobs`` spawned
+  processes that applied the context, results in the order of ``items`` (the dashboard's pages).
 * ``run_command(ARGV, timeout_s)``: an external program (git, sysctl, nvidia-smi, onnxruntime-genai's
   model builder); no context, since it is not ours.
 
@@ -29,7 +31,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 CONTEXT_ENV = "WINML_PERF_CHILD_CONTEXT"  # the context, as JSON, for a run_module child
 FAILED = 3  # the exit status of a module child whose work raised
@@ -220,6 +222,22 @@ class Worker:
         self.conn.close()
         self._proc.close()
         return ChildExit.of(code)
+
+
+def map_in_pool(fn: Callable[[Any], Any], items: Sequence[Any], jobs: int, context: ChildContext,
+                start_method: str = "spawn") -> Iterator[Any]:
+    """``fn(item)`` for each of ``items`` in ``jobs`` spawned processes that applied ``context``,
+    yielded in the order of ``items``. ``fn`` must be importable by name (a module-level function).
+    An exception in ``fn`` is raised here, a worker that dies raises BrokenProcessPool; either way,
+    and when the caller stops early, the items not started are cancelled and the workers end."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=mp.get_context(start_method),
+                               initializer=apply, initargs=(context,))
+    try:
+        yield from pool.map(fn, items)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def exit_status(work: Callable[[], None]) -> int:

@@ -17,6 +17,7 @@ from winml_perf.results import migrations as mig
 from winml_perf.results import store as store_mod
 from winml_perf.results.rows import record_rows, series_identity, series_key, without_restorable_samples
 from winml_perf.results.selectors import select
+from winml_perf.results.series import history
 from winml_perf.results.store import open_store
 
 
@@ -172,11 +173,11 @@ def test_history_reads_one_series_in_time_order(store_url):
     with open_store(store_url) as store:
         _fleet(store)
         key = store.records(testbed="tb-b", route="ep=cpu")[0]["series_key"]
-        hist = store.history(key, "decode_tokens_per_s")
+        hist = history(store, key, "decode_tokens_per_s")
         assert [h["run_id"] for h in hist] == [hex_id("fleet", n, "tb-b") for n in range(3)]
         assert hist[0]["median"] == pytest.approx(500.0) and hist[0]["ci95_low"] is not None
-        assert store.history(key, "decode_tokens_per_s", newest=2) == hist[1:]
-        assert store.history(key, "decode_tokens_per_s", until=hist[1]["created_utc"], newest=1) == hist[1:2]
+        assert history(store, key, "decode_tokens_per_s", newest=2) == hist[1:]
+        assert history(store, key, "decode_tokens_per_s", until=hist[1]["created_utc"], newest=1) == hist[1:2]
 
 
 def test_bundle_filter_by_name_or_by_path(store_url):

@@ -17,13 +17,15 @@ def dashboard_command(
     bundle: Annotated[Optional[str], typer.Option("--bundle", help="Only this bundle.")] = None,
     testbed: Annotated[Optional[str], typer.Option("--testbed", help="Only this testbed id.")] = None,
     since: Annotated[Optional[str], typer.Option("--since", help="Only records from this date on (2025-01-31 or 30d).")] = None,
+    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Worker processes writing pages (default: by store size, at most the CPUs).")] = None,
 ) -> None:
     """Write a static HTML dashboard: an index of every series (sparkline, latest value with its
     interval, newest change point) and a page per testbed x bundle with the full history, the
-    interval as a band and change points marked."""
+    interval as a band and change points marked. Change points found are kept in the store, so the
+    next build searches only series with new records."""
     from winml_perf.results.dashboard import write_dashboard
     from winml_perf.results.store import open_store
 
     with open_store(store, create=False) as s:
-        path = write_dashboard(s, output, title=title, bundle=bundle, testbed=testbed, since=since)
+        path = write_dashboard(s, output, title=title, jobs=jobs, bundle=bundle, testbed=testbed, since=since)
     print(f"wrote {path}", file=sys.stderr)

@@ -4,142 +4,58 @@ results/dashboard_svg.py, a few lines of inline JS for the filters; no network) 
 - ``index.html``: one row per series (testbed x bundle x route x shape x options, ``series_key``) with
   a sparkline of its primary metric, the newest value and its 95 % interval, and its newest change
   point (size of the shift and its interval); a testbed and a route filter.
-- ``pages/<testbed>/<bundle>.html``: the full history of each series of that testbed and bundle: a
-  card per metric with the series of the sweep (routes x shapes) as small multiples, the interval as
-  a band, the change points of the primary metric marked and listed; a route filter. The primary
-  metric's card has a marker per record (hover: date, commit, version, testbed); the other cards
-  draw the line and band only, which keeps a page of a year of nightlies to a few MB.
+- ``pages/<testbed>/<bundle>.html`` (results/dashboard_page.py): the full history of each series of
+  that testbed and bundle: a card per metric with the series of the sweep (routes x shapes) as small
+  multiples, the interval as a band, the change points of the primary metric marked and listed; a
+  route filter. The primary metric's card has a marker per record (hover: date, commit, version,
+  testbed); the other cards draw the line and band only, which keeps a page of a year of nightlies
+  to a few MB.
 
 Change points: E-Divisive means (results/changepoint.py) over the per-record medians of the
 primary metric of each series (decode tok/s for generation, e2e for one-token runs, latency for
-plain ONNX), over its newest ``CHANGE_WINDOW`` ok records.
+plain ONNX), over its newest ``CHANGE_WINDOW`` ok records. They are kept in the store
+(results/change_point_cache.py), so a rebuild runs the detector only on series whose searched
+records changed.
+
+Pages are written in ``jobs`` worker processes when the store is large enough to pay for starting
+them (child.map_in_pool); each page is one job, so memory stays bounded by a page per process.
 
 Each page reports what it drew in ``#winml-status`` (data-points: markers of the primary card,
 data-records, data-charts, data-errors, data-state) so a headless browser test can check it.
-Memory stays bounded by one page: the index needs one query per series and keeps only summaries.
 """
 
 from __future__ import annotations
 
-import re
+import os
 from collections import defaultdict
 from datetime import datetime, timezone
 from html import escape
-from importlib import resources
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from winml_perf.errors import UsageError
-from winml_perf.model.metrics import METRICS, bigger_is_better, get, primary_metric
+from winml_perf.model.metrics import get
+from winml_perf.results import change_point_cache as cpc
 from winml_perf.results import dashboard_svg as svg
-from winml_perf.results.changepoint import DEFAULT_MIN_SIZE, detect_change_points
 from winml_perf.results.compare import shape_label
+from winml_perf.results.dashboard_page import (  # noqa: F401  (page_path and slug are the site's layout)
+    CHANGE_WINDOW, PageJob, PageResult, cp_text, page_path, render, render_job, render_page, slug, write_file,
+)
+from winml_perf.results.series import series_list
 from winml_perf.results.store import Store
 
-#: Newest ok records of a series searched for change points (four months of nightlies; the
-#: detector's cost grows with the square of the records it searches).
-CHANGE_WINDOW = 120
-#: Newest values drawn in an index sparkline.
-SPARK_POINTS = 60
-#: Metrics drawn on a testbed/bundle page, in table order.
-HISTORY_METRICS = tuple(m.name for m in METRICS if m.drawn)
+#: Records per worker process below which a worker does not pay for its start (~1 s to import).
+RECORDS_PER_JOB = 25_000
+#: Most worker processes the dashboard starts by default.
+MAX_JOBS = 8
+#: Freshly found change points kept in the store per write (bounded memory and transactions).
+KEEP_BATCH = 200
 
 
-def slug(text: Any) -> str:
-    """A file-name-safe form of a testbed or bundle name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(text if text is not None else "none")).strip("._") or "none"
-
-
-def page_path(testbed: Any, bundle: Any) -> str:
-    return f"pages/{slug(testbed)}/{slug(bundle)}.html"
-
-
-def series_primary(row: Mapping[str, Any]) -> str:
-    return primary_metric(row.get("runtime") == "winml-genai", row.get("max_new_tokens"))
-
-
-def change_points(points: Sequence[Mapping[str, Any]], metric: str) -> list[dict]:
-    """Change points of ``metric`` over the newest CHANGE_WINDOW ok points, indexed into ``points``."""
-    where = [i for i, p in enumerate(points) if p["status"] == "ok" and metric in p["values"]][-CHANGE_WINDOW:]
-    if len(where) < 2 * DEFAULT_MIN_SIZE:
-        return []
-    values = [points[i]["values"][metric][0] for i in where]
-    found = detect_change_points(values, [points[i]["run_id"] for i in where], higher_is_better=bigger_is_better(metric))
-    return [{**cp.to_dict(), "index": where[cp.index], "t": points[where[cp.index]]["created_utc"],
-             "commit": points[where[cp.index]]["git_commit"]} for cp in found]
-
-
-def _chart_points(points: Sequence[Mapping[str, Any]], metric: str) -> list[dict]:
-    out = []
-    for p in points:
-        v = p["values"].get(metric)
-        if p["status"] != "ok" or v is not None:
-            out.append({"t": p["created_utc"], "v": v[0] if v else None, "lo": v[1] if v else None, "hi": v[2] if v else None,
-                        "commit": p["git_commit"], "version": p["version"], "testbed": p["testbed_id"], "run": p["run_id"]})
-    return out
-
-
-def _cp_text(cp: Mapping[str, Any]) -> str:
-    return f"{cp['t'][:10]}: {cp['shift']:+.1%} [{cp['shift_low']:+.1%}, {cp['shift_high']:+.1%}] {cp['direction']}"
-
-
-def _series_label(row: Mapping[str, Any]) -> str:
-    return f"{row['route']} · {shape_label(row['prompt_tokens'], row['max_new_tokens'])}"
-
-
-def _card(metric: str, series: Sequence[tuple[dict, list[dict], list[dict]]], primary: bool) -> tuple[str, int]:
-    """One metric's card: a small multiple per series; (html, charts drawn)."""
-    m = get(metric)
-    parts, listed, charts = [], [], 0
-    for row, points, cps in series:
-        pts = _chart_points(points, metric)
-        if not any(p["v"] is not None for p in pts):
-            continue
-        marked = cps if primary and metric == series_primary(row) else []
-        mine = [{**cp, "index": next(i for i, p in enumerate(pts) if p["t"] == cp["t"])} for cp in marked]
-        label = _series_label(row)
-        parts.append(f'<div class="mult" data-route="{escape(str(row["route"]))}" id="s-{row["series_key"]}"><h4>{escape(label)}</h4>'
-                     + svg.chart(pts, title=f"{m.label} {label}", unit=m.unit, change_points=mine, markers=primary) + "</div>")
-        listed += [f'<li class="{cp["direction"].replace(" ", "-")}" data-route="{escape(str(row["route"]))}">{escape(label)} · '
-                   f'{escape(_cp_text(cp))} (commit {escape(str(cp["commit"] or "?"))})</li>' for cp in mine]
-        charts += 1
-    if not charts:
-        return "", 0
-    cp_list = ""
-    if primary:
-        cp_list = "<h4>change points</h4>" + (f'<ul class="cps">{"".join(listed)}</ul>' if listed else '<p class="empty">none</p>')
-    return (f'<section class="card"{" data-primary" if primary else ""} data-metric="{metric}"><h3>{escape(m.label)}'
-            f' <span class="sub">({escape(m.unit)}, {"higher" if m.bigger_is_better else "lower"} is better; median per record,'
-            f' band: 95% CI)</span></h3><div class="mults">{"".join(parts)}</div>{cp_list}</section>'), charts
-
-
-def _page(store: Store, testbed: Any, bundle: Any, rows: Sequence[dict], filters: Mapping[str, Any]) -> tuple[str, list[dict], int, int]:
-    """(html body, one summary per series for the index, records on the page, charts drawn)."""
-    rows = sorted(rows, key=lambda r: (str(r["route"]), r["prompt_tokens"] or 0, r["max_new_tokens"] or 0, r["series_key"]))
-    series, summaries = [], []
-    for row in rows:
-        points = store.series_points(row["series_key"], HISTORY_METRICS, **filters)
-        metric = series_primary(row)
-        cps = change_points(points, metric)
-        series.append((row, points, cps))
-        ok = [p for p in points if p["status"] == "ok" and metric in p["values"]]
-        summaries.append({"row": row, "metric": metric, "spark": [p["values"][metric][0] for p in ok[-SPARK_POINTS:]],
-                          "latest": ok[-1] if ok else None, "cp": cps[-1] if cps else None, "records": len(points)})
-    primaries = {series_primary(r) for r in rows}
-    cards, charts = [], 0
-    for metric in HISTORY_METRICS:
-        html, n = _card(metric, series, metric in primaries)
-        cards.append(html)
-        charts += n
-    routes = sorted({str(r["route"]) for r in rows})
-    body = (f'<p class="nav"><a href="../../index.html">← all series</a></p><h2>{escape(str(bundle))} on {escape(str(testbed))}</h2>'
-            + _filter("route", routes) + "".join(c for c in cards if c))
-    return body, summaries, sum(s["records"] for s in summaries), charts
-
-
-def _filter(name: str, values: Sequence[str]) -> str:
-    opts = "".join(f'<option value="{escape(v)}">{escape(v)}</option>' for v in values)
-    return f'<label class="filter">{name} <select data-filter="{name}"><option value="">all</option>{opts}</select></label>'
+def default_jobs(records: int) -> int:
+    """Workers worth starting for ``records`` records: one per RECORDS_PER_JOB, at most the CPUs
+    (and MAX_JOBS); 1 means the pages are written in this process."""
+    return max(1, min(os.cpu_count() or 1, MAX_JOBS, records // RECORDS_PER_JOB))
 
 
 def _index_row(s: Mapping[str, Any]) -> str:
@@ -147,11 +63,11 @@ def _index_row(s: Mapping[str, Any]) -> str:
     latest = s["latest"]
     value = ""
     if latest is not None:
-        med, lo, hi = latest["values"][s["metric"]]
+        med, lo, hi = latest["value"]
         ci = f" [{lo:.4g}, {hi:.4g}]" if lo is not None and hi is not None else ""
         value = f"{med:.4g}{ci} <span class='sub'>{escape(latest['created_utc'][:10])}</span>"
     cp = s["cp"]
-    cp_html = (f'<span class="{cp["direction"].replace(" ", "-")}">{escape(_cp_text(cp))}</span>' if cp else '<span class="sub">none</span>')
+    cp_html = (f'<span class="{cp["direction"].replace(" ", "-")}">{escape(cp_text(cp))}</span>' if cp else '<span class="sub">none</span>')
     link = f'{page_path(row["testbed_id"], row["bundle"])}#s-{row["series_key"]}'
     return (f'<tr data-testbed="{escape(str(row["testbed_id"]))}" data-route="{escape(str(row["route"]))}">'
             f'<td>{escape(str(row["testbed_id"]))}</td><td><a href="{escape(link)}">{escape(str(row["bundle"]))}</a></td>'
@@ -160,39 +76,56 @@ def _index_row(s: Mapping[str, Any]) -> str:
             f'<td class="num">{s["records"]}</td></tr>')
 
 
-def _asset(name: str) -> str:
-    return resources.files("winml_perf.results").joinpath("assets", name).read_text(encoding="utf-8")
+def _filter(name: str, values: Sequence[str]) -> str:
+    opts = "".join(f'<option value="{escape(v)}">{escape(v)}</option>' for v in values)
+    return f'<label class="filter">{name} <select data-filter="{name}"><option value="">all</option>{opts}</select></label>'
 
 
-def render_page(title: str, heading: str, body: str, status: Mapping[str, Any]) -> str:
-    attrs = " ".join(f'data-{k}="{escape(str(v))}"' for k, v in status.items())
-    return _asset("dashboard.html").format(title=escape(title), heading=escape(heading), css=_asset("dashboard.css"), body=body,
-                                           status=attrs, js=_asset("dashboard.js"))
+def _store_ref(store: Store) -> str:
+    """How a worker process opens the same store: the SQLite file, or the full URL."""
+    loc = store.location
+    return str(loc.path) if loc.path is not None else loc.url.render_as_string(hide_password=False)
 
 
-def _write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name("." + path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+def _results(store: Store, jobs: Sequence[PageJob], workers: int) -> Iterator[PageResult]:
+    if workers <= 1:
+        for job in jobs:
+            yield render(store, job)
+        return
+    from winml_perf.child import ChildContext, map_in_pool
+
+    yield from map_in_pool(render_job, jobs, workers, ChildContext.from_parent(plugin_libraries=()))
 
 
-def write_dashboard(store: Store, out_dir: Path, *, title: str = "winml-perf results", **filters: Any) -> Path:
-    """Write ``out_dir/index.html`` and a page per testbed x bundle; returns the index's path."""
+def _keep(store: Store, found: Iterable[tuple[cpc.Search, list[dict]]]) -> None:
+    cpc.save(store, list(found))
+
+
+def write_dashboard(store: Store, out_dir: Path, *, title: str = "winml-perf results", jobs: int | None = None,
+                    **filters: Any) -> Path:
+    """Write ``out_dir/index.html`` and a page per testbed x bundle; returns the index's path.
+    ``jobs``: worker processes for the pages (None: ``default_jobs`` of the records selected)."""
     out_dir = Path(out_dir)
     generated = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    for row in store.series_list(**filters):
+    selected = series_list(store, **filters)
+    for row in selected:
         groups[(row["testbed_id"], row["bundle"])].append(row)
+    page_jobs = [PageJob(_store_ref(store), str(out_dir), title, testbed, bundle, tuple(rows), dict(filters))
+                 for (testbed, bundle), rows in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0])))]
+    workers = min(len(page_jobs), default_jobs(sum(r["records"] for r in selected)) if jobs is None else max(1, int(jobs)))
     summaries: list[dict] = []
     total = 0
+    pending: list = []
     try:
-        for (testbed, bundle), rows in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0]))):
-            body, sums, records, charts = _page(store, testbed, bundle, rows, filters)
-            summaries += sums
-            total += records
-            _write(out_dir / page_path(testbed, bundle), render_page(f"{title}: {bundle} on {testbed}", title, body,
-                                                                     {"page": "detail", "records": records, "charts": charts}))
+        for result in _results(store, page_jobs, workers):
+            summaries += result.summaries
+            total += result.records
+            pending += result.computed
+            if len(pending) >= KEEP_BATCH:
+                _keep(store, pending)
+                pending = []
+        _keep(store, pending)
         rows_html = "".join(_index_row(s) for s in summaries)
         testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries})
         routes = sorted({str(s["row"]["route"]) for s in summaries})
@@ -203,7 +136,7 @@ def write_dashboard(store: Store, out_dir: Path, *, title: str = "winml-perf res
                 f' Change points: E-Divisive means over the newest {CHANGE_WINDOW} records of each series.</p>'
                 + _filter("testbed", testbeds) + _filter("route", routes) + table)
         index = out_dir / "index.html"
-        _write(index, render_page(title, title, body, {"page": "index", "records": total, "series": len(summaries)}))
+        write_file(index, render_page(title, title, body, {"page": "index", "records": total, "series": len(summaries)}))
     except OSError as exc:
         raise UsageError(f"-o {out_dir}: cannot write the dashboard ({exc})", "pass -o with a writable folder") from None
     return index

@@ -5,14 +5,21 @@ names the date, commit, version and testbed), change points as marked verticals,
 Axes: "nice" ticks (1, 2, 2.5 or 5 x 10^k; Heckbert, "Nice numbers for graph labels", Graphics Gems,
 1990) that never go below zero (every metric here is a time, a rate or a size); x ticks by date.
 Margins are sized from the longest tick label so no label is clipped.
+
+Cost: a page of a year of nightlies draws ~25,000 points, so the data of a chart is written as
+integers in a scaled group (``DATA_UNITS``, strokes that do not scale) from numpy columns, and a
+series' time axis (``Frame``) is computed once for all its charts.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from html import escape
 from typing import Any, Mapping, Sequence
+
+import numpy as np
 
 #: Width of one character of the 11 px axis font, for sizing margins (a generous estimate).
 CHAR_PX = 7.0
@@ -77,69 +84,133 @@ def _fmt(v: float) -> str:
     return f"{v:.1f}"
 
 
+#: The data of a chart (band and line) is drawn in a group whose units are 1/DATA_UNITS of the
+#: plot's width and height, as integers: cheap to write, finer than a pixel.
+DATA_UNITS = 10_000
+
+
+@dataclass
+class Frame:
+    """The time axis of every chart of one series: the records' times and where each falls across
+    the plot (0..1), the date ticks, and each record's position in data units as text (shared by
+    all the series' charts)."""
+
+    times: np.ndarray  # Unix seconds per record
+    t0: float
+    t1: float
+    frac: np.ndarray
+    x_text: list[str]
+    ticks: list[tuple[float, str]]  # (fraction, YYYY-MM-DD)
+
+    @classmethod
+    def of(cls, times: Sequence[float]) -> "Frame":
+        ts = np.asarray(times, dtype=float)
+        t0, t1 = (float(ts.min()), float(ts.max())) if len(ts) else (0.0, 1.0)
+        if t1 <= t0:
+            t0, t1 = t0 - 43200, t1 + 43200
+        frac = (ts - t0) / (t1 - t0)
+        ticks = [((t - t0) / (t1 - t0), datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d")) for t in date_ticks(t0, t1)]
+        return cls(ts, t0, t1, frac, list(map(str, np.rint(frac * DATA_UNITS).astype(np.int64).tolist())), ticks)
+
+
+def _pairs(x_text: Sequence[str], y: np.ndarray) -> str:
+    """'x y x y ...' from x as text and y as data units."""
+    out = [""] * (2 * len(x_text))
+    out[0::2] = x_text
+    out[1::2] = map(str, np.rint(y).astype(np.int64).tolist())
+    return " ".join(out)
+
+
 def chart(points: Sequence[Mapping[str, Any]], *, title: str, unit: str, change_points: Sequence[Mapping[str, Any]] = (),
           markers: bool = True, width: int = WIDTH, height: int = HEIGHT) -> str:
     """One history chart. ``points``: oldest first, each {t (UTC text), v, lo, hi, commit, version,
     testbed, run, status}; a failed record (v None) is a cross on the x axis. ``change_points``:
     {index (into points), shift, shift_low, shift_high, direction}. ``markers``: a marker with a
     hover title per point (else the line and band only)."""
-    ok = [p for p in points if p.get("v") is not None]
-    values = [p["v"] for p in ok] + [x for p in ok for x in (p.get("lo"), p.get("hi")) if x is not None]
-    ticks = nice_ticks(min(values, default=0.0), max(values, default=1.0))
+    frame = Frame.of([parse_utc(p["t"]).timestamp() for p in points])
+    col = {k: np.array([np.nan if p.get(k) is None else p[k] for p in points], dtype=float) for k in ("v", "lo", "hi")}
+    tips = [hover_text(p["t"], p.get("commit"), p.get("version"), p.get("testbed"), p.get("run")) for p in points] if markers else None
+    return draw(frame, col["v"], col["lo"], col["hi"], title=title, unit=unit, change_points=change_points, tips=tips,
+                width=width, height=height)
+
+
+def hover_text(t: str, commit: Any, version: Any, testbed: Any, run: Any) -> str:
+    """A record's hover title (escaped): date, commit, version, testbed and run."""
+    return escape(f"{t[:16].replace('T', ' ')} UTC · commit {commit or '?'} · winml-perf {version or '?'}"
+                  f" · {testbed or '?'} · run {str(run or '?')[:12]}")
+
+
+def draw(frame: Frame, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, title: str, unit: str,
+         change_points: Sequence[Mapping[str, Any]] = (), tips: Sequence[str] | None = None,
+         width: int = WIDTH, height: int = HEIGHT) -> str:
+    """One history chart over ``frame`` from value, low and high columns (NaN: none; a record
+    without a value is drawn only as a failed marker). ``tips``: a marker per record with this
+    escaped hover text (None: the line and band only). ``change_points`` as for ``chart``."""
+    ok = ~np.isnan(v)
+    banded = ok & ~np.isnan(lo) & ~np.isnan(hi)
+    vals = np.concatenate([v[ok], lo[banded], hi[banded]])
+    ticks = nice_ticks(float(vals.min()) if len(vals) else 0.0, float(vals.max()) if len(vals) else 1.0)
     y0, y1 = ticks[0], ticks[-1]
     left = 10 + CHAR_PX * max(len(tick_label(t)) for t in ticks)
-    times = [parse_utc(p["t"]).timestamp() for p in points]
-    t0, t1 = (min(times), max(times)) if times else (0.0, 1.0)
-    if t1 <= t0:
-        t0, t1 = t0 - 43200, t1 + 43200
     plot_w, plot_h = width - left - RIGHT, height - TOP - BOTTOM
 
-    def x(t: float) -> float:
-        return left + (t - t0) / (t1 - t0) * plot_w
+    def y(val: float) -> float:
+        return TOP + plot_h - (val - y0) / (y1 - y0) * plot_h
 
-    def y(v: float) -> float:
-        return TOP + plot_h - (v - y0) / (y1 - y0) * plot_h
+    def y_units(vals: np.ndarray) -> np.ndarray:
+        return (y1 - vals) / (y1 - y0) * DATA_UNITS
 
     out = [f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
            f'aria-label="{escape(title)}">']
     for t in ticks:
         out.append(f'<line class="grid" x1="{_fmt(left)}" x2="{_fmt(width - RIGHT)}" y1="{_fmt(y(t))}" y2="{_fmt(y(t))}"/>'
                    f'<text class="ylab" x="{_fmt(left - 5)}" y="{_fmt(y(t) + 4)}">{tick_label(t)}</text>')
-    for t in date_ticks(t0, t1):
-        label = datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%d")
-        anchor = "start" if x(t) - left < 35 else "end" if width - RIGHT - x(t) < 35 else "middle"
-        out.append(f'<line class="tick" x1="{_fmt(x(t))}" x2="{_fmt(x(t))}" y1="{_fmt(TOP + plot_h)}" y2="{_fmt(TOP + plot_h + 4)}"/>'
-                   f'<text class="xlab" text-anchor="{anchor}" x="{_fmt(x(t))}" y="{_fmt(TOP + plot_h + 16)}">{label}</text>')
+    for f, label in frame.ticks:
+        px = left + f * plot_w
+        anchor = "start" if px - left < 35 else "end" if width - RIGHT - px < 35 else "middle"
+        out.append(f'<line class="tick" x1="{_fmt(px)}" x2="{_fmt(px)}" y1="{_fmt(TOP + plot_h)}" y2="{_fmt(TOP + plot_h + 4)}"/>'
+                   f'<text class="xlab" text-anchor="{anchor}" x="{_fmt(px)}" y="{_fmt(TOP + plot_h + 16)}">{label}</text>')
     out.append(f'<text class="unit" x="{_fmt(left)}" y="{TOP - 3}">{escape(unit)}</text>')
-    at = {id(p): x(t) for p, t in zip(points, times)}
-    band = [(at[id(p)], p) for p in ok if p.get("lo") is not None and p.get("hi") is not None]
-    if len(band) > 1:
-        upper = " ".join(f"{_fmt(px)},{_fmt(y(p['hi']))}" for px, p in band)
-        lower = " ".join(f"{_fmt(px)},{_fmt(y(p['lo']))}" for px, p in reversed(band))
+    out.append(f'<g class="data" transform="translate({_fmt(left)},{TOP}) scale({plot_w / DATA_UNITS:.6g},{plot_h / DATA_UNITS:.6g})">')
+    xs = frame.x_text
+    if banded.sum() > 1:
+        idx = np.flatnonzero(banded)
+        upper = _pairs([xs[i] for i in idx], y_units(hi[idx]))
+        lower = _pairs([xs[i] for i in idx[::-1]], y_units(lo[idx[::-1]]))
         out.append(f'<polygon class="band" points="{upper} {lower}"/>')
-    if len(ok) > 1:
-        out.append('<polyline class="line" points="' + " ".join(f"{_fmt(at[id(p)])},{_fmt(y(p['v']))}" for p in ok) + '"/>')
+    if ok.sum() > 1:
+        idx = np.flatnonzero(ok)
+        line_x = xs if len(idx) == len(xs) else [xs[i] for i in idx]
+        out.append(f'<polyline class="line" points="{_pairs(line_x, y_units(v[idx]))}"/>')
+    out.append("</g>")
+    px_all = left + frame.frac * plot_w
     for cp in change_points:
-        p = points[cp["index"]]
-        cx = at[id(p)]
+        cx = float(px_all[cp["index"]])
+        t = datetime.fromtimestamp(frame.times[cp["index"]], timezone.utc).strftime("%Y-%m-%d")
         label = f"{cp['shift']:+.1%}"
         anchor = "end" if width - RIGHT - cx < 60 else "start"
         dx = -3 if anchor == "end" else 3
-        out.append(f'<g class="cp {escape(cp["direction"].replace(" ", "-"))}"><title>change point {p["t"][:10]} (commit '
-                   f'{escape(str(p.get("commit") or "?"))}): {cp["shift"]:+.1%} [{cp["shift_low"]:+.1%}, {cp["shift_high"]:+.1%}]'
+        out.append(f'<g class="cp {escape(cp["direction"].replace(" ", "-"))}"><title>change point {t} (commit '
+                   f'{escape(str(cp.get("commit") or "?"))}): {cp["shift"]:+.1%} [{cp["shift_low"]:+.1%}, {cp["shift_high"]:+.1%}]'
                    f' {escape(cp["direction"])}</title><line x1="{_fmt(cx)}" x2="{_fmt(cx)}" y1="{TOP}" y2="{_fmt(TOP + plot_h)}"/>'
                    f'<text text-anchor="{anchor}" x="{_fmt(cx + dx)}" y="{TOP + 10}">{label}</text></g>')
-    for p, t in zip(points, times) if markers else ():
-        tip = (f"{p['t'][:16].replace('T', ' ')} UTC · commit {p.get('commit') or '?'} · winml-perf {p.get('version') or '?'}"
-               f" · {p.get('testbed') or '?'} · run {str(p.get('run') or '?')[:12]}")
-        if p.get("v") is None:
-            cx, cy = at[id(p)], TOP + plot_h
-            out.append(f'<path class="pt failed" d="M{_fmt(cx - 3)},{_fmt(cy - 3)}l6,6m0,-6l-6,6"><title>{escape(tip)} · failed</title></path>')
-            continue
-        ci = f" [{p['lo']:.4g}, {p['hi']:.4g}]" if p.get("lo") is not None and p.get("hi") is not None else ""
-        out.append(f'<circle class="pt" cx="{_fmt(at[id(p)])}" cy="{_fmt(y(p["v"]))}" r="2.2"><title>{escape(tip)} · '
-                   f'{p["v"]:.4g}{ci} {escape(unit)}</title></circle>')
+    if tips is not None:
+        out.append(_markers(px_all, v, lo, hi, tips, y, TOP + plot_h, escape(unit)))
     out.append("</svg>")
+    return "".join(out)
+
+
+def _markers(px: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, tips: Sequence[str], y: Any, base: float,
+             unit: str) -> str:
+    """A marker per record with its hover title; a record without a value is a cross on the x axis."""
+    out = []
+    xs = [f"{a:.1f}" for a in px.tolist()]
+    for i, (val, low, high) in enumerate(zip(v.tolist(), lo.tolist(), hi.tolist())):
+        if val != val:  # NaN: the record failed
+            out.append(f'<path class="pt failed" d="M{float(xs[i]) - 3:.1f},{base - 3:.1f}l6,6m0,-6l-6,6"><title>{tips[i]} · failed</title></path>')
+            continue
+        ci = f" [{low:.4g}, {high:.4g}]" if low == low and high == high else ""
+        out.append(f'<circle class="pt" cx="{xs[i]}" cy="{y(val):.1f}" r="2.2"><title>{tips[i]} · {val:.4g}{ci} {unit}</title></circle>')
     return "".join(out)
 
 

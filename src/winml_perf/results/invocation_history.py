@@ -49,7 +49,7 @@ def invocation_histories(store: Store, series: str, metrics: Sequence[str], *, u
 
     def read(conn: sa.Connection) -> tuple[list, list]:
         return conn.execute(heads).all(), (conn.execute(per_sample).all() if sampled else [])
-    head_rows, sample_rows = store._read(read)
+    head_rows, sample_rows = store.read(read)
 
     # (record, metric) -> invocation -> values
     by_invocation: dict[tuple[int, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))

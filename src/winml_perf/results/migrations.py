@@ -21,6 +21,9 @@ Tables (one schema for SQLite and PostgreSQL):
 - ``samples.invocation`` (0003): the invocation (fresh process) that ran the iteration.
 - ``records.series_key`` (0003): a hash of everything that changes what a cell measures
   (``rows.series_identity``), indexed with the time: one series' history is one index range.
+- ``change_point_cache`` (0004): the change points last found in a series' metric, with a digest of
+  everything the detector was given (results/change_point_cache.py); a row whose digest no longer
+  matches is recomputed, never read. Derived data: dropping the rows loses nothing.
 """
 
 from __future__ import annotations
@@ -170,11 +173,30 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
     conn.execute(sa.text("ANALYZE"))
 
 
+def _v4_change_point_cache(md: sa.MetaData) -> sa.Table:
+    return sa.Table(
+        "change_point_cache",
+        md,
+        sa.Column("series_key", sa.String(SERIES_KEY_LENGTH), primary_key=True),
+        sa.Column("metric", sa.String(80), primary_key=True),
+        sa.Column("input_digest", sa.String(64), nullable=False),  # detector, its options and its input
+        sa.Column("records", sa.Integer, nullable=False),  # records searched
+        sa.Column("newest_record_id", sa.Integer, nullable=True),
+        sa.Column("change_points_json", sa.Text, nullable=False),
+        sa.Column("computed_utc", sa.String(40), nullable=False),
+    )
+
+
+def _m0004_change_point_cache(conn: sa.Connection) -> None:
+    _v4_change_point_cache(sa.MetaData()).create(conn)
+
+
 # The current schema, for queries (never used to create tables: migrations do that).
 metadata = sa.MetaData()
 schema_migrations, records, metrics, samples = _v1_tables(metadata)
 records.append_column(sa.Column("series_key", sa.String(SERIES_KEY_LENGTH), nullable=True))
 samples.append_column(sa.Column("invocation", sa.Integer, nullable=True))
+change_point_cache = _v4_change_point_cache(metadata)
 
 
 @dataclass(frozen=True)
@@ -188,6 +210,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_initial", _m0001_initial),
     Migration("0002_query_indexes", _m0002_query_indexes),
     Migration("0003_series_key_samples_once", _m0003_series_key_samples_once),
+    Migration("0004_change_point_cache", _m0004_change_point_cache),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -9,6 +9,7 @@ from typing import Any, Mapping
 
 from winml_perf.errors import StoreError, UsageError
 from winml_perf.results.filters import parse_when
+from winml_perf.results.series import series_runs
 from winml_perf.results.store import Store
 
 
@@ -57,7 +58,7 @@ def _per_series(store: Store, kind: str, filters: Mapping[str, Any]) -> tuple[st
     """'latest' / 'previous' of each series (testbed, bundle, route, shape, options): its newest run,
     or the one before it. In a fleet the newest runs overall are of different testbeds."""
     depth = 1 if kind == "latest" else 2
-    picks = {key: runs[depth - 1] for key, runs in store.series_runs(depth, **filters).items() if len(runs) >= depth}
+    picks = {key: runs[depth - 1] for key, runs in series_runs(store, depth, **filters).items() if len(runs) >= depth}
     records = [r for key, run in picks.items() for r in store.records(series=key, run_id=run, **filters)]
     records.sort(key=lambda r: (r["created_utc"], r["id"]))
     runs = sorted(set(picks.values()))

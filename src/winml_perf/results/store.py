@@ -6,6 +6,8 @@ PostgreSQL by URL for a fleet of machines. SQLAlchemy Core; schema by ordered mi
   psycopg 3 driver (``postgresql+psycopg://``).
 - ``Store.write_record(record_dict) -> int`` stores one record (its row, metric summaries and every
   raw sample) in one transaction; safe to call after each cell from many processes at once.
+- Reads of records, metrics and samples are methods here; reads of a whole series (histories, the
+  series list, newest runs per series) are in results/series.py.
 
 Safety: an existing SQLite file is first inspected read-only; a file that is not SQLite, is
 damaged, or holds tables of something else is refused with StoreError and left byte-for-byte
@@ -267,8 +269,23 @@ class Store:
     def _id_of_uid(conn: sa.Connection, uid: str) -> int | None:
         return conn.execute(sa.select(mig.records.c.id).where(mig.records.c.record_uid == uid)).scalar_one_or_none()
 
+    def write(self, fn: Callable[[sa.Connection], T], verb: str = "write to") -> T:
+        """``fn(connection)`` in one write transaction, in the writers' queue, retried while the
+        database is busy (for derived rows such as the change-point cache; records go through
+        ``write_record``)."""
+        if self.read_only:
+            raise StoreError(f"results store {self.display} is read-only", "pass --store with a writable path")
+
+        def attempt() -> T:
+            with self._writer_turn(), self._write_conn() as conn, conn.begin():
+                out = fn(conn)
+                self._wrote = True
+                return out
+        return self._retrying(attempt, verb)
+
     # -- reading ----------------------------------------------------------------------------------
-    def _read(self, fn: Callable[[sa.Connection], T]) -> T:
+    def read(self, fn: Callable[[sa.Connection], T]) -> T:
+        """``fn(connection)`` on a reading connection; a database error becomes StoreError (exit 2)."""
         try:
             with self.engine.connect() as conn:
                 return fn(conn)
@@ -278,7 +295,7 @@ class Store:
     def count(self, **filters: Any) -> int:
         stmt = sa.select(sa.func.count()).select_from(mig.records)
         stmt = apply_filters(stmt, filters)
-        return int(self._read(lambda c: c.execute(stmt).scalar_one()))
+        return int(self.read(lambda c: c.execute(stmt).scalar_one()))
 
     def records(self, **filters: Any) -> list[dict]:
         """Record rows (without the JSON), oldest first, filtered (see ``_apply_filters``)."""
@@ -288,7 +305,7 @@ class Store:
         if limit:
             inner = apply_filters(sa.select(*cols), filters).order_by(mig.records.c.created_utc.desc(), mig.records.c.id.desc()).limit(int(limit)).subquery()
             stmt = sa.select(inner).order_by(inner.c.created_utc, inner.c.id)
-        return [dict(r._mapping) for r in self._read(lambda c: c.execute(stmt).all())]
+        return [dict(r._mapping) for r in self.read(lambda c: c.execute(stmt).all())]
 
     def _chunked(self, make: Callable[[list[int]], sa.Select], record_ids: Sequence[int]) -> list[dict]:
         """Rows of ``make(chunk)`` over ``record_ids`` in chunks of ID_CHUNK ids (bounded binds)."""
@@ -298,7 +315,7 @@ class Store:
         def read(conn: sa.Connection) -> None:
             for k in range(0, len(ids), ID_CHUNK):
                 out.extend(dict(r._mapping) for r in conn.execute(make(ids[k:k + ID_CHUNK])))
-        self._read(read)
+        self.read(read)
         return out
 
     def metrics(self, record_ids: Sequence[int], names: Sequence[str] | None = None) -> list[dict]:
@@ -317,7 +334,7 @@ class Store:
         if names is not None:
             stmt = stmt.where(mig.metrics.c.name.in_(list(names)))
         stmt = stmt.order_by(mig.metrics.c.record_id, mig.metrics.c.name)
-        return [dict(r._mapping) for r in self._read(lambda c: c.execute(stmt).all())]
+        return [dict(r._mapping) for r in self.read(lambda c: c.execute(stmt).all())]
 
     def _ids_selected(self, filters: Mapping[str, Any]) -> sa.Select:
         """The ids of the records ``filters`` select (the newest ``limit`` when given), as a subquery."""
@@ -334,78 +351,6 @@ class Store:
                 stmt = stmt.where(mig.samples.c.phase == phase)
             return stmt.order_by(mig.samples.c.record_id, mig.samples.c.seq)
         return self._chunked(make, record_ids)
-
-    def history(self, series: str, metric: str, *, until: str | None = None, status: str = "ok",
-                newest: int | None = None) -> list[dict]:
-        """One metric of one series (a ``series_key``), oldest first: record id, run, time, commit,
-        version, testbed and the metric's median and 95 % CI; only the ``newest`` records when
-        given. One range of the series index."""
-        return self.histories(series, [metric], until=until, status=status, newest=newest)[metric]
-
-    def histories(self, series: str, metrics: Sequence[str], *, until: str | None = None, status: str = "ok",
-                  newest: int | None = None) -> dict[str, list[dict]]:
-        """``history`` of several metrics of one series in one query: metric -> its rows."""
-        r, m = mig.records.c, mig.metrics.c
-        ids = sa.select(r.id).where(r.series_key == series, r.status == status)
-        if until is not None:
-            ids = ids.where(r.created_utc <= until)
-        if newest is not None:
-            ids = sa.select(ids.order_by(r.created_utc.desc(), r.id.desc()).limit(int(newest)).subquery().c.id)
-        stmt = (sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id,
-                          m.name, m.median, m.ci95_low, m.ci95_high)
-                .join(mig.metrics, m.record_id == r.id)
-                .where(r.id.in_(ids), m.name.in_(list(metrics))).order_by(r.created_utc, r.id))
-        out: dict[str, list[dict]] = {name: [] for name in metrics}
-        for x in self._read(lambda c: c.execute(stmt).all()):
-            row = dict(x._mapping)
-            out[row.pop("name")].append(row)
-        return out
-
-    def series_list(self, **filters: Any) -> list[dict]:
-        """One row per series the filters select: its key, identity columns, records and newest time."""
-        r = mig.records.c
-        cols = (r.series_key, r.testbed_id, r.bundle, r.route, r.runtime, r.prompt_tokens, r.max_new_tokens)
-        stmt = apply_filters(sa.select(*cols, sa.func.count().label("records"), sa.func.max(r.created_utc).label("newest")), filters)
-        stmt = stmt.where(r.series_key.is_not(None)).group_by(*cols)
-        return [dict(x._mapping) for x in self._read(lambda c: c.execute(stmt).all())]
-
-    def series_points(self, series: str, metrics: Sequence[str], **filters: Any) -> list[dict]:
-        """Every record of one series (failed ones too), oldest first, each with its medians and 95 %
-        CIs of ``metrics`` under ``values`` ({name: (median, low, high)}). One index range and a join."""
-        r, m = mig.records.c, mig.metrics.c
-        stmt = (sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id, r.status,
-                          m.name, m.median, m.ci95_low, m.ci95_high)
-                .select_from(mig.records.outerjoin(mig.metrics, sa.and_(m.record_id == r.id, m.name.in_(list(metrics))))))
-        stmt = apply_filters(stmt, filters).where(r.series_key == series).order_by(r.created_utc, r.id)
-        out: list[dict] = []
-        for x in self._read(lambda c: c.execute(stmt).all()):
-            if not out or out[-1]["id"] != x.id:
-                out.append({"id": x.id, "run_id": x.run_id, "created_utc": x.created_utc, "git_commit": x.git_commit,
-                            "version": x.winml_perf_version, "testbed_id": x.testbed_id, "status": x.status, "values": {}})
-            if x.name is not None and x.median is not None:
-                out[-1]["values"][x.name] = (x.median, x.ci95_low, x.ci95_high)
-        return out
-
-    def series_runs(self, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
-        """series_key -> its newest ``depth`` run ids, newest first, for the series ``filters``
-        select: one index range per series, so 'latest' and 'previous' mean the same testbed,
-        bundle, route and shape in a fleet where many testbeds write."""
-        r = mig.records.c
-        keys_stmt = apply_filters(sa.select(r.series_key).distinct(), filters).where(r.series_key.is_not(None))
-
-        def read(conn: sa.Connection) -> dict[str, list[str]]:
-            out: dict[str, list[str]] = {}
-            for key in conn.execute(keys_stmt).scalars().all():
-                newest = apply_filters(sa.select(r.run_id), filters).where(r.series_key == key, r.run_id.is_not(None))
-                runs: list[str] = []
-                for run in conn.execute(newest.order_by(r.created_utc.desc(), r.id.desc()).limit(8 * depth)).scalars():
-                    if run not in runs:
-                        runs.append(run)
-                    if len(runs) == depth:
-                        break
-                out[key] = runs
-            return out
-        return self._read(read)
 
     # -- retention ------------------------------------------------------------------------------
     def prune(self, before: str) -> int:
@@ -427,8 +372,16 @@ class Store:
             if n < PRUNE_CHUNK:
                 break
         if deleted:
+            self._drop_orphan_change_points()
             self.analyze()
         return deleted
+
+    def _drop_orphan_change_points(self) -> None:
+        """Cached change points of series that no longer have any record (the others are checked
+        against their input when read; see results/change_point_cache.py)."""
+        c = mig.change_point_cache.c
+        alive = sa.select(mig.records.c.series_key).where(mig.records.c.series_key == c.series_key).exists()
+        self.write(lambda conn: conn.execute(mig.change_point_cache.delete().where(~alive)), "prune")
 
     def get(self, ref: int | str) -> dict:
         """One record by store id or record id (uid, or a unique prefix of it): the row plus the
@@ -440,7 +393,7 @@ class Store:
             cond = mig.records.c.id == int(text)
         else:
             cond = mig.records.c.record_uid.startswith(text, autoescape=True)
-        rows = self._read(lambda c: c.execute(sa.select(mig.records).where(cond).limit(2)).all())
+        rows = self.read(lambda c: c.execute(sa.select(mig.records).where(cond).limit(2)).all())
         if not rows:
             raise StoreError(f"no record {text!r} in results store {self.display}", "see `winml results list` for ids")
         if len(rows) > 1:
@@ -456,7 +409,7 @@ class Store:
         last = sa.func.max(mig.records.c.created_utc)
         stmt = apply_filters(sa.select(mig.records.c.run_id, last.label("last")), filters)
         stmt = stmt.where(mig.records.c.run_id.is_not(None)).group_by(mig.records.c.run_id).order_by(last.desc())
-        return [r[0] for r in self._read(lambda c: c.execute(stmt).all())]
+        return [r[0] for r in self.read(lambda c: c.execute(stmt).all())]
 
 
 def _now_utc() -> str:

@@ -1,0 +1,148 @@
+"""Change points kept in the store (table ``change_point_cache``, migration 0004), so a nightly
+dashboard rebuild runs the detector only on the series that changed.
+
+A row holds, per series and metric, the change points last found and a digest (SHA-256) of
+everything that decided them: the detector's fingerprint (the bytes of results/changepoint.py and
+of the winml_perf modules it uses, and numpy's version: any change to the method invalidates
+every row), the options it was called
+with, and its whole input: the record ids, run ids and values searched, in order. A row is used
+only when the digest of what the detector would be given now is the same, so a record added,
+pruned or imported into the searched window, or a value changed in place, recomputes the series:
+a cached change point is never stale. One row per series and metric (replaced on recompute);
+rows of series that no longer have records are dropped by ``Store.prune``.
+
+A read-only store (a file nobody may write) still gets change points: they are computed and not
+kept.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from functools import lru_cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Iterable, Mapping, Sequence
+
+import sqlalchemy as sa
+
+from winml_perf.results import changepoint
+from winml_perf.results import migrations as mig
+from winml_perf.results.store import Store
+
+#: Bumped when what a row holds changes shape (the detector's own changes are in its fingerprint).
+CACHE_FORMAT = 1
+#: Series keys per lookup statement (bounded bind parameters).
+LOOKUP_CHUNK = 500
+
+
+@lru_cache(maxsize=1)
+def detector_fingerprint() -> str:
+    """A digest of the detector's code (results/changepoint.py and every winml_perf module it
+    draws on) and of numpy's version: it changes when any of them does."""
+    import numpy
+
+    h = hashlib.sha256(b"%d|%s|" % (CACHE_FORMAT, numpy.__version__.encode()))
+    for name, path in sorted(_detector_sources().items()):
+        h.update(name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _detector_sources() -> dict[str, Path]:
+    """Source files of changepoint and of the winml_perf modules its globals come from, transitively."""
+    seen: dict[str, Path] = {}
+    todo = [changepoint]
+    while todo:
+        module = todo.pop()
+        if module.__name__ in seen or not getattr(module, "__file__", None):
+            continue
+        seen[module.__name__] = Path(module.__file__)
+        for value in vars(module).values():
+            owner = value if isinstance(value, ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
+            if owner is not None and owner.__name__.startswith("winml_perf.") and owner.__name__ not in seen:
+                todo.append(owner)
+    return seen
+
+
+@dataclass(frozen=True)
+class Search:
+    """What the detector is given for one series' metric: the records searched, oldest first."""
+
+    series_key: str
+    metric: str
+    record_ids: tuple[int, ...]
+    run_ids: tuple[Any, ...]
+    values: tuple[float, ...]
+    options: tuple[tuple[str, Any], ...]  # the keyword arguments of detect_change_points
+
+    def digest(self, fingerprint: str) -> str:
+        payload = json.dumps([fingerprint, self.metric, list(self.options), list(self.record_ids),
+                              [str(r) for r in self.run_ids], [repr(float(v)) for v in self.values]],
+                             separators=(",", ":"))
+        return hashlib.sha256(payload.encode()).hexdigest()
+
+    def detect(self) -> list[dict]:
+        """Run the detector (its public function) on this input: change points as dicts."""
+        found = changepoint.detect_change_points(list(self.values), list(self.run_ids), **dict(self.options))
+        return [cp.to_dict() for cp in found]
+
+
+def kept(store: Store, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str]]:
+    """(series_key, metric) -> (input digest, change points as JSON) of the rows kept for ``keys``."""
+    wanted = set(keys)
+    series = sorted({k for k, _ in wanted})
+    c = mig.change_point_cache.c
+    out: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def read(conn: sa.Connection) -> None:
+        for k in range(0, len(series), LOOKUP_CHUNK):
+            stmt = sa.select(c.series_key, c.metric, c.input_digest, c.change_points_json).where(
+                c.series_key.in_(series[k:k + LOOKUP_CHUNK]))
+            for key, metric, digest, text in conn.execute(stmt):
+                if (key, metric) in wanted:
+                    out[(key, metric)] = (digest, text)
+    store.read(read)
+    return out
+
+
+def current(search: "Search", row: tuple[str, str] | None, fingerprint: str | None = None) -> list[dict] | None:
+    """The kept change points of ``search`` when ``row`` (from ``kept``) was computed from exactly
+    this input by this detector; else None (compute them)."""
+    if row is None or row[0] != search.digest(fingerprint or detector_fingerprint()):
+        return None
+    return json.loads(row[1])
+
+
+def save(store: Store, found: Iterable[tuple[Search, list[dict]]], fingerprint: str | None = None) -> int:
+    """Keep freshly computed change points (replacing each series' older row); returns rows written.
+    Nothing is kept in a read-only store."""
+    fingerprint = fingerprint or detector_fingerprint()
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    rows = [{"series_key": s.series_key, "metric": s.metric, "input_digest": s.digest(fingerprint), "records": len(s.record_ids),
+             "newest_record_id": max(s.record_ids, default=None), "change_points_json": json.dumps(cps, sort_keys=True),
+             "computed_utc": now} for s, cps in found]
+    if not rows or store.read_only:
+        return 0
+    if store.location.dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    stmt = insert(mig.change_point_cache)
+    stmt = stmt.on_conflict_do_update(index_elements=["series_key", "metric"],
+                                      set_={k: stmt.excluded[k] for k in ("input_digest", "records", "newest_record_id",
+                                                                            "change_points_json", "computed_utc")})
+    store.write(lambda conn: conn.execute(stmt, rows), "keep change points in")
+    return len(rows)
+
+
+def search_of(series_key: str, metric: str, points: Sequence[Mapping[str, Any]], window: int,
+              options: Mapping[str, Any]) -> tuple[Search, list[int]]:
+    """The detector's input for ``metric`` over the newest ``window`` ok points of one series
+    (``points`` as results/series.series_points gives them), and the points' indexes searched."""
+    where = [i for i, p in enumerate(points) if p["status"] == "ok" and metric in p["values"]][-window:]
+    search = Search(series_key, metric, tuple(points[i]["id"] for i in where), tuple(points[i]["run_id"] for i in where),
+                    tuple(points[i]["values"][metric][0] for i in where), tuple(sorted(options.items())))
+    return search, where

@@ -1,0 +1,102 @@
+"""Series-level reads of the results store: a series is every record of one ``records.series_key``
+(testbed, bundle, route, shape, options; rows.series_identity), read as one range of the index on
+(series_key, created_utc).
+
+- ``series_list(store, **filters)``: one row per series the filters select (the dashboard's list).
+- ``history`` / ``histories``: one or several metrics of one series, oldest first (the gate).
+- ``series_points``: every record of one series with the medians and 95 % CIs of some metrics
+  (the dashboard's pages), read as two flat queries, one for the records, one for their metrics.
+- ``series_runs``: each series' newest run ids ('latest' / 'previous' per series).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import sqlalchemy as sa
+
+from winml_perf.results import migrations as mig
+from winml_perf.results.filters import apply_filters
+from winml_perf.results.store import Store
+
+
+def series_list(store: Store, **filters: Any) -> list[dict]:
+    """One row per series the filters select: its key, identity columns, records and newest time."""
+    r = mig.records.c
+    cols = (r.series_key, r.testbed_id, r.bundle, r.route, r.runtime, r.prompt_tokens, r.max_new_tokens)
+    stmt = apply_filters(sa.select(*cols, sa.func.count().label("records"), sa.func.max(r.created_utc).label("newest")), filters)
+    stmt = stmt.where(r.series_key.is_not(None)).group_by(*cols)
+    return [dict(x._mapping) for x in store.read(lambda c: c.execute(stmt).all())]
+
+
+def history(store: Store, series: str, metric: str, *, until: str | None = None, status: str = "ok",
+            newest: int | None = None) -> list[dict]:
+    """One metric of one series (a ``series_key``), oldest first: record id, run, time, commit,
+    version, testbed and the metric's median and 95 % CI; only the ``newest`` records when
+    given. One range of the series index."""
+    return histories(store, series, [metric], until=until, status=status, newest=newest)[metric]
+
+
+def histories(store: Store, series: str, metrics: Sequence[str], *, until: str | None = None, status: str = "ok",
+              newest: int | None = None) -> dict[str, list[dict]]:
+    """``history`` of several metrics of one series in one query: metric -> its rows."""
+    r, m = mig.records.c, mig.metrics.c
+    ids = sa.select(r.id).where(r.series_key == series, r.status == status)
+    if until is not None:
+        ids = ids.where(r.created_utc <= until)
+    if newest is not None:
+        ids = sa.select(ids.order_by(r.created_utc.desc(), r.id.desc()).limit(int(newest)).subquery().c.id)
+    stmt = (sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id,
+                      m.name, m.median, m.ci95_low, m.ci95_high)
+            .join(mig.metrics, m.record_id == r.id)
+            .where(r.id.in_(ids), m.name.in_(list(metrics))).order_by(r.created_utc, r.id))
+    out: dict[str, list[dict]] = {name: [] for name in metrics}
+    for x in store.read(lambda c: c.execute(stmt).all()):
+        row = dict(x._mapping)
+        out[row.pop("name")].append(row)
+    return out
+
+
+def series_points(store: Store, series: str, metrics: Sequence[str], **filters: Any) -> list[dict]:
+    """Every record of one series (failed ones too), oldest first, each with its medians and 95 %
+    CIs of ``metrics`` under ``values`` ({name: (median, low, high)}). Two flat reads of one index
+    range: the records, then their metric rows (no outer join row per record and metric)."""
+    r, m = mig.records.c, mig.metrics.c
+    recs = apply_filters(sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id, r.status),
+                         filters).where(r.series_key == series).order_by(r.created_utc, r.id)
+    in_series = apply_filters(sa.select(r.id), filters).where(r.series_key == series)
+    vals = sa.select(m.record_id, m.name, m.median, m.ci95_low, m.ci95_high).where(
+        m.record_id.in_(in_series), m.name.in_(list(metrics)), m.median.is_not(None))
+
+    def read(conn: sa.Connection) -> tuple[list, list]:
+        return conn.execute(recs).all(), conn.execute(vals).all()
+
+    rec_rows, metric_rows = store.read(read)
+    out = [{"id": x[0], "run_id": x[1], "created_utc": x[2], "git_commit": x[3], "version": x[4], "testbed_id": x[5],
+            "status": x[6], "values": {}} for x in rec_rows]
+    by_id = {p["id"]: p["values"] for p in out}
+    for rid, name, median, low, high in metric_rows:
+        by_id[rid][name] = (median, low, high)
+    return out
+
+
+def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
+    """series_key -> its newest ``depth`` run ids, newest first, for the series ``filters``
+    select: one index range per series, so 'latest' and 'previous' mean the same testbed,
+    bundle, route and shape in a fleet where many testbeds write."""
+    r = mig.records.c
+    keys_stmt = apply_filters(sa.select(r.series_key).distinct(), filters).where(r.series_key.is_not(None))
+
+    def read(conn: sa.Connection) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for key in conn.execute(keys_stmt).scalars().all():
+            newest = apply_filters(sa.select(r.run_id), filters).where(r.series_key == key, r.run_id.is_not(None))
+            runs: list[str] = []
+            for run in conn.execute(newest.order_by(r.created_utc.desc(), r.id.desc()).limit(8 * depth)).scalars():
+                if run not in runs:
+                    runs.append(run)
+                if len(runs) == depth:
+                    break
+            out[key] = runs
+        return out
+    return store.read(read)
