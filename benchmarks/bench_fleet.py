@@ -1,20 +1,24 @@
 """The results store and dashboard at fleet scale (issue 15). Run on demand, not in CI.
 
     python benchmarks/bench_fleet.py --cells 10000 100000 1000000 [--pg URL] [--repeat 5] [--json out.json]
-    python benchmarks/bench_fleet.py --cells 1000000 --keep DIR     # keep the stores for a later look
+    python benchmarks/bench_fleet.py --cells 1000000 --pg URL --keep DIR --fill-only    # fill once, keep
+    python benchmarks/bench_fleet.py --cells 1000000 --pg URL --keep DIR --reuse [--dashboard-only]
 
 A night of the fleet is 50 testbeds x 5 bundles x 2 routes x 2 shapes = 1,000 cells; each cell has
 10 measured iterations of 32 new tokens (one warmup), built as a schema-valid cell record and turned
 into rows by the store's own ``record_rows()``, then inserted in bulk (explicit ids, one transaction
-per chunk). Decode speed per series: a base level, a slow drift (+-1.5 %), per-run noise (3 %) and,
-in one series in ten, a real shift of 5-20 % at a random night.
+per chunk; each chunk of rows is built once and written to every store measured). Decode speed per
+series: a base level, a slow drift (+-1.5 %), per-run noise (3 %) and, in one series in ten, a real
+shift of 5-20 % at a random night.
 
 Measured per store (SQLite file, and PostgreSQL when --pg is given), medians of --repeat warm runs:
 one series' history through ``results.load()`` and by direct SQL; ``winml results list`` for one
 series; ``winml compare runs --baseline previous --candidate latest`` without filters; and
-``winml dashboard`` without filters and with ``--testbed`` (wall time, peak RSS of the child, size
-of the pages written). Bytes per cell: the store's size / cells (SQLite file; PostgreSQL
-pg_total_relation_size of the three tables).
+``winml dashboard`` without filters cold (no change points kept), warm (all kept, nothing new) and
+after one new night (1,000 cells appended, removed again afterwards), and with ``--testbed`` (wall
+time, peak RSS of the command and its worker processes together, size of the pages written).
+Bytes per cell: the store's size / cells (SQLite file; PostgreSQL pg_total_relation_size of the
+three tables). ``--dashboard-only`` measures the dashboard alone.
 """
 
 from __future__ import annotations

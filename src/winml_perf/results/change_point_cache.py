@@ -27,10 +27,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
 import sqlalchemy as sa
 
 from winml_perf.results import changepoint
 from winml_perf.results import migrations as mig
+from winml_perf.results.series import SeriesColumns
 from winml_perf.results.store import Store
 
 #: Bumped when what a row holds changes shape (the detector's own changes are in its fingerprint).
@@ -138,11 +140,12 @@ def save(store: Store, found: Iterable[tuple[Search, list[dict]]], fingerprint: 
     return len(rows)
 
 
-def search_of(series_key: str, metric: str, points: Sequence[Mapping[str, Any]], window: int,
+def search_of(series_key: str, metric: str, cols: SeriesColumns, window: int,
               options: Mapping[str, Any]) -> tuple[Search, list[int]]:
-    """The detector's input for ``metric`` over the newest ``window`` ok points of one series
-    (``points`` as results/series.series_points gives them), and the points' indexes searched."""
-    where = [i for i, p in enumerate(points) if p["status"] == "ok" and metric in p["values"]][-window:]
-    search = Search(series_key, metric, tuple(points[i]["id"] for i in where), tuple(points[i]["run_id"] for i in where),
-                    tuple(points[i]["values"][metric][0] for i in where), tuple(sorted(options.items())))
+    """The detector's input for ``metric`` over the newest ``window`` ok records of one series
+    (results/series.series_columns), and the positions of the records searched."""
+    median = cols.values[metric][0]
+    where = np.flatnonzero(cols.ok & ~np.isnan(median))[-window:].tolist()
+    search = Search(series_key, metric, tuple(cols.ids[i] for i in where), tuple(cols.run_ids[i] for i in where),
+                    tuple(median[where].tolist()), tuple(sorted(options.items())))
     return search, where

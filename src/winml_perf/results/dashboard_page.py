@@ -24,7 +24,7 @@ from winml_perf.results import change_point_cache as cpc
 from winml_perf.results import dashboard_svg as svg
 from winml_perf.results.changepoint import DEFAULT_MIN_SIZE
 from winml_perf.results.compare import shape_label
-from winml_perf.results.series import series_points
+from winml_perf.results.series import SeriesColumns, series_columns
 from winml_perf.results.store import Store, open_store
 
 #: Newest ok records of a series searched for change points (four months of nightlies; the
@@ -81,65 +81,58 @@ class PageResult:
 
 @dataclass
 class _Series:
-    """One series of a page as columns: records oldest first, per metric (median, low, high) arrays."""
+    """One series of a page: its columns, time axis, hover texts and primary change points."""
 
     row: dict
-    points: list[dict]
-    ok: np.ndarray  # status == 'ok'
+    cols: SeriesColumns
     frame: svg.Frame
     tips: list[str]
-    cols: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
-    change_points: list[dict]  # of the primary metric, each with 'index' into points
+    change_points: list[dict]  # of the primary metric, each with 'index' into the records
 
 
-def _columns(points: Sequence[Mapping[str, Any]], metric: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    none = (None, None, None)
-    triples = np.array([p["values"].get(metric, none) for p in points], dtype=float).reshape(len(points), 3)
-    return triples[:, 0], triples[:, 1], triples[:, 2]
-
-
-def change_points(series_key: str, points: Sequence[Mapping[str, Any]], metric: str,
+def change_points(series_key: str, cols: SeriesColumns, metric: str,
                   kept: Mapping[tuple[str, str], tuple[str, str]]) -> tuple[list[dict], cpc.Search | None, list[dict] | None]:
-    """Change points of ``metric`` over the newest CHANGE_WINDOW ok points, indexed into ``points``;
-    from ``kept`` (change_point_cache.kept) when its row is current, else found now. Returns
-    (change points, the search and its raw result when found now, else None twice)."""
-    search, where = cpc.search_of(series_key, metric, points, CHANGE_WINDOW, {"higher_is_better": bigger_is_better(metric)})
+    """Change points of ``metric`` over the newest CHANGE_WINDOW ok records, indexed into the
+    records; from ``kept`` (change_point_cache.kept) when its row is current, else found now.
+    Returns (change points, the search and its raw result when found now, else None twice)."""
+    search, where = cpc.search_of(series_key, metric, cols, CHANGE_WINDOW, {"higher_is_better": bigger_is_better(metric)})
     if len(where) < 2 * DEFAULT_MIN_SIZE:
         return [], None, None
     fresh = None
     raw = cpc.current(search, kept.get((series_key, metric)))
     if raw is None:
         raw = fresh = search.detect()
-    cps = [{**cp, "index": where[cp["index"]], "t": points[where[cp["index"]]]["created_utc"],
-            "commit": points[where[cp["index"]]]["git_commit"]} for cp in raw]
+    cps = [{**cp, "index": where[cp["index"]], "t": cols.created_utc[where[cp["index"]]],
+            "commit": cols.git_commits[where[cp["index"]]]} for cp in raw]
     return cps, (search if fresh is not None else None), fresh
 
 
 def _read_series(store: Store, row: dict, filters: Mapping[str, Any], kept: Mapping) -> tuple[_Series, tuple | None]:
-    points = series_points(store, row["series_key"], HISTORY_METRICS, **filters)
-    metric = series_primary(row)
-    cps, search, fresh = change_points(row["series_key"], points, metric, kept)
-    frame = svg.Frame.of([svg.parse_utc(p["created_utc"]).timestamp() for p in points])
-    tips = [svg.hover_text(p["created_utc"], p["git_commit"], p["version"], p["testbed_id"], p["run_id"]) for p in points]
-    cols = {m: _columns(points, m) for m in HISTORY_METRICS}
-    ok = np.array([p["status"] == "ok" for p in points], dtype=bool)
-    return _Series(row, points, ok, frame, tips, cols, cps), ((search, fresh) if search is not None else None)
+    cols = series_columns(store, row["series_key"], HISTORY_METRICS, **filters)
+    cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
+    frame = svg.Frame.of([svg.parse_utc(t).timestamp() for t in cols.created_utc])
+    tips = list(map(svg.hover_text, cols.created_utc, cols.git_commits, cols.versions, cols.testbeds, cols.run_ids))
+    return _Series(row, cols, frame, tips, cps), ((search, fresh) if search is not None else None)
 
 
 def _summary(s: _Series) -> dict:
     metric = series_primary(s.row)
-    ok = [p for p in s.points if p["status"] == "ok" and metric in p["values"]]
-    latest = ok[-1] if ok else None
-    return {"row": s.row, "metric": metric, "spark": [p["values"][metric][0] for p in ok[-SPARK_POINTS:]],
-            "latest": None if latest is None else {"created_utc": latest["created_utc"], "value": latest["values"][metric]},
-            "cp": s.change_points[-1] if s.change_points else None, "records": len(s.points)}
+    med, low, high = s.cols.values[metric]
+    ok = np.flatnonzero(s.cols.ok & ~np.isnan(med))
+    latest = None
+    if len(ok):
+        i = int(ok[-1])
+        latest = {"created_utc": s.cols.created_utc[i],
+                  "value": tuple(None if x != x else x for x in (float(med[i]), float(low[i]), float(high[i])))}
+    return {"row": s.row, "metric": metric, "spark": med[ok[-SPARK_POINTS:]].tolist(), "latest": latest,
+            "cp": s.change_points[-1] if s.change_points else None, "records": len(s.cols)}
 
 
 def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool) -> str | None:
     """The chart of ``metric`` of one series: ok records with a value, and failed records (crosses)."""
-    v, lo, hi = s.cols[metric]
-    drawn = ~s.ok | ~np.isnan(v)
-    if not (~np.isnan(v) & s.ok).any():
+    v, lo, hi = s.cols.values[metric]
+    drawn = ~s.cols.ok | ~np.isnan(v)
+    if not (~np.isnan(v) & s.cols.ok).any():
         return None
     cps = s.change_points if marked else []
     if drawn.all():

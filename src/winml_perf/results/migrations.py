@@ -24,6 +24,9 @@ Tables (one schema for SQLite and PostgreSQL):
 - ``change_point_cache`` (0004): the change points last found in a series' metric, with a digest of
   everything the detector was given (results/change_point_cache.py); a row whose digest no longer
   matches is recomputed, never read. Derived data: dropping the rows loses nothing.
+- Covering indexes (0005) for reading whole series (results/series.py): the records of a series
+  with the columns the dashboard shows, and metric values by record, read from the indexes alone
+  instead of one table page per record.
 """
 
 from __future__ import annotations
@@ -191,6 +194,13 @@ def _m0004_change_point_cache(conn: sa.Connection) -> None:
     _v4_change_point_cache(sa.MetaData()).create(conn)
 
 
+def _m0005_series_covering_indexes(conn: sa.Connection) -> None:
+    conn.execute(sa.text("CREATE INDEX ix_records_series_shown ON records (series_key, created_utc, id, status, run_id,"
+                         " git_commit, winml_perf_version, testbed_id)"))
+    conn.execute(sa.text("CREATE INDEX ix_metrics_values ON metrics (record_id, name, median, ci95_low, ci95_high)"))
+    conn.execute(sa.text("ANALYZE"))
+
+
 # The current schema, for queries (never used to create tables: migrations do that).
 metadata = sa.MetaData()
 schema_migrations, records, metrics, samples = _v1_tables(metadata)
@@ -211,6 +221,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0002_query_indexes", _m0002_query_indexes),
     Migration("0003_series_key_samples_once", _m0003_series_key_samples_once),
     Migration("0004_change_point_cache", _m0004_change_point_cache),
+    Migration("0005_series_covering_indexes", _m0005_series_covering_indexes),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -4,15 +4,17 @@
 
 - ``series_list(store, **filters)``: one row per series the filters select (the dashboard's list).
 - ``history`` / ``histories``: one or several metrics of one series, oldest first (the gate).
-- ``series_points``: every record of one series with the medians and 95 % CIs of some metrics
-  (the dashboard's pages), read as two flat queries, one for the records, one for their metrics.
+- ``series_columns``: every record of one series with the medians and 95 % CIs of some metrics, as
+  columns (the dashboard's pages).
 - ``series_runs``: each series' newest run ids ('latest' / 'previous' per series).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
+import numpy as np
 import sqlalchemy as sa
 
 from winml_perf.results import migrations as mig
@@ -20,13 +22,34 @@ from winml_perf.results.filters import apply_filters
 from winml_perf.results.store import Store
 
 
+#: Series looked up per statement when reading their identity columns (bounded bind parameters).
+IDENTITY_CHUNK = 900
+
+
 def series_list(store: Store, **filters: Any) -> list[dict]:
-    """One row per series the filters select: its key, identity columns, records and newest time."""
+    """One row per series the filters select: its key, identity columns (testbed, bundle, route,
+    runtime, shape), records and newest time. Counting reads the series index alone; the identity
+    columns, the same for every record of a series, come from each series' newest record."""
     r = mig.records.c
-    cols = (r.series_key, r.testbed_id, r.bundle, r.route, r.runtime, r.prompt_tokens, r.max_new_tokens)
-    stmt = apply_filters(sa.select(*cols, sa.func.count().label("records"), sa.func.max(r.created_utc).label("newest")), filters)
-    stmt = stmt.where(r.series_key.is_not(None)).group_by(*cols)
-    return [dict(x._mapping) for x in store.read(lambda c: c.execute(stmt).all())]
+    counts = apply_filters(sa.select(r.series_key, sa.func.count().label("records"), sa.func.max(r.created_utc).label("newest"),
+                                     sa.func.max(r.id).label("last_id")), filters)
+    counts = counts.where(r.series_key.is_not(None)).group_by(r.series_key)
+    ident = (r.id, r.testbed_id, r.bundle, r.route, r.runtime, r.prompt_tokens, r.max_new_tokens)
+
+    def read(conn: sa.Connection) -> list[dict]:
+        rows = [dict(x._mapping) for x in conn.execute(counts)]
+        by_id: dict[int, dict] = {}
+        ids = sorted(row["last_id"] for row in rows)
+        for k in range(0, len(ids), IDENTITY_CHUNK):
+            for x in conn.execute(sa.select(*ident).where(r.id.in_(ids[k:k + IDENTITY_CHUNK]))):
+                by_id[x.id] = dict(x._mapping)
+        out = []
+        for row in rows:
+            idn = by_id[row.pop("last_id")]
+            idn.pop("id")
+            out.append({"series_key": row["series_key"], **idn, "records": row["records"], "newest": row["newest"]})
+        return out
+    return store.read(read)
 
 
 def history(store: Store, series: str, metric: str, *, until: str | None = None, status: str = "ok",
@@ -57,10 +80,28 @@ def histories(store: Store, series: str, metrics: Sequence[str], *, until: str |
     return out
 
 
-def series_points(store: Store, series: str, metrics: Sequence[str], **filters: Any) -> list[dict]:
-    """Every record of one series (failed ones too), oldest first, each with its medians and 95 %
-    CIs of ``metrics`` under ``values`` ({name: (median, low, high)}). Two flat reads of one index
-    range: the records, then their metric rows (no outer join row per record and metric)."""
+@dataclass
+class SeriesColumns:
+    """Every record of one series (failed ones too), oldest first, as columns: the record fields
+    the dashboard shows, and per metric its medians and 95 % CI bounds (NaN: none stored)."""
+
+    ids: list[int]
+    run_ids: list[Any]
+    created_utc: list[str]
+    git_commits: list[Any]
+    versions: list[Any]
+    testbeds: list[Any]
+    ok: np.ndarray  # status == 'ok'
+    values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # metric -> (median, low, high)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def series_columns(store: Store, series: str, metrics: Sequence[str], **filters: Any) -> SeriesColumns:
+    """``SeriesColumns`` of one series (a ``series_key``) and ``metrics``, filtered: two reads of
+    one index range, the records, then their metric rows (no row per record and metric of an
+    outer join)."""
     r, m = mig.records.c, mig.metrics.c
     recs = apply_filters(sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id, r.status),
                          filters).where(r.series_key == series).order_by(r.created_utc, r.id)
@@ -72,12 +113,17 @@ def series_points(store: Store, series: str, metrics: Sequence[str], **filters: 
         return conn.execute(recs).all(), conn.execute(vals).all()
 
     rec_rows, metric_rows = store.read(read)
-    out = [{"id": x[0], "run_id": x[1], "created_utc": x[2], "git_commit": x[3], "version": x[4], "testbed_id": x[5],
-            "status": x[6], "values": {}} for x in rec_rows]
-    by_id = {p["id"]: p["values"] for p in out}
+    cols = list(zip(*rec_rows)) if rec_rows else [()] * 7
+    n = len(rec_rows)
+    position = {rid: i for i, rid in enumerate(cols[0])}
+    values = {name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics}
     for rid, name, median, low, high in metric_rows:
-        by_id[rid][name] = (median, low, high)
-    return out
+        i, (med_col, low_col, high_col) = position[rid], values[name]
+        med_col[i] = median
+        low_col[i] = np.nan if low is None else low
+        high_col[i] = np.nan if high is None else high
+    return SeriesColumns(list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), list(cols[5]),
+                         np.array([status == "ok" for status in cols[6]], dtype=bool), values)
 
 
 def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
