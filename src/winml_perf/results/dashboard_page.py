@@ -110,8 +110,10 @@ def change_points(series_key: str, cols: SeriesColumns, metric: str,
 def _read_series(store: Store, row: dict, filters: Mapping[str, Any], kept: Mapping) -> tuple[_Series, tuple | None]:
     cols = series_columns(store, row["series_key"], HISTORY_METRICS, **filters)
     cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
-    frame = svg.Frame.of([svg.parse_utc(t).timestamp() for t in cols.created_utc])
-    tips = list(map(svg.hover_text, cols.created_utc, cols.git_commits, cols.versions, cols.testbeds, cols.run_ids))
+    frame = svg.Frame.of(svg.unix_seconds(cols.created_utc))
+    testbed = row["testbed_id"]
+    tips = [svg.hover_text(t, commit, version, testbed, run)
+            for t, commit, version, run in zip(cols.created_utc, cols.git_commits, cols.versions, cols.run_ids)]
     return _Series(row, cols, frame, tips, cps), ((search, fresh) if search is not None else None)
 
 

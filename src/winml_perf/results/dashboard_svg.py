@@ -14,6 +14,7 @@ series' time axis (``Frame``) is computed once for all its charts.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from html import escape
@@ -56,9 +57,9 @@ def tick_label(v: float) -> str:
     return f"{v:.4g}"
 
 
-def parse_utc(text: str) -> datetime:
-    """A stored UTC time ('YYYY-MM-DDTHH:MM:SS...') as an aware datetime (seconds resolution)."""
-    return datetime.fromisoformat(text[:19]).replace(tzinfo=timezone.utc)
+def unix_seconds(texts: Sequence[str]) -> np.ndarray:
+    """Stored UTC times ('YYYY-MM-DDTHH:MM:SS...') as Unix seconds (float), parsed in bulk."""
+    return np.array([t[:19] for t in texts], dtype="datetime64[s]").astype(np.int64).astype(float)
 
 
 def date_ticks(t0: float, t1: float, count: int = 5) -> list[float]:
@@ -127,17 +128,21 @@ def chart(points: Sequence[Mapping[str, Any]], *, title: str, unit: str, change_
     testbed, run, status}; a failed record (v None) is a cross on the x axis. ``change_points``:
     {index (into points), shift, shift_low, shift_high, direction}. ``markers``: a marker with a
     hover title per point (else the line and band only)."""
-    frame = Frame.of([parse_utc(p["t"]).timestamp() for p in points])
+    frame = Frame.of(unix_seconds([p["t"] for p in points]))
     col = {k: np.array([np.nan if p.get(k) is None else p[k] for p in points], dtype=float) for k in ("v", "lo", "hi")}
     tips = [hover_text(p["t"], p.get("commit"), p.get("version"), p.get("testbed"), p.get("run")) for p in points] if markers else None
     return draw(frame, col["v"], col["lo"], col["hi"], title=title, unit=unit, change_points=change_points, tips=tips,
                 width=width, height=height)
 
 
+_HTML_SPECIAL = re.compile(r"[&<>\"']")
+
+
 def hover_text(t: str, commit: Any, version: Any, testbed: Any, run: Any) -> str:
     """A record's hover title (escaped): date, commit, version, testbed and run."""
-    return escape(f"{t[:16].replace('T', ' ')} UTC · commit {commit or '?'} · winml-perf {version or '?'}"
-                  f" · {testbed or '?'} · run {str(run or '?')[:12]}")
+    text = (f"{t[:16].replace('T', ' ')} UTC · commit {commit or '?'} · winml-perf {version or '?'}"
+            f" · {testbed or '?'} · run {str(run or '?')[:12]}")
+    return escape(text) if _HTML_SPECIAL.search(text) else text  # most texts need no escaping
 
 
 def draw(frame: Frame, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, title: str, unit: str,
@@ -204,13 +209,14 @@ def _markers(px: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, tips
              unit: str) -> str:
     """A marker per record with its hover title; a record without a value is a cross on the x axis."""
     out = []
-    xs = [f"{a:.1f}" for a in px.tolist()]
-    for i, (val, low, high) in enumerate(zip(v.tolist(), lo.tolist(), hi.tolist())):
+    cy = y(np.nan_to_num(v)).tolist()
+    for x, yy, val, low, high, tip in zip(px.tolist(), cy, v.tolist(), lo.tolist(), hi.tolist(), tips):
         if val != val:  # NaN: the record failed
-            out.append(f'<path class="pt failed" d="M{float(xs[i]) - 3:.1f},{base - 3:.1f}l6,6m0,-6l-6,6"><title>{tips[i]} · failed</title></path>')
-            continue
-        ci = f" [{low:.4g}, {high:.4g}]" if low == low and high == high else ""
-        out.append(f'<circle class="pt" cx="{xs[i]}" cy="{y(val):.1f}" r="2.2"><title>{tips[i]} · {val:.4g}{ci} {unit}</title></circle>')
+            out.append(f'<path class="pt failed" d="M{x - 3:.1f},{base - 3:.1f}l6,6m0,-6l-6,6"><title>{tip} · failed</title></path>')
+        elif low == low and high == high:
+            out.append(f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {val:.4g} [{low:.4g}, {high:.4g}] {unit}</title></circle>')
+        else:
+            out.append(f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {val:.4g} {unit}</title></circle>')
     return "".join(out)
 
 

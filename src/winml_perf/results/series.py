@@ -83,14 +83,14 @@ def histories(store: Store, series: str, metrics: Sequence[str], *, until: str |
 @dataclass
 class SeriesColumns:
     """Every record of one series (failed ones too), oldest first, as columns: the record fields
-    the dashboard shows, and per metric its medians and 95 % CI bounds (NaN: none stored)."""
+    the dashboard shows, and per metric its medians and 95 % CI bounds (NaN: none stored). The
+    testbed is the series' own (part of its identity), not a column."""
 
     ids: list[int]
     run_ids: list[Any]
     created_utc: list[str]
     git_commits: list[Any]
     versions: list[Any]
-    testbeds: list[Any]
     ok: np.ndarray  # status == 'ok'
     values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # metric -> (median, low, high)
 
@@ -103,7 +103,7 @@ def series_columns(store: Store, series: str, metrics: Sequence[str], **filters:
     one index range, the records, then their metric rows (no row per record and metric of an
     outer join)."""
     r, m = mig.records.c, mig.metrics.c
-    recs = apply_filters(sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id, r.status),
+    recs = apply_filters(sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status),
                          filters).where(r.series_key == series).order_by(r.created_utc, r.id)
     in_series = apply_filters(sa.select(r.id), filters).where(r.series_key == series)
     vals = sa.select(m.record_id, m.name, m.median, m.ci95_low, m.ci95_high).where(
@@ -113,7 +113,7 @@ def series_columns(store: Store, series: str, metrics: Sequence[str], **filters:
         return conn.execute(recs).all(), conn.execute(vals).all()
 
     rec_rows, metric_rows = store.read(read)
-    cols = list(zip(*rec_rows)) if rec_rows else [()] * 7
+    cols = list(zip(*rec_rows)) if rec_rows else [()] * 6
     n = len(rec_rows)
     position = {rid: i for i, rid in enumerate(cols[0])}
     values = {name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics}
@@ -122,8 +122,8 @@ def series_columns(store: Store, series: str, metrics: Sequence[str], **filters:
         med_col[i] = median
         low_col[i] = np.nan if low is None else low
         high_col[i] = np.nan if high is None else high
-    return SeriesColumns(list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]), list(cols[5]),
-                         np.array([status == "ok" for status in cols[6]], dtype=bool), values)
+    return SeriesColumns(list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]),
+                         np.array([status == "ok" for status in cols[5]], dtype=bool), values)
 
 
 def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
