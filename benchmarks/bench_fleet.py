@@ -203,9 +203,10 @@ def _tree_rss_bytes(root: int) -> int:
     return total
 
 
-def _cli(args: list[str], env: dict) -> tuple[float, int, str]:
+def _cli(args: list[str], env: dict, cpu: list | None = None) -> tuple[float, int, str]:
     """(seconds, peak RSS bytes of the child and its workers together, sampled every 0.2 s, tail of
-    stderr) of one `winml` command."""
+    stderr) of one `winml` command; appends to ``cpu`` the CPU seconds of the child and the workers
+    it waited for (a figure the machine's other load disturbs less than the wall time)."""
     import threading
 
     with tempfile.TemporaryFile("w+") as err:
@@ -225,6 +226,8 @@ def _cli(args: list[str], env: dict) -> tuple[float, int, str]:
         done.set()
         sampler.join()
         proc.returncode = os.waitstatus_to_exitcode(status)
+        if cpu is not None:
+            cpu.append(usage.ru_utime + usage.ru_stime)
         err.seek(0)
         tail = err.read().strip().splitlines()[-1:] if proc.returncode else []
     return wall, max(peak[0], usage.ru_maxrss * 1024), f"exit {proc.returncode}: {tail}" if proc.returncode else ""
@@ -301,8 +304,10 @@ def measure_dashboard(url: str, cells: int, out_dir: Path, env: dict) -> dict:
     def run(name: str, extra: Sequence[str] = ()) -> None:
         site = out_dir / f"site-{name}-{cells}-{kind}"
         shutil.rmtree(site, ignore_errors=True)
-        wall, rss, err = _cli(["dashboard", "-o", str(site), *extra], env)
-        fig[name] = {"s": round(wall, 2), "peak_rss_mib": round(rss / 2**20), "error": err, **_pages(site)}
+        cpu: list = []
+        wall, rss, err = _cli(["dashboard", "-o", str(site), *extra], env, cpu)
+        fig[name] = {"s": round(wall, 2), "cpu_s": round(cpu[0], 1), "load_avg_1m": round(os.getloadavg()[0], 2),
+                     "peak_rss_mib": round(rss / 2**20), "error": err, **_pages(site)}
         print(f"  {kind} {cells}: {name} {fig[name]}", file=sys.stderr, flush=True)
 
     _forget_change_points(url)

@@ -214,3 +214,20 @@ def test_pages_written_by_worker_processes_equal_pages_written_here(store_url, t
         for rel in ("pages/tb-linux/nightly.html", "pages/tb-linux/other.html"):
             assert (tmp_path / "two" / rel).read_text() == (tmp_path / "one" / rel).read_text()
         assert _index_body(tmp_path / "two") == _index_body(tmp_path / "one")
+
+
+def test_the_dashboard_command_keeps_change_points_and_takes_jobs(tmp_path):
+    from tests.conftest import run_winml
+
+    db = tmp_path / "perf.db"
+    with open_store(db) as store:
+        _fill(store)
+    first = run_winml("dashboard", "--store", db, "-o", tmp_path / "one", "--jobs", "1")
+    assert first.returncode == 0, first.stderr
+    with open_store(db) as store:
+        assert len(_kept_rows(store)) == 2
+    second = run_winml("dashboard", "--store", db, "-o", tmp_path / "two", "--jobs", "2")
+    assert second.returncode == 0, second.stderr
+    assert _page(tmp_path / "two") == _page(tmp_path / "one")
+    bad = run_winml("dashboard", "--store", db, "-o", tmp_path / "three", "--jobs", "0")
+    assert bad.returncode == 2 and "--jobs" in bad.stderr

@@ -49,3 +49,10 @@ def worker_report(conn, marker: str) -> None:
 def worker_exit(conn, code: int) -> None:
     """A child.Worker target that ends its process with ``code`` at once."""
     os._exit(code)
+
+
+def pool_item(item: int) -> dict:
+    """A map_in_pool job: the item back with this process's id and the env var the context set."""
+    if item < 0:
+        raise ValueError(f"negative item {item}")
+    return {"item": item, "pid": os.getpid(), "probe_env": os.environ.get("WINML_PERF_PROBE")}

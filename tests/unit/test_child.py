@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -74,6 +75,22 @@ def test_worker_gets_the_context_and_reports_its_exit():
     assert worker.end(5.0, terminate_first=True) == child.ChildExit(0)
     dying = child.Worker(child_probes.worker_exit, (5,), _context(), "probe")
     assert dying.end(5.0, terminate_first=False).exit_code == 5
+
+
+def test_a_pool_maps_in_order_in_other_processes_that_got_the_context():
+    from tests.unit import child_probes
+
+    out = list(child.map_in_pool(child_probes.pool_item, list(range(6)), 2, _context(env={"WINML_PERF_PROBE": "pool"})))
+    assert [r["item"] for r in out] == list(range(6))
+    assert {r["probe_env"] for r in out} == {"pool"} and os.getpid() not in {r["pid"] for r in out}
+    assert len({r["pid"] for r in out}) <= 2
+
+
+def test_an_error_in_a_pool_job_is_raised_in_the_parent():
+    from tests.unit import child_probes
+
+    with pytest.raises(ValueError, match="negative item -1"):
+        list(child.map_in_pool(child_probes.pool_item, [1, -1, 2], 2, _context()))
 
 
 def test_run_command_reports_and_missing_program_raises():
