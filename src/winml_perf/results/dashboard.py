@@ -31,7 +31,7 @@ from collections import defaultdict
 from datetime import datetime, timezone
 from html import escape
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 from winml_perf.errors import UsageError
 from winml_perf.model.metrics import get
@@ -97,10 +97,6 @@ def _results(store: Store, jobs: Sequence[PageJob], workers: int) -> Iterator[Pa
     yield from map_in_pool(render_job, jobs, workers, ChildContext.from_parent(plugin_libraries=()))
 
 
-def _keep(store: Store, found: Iterable[tuple[cpc.Search, list[dict]]]) -> None:
-    cpc.save(store, list(found))
-
-
 def write_dashboard(store: Store, out_dir: Path, *, title: str = "winml-perf results", jobs: int | None = None,
                     **filters: Any) -> Path:
     """Write ``out_dir/index.html`` and a page per testbed x bundle; returns the index's path.
@@ -123,9 +119,9 @@ def write_dashboard(store: Store, out_dir: Path, *, title: str = "winml-perf res
             total += result.records
             pending += result.computed
             if len(pending) >= KEEP_BATCH:
-                _keep(store, pending)
+                cpc.save(store, pending)
                 pending = []
-        _keep(store, pending)
+        cpc.save(store, pending)
         rows_html = "".join(_index_row(s) for s in summaries)
         testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries})
         routes = sorted({str(s["row"]["route"]) for s in summaries})
