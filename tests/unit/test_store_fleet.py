@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import copy
 import json
+import statistics
 
 import pytest
 import sqlalchemy as sa
 
 from tests.results_fakes import hex_id, make_cell
 from tests.results_fixtures import pg_url, store_url  # noqa: F401
+from winml_perf.bench.intervals import by_invocation
+from winml_perf.model.sample import IterationSample
 from winml_perf.results import load
 from winml_perf.results import migrations as mig
 from winml_perf.results import store as store_mod
@@ -89,13 +92,14 @@ def _store_at_schema_2(url: str, cells: list[dict]) -> None:
         for m in mig.MIGRATIONS[:2]:
             m.apply(conn)
             conn.execute(mig.schema_migrations.insert().values(name=m.name, applied_utc="2025-01-01T00:00:00Z"))
-        _, records_v1, _, _ = mig._v1_tables(sa.MetaData())
+        _, records_v1, metrics_v1, _ = mig._v1_tables(sa.MetaData())
         for i, cell in enumerate(cells, 1):
             rows = record_rows(cell)
             old = {k: v for k, v in rows.record.items() if k != "series_key"}
             old["record_json"] = json.dumps(cell, sort_keys=True, separators=(",", ":"))
             conn.execute(records_v1.insert().values(id=i, **old))
-            conn.execute(mig.metrics.insert(), [{**m, "record_id": i} for m in rows.metrics])
+            conn.execute(metrics_v1.insert(), [{**{k: v for k, v in m.items() if k != "invocations"}, "record_id": i}
+                                               for m in rows.metrics])
             _, _, _, samples_v1 = mig._v1_tables(sa.MetaData())
             conn.execute(samples_v1.insert(), [{**{k: v for k, v in s.items() if k != "invocation"}, "record_id": i} for s in rows.samples])
     engine.dispose()
@@ -117,6 +121,36 @@ def test_migration_0003_fills_series_keys_and_drops_the_second_copy_of_samples(s
         assert {s["invocation"] for s in store.samples([rows[0]["id"]])} == {None}
         with store.engine.connect() as conn:
             assert "ix_records_series_key" in {ix["name"] for ix in sa.inspect(conn).get_indexes("records")}
+
+
+def _stored_invocations(store) -> dict[tuple[int, str], list[float] | None]:
+    m = mig.metrics.c
+    with store.engine.connect() as conn:
+        rows = conn.execute(sa.select(m.record_id, m.name, m.invocations)).all()
+    return {(rid, name): None if text is None else json.loads(text) for rid, name, text in rows}
+
+
+def test_migration_0006_back_fills_each_records_per_invocation_medians(store_url, monkeypatch):
+    monkeypatch.setattr(mig, "MIGRATION_CHUNK", 2)  # several chunks
+    cells = [make_cell(hex_id("m6", i), index=i, when=f"2025-01-0{1 + i}T00:00:00Z",
+                       step_ms=[2.0 + 0.1 * i, 3.0, 2.2, 3.3, 2.1, 2.9]) for i in range(5)]
+    for cell in cells[1:4]:
+        _with_invocations(cell)  # cells[0] and cells[4]: records without invocations
+    _store_at_schema_2(store_url, cells)
+    with open_store(store_url) as store:
+        assert "0006_metric_invocations" in store.applied_migrations()
+        stored = _stored_invocations(store)
+        ids = [r["id"] for r in store.records()]
+    samples = {i: [IterationSample.from_dict(s) for s in cell["samples"]["iterations"]] for i, cell in zip(ids, cells)}
+    for rid, cell in zip(ids, cells):
+        with_invocations = "invocation" in cell["samples"]["iterations"][0]
+        for metric in ("decode_tokens_per_s", "tpot_ms", "ttft_ms"):
+            expected = [statistics.median(v) for v in by_invocation(samples[rid], metric)] if with_invocations else None
+            assert stored[(rid, metric)] == pytest.approx(expected) if expected else stored[(rid, metric)] is None
+            written = {m["name"]: m["invocations"] for m in record_rows(cell).metrics}[metric]  # the write path agrees
+            assert (json.loads(written) if written else None) == stored[(rid, metric)]
+        assert stored[(rid, "peak_rss_bytes")] is None  # a per-cell scalar has no invocations
+    assert len(stored[(ids[1], "decode_tokens_per_s")]) == 2
 
 
 def test_series_identity_separates_what_changes_the_measurement():

@@ -5,7 +5,8 @@ A row holds, per series and metric, the change points last found and a digest (S
 everything that decided them: the detector's fingerprint (the bytes of results/changepoint.py and
 of the winml_perf modules it uses, and numpy's version: any change to the method invalidates
 every row), the options it was called
-with, and its whole input: the record ids, run ids and values searched, in order. A row is used
+with, and its whole input: the record ids, run ids and values searched, in order (per record its
+per-invocation medians when any record searched has them, else its median; results/series.py). A row is used
 only when the digest of what the detector would be given now is the same, so a record added,
 pruned or imported into the searched window, or a value changed in place, recomputes the series:
 a cached change point is never stale. One row per series and metric (replaced on recompute);
@@ -36,7 +37,8 @@ from winml_perf.results.series import SeriesColumns
 from winml_perf.results.store import Store
 
 #: Bumped when what a row holds changes shape (the detector's own changes are in its fingerprint).
-CACHE_FORMAT = 1
+#: 2: the input is each record's per-invocation medians where it has them (was: its median).
+CACHE_FORMAT = 2
 #: Series keys per lookup statement (bounded bind parameters).
 LOOKUP_CHUNK = 500
 
@@ -77,18 +79,19 @@ class Search:
     metric: str
     record_ids: tuple[int, ...]
     run_ids: tuple[Any, ...]
-    values: tuple[float, ...]
+    values: tuple[float, ...] | tuple[tuple[float, ...], ...]  # per record: its median, or its invocations
     options: tuple[tuple[str, Any], ...]  # the keyword arguments of detect_change_points
 
     def digest(self, fingerprint: str) -> str:
+        values = [repr(float(v)) if np.ndim(v) == 0 else [repr(float(x)) for x in v] for v in self.values]
         payload = json.dumps([fingerprint, self.metric, list(self.options), list(self.record_ids),
-                              [str(r) for r in self.run_ids], [repr(float(v)) for v in self.values]],
-                             separators=(",", ":"))
+                              [str(r) for r in self.run_ids], values], separators=(",", ":"))
         return hashlib.sha256(payload.encode()).hexdigest()
 
     def detect(self) -> list[dict]:
         """Run the detector (its public function) on this input: change points as dicts."""
-        found = changepoint.detect_change_points(list(self.values), list(self.run_ids), **dict(self.options))
+        values = [v if np.ndim(v) == 0 else list(v) for v in self.values]
+        found = changepoint.detect_change_points(values, list(self.run_ids), **dict(self.options))
         return [cp.to_dict() for cp in found]
 
 
@@ -143,9 +146,16 @@ def save(store: Store, found: Iterable[tuple[Search, list[dict]]], fingerprint: 
 def search_of(series_key: str, metric: str, cols: SeriesColumns, window: int,
               options: Mapping[str, Any]) -> tuple[Search, list[int]]:
     """The detector's input for ``metric`` over the newest ``window`` ok records of one series
-    (results/series.series_columns), and the positions of the records searched."""
+    (results/series.series_columns), and the positions of the records searched. The values are
+    the records' per-invocation medians (``cols.invocations``, a record without them counts as one
+    invocation, its median) when any record searched has them, as the gate judges; else the
+    medians."""
     median = cols.values[metric][0]
     where = np.flatnonzero(cols.ok & ~np.isnan(median))[-window:].tolist()
+    lists = cols.invocations.get(metric) or {}
+    values: tuple = tuple(median[where].tolist())
+    if any(cols.ids[i] in lists for i in where):
+        values = tuple(tuple(lists.get(cols.ids[i]) or (float(median[i]),)) for i in where)
     search = Search(series_key, metric, tuple(cols.ids[i] for i in where), tuple(cols.run_ids[i] for i in where),
-                    tuple(median[where].tolist()), tuple(sorted(options.items())))
+                    values, tuple(sorted(options.items())))
     return search, where

@@ -11,9 +11,10 @@ results/dashboard_svg.py, a few lines of inline JS for the filters; no network) 
   testbed); the other cards draw the line and band only, which keeps a page of a year of nightlies
   to a few MB.
 
-Change points: E-Divisive means (results/changepoint.py) over the per-record medians of the
-primary metric of each series (decode tok/s for generation, e2e for one-token runs, latency for
-plain ONNX), over its newest ``CHANGE_WINDOW`` ok records. They are kept in the store
+Change points: E-Divisive means (results/changepoint.py) over the primary metric of each series
+(decode tok/s for generation, e2e for one-token runs, latency for plain ONNX), over its newest
+``CHANGE_WINDOW`` ok records: each record's per-invocation medians (``metrics.invocations``, the
+mode-aware input the regression gate judges too), or its median where no record has invocations. They are kept in the store
 (results/change_point_cache.py), so a rebuild runs the detector only on series whose searched
 records changed.
 

@@ -22,7 +22,7 @@ import numpy as np
 from winml_perf.model.metrics import METRICS, bigger_is_better, get, primary_metric
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results import dashboard_svg as svg
-from winml_perf.results.changepoint import DEFAULT_MIN_SIZE
+from winml_perf.results.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE
 from winml_perf.results.compare import shape_label
 from winml_perf.results.series import SeriesColumns, series_columns
 from winml_perf.results.store import Store, open_store
@@ -50,7 +50,10 @@ def series_primary(row: Mapping[str, Any]) -> str:
 
 
 def cp_text(cp: Mapping[str, Any]) -> str:
-    return f"{cp['t'][:10]}: {cp['shift']:+.1%} [{cp['shift_low']:+.1%}, {cp['shift_high']:+.1%}] {cp['direction']}"
+    text = f"{cp['t'][:10]}: {cp['shift']:+.1%} [{cp['shift_low']:+.1%}, {cp['shift_high']:+.1%}] {cp['direction']}"
+    if cp.get("kind") == MODE_SHARE:  # the runs' lower mode got more (or less) frequent
+        text += f" (lower mode in {cp['share_before']:.0%} -> {cp['share_after']:.0%} of invocations)"
+    return text
 
 
 def series_label(row: Mapping[str, Any]) -> str:
@@ -108,7 +111,8 @@ def change_points(series_key: str, cols: SeriesColumns, metric: str,
 
 
 def _read_series(store: Store, row: dict, filters: Mapping[str, Any], kept: Mapping) -> tuple[_Series, tuple | None]:
-    cols = series_columns(store, row["series_key"], HISTORY_METRICS, **filters)
+    cols = series_columns(store, row["series_key"], HISTORY_METRICS, invocations_of=(series_primary(row),),
+                          window=CHANGE_WINDOW, **filters)
     cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
     frame = svg.Frame.of(svg.unix_seconds(cols.created_utc))
     testbed = row["testbed_id"]

@@ -27,6 +27,9 @@ Tables (one schema for SQLite and PostgreSQL):
 - Covering indexes (0005) for reading whole series (results/series.py): the records of a series
   with the columns the dashboard shows, and metric values by record, read from the indexes alone
   instead of one table page per record.
+- ``metrics.invocations`` (0006): JSON list of the record's per-invocation medians of a
+  per-iteration metric (``rows.invocation_medians``), NULL when its samples carry no invocation:
+  the mode-aware input of change points (gate and dashboard) without reading the samples.
 """
 
 from __future__ import annotations
@@ -202,11 +205,39 @@ def _m0005_series_covering_indexes(conn: sa.Connection) -> None:
         conn.execute(sa.text(f"ANALYZE {table}"))
 
 
+def _m0006_metric_invocations(conn: sa.Connection) -> None:
+    """Add ``metrics.invocations`` and fill it from the measured samples grouped by record and
+    invocation (records without invocations keep NULL); then refresh the metrics' statistics."""
+    from winml_perf.model.metrics import METRICS
+    from winml_perf.results.rows import invocation_medians, invocations_text
+
+    conn.execute(sa.text("ALTER TABLE metrics ADD COLUMN invocations TEXT"))
+    _, _, _, samples_t = _v1_tables(sa.MetaData())
+    invocation = sa.Column("invocation", sa.Integer)
+    samples_t.append_column(invocation)
+    names = [m.name for m in METRICS if m.stored and m.name in samples_t.c]
+    s = samples_t.c
+    with_invocations = sa.select(s.record_id).where(s.phase == "measured", s.invocation.is_not(None)).distinct()
+    ids = conn.execute(with_invocations.order_by(s.record_id)).scalars().all()
+    for k in range(0, len(ids), MIGRATION_CHUNK):
+        chunk = ids[k:k + MIGRATION_CHUNK]
+        by_record: dict[int, list[dict]] = {}
+        for row in conn.execute(sa.select(s.record_id, s.invocation, *(s[n] for n in names))
+                                .where(s.record_id.between(chunk[0], chunk[-1]), s.phase == "measured").order_by(s.record_id, s.seq)):
+            by_record.setdefault(row.record_id, []).append(dict(row._mapping))
+        updates = [{"rid": rid, "name": name, "v": invocations_text(values)}
+                   for rid, rows in by_record.items() for name, values in invocation_medians(rows, names).items()]
+        if updates:
+            conn.execute(sa.text("UPDATE metrics SET invocations = :v WHERE record_id = :rid AND name = :name"), updates)
+    conn.execute(sa.text("ANALYZE metrics"))
+
+
 # The current schema, for queries (never used to create tables: migrations do that).
 metadata = sa.MetaData()
 schema_migrations, records, metrics, samples = _v1_tables(metadata)
 records.append_column(sa.Column("series_key", sa.String(SERIES_KEY_LENGTH), nullable=True))
 samples.append_column(sa.Column("invocation", sa.Integer, nullable=True))
+metrics.append_column(sa.Column("invocations", sa.Text, nullable=True))
 change_point_cache = _v4_change_point_cache(metadata)
 
 
@@ -223,6 +254,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0003_series_key_samples_once", _m0003_series_key_samples_once),
     Migration("0004_change_point_cache", _m0004_change_point_cache),
     Migration("0005_series_covering_indexes", _m0005_series_covering_indexes),
+    Migration("0006_metric_invocations", _m0006_metric_invocations),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

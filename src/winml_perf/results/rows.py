@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import statistics
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Iterable, Mapping, Sequence
@@ -116,19 +117,41 @@ def _sample_rows(samples: Iterable[Mapping[str, Any]], phase: str, start_seq: in
     return rows, steps
 
 
-def _metric_rows(record: Mapping[str, Any]) -> list[dict]:
+def invocation_medians(sample_rows: Iterable[Mapping[str, Any]], names: Sequence[str]) -> dict[str, list[float]]:
+    """metric -> the median of each invocation's values, in invocation order, from measured
+    sample rows (of one record) that carry an ``invocation``; metrics without values are left out.
+    The one definition of a record's per-invocation estimates (the gate's and the dashboard's)."""
+    groups: dict[str, dict[int, list[float]]] = {}
+    for row in sample_rows:
+        if row.get("invocation") is None:
+            continue
+        for name in names:
+            value = row.get(name)
+            if value is not None:
+                groups.setdefault(name, {}).setdefault(int(row["invocation"]), []).append(float(value))
+    return {name: [statistics.median(by[k]) for k in sorted(by)] for name, by in groups.items()}
+
+
+def invocations_text(values: Sequence[float] | None) -> str | None:
+    """The stored form of a metric row's per-invocation medians (JSON list; None: no invocations)."""
+    return None if not values else json.dumps([float(v) for v in values], separators=(",", ":"))
+
+
+def _metric_rows(record: Mapping[str, Any], measured: Sequence[Mapping[str, Any]]) -> list[dict]:
+    per_invocation = invocation_medians(measured, [m.name for m in METRICS if m.stored])
     rows = []
     for name, summary in sorted((record.get("metrics") or {}).items()):
         if not isinstance(summary, Mapping):
             continue
         row = {"name": name, **{k: finite(summary.get(k)) for k in SUMMARY_FIELDS}}
         row["n"] = _int(summary.get("n")) or 0
+        row["invocations"] = invocations_text(per_invocation.get(name))
         rows.append(row)
     for m in METRICS:
         value = finite(_get(record, m.record_path)) if m.source == CELL else None
         if value is not None:
             rows.append({"name": m.name, "n": 1, **{k: value for k in SUMMARY_FIELDS if k not in ("n", "stdev", "cv_pct", "ci95_low", "ci95_high")},
-                         "stdev": None, "cv_pct": None, "ci95_low": None, "ci95_high": None})
+                         "stdev": None, "cv_pct": None, "ci95_low": None, "ci95_high": None, "invocations": None})
     return rows
 
 
@@ -261,6 +284,6 @@ def record_rows(record: Mapping[str, Any]) -> RecordRows:
         "series_key": series_key(record),
         "record_json": canonical,
     }
-    return RecordRows(record=row, metrics=_metric_rows(record), samples=measured + warmup)
+    return RecordRows(record=row, metrics=_metric_rows(record, measured), samples=measured + warmup)
 
 

@@ -5,13 +5,14 @@
 - ``series_list(store, **filters)``: one row per series the filters select (the dashboard's list).
 - ``history`` / ``histories``: one or several metrics of one series, oldest first (the gate).
 - ``series_columns``: every record of one series with the medians and 95 % CIs of some metrics, as
-  columns (the dashboard's pages).
+  columns, and the per-invocation medians of the newest records (the dashboard's pages).
 - ``series_runs``: each series' newest run ids ('latest' / 'previous' per series).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 import numpy as np
@@ -93,15 +94,20 @@ class SeriesColumns:
     versions: list[Any]
     ok: np.ndarray  # status == 'ok'
     values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]  # metric -> (median, low, high)
+    # metric -> record id -> its per-invocation medians (metrics.invocations), for the metrics and
+    # newest records asked for (series_columns' invocations_of and window); records without: absent
+    invocations: dict[str, dict[int, list[float]]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.ids)
 
 
-def series_columns(store: Store, series: str, metrics: Sequence[str], **filters: Any) -> SeriesColumns:
+def series_columns(store: Store, series: str, metrics: Sequence[str], *, invocations_of: Sequence[str] = (),
+                   window: int | None = None, **filters: Any) -> SeriesColumns:
     """``SeriesColumns`` of one series (a ``series_key``) and ``metrics``, filtered: two reads of
     one index range, the records, then their metric rows (no row per record and metric of an
-    outer join)."""
+    outer join); and for each metric of ``invocations_of`` the per-invocation medians of its
+    newest ``window`` ok records with a value (all when None): what change points search."""
     r, m = mig.records.c, mig.metrics.c
     recs = apply_filters(sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status),
                          filters).where(r.series_key == series).order_by(r.created_utc, r.id)
@@ -109,10 +115,18 @@ def series_columns(store: Store, series: str, metrics: Sequence[str], **filters:
     vals = sa.select(m.record_id, m.name, m.median, m.ci95_low, m.ci95_high).where(
         m.record_id.in_(in_series), m.name.in_(list(metrics)), m.median.is_not(None))
 
-    def read(conn: sa.Connection) -> tuple[list, list]:
-        return conn.execute(recs).all(), conn.execute(vals).all()
+    def newest_lists(conn: sa.Connection, metric: str) -> dict[int, list[float]]:
+        stmt = (apply_filters(sa.select(m.record_id, m.invocations).join(mig.records, m.record_id == r.id), filters)
+                .where(r.series_key == series, r.status == "ok", m.name == metric, m.median.is_not(None))
+                .order_by(r.created_utc.desc(), r.id.desc()))
+        if window is not None:
+            stmt = stmt.limit(int(window))
+        return {rid: [float(v) for v in json.loads(text)] for rid, text in conn.execute(stmt) if text is not None}
 
-    rec_rows, metric_rows = store.read(read)
+    def read(conn: sa.Connection) -> tuple[list, list, dict]:
+        return conn.execute(recs).all(), conn.execute(vals).all(), {name: newest_lists(conn, name) for name in invocations_of}
+
+    rec_rows, metric_rows, invocations = store.read(read)
     cols = list(zip(*rec_rows)) if rec_rows else [()] * 6
     n = len(rec_rows)
     position = {rid: i for i, rid in enumerate(cols[0])}
@@ -123,7 +137,7 @@ def series_columns(store: Store, series: str, metrics: Sequence[str], **filters:
         low_col[i] = np.nan if low is None else low
         high_col[i] = np.nan if high is None else high
     return SeriesColumns(list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]),
-                         np.array([status == "ok" for status in cols[5]], dtype=bool), values)
+                         np.array([status == "ok" for status in cols[5]], dtype=bool), values, invocations)
 
 
 def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
