@@ -52,7 +52,7 @@ def series_primary(row: Mapping[str, Any]) -> str:
 def cp_text(cp: Mapping[str, Any]) -> str:
     text = f"{cp['t'][:10]}: {cp['shift']:+.1%} [{cp['shift_low']:+.1%}, {cp['shift_high']:+.1%}] {cp['direction']}"
     if cp.get("kind") == MODE_SHARE:  # the runs' lower mode got more (or less) frequent
-        text += f" (lower mode in {cp['share_before']:.0%} -> {cp['share_after']:.0%} of invocations)"
+        text += f" (lower mode in {cp['share_before']:.0%} → {cp['share_after']:.0%} of invocations)"
     return text
 
 
