@@ -80,20 +80,31 @@ def rng_np(rng: random.Random):  # noqa: ANN201
     return _NP[id(rng)]
 
 
+#: ``--invocations K`` (K > 1): the cell's ITERATIONS are spread over K invocations (fresh processes),
+#: each in a slow mode 35 % slower with probability 0.3 and +-5 % apart otherwise (the one-testbed
+#: noise of bench_changepoint), and every sample carries its invocation: the mode-aware path.
+INVOCATIONS = 1
+
+
 def _cell(s: dict, night: int, nights: int, index: int, rng: random.Random) -> dict:
     level = s["level"] * (1 + 0.015 * math.sin(s["phase"] + 6.28 * night / s["period"])) * (1 + rng.gauss(0, 0.03))
     if s["shift_at"] is not None and night >= int(s["shift_at"] * nights):
         level *= 1 + s["shift"]
-    step = 1000.0 / level
     when = _iso(START + 86400 * night + index)
     noise = rng_np(rng).normal(1.0, 0.02, (ITERATIONS + 1, s["n"]))
+    process = [(0.65 if rng.random() < 0.3 else 1.0) * math.exp(rng.gauss(0, 0.05)) for _ in range(INVOCATIONS)]
+    per_invocation = max(1, ITERATIONS // INVOCATIONS)
     iterations = []
     for i in range(ITERATIONS + 1):
+        k = min(max(i - 1, 0) // per_invocation, INVOCATIONS - 1)
+        step = 1000.0 / (level * process[k] if INVOCATIONS > 1 else level)
         steps = [round(x, 5) for x in (step * noise[i, 1:]).tolist()]
         prompt_ms = round(s["p"] * 0.05 * float(noise[i, 0]), 5)
         e2e = prompt_ms + 0.5 + sum(steps)
         iterations.append({"round_index": max(i - 1, 0), "latency_ms": e2e, "prompt_tokens": s["p"], "new_tokens": s["n"],
                            "prompt_ms": prompt_ms, "ttft_ms": prompt_ms + 0.5, "decode_step_ms": steps, "e2e_ms": e2e})
+        if INVOCATIONS > 1:
+            iterations[-1]["invocation"] = k
     measured = iterations[1:]
     dec = sorted((s["n"] - 1) / (sum(x["decode_step_ms"]) / 1000) for x in measured)
     med = statistics.median(dec)
@@ -353,14 +364,19 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--reuse", action="store_true", help="measure the stores --keep holds from an earlier run (no fill)")
     ap.add_argument("--fill-only", action="store_true", help="fill the stores and stop (measure later with --reuse)")
+    ap.add_argument("--invocations", type=int, default=1, help="invocations per cell (>1: samples carry them, with process modes)")
+    ap.add_argument("--name", default="fleet", help="store name prefix (fleet-CELLS.db, schema fleet_CELLS)")
     a = ap.parse_args()
+    global INVOCATIONS
+    INVOCATIONS = a.invocations
     out_dir = a.keep or Path(tempfile.mkdtemp(prefix="winml-fleet-"))
     out_dir.mkdir(parents=True, exist_ok=True)
     results = []
     for cells in a.cells:
-        targets = [] if a.no_sqlite else [("sqlite", str(out_dir / f"fleet-{cells}.db"))]
+        targets = [] if a.no_sqlite else [("sqlite", str(out_dir / f"{a.name}-{cells}.db"))]
         if a.pg:
-            targets.append(("postgresql", _pg_url(a.pg, f"fleet_{cells}") if a.reuse else _pg_fresh(a.pg, f"fleet_{cells}")))
+            schema = f"{a.name}_{cells}"
+            targets.append(("postgresql", _pg_url(a.pg, schema) if a.reuse else _pg_fresh(a.pg, schema)))
         fill_s = float("nan")
         if not a.reuse:
             for kind, url in targets:
