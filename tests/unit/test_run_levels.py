@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from winml_perf.results import changepoint as cp
-from winml_perf.results.run_levels import mode_aware_levels
+from winml_perf.results.run_levels import _comb_anchors, _padded, mode_aware_levels
 
 
 def _mixed(seed: int, n: int, *, step_at: int | None = None, step: float = 0.0, share=0.3, k: int = 5,
@@ -98,3 +98,53 @@ def test_one_invocation_per_run_and_ragged_runs_are_accepted():
     runs[10] = np.r_[runs[10], runs[10] * 1.01]
     (point,) = [p for p in cp.detect_change_points(runs, higher_is_better=True) if p.kind == cp.LEVEL]
     assert abs(point.index - 50) <= 2 and point.direction == cp.IMPROVEMENT
+
+
+# -- the vectorised levels against the method written out run by run ------------------------------
+def _reference_levels(values, window: int = 5):
+    """mode_aware_levels as its module doc states it, one run and one window at a time."""
+    import math
+
+    from winml_perf.results.run_levels import CLIP, TIE
+    from winml_perf.uncertainty.modes import detect_modes
+
+    logs = [np.log(np.atleast_1d(np.asarray(v, dtype=float))) for v in values]
+    n = len(logs)
+    tops = np.array([y.max() for y in logs])
+    reference = np.array([np.median(tops[max(0, t - window):t + window + 1]) for t in range(n)])
+    report = detect_modes(np.exp(np.concatenate([y - r for y, r in zip(logs, reference)])))
+    raw = np.array([math.exp(y.mean()) for y in logs])
+    if not report.bimodal:
+        return raw, None, None
+    offset = math.log(report.modes[0].centre / report.modes[1].centre)
+    level, share, anchors = [], [], []
+    for t in range(n):
+        y = np.concatenate(logs[max(0, t - window):t + window + 1])
+        candidates = np.concatenate([y, y - offset])
+        cost = [np.minimum(np.minimum((y - a) ** 2, (y - a - offset) ** 2), CLIP ** 2).sum() for a in candidates]
+        a = candidates[int(np.flatnonzero(np.asarray(cost) <= min(cost) + TIE * max(min(cost), CLIP ** 2))[0])]
+        near = np.where(np.abs(y - a) <= np.abs(y - a - offset), y, y - offset)
+        keep = np.abs(near - a) < CLIP
+        anchor = near[keep].mean() if keep.any() else a
+        anchors.append(anchor)
+        lower = np.abs(logs[t] - anchor - offset) < np.abs(logs[t] - anchor)
+        level.append(math.exp(np.where(lower, logs[t] - offset, logs[t]).mean()))
+        share.append(lower.mean())
+    return np.array(level), np.array(share), (offset, np.array(anchors))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_vectorised_levels_equal_the_run_by_run_method(seed):
+    rng = np.random.default_rng(100 + seed)
+    runs = _mixed(seed, int(rng.integers(12, 160)), step_at=40, step=0.08, k=1 if seed < 3 else int(rng.integers(2, 12)),
+                  share=rng.uniform(0.1, 0.6, 1)[0])
+    # ragged runs: some lose invocations, a few keep one (one invocation per run: windows in one mode tie)
+    runs = [r[: max(1, len(r) - int(rng.integers(0, len(r))))] if rng.random() < 0.3 else r for r in runs]
+    levels = mode_aware_levels(runs)
+    level, share, comb = _reference_levels(runs)
+    assert levels.bimodal == (share is not None)
+    np.testing.assert_allclose(levels.level, level, rtol=1e-12)
+    if share is not None:
+        np.testing.assert_array_equal(levels.lower_share, share)
+        offset, anchors = comb
+        np.testing.assert_allclose(_comb_anchors(_padded([np.log(r) for r in runs]), offset, 5), anchors, rtol=0, atol=1e-12)
