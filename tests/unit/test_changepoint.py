@@ -126,3 +126,34 @@ def test_short_history_without_an_interval_or_a_baseline_is_insufficient():
     assert cp.judge_newest([100.0], higher_is_better=True, candidate_interval=(99.0, 101.0)).status == cp.INSUFFICIENT
     with pytest.raises(UsageError, match="interval"):
         cp.judge_newest([100.0, 90.0], higher_is_better=True, candidate_interval=(95.0, 91.0))
+
+
+def _permutations_drawn(monkeypatch) -> list[int]:
+    """Record the permutations each batch of the permutation test evaluates."""
+    seen: list[int] = []
+    inner = cp._earlier_distances
+
+    def counting(y):
+        if y.shape[0] > 1:  # the observed ordering is one row
+            seen.append(y.shape[0])
+        return inner(y)
+
+    monkeypatch.setattr(cp, "_earlier_distances", counting)
+    return seen
+
+
+def test_batched_permutations_give_the_p_value_of_one_batch(monkeypatch):
+    """The first batches are small, but the permutations drawn are those of one big batch: a
+    significant segment gets the same p-value, a shift-free one stops early and stays above alpha."""
+    rng = np.random.default_rng(3)
+    step = np.concatenate([rng.normal(100, 1, 40), rng.normal(102, 1, 40)])
+    noise = rng.normal(100, 1, 80)
+    seen = _permutations_drawn(monkeypatch)
+    small = [cp._best_split(x, 5, 0.02, 199, 11) for x in (step, noise)]
+    batches_small, first = list(seen), cp._FIRST_BATCH
+    monkeypatch.setattr(cp, "_FIRST_BATCH", 10_000)
+    seen.clear()
+    whole = [cp._best_split(x, 5, 0.02, 199, 11) for x in (step, noise)]
+    assert small[0] == whole[0] and small[0][2] <= 0.02  # same split, statistic and p
+    assert small[1][:2] == whole[1][:2] and small[1][2] > 0.02 and whole[1][2] > 0.02
+    assert sum(batches_small) < sum(seen) and batches_small[0] == first < 199
