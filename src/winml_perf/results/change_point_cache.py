@@ -38,7 +38,8 @@ from winml_perf.results.store import Store
 
 #: Bumped when what a row holds changes shape (the detector's own changes are in its fingerprint).
 #: 2: the input is each record's per-invocation medians where it has them (was: its median).
-CACHE_FORMAT = 2
+#: 3: the digest hashes the values' float64 bytes (was: their reprs in JSON).
+CACHE_FORMAT = 3
 #: Series keys per lookup statement (bounded bind parameters).
 LOOKUP_CHUNK = 500
 
@@ -83,10 +84,19 @@ class Search:
     options: tuple[tuple[str, Any], ...]  # the keyword arguments of detect_change_points
 
     def digest(self, fingerprint: str) -> str:
-        values = [repr(float(v)) if np.ndim(v) == 0 else [repr(float(x)) for x in v] for v in self.values]
-        payload = json.dumps([fingerprint, self.metric, list(self.options), list(self.record_ids),
-                              [str(r) for r in self.run_ids], values], separators=(",", ":"))
-        return hashlib.sha256(payload.encode()).hexdigest()
+        """SHA-256 of the fingerprint, the options, the ids and the values' float64 bytes (exact:
+        two inputs digest alike only when every value is the same float), with each record's
+        count of invocations when the values are lists."""
+        head = json.dumps([fingerprint, self.metric, list(self.options), list(self.record_ids),
+                           [str(r) for r in self.run_ids]], separators=(",", ":"))
+        h = hashlib.sha256(head.encode())
+        if all(np.ndim(v) == 0 for v in self.values):
+            h.update(b"medians\0" + np.asarray(self.values, dtype="<f8").tobytes())
+        else:
+            runs = [np.atleast_1d(np.asarray(v, dtype="<f8")) for v in self.values]
+            h.update(b"invocations\0" + np.array([len(r) for r in runs], dtype="<i8").tobytes())
+            h.update(np.concatenate(runs).tobytes() if runs else b"")
+        return h.hexdigest()
 
     def detect(self) -> list[dict]:
         """Run the detector (its public function) on this input: change points as dicts."""

@@ -1,0 +1,32 @@
+"""The change-point cache's input digest (results/change_point_cache.Search.digest): alike only for
+the same input, value for value."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from winml_perf.results.change_point_cache import Search
+
+
+def _search(values, ids=(1, 2), runs=("a", "b"), options=(("higher_is_better", True),)) -> Search:
+    return Search("k", "decode_tps", tuple(ids), tuple(runs), tuple(values), tuple(options))
+
+
+def test_same_input_same_digest_and_every_part_counts():
+    base = _search([(1.0, 2.0), (3.0,)]).digest("fp")
+    assert _search([(1.0, 2.0), (3.0,)]).digest("fp") == base
+    changed = [
+        _search([(1.0,), (2.0, 3.0)]),  # the same values, split between records otherwise
+        _search([(1.0, 2.0), (np.nextafter(3.0, 4.0),)]),  # one value one ulp away
+        _search([(2.0, 1.0), (3.0,)]),  # order within a record
+        _search([(1.0, 2.0), (3.0,)], ids=(1, 3)),
+        _search([(1.0, 2.0), (3.0,)], runs=("a", "c")),
+        _search([(1.0, 2.0), (3.0,)], options=(("higher_is_better", False),)),
+    ]
+    digests = [s.digest("fp") for s in changed] + [_search([(1.0, 2.0), (3.0,)]).digest("other")]
+    assert base not in digests and len(set(digests)) == len(digests)
+
+
+def test_medians_and_one_invocation_lists_digest_apart():
+    assert _search([1.0, 3.0]).digest("fp") != _search([(1.0,), (3.0,)]).digest("fp")
+    assert _search([1.0, 3.0]).digest("fp") == _search([np.float64(1.0), 3]).digest("fp")
