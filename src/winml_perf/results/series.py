@@ -128,16 +128,34 @@ def series_columns(store: Store, series: str, metrics: Sequence[str], *, invocat
 
     rec_rows, metric_rows, invocations = store.read(read)
     cols = list(zip(*rec_rows)) if rec_rows else [()] * 6
-    n = len(rec_rows)
-    position = {rid: i for i, rid in enumerate(cols[0])}
-    values = {name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics}
-    for rid, name, median, low, high in metric_rows:
-        i, (med_col, low_col, high_col) = position[rid], values[name]
-        med_col[i] = median
-        low_col[i] = np.nan if low is None else low
-        high_col[i] = np.nan if high is None else high
     return SeriesColumns(list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]),
-                         np.array([status == "ok" for status in cols[5]], dtype=bool), values, invocations)
+                         np.array([status == "ok" for status in cols[5]], dtype=bool),
+                         _metric_columns(cols[0], metric_rows, metrics), invocations)
+
+
+def _metric_columns(ids: Sequence[int], rows: Sequence[Sequence[Any]],
+                    metrics: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """metric -> (median, low, high) columns aligned with ``ids`` from (record id, name, median,
+    low, high) rows (NaN where a record has no row or a bound is NULL), by array operations."""
+    n = len(ids)
+    values = {name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics}
+    if not rows:
+        return values
+    rid, name, median, low, high = zip(*rows)
+    order = np.argsort(np.asarray(ids, dtype=np.int64), kind="stable")
+    sorted_ids = np.asarray(ids, dtype=np.int64)[order]
+    wanted = np.asarray(rid, dtype=np.int64)
+    at = np.minimum(np.searchsorted(sorted_ids, wanted), n - 1)
+    if n == 0 or not np.array_equal(sorted_ids[at], wanted):
+        raise RuntimeError("series_columns: metric rows of records the records query did not return")
+    position = order[at]
+    names = np.asarray(name, dtype=object)
+    numbers = [np.array(c, dtype=float) for c in (median, low, high)]  # None -> NaN
+    for metric, target in values.items():
+        mask = names == metric
+        for column, source in zip(target, numbers):
+            column[position[mask]] = source[mask]
+    return values
 
 
 def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
