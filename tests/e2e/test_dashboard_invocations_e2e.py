@@ -19,7 +19,9 @@ from tests.conftest import run_winml
 from tests.e2e.test_gate_invocations_e2e import FRESH, INVOCATIONS, NIGHTS, _gate, _series
 from tests.results_fakes import hex_id
 from tests.results_fixtures import pg_url, store_url  # noqa: F401
+from winml_perf.errors import UsageError
 from winml_perf.results import change_point_cache as cpc
+from winml_perf.results import migrations as mig
 from winml_perf.results import changepoint
 from winml_perf.results.dashboard import write_dashboard
 from winml_perf.results.dashboard_page import page_path
@@ -109,3 +111,18 @@ def test_records_without_invocations_are_searched_by_their_median(store_url, tmp
         search, where = cpc.search_of(key, METRIC, cols, 120, {"higher_is_better": True})
     assert cols.invocations[METRIC] == {}
     assert list(search.values) == cols.values[METRIC][0][where].tolist()  # one value per run: its median
+
+
+def test_invocation_lists_are_read_exactly_and_a_damaged_one_is_named(mode_store):
+    with open_store(mode_store) as store:
+        key = store.records(testbed="tb-slower")[0]["series_key"]
+        cols = series_columns(store, key, [METRIC], invocations_of=[METRIC], window=120)
+        gate = invocation_histories(store, key, [METRIC], newest=GATE_HISTORY)[METRIC]
+        lists = cols.invocations[METRIC]
+        assert len(lists) == NIGHTS and all(len(v) == INVOCATIONS for v in lists.values())
+        assert [lists[row["id"]] for row in gate] == [row["invocations"] for row in gate]  # the gate's numbers, exactly
+        with store.engine.begin() as conn:
+            conn.execute(mig.metrics.update().where(mig.metrics.c.record_id == max(lists), mig.metrics.c.name == METRIC)
+                         .values(invocations='{"not": "a list"}'))
+        with pytest.raises(UsageError, match="metrics.invocations of series .* not a JSON list"):
+            series_columns(store, key, [METRIC], invocations_of=[METRIC], window=120)

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 import numpy as np
 import sqlalchemy as sa
 
+from winml_perf.errors import UsageError
 from winml_perf.results import migrations as mig
 from winml_perf.results.filters import apply_filters
 from winml_perf.results.store import Store
@@ -121,7 +122,12 @@ def series_columns(store: Store, series: str, metrics: Sequence[str], *, invocat
                 .order_by(r.created_utc.desc(), r.id.desc()))
         if window is not None:
             stmt = stmt.limit(int(window))
-        return {rid: [float(v) for v in json.loads(text)] for rid, text in conn.execute(stmt) if text is not None}
+        rows = [(rid, text) for rid, text in conn.execute(stmt).all() if text is not None]
+        lists = json.loads("[" + ",".join(text for _, text in rows) + "]")  # one parse: each text is a JSON list
+        if len(lists) != len(rows) or not all(isinstance(v, list) for v in lists):
+            raise UsageError(f"{store.display}: metrics.invocations of series {series} holds a value that is not a JSON list",
+                             "the column is written by winml-perf itself; set the damaged rows' invocations to NULL (their medians are searched then)")
+        return {rid: [float(v) for v in values] for (rid, _), values in zip(rows, lists)}
 
     def read(conn: sa.Connection) -> tuple[list, list, dict]:
         return conn.execute(recs).all(), conn.execute(vals).all(), {name: newest_lists(conn, name) for name in invocations_of}
