@@ -15,7 +15,7 @@ from winml_perf.uncertainty.hierarchical import (
     student_t_median,
     within_process_median,
 )
-from winml_perf.uncertainty.median_ci import median_ci
+from winml_perf.uncertainty.quantile_intervals import median_ci
 
 TRUE_MEDIAN = 100.0
 

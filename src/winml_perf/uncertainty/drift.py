@@ -17,7 +17,7 @@ from typing import Sequence
 import numpy as np
 
 from winml_perf.uncertainty.hierarchical import as_invocations
-from winml_perf.uncertainty.median_ci import CONFIDENCE_LEVEL, median_ci
+from winml_perf.uncertainty.quantile_intervals import CONFIDENCE_LEVEL, median_ci
 
 MIN_RELATIVE_SPREAD = 0.02
 

@@ -29,7 +29,8 @@ from typing import Sequence
 import numpy as np
 from scipy.stats import t as student_t
 
-from winml_perf.uncertainty.median_ci import CONFIDENCE_LEVEL, finite, median_ci, median_ci_ranks
+from winml_perf.uncertainty.arrays import finite
+from winml_perf.uncertainty.quantile_intervals import CONFIDENCE_LEVEL, median_ci, median_ci_ranks
 
 #: Bootstrap resamples of every bootstrap interval (fixed, so results are reproducible).
 BOOTSTRAP_RESAMPLES = 2000

@@ -24,7 +24,7 @@ from typing import Sequence
 
 import numpy as np
 
-from winml_perf.uncertainty.median_ci import finite
+from winml_perf.uncertainty.arrays import finite
 
 MIN_SHARE = 0.10
 MIN_SEPARATION = 2.0

@@ -30,7 +30,7 @@ from winml_perf.uncertainty.hierarchical import (
     sketch,
     spread_about,
 )
-from winml_perf.uncertainty.median_ci import CONFIDENCE_LEVEL, median_ci
+from winml_perf.uncertainty.quantile_intervals import CONFIDENCE_LEVEL, median_ci
 
 
 class Verdict(str, Enum):

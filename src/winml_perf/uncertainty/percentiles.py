@@ -22,7 +22,8 @@ from typing import Sequence
 import numpy as np
 
 from winml_perf.uncertainty.hierarchical import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, batch_sizes, percentile_interval
-from winml_perf.uncertainty.median_ci import CONFIDENCE_LEVEL, finite, quantile_ci
+from winml_perf.uncertainty.arrays import finite
+from winml_perf.uncertainty.quantile_intervals import CONFIDENCE_LEVEL, quantile_ci
 
 #: Percentiles reported for per-token latency.
 PERCENTILES = (50.0, 90.0, 95.0, 99.0)

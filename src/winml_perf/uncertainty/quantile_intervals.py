@@ -16,6 +16,8 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import binom
 
+from winml_perf.uncertainty.arrays import finite
+
 #: Confidence level of every interval unless a caller asks for another.
 CONFIDENCE_LEVEL = 0.95
 
@@ -61,12 +63,6 @@ def quantile_ci_ranks(n: int, q: float = 0.5, confidence: float = CONFIDENCE_LEV
 def median_ci_ranks(n: int, confidence: float = CONFIDENCE_LEVEL) -> tuple[int, int] | None:
     """Ranks (l, n - l + 1) of the distribution-free CI of the median; None below 6 samples at 95 %."""
     return quantile_ci_ranks(n, 0.5, confidence)
-
-
-def finite(values) -> np.ndarray:
-    """The values as a 1-D float array without NaN or infinities."""
-    xs = np.asarray(values, dtype=float).ravel()
-    return xs[np.isfinite(xs)]
 
 
 def quantile_ci(values, q: float, confidence: float = CONFIDENCE_LEVEL) -> tuple[float, float]:
