@@ -157,3 +157,15 @@ def test_batched_permutations_give_the_p_value_of_one_batch(monkeypatch):
     assert small[0] == whole[0] and small[0][2] <= 0.02  # same split, statistic and p
     assert small[1][:2] == whole[1][:2] and small[1][2] > 0.02 and whole[1][2] > 0.02
     assert sum(batches_small) < sum(seen) and batches_small[0] == first < 199
+
+
+@pytest.mark.parametrize("n", [10, 37, 120])
+def test_both_ways_of_the_earlier_distances_agree_with_the_definition(n):
+    rng = np.random.default_rng(n)
+    x = np.round(rng.normal(100, 3, n), 1)  # ties too
+    batch = x[np.argsort(rng.random((cp._LOOP_ROWS + 5, n)), axis=1)]
+    definition = np.array([[np.abs(row[t] - row[:t]).sum() for t in range(n)] for row in batch])
+    looped = cp._earlier_distances(batch)  # many rows: the prefix loop
+    counted = np.concatenate([cp._earlier_distances(batch[i:i + 1]) for i in range(len(batch))])  # one row: counts
+    np.testing.assert_allclose(looped, definition, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(counted, definition, rtol=1e-12, atol=1e-9)
