@@ -12,8 +12,9 @@ Multivariate Data", JASA 109(505), 2014), in 1-D with exponent alpha = 1:
 - Every within-segment sum comes from one pairwise-distance matrix by cumulative sums: with
   r_t = sum_{i<t}|x_t - x_i| (the distances of a point to the earlier ones) and the full row sums
   s_t, the within-left sums are cumsum(r), the within-right sums a suffix sum of s - r, and the cross
-  sums the rest; r itself comes from the count and sum of the earlier values below each value.
-  O(n^2) comparisons per ordering, vectorised over a batch of permutations.
+  sums the rest; r itself comes, for a batch of permutations, from one pass over the prefixes,
+  and for one ordering from the count and sum of the earlier values below each value. O(n^2) per
+  ordering, vectorised over the batch.
 - Significance by a permutation test of the maximum of Q over the segment (the max-statistic test of
   Matteson & James §3.2 and MongoDB): the segment is shuffled ``permutations`` times with a seeded
   generator and p = (1 + #{max Q* >= max Q}) / (1 + permutations done). A permutation test, not the

@@ -108,9 +108,9 @@ def _comb_anchors(runs: np.ndarray, offset: float, half: int) -> np.ndarray:
     values of runs t - half .. t + half (``runs``: NaN-padded log values, one row per run).
 
     The candidates of a window are its values and its values - offset, in that order (the first
-    of equal costs wins: ``_first_lowest``). A candidate from run s is in the windows of runs s - half .. s + half,
-    which hold runs s - 2 half .. s + 2 half: its cost against each of those runs is computed once
-    and every window's cost is a sum over a run range of them (cumulative sums)."""
+    of equal costs wins: ``_first_lowest``). A candidate from run s is in the windows of runs
+    s - half .. s + half, which hold runs s - 2 half .. s + 2 half: its cost against each of those
+    runs is computed once, and each window's cost is a sum over a range of them (cumulative sums)."""
     n, width = runs.shape
     reach = 2 * half
     near_runs = np.arange(n)[:, None] + np.arange(-reach, reach + 1)[None, :]  # (n, 2 reach + 1)
@@ -132,8 +132,10 @@ def _comb_anchors(runs: np.ndarray, offset: float, half: int) -> np.ndarray:
     cost = in_window[src, :, (half - step)[None, :]]  # (n, 2 half + 1, 2 width)
     cand = candidates[src]  # (n, 2 half + 1, 2 width)
     cost = np.where(inside[..., None] & ~np.isnan(cand), cost, np.inf)
-    order = lambda a: a.reshape(n, 2 * half + 1, 2, width).transpose(0, 2, 1, 3).reshape(n, -1)  # noqa: E731
-    cost, cand = order(cost), order(cand)
+
+    def in_window_order(a: np.ndarray) -> np.ndarray:  # (n, source run, upper|lower x invocation) -> (n, candidates)
+        return a.reshape(n, 2 * half + 1, 2, width).transpose(0, 2, 1, 3).reshape(n, -1)
+    cost, cand = in_window_order(cost), in_window_order(cand)
     a = np.take_along_axis(cand, _first_lowest(cost)[:, None], axis=1)
     y = np.where(inside[..., None], runs[src], np.nan).reshape(n, -1)  # the window's values
     ok = ~np.isnan(y)
