@@ -148,3 +148,15 @@ def test_vectorised_levels_equal_the_run_by_run_method(seed):
         np.testing.assert_array_equal(levels.lower_share, share)
         offset, anchors = comb
         np.testing.assert_allclose(_comb_anchors(_padded([np.log(r) for r in runs]), offset, 5), anchors, rtol=0, atol=1e-12)
+
+
+def test_night_after_night_the_gate_is_stricter_than_the_dashboards_search():
+    """The gate re-searches a sliding window every night, so it tests at GATE_ALPHA: on this
+    shift-free history two nights fail at the dashboard's alpha and none at the gate's."""
+    runs = _mixed(22, 190, k=10)
+    nights = range(40, 191)
+
+    def failed(**alpha) -> int:
+        return sum(cp.judge_newest(runs[t - 40:t], higher_is_better=True, threshold=0.05, **alpha).is_regression for t in nights)
+    assert cp.GATE_ALPHA < cp.DEFAULT_ALPHA
+    assert failed(alpha=cp.DEFAULT_ALPHA) == 2 and failed() == 0

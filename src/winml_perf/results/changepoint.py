@@ -322,6 +322,12 @@ def detect_change_points(values: Sequence, run_ids: Sequence[Any] | None = None,
 # -- the regression gate ---------------------------------------------------------------------------
 #: With fewer runs than this the gate compares the candidate's interval with the baseline instead.
 MIN_HISTORY = 8
+#: Significance level of the gate's tests. The gate searches a sliding window of the newest runs
+#: every night, so one false change point can fail it on several nights: at DEFAULT_ALPHA it failed
+#: 4.4 (seed 4) and 2.5 (seed 3) of 1,000 shift-free series-nights under the H200 testbed noise
+#: with 10 invocations, at 0.005 1.1 and 1.0, finding 5 % steps within 10 nights as often (0.67,
+#: 0.70) about a night later (benchmarks/bench_gate.py; docs/benchmarks.md).
+GATE_ALPHA = 0.005
 UNCHANGED, INSUFFICIENT = "unchanged", "insufficient"
 BY_CHANGE_POINT, BY_INTERVAL = "change point", "interval"
 
@@ -373,13 +379,14 @@ def _said(p: ChangePoint) -> str:
 
 def judge_newest(values: Sequence, run_ids: Sequence[Any] | None = None, *, higher_is_better: bool,
                  threshold: float = 0.05, candidate_interval: tuple[float, float] | None = None,
-                 recent: int | None = None, alpha: float = DEFAULT_ALPHA, permutations: int = DEFAULT_PERMUTATIONS,
+                 recent: int | None = None, alpha: float = GATE_ALPHA, permutations: int = DEFAULT_PERMUTATIONS,
                  min_size: int = DEFAULT_MIN_SIZE, seed: int = DEFAULT_SEED) -> Verdict:
     """Gate verdict on the newest run of a series (oldest first).
 
     ``values`` as for ``detect_change_points`` (per-run estimates, or per-run invocation estimates).
-    With at least MIN_HISTORY runs: a regression when a significant change point (of the level or
-    of the mode share) starts within the newest ``recent`` runs (default 2 x min_size) — so the
+    With at least MIN_HISTORY runs: a regression when a change point significant at ``alpha``
+    (GATE_ALPHA: stricter than the dashboard's search, see there; of the level or of the mode
+    share) starts within the newest ``recent`` runs (default 2 x min_size) — so the
     newest run belongs to the new segment — and its shift is worse than ``threshold`` (a
     fraction); the worst such one is reported. A change point needs ``min_size`` runs after it, so
     a shift is seen from its min_size-th run on. With fewer runs: ``candidate_interval`` (the

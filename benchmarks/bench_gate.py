@@ -1,0 +1,81 @@
+"""The regression gate night after night on synthetic series (issue 15). Run on demand, not in CI.
+
+    python benchmarks/bench_gate.py [--noise h200-testbed] [--invocations 10] [--series 20] [--nights 200] [--alpha A]
+
+What ``winml compare runs --fail-on-regression 5%`` decides each night when it judges a series by
+the change points of its newest GATE_HISTORY runs (results/changepoint.judge_newest, as
+results/gate.py calls it), under the noise models of benchmarks/changepoint_sim.py:
+
+- shift-free series: the gate runs on each of --nights nights after a first full history; every
+  regression verdict is a false alarm (per series-night, and the series that got one);
+- series with one regression step of 5, 10 or 20 % (throughput lower by that much) at a night:
+  the gate runs on the 20 nights from the step on; the delay is the first night (1 = the night of
+  the step) whose verdict is a regression, and the recall is the share found within 10 nights.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import numpy as np
+
+from changepoint_sim import NOISES, simulate
+from winml_perf.results.changepoint import GATE_ALPHA, judge_newest
+from winml_perf.results.gate import GATE_HISTORY
+
+STEP_SIZES = (0.05, 0.10, 0.20)
+AFTER = 20  # nights judged from a step on
+FOUND_WITHIN = 10
+
+
+def verdicts(runs: np.ndarray, nights: range, alpha: float) -> list[bool]:
+    """Whether the gate fails each night of ``nights`` (indices into runs, the newest judged)."""
+    out = []
+    for t in nights:
+        window = [list(r) for r in runs[max(0, t + 1 - GATE_HISTORY):t + 1]]
+        out.append(judge_newest(window, higher_is_better=True, threshold=0.05, alpha=alpha).is_regression)
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--noise", default="h200-testbed", choices=list(NOISES))
+    ap.add_argument("--invocations", type=int, default=10)
+    ap.add_argument("--series", type=int, default=20)
+    ap.add_argument("--nights", type=int, default=200)
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--alpha", type=float, default=GATE_ALPHA, help="the gate's significance level (default: its own)")
+    a = ap.parse_args()
+    noise, rng = NOISES[a.noise], np.random.default_rng(a.seed)
+    start = time.perf_counter()
+    false_nights = flagged_series = judged = 0
+    for _ in range(a.series):
+        length = GATE_HISTORY + a.nights
+        runs, _ = simulate(noise, np.ones(length), np.full(length, noise.slow_probability), a.invocations, rng)
+        v = verdicts(runs, range(GATE_HISTORY, length), a.alpha)
+        false_nights += sum(v)
+        flagged_series += any(v)
+        judged += len(v)
+    steps = {}
+    for size in STEP_SIZES:
+        delays = []
+        for _ in range(a.series):
+            length = GATE_HISTORY + AFTER
+            profile = np.ones(length)
+            profile[GATE_HISTORY:] *= 1 - size
+            runs, _ = simulate(noise, profile, np.full(length, noise.slow_probability), a.invocations, rng)
+            v = verdicts(runs, range(GATE_HISTORY, length), a.alpha)
+            delays.append(v.index(True) + 1 if any(v) else None)
+        found = [d for d in delays if d is not None and d <= FOUND_WITHIN]
+        steps[f"{size:.0%}"] = {"recall_within_10_nights": round(len(found) / len(delays), 2),
+                                "median_delay_nights": float(np.median(found)) if found else None}
+    print(json.dumps({"noise": a.noise, "invocations": a.invocations, "series": a.series, "alpha": a.alpha,
+                      "false_alarms_per_1000_series_nights": round(1000 * false_nights / judged, 2),
+                      "shift_free_series_with_a_false_alarm": f"{flagged_series}/{a.series}",
+                      "series_nights_judged": judged, "steps": steps, "seconds": round(time.perf_counter() - start, 1)}))
+
+
+if __name__ == "__main__":
+    main()
