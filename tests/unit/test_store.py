@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sqlite3
 import subprocess
 import sys
@@ -213,10 +214,21 @@ def _snapshot(path: Path) -> tuple[bytes, list[str]]:
     return path.read_bytes(), sorted(p.name for p in path.parent.iterdir())
 
 
+def _wal_header_over_garbage() -> bytes:
+    """A page-1 header that says WAL (bytes 18-19 are 2) over garbage: a plain read-only open of
+    it makes -wal and -shm files before it finds the damage (seen once in CI from random bytes)."""
+    header = bytearray(b"SQLite format 3\x00" + bytes(84))
+    header[16:18] = (4096).to_bytes(2, "big")
+    header[18] = header[19] = 2
+    header[21:24] = bytes([64, 32, 32])
+    return bytes(header) + random.Random(1).randbytes(8192)
+
+
 @pytest.mark.parametrize("content", [
-    os.urandom(4096),
+    random.Random(0).randbytes(4096),
     b"SQLite format 3\x00" + b"\x00" * 20,  # a header and nothing more
-    b"SQLite format 3\x00" + os.urandom(8192),  # a header over garbage
+    *(b"SQLite format 3\x00" + random.Random(seed).randbytes(8192) for seed in range(8)),  # a header over garbage
+    _wal_header_over_garbage(),
 ])
 def test_a_corrupted_file_is_refused_and_left_untouched(tmp_path, content):
     path = tmp_path / "winml-perf.db"
@@ -239,6 +251,20 @@ def test_a_foreign_sqlite_database_is_refused_and_left_untouched(tmp_path):
     with pytest.raises(StoreError, match="customers"):
         open_store(path)
     assert _snapshot(path) == before  # no WAL switch, no -wal / -shm files, no new tables
+
+
+def test_a_foreign_wal_database_is_refused_without_making_wal_files(tmp_path):
+    path = tmp_path / "app.db"
+    con = sqlite3.connect(path)
+    con.execute("PRAGMA journal_mode=WAL")
+    con.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
+    con.commit()
+    con.close()  # the last connection checkpoints and removes -wal and -shm
+    before = _snapshot(path)
+    assert before[1] == ["app.db"]
+    with pytest.raises(StoreError, match="customers"):
+        open_store(path)
+    assert _snapshot(path) == before
 
 
 def test_a_schema_migrations_table_of_another_tool_is_refused(tmp_path):

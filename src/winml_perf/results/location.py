@@ -96,7 +96,7 @@ def inspect_sqlite_file(path: Path) -> set[str] | None:
     if len(header) < 100 or not header.startswith(SQLITE_HEADER):
         raise _refuse(path, "is not an SQLite database (bad header)")
     try:
-        con = sqlite3.connect(read_only_uri(path), uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)
+        con = sqlite3.connect(inspection_uri(path), uri=True, timeout=SQLITE_BUSY_TIMEOUT_S)
     except sqlite3.Error as exc:
         raise _refuse(path, f"cannot be opened ({exc})") from None
     try:
@@ -125,6 +125,16 @@ def read_only_uri(path: Path) -> str:
     """An SQLite URI that reads ``path`` without writing anything, even where the WAL's shared
     memory file cannot be made (a read-only file or folder: then nobody can be writing to it)."""
     return f"file:{quote(str(path))}?mode=ro" + ("" if writable(path) else "&immutable=1")
+
+
+def inspection_uri(path: Path) -> str:
+    """The URI of the first look at a file. With no journal or WAL beside it, the file holds every
+    committed page, so it is read as immutable: that makes no -shm or -wal file either, which a
+    plain read-only open does for a header that says WAL, damaged or not."""
+    beside = [path.with_name(path.name + suffix) for suffix in ("-wal", "-journal")]
+    if any(p.exists() for p in beside):
+        return read_only_uri(path)
+    return f"file:{quote(str(path))}?mode=ro&immutable=1"
 
 
 def applied_from_tables(where: Any, tables: set[str], query: Callable[[str], list], con: Any = None) -> set[str] | None:
