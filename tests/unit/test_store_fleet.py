@@ -247,3 +247,39 @@ def test_prune_deletes_old_records_with_their_rows(store_url, monkeypatch):
             assert set(conn.execute(sa.select(mig.samples.c.record_id).distinct()).scalars()) == {r["id"] for r in kept}
             assert set(conn.execute(sa.select(mig.metrics.c.record_id).distinct()).scalars()) == {r["id"] for r in kept}
         assert store.prune("2025-01-01T00:00:00.000000Z") == 0
+
+
+def _planner_rows(store, table: str) -> float | None:
+    """The row count the planner has for ``table`` (None before its first ANALYZE)."""
+    with store.engine.connect() as conn:
+        if store.location.dialect == "sqlite":
+            row = conn.execute(sa.text("SELECT stat FROM sqlite_stat1 WHERE tbl = :t"), {"t": table}).first()
+            return None if row is None else float(row[0].split()[0])
+        reltuples = conn.execute(sa.text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"), {"t": table}).scalar_one()
+        return None if reltuples < 0 else reltuples
+
+
+def test_analyze_gives_the_planner_the_stores_tables(store_url):
+    with open_store(store_url) as store:
+        for i in range(3):
+            store.write_record(make_cell(hex_id(f"an{i}")))
+        store.analyze()
+        assert _planner_rows(store, "records") == 3
+        assert _planner_rows(store, "metrics") > 3
+
+
+@pytest.mark.postgres
+def test_analyze_leaves_the_other_tables_of_a_shared_database_alone(pg_url):
+    other = "o_" + hex_id("other")[:12]
+    with open_store(pg_url) as store:
+        with store.engine.begin() as conn:
+            conn.execute(sa.text(f'CREATE SCHEMA "{other}"'))
+            conn.execute(sa.text(f'CREATE TABLE "{other}".orders AS SELECT generate_series(1, 5) AS id'))
+        try:
+            store.write_record(make_cell(hex_id("shared")))
+            store.analyze()
+            assert _planner_rows(store, "records") == 1
+            assert _planner_rows(store, f'"{other}".orders') is None  # a bare ANALYZE would have counted its 5 rows
+        finally:
+            with store.engine.begin() as conn:
+                conn.execute(sa.text(f'DROP SCHEMA "{other}" CASCADE'))

@@ -35,7 +35,7 @@ Tables (one schema for SQLite and PostgreSQL):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterable
 
 import sqlalchemy as sa
 
@@ -176,7 +176,14 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
         if invocations:
             conn.execute(sa.text("UPDATE samples SET invocation = :inv WHERE record_id = :rid AND seq = :seq"), invocations)
     conn.execute(sa.text("CREATE INDEX ix_records_series_key ON records (series_key, created_utc)"))
-    conn.execute(sa.text("ANALYZE"))
+    analyze(conn, ("records", "metrics", "samples"))
+
+
+def analyze(conn: sa.Connection, tables: Iterable[str]) -> None:
+    """Refresh the planner's statistics of these tables only: on PostgreSQL a bare ANALYZE covers
+    every table of the database, which a fleet may share with other tools."""
+    for table in tables:
+        conn.execute(sa.text(f"ANALYZE {table}"))
 
 
 def _v4_change_point_cache(md: sa.MetaData) -> sa.Table:
@@ -201,8 +208,7 @@ def _m0005_series_covering_indexes(conn: sa.Connection) -> None:
     conn.execute(sa.text("CREATE INDEX ix_records_series_shown ON records (series_key, created_utc, id, status, run_id,"
                          " git_commit, winml_perf_version, testbed_id)"))
     conn.execute(sa.text("CREATE INDEX ix_metrics_values ON metrics (record_id, name, median, ci95_low, ci95_high)"))
-    for table in ("records", "metrics"):  # these tables only (on PostgreSQL a bare ANALYZE is the whole database)
-        conn.execute(sa.text(f"ANALYZE {table}"))
+    analyze(conn, ("records", "metrics"))
 
 
 def _m0006_metric_invocations(conn: sa.Connection) -> None:

@@ -164,7 +164,7 @@ class Store:
         adds the series index runs it too). Without them SQLite may read a series through the
         two-valued route index instead of the series index."""
         with self._writer_turn(), self._write_conn() as conn, conn.begin():
-            conn.exec_driver_sql("ANALYZE")
+            mig.analyze(conn, mig.metadata.tables)
 
     def _optimize(self) -> None:
         """SQLite's advice for connections that wrote: ``PRAGMA optimize`` before closing (it re-runs
