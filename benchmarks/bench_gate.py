@@ -10,7 +10,9 @@ results/gate.py calls it), under the noise models of benchmarks/changepoint_sim.
   regression verdict is a false alarm (per series-night, and the series that got one);
 - series with one regression step of 5, 10 or 20 % (throughput lower by that much) at a night:
   the gate runs on the 20 nights from the step on; the delay is the first night (1 = the night of
-  the step) whose verdict is a regression, and the recall is the share found within 10 nights.
+  the step) whose verdict is a regression, and the recall is the share found within 10 nights;
+  ``named_the_step`` is the share of those first verdicts whose change point is the step's own run
+  (the run a reader bisects from), ``runs_off`` how far the others were (negative: earlier).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -30,12 +33,14 @@ AFTER = 20  # nights judged from a step on
 FOUND_WITHIN = 10
 
 
-def verdicts(runs: np.ndarray, nights: range, alpha: float) -> list[bool]:
-    """Whether the gate fails each night of ``nights`` (indices into runs, the newest judged)."""
+def verdicts(runs: np.ndarray, nights: range, alpha: float) -> list:
+    """The gate's verdict on each night of ``nights`` (indices into runs, the newest judged), with
+    its change point's index made an index into ``runs``."""
     out = []
     for t in nights:
-        window = [list(r) for r in runs[max(0, t + 1 - GATE_HISTORY):t + 1]]
-        out.append(judge_newest(window, higher_is_better=True, threshold=0.05, alpha=alpha).is_regression)
+        first = max(0, t + 1 - GATE_HISTORY)
+        verdict = judge_newest([list(r) for r in runs[first:t + 1]], higher_is_better=True, threshold=0.05, alpha=alpha)
+        out.append((verdict.is_regression, None if verdict.change_point is None else first + verdict.change_point.index))
     return out
 
 
@@ -54,23 +59,28 @@ def main() -> None:
     for _ in range(a.series):
         length = GATE_HISTORY + a.nights
         runs, _ = simulate(noise, np.ones(length), np.full(length, noise.slow_probability), a.invocations, rng)
-        v = verdicts(runs, range(GATE_HISTORY, length), a.alpha)
+        v = [failed for failed, _ in verdicts(runs, range(GATE_HISTORY, length), a.alpha)]
         false_nights += sum(v)
         flagged_series += any(v)
         judged += len(v)
     steps = {}
     for size in STEP_SIZES:
-        delays = []
+        delays, offsets = [], []
         for _ in range(a.series):
             length = GATE_HISTORY + AFTER
             profile = np.ones(length)
             profile[GATE_HISTORY:] *= 1 - size
             runs, _ = simulate(noise, profile, np.full(length, noise.slow_probability), a.invocations, rng)
             v = verdicts(runs, range(GATE_HISTORY, length), a.alpha)
-            delays.append(v.index(True) + 1 if any(v) else None)
+            first = next((k for k, (failed, _) in enumerate(v) if failed), None)
+            delays.append(None if first is None else first + 1)
+            if first is not None and first < FOUND_WITHIN:
+                offsets.append(v[first][1] - GATE_HISTORY)
         found = [d for d in delays if d is not None and d <= FOUND_WITHIN]
         steps[f"{size:.0%}"] = {"recall_within_10_nights": round(len(found) / len(delays), 2),
-                                "median_delay_nights": float(np.median(found)) if found else None}
+                                "median_delay_nights": float(np.median(found)) if found else None,
+                                "named_the_step": round(offsets.count(0) / len(offsets), 2) if offsets else None,
+                                "runs_off": dict(sorted(Counter(o for o in offsets if o).items()))}
     print(json.dumps({"noise": a.noise, "invocations": a.invocations, "series": a.series, "alpha": a.alpha,
                       "false_alarms_per_1000_series_nights": round(1000 * false_nights / judged, 2),
                       "shift_free_series_with_a_false_alarm": f"{flagged_series}/{a.series}",

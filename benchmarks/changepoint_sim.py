@@ -58,13 +58,23 @@ HERE = Noise("here", 19_800.0, 3 / 8, 12_500 / 19_800, 0.022, 0.02, 0.0)
 NOISES = {n.name: n for n in (H200, H200_TESTBED, HERE)}
 
 
+def true_levels(noise: Noise, steps: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Each run's true level in the fast mode: ``noise.level * steps * drift``."""
+    period, phase = rng.uniform(90, 180), rng.uniform(0, 2 * np.pi)
+    return noise.level * steps * (1 + noise.drift * np.sin(2 * np.pi * np.arange(len(steps)) / period + phase))
+
+
 def simulate(noise: Noise, steps: np.ndarray, slow: np.ndarray, invocations: int,
              rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """(invocation medians (n, K), raw iterations (n, K, ITERATIONS)) of a series whose true
-    level is ``noise.level * steps * drift`` and whose slow-mode probability per run is ``slow``."""
-    n = len(steps)
-    period, phase = rng.uniform(90, 180), rng.uniform(0, 2 * np.pi)
-    level = noise.level * steps * (1 + noise.drift * np.sin(2 * np.pi * np.arange(n) / period + phase))
+    level is ``true_levels`` and whose slow-mode probability per run is ``slow``."""
+    return measure(noise, true_levels(noise, steps, rng), slow, invocations, rng)
+
+
+def measure(noise: Noise, level: np.ndarray, slow: np.ndarray, invocations: int,
+            rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """``simulate`` for given true levels."""
+    n = len(level)
     mode = np.where(rng.random((n, invocations)) < slow[:, None], noise.slow_factor, 1.0)
     process = level[:, None] * mode * rng.lognormal(0.0, noise.process_sigma, (n, invocations))
     iterations = process[..., None] * rng.lognormal(0.0, noise.iteration_sigma, (n, invocations, ITERATIONS))

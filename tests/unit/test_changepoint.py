@@ -67,11 +67,35 @@ def test_lower_is_better_turns_the_direction():
 
 
 def test_same_seed_same_answer_and_min_size_respected():
-    x = np.r_[_noise(10, 30), _noise(11, 4, 80.0)]
-    wide = cp.detect_change_points(x, higher_is_better=True, min_size=5)
-    assert all(5 <= p.index <= len(x) - 5 for p in wide) and 30 not in [p.index for p in wide]  # 4 runs after: too few
-    a = cp.detect_change_points(x, higher_is_better=True, min_size=3)
-    assert a == cp.detect_change_points(x, higher_is_better=True, min_size=3) and [p.index for p in a] == [30]
+    x = np.r_[_noise(10, 40), _noise(11, 20, 80.0), _noise(20, 40)]
+    a = cp.detect_change_points(x, higher_is_better=True, min_size=8)
+    assert a == cp.detect_change_points(x, higher_is_better=True, min_size=8) and [p.index for p in a] == [40, 60]
+    # no segment shorter than 2 x min_size is split: the 20-run middle stays whole at min_size 11
+    assert len(cp.detect_change_points(x, higher_is_better=True, min_size=11)) == 2
+
+
+@pytest.mark.parametrize("after", [2, 3, 4])
+def test_a_step_younger_than_min_size_is_located_at_its_own_run(after):
+    # the test can only split 5 runs from the end; the change point is then moved to the step itself
+    x = np.r_[_noise(21, 40, 100.0, 1.0), _noise(22, after, 80.0, 1.0)]
+    (p,) = cp.detect_change_points(x, higher_is_better=True)
+    assert p.index == 40 and p.median_after == pytest.approx(80.0, abs=2.0)
+    if after >= 3:  # the gate's stricter alpha needs a third run
+        v = cp.judge_newest(x, list(range(len(x))), higher_is_better=True, threshold=0.05)
+        assert v.is_regression and v.change_point.index == 40 and "(run 40)" in v.reason
+
+
+def test_a_step_near_the_start_is_located_at_its_own_run():
+    x = np.r_[_noise(23, 3, 80.0, 1.0), _noise(24, 40, 100.0, 1.0)]
+    assert [p.index for p in cp.detect_change_points(x, higher_is_better=True)] == [3]
+
+
+def test_a_step_at_the_edge_stays_there_and_location_keeps_two_runs_a_side():
+    x = np.r_[_noise(25, 40, 100.0, 1.0), _noise(26, 5, 80.0, 1.0)]
+    assert [p.index for p in cp.detect_change_points(x, higher_is_better=True)] == [40]
+    one_low = np.r_[np.full(40, 100.0), 80.0]
+    assert cp._located(one_low, len(one_low) - 5, 5) <= len(one_low) - cp.MIN_LOCATED
+    assert cp._located(np.r_[80.0, np.full(40, 100.0)], 5, 5) >= cp.MIN_LOCATED
 
 
 @pytest.mark.parametrize("values, fragment", [([1.0, float("nan"), 2.0], "index 1"), ([[[1.0, 2.0]]], "1-D"),

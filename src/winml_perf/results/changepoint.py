@@ -27,6 +27,9 @@ Multivariate Data", JASA 109(505), 2014), in 1-D with exponent alpha = 1:
   costs a handful of permutations.
 - Bisection: each segment is split at its best tau while the split is significant; a segment
   shorter than 2 x ``min_size`` is not split. Each segment is tested on its own at ``alpha``.
+- Location: the test looks only at splits with ``min_size`` runs a side, so a step younger than
+  that (the newest runs, where the gate looks) is split a run or two early. A significant split at
+  that edge is moved to the best two-level fit down to MIN_LOCATED runs a side (``_located``).
 
 Size of a shift: median(after) / median(before) - 1 over the segments either side, with a
 percentile bootstrap interval (Efron & Tibshirani 1993) of that ratio, segments resampled
@@ -62,8 +65,10 @@ from winml_perf.results.run_levels import as_runs, mode_aware_levels
 DEFAULT_ALPHA = 0.02
 #: Permutations per test; the smallest attainable p is 1 / (permutations + 1).
 DEFAULT_PERMUTATIONS = 199
-#: Fewest runs on either side of a change point.
+#: Fewest runs on either side of a split the permutation test looks at.
 DEFAULT_MIN_SIZE = 5
+#: Fewest runs on either side of a change point once it is located (see ``_located``).
+MIN_LOCATED = 2
 DEFAULT_SEED = 20261201
 #: Invocation input: smallest local shift of a level change point, the runs either side that
 #: measure it and the trimmed fraction of their log levels. Chosen on the development seed of
@@ -219,6 +224,27 @@ def _check_options(alpha: float, permutations: int, min_size: int) -> None:
         raise UsageError(f"change points: min_size must be >= 2, got {min_size}")
 
 
+def _step_fit_cost(x: np.ndarray, tau: int) -> float:
+    """Absolute deviations of x from a two-level step at tau (each side's median)."""
+    left, right = x[:tau], x[tau:]
+    return float(np.abs(left - np.median(left)).sum() + np.abs(right - np.median(right)).sum())
+
+
+def _located(x: np.ndarray, tau: int, min_size: int) -> int:
+    """Where the change of a significant split of segment ``x`` lies. The test looks only at splits
+    with min_size runs a side; when the best of them is at that edge, the change may lie beyond it
+    (a step 3 nights old is found at its 5th-newest run, 2 good runs early): the edge is then
+    searched down to MIN_LOCATED runs by the best two-level fit, the edge itself winning ties."""
+    n = len(x)
+    if tau == n - min_size:
+        candidates = range(tau, n - MIN_LOCATED + 1)
+    elif tau == min_size:
+        candidates = range(tau, MIN_LOCATED - 1, -1)
+    else:
+        return tau
+    return min(candidates, key=lambda t: _step_fit_cost(x, t))
+
+
 def _cuts(x: np.ndarray, alpha: float, permutations: int, min_size: int, seed: int) -> dict[int, float]:
     """Significant change points of one series by recursive bisection: index -> p-value."""
     found: dict[int, float] = {}
@@ -228,8 +254,10 @@ def _cuts(x: np.ndarray, alpha: float, permutations: int, min_size: int, seed: i
         if end - start < 2 * min_size:
             continue
         # A segment's seed depends on where it lies, not on the order segments are visited.
-        tau, _, p = _best_split(x[start:end], min_size, alpha, permutations, seed + 7919 * start + end)
+        segment = x[start:end]
+        tau, _, p = _best_split(segment, min_size, alpha, permutations, seed + 7919 * start + end)
         if p <= alpha:
+            tau = _located(segment, tau, min_size)
             found[start + tau] = p
             pending += [(start, start + tau), (start + tau, end)]
     return dict(sorted(found.items()))
@@ -388,15 +416,15 @@ def judge_newest(values: Sequence, run_ids: Sequence[Any] | None = None, *, high
     (GATE_ALPHA: stricter than the dashboard's search, see there; of the level or of the mode
     share) starts within the newest ``recent`` runs (default 2 x min_size) — so the
     newest run belongs to the new segment — and its shift is worse than ``threshold`` (a
-    fraction); the worst such one is reported. A change point needs ``min_size`` runs after it, so
-    a shift is seen from its min_size-th run on. With fewer runs: ``candidate_interval`` (the
+    fraction); the worst such one is reported. A step of 10 % or more is usually seen on its third
+    or fourth night, at its own run (``_located``; benchmarks/bench_gate.py). With fewer runs: ``candidate_interval`` (the
     newest run's interval) against the median of the earlier runs' estimates (their invocations'
     median when invocations are given)."""
     if threshold < 0:
         raise UsageError(f"gate: threshold must be >= 0 (a fraction), got {threshold}")
     recent = 2 * min_size if recent is None else recent
     if recent < min_size:
-        raise UsageError(f"gate: recent ({recent}) must be >= min_size ({min_size}): a change point needs min_size runs after it")
+        raise UsageError(f"gate: recent ({recent}) must be >= min_size ({min_size}): the test splits min_size runs from the end")
     if len(values) < MIN_HISTORY:
         per_run = [float(np.median(v)) for v in as_runs(values)] if _has_invocations(values) else values
         return _judge_by_interval(as_series(per_run), candidate_interval, higher_is_better, threshold)
