@@ -31,9 +31,13 @@ Multivariate Data", JASA 109(505), 2014), in 1-D with exponent alpha = 1:
   that (the newest runs, where the gate looks) is split a run or two early. A significant split at
   that edge is moved to the best two-level fit down to MIN_LOCATED runs a side (``_located``).
 
-Size of a shift: median(after) / median(before) - 1 over the segments either side, with a
-percentile bootstrap interval (Efron & Tibshirani 1993) of that ratio, segments resampled
-separately, seeded.
+Size of a level shift: the step over the LOCAL_RUNS runs either side of the change point (within
+the neighbouring ones), the Hodges-Lehmann ratio with its exact Mann-Whitney interval
+(results/step_size.py). Not the whole segments' medians: slow drift moves those, and with a
+percentile bootstrap of them the interval covered the injected step in 0.2-0.5 of 400-run
+series (benchmarks/bench_shift_interval.py). A series with values <= 0 (no ratio of logs), and a
+mode share change point (its shift is of the measured mixed mean), keep that bootstrap (Efron &
+Tibshirani 1993), seeded.
 
 Richer input: when each run is given as its invocation estimates (one value per fresh process),
 the series is first turned into per-run levels that do not inherit process modes
@@ -59,6 +63,7 @@ import numpy as np
 
 from winml_perf.errors import UsageError
 from winml_perf.results.run_levels import as_runs, mode_aware_levels
+from winml_perf.results.step_size import step
 
 #: Significance level of each segment's permutation test (tuned on the development seed of
 #: benchmarks/bench_changepoint.py: 0.02 gave the best recall at the same false rate as 0.005-0.01).
@@ -102,9 +107,9 @@ class ChangePoint:
 
     index: int
     run_id: Any
-    median_before: float  # a mode share change point: the mean of the measured per-run values
+    median_before: float  # of the LOCAL_RUNS runs before; a mode share change point: the segment's mean measured value
     median_after: float
-    shift: float  # median_after / median_before - 1
+    shift: float  # the step (see the module doc); a mode share change point: mean after / mean before - 1
     shift_low: float
     shift_high: float
     p_value: float
@@ -272,9 +277,13 @@ def _points(x: np.ndarray, found: dict[int, float], run_ids: Sequence[Any] | Non
     for k, cut in enumerate(cuts):
         lo_end, hi_end = bounds[k], bounds[k + 2]
         if kind == LEVEL:
-            before, after = x[lo_end:cut], x[cut:hi_end]
+            before, after = x[max(lo_end, cut - LOCAL_RUNS):cut], x[cut:min(hi_end, cut + LOCAL_RUNS)]
             mid_before, mid_after = float(np.median(before)), float(np.median(after))
-            shift, lo, hi = _shift(before, after, seed + cut)
+            if np.all(before > 0) and np.all(after > 0):
+                size = step(before, after, SHIFT_CONFIDENCE)
+                shift, lo, hi = size.shift, size.low, size.high
+            else:  # no ratio of logs: the medians' ratio, bootstrapped
+                shift, lo, hi = _shift(before, after, seed + cut)
             extra: dict = {}
         else:
             before, after = measured[lo_end:cut], measured[cut:hi_end]
