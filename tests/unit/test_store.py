@@ -240,31 +240,20 @@ def test_a_corrupted_file_is_refused_and_left_untouched(tmp_path, content):
     assert _snapshot(path) == before
 
 
-def test_a_foreign_sqlite_database_is_refused_and_left_untouched(tmp_path):
+@pytest.mark.parametrize("journal_mode", ["DELETE", "WAL"])
+def test_a_foreign_sqlite_database_is_refused_and_left_untouched(tmp_path, journal_mode):
     path = tmp_path / "app.db"
     con = sqlite3.connect(path)
+    con.execute(f"PRAGMA journal_mode={journal_mode}")
     con.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
     con.execute("INSERT INTO customers (name) VALUES ('ada')")
     con.commit()
-    con.close()
-    before = _snapshot(path)
-    with pytest.raises(StoreError, match="customers"):
-        open_store(path)
-    assert _snapshot(path) == before  # no WAL switch, no -wal / -shm files, no new tables
-
-
-def test_a_foreign_wal_database_is_refused_without_making_wal_files(tmp_path):
-    path = tmp_path / "app.db"
-    con = sqlite3.connect(path)
-    con.execute("PRAGMA journal_mode=WAL")
-    con.execute("CREATE TABLE customers (id INTEGER PRIMARY KEY)")
-    con.commit()
-    con.close()  # the last connection checkpoints and removes -wal and -shm
+    con.close()  # in WAL mode the last connection checkpoints and removes -wal and -shm
     before = _snapshot(path)
     assert before[1] == ["app.db"]
     with pytest.raises(StoreError, match="customers"):
         open_store(path)
-    assert _snapshot(path) == before
+    assert _snapshot(path) == before  # no WAL switch, no -wal / -shm files, no new tables
 
 
 def test_a_schema_migrations_table_of_another_tool_is_refused(tmp_path):
