@@ -60,3 +60,13 @@ def test_a_level_change_point_is_sized_as_the_step_not_the_drifting_segments():
     assert abs(p.index - at) <= 1
     local = 0.9 * (1.0 + 0.001 * cp.LOCAL_RUNS) - 1.0  # the step, and the drift between runs ~10 apart
     assert p.shift == pytest.approx(local, abs=0.005) and p.shift_low <= local <= p.shift_high
+
+
+def test_a_change_point_between_close_ones_says_its_interval_covers_less():
+    x = np.r_[np.full(40, 100.0), np.full(3, 90.0), np.full(3, 80.0), np.full(40, 70.0)] * np.random.default_rng(8).lognormal(0, 0.01, 86)
+    points = cp._points(x, {40: 0.001, 43: 0.001, 46: 0.001}, None, True, cp.DEFAULT_SEED)
+    middle = points[1]  # 3 runs either side: the widest interval covers 1 - 2 / C(6, 3) = 90 %
+    assert middle.shift_coverage == pytest.approx(1 - 2 / math.comb(6, 3))
+    assert middle.shift_low <= middle.shift <= middle.shift_high
+    assert "a 90% interval: too few runs either side for 95%" in cp.shift_text(middle.to_dict())
+    assert points[0].shift_coverage is None and "too few" not in cp.shift_text(points[0].to_dict())

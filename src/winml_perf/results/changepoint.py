@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -117,6 +117,9 @@ class ChangePoint:
     kind: str = LEVEL
     share_before: float | None = None  # mode share change points: the lower mode's share either side
     share_after: float | None = None
+    #: None: [shift_low, shift_high] is a SHIFT_CONFIDENCE interval. A number: the runs either side
+    #: are too few for that, the interval is the widest they give, and this is its exact coverage.
+    shift_coverage: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -279,12 +282,14 @@ def _points(x: np.ndarray, found: dict[int, float], run_ids: Sequence[Any] | Non
         if kind == LEVEL:
             before, after = x[max(lo_end, cut - LOCAL_RUNS):cut], x[cut:min(hi_end, cut + LOCAL_RUNS)]
             mid_before, mid_after = float(np.median(before)), float(np.median(after))
+            extra: dict = {}
             if np.all(before > 0) and np.all(after > 0):
                 size = step(before, after, SHIFT_CONFIDENCE)
                 shift, lo, hi = size.shift, size.low, size.high
+                if size.coverage < SHIFT_CONFIDENCE:
+                    extra["shift_coverage"] = size.coverage
             else:  # no ratio of logs: the medians' ratio, bootstrapped
                 shift, lo, hi = _shift(before, after, seed + cut)
-            extra: dict = {}
         else:
             before, after = measured[lo_end:cut], measured[cut:hi_end]
             mid_before, mid_after = float(np.mean(before)), float(np.mean(after))
@@ -408,10 +413,19 @@ def _judge_by_interval(x: np.ndarray, interval: tuple[float, float] | None, high
     return Verdict(UNCHANGED, BY_INTERVAL, f"{where}: not wholly beyond the threshold")
 
 
+def shift_text(cp: Mapping[str, Any]) -> str:
+    """A change point's shift and its interval, e.g. "-10.2% [-11.0%, -9.4%]", saying when the
+    interval covers less than SHIFT_CONFIDENCE (too few runs either side)."""
+    text = f"{cp['shift']:+.1%} [{cp['shift_low']:+.1%}, {cp['shift_high']:+.1%}]"
+    coverage = cp.get("shift_coverage")
+    if coverage is not None:
+        text += f" (a {coverage:.0%} interval: too few runs either side for {SHIFT_CONFIDENCE:.0%})"
+    return text
+
+
 def _said(p: ChangePoint) -> str:
     what = "change point" if p.kind == LEVEL else f"mode share change point ({p.share_before:.0%} -> {p.share_after:.0%} in the lower mode)"
-    return (f"{what} at index {p.index} (run {p.run_id}): {p.shift:+.1%} "
-            f"[{p.shift_low:+.1%}, {p.shift_high:+.1%}], p = {p.p_value:.3g}")
+    return f"{what} at index {p.index} (run {p.run_id}): {shift_text(p.to_dict())}, p = {p.p_value:.3g}"
 
 
 def judge_newest(values: Sequence, run_ids: Sequence[Any] | None = None, *, higher_is_better: bool,

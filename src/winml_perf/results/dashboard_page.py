@@ -22,7 +22,7 @@ import numpy as np
 from winml_perf.model.metrics import METRICS, bigger_is_better, get, primary_metric
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results import dashboard_svg as svg
-from winml_perf.results.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE
+from winml_perf.results.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE, shift_text
 from winml_perf.results.compare import shape_label
 from winml_perf.results.series import SeriesColumns, series_columns
 from winml_perf.results.store import Store, open_store
@@ -50,7 +50,7 @@ def series_primary(row: Mapping[str, Any]) -> str:
 
 
 def cp_text(cp: Mapping[str, Any]) -> str:
-    text = f"{cp['t'][:10]}: {cp['shift']:+.1%} [{cp['shift_low']:+.1%}, {cp['shift_high']:+.1%}] {cp['direction']}"
+    text = f"{cp['t'][:10]}: {shift_text(cp)} {cp['direction']}"
     if cp.get("kind") == MODE_SHARE:  # the runs' lower mode got more (or less) frequent
         text += f" (lower mode in {cp['share_before']:.0%} → {cp['share_after']:.0%} of invocations)"
     return text
@@ -105,7 +105,7 @@ def change_points(series_key: str, cols: SeriesColumns, metric: str,
     raw = cpc.current(search, kept.get((series_key, metric)))
     if raw is None:
         raw = fresh = search.detect()
-    cps = [{**cp, "index": where[cp["index"]], "t": cols.created_utc[where[cp["index"]]],
+    cps = [{**cp, "index": where[cp["index"]], "t": cols.created_utc[where[cp["index"]]], "interval": shift_text(cp),
             "commit": cols.git_commits[where[cp["index"]]]} for cp in raw]
     return cps, (search if fresh is not None else None), fresh
 
