@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from winml_perf.results import changepoint as cp
+from winml_perf.results import run_levels as rl
 from winml_perf.results.run_levels import _comb_anchors, _padded, mode_aware_levels
 
 
@@ -160,3 +161,29 @@ def test_night_after_night_the_gate_is_stricter_than_the_dashboards_search():
         return sum(cp.judge_newest(runs[t - 40:t], higher_is_better=True, threshold=0.05, **alpha).is_regression for t in nights)
     assert cp.GATE_ALPHA < cp.DEFAULT_ALPHA
     assert failed(alpha=cp.DEFAULT_ALPHA) == 2 and failed() == 0
+
+
+def _step_near_the_modes_gap() -> list[list[float]]:
+    """30 runs at 100 then 3 at 78, 3 of each run's 10 invocations in the slow mode (x0.65): after
+    the step the fast invocations (log -0.25) lie nearer the lower tooth (-0.43) of a comb anchored
+    on the runs before it than the upper one (0)."""
+    rng = np.random.default_rng(11)
+    slow = np.r_[np.full(3, 0.65), np.ones(7)]
+    return [list(level * slow * rng.lognormal(0.0, 0.005, 10)) for level in np.r_[np.full(30, 100.0), np.full(3, 78.0)]]
+
+
+def test_the_runs_after_a_step_get_a_comb_of_their_own():
+    runs = _step_near_the_modes_gap()
+    levels = rl.mode_aware_levels(runs)
+    assert levels.bimodal and np.all(levels.level[-3:] > 100)  # read against the modes before the step
+    after = rl.side_levels(rl.as_runs(runs), levels, 30, 33)
+    assert after == pytest.approx(np.full(3, 78.0), rel=0.02)  # (the modes' ratio is estimated: 0.666)
+    before = rl.side_levels(rl.as_runs(runs), levels, 20, 30)
+    assert before == pytest.approx(np.full(10, 100.0), rel=0.02)
+
+
+def test_a_side_with_too_few_invocations_keeps_the_series_levels():
+    assert rl.MIN_SIDE_INVOCATIONS > 5
+    one_run_of_five = [r[:5] for r in _step_near_the_modes_gap()]
+    levels = rl.mode_aware_levels(one_run_of_five)
+    assert np.array_equal(rl.side_levels(rl.as_runs(one_run_of_five), levels, 32, 33), levels.level[32:33])

@@ -44,6 +44,8 @@ WINDOW = 5
 CLIP = 0.25
 #: Comb costs this close (relative to the larger of the lowest cost and CLIP^2) are equal.
 TIE = 1e-9
+#: Fewest invocations on one side of a change point for a comb of their own (``side_levels``).
+MIN_SIDE_INVOCATIONS = 10
 #: Elements of the comb's (runs x candidates x runs x values) cost held at once: small enough to stay in
 #: the CPU cache (larger batches ran 2-3x slower here).
 _COMB_ELEMENTS = 50_000
@@ -162,8 +164,27 @@ def mode_aware_levels(values: Sequence, *, window: int = WINDOW) -> RunLevels:
         return RunLevels(raw, raw, None, 1.0, counts)
     lower, upper = report.modes
     offset = math.log(lower.centre / upper.centre)
+    level, share = _assigned(logs, offset, window)
+    return RunLevels(level, raw, share, math.exp(offset), counts)
+
+
+def _assigned(logs: list[np.ndarray], offset: float, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per run: its level on the upper mode's scale and its lower-mode share, each invocation
+    assigned by the comb through the runs ``window`` either side (steps 2 and 3 of the module doc)."""
+    counts = np.array([len(y) for y in logs])
+    flat, run_of = np.concatenate(logs), np.repeat(np.arange(len(logs)), counts)
     anchor = _comb_anchors(_padded(logs), offset, window)[run_of]
     in_lower = np.abs(flat - anchor - offset) < np.abs(flat - anchor)
     level = np.exp(np.bincount(run_of, np.where(in_lower, flat - offset, flat)) / counts)
-    share = np.bincount(run_of, in_lower) / counts
-    return RunLevels(level, raw, share, math.exp(offset), counts)
+    return level, np.bincount(run_of, in_lower) / counts
+
+
+def side_levels(runs: Sequence[np.ndarray], levels: RunLevels, start: int, stop: int) -> np.ndarray:
+    """The levels of runs start .. stop - 1 (``runs`` as ``as_runs`` gives them) assigned by one
+    comb through those runs only: the runs on one side of a change point, so that none is read
+    against the modes of the other side. (A step of about half the modes' gap puts its fast
+    invocations near the lower tooth of a comb anchored before it: 20 % steps were sized 2 points
+    small.) With one mode, or fewer than MIN_SIDE_INVOCATIONS invocations, the series' levels."""
+    if not levels.bimodal or levels.invocations[start:stop].sum() < MIN_SIDE_INVOCATIONS:
+        return levels.level[start:stop]
+    return _assigned([np.log(r) for r in runs[start:stop]], math.log(levels.ratio), stop - start)[0]
