@@ -187,3 +187,16 @@ def test_a_side_with_too_few_invocations_keeps_the_series_levels():
     one_run_of_five = [r[:5] for r in _step_near_the_modes_gap()]
     levels = rl.mode_aware_levels(one_run_of_five)
     assert np.array_equal(rl.side_levels(rl.as_runs(one_run_of_five), levels, 32, 33), levels.level[32:33])
+
+
+def test_a_side_all_in_the_slow_mode_keeps_the_series_levels():
+    # 30 runs with 3 of 10 invocations slow, then 3 runs all slow: by their own comb these would be
+    # one mode at a level 35 % lower; the comb through both sides reads them as slow, which they are
+    rng = np.random.default_rng(12)
+    slow = np.r_[np.full(3, 0.65), np.ones(7)]
+    runs = [list(100.0 * slow * rng.lognormal(0.0, 0.005, 10)) for _ in range(30)]
+    runs += [list(65.0 * rng.lognormal(0.0, 0.005, 10)) for _ in range(3)]
+    levels = rl.mode_aware_levels(runs)
+    assert levels.lower_share[-3:] == pytest.approx([1.0, 1.0, 1.0])
+    assert np.array_equal(rl.side_levels(rl.as_runs(runs), levels, 30, 33), levels.level[30:33])
+    assert levels.level[30:33] == pytest.approx(np.full(3, 100.0), rel=0.03)

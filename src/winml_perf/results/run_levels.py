@@ -184,7 +184,11 @@ def side_levels(runs: Sequence[np.ndarray], levels: RunLevels, start: int, stop:
     comb through those runs only: the runs on one side of a change point, so that none is read
     against the modes of the other side. (A step of about half the modes' gap puts its fast
     invocations near the lower tooth of a comb anchored before it: 20 % steps were sized 2 points
-    small.) With one mode, or fewer than MIN_SIDE_INVOCATIONS invocations, the series' levels."""
+    small.) The series' levels are kept with one mode, with fewer than MIN_SIDE_INVOCATIONS
+    invocations, and when the side's own comb puts every invocation in one mode: all slow and a
+    level one mode lower look alike there, and the comb through both sides tells them apart."""
     if not levels.bimodal or levels.invocations[start:stop].sum() < MIN_SIDE_INVOCATIONS:
         return levels.level[start:stop]
-    return _assigned([np.log(r) for r in runs[start:stop]], math.log(levels.ratio), stop - start)[0]
+    level, share = _assigned([np.log(r) for r in runs[start:stop]], math.log(levels.ratio), stop - start)
+    in_lower = float(share @ levels.invocations[start:stop])
+    return level if 0 < in_lower < levels.invocations[start:stop].sum() else levels.level[start:stop]
