@@ -12,7 +12,9 @@ results/gate.py calls it), under the noise models of benchmarks/changepoint_sim.
   the gate runs on the 20 nights from the step on; the delay is the first night (1 = the night of
   the step) whose verdict is a regression, and the recall is the share found within 10 nights;
   ``named_the_step`` is the share of those first verdicts whose change point is the step's own run
-  (the run a reader bisects from), ``runs_off`` how far the others were (negative: earlier).
+  (the run a reader bisects from), ``runs_off`` how far the others were (negative: earlier), and
+  ``called_a_mode_share_change`` the share of them whose change point is of the modes' share, not
+  of the level (a misreading: every step here moves both modes alike).
 """
 
 from __future__ import annotations
@@ -25,22 +27,23 @@ from collections import Counter
 import numpy as np
 
 from changepoint_sim import NOISES, simulate
-from winml_perf.results.changepoint import GATE_ALPHA, judge_newest
+from winml_perf.results.changepoint import GATE_ALPHA, MODE_SHARE, judge_newest
 from winml_perf.results.gate import GATE_HISTORY
 
-STEP_SIZES = (0.05, 0.10, 0.20)
+STEP_SIZES = (0.05, 0.10, 0.20, 0.25, 0.30)
 AFTER = 20  # nights judged from a step on
 FOUND_WITHIN = 10
 
 
 def verdicts(runs: np.ndarray, nights: range, alpha: float) -> list:
-    """The gate's verdict on each night of ``nights`` (indices into runs, the newest judged), with
-    its change point's index made an index into ``runs``."""
+    """(failed, change point index into ``runs``, its kind) of the gate on each night of ``nights``
+    (indices into runs, the newest judged)."""
     out = []
     for t in nights:
         first = max(0, t + 1 - GATE_HISTORY)
         verdict = judge_newest([list(r) for r in runs[first:t + 1]], higher_is_better=True, threshold=0.05, alpha=alpha)
-        out.append((verdict.is_regression, None if verdict.change_point is None else first + verdict.change_point.index))
+        point = verdict.change_point
+        out.append((verdict.is_regression, None if point is None else first + point.index, None if point is None else point.kind))
     return out
 
 
@@ -59,28 +62,30 @@ def main() -> None:
     for _ in range(a.series):
         length = GATE_HISTORY + a.nights
         runs, _ = simulate(noise, np.ones(length), np.full(length, noise.slow_probability), a.invocations, rng)
-        v = [failed for failed, _ in verdicts(runs, range(GATE_HISTORY, length), a.alpha)]
+        v = [failed for failed, _, _ in verdicts(runs, range(GATE_HISTORY, length), a.alpha)]
         false_nights += sum(v)
         flagged_series += any(v)
         judged += len(v)
     steps = {}
     for size in STEP_SIZES:
-        delays, offsets = [], []
+        delays, offsets, share_calls = [], [], 0
         for _ in range(a.series):
             length = GATE_HISTORY + AFTER
             profile = np.ones(length)
             profile[GATE_HISTORY:] *= 1 - size
             runs, _ = simulate(noise, profile, np.full(length, noise.slow_probability), a.invocations, rng)
             v = verdicts(runs, range(GATE_HISTORY, length), a.alpha)
-            first = next((k for k, (failed, _) in enumerate(v) if failed), None)
+            first = next((k for k, (failed, _, _) in enumerate(v) if failed), None)
             delays.append(None if first is None else first + 1)
             if first is not None and first < FOUND_WITHIN:
                 offsets.append(v[first][1] - GATE_HISTORY)
+                share_calls += v[first][2] == MODE_SHARE
         found = [d for d in delays if d is not None and d <= FOUND_WITHIN]
         steps[f"{size:.0%}"] = {"recall_within_10_nights": round(len(found) / len(delays), 2),
                                 "median_delay_nights": float(np.median(found)) if found else None,
                                 "named_the_step": round(offsets.count(0) / len(offsets), 2) if offsets else None,
-                                "runs_off": dict(sorted(Counter(o for o in offsets if o).items()))}
+                                "runs_off": dict(sorted(Counter(o for o in offsets if o).items())),
+                                "called_a_mode_share_change": round(share_calls / len(offsets), 2) if offsets else None}
     print(json.dumps({"noise": a.noise, "invocations": a.invocations, "series": a.series, "alpha": a.alpha,
                       "false_alarms_per_1000_series_nights": round(1000 * false_nights / judged, 2),
                       "shift_free_series_with_a_false_alarm": f"{flagged_series}/{a.series}",

@@ -200,3 +200,27 @@ def test_a_side_all_in_the_slow_mode_keeps_the_series_levels():
     assert levels.lower_share[-3:] == pytest.approx([1.0, 1.0, 1.0])
     assert np.array_equal(rl.side_levels(rl.as_runs(runs), levels, 30, 33), levels.level[30:33])
     assert levels.level[30:33] == pytest.approx(np.full(3, 100.0), rel=0.03)
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3])
+def test_a_quarter_step_in_the_newest_runs_is_a_level_change_not_a_change_of_modes(seed):
+    # a comb reaching across the step reads its fast invocations (x0.75) as slow ones (x0.65), and
+    # the step as the lower mode's share going from 30 % to most; within the segments it is a level
+    rng = np.random.default_rng(seed)
+    runs = [list(level * np.where(rng.random(10) < 0.3, 0.65, 1.0) * rng.lognormal(0.0, 0.05, 10))
+            for level in np.r_[np.full(36, 100.0), np.full(4, 75.0)]]
+    v = cp.judge_newest(runs, list(range(40)), higher_is_better=True)
+    assert v.is_regression and v.change_point.kind == cp.LEVEL and v.change_point.index == 36
+    assert v.change_point.shift == pytest.approx(-0.25, abs=0.02)
+    assert not any(p.kind == cp.MODE_SHARE for p in cp.detect_change_points(runs, higher_is_better=True, alpha=cp.GATE_ALPHA))
+
+
+def test_within_segments_keeps_a_true_change_of_the_modes_shares():
+    rng = np.random.default_rng(4)
+    share = np.r_[np.full(40, 0.2), np.full(40, 0.7)]
+    runs = [list(100.0 * np.where(rng.random(10) < s, 0.65, 1.0) * rng.lognormal(0.0, 0.03, 10)) for s in share]
+    points = cp.detect_change_points(runs, higher_is_better=True)
+    assert [(p.kind, p.index) for p in points] == [(cp.MODE_SHARE, 40)]
+    levels = rl.mode_aware_levels(runs)
+    inside = rl.within_segments(rl.as_runs(runs), levels, [40])
+    assert np.allclose(inside.lower_share, levels.lower_share, atol=0.1) and np.allclose(inside.level, levels.level, rtol=0.02)

@@ -63,7 +63,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from winml_perf.errors import UsageError
-from winml_perf.results.run_levels import as_runs, mode_aware_levels, side_levels
+from winml_perf.results.run_levels import RunLevels, as_runs, mode_aware_levels, side_levels, within_segments
 from winml_perf.results.step_size import step
 
 #: Significance level of each segment's permutation test (tuned on the development seed of
@@ -353,16 +353,24 @@ def detect_change_points(values: Sequence, run_ids: Sequence[Any] | None = None,
             raise UsageError("change points: min_shift needs positive values (a relative shift)", "pass min_shift=0")
         found = _abrupt(x, _cuts(x, alpha, permutations, min_size, seed), min_shift or 0.0)
         return _points(x, found, run_ids, higher_is_better, seed)
-    levels = mode_aware_levels(values)
     floor = DEFAULT_MIN_SHIFT if min_shift is None else min_shift
-    found = _abrupt(levels.level, _cuts(levels.level, alpha, permutations, min_size, seed), floor)
+    share_seed = seed + SHARE_SEED_OFFSET
+
+    def search(levels: RunLevels) -> tuple[dict[int, float], dict[int, float]]:
+        level_cuts = _abrupt(levels.level, _cuts(levels.level, alpha, permutations, min_size, seed), floor)
+        share_cuts = _cuts(levels.lower_share, alpha, permutations, min_size, share_seed) if levels.bimodal else {}
+        return level_cuts, share_cuts
+
     runs = as_runs(values)
-    points = _points(levels.level, found, run_ids, higher_is_better, seed,
+    levels = mode_aware_levels(runs)
+    level_cuts, share_cuts = search(levels)
+    if share_cuts:  # the comb may have read a level step as a change of modes: once more, within the segments
+        levels = within_segments(runs, levels, list(share_cuts))
+        level_cuts, share_cuts = search(levels)
+    points = _points(levels.level, level_cuts, run_ids, higher_is_better, seed,
                      sized=lambda start, stop: side_levels(runs, levels, start, stop))
-    if levels.bimodal:
-        share_seed = seed + SHARE_SEED_OFFSET
-        found = _cuts(levels.lower_share, alpha, permutations, min_size, share_seed)
-        points += _points(levels.lower_share, found, run_ids, higher_is_better, share_seed, MODE_SHARE,
+    if share_cuts:
+        points += _points(levels.lower_share, share_cuts, run_ids, higher_is_better, share_seed, MODE_SHARE,
                           levels.raw, levels.lower_share)
     return sorted(points, key=lambda p: (p.index, p.kind))
 

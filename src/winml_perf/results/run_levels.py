@@ -29,7 +29,7 @@ Method, in log units (positive values only):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -179,16 +179,38 @@ def _assigned(logs: list[np.ndarray], offset: float, window: int) -> tuple[np.nd
     return level, np.bincount(run_of, in_lower) / counts
 
 
+def _own_combs(runs: Sequence[np.ndarray], levels: RunLevels, start: int, stop: int,
+               window: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """Levels and lower-mode shares of runs start .. stop - 1 by combs that stay inside them; None
+    (keep the series' own) with one mode, fewer than MIN_SIDE_INVOCATIONS invocations, or when
+    these combs put every invocation in one mode: all slow and a level one mode lower look alike
+    there, and a comb reaching past them tells the two apart."""
+    counts = levels.invocations[start:stop]
+    if not levels.bimodal or counts.sum() < MIN_SIDE_INVOCATIONS:
+        return None
+    level, share = _assigned([np.log(r) for r in runs[start:stop]], math.log(levels.ratio), window)
+    return (level, share) if 0 < float(share @ counts) < counts.sum() else None
+
+
 def side_levels(runs: Sequence[np.ndarray], levels: RunLevels, start: int, stop: int) -> np.ndarray:
     """The levels of runs start .. stop - 1 (``runs`` as ``as_runs`` gives them) assigned by one
     comb through those runs only: the runs on one side of a change point, so that none is read
     against the modes of the other side. (A step of about half the modes' gap puts its fast
     invocations near the lower tooth of a comb anchored before it: 20 % steps were sized 2 points
-    small.) The series' levels are kept with one mode, with fewer than MIN_SIDE_INVOCATIONS
-    invocations, and when the side's own comb puts every invocation in one mode: all slow and a
-    level one mode lower look alike there, and the comb through both sides tells them apart."""
-    if not levels.bimodal or levels.invocations[start:stop].sum() < MIN_SIDE_INVOCATIONS:
-        return levels.level[start:stop]
-    level, share = _assigned([np.log(r) for r in runs[start:stop]], math.log(levels.ratio), stop - start)
-    in_lower = float(share @ levels.invocations[start:stop])
-    return level if 0 < in_lower < levels.invocations[start:stop].sum() else levels.level[start:stop]
+    small.) The series' levels where ``_own_combs`` keeps them."""
+    own = _own_combs(runs, levels, start, stop, stop - start)
+    return levels.level[start:stop] if own is None else own[0]
+
+
+def within_segments(runs: Sequence[np.ndarray], levels: RunLevels, cuts: Sequence[int], window: int = WINDOW) -> RunLevels:
+    """``levels`` with each segment between ``cuts`` re-assigned by combs whose windows stay inside
+    it (where ``_own_combs`` allows): a comb reaching across a step of a quarter or more (with
+    modes 35 % apart) reads the fast invocations after it as slow ones, and the step as a change
+    of the modes' shares."""
+    level, share = levels.level.copy(), levels.lower_share.copy()
+    bounds = [0, *cuts, len(runs)]
+    for start, stop in zip(bounds[:-1], bounds[1:]):
+        own = _own_combs(runs, levels, start, stop, window)
+        if own is not None:
+            level[start:stop], share[start:stop] = own
+    return replace(levels, level=level, lower_share=share)
