@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 
 from winml_perf.results import changepoint as cp
-from winml_perf.results import run_levels as rl
 from winml_perf.results.run_levels import _comb_anchors, _padded, mode_aware_levels
 
 
@@ -118,17 +117,25 @@ def _reference_levels(values, window: int = 5):
     if not report.bimodal:
         return raw, None, None
     offset = math.log(report.modes[0].centre / report.modes[1].centre)
-    level, share, anchors = [], [], []
-    for t in range(n):
-        y = np.concatenate(logs[max(0, t - window):t + window + 1])
+    def comb(y):
         candidates = np.concatenate([y, y - offset])
         cost = [np.minimum(np.minimum((y - a) ** 2, (y - a - offset) ** 2), CLIP ** 2).sum() for a in candidates]
         a = candidates[int(np.flatnonzero(np.asarray(cost) <= min(cost) + TIE * max(min(cost), CLIP ** 2))[0])]
         near = np.where(np.abs(y - a) <= np.abs(y - a - offset), y, y - offset)
         keep = np.abs(near - a) < CLIP
-        anchor = near[keep].mean() if keep.any() else a
+        return near[keep].mean() if keep.any() else a
+
+    def in_lower(y, anchor):
+        return np.abs(y - anchor - offset) < np.abs(y - anchor)
+
+    level, share, anchors = [], [], []
+    for t in range(n):
+        anchor = comb(np.concatenate(logs[max(0, t - window):t + window + 1]))
         anchors.append(anchor)
-        lower = np.abs(logs[t] - anchor - offset) < np.abs(logs[t] - anchor)
+        own = comb(logs[t])
+        if 0 < in_lower(logs[t], own).sum() < len(logs[t]):  # the run shows both modes itself
+            anchor = own
+        lower = in_lower(logs[t], anchor)
         level.append(math.exp(np.where(lower, logs[t] - offset, logs[t]).mean()))
         share.append(lower.mean())
     return np.array(level), np.array(share), (offset, np.array(anchors))
@@ -164,48 +171,41 @@ def test_night_after_night_the_gate_is_stricter_than_the_dashboards_search():
 
 
 def _step_near_the_modes_gap() -> list[list[float]]:
-    """30 runs at 100 then 3 at 78, 3 of each run's 10 invocations in the slow mode (x0.65): after
-    the step the fast invocations (log -0.25) lie nearer the lower tooth (-0.43) of a comb anchored
-    on the runs before it than the upper one (0)."""
+    """30 runs at 100 (3 of 10 invocations in the slow mode, x0.65), then 3 runs at 78 of 4
+    invocations, one slow in the middle run only. After the step the fast invocations (log -0.25)
+    lie nearer the lower tooth (-0.43) of a comb anchored on the runs before it than the upper one
+    (0)."""
     rng = np.random.default_rng(11)
     slow = np.r_[np.full(3, 0.65), np.ones(7)]
-    return [list(level * slow * rng.lognormal(0.0, 0.005, 10)) for level in np.r_[np.full(30, 100.0), np.full(3, 78.0)]]
+    before = [list(100.0 * slow * rng.lognormal(0.0, 0.005, 10)) for _ in range(30)]
+    after = [list(78.0 * np.array(modes) * rng.lognormal(0.0, 0.005, 4)) for modes in ([1] * 4, [1, 1, 1, 0.65], [1] * 4)]
+    return before + after
 
 
-def test_the_runs_after_a_step_get_a_comb_of_their_own():
-    runs = _step_near_the_modes_gap()
-    levels = rl.mode_aware_levels(runs)
-    assert levels.bimodal and np.all(levels.level[-3:] > 100)  # read against the modes before the step
-    after = rl.side_levels(rl.as_runs(runs), levels, 30, 33)
-    assert after == pytest.approx(np.full(3, 78.0), rel=0.02)  # (the modes' ratio is estimated: 0.666)
-    before = rl.side_levels(rl.as_runs(runs), levels, 20, 30)
-    assert before == pytest.approx(np.full(10, 100.0), rel=0.02)
+def test_a_run_that_shows_both_modes_itself_keeps_its_own_comb():
+    levels = mode_aware_levels(_step_near_the_modes_gap())
+    assert levels.bimodal and levels.level[31] == pytest.approx(78.0, rel=0.02)  # (the modes' ratio is estimated)
+    assert levels.lower_share[31] == 0.25
+    # a run in one mode takes its window's comb, which reaches back across the step
+    assert levels.level[30] > 100 and levels.level[32] > 100
 
 
-def test_a_side_with_too_few_invocations_keeps_the_series_levels():
-    assert rl.MIN_SIDE_INVOCATIONS > 5
-    one_run_of_five = [r[:5] for r in _step_near_the_modes_gap()]
-    levels = rl.mode_aware_levels(one_run_of_five)
-    assert np.array_equal(rl.side_levels(rl.as_runs(one_run_of_five), levels, 32, 33), levels.level[32:33])
-
-
-def test_a_side_all_in_the_slow_mode_keeps_the_series_levels():
-    # 30 runs with 3 of 10 invocations slow, then 3 runs all slow: by their own comb these would be
-    # one mode at a level 35 % lower; the comb through both sides reads them as slow, which they are
+def test_runs_all_in_the_slow_mode_are_read_as_slow_not_as_a_lower_level():
+    # 30 runs with 3 of 10 invocations slow, then 3 runs all slow: alone, each looks like one mode
+    # at a level 35 % lower; the window's comb reads them as slow, which they are
     rng = np.random.default_rng(12)
     slow = np.r_[np.full(3, 0.65), np.ones(7)]
     runs = [list(100.0 * slow * rng.lognormal(0.0, 0.005, 10)) for _ in range(30)]
     runs += [list(65.0 * rng.lognormal(0.0, 0.005, 10)) for _ in range(3)]
-    levels = rl.mode_aware_levels(runs)
+    levels = mode_aware_levels(runs)
     assert levels.lower_share[-3:] == pytest.approx([1.0, 1.0, 1.0])
-    assert np.array_equal(rl.side_levels(rl.as_runs(runs), levels, 30, 33), levels.level[30:33])
-    assert levels.level[30:33] == pytest.approx(np.full(3, 100.0), rel=0.03)
+    assert levels.level[-3:] == pytest.approx(np.full(3, 100.0), rel=0.03)
 
 
 @pytest.mark.parametrize("seed", [0, 2, 3])
 def test_a_quarter_step_in_the_newest_runs_is_a_level_change_not_a_change_of_modes(seed):
     # a comb reaching across the step reads its fast invocations (x0.75) as slow ones (x0.65), and
-    # the step as the lower mode's share going from 30 % to most; within the segments it is a level
+    # the step as the lower mode's share going from 30 % to most
     rng = np.random.default_rng(seed)
     runs = [list(level * np.where(rng.random(10) < 0.3, 0.65, 1.0) * rng.lognormal(0.0, 0.05, 10))
             for level in np.r_[np.full(36, 100.0), np.full(4, 75.0)]]
@@ -215,12 +215,8 @@ def test_a_quarter_step_in_the_newest_runs_is_a_level_change_not_a_change_of_mod
     assert not any(p.kind == cp.MODE_SHARE for p in cp.detect_change_points(runs, higher_is_better=True, alpha=cp.GATE_ALPHA))
 
 
-def test_within_segments_keeps_a_true_change_of_the_modes_shares():
+def test_a_true_change_of_the_modes_shares_stays_one():
     rng = np.random.default_rng(4)
     share = np.r_[np.full(40, 0.2), np.full(40, 0.7)]
     runs = [list(100.0 * np.where(rng.random(10) < s, 0.65, 1.0) * rng.lognormal(0.0, 0.03, 10)) for s in share]
-    points = cp.detect_change_points(runs, higher_is_better=True)
-    assert [(p.kind, p.index) for p in points] == [(cp.MODE_SHARE, 40)]
-    levels = rl.mode_aware_levels(runs)
-    inside = rl.within_segments(rl.as_runs(runs), levels, [40])
-    assert np.allclose(inside.lower_share, levels.lower_share, atol=0.1) and np.allclose(inside.level, levels.level, rtol=0.02)
+    assert [(p.kind, p.index) for p in cp.detect_change_points(runs, higher_is_better=True)] == [(cp.MODE_SHARE, 40)]

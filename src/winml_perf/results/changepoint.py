@@ -33,8 +33,7 @@ Multivariate Data", JASA 109(505), 2014), in 1-D with exponent alpha = 1:
 
 Size of a level shift: the step over the LOCAL_RUNS runs either side of the change point (within
 the neighbouring ones), the Hodges-Lehmann ratio with its exact Mann-Whitney interval
-(results/step_size.py); with invocation input each side's levels come from a comb through that
-side's runs only (run_levels.side_levels). Not the whole segments' medians: slow drift moves those, and with a
+(results/step_size.py). Not the whole segments' medians: slow drift moves those, and with a
 percentile bootstrap of them the 95 % interval covered an injected 5-20 % step in 0.40-0.47 of
 the change points found in 400-run series, this one in 0.87-0.93 (benchmarks/bench_shift_interval.py). A series with values <= 0 (no ratio of logs), and a
 mode share change point (its shift is of the measured mixed mean), keep that bootstrap (Efron &
@@ -58,12 +57,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from winml_perf.errors import UsageError
-from winml_perf.results.run_levels import RunLevels, as_runs, mode_aware_levels, side_levels, within_segments
+from winml_perf.results.run_levels import as_runs, mode_aware_levels
 from winml_perf.results.step_size import step
 
 #: Significance level of each segment's permutation test (tuned on the development seed of
@@ -273,18 +272,15 @@ def _cuts(x: np.ndarray, alpha: float, permutations: int, min_size: int, seed: i
 
 
 def _points(x: np.ndarray, found: dict[int, float], run_ids: Sequence[Any] | None, higher_is_better: bool, seed: int,
-            kind: str = LEVEL, measured: np.ndarray | None = None, share: np.ndarray | None = None,
-            sized: Callable[[int, int], np.ndarray] | None = None) -> list[ChangePoint]:
-    """ChangePoints of the cuts ``found`` in ``x``; a level step is sized on ``sized(start, stop)``
-    (the values of runs start .. stop - 1; default x's), a share change point on ``measured``."""
-    sized = sized or (lambda start, stop: x[start:stop])
+            kind: str = LEVEL, measured: np.ndarray | None = None, share: np.ndarray | None = None) -> list[ChangePoint]:
+    """ChangePoints of the cuts ``found`` in ``x``; a share change point is sized on ``measured``."""
     cuts = list(found)
     bounds = [0, *cuts, len(x)]
     points = []
     for k, cut in enumerate(cuts):
         lo_end, hi_end = bounds[k], bounds[k + 2]
         if kind == LEVEL:
-            before, after = sized(max(lo_end, cut - LOCAL_RUNS), cut), sized(cut, min(hi_end, cut + LOCAL_RUNS))
+            before, after = x[max(lo_end, cut - LOCAL_RUNS):cut], x[cut:min(hi_end, cut + LOCAL_RUNS)]
             mid_before, mid_after = float(np.median(before)), float(np.median(after))
             extra: dict = {}
             if np.all(before > 0) and np.all(after > 0):
@@ -353,24 +349,14 @@ def detect_change_points(values: Sequence, run_ids: Sequence[Any] | None = None,
             raise UsageError("change points: min_shift needs positive values (a relative shift)", "pass min_shift=0")
         found = _abrupt(x, _cuts(x, alpha, permutations, min_size, seed), min_shift or 0.0)
         return _points(x, found, run_ids, higher_is_better, seed)
+    levels = mode_aware_levels(values)
     floor = DEFAULT_MIN_SHIFT if min_shift is None else min_shift
-    share_seed = seed + SHARE_SEED_OFFSET
-
-    def search(levels: RunLevels) -> tuple[dict[int, float], dict[int, float]]:
-        level_cuts = _abrupt(levels.level, _cuts(levels.level, alpha, permutations, min_size, seed), floor)
-        share_cuts = _cuts(levels.lower_share, alpha, permutations, min_size, share_seed) if levels.bimodal else {}
-        return level_cuts, share_cuts
-
-    runs = as_runs(values)
-    levels = mode_aware_levels(runs)
-    level_cuts, share_cuts = search(levels)
-    if share_cuts:  # the comb may have read a level step as a change of modes: once more, within the segments
-        levels = within_segments(runs, levels, list(share_cuts))
-        level_cuts, share_cuts = search(levels)
-    points = _points(levels.level, level_cuts, run_ids, higher_is_better, seed,
-                     sized=lambda start, stop: side_levels(runs, levels, start, stop))
-    if share_cuts:
-        points += _points(levels.lower_share, share_cuts, run_ids, higher_is_better, share_seed, MODE_SHARE,
+    found = _abrupt(levels.level, _cuts(levels.level, alpha, permutations, min_size, seed), floor)
+    points = _points(levels.level, found, run_ids, higher_is_better, seed)
+    if levels.bimodal:
+        share_seed = seed + SHARE_SEED_OFFSET
+        found = _cuts(levels.lower_share, alpha, permutations, min_size, share_seed)
+        points += _points(levels.lower_share, found, run_ids, higher_is_better, share_seed, MODE_SHARE,
                           levels.raw, levels.lower_share)
     return sorted(points, key=lambda p: (p.index, p.kind))
 

@@ -21,7 +21,12 @@ Method, in log units (positive values only):
    the anchor ``a`` minimises sum_k min((y_k - a)^2, (y_k - a - offset)^2, CLIP^2) over the
    window's values, so ``a`` sits on the upper mode whatever the modes' shares are there (a
    candidate anchor on the lower mode would leave the upper values at no tooth); an invocation
-   is in the lower mode when it lies nearer ``a + offset`` than ``a``.
+   is in the lower mode when it lies nearer ``a + offset`` than ``a``. A run whose own comb (its
+   invocations alone) puts some of them in each mode keeps that comb's anchor: a window reaching
+   across a step of a quarter or more (with modes 35 % apart) read the fast invocations after it
+   as slow ones, and the step as a change of the modes' shares (benchmarks/bench_gate.py). A run
+   in one mode only takes the window's anchor: all slow and a level one mode lower look alike in
+   it alone.
 3. The run's level: the geometric mean of its invocations, lower-mode ones divided by
    exp(offset); its lower-mode share: the fraction of its invocations there.
 """
@@ -29,7 +34,7 @@ Method, in log units (positive values only):
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -44,8 +49,6 @@ WINDOW = 5
 CLIP = 0.25
 #: Comb costs this close (relative to the larger of the lowest cost and CLIP^2) are equal.
 TIE = 1e-9
-#: Fewest invocations on one side of a change point for a comb of their own (``side_levels``).
-MIN_SIDE_INVOCATIONS = 10
 #: Elements of the comb's (runs x candidates x runs x values) cost held at once: small enough to stay in
 #: the CPU cache (larger batches ran 2-3x slower here).
 _COMB_ELEMENTS = 50_000
@@ -173,44 +176,13 @@ def _assigned(logs: list[np.ndarray], offset: float, window: int) -> tuple[np.nd
     assigned by the comb through the runs ``window`` either side (steps 2 and 3 of the module doc)."""
     counts = np.array([len(y) for y in logs])
     flat, run_of = np.concatenate(logs), np.repeat(np.arange(len(logs)), counts)
-    anchor = _comb_anchors(_padded(logs), offset, window)[run_of]
+    padded = _padded(logs)
+    anchor = _comb_anchors(padded, offset, window)
+    if window > 0:  # a run whose own invocations fall in both modes says where its upper one is (step 2)
+        own = _comb_anchors(padded, offset, 0)
+        own_lower = np.bincount(run_of, np.abs(flat - own[run_of] - offset) < np.abs(flat - own[run_of]), len(logs))
+        anchor = np.where((own_lower > 0) & (own_lower < counts), own, anchor)
+    anchor = anchor[run_of]
     in_lower = np.abs(flat - anchor - offset) < np.abs(flat - anchor)
     level = np.exp(np.bincount(run_of, np.where(in_lower, flat - offset, flat)) / counts)
     return level, np.bincount(run_of, in_lower) / counts
-
-
-def _own_combs(runs: Sequence[np.ndarray], levels: RunLevels, start: int, stop: int,
-               window: int) -> tuple[np.ndarray, np.ndarray] | None:
-    """Levels and lower-mode shares of runs start .. stop - 1 by combs that stay inside them; None
-    (keep the series' own) with one mode, fewer than MIN_SIDE_INVOCATIONS invocations, or when
-    these combs put every invocation in one mode: all slow and a level one mode lower look alike
-    there, and a comb reaching past them tells the two apart."""
-    counts = levels.invocations[start:stop]
-    if not levels.bimodal or counts.sum() < MIN_SIDE_INVOCATIONS:
-        return None
-    level, share = _assigned([np.log(r) for r in runs[start:stop]], math.log(levels.ratio), window)
-    return (level, share) if 0 < float(share @ counts) < counts.sum() else None
-
-
-def side_levels(runs: Sequence[np.ndarray], levels: RunLevels, start: int, stop: int) -> np.ndarray:
-    """The levels of runs start .. stop - 1 (``runs`` as ``as_runs`` gives them) assigned by one
-    comb through those runs only: the runs on one side of a change point, so that none is read
-    against the modes of the other side. (A step of about half the modes' gap puts its fast
-    invocations near the lower tooth of a comb anchored before it: 20 % steps were sized 2 points
-    small.) The series' levels where ``_own_combs`` keeps them."""
-    own = _own_combs(runs, levels, start, stop, stop - start)
-    return levels.level[start:stop] if own is None else own[0]
-
-
-def within_segments(runs: Sequence[np.ndarray], levels: RunLevels, cuts: Sequence[int], window: int = WINDOW) -> RunLevels:
-    """``levels`` with each segment between ``cuts`` re-assigned by combs whose windows stay inside
-    it (where ``_own_combs`` allows): a comb reaching across a step of a quarter or more (with
-    modes 35 % apart) reads the fast invocations after it as slow ones, and the step as a change
-    of the modes' shares."""
-    level, share = levels.level.copy(), levels.lower_share.copy()
-    bounds = [0, *cuts, len(runs)]
-    for start, stop in zip(bounds[:-1], bounds[1:]):
-        own = _own_combs(runs, levels, start, stop, window)
-        if own is not None:
-            level[start:stop], share[start:stop] = own
-    return replace(levels, level=level, lower_share=share)
