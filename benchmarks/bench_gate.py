@@ -8,7 +8,7 @@ results/gate.py calls it), under the noise models of benchmarks/changepoint_sim.
 
 - shift-free series: the gate runs on each of --nights nights after a first full history; every
   regression verdict is a false alarm (per series-night, and the series that got one);
-- series with one regression step of 5, 10 or 20 % (throughput lower by that much) at a night:
+- series with one regression step of 5, 10, 20, 25 or 30 % (throughput lower by that much) at a night:
   the gate runs on the 20 nights from the step on; the delay is the first night (1 = the night of
   the step) whose verdict is a regression, and the recall is the share found within 10 nights;
   ``named_the_step`` is the share of those first verdicts whose change point is the step's own run
