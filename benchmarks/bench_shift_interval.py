@@ -2,17 +2,17 @@
 
     python benchmarks/bench_shift_interval.py [--noise h200-testbed] [--invocations 10] [--series 40] [--seed 5]
 
-A change point reports its shift, median(after) / median(before) - 1 over the segments either
-side, with a 95 % percentile bootstrap interval (results/changepoint._shift). That interval is
+A change point reports its shift, the step over the 10 runs either side, with a 95 % interval
+(results/step_size.py; before: the whole segments' medians, bootstrapped). That interval is
 computed as if the split had been fixed in advance, but the split is the one that maximised the
 divergence, and the gate reads it on the night the change point first passes its test. This
 counts, for level change points found within +-2 runs of a true step (series and noise of
 benchmarks/changepoint_sim.py, the product's mode-aware input), how often the interval covers:
 
 - ``step``: the injected step itself, (1 + size)^(+-1) - 1, what a reader takes the shift to be;
-- ``segments``: the same ratio of the true (noise-free, fast-mode) levels' medians over the very
-  segments the detector used, the quantity the bootstrap estimates (it differs from the step by
-  the slow drift and by a misplaced split);
+- ``segments``: the same ratio of the true (noise-free, fast-mode) levels' medians over the
+  whole segments either side, what the shift estimated before it was the local step (it differs
+  from the step by the slow drift and by a misplaced split);
 
 in two settings:
 

@@ -39,6 +39,7 @@ from winml_perf.results.store import Store
 #: Bumped when what a row holds changes shape (the detector's own changes are in its fingerprint).
 #: 2: the input is each record's per-invocation medians where it has them (was: its median).
 #: 3: the digest hashes the values' float64 bytes (was: their reprs in JSON).
+#: 4: a change point may carry shift_coverage (its interval covers less than 95 %).
 CACHE_FORMAT = 4
 #: Series keys per lookup statement (bounded bind parameters).
 LOOKUP_CHUNK = 500

@@ -35,8 +35,9 @@ Size of a level shift: the step over the LOCAL_RUNS runs either side of the chan
 the neighbouring ones), the Hodges-Lehmann ratio with its exact Mann-Whitney interval
 (results/step_size.py). Not the whole segments' medians: slow drift moves those, and with a
 percentile bootstrap of them the 95 % interval covered an injected 5-20 % step in 0.40-0.47 of
-the change points found in 400-run series, this one in 0.87-0.93 (benchmarks/bench_shift_interval.py). A series with values <= 0 (no ratio of logs), and a
-mode share change point (its shift is of the measured mixed mean), keep that bootstrap (Efron &
+the change points found in 400-run series, this one in 0.87-0.93
+(benchmarks/bench_shift_interval.py). A series with values <= 0 (no ratio of logs), and a mode
+share change point (its shift is of the measured mixed mean), keep that bootstrap (Efron &
 Tibshirani 1993), seeded.
 
 Richer input: when each run is given as its invocation estimates (one value per fresh process),
@@ -440,9 +441,9 @@ def judge_newest(values: Sequence, run_ids: Sequence[Any] | None = None, *, high
     share) starts within the newest ``recent`` runs (default 2 x min_size) — so the
     newest run belongs to the new segment — and its shift is worse than ``threshold`` (a
     fraction); the worst such one is reported. A step of 10 % or more is usually seen on its third
-    or fourth night, at its own run (``_located``; benchmarks/bench_gate.py). With fewer runs: ``candidate_interval`` (the
-    newest run's interval) against the median of the earlier runs' estimates (their invocations'
-    median when invocations are given)."""
+    or fourth night, at its own run (``_located``; benchmarks/bench_gate.py). With fewer runs:
+    ``candidate_interval`` (the newest run's interval) against the median of the earlier runs'
+    estimates (their invocations' median when invocations are given)."""
     if threshold < 0:
         raise UsageError(f"gate: threshold must be >= 0 (a fraction), got {threshold}")
     recent = 2 * min_size if recent is None else recent

@@ -105,7 +105,7 @@ def change_points(series_key: str, cols: SeriesColumns, metric: str,
     raw = cpc.current(search, kept.get((series_key, metric)))
     if raw is None:
         raw = fresh = search.detect()
-    cps = [{**cp, "index": where[cp["index"]], "t": cols.created_utc[where[cp["index"]]], "interval": shift_text(cp),
+    cps = [{**cp, "index": where[cp["index"]], "t": cols.created_utc[where[cp["index"]]],
             "commit": cols.git_commits[where[cp["index"]]]} for cp in raw]
     return cps, (search if fresh is not None else None), fresh
 

@@ -22,6 +22,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from winml_perf.results.changepoint import shift_text
+
 #: Width of one character of the 11 px axis font, for sizing margins (a generous estimate).
 CHAR_PX = 7.0
 WIDTH, HEIGHT, TOP, BOTTOM, RIGHT = 460, 200, 14, 34, 14
@@ -122,15 +124,11 @@ def _pairs(x_text: Sequence[str], y: np.ndarray) -> str:
     return " ".join(out)
 
 
-def _interval(cp: Mapping[str, Any]) -> str:
-    return f"{cp['shift']:+.1%} [{cp['shift_low']:+.1%}, {cp['shift_high']:+.1%}]"
-
-
 def chart(points: Sequence[Mapping[str, Any]], *, title: str, unit: str, change_points: Sequence[Mapping[str, Any]] = (),
           markers: bool = True, width: int = WIDTH, height: int = HEIGHT) -> str:
     """One history chart. ``points``: oldest first, each {t (UTC text), v, lo, hi, commit, version,
     testbed, run, status}; a failed record (v None) is a cross on the x axis. ``change_points``:
-    {index (into points), shift, shift_low, shift_high, direction; interval: its text, optional}. ``markers``: a marker with a
+    {index (into points), shift, shift_low, shift_high, direction, shift_coverage (optional)}. ``markers``: a marker with a
     hover title per point (else the line and band only)."""
     frame = Frame.of(unix_seconds([p["t"] for p in points]))
     col = {k: np.array([np.nan if p.get(k) is None else p[k] for p in points], dtype=float) for k in ("v", "lo", "hi")}
@@ -200,7 +198,7 @@ def draw(frame: Frame, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, *, title: 
         anchor = "end" if width - RIGHT - cx < 60 else "start"
         dx = -3 if anchor == "end" else 3
         out.append(f'<g class="cp {escape(cp["direction"].replace(" ", "-"))}"><title>change point {t} (commit '
-                   f'{escape(str(cp.get("commit") or "?"))}): {escape(cp.get("interval") or _interval(cp))}'
+                   f'{escape(str(cp.get("commit") or "?"))}): {escape(shift_text(cp))}'
                    f' {escape(cp["direction"])}</title><line x1="{_fmt(cx)}" x2="{_fmt(cx)}" y1="{TOP}" y2="{_fmt(TOP + plot_h)}"/>'
                    f'<text text-anchor="{anchor}" x="{_fmt(cx + dx)}" y="{TOP + 10}">{label}</text></g>')
     if tips is not None:
