@@ -25,18 +25,30 @@ def perf(bundle: str, flags: list[str]) -> dict:
     doc, wall = run_perf_json(bundle, flags)
     (cell,) = doc["cells"]
     s = cell["summary"]
-    return {"flags": flags, "wall_s": wall, "generated_tokens": s["generated_tokens_total"],
-            "invocations": s.get("invocations"), "iterations": s["iterations"], "warmups": s["warmup_iterations"],
-            "decode_tokens_per_s": s["decode_tokens_per_s"], "ci95_half_width_pct": s["primary_ci95_half_width_pct"],
-            "covers": s.get("primary_ci95_covers"), "stop_reason": cell["stop_reason"]}
+    return {
+        "flags": flags,
+        "wall_s": wall,
+        "generated_tokens": s["generated_tokens_total"],
+        "invocations": s.get("invocations"),
+        "iterations": s["iterations"],
+        "warmups": s["warmup_iterations"],
+        "decode_tokens_per_s": s["decode_tokens_per_s"],
+        "ci95_half_width_pct": s["primary_ci95_half_width_pct"],
+        "covers": s.get("primary_ci95_covers"),
+        "stop_reason": cell["stop_reason"],
+    }
 
 
 def compare(bundle: str, extra: list[str], fixed: list[str], adaptive: list[str]) -> dict:
     f = perf(bundle, fixed + extra)
     target = f"{max(f['ci95_half_width_pct'], 0.01):.2f}%"
     a = perf(bundle, adaptive + ["--target-ci", target] + extra)
-    return {"fixed": f, "adaptive": a, "target": target,
-            "token_ratio_adaptive_over_fixed": a["generated_tokens"] / f["generated_tokens"]}
+    return {
+        "fixed": f,
+        "adaptive": a,
+        "target": target,
+        "token_ratio_adaptive_over_fixed": a["generated_tokens"] / f["generated_tokens"],
+    }
 
 
 def main(argv=None) -> int:
@@ -47,17 +59,27 @@ def main(argv=None) -> int:
     ap.add_argument("--json")
     args = ap.parse_args(mine)
     report = {
-        "one_process": compare(args.bundle, extra, ["--invocations", "1", "--warmup", "5", "--iterations", "10"],
-                               ["--invocations", "1", "--warmup", "1", "--max-time", args.max_time]),
-        "across_processes": compare(args.bundle, extra, ["--invocations", "5", "--warmup", "5", "--iterations", "10"],
-                                    ["--warmup", "1", "--max-time", args.max_time]),
+        "one_process": compare(
+            args.bundle,
+            extra,
+            ["--invocations", "1", "--warmup", "5", "--iterations", "10"],
+            ["--invocations", "1", "--warmup", "1", "--max-time", args.max_time],
+        ),
+        "across_processes": compare(
+            args.bundle,
+            extra,
+            ["--invocations", "5", "--warmup", "5", "--iterations", "10"],
+            ["--warmup", "1", "--max-time", args.max_time],
+        ),
     }
     for name, r in report.items():
         for side in ("fixed", "adaptive"):
             x = r[side]
-            print(f"{name:16s} {side:8s} {x['invocations']} inv. x {x['warmups']}+{x['iterations']} it.: "
-                  f"{x['generated_tokens']:6d} tokens, {x['wall_s']:.1f} s, ±{x['ci95_half_width_pct']:.2f} % "
-                  f"({x['covers']}, {x['stop_reason']})")
+            print(
+                f"{name:16s} {side:8s} {x['invocations']} inv. x {x['warmups']}+{x['iterations']} it.: "
+                f"{x['generated_tokens']:6d} tokens, {x['wall_s']:.1f} s, ±{x['ci95_half_width_pct']:.2f} % "
+                f"({x['covers']}, {x['stop_reason']})"
+            )
         print(f"{name:16s} adaptive/fixed tokens at ±{r['target']}: {r['token_ratio_adaptive_over_fixed']:.2f}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

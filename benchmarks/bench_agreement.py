@@ -41,8 +41,10 @@ def run_once(bundle: str, extra: list[str]) -> dict:
 
 def warnings_of(doc: dict) -> dict[str, list[dict]]:
     """Each cell's warnings (code and message: bimodal steps, drift between invocations, ...)."""
-    return {cell["cell_key"]: [{"code": w["code"], "message": w["message"]} for w in cell.get("warnings") or ()]
-            for cell in doc["cells"]}
+    return {
+        cell["cell_key"]: [{"code": w["code"], "message": w["message"]} for w in cell.get("warnings") or ()]
+        for cell in doc["cells"]
+    }
 
 
 def warning_counts(docs: list[dict]) -> dict[str, dict[str, int]]:
@@ -73,10 +75,16 @@ def agree(a: dict, b: dict) -> dict:
     ha = lo_run["high"] - lo_run["estimate"]
     hb = hi_run["estimate"] - hi_run["low"]
     diff = hi_run["estimate"] - lo_run["estimate"]
-    return {"comparable": True, "difference": diff, "combined_half_width": math.hypot(ha, hb),
-            "agree": diff <= math.hypot(ha, hb), "overlap": lo_run["high"] >= hi_run["low"],
-            "a": a["estimate"], "b": b["estimate"], "relative_difference_pct": diff / abs(lo_run["estimate"]) * 100.0
-            if lo_run["estimate"] else None}
+    return {
+        "comparable": True,
+        "difference": diff,
+        "combined_half_width": math.hypot(ha, hb),
+        "agree": diff <= math.hypot(ha, hb),
+        "overlap": lo_run["high"] >= hi_run["low"],
+        "a": a["estimate"],
+        "b": b["estimate"],
+        "relative_difference_pct": diff / abs(lo_run["estimate"]) * 100.0 if lo_run["estimate"] else None,
+    }
 
 
 def summarise(pairs: list[tuple[dict, dict]]) -> dict:
@@ -93,10 +101,13 @@ def summarise(pairs: list[tuple[dict, dict]]) -> dict:
         out[kind] = {}
         for name, verdicts in rows.items():
             n = len(verdicts)
-            out[kind][name] = {"pairs": n, "agree": sum(v["agree"] for v in verdicts),
-                               "overlap": sum(v["overlap"] for v in verdicts),
-                               "median_relative_difference_pct": sorted(v["relative_difference_pct"] for v in verdicts)[n // 2],
-                               "verdicts": verdicts}
+            out[kind][name] = {
+                "pairs": n,
+                "agree": sum(v["agree"] for v in verdicts),
+                "overlap": sum(v["overlap"] for v in verdicts),
+                "median_relative_difference_pct": sorted(v["relative_difference_pct"] for v in verdicts)[n // 2],
+                "verdicts": verdicts,
+            }
     return out
 
 
@@ -117,15 +128,30 @@ def main(argv=None) -> int:
     print(f"winml perf {args.bundle} {' '.join(extra)}  ({args.pairs} pairs, {time.perf_counter() - start:.0f} s)")
     for kind, rows in report.items():
         for name, r in rows.items():
-            print(f"{kind:15s} {name:40s} agree {r['agree']}/{r['pairs']} ({r['agree'] / r['pairs']:.0%}), "
-                  f"overlap {r['overlap']}/{r['pairs']}, median |a-b| {r['median_relative_difference_pct']:.1f} %")
+            print(
+                f"{kind:15s} {name:40s} agree {r['agree']}/{r['pairs']} ({r['agree'] / r['pairs']:.0%}), "
+                f"overlap {r['overlap']}/{r['pairs']}, median |a-b| {r['median_relative_difference_pct']:.1f} %"
+            )
     for cell, counts in warning_counts(docs).items():
-        print(f"warnings        {cell:40s} " + ", ".join(f"{code} in {n}/{len(docs)} runs" for code, n in sorted(counts.items())))
+        print(
+            f"warnings        {cell:40s} "
+            + ", ".join(f"{code} in {n}/{len(docs)} runs" for code, n in sorted(counts.items()))
+        )
     if args.json:
-        Path(args.json).write_text(json.dumps({"command": ["winml", "perf", args.bundle, *extra], "report": report,
-                                               "runs": [{k: intervals(d, k) and {f'{c} {m}': v for (c, m), v in intervals(d, k).items()}
-                                                         for k in KINDS} | {"warnings": warnings_of(d)} for d in docs]},
-                                              indent=2))
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "command": ["winml", "perf", args.bundle, *extra],
+                    "report": report,
+                    "runs": [
+                        {k: intervals(d, k) and {f"{c} {m}": v for (c, m), v in intervals(d, k).items()} for k in KINDS}
+                        | {"warnings": warnings_of(d)}
+                        for d in docs
+                    ],
+                },
+                indent=2,
+            )
+        )
     return 0
 
 

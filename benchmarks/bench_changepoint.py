@@ -43,10 +43,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from changepoint_pooled import detect_pooled  # noqa: E402
 from changepoint_sim import LENGTH, NOISES, SHARE, SHIFT_SIZES, make_cases  # noqa: E402
-
-from winml_perf.results.changepoint import detect_change_points  # noqa: E402
-from winml_perf.results.run_levels import mode_aware_levels  # noqa: E402
-from winml_perf.results.significance import rolling_flags  # noqa: E402
+from winml_perf.stats.changepoint import detect_change_points  # noqa: E402
+from winml_perf.stats.run_levels import mode_aware_levels  # noqa: E402
+from winml_perf.stats.significance import rolling_flags  # noqa: E402
 
 TOLERANCE, LOOSE = 2, 5
 METRIC = "decode_tokens_per_s"
@@ -69,8 +68,12 @@ def detect_rolling(case: dict) -> list[int]:
     return sorted(rolling_flags(points, samples, METRIC))
 
 
-DETECTORS = {"median": detect_median, "pooled": lambda c, **o: detect_pooled(c["invocations"], **o),
-             "mode-aware": detect_mode_aware, "rolling": lambda c, **o: detect_rolling(c)}
+DETECTORS = {
+    "median": detect_median,
+    "pooled": lambda c, **o: detect_pooled(c["invocations"], **o),
+    "mode-aware": detect_mode_aware,
+    "rolling": lambda c, **o: detect_rolling(c),
+}
 
 
 def detect_otava(series: dict[str, np.ndarray], python: str) -> dict[str, list[int]]:
@@ -100,7 +103,9 @@ def score(cases: list[dict], found: dict[str, list[int]]) -> dict[tuple, dict]:
     """(noise, invocations, size) -> recall, precision, false per 1,000 runs (size 0)."""
     table: dict[tuple, dict] = {}
     for c in cases:
-        row = table.setdefault((c["noise"], c["inv"], c["size"]), {"shifts": 0, "hits": 0, "loose": 0, "found": 0, "runs": 0})
+        row = table.setdefault(
+            (c["noise"], c["inv"], c["size"]), {"shifts": 0, "hits": 0, "loose": 0, "found": 0, "runs": 0}
+        )
         f = found[c["id"]]
         row["shifts"] += len(c["truth"])
         row["hits"] += match(c["truth"], f)
@@ -126,13 +131,17 @@ def run_methods(cases: list[dict], methods, otava_python: str | None, **options)
             t0 = time.perf_counter()
             found[method][c["id"]] = DETECTORS[method](c, **({} if method == "rolling" else options))
             seconds.append(time.perf_counter() - t0)
-        print(f"{method}: median {np.median(seconds) * 1000:.0f} ms, max {max(seconds) * 1000:.0f} ms per {LENGTH}-run series",
-              file=sys.stderr, flush=True)
+        print(
+            f"{method}: median {np.median(seconds) * 1000:.0f} ms, max {max(seconds) * 1000:.0f} ms per {LENGTH}-run series",
+            file=sys.stderr,
+            flush=True,
+        )
     if otava_python and "otava" in methods:
         found["otava"] = detect_otava({c["id"]: c["est"] for c in cases}, otava_python)
     if otava_python and "otava-mode-aware" in methods:
-        found["otava-mode-aware"] = detect_otava({c["id"]: mode_aware_levels(list(c["invocations"])).level for c in cases},
-                                                 otava_python)
+        found["otava-mode-aware"] = detect_otava(
+            {c["id"]: mode_aware_levels(list(c["invocations"])).level for c in cases}, otava_python
+        )
     return {m: score(cases, f) for m, f in found.items()}
 
 
@@ -141,8 +150,11 @@ def _cell(table: dict, key: tuple, field: str) -> str:
 
 
 def print_table(results: dict[str, dict]) -> None:
-    print("| method | noise | inv/run | false CPs / 1,000 runs | " +
-          " | ".join(f"recall {s if s == SHARE else f'{s:.0%}'} | prec." for s in SIZES) + " |")
+    print(
+        "| method | noise | inv/run | false CPs / 1,000 runs | "
+        + " | ".join(f"recall {s if s == SHARE else f'{s:.0%}'} | prec." for s in SIZES)
+        + " |"
+    )
     print("|---|---|---|---|" + "---|---|" * len(SIZES))
     for method, table in results.items():
         for noise, inv in sorted({k[:2] for k in table}):
@@ -155,13 +167,19 @@ def print_table(results: dict[str, dict]) -> None:
     print("|---|---|---|" + "---|" * len(SIZES))
     for method, table in results.items():
         for noise, inv in sorted({k[:2] for k in table}):
-            print(f"| {method} | {noise} | {inv} | " + " | ".join(_cell(table, (noise, inv, s), "loose_recall") for s in SIZES) + " |")
+            print(
+                f"| {method} | {noise} | {inv} | "
+                + " | ".join(_cell(table, (noise, inv, s), "loose_recall") for s in SIZES)
+                + " |"
+            )
 
 
 def tune(series: int, noises, invocations) -> None:
     """Grid on the development seed (1): alpha x the local-shift floor of the mode-aware method;
     false CPs / 1,000 runs and recall at 5 % / 10 % / share steps."""
-    cases = [c for inv in invocations for c in make_cases(DEV_SEED, series, inv, noises, sizes=(0.0, 0.05, 0.10, SHARE))]
+    cases = [
+        c for inv in invocations for c in make_cases(DEV_SEED, series, inv, noises, sizes=(0.0, 0.05, 0.10, SHARE))
+    ]
     print("| alpha | min_shift | noise | inv | false / 1,000 | recall 5% | recall 10% | recall share |")
     print("|---|---|---|---|---|---|---|---|")
     for alpha in (0.01, 0.02):
@@ -169,7 +187,8 @@ def tune(series: int, noises, invocations) -> None:
             table = score(cases, {c["id"]: detect_mode_aware(c, alpha=alpha, min_shift=floor) for c in cases})
             for noise, inv in sorted({k[:2] for k in table}):
                 cells = [_cell(table, (noise, inv, 0.0), "false_per_1000")] + [
-                    _cell(table, (noise, inv, s), "recall") for s in (0.05, 0.10, SHARE)]
+                    _cell(table, (noise, inv, s), "recall") for s in (0.05, 0.10, SHARE)
+                ]
                 print(f"| {alpha} | {floor} | {noise} | {inv} | " + " | ".join(cells) + " |", flush=True)
 
 
@@ -179,8 +198,12 @@ def main() -> None:
     parser.add_argument("--series", type=int, default=15, help="series per noise x invocations x shift size")
     parser.add_argument("--invocations", type=int, nargs="+", default=[1, 5, 10])
     parser.add_argument("--noise", nargs="+", default=list(NOISES), choices=list(NOISES))
-    parser.add_argument("--methods", nargs="+", default=[*LOCAL_METHODS, "otava", "otava-mode-aware"],
-                        choices=[*LOCAL_METHODS, "otava", "otava-mode-aware"])
+    parser.add_argument(
+        "--methods",
+        nargs="+",
+        default=[*LOCAL_METHODS, "otava", "otava-mode-aware"],
+        choices=[*LOCAL_METHODS, "otava", "otava-mode-aware"],
+    )
     parser.add_argument("--otava-python", help="python of a virtualenv with apache-otava installed")
     parser.add_argument("--tune", action="store_true", help="grid alpha and the floor on the development seed (1)")
     args = parser.parse_args()

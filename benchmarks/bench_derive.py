@@ -22,10 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from winml_perf import cache, cache_contents
-from winml_perf.bundle import derive
+from winml_perf.bundle import cache, cache_contents, derive
 from winml_perf.bundle.prepare import prepare_route
-from winml_perf.devices import Target
+from winml_perf.ep.devices import Target
 
 GB = 1 << 30
 TARGET = Target("ep", "qnn", None, "QNNExecutionProvider", "npu")
@@ -36,7 +35,9 @@ REPO_BUNDLES = Path(__file__).resolve().parents[1] / "bundles"
 def make_bundle(root: Path, weight_bytes: int) -> Path:
     bundle = root / f"bundle-{weight_bytes}"
     bundle.mkdir()
-    config = {"model": {"type": "qwen2", "decoder": {"filename": "model.onnx", "session_options": {"provider_options": []}}}}
+    config = {
+        "model": {"type": "qwen2", "decoder": {"filename": "model.onnx", "session_options": {"provider_options": []}}}
+    }
     (bundle / "genai_config.json").write_text(json.dumps(config))
     (bundle / "model.onnx").write_bytes(b"fake onnx graph" * 100)
     with open(bundle / "model.onnx.data", "wb") as f:
@@ -65,8 +66,13 @@ def measure(bundle: Path) -> dict:
     warm_ms = (time.perf_counter() - t0) * 1000
     manifest = json.loads((cold.path / "manifest.json").read_text())
     assert cold.cache == "miss" and warm.cache == "hit"
-    return {"cold_ms": cold_ms, "warm_ms": warm_ms, "bytes_written": manifest["bytes_written"] + (cold.path / "manifest.json").stat().st_size,
-            "new_disk_bytes": _disk_bytes(cold.path), "links": manifest["links"]}
+    return {
+        "cold_ms": cold_ms,
+        "warm_ms": warm_ms,
+        "bytes_written": manifest["bytes_written"] + (cold.path / "manifest.json").stat().st_size,
+        "new_disk_bytes": _disk_bytes(cold.path),
+        "links": manifest["links"],
+    }
 
 
 def main() -> None:
@@ -76,7 +82,16 @@ def main() -> None:
             bundle = make_bundle(Path(tmp), size)
             runs = [measure(bundle) for _ in range(5)]
             best = {k: min(r[k] for r in runs) for k in ("cold_ms", "warm_ms")}
-            rows.append((size, best["cold_ms"], best["warm_ms"], runs[-1]["bytes_written"], runs[-1]["new_disk_bytes"], runs[-1]["links"]))
+            rows.append(
+                (
+                    size,
+                    best["cold_ms"],
+                    best["warm_ms"],
+                    runs[-1]["bytes_written"],
+                    runs[-1]["new_disk_bytes"],
+                    runs[-1]["links"],
+                )
+            )
         print(f"{'weights':>12} {'cold ms':>9} {'warm ms':>9} {'bytes written':>14} {'new disk bytes':>15}  links")
         for size, cold, warm, written, disk, links in rows:
             print(f"{size:>12} {cold:>9.2f} {warm:>9.2f} {written:>14} {disk:>15}  {links}")
@@ -119,12 +134,16 @@ def _clean(bundle: Path) -> None:
 
 def test_derive_cold_1gb(benchmark, tmp_path):
     bundle = make_bundle(tmp_path, GB)
-    benchmark.pedantic(lambda: prepare_route(bundle, TARGET, require_available=False), setup=lambda: _clean(bundle), rounds=5)
+    benchmark.pedantic(
+        lambda: prepare_route(bundle, TARGET, require_available=False), setup=lambda: _clean(bundle), rounds=5
+    )
 
 
 def test_derive_cold_tiny(benchmark, tmp_path):
     bundle = make_bundle(tmp_path, 1024)
-    benchmark.pedantic(lambda: prepare_route(bundle, TARGET, require_available=False), setup=lambda: _clean(bundle), rounds=5)
+    benchmark.pedantic(
+        lambda: prepare_route(bundle, TARGET, require_available=False), setup=lambda: _clean(bundle), rounds=5
+    )
 
 
 def test_derive_warm_1gb(benchmark, tmp_path):

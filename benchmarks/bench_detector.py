@@ -18,8 +18,8 @@ import time
 
 import numpy as np
 
-from winml_perf.results.changepoint import detect_change_points
-from winml_perf.results.dashboard_page import CHANGE_WINDOW
+from winml_perf.publish.dashboard_page import CHANGE_WINDOW
+from winml_perf.stats.changepoint import detect_change_points
 
 
 def fleet_like(count: int, runs: int, invocations: int, seed: int) -> list[list[np.ndarray]]:
@@ -29,7 +29,7 @@ def fleet_like(count: int, runs: int, invocations: int, seed: int) -> list[list[
         t = np.arange(runs)
         level = 100 * (1 + 0.015 * np.sin(t / rng.uniform(14, 28) + rng.uniform(0, 6.28)))
         if i % 10 == 0:
-            level[runs // 2:] *= 1.10
+            level[runs // 2 :] *= 1.10
         slow = rng.random((runs, invocations)) < 0.3
         out.append(list(level[:, None] * rng.lognormal(0, 0.05, (runs, invocations)) / np.where(slow, 1 / 0.65, 1.0)))
     return out
@@ -58,8 +58,11 @@ def main() -> None:
     out = {}
     for name, data in (("invocations", series), ("medians", medians)):
         ms = per_series_ms(data, a.repeat)
-        out[name] = {"median_ms": round(statistics.median(ms), 2), "max_ms": round(max(ms), 2),
-                     "total_s_per_1000_series": round(statistics.fmean(ms), 2)}
+        out[name] = {
+            "median_ms": round(statistics.median(ms), 2),
+            "max_ms": round(max(ms), 2),
+            "total_s_per_1000_series": round(statistics.fmean(ms), 2),
+        }
     print(json.dumps({"series": a.series, "runs": a.runs, "invocations": a.invocations, **out}))
 
 

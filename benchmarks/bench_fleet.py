@@ -34,8 +34,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import sqlalchemy as sa
 
@@ -58,9 +58,20 @@ def _series(seed: int) -> list[dict]:
             for route in ROUTES:
                 for p, n in SHAPES:
                     shifted = rng.random() < 0.1
-                    out.append({"testbed": f"tb-{t:02d}", "bundle": f"bundles/model-{b}", "route": route, "p": p, "n": n,
-                                "level": rng.uniform(40, 200), "phase": rng.uniform(0, 6.28), "period": rng.uniform(90, 180),
-                                "shift_at": rng.random() if shifted else None, "shift": rng.choice((-1, 1)) * rng.uniform(0.05, 0.2)})
+                    out.append(
+                        {
+                            "testbed": f"tb-{t:02d}",
+                            "bundle": f"bundles/model-{b}",
+                            "route": route,
+                            "p": p,
+                            "n": n,
+                            "level": rng.uniform(40, 200),
+                            "phase": rng.uniform(0, 6.28),
+                            "period": rng.uniform(90, 180),
+                            "shift_at": rng.random() if shifted else None,
+                            "shift": rng.choice((-1, 1)) * rng.uniform(0.05, 0.2),
+                        }
+                    )
     return out
 
 
@@ -101,35 +112,84 @@ def _cell(s: dict, night: int, nights: int, index: int, rng: random.Random) -> d
         steps = [round(x, 5) for x in (step * noise[i, 1:]).tolist()]
         prompt_ms = round(s["p"] * 0.05 * float(noise[i, 0]), 5)
         e2e = prompt_ms + 0.5 + sum(steps)
-        iterations.append({"round_index": max(i - 1, 0), "latency_ms": e2e, "prompt_tokens": s["p"], "new_tokens": s["n"],
-                           "prompt_ms": prompt_ms, "ttft_ms": prompt_ms + 0.5, "decode_step_ms": steps, "e2e_ms": e2e})
+        iterations.append(
+            {
+                "round_index": max(i - 1, 0),
+                "latency_ms": e2e,
+                "prompt_tokens": s["p"],
+                "new_tokens": s["n"],
+                "prompt_ms": prompt_ms,
+                "ttft_ms": prompt_ms + 0.5,
+                "decode_step_ms": steps,
+                "e2e_ms": e2e,
+            }
+        )
         if INVOCATIONS > 1:
             iterations[-1]["invocation"] = k
     measured = iterations[1:]
     dec = sorted((s["n"] - 1) / (sum(x["decode_step_ms"]) / 1000) for x in measured)
     med = statistics.median(dec)
     run_id = f"{night:06d}{s['testbed']}".ljust(32, "0")
-    metrics = {"decode_tokens_per_s": {"n": ITERATIONS, "median": med, "mean": statistics.fmean(dec), "stdev": statistics.stdev(dec),
-                                       "cv_pct": 1.0, "min": dec[0], "max": dec[-1], "p90": dec[-2], "p95": dec[-1], "p99": dec[-1],
-                                       "ci95_low": dec[1], "ci95_high": dec[-2]}}
+    metrics = {
+        "decode_tokens_per_s": {
+            "n": ITERATIONS,
+            "median": med,
+            "mean": statistics.fmean(dec),
+            "stdev": statistics.stdev(dec),
+            "cv_pct": 1.0,
+            "min": dec[0],
+            "max": dec[-1],
+            "p90": dec[-2],
+            "p95": dec[-1],
+            "p99": dec[-1],
+            "ci95_low": dec[1],
+            "ci95_high": dec[-2],
+        }
+    }
     return {
-        "schema_version": 1, "kind": "cell", "run_id": run_id, "cell_id": f"{night:06d}{index:06d}".ljust(32, "c"),
-        "cell_key": f"{s['route']}|p{s['p']}|n{s['n']}", "cell_index": index % 20, "status": "ok", "runtime": "winml-genai",
-        "bundle": s["bundle"], "route": {"label": s["route"]},
+        "schema_version": 1,
+        "kind": "cell",
+        "run_id": run_id,
+        "cell_id": f"{night:06d}{index:06d}".ljust(32, "c"),
+        "cell_key": f"{s['route']}|p{s['p']}|n{s['n']}",
+        "cell_index": index % 20,
+        "status": "ok",
+        "runtime": "winml-genai",
+        "bundle": s["bundle"],
+        "route": {"label": s["route"]},
         "shape": {"prompt_tokens": s["p"], "max_new_tokens": s["n"], "requested_prompt_tokens": s["p"]},
         "prompt": {"mode": "synthetic", "seed": 0},
-        "policy": {"warmup": {"mode": "count", "count": 1}, "iterations": {"mode": "fixed", "iterations": ITERATIONS, "target_ci_pct": None}},
-        "load": {"model_load_ms": 120.0}, "samples": {"warmup": iterations[:1], "iterations": measured},
-        "metrics": metrics, "summary": {"primary_metric": "decode_tokens_per_s", "iterations": ITERATIONS, "warmup_iterations": 1},
-        "memory": {"peak_rss_bytes": 2e8}, "warnings": [], "failure": None, "stop_reason": "iterations", "output": {}, "roofline": None,
-        "environment": {"hostname": s["testbed"], "testbed_id": s["testbed"], "timestamp_utc": when,
-                        "git": {"commit": f"{night:012x}", "dirty": False},
-                        "versions": {"winml-perf": "0.1.0", "onnxruntime": "1.32.0", "onnxruntime-genai": "0.18.0"}},
-        "started_utc": when, "finished_utc": when, "wall_s": 1.0, "measure_s": 0.5,
+        "policy": {
+            "warmup": {"mode": "count", "count": 1},
+            "iterations": {"mode": "fixed", "iterations": ITERATIONS, "target_ci_pct": None},
+        },
+        "load": {"model_load_ms": 120.0},
+        "samples": {"warmup": iterations[:1], "iterations": measured},
+        "metrics": metrics,
+        "summary": {"primary_metric": "decode_tokens_per_s", "iterations": ITERATIONS, "warmup_iterations": 1},
+        "memory": {"peak_rss_bytes": 2e8},
+        "warnings": [],
+        "failure": None,
+        "stop_reason": "iterations",
+        "output": {},
+        "roofline": None,
+        "environment": {
+            "hostname": s["testbed"],
+            "testbed_id": s["testbed"],
+            "timestamp_utc": when,
+            "git": {"commit": f"{night:012x}", "dirty": False},
+            "versions": {"winml-perf": "0.1.0", "onnxruntime": "1.32.0", "onnxruntime-genai": "0.18.0"},
+        },
+        "started_utc": when,
+        "finished_utc": when,
+        "wall_s": 1.0,
+        "measure_s": 0.5,
     }
 
 
-def fill(urls: str | list[str], cells: int, seed: int = 1, first_night: int = 0, span_nights: int | None = None) -> float:
+def fill(
+    urls: str | list[str], cells: int, seed: int = 1, first_night: int = 0, span_nights: int | None = None
+) -> float:
     """Write ``cells`` cells (whole nights, from night ``first_night`` on) into each store of
     ``urls``, building each chunk of rows once for all of them; returns seconds taken. Explicit
     ids continue after the store's largest; the series and their shifts depend on ``seed`` only,
@@ -153,9 +213,17 @@ def fill(urls: str | list[str], cells: int, seed: int = 1, first_night: int = 0,
             for k, store in enumerate(stores):
                 base = next_ids[k]
                 with store.engine.begin() as conn:
-                    conn.execute(mig.records.insert(), [{**rows.record, "id": base + i} for i, rows in enumerate(chunk)])
-                    conn.execute(mig.metrics.insert(), [{**m, "record_id": base + i} for i, rows in enumerate(chunk) for m in rows.metrics])
-                    conn.execute(mig.samples.insert(), [{**x, "record_id": base + i} for i, rows in enumerate(chunk) for x in rows.samples])
+                    conn.execute(
+                        mig.records.insert(), [{**rows.record, "id": base + i} for i, rows in enumerate(chunk)]
+                    )
+                    conn.execute(
+                        mig.metrics.insert(),
+                        [{**m, "record_id": base + i} for i, rows in enumerate(chunk) for m in rows.metrics],
+                    )
+                    conn.execute(
+                        mig.samples.insert(),
+                        [{**x, "record_id": base + i} for i, rows in enumerate(chunk) for x in rows.samples],
+                    )
                 next_ids[k] = base + len(chunk)
             chunk.clear()
 
@@ -169,7 +237,9 @@ def fill(urls: str | list[str], cells: int, seed: int = 1, first_night: int = 0,
         for store in stores:
             if store.location.dialect == "postgresql":
                 with store.engine.begin() as conn:
-                    conn.execute(sa.text("SELECT setval(pg_get_serial_sequence('records', 'id'), (SELECT max(id) FROM records))"))
+                    conn.execute(
+                        sa.text("SELECT setval(pg_get_serial_sequence('records', 'id'), (SELECT max(id) FROM records))")
+                    )
             store.analyze()
     finally:
         for store in stores:
@@ -222,14 +292,19 @@ def _cli(args: list[str], env: dict, cpu: list | None = None) -> tuple[float, in
 
     with tempfile.TemporaryFile("w+") as err:
         t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", "from winml_perf.cli import main; main()", *args],
-                                stdout=subprocess.DEVNULL, stderr=err, env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from winml_perf.cli import main; main()", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+            env=env,
+        )
         peak = [0]
         done = threading.Event()
 
         def sample() -> None:
             while not done.wait(0.2):
                 peak[0] = max(peak[0], _tree_rss_bytes(proc.pid))
+
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         _, status, usage = os.wait4(proc.pid, 0)
@@ -249,8 +324,14 @@ def _size_bytes(url: str) -> int:
         path = Path(url.replace("sqlite:///", ""))
         return sum(p.stat().st_size for p in path.parent.glob(path.name + "*"))
     with open_store(url) as store, store.engine.connect() as conn:
-        return int(conn.execute(sa.text("SELECT pg_total_relation_size('records') + pg_total_relation_size('metrics')"
-                                        " + pg_total_relation_size('samples')")).scalar_one())
+        return int(
+            conn.execute(
+                sa.text(
+                    "SELECT pg_total_relation_size('records') + pg_total_relation_size('metrics')"
+                    " + pg_total_relation_size('samples')"
+                )
+            ).scalar_one()
+        )
 
 
 def _one_series() -> dict:
@@ -271,15 +352,29 @@ def measure(url: str, cells: int, repeat: int, out_dir: Path, dashboard: bool) -
     with open_store(url, create=False) as store:
         fig["history_load_ms"] = _median_ms(lambda: load(store, **f), repeat)
         r = mig.records.c
-        stmt = (sa.select(r.created_utc, mig.metrics.c.median).join(mig.metrics, mig.metrics.c.record_id == r.id)
-                .where(r.bundle == "model-2", r.route == "config", r.testbed_id == "tb-17", r.prompt_tokens == 128,
-                       r.max_new_tokens == 32, mig.metrics.c.name == "decode_tokens_per_s").order_by(r.created_utc))
+        stmt = (
+            sa.select(r.created_utc, mig.metrics.c.median)
+            .join(mig.metrics, mig.metrics.c.record_id == r.id)
+            .where(
+                r.bundle == "model-2",
+                r.route == "config",
+                r.testbed_id == "tb-17",
+                r.prompt_tokens == 128,
+                r.max_new_tokens == 32,
+                mig.metrics.c.name == "decode_tokens_per_s",
+            )
+            .order_by(r.created_utc)
+        )
         with store.engine.connect() as conn:
             fig["history_sql_ms"] = _median_ms(lambda: conn.execute(stmt).all(), repeat)
             fig["history_points"] = len(conn.execute(stmt).all())
     series_args = ["--bundle", "model-2", "--route", "config", "--testbed", "tb-17"]
-    fig["results_list_s"] = statistics.median(_cli(["results", "list", *series_args], env)[0] for _ in range(min(repeat, 3)))
-    wall, _, err = _cli(["compare", "runs", "--baseline", "previous", "--candidate", "latest", "--fail-on-regression", "5%"], env)
+    fig["results_list_s"] = statistics.median(
+        _cli(["results", "list", *series_args], env)[0] for _ in range(min(repeat, 3))
+    )
+    wall, _, err = _cli(
+        ["compare", "runs", "--baseline", "previous", "--candidate", "latest", "--fail-on-regression", "5%"], env
+    )
     fig["compare_unfiltered_s"], fig["compare_unfiltered_note"] = wall, err
     if dashboard:
         fig.update(measure_dashboard(url, cells, out_dir, env))
@@ -288,8 +383,11 @@ def measure(url: str, cells: int, repeat: int, out_dir: Path, dashboard: bool) -
 
 def _pages(site: Path) -> dict:
     pages = sorted(site.rglob("*.html")) if site.exists() else []
-    return {"pages": len(pages), "total_mb": round(sum(p.stat().st_size for p in pages) / 1e6, 1),
-            "largest_mb": round(max((p.stat().st_size for p in pages), default=0) / 1e6, 2)}
+    return {
+        "pages": len(pages),
+        "total_mb": round(sum(p.stat().st_size for p in pages) / 1e6, 1),
+        "largest_mb": round(max((p.stat().st_size for p in pages), default=0) / 1e6, 2),
+    }
 
 
 def _forget_change_points(url: str) -> None:
@@ -317,8 +415,14 @@ def measure_dashboard(url: str, cells: int, out_dir: Path, env: dict) -> dict:
         shutil.rmtree(site, ignore_errors=True)
         cpu: list = []
         wall, rss, err = _cli(["dashboard", "-o", str(site), *extra], env, cpu)
-        fig[name] = {"s": round(wall, 2), "cpu_s": round(cpu[0], 1), "load_avg_1m": round(os.getloadavg()[0], 2),
-                     "peak_rss_mib": round(rss / 2**20), "error": err, **_pages(site)}
+        fig[name] = {
+            "s": round(wall, 2),
+            "cpu_s": round(cpu[0], 1),
+            "load_avg_1m": round(os.getloadavg()[0], 2),
+            "peak_rss_mib": round(rss / 2**20),
+            "error": err,
+            **_pages(site),
+        }
         print(f"  {kind} {cells}: {name} {fig[name]}", file=sys.stderr, flush=True)
 
     _forget_change_points(url)
@@ -359,12 +463,20 @@ def main() -> None:
     ap.add_argument("--no-sqlite", action="store_true")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--no-dashboard", action="store_true")
-    ap.add_argument("--dashboard-only", action="store_true", help="measure only the dashboard (cold, warm, one new night, --testbed)")
+    ap.add_argument(
+        "--dashboard-only",
+        action="store_true",
+        help="measure only the dashboard (cold, warm, one new night, --testbed)",
+    )
     ap.add_argument("--keep", type=Path, help="folder for the stores and pages (default: a temporary one)")
     ap.add_argument("--json", type=Path)
-    ap.add_argument("--reuse", action="store_true", help="measure the stores --keep holds from an earlier run (no fill)")
+    ap.add_argument(
+        "--reuse", action="store_true", help="measure the stores --keep holds from an earlier run (no fill)"
+    )
     ap.add_argument("--fill-only", action="store_true", help="fill the stores and stop (measure later with --reuse)")
-    ap.add_argument("--invocations", type=int, default=1, help="invocations per cell (>1: samples carry them, with process modes)")
+    ap.add_argument(
+        "--invocations", type=int, default=1, help="invocations per cell (>1: samples carry them, with process modes)"
+    )
     ap.add_argument("--name", default="fleet", help="store name prefix (fleet-CELLS.db, schema fleet_CELLS)")
     a = ap.parse_args()
     global INVOCATIONS
@@ -384,7 +496,9 @@ def main() -> None:
                     for p in Path(url).parent.glob(Path(url).name + "*"):
                         p.unlink()
             fill_s = fill([url for _, url in targets], cells)  # one pass of row building for every store
-            print(json.dumps({"cells": cells, "fill_s": round(fill_s, 1), "stores": [k for k, _ in targets]}), flush=True)
+            print(
+                json.dumps({"cells": cells, "fill_s": round(fill_s, 1), "stores": [k for k, _ in targets]}), flush=True
+            )
         if a.fill_only:
             continue
         for kind, url in targets:

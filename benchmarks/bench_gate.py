@@ -27,8 +27,8 @@ from collections import Counter
 import numpy as np
 
 from changepoint_sim import NOISES, simulate
-from winml_perf.results.changepoint import GATE_ALPHA, MODE_SHARE, judge_newest
-from winml_perf.results.gate import GATE_HISTORY
+from winml_perf.compare.gate import GATE_HISTORY
+from winml_perf.stats.changepoint import GATE_ALPHA, MODE_SHARE, judge_newest
 
 STEP_SIZES = (0.05, 0.10, 0.20, 0.25, 0.30)
 AFTER = 20  # nights judged from a step on
@@ -41,9 +41,17 @@ def verdicts(runs: np.ndarray, nights: range, alpha: float) -> list:
     out = []
     for t in nights:
         first = max(0, t + 1 - GATE_HISTORY)
-        verdict = judge_newest([list(r) for r in runs[first:t + 1]], higher_is_better=True, threshold=0.05, alpha=alpha)
+        verdict = judge_newest(
+            [list(r) for r in runs[first : t + 1]], higher_is_better=True, threshold=0.05, alpha=alpha
+        )
         point = verdict.change_point
-        out.append((verdict.is_regression, None if point is None else first + point.index, None if point is None else point.kind))
+        out.append(
+            (
+                verdict.is_regression,
+                None if point is None else first + point.index,
+                None if point is None else point.kind,
+            )
+        )
     return out
 
 
@@ -81,15 +89,28 @@ def main() -> None:
                 offsets.append(v[first][1] - GATE_HISTORY)
                 share_calls += v[first][2] == MODE_SHARE
         found = [d for d in delays if d is not None and d <= FOUND_WITHIN]
-        steps[f"{size:.0%}"] = {"recall_within_10_nights": round(len(found) / len(delays), 2),
-                                "median_delay_nights": float(np.median(found)) if found else None,
-                                "named_the_step": round(offsets.count(0) / len(offsets), 2) if offsets else None,
-                                "runs_off": dict(sorted(Counter(o for o in offsets if o).items())),
-                                "called_a_mode_share_change": round(share_calls / len(offsets), 2) if offsets else None}
-    print(json.dumps({"noise": a.noise, "invocations": a.invocations, "series": a.series, "alpha": a.alpha,
-                      "false_alarms_per_1000_series_nights": round(1000 * false_nights / judged, 2),
-                      "shift_free_series_with_a_false_alarm": f"{flagged_series}/{a.series}",
-                      "series_nights_judged": judged, "steps": steps, "seconds": round(time.perf_counter() - start, 1)}))
+        steps[f"{size:.0%}"] = {
+            "recall_within_10_nights": round(len(found) / len(delays), 2),
+            "median_delay_nights": float(np.median(found)) if found else None,
+            "named_the_step": round(offsets.count(0) / len(offsets), 2) if offsets else None,
+            "runs_off": dict(sorted(Counter(o for o in offsets if o).items())),
+            "called_a_mode_share_change": round(share_calls / len(offsets), 2) if offsets else None,
+        }
+    print(
+        json.dumps(
+            {
+                "noise": a.noise,
+                "invocations": a.invocations,
+                "series": a.series,
+                "alpha": a.alpha,
+                "false_alarms_per_1000_series_nights": round(1000 * false_nights / judged, 2),
+                "shift_free_series_with_a_false_alarm": f"{flagged_series}/{a.series}",
+                "series_nights_judged": judged,
+                "steps": steps,
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -19,8 +19,8 @@ import json
 import sqlalchemy as sa
 
 from bench_fleet import _series
+from winml_perf.compare.gate import GATE_HISTORY, judge_series
 from winml_perf.results import migrations as mig
-from winml_perf.results.gate import GATE_HISTORY, judge_series
 from winml_perf.results.store import open_store
 
 METRIC = "decode_tokens_per_s"
@@ -37,28 +37,56 @@ def main() -> None:
         with store.engine.connect() as conn:
             keys = conn.execute(sa.select(r.series_key).distinct().order_by(r.series_key)).scalars().all()
             total_nights = conn.execute(sa.select(sa.func.count()).where(r.series_key == keys[0])).scalar_one()
-            nights = conn.execute(sa.select(r.created_utc).where(r.series_key == keys[0])
-                                  .order_by(r.created_utc.desc()).limit(a.nights)).scalars().all()
+            nights = (
+                conn.execute(
+                    sa.select(r.created_utc)
+                    .where(r.series_key == keys[0])
+                    .order_by(r.created_utc.desc())
+                    .limit(a.nights)
+                )
+                .scalars()
+                .all()
+            )
         kinds: collections.Counter = collections.Counter()
         flagged: collections.Counter = collections.Counter()
         for night in nights:
             until = night[:16] + ":59Z"  # the fleet's cells of a night share its minute
             for key in keys:  # the gate's own judgement of a candidate whose newest record is that night's
-                verdict = judge_series(store, [{"series_key": key, "created_utc": until, "id": 0}], [METRIC], 5.0)[METRIC]
+                verdict = judge_series(store, [{"series_key": key, "created_utc": until, "id": 0}], [METRIC], 5.0)[
+                    METRIC
+                ]
                 if verdict.is_regression:
                     cp = verdict.change_point
                     kinds[f"{cp.kind} {round(cp.shift * 100):+d}%" if cp else verdict.method] += 1
                     flagged[key] += 1
         with store.engine.connect() as conn:
-            ident = {k: tuple(conn.execute(sa.select(r.testbed_id, r.bundle, r.route, r.prompt_tokens)
-                                           .where(r.series_key == k).limit(1)).one()) for k in flagged}
-    injected = [(s["testbed"], s["bundle"], s["route"], s["p"], round(s["shift"], 3), int(s["shift_at"] * total_nights))
-                for s in _series(a.seed) if s["shift_at"] is not None and int(s["shift_at"] * total_nights) >= total_nights - a.nights - GATE_HISTORY]
-    print(json.dumps({"series": len(keys), "nights_judged": len(nights), "series_nights": len(keys) * len(nights),
-                      "regression_verdicts": sum(kinds.values()), "by_kind_and_shift": dict(sorted(kinds.items())),
-                      "series_by_nights_flagged": dict(sorted(collections.Counter(flagged.values()).items())),
-                      "flagged": sorted((*ident[k], n) for k, n in flagged.items()),
-                      "shifts_injected_in_the_window_judged": injected}))
+            ident = {
+                k: tuple(
+                    conn.execute(
+                        sa.select(r.testbed_id, r.bundle, r.route, r.prompt_tokens).where(r.series_key == k).limit(1)
+                    ).one()
+                )
+                for k in flagged
+            }
+    injected = [
+        (s["testbed"], s["bundle"], s["route"], s["p"], round(s["shift"], 3), int(s["shift_at"] * total_nights))
+        for s in _series(a.seed)
+        if s["shift_at"] is not None and int(s["shift_at"] * total_nights) >= total_nights - a.nights - GATE_HISTORY
+    ]
+    print(
+        json.dumps(
+            {
+                "series": len(keys),
+                "nights_judged": len(nights),
+                "series_nights": len(keys) * len(nights),
+                "regression_verdicts": sum(kinds.values()),
+                "by_kind_and_shift": dict(sorted(kinds.items())),
+                "series_by_nights_flagged": dict(sorted(collections.Counter(flagged.values()).items())),
+                "flagged": sorted((*ident[k], n) for k, n in flagged.items()),
+                "shifts_injected_in_the_window_judged": injected,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

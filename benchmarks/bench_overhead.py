@@ -37,12 +37,12 @@ import time
 from pathlib import Path
 
 from perf_cli import run_perf_json
-from winml_perf.bench import stats
-from winml_perf.bench.runner import run_cell
+from winml_perf.ep.plugins import register_plugin_eps
+from winml_perf.measure.runner import run_cell
 from winml_perf.model.metrics import metric_values
-from winml_perf.plugins import register_plugin_eps
-from winml_perf.bench.spec import CellSpec, IterationPolicy, SessionSpec, WarmupPolicy
+from winml_perf.model.spec import CellSpec, IterationPolicy, SessionSpec, WarmupPolicy
 from winml_perf.session.genai_session import GenaiSession
+from winml_perf.stats import sample_stats as stats
 
 CACHE = Path(__file__).resolve().parent / ".cache"
 TARGET_RATIO = 0.99
@@ -55,7 +55,19 @@ def ensure_bundle(args) -> Path:
     out = CACHE / name
     if (out / "genai_config.json").is_file():
         return out
-    cmd = [sys.executable, "-m", "winml_perf", "bundle", "synth", "--preset", args.preset, "-p", args.precision, "-o", str(out)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "winml_perf",
+        "bundle",
+        "synth",
+        "--preset",
+        args.preset,
+        "-p",
+        args.precision,
+        "-o",
+        str(out),
+    ]
     if args.layers:
         cmd += ["--layers", str(args.layers)]
     print("building:", " ".join(cmd), file=sys.stderr)
@@ -112,8 +124,14 @@ def overhead(session: GenaiSession, spec: SessionSpec, args) -> dict:
     loop. Per arm and metric the overall median; per harness arm the median of the per-round ratios
     to the bare loop with its distribution-free 95 % CI."""
     prompt = session.synthetic_prompt(args.prompt_tokens, seed=args.seed)
-    cell = CellSpec("config", spec, prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens,
-                    warmup=WarmupPolicy(count=args.pair_warmup), iterations=IterationPolicy(iterations=args.iterations))
+    cell = CellSpec(
+        "config",
+        spec,
+        prompt_tokens=args.prompt_tokens,
+        max_new_tokens=args.max_new_tokens,
+        warmup=WarmupPolicy(count=args.pair_warmup),
+        iterations=IterationPolicy(iterations=args.iterations),
+    )
     factory = lambda _spec: SharedSession(session)  # noqa: E731  the already-loaded model
     for _ in range(args.warmup):  # before the rounds, for every arm: they share the model
         bare_loop(session._model, prompt, args.max_new_tokens)
@@ -150,9 +168,15 @@ def overhead(session: GenaiSession, spec: SessionSpec, args) -> dict:
         for arm in ARMS[:-1]:
             h = stats.median(pooled[arm][m])
             lo, hi = stats.median_ci(round_ratios[arm][m])
-            out[m][arm] = {"median": h, "ratio_of_medians": h / b, "round_ratio_median": stats.median(round_ratios[arm][m]),
-                           "round_ratio_ci95": [lo, hi], "cv_pct": stats.cv_pct(pooled[arm][m]), "n": len(pooled[arm][m]),
-                           "meets_target": stats.median(round_ratios[arm][m]) >= TARGET_RATIO}
+            out[m][arm] = {
+                "median": h,
+                "ratio_of_medians": h / b,
+                "round_ratio_median": stats.median(round_ratios[arm][m]),
+                "round_ratio_ci95": [lo, hi],
+                "cv_pct": stats.cv_pct(pooled[arm][m]),
+                "n": len(pooled[arm][m]),
+                "meets_target": stats.median(round_ratios[arm][m]) >= TARGET_RATIO,
+            }
     out["orders"] = order_log
     return out
 
@@ -172,10 +196,24 @@ def bare_child(args) -> int:
 
 
 def _harness_invocation(bundle: Path, args) -> dict:
-    doc, _ = run_perf_json(str(bundle), [*(["--ep", args.ep] if args.ep else []), "--invocations", "1",
-                                         "--iterations", str(args.iterations), "--warmup", str(args.pair_warmup),
-                                         "--prompt-tokens", str(args.prompt_tokens), "--max-new-tokens",
-                                         str(args.max_new_tokens), "--seed", str(args.seed)])
+    doc, _ = run_perf_json(
+        str(bundle),
+        [
+            *(["--ep", args.ep] if args.ep else []),
+            "--invocations",
+            "1",
+            "--iterations",
+            str(args.iterations),
+            "--warmup",
+            str(args.pair_warmup),
+            "--prompt-tokens",
+            str(args.prompt_tokens),
+            "--max-new-tokens",
+            str(args.max_new_tokens),
+            "--seed",
+            str(args.seed),
+        ],
+    )
     (cell,) = doc["cells"]
     from winml_perf.model.sample import IterationSample
 
@@ -186,15 +224,29 @@ def _harness_invocation(bundle: Path, args) -> dict:
 
 
 def _bare_invocation(bundle: Path, args) -> dict:
-    cmd = [sys.executable, __file__, "--bare-child", "--bundle", str(bundle), "--iterations", str(args.iterations),
-           "--pair-warmup", str(args.pair_warmup), "--prompt-tokens", str(args.prompt_tokens),
-           "--max-new-tokens", str(args.max_new_tokens), "--seed", str(args.seed)]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--bare-child",
+        "--bundle",
+        str(bundle),
+        "--iterations",
+        str(args.iterations),
+        "--pair-warmup",
+        str(args.pair_warmup),
+        "--prompt-tokens",
+        str(args.prompt_tokens),
+        "--max-new-tokens",
+        str(args.max_new_tokens),
+        "--seed",
+        str(args.seed),
+    ]
     return json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout)
 
 
 def invocation_overhead(bundle: Path, args) -> dict:
     """Harness vs bare loop over paired fresh processes (see the module doc, 1b)."""
-    from winml_perf.uncertainty import paired_ratio
+    from winml_perf.stats import paired_ratio
 
     metrics = ("prompt_tokens_per_s", "decode_tokens_per_s")
     harness: list[dict] = []
@@ -202,13 +254,16 @@ def invocation_overhead(bundle: Path, args) -> dict:
     rng = random.Random(args.seed)
     orders = []
     start = time.perf_counter()
-    loaded = Path(_harness_invocation(bundle, args)["path"])  # prepares a forced route once; the bare loop loads the same folder
+    loaded = Path(
+        _harness_invocation(bundle, args)["path"]
+    )  # prepares a forced route once; the bare loop loads the same folder
     for pair in range(args.pairs):
         order = rng.sample(["harness", "bare"], 2)
         orders.append(order)
         for who in order:
             (harness if who == "harness" else bare).append(
-                _harness_invocation(bundle, args) if who == "harness" else _bare_invocation(loaded, args))
+                _harness_invocation(bundle, args) if who == "harness" else _bare_invocation(loaded, args)
+            )
         print(f"pair {pair + 1}/{args.pairs} ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
         if time.perf_counter() - start > args.max_time and pair >= 1:
             print(f"stopping after {pair + 1} pairs: --max-time {args.max_time:g} s", file=sys.stderr)
@@ -216,32 +271,60 @@ def invocation_overhead(bundle: Path, args) -> dict:
     out: dict = {"orders": orders}
     for m in metrics:
         r = paired_ratio([h[m] for h in harness], [b[m] for b in bare])
-        out[m] = {"ratio": r.estimate, "ci95": [r.low, r.high], "method": r.method, "pairs": r.pairs,
-                  "harness_invocation_medians": [stats.median(h[m]) for h in harness],
-                  "bare_invocation_medians": [stats.median(b[m]) for b in bare],
-                  "within_1pct": r.low >= 0.99 and r.high <= 1.01, "describe": r.describe()}
+        out[m] = {
+            "ratio": r.estimate,
+            "ci95": [r.low, r.high],
+            "method": r.method,
+            "pairs": r.pairs,
+            "harness_invocation_medians": [stats.median(h[m]) for h in harness],
+            "bare_invocation_medians": [stats.median(b[m]) for b in bare],
+            "within_1pct": r.low >= 0.99 and r.high <= 1.01,
+            "describe": r.describe(),
+        }
     return out
 
 
 def stopping_cost(session: GenaiSession, spec: SessionSpec, args) -> dict:
     factory = lambda _spec: SharedSession(session)  # noqa: E731
     base = dict(prompt_tokens=args.prompt_tokens, max_new_tokens=args.max_new_tokens)
-    adaptive = run_cell(CellSpec("config", spec, **base, warmup=WarmupPolicy(count=1),
-                                 iterations=IterationPolicy.until_ci(args.target_ci, min_iterations=6, max_iterations=500,
-                                                                     max_time_s=args.max_time)), factory)
-    fixed = run_cell(CellSpec("config", spec, **base, warmup=WarmupPolicy(count=5), iterations=IterationPolicy(iterations=10)), factory)
+    adaptive = run_cell(
+        CellSpec(
+            "config",
+            spec,
+            **base,
+            warmup=WarmupPolicy(count=1),
+            iterations=IterationPolicy.until_ci(
+                args.target_ci, min_iterations=6, max_iterations=500, max_time_s=args.max_time
+            ),
+        ),
+        factory,
+    )
+    fixed = run_cell(
+        CellSpec("config", spec, **base, warmup=WarmupPolicy(count=5), iterations=IterationPolicy(iterations=10)),
+        factory,
+    )
 
     def describe(r):
         values = metric_values(r.samples, "decode_tokens_per_s")
         every = list(r.warmup_samples) + list(r.samples)
-        return {"warmups": len(r.warmup_samples), "iterations": len(r.samples), "stop_reason": r.stop_reason,
-                "generated_tokens": sum(s.new_tokens for s in every), "prompt_tokens": sum(s.prompt_tokens for s in every),
-                "decode_tokens_per_s_median": stats.median(values), "ci95_half_width_pct": stats.ci_half_width_pct(values),
-                "measure_s": r.measure_s}
+        return {
+            "warmups": len(r.warmup_samples),
+            "iterations": len(r.samples),
+            "stop_reason": r.stop_reason,
+            "generated_tokens": sum(s.new_tokens for s in every),
+            "prompt_tokens": sum(s.prompt_tokens for s in every),
+            "decode_tokens_per_s_median": stats.median(values),
+            "ci95_half_width_pct": stats.ci_half_width_pct(values),
+            "measure_s": r.measure_s,
+        }
 
     a, f = describe(adaptive), describe(fixed)
-    return {"target_ci_pct": args.target_ci, "adaptive": a, "fixed_5_plus_10": f,
-            "adaptive_uses_fewer_tokens": a["generated_tokens"] < f["generated_tokens"]}
+    return {
+        "target_ci_pct": args.target_ci,
+        "adaptive": a,
+        "fixed_5_plus_10": f,
+        "adaptive_uses_fewer_tokens": a["generated_tokens"] < f["generated_tokens"],
+    }
 
 
 def main(argv=None) -> int:
@@ -270,8 +353,13 @@ def main(argv=None) -> int:
 
     bundle = ensure_bundle(args)
     if args.invocation_level:
-        report = {"bundle": str(bundle), "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,
-                  "iterations_per_invocation": args.iterations, "invocation_overhead": invocation_overhead(bundle, args)}
+        report = {
+            "bundle": str(bundle),
+            "prompt_tokens": args.prompt_tokens,
+            "max_new_tokens": args.max_new_tokens,
+            "iterations_per_invocation": args.iterations,
+            "invocation_overhead": invocation_overhead(bundle, args),
+        }
         for m in ("prompt_tokens_per_s", "decode_tokens_per_s"):
             o = report["invocation_overhead"][m]
             print(f"{m:22s} harness/bare {o['describe']}; within 1.00 ± 0.01: {o['within_1pct']}")
@@ -284,8 +372,12 @@ def main(argv=None) -> int:
         register_plugin_eps()
     spec = SessionSpec("winml-genai", str(loaded))
     session = GenaiSession(loaded).load()
-    report = {"bundle": str(bundle), "prompt_tokens": args.prompt_tokens, "max_new_tokens": args.max_new_tokens,
-              "overhead": overhead(session, spec, args)}
+    report = {
+        "bundle": str(bundle),
+        "prompt_tokens": args.prompt_tokens,
+        "max_new_tokens": args.max_new_tokens,
+        "overhead": overhead(session, spec, args),
+    }
     if not args.skip_stopping:
         report["stopping"] = stopping_cost(session, spec, args)
 
@@ -297,14 +389,18 @@ def main(argv=None) -> int:
         for arm in ARMS[:-1]:
             a = o[arm]
             lo, hi = a["round_ratio_ci95"]
-            print(f"  {arm:20s} {a['median']:10.2f}  ratio {a['round_ratio_median']:.4f} (95% CI {lo:.4f}..{hi:.4f}; "
-                  f"of medians {a['ratio_of_medians']:.4f}) {'meets' if a['meets_target'] else 'MISSES'} >= {TARGET_RATIO}")
+            print(
+                f"  {arm:20s} {a['median']:10.2f}  ratio {a['round_ratio_median']:.4f} (95% CI {lo:.4f}..{hi:.4f}; "
+                f"of medians {a['ratio_of_medians']:.4f}) {'meets' if a['meets_target'] else 'MISSES'} >= {TARGET_RATIO}"
+            )
     if "stopping" in report:
         s = report["stopping"]
         for name in ("adaptive", "fixed_5_plus_10"):
             x = s[name]
-            print(f"{name:16s} {x['warmups']:3d} warmups + {x['iterations']:3d} it. = {x['generated_tokens']:6d} generated tokens, "
-                  f"CI ±{x['ci95_half_width_pct']:.2f} %  ({x['stop_reason']})")
+            print(
+                f"{name:16s} {x['warmups']:3d} warmups + {x['iterations']:3d} it. = {x['generated_tokens']:6d} generated tokens, "
+                f"CI ±{x['ci95_half_width_pct']:.2f} %  ({x['stop_reason']})"
+            )
         print(f"--target-ci {args.target_ci}% uses fewer tokens than 5+10: {s['adaptive_uses_fewer_tokens']}")
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2))

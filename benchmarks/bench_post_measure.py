@@ -42,9 +42,15 @@ def post_measure(bundle: str, extra: list[str], store: str | None) -> dict:
     samples = sum(len(c["samples"]["iterations"]) for c in cells)
     steps = sum(len(s["decode_step_ms"]) for c in cells for s in c["samples"]["iterations"])
     measure = sum(c["measure_s"] for c in cells)
-    return {"command": " ".join(["winml", "perf", bundle, *extra]), "wall_s": end - start, "after_last_iteration_s": end - last,
-            "measure_s": measure, "iterations": samples, "decode_steps": steps,
-            "after_over_measure_pct": (end - last) / measure * 100.0 if measure else None}
+    return {
+        "command": " ".join(["winml", "perf", bundle, *extra]),
+        "wall_s": end - start,
+        "after_last_iteration_s": end - last,
+        "measure_s": measure,
+        "iterations": samples,
+        "decode_steps": steps,
+        "after_over_measure_pct": (end - last) / measure * 100.0 if measure else None,
+    }
 
 
 def main(argv=None) -> int:
@@ -56,9 +62,11 @@ def main(argv=None) -> int:
     args, extra = ap.parse_known_args(argv)
     runs = [post_measure(args.bundle, extra, args.store) for _ in range(args.repeats)]
     for r in runs:
-        print(f"{r['command']}: {r['iterations']:,} iterations ({r['decode_steps']:,} decode steps) measured in "
-              f"{r['measure_s']:.1f} s; after the last iteration {r['after_last_iteration_s']:.2f} s "
-              f"({r['after_over_measure_pct']:.1f} % of measuring); wall {r['wall_s']:.1f} s")
+        print(
+            f"{r['command']}: {r['iterations']:,} iterations ({r['decode_steps']:,} decode steps) measured in "
+            f"{r['measure_s']:.1f} s; after the last iteration {r['after_last_iteration_s']:.2f} s "
+            f"({r['after_over_measure_pct']:.1f} % of measuring); wall {r['wall_s']:.1f} s"
+        )
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=2))
     return 0

@@ -31,7 +31,7 @@ OPTIONS = {"backend_type": "htp", "soc_model": "60", "enable_htp_fp16_precision"
 
 
 def _target():
-    from winml_perf.devices import Target
+    from winml_perf.ep.devices import Target
 
     return Target("ep", "qnn", None, QNN, "cpu")
 
@@ -39,7 +39,7 @@ def _target():
 def compile_inprocess_ms(out_dir: Path, n: int = 5) -> list[float]:
     import onnxruntime as ort
 
-    from winml_perf.plugins import registered_plugins
+    from winml_perf.ep.plugins import registered_plugins
 
     registered_plugins()
     devices = [d for d in ort.get_ep_devices() if d.ep_name == QNN]
@@ -48,8 +48,9 @@ def compile_inprocess_ms(out_dir: Path, n: int = 5) -> list[float]:
         so = ort.SessionOptions()
         so.add_provider_for_devices(devices, OPTIONS)
         t0 = time.perf_counter()
-        ort.ModelCompiler(so, str(NPU / "transformer_iterator.onnx"), embed_compiled_data_into_model=False).compile_to_file(
-            str(out_dir / f"it{i}_ctx.onnx"))
+        ort.ModelCompiler(
+            so, str(NPU / "transformer_iterator.onnx"), embed_compiled_data_into_model=False
+        ).compile_to_file(str(out_dir / f"it{i}_ctx.onnx"))
         times.append((time.perf_counter() - t0) * 1000)
     return times
 
@@ -87,15 +88,31 @@ def main() -> None:
         inproc = compile_inprocess_ms(Path(tmp))
         figures = route_figures(Path(tmp))
     med = statistics.median
-    print(json.dumps({
-        "emulated": True,
-        "compile_inprocess_ms": {"median": round(med(inproc), 1), "min": round(min(inproc), 1), "max": round(max(inproc), 1), "n": len(inproc)},
-        "compile_child_ms": round(figures["compile_child_ms"], 1),
-        "derive_hit_ms": {"median": round(med(figures["derive_hit_ms"]), 2), "min": round(min(figures["derive_hit_ms"]), 2),
-                          "n": len(figures["derive_hit_ms"])},
-        "prepare_hit_ms": {"median": round(med(figures["prepare_hit_ms"]), 2), "min": round(min(figures["prepare_hit_ms"]), 2),
-                           "n": len(figures["prepare_hit_ms"])},
-    }, indent=2))
+    print(
+        json.dumps(
+            {
+                "emulated": True,
+                "compile_inprocess_ms": {
+                    "median": round(med(inproc), 1),
+                    "min": round(min(inproc), 1),
+                    "max": round(max(inproc), 1),
+                    "n": len(inproc),
+                },
+                "compile_child_ms": round(figures["compile_child_ms"], 1),
+                "derive_hit_ms": {
+                    "median": round(med(figures["derive_hit_ms"]), 2),
+                    "min": round(min(figures["derive_hit_ms"]), 2),
+                    "n": len(figures["derive_hit_ms"]),
+                },
+                "prepare_hit_ms": {
+                    "median": round(med(figures["prepare_hit_ms"]), 2),
+                    "min": round(min(figures["prepare_hit_ms"]), 2),
+                    "n": len(figures["prepare_hit_ms"]),
+                },
+            },
+            indent=2,
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -31,8 +31,8 @@ import time
 import numpy as np
 
 from changepoint_sim import LENGTH, NOISES, SHIFT_SIZES, measure, shift_steps, true_levels
-from winml_perf.results.changepoint import LEVEL, detect_change_points, judge_newest
-from winml_perf.results.gate import GATE_HISTORY
+from winml_perf.compare.gate import GATE_HISTORY
+from winml_perf.stats.changepoint import LEVEL, detect_change_points, judge_newest
 
 TOLERANCE = 2
 GATE_STEPS = (0.05, 0.10, 0.20)
@@ -46,7 +46,7 @@ def _covers(point, truth: float) -> bool:
 def _segment_truth(level: np.ndarray, cuts: list[int], cut: int) -> float:
     bounds = [0, *cuts, len(level)]
     k = bounds.index(cut)
-    return float(np.median(level[cut:bounds[k + 1]]) / np.median(level[bounds[k - 1]:cut]) - 1.0)
+    return float(np.median(level[cut : bounds[k + 1]]) / np.median(level[bounds[k - 1] : cut]) - 1.0)
 
 
 def dashboard(noise, invocations: int, series: int, rng: np.random.Generator) -> dict:
@@ -58,7 +58,9 @@ def dashboard(noise, invocations: int, series: int, rng: np.random.Generator) ->
             steps, where = shift_steps(size, rng)
             level = true_levels(noise, steps, rng)
             runs, _ = measure(noise, level, np.full(LENGTH, noise.slow_probability), invocations, rng)
-            points = [p for p in detect_change_points([list(r) for r in runs], higher_is_better=True) if p.kind == LEVEL]
+            points = [
+                p for p in detect_change_points([list(r) for r in runs], higher_is_better=True) if p.kind == LEVEL
+            ]
             cuts = [p.index for p in points]
             for true_index in where:
                 near = [p for p in points if abs(p.index - true_index) <= TOLERANCE]
@@ -69,9 +71,12 @@ def dashboard(noise, invocations: int, series: int, rng: np.random.Generator) ->
                 step_hits += _covers(p, steps[true_index] / steps[true_index - 1] - 1.0)
                 segment_hits += _covers(p, _segment_truth(level, cuts, p.index))
                 widths.append(p.shift_high - p.shift_low)
-        out[f"{size:.0%}"] = {"matched": matched, "covers_step": _share(step_hits, matched),
-                              "covers_segments": _share(segment_hits, matched),
-                              "median_width_pct": round(100 * float(np.median(widths)), 2) if widths else None}
+        out[f"{size:.0%}"] = {
+            "matched": matched,
+            "covers_step": _share(step_hits, matched),
+            "covers_segments": _share(segment_hits, matched),
+            "median_width_pct": round(100 * float(np.median(widths)), 2) if widths else None,
+        }
     return out
 
 
@@ -88,21 +93,24 @@ def gate(noise, invocations: int, series: int, rng: np.random.Generator) -> dict
             runs, _ = measure(noise, level, np.full(length, noise.slow_probability), invocations, rng)
             for t in range(GATE_HISTORY, length):
                 first = t + 1 - GATE_HISTORY
-                window = [list(r) for r in runs[first:t + 1]]
+                window = [list(r) for r in runs[first : t + 1]]
                 verdict = judge_newest(window, higher_is_better=True, threshold=0.05)
                 if verdict.is_regression and verdict.change_point.kind == LEVEL:
                     p = verdict.change_point
                     flagged += 1
                     hits += _covers(p, -size)
-                    seg = level[first:t + 1]
-                    segment_hits += _covers(p, float(np.median(seg[p.index:]) / np.median(seg[:p.index]) - 1.0))
+                    seg = level[first : t + 1]
+                    segment_hits += _covers(p, float(np.median(seg[p.index :]) / np.median(seg[: p.index]) - 1.0))
                     ratios.append(p.shift / -size)
                     widths.append(p.shift_high - p.shift_low)
                     break
-        out[f"{size:.0%}"] = {"flagged_by_a_level_point": f"{flagged}/{series}", "covers_step": _share(hits, flagged),
-                              "covers_segments": _share(segment_hits, flagged),
-                              "median_shift_over_step": round(float(np.median(ratios)), 2) if ratios else None,
-                              "median_width_pct": round(100 * float(np.median(widths)), 2) if widths else None}
+        out[f"{size:.0%}"] = {
+            "flagged_by_a_level_point": f"{flagged}/{series}",
+            "covers_step": _share(hits, flagged),
+            "covers_segments": _share(segment_hits, flagged),
+            "median_shift_over_step": round(float(np.median(ratios)), 2) if ratios else None,
+            "median_width_pct": round(100 * float(np.median(widths)), 2) if widths else None,
+        }
     return out
 
 
@@ -119,9 +127,14 @@ def main() -> None:
     a = ap.parse_args()
     noise, rng = NOISES[a.noise], np.random.default_rng(a.seed)
     start = time.perf_counter()
-    result = {"noise": a.noise, "invocations": a.invocations, "series": a.series, "seed": a.seed,
-              "dashboard": dashboard(noise, a.invocations, a.series, rng),
-              "gate": gate(noise, a.invocations, a.series, rng)}
+    result = {
+        "noise": a.noise,
+        "invocations": a.invocations,
+        "series": a.series,
+        "seed": a.seed,
+        "dashboard": dashboard(noise, a.invocations, a.series, rng),
+        "gate": gate(noise, a.invocations, a.series, rng),
+    }
     result["seconds"] = round(time.perf_counter() - start, 1)
     print(json.dumps(result))
 

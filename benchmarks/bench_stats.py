@@ -6,7 +6,7 @@ or under pytest-benchmark:                   pytest benchmarks/bench_stats.py --
 Samples are synthetic (the cost depends on their number and grouping, not their source): decode
 step latencies with two modes, grouped as 10 invocations (or 10 pairs of invocations) of n/10
 iterations, or as generations of 128 steps. The script also times today's exact-sum median CI
-(winml_perf.bench.stats.median_ci) in a child process under a time limit.
+(winml_perf.stats.sample_stats.median_ci) in a child process under a time limit.
 """
 
 from __future__ import annotations
@@ -18,15 +18,15 @@ import time
 import numpy as np
 import pytest
 
-from winml_perf.uncertainty import (
+from winml_perf.stats import (
     detect_drift,
     detect_modes,
     generation_percentiles,
     hierarchical_bootstrap_median,
     median_ci,
     median_interval,
-    paired_ratio,
     paired_bootstrap_ratio,
+    paired_ratio,
     variance_components,
 )
 
@@ -69,9 +69,13 @@ def cases(n: int) -> dict:
 
 
 #: What one record of a two-level run would compute after measuring.
-RECORD = ("median_interval (10 invocations)", "generation_percentiles (128-step generations)",
-          "detect_modes (one lognormal mode: EM runs longest)",
-          "detect_drift", "variance_components")
+RECORD = (
+    "median_interval (10 invocations)",
+    "generation_percentiles (128-step generations)",
+    "detect_modes (one lognormal mode: EM runs longest)",
+    "detect_drift",
+    "variance_components",
+)
 
 
 def best_of(fn, repeats: int) -> float:
@@ -84,7 +88,7 @@ def best_of(fn, repeats: int) -> float:
 
 
 def _old_median_ci(n: int) -> None:
-    from winml_perf.bench import stats
+    from winml_perf.stats import sample_stats as stats
 
     stats.median_ci_ranks.cache_clear()
     stats.median_ci(list(steps(n)))

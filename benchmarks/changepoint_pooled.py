@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from winml_perf.results.changepoint import DEFAULT_ALPHA, DEFAULT_MIN_SIZE, DEFAULT_PERMUTATIONS, DEFAULT_SEED
+from winml_perf.stats.changepoint import DEFAULT_ALPHA, DEFAULT_MIN_SIZE, DEFAULT_PERMUTATIONS, DEFAULT_SEED
 
 _BATCH_ELEMENTS = 4_000_000
 
@@ -41,8 +41,8 @@ def _q(d: np.ndarray, perm: np.ndarray, k: int, min_size: int) -> np.ndarray:
     later = p.sum(axis=2) - own - r
     w_own = k * (k - 1) / 2.0 * own
     total = (k * k * r + w_own).sum(axis=1, keepdims=True)
-    left = np.cumsum(k * k * r + w_own, axis=1)[:, min_size - 1:n - min_size]
-    right = np.cumsum((k * k * later + w_own)[:, ::-1], axis=1)[:, ::-1][:, min_size:n - min_size + 1]
+    left = np.cumsum(k * k * r + w_own, axis=1)[:, min_size - 1 : n - min_size]
+    right = np.cumsum((k * k * later + w_own)[:, ::-1], axis=1)[:, ::-1][:, min_size : n - min_size + 1]
     cross = total - left - right
     tau = np.arange(min_size, n - min_size + 1, dtype=float) * k
     m = n * k - tau
@@ -50,8 +50,14 @@ def _q(d: np.ndarray, perm: np.ndarray, k: int, min_size: int) -> np.ndarray:
     return tau * m / (n * k) * energy
 
 
-def detect_pooled(x: np.ndarray, *, alpha: float = DEFAULT_ALPHA, permutations: int = DEFAULT_PERMUTATIONS,
-                  min_size: int = DEFAULT_MIN_SIZE, seed: int = DEFAULT_SEED) -> list[int]:
+def detect_pooled(
+    x: np.ndarray,
+    *,
+    alpha: float = DEFAULT_ALPHA,
+    permutations: int = DEFAULT_PERMUTATIONS,
+    min_size: int = DEFAULT_MIN_SIZE,
+    seed: int = DEFAULT_SEED,
+) -> list[int]:
     """Change points (first run of each new segment) of invocation values x (n, K)."""
     k = x.shape[1]
     cuts = []

@@ -64,15 +64,17 @@ def true_levels(noise: Noise, steps: np.ndarray, rng: np.random.Generator) -> np
     return noise.level * steps * (1 + noise.drift * np.sin(2 * np.pi * np.arange(len(steps)) / period + phase))
 
 
-def simulate(noise: Noise, steps: np.ndarray, slow: np.ndarray, invocations: int,
-             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def simulate(
+    noise: Noise, steps: np.ndarray, slow: np.ndarray, invocations: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """(invocation medians (n, K), raw iterations (n, K, ITERATIONS)) of a series whose true
     level is ``true_levels`` and whose slow-mode probability per run is ``slow``."""
     return measure(noise, true_levels(noise, steps, rng), slow, invocations, rng)
 
 
-def measure(noise: Noise, level: np.ndarray, slow: np.ndarray, invocations: int,
-            rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def measure(
+    noise: Noise, level: np.ndarray, slow: np.ndarray, invocations: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
     """``simulate`` for given true levels."""
     n = len(level)
     mode = np.where(rng.random((n, invocations)) < slow[:, None], noise.slow_factor, 1.0)
@@ -121,7 +123,16 @@ def make_cases(seed: int, series: int, invocations: int, noises, sizes=(0.0, *SH
                 elif size:
                     steps, truth = shift_steps(size, rng)
                 inv, its = simulate(noise, steps, slow, invocations, rng)
-                cases.append({"id": f"{noise.name}-{invocations}-{size}-{k}", "noise": noise.name, "inv": invocations,
-                              "size": size, "truth": truth, "invocations": inv, "est": np.median(inv, axis=1),
-                              "its": its.reshape(LENGTH, -1)})
+                cases.append(
+                    {
+                        "id": f"{noise.name}-{invocations}-{size}-{k}",
+                        "noise": noise.name,
+                        "inv": invocations,
+                        "size": size,
+                        "truth": truth,
+                        "invocations": inv,
+                        "est": np.median(inv, axis=1),
+                        "its": its.reshape(LENGTH, -1),
+                    }
+                )
     return cases

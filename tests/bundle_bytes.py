@@ -41,4 +41,5 @@ def assert_unchanged(before: dict[str, tuple], folder: Path) -> None:
     after = tree_state(folder)
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     assert not changed, f"{folder} changed: " + ", ".join(
-        f"{k} ({'added' if k not in before else 'removed' if k not in after else 'modified'})" for k in changed[:10])
+        f"{k} ({'added' if k not in before else 'removed' if k not in after else 'modified'})" for k in changed[:10]
+    )

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+#: fixtures shared by the store's tests (store_url runs each on SQLite and, where offered, PostgreSQL)
+pytest_plugins = ["tests.results_fixtures"]
+
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = REPO / "bundles"
 TINY_FLAT = BUNDLES / "tiny-qwen2"
@@ -30,8 +33,14 @@ class CliResult:
 def run_winml(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300) -> CliResult:
     """Run `python -m winml_perf ARGS` as a subprocess, the way a user runs `winml`."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "winml_perf", *map(str, args)], capture_output=True, text=True,
-                          cwd=cwd, env=full_env, timeout=timeout)
+    proc = subprocess.run(
+        [sys.executable, "-m", "winml_perf", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=full_env,
+        timeout=timeout,
+    )
     return CliResult(proc.returncode, proc.stdout, proc.stderr)
 
 

@@ -89,8 +89,14 @@ def with_external_data(path: Path) -> Path:
     model = helper.make_model(_mlp_graph(1, "mlp_external"), opset_imports=[helper.make_opsetid("", OPSET)])
     model.ir_version = IR_VERSION
     path.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-              location=path.name + ".data", size_threshold=0)
+    onnx.save(
+        model,
+        str(path),
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location=path.name + ".data",
+        size_threshold=0,
+    )
     return path
 
 

@@ -7,10 +7,10 @@ import hashlib
 import math
 import os
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
-from winml_perf.bench import stats
 from winml_perf.model import metrics as M
+from winml_perf.stats import sample_stats as stats
 
 ENV_BASE = {
     "hostname": "bench-01",
@@ -27,7 +27,9 @@ def hex_id(*parts: object) -> str:
 
 def environment(testbed: str, when: str, commit: str | None, version: str) -> dict:
     return {
-        **ENV_BASE, "timestamp_utc": when, "testbed_id": testbed,
+        **ENV_BASE,
+        "timestamp_utc": when,
+        "testbed_id": testbed,
         "versions": {"winml-perf": version, "onnxruntime": "1.31.1", "onnxruntime-genai": "0.18.0", "python": "3.11.2"},
         "git": {"commit": commit, "dirty": False},
     }
@@ -37,8 +39,16 @@ def token_sample(round_index: int, prompt_tokens: int, new_tokens: int, step_ms:
     steps = [round(step_ms, 6)] * (new_tokens - 1)
     ttft = prompt_ms + 0.5
     e2e = ttft + math.fsum(steps)
-    return {"round_index": round_index, "latency_ms": e2e, "prompt_tokens": prompt_tokens, "new_tokens": new_tokens,
-            "prompt_ms": prompt_ms, "ttft_ms": ttft, "decode_step_ms": steps, "e2e_ms": e2e}
+    return {
+        "round_index": round_index,
+        "latency_ms": e2e,
+        "prompt_tokens": prompt_tokens,
+        "new_tokens": new_tokens,
+        "prompt_ms": prompt_ms,
+        "ttft_ms": ttft,
+        "decode_step_ms": steps,
+        "e2e_ms": e2e,
+    }
 
 
 def _metrics(samples: Sequence[dict]) -> dict:
@@ -86,42 +96,89 @@ def make_cell(
     if status != "ok":
         step_ms = []
     rounds = list(rounds if rounds is not None else range(len(step_ms)))
-    iterations = [token_sample(r, prompt_tokens, max_new_tokens, t, prompt_ms + 0.01 * k)
-                  for k, (r, t) in enumerate(zip(rounds, step_ms))]
+    iterations = [
+        token_sample(r, prompt_tokens, max_new_tokens, t, prompt_ms + 0.01 * k)
+        for k, (r, t) in enumerate(zip(rounds, step_ms))
+    ]
     warmup = [token_sample(-1, prompt_tokens, max_new_tokens, 3.0, 6.0)] if status == "ok" else []
     metrics = _metrics(iterations) if iterations else {}
     summary = {"primary_metric": "decode_tokens_per_s", "iterations": len(iterations), "warmup_iterations": len(warmup)}
     for name, s in metrics.items():
         if name != "itl_ms":
             summary[name] = s["median"]
-    failure = None if status == "ok" else {"kind": "crash", "message": "child exited with signal 9", "phase": "measure",
-                                           "remedy": None, "error_type": None, "exit_code": None, "signal": 9,
-                                           "signal_name": "SIGKILL", "traceback": None}
+    failure = (
+        None
+        if status == "ok"
+        else {
+            "kind": "crash",
+            "message": "child exited with signal 9",
+            "phase": "measure",
+            "remedy": None,
+            "error_type": None,
+            "exit_code": None,
+            "signal": 9,
+            "signal_name": "SIGKILL",
+            "traceback": None,
+        }
+    )
     cell_id = hex_id(run_id, route, prompt_tokens, max_new_tokens, testbed, index)
     return {
-        "schema_version": 1, "kind": "cell", "run_id": run_id, "cell_id": cell_id,
-        "cell_key": f"{route}|p{prompt_tokens}|n{max_new_tokens}", "cell_index": index, "status": status,
-        "runtime": "winml-genai", "bundle": bundle, "route": {"label": route},
-        "shape": {"prompt_tokens": prompt_tokens, "max_new_tokens": max_new_tokens, "requested_prompt_tokens": prompt_tokens},
+        "schema_version": 1,
+        "kind": "cell",
+        "run_id": run_id,
+        "cell_id": cell_id,
+        "cell_key": f"{route}|p{prompt_tokens}|n{max_new_tokens}",
+        "cell_index": index,
+        "status": status,
+        "runtime": "winml-genai",
+        "bundle": bundle,
+        "route": {"label": route},
+        "shape": {
+            "prompt_tokens": prompt_tokens,
+            "max_new_tokens": max_new_tokens,
+            "requested_prompt_tokens": prompt_tokens,
+        },
         "prompt": {"mode": "synthetic", "seed": 0},
-        "policy": {"warmup": {"mode": "count", "count": 1}, "iterations": {"mode": "fixed", "iterations": len(iterations), "target_ci_pct": None},
-                   "rounds": len(set(rounds)) or None, "seed": 0, "isolate": False},
-        "load": {"plugin_registration_ms": None, "prepare_ms": 1.5, "compile_ms": None, "model_load_ms": 120.0,
-                 "first_generation_ms": 30.0, "session_reused": False},
+        "policy": {
+            "warmup": {"mode": "count", "count": 1},
+            "iterations": {"mode": "fixed", "iterations": len(iterations), "target_ci_pct": None},
+            "rounds": len(set(rounds)) or None,
+            "seed": 0,
+            "isolate": False,
+        },
+        "load": {
+            "plugin_registration_ms": None,
+            "prepare_ms": 1.5,
+            "compile_ms": None,
+            "model_load_ms": 120.0,
+            "first_generation_ms": 30.0,
+            "session_reused": False,
+        },
         "samples": {"warmup": warmup, "iterations": iterations},
-        "metrics": metrics, "summary": summary,
+        "metrics": metrics,
+        "summary": summary,
         "memory": {"peak_rss_bytes": peak_rss_bytes} if status == "ok" else {},
         "environment": environment(testbed, when, commit, version),
-        "warnings": [], "failure": failure, "stop_reason": "iterations" if status == "ok" else None,
-        "output": {}, "roofline": None, "started_utc": when, "finished_utc": when,
-        "wall_s": 1.0, "measure_s": 0.5,
+        "warnings": [],
+        "failure": failure,
+        "stop_reason": "iterations" if status == "ok" else None,
+        "output": {},
+        "roofline": None,
+        "started_utc": when,
+        "finished_utc": when,
+        "wall_s": 1.0,
+        "measure_s": 0.5,
     }
 
 
-def interleaved_run(run_id: str, route_step_ms: dict[str, Sequence[float]], *, when: str = "2025-01-01T02:00:00Z", **kw) -> list[dict]:
+def interleaved_run(
+    run_id: str, route_step_ms: dict[str, Sequence[float]], *, when: str = "2025-01-01T02:00:00Z", **kw
+) -> list[dict]:
     """Cells of one interleaved sweep: route -> per-round decode step times (one iteration per round)."""
-    return [make_cell(run_id, route=route, when=when, step_ms=steps, index=i, **kw)
-            for i, (route, steps) in enumerate(route_step_ms.items())]
+    return [
+        make_cell(run_id, route=route, when=when, step_ms=steps, index=i, **kw)
+        for i, (route, steps) in enumerate(route_step_ms.items())
+    ]
 
 
 def noisy(center: float, n: int, rel_sd: float, seed: int) -> list[float]:
@@ -175,13 +232,41 @@ GOLDEN_STEPS_B = [2.21, 2.20, 2.23, 2.19, 2.22, 2.20, 2.24, 2.21]
 
 
 def golden_cells() -> list[dict]:
-    cells = [make_cell(GOLDEN_RUN_A, route=r, step_ms=steps, index=i, when="2025-01-01T02:00:00Z", commit="aaaa1111aaaa",
-                       version="0.1.0", peak_rss_bytes=300_000_000 + i)
-             for i, (r, steps) in enumerate(GOLDEN_STEPS_A.items())]
-    cells.append(make_cell(GOLDEN_RUN_B, route="config", step_ms=GOLDEN_STEPS_B, when="2025-01-02T02:00:00Z",
-                           commit="bbbb2222bbbb", version="0.1.1", peak_rss_bytes=310_000_000))
-    cells.append(make_cell(GOLDEN_RUN_B, route="ep=webgpu", status="failed", index=1, when="2025-01-02T02:00:05Z",
-                           commit="bbbb2222bbbb", version="0.1.1"))
+    cells = [
+        make_cell(
+            GOLDEN_RUN_A,
+            route=r,
+            step_ms=steps,
+            index=i,
+            when="2025-01-01T02:00:00Z",
+            commit="aaaa1111aaaa",
+            version="0.1.0",
+            peak_rss_bytes=300_000_000 + i,
+        )
+        for i, (r, steps) in enumerate(GOLDEN_STEPS_A.items())
+    ]
+    cells.append(
+        make_cell(
+            GOLDEN_RUN_B,
+            route="config",
+            step_ms=GOLDEN_STEPS_B,
+            when="2025-01-02T02:00:00Z",
+            commit="bbbb2222bbbb",
+            version="0.1.1",
+            peak_rss_bytes=310_000_000,
+        )
+    )
+    cells.append(
+        make_cell(
+            GOLDEN_RUN_B,
+            route="ep=webgpu",
+            status="failed",
+            index=1,
+            when="2025-01-02T02:00:05Z",
+            commit="bbbb2222bbbb",
+            version="0.1.1",
+        )
+    )
     return cells
 
 

@@ -45,5 +45,3 @@ def store_url(request, tmp_path):
     if request.param == "sqlite":
         return str(tmp_path / "results" / "winml-perf.db")
     return request.getfixturevalue("pg_url")
-
-

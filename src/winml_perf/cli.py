@@ -16,7 +16,7 @@ import typer
 
 from winml_perf.commands import bundle, compare, dashboard, devices, perf, results
 from winml_perf.commands.help_style import PlainHelpCommand
-from winml_perf.errors import EXIT_USAGE, Interrupted, RunInterrupted, WinmlPerfError, signal_name
+from winml_perf.support.errors import EXIT_USAGE, Interrupted, RunInterrupted, WinmlPerfError, signal_name
 
 # At exit the interpreter's last collections walk every live object (~0.2 s with numpy, scipy and
 # onnxruntime loaded, after the results are out); frozen objects are skipped. Memory goes back to
@@ -73,7 +73,7 @@ def _interrupted(signum: int) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from winml_perf.stdio import own_stdout
+    from winml_perf.support.stdio import own_stdout
 
     with own_stdout():  # native EP libraries print on fd 1; our output keeps the real stdout
         _main(argv)
@@ -104,7 +104,9 @@ def _main(argv: list[str] | None) -> None:
             sys.exit(EXIT_USAGE if isinstance(exc, _CLICK_USAGE_ERROR) else 1)
         if _verbose(args):
             raise
-        print(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)", file=sys.stderr)
+        print(
+            f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)", file=sys.stderr
+        )
         sys.exit(1)
     if _signals and code == 130:
         _interrupted(_signals[0])

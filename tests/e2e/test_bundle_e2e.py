@@ -22,8 +22,12 @@ def test_show_table_and_json(winml, bundle_copy, tiny_pipeline):
     res = winml("bundle", "show", bundle, "--ep", "qnn", "--stages", "context,iterator", "--format", "json")
     assert res.returncode == 0, res.stderr
     after = {s["stage"]: s["ep_after"] for s in res.json()["stages"]}
-    assert after == {"embeddings": "CPUExecutionProvider", "context": "QNNExecutionProvider",
-                     "iterator": "QNNExecutionProvider", "lm_head": "CPUExecutionProvider"}
+    assert after == {
+        "embeddings": "CPUExecutionProvider",
+        "context": "QNNExecutionProvider",
+        "iterator": "QNNExecutionProvider",
+        "lm_head": "CPUExecutionProvider",
+    }
     assert not (bundle / "_compiled").exists() and tree_digest(bundle) == before
 
 
@@ -67,11 +71,14 @@ def test_prepare_flat_by_device_then_clean(winml, bundle_copy, tiny_flat):
     assert tree_digest(bundle) == before
 
 
-@pytest.mark.parametrize("args, needle", [
-    (("show", "{b}", "--ep", "warpdrive"), "unknown execution provider"),
-    (("show", "{b}", "--ep", "cpu", "--stages", "nope"), "not a stage"),
-    (("prepare", "{b}"), "needs --ep"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (("show", "{b}", "--ep", "warpdrive"), "unknown execution provider"),
+        (("show", "{b}", "--ep", "cpu", "--stages", "nope"), "not a stage"),
+        (("prepare", "{b}"), "needs --ep"),
+    ],
+)
 def test_bad_input_exits_2(winml, bundle_copy, tiny_pipeline, args, needle):
     bundle = bundle_copy(tiny_pipeline)
     res = winml("bundle", *[a.format(b=bundle) for a in args])

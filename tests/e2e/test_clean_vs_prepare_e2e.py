@@ -16,8 +16,13 @@ WORKERS, PREPARES_EACH = 3, 4
 
 def _winml(*args) -> subprocess.Popen:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    return subprocess.Popen([sys.executable, "-m", "winml_perf", *map(str, args)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [sys.executable, "-m", "winml_perf", *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def test_clean_in_a_loop_never_breaks_concurrent_prepares(bundle_copy, unchanged):
@@ -61,8 +66,26 @@ def test_clean_in_a_loop_never_breaks_concurrent_prepares(bundle_copy, unchanged
 def test_clean_waits_for_a_run_measuring_from_the_derived_bundle(bundle_copy, tmp_path):
     bundle = bundle_copy(TINY_PIPELINE)
     compiled = bundle / "_compiled"
-    perf = _winml("perf", bundle, "--ep", "cpu", "--invocations", "1", "--target-ci", "0.001%", "--max-time", "120",
-                  "--prompt-tokens", "16", "--max-new-tokens", "8", "--no-store", "-q", "-o", tmp_path / "run.json")
+    perf = _winml(
+        "perf",
+        bundle,
+        "--ep",
+        "cpu",
+        "--invocations",
+        "1",
+        "--target-ci",
+        "0.001%",
+        "--max-time",
+        "120",
+        "--prompt-tokens",
+        "16",
+        "--max-new-tokens",
+        "8",
+        "--no-store",
+        "-q",
+        "-o",
+        tmp_path / "run.json",
+    )
     try:
         deadline = time.monotonic() + 120
         while not (compiled.is_dir() and any(not p.name.startswith(".") for p in compiled.iterdir())):

@@ -8,7 +8,7 @@ import csv
 import io
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import jsonschema
 import pytest
@@ -26,14 +26,22 @@ BMF_SCHEMA = {
     "$schema": "http://json-schema.org/draft-07/schema",
     "type": "object",
     "minProperties": 1,
-    "patternProperties": {".+": {
-        "type": "object",
-        "patternProperties": {".+": {
+    "patternProperties": {
+        ".+": {
             "type": "object",
-            "properties": {"value": {"type": "number"}, "lower_value": {"type": "number"}, "upper_value": {"type": "number"}},
-            "required": ["value"],
-        }},
-    }},
+            "patternProperties": {
+                ".+": {
+                    "type": "object",
+                    "properties": {
+                        "value": {"type": "number"},
+                        "lower_value": {"type": "number"},
+                        "upper_value": {"type": "number"},
+                    },
+                    "required": ["value"],
+                }
+            },
+        }
+    },
 }
 
 
@@ -77,7 +85,13 @@ def test_perf_help_fits_80_columns_in_panels_without_type_placeholders():
     assert not re.search(r"<(bool|str|int|float|path|list\[str\])>", r.stdout)
     for panel in ("Routing", "Workload", "Measurement", "Output", "Plain ONNX models"):
         assert f"─ {panel} " in r.stdout
-    for syntax in ("ep=NAME;stages=A,B", "device=CLASS", "FIRST-LAST*FACTOR", "128-1024*2 = 128,256,512,1024", "Examples"):
+    for syntax in (
+        "ep=NAME;stages=A,B",
+        "device=CLASS",
+        "FIRST-LAST*FACTOR",
+        "128-1024*2 = 128,256,512,1024",
+        "Examples",
+    ):
         assert syntax in r.stdout
     assert "--export-csv" in r.stdout and "--export-markdown" in r.stdout
 
@@ -86,17 +100,51 @@ def test_perf_help_fits_80_columns_in_panels_without_type_placeholders():
 def test_perf_formats_exports_merged_sweeps_and_the_closing_summary(tmp_path, bundle_copy):
     bundle = bundle_copy(TINY_FLAT)  # the forced route derives under the bundle, not under bundles/
     files = {f: tmp_path / f"run.{f}" for f in ("json", "jsonl", "csv", "md")}
-    r = run_winml("perf", bundle, "--route", "config", "--route", "ep=cpu", "--prompt-tokens", "4", "--prompt-tokens", "8",
-                  "--max-new-tokens", "3", "--invocations", "1", "--iterations", "6", "--no-store", "--format", "jsonl", "-o", tmp_path / "o.json",
-                  "--export-json", files["json"], "--export-jsonl", files["jsonl"], "--export-csv", files["csv"],
-                  "--export-markdown", files["md"], cwd=tmp_path)
+    r = run_winml(
+        "perf",
+        bundle,
+        "--route",
+        "config",
+        "--route",
+        "ep=cpu",
+        "--prompt-tokens",
+        "4",
+        "--prompt-tokens",
+        "8",
+        "--max-new-tokens",
+        "3",
+        "--invocations",
+        "1",
+        "--iterations",
+        "6",
+        "--no-store",
+        "--format",
+        "jsonl",
+        "-o",
+        tmp_path / "o.json",
+        "--export-json",
+        files["json"],
+        "--export-jsonl",
+        files["jsonl"],
+        "--export-csv",
+        files["csv"],
+        "--export-markdown",
+        files["md"],
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     cells = [json.loads(line) for line in r.stdout.splitlines()]  # stdout is only the JSONL
     assert sorted({(c["route"]["label"], c["shape"]["prompt_tokens"]) for c in cells}) == [
-        ("config", 4), ("config", 8), ("ep=cpu", 4), ("ep=cpu", 8)]  # both --prompt-tokens ran
+        ("config", 4),
+        ("config", 8),
+        ("ep=cpu", 4),
+        ("ep=cpu", 8),
+    ]  # both --prompt-tokens ran
     record = json.loads(files["json"].read_text())
     assert record == json.loads((tmp_path / "o.json").read_text()) and len(record["cells"]) == 4
-    assert [json.loads(x)["cell_key"] for x in files["jsonl"].read_text().splitlines()] == [c["cell_key"] for c in cells]
+    assert [json.loads(x)["cell_key"] for x in files["jsonl"].read_text().splitlines()] == [
+        c["cell_key"] for c in cells
+    ]
     table = list(csv.DictReader(io.StringIO(files["csv"].read_text())))
     assert len(table) == 4 and float(table[0]["decode tok/s"]) > 0
     md = files["md"].read_text()
@@ -104,16 +152,35 @@ def test_perf_formats_exports_merged_sweeps_and_the_closing_summary(tmp_path, bu
     assert_rounded(md)  # rounded for people
     # the closing summary (stderr: stdout is machine-readable): per metric, each route against config
     assert "summary: routes against config" in r.stderr
-    assert re.search(r"ep=cpu decode ran \d+\.\d\d (± \d+\.\d\d|\+\d+\.\d\d/−\d+\.\d\d) × (faster than|slower than|as fast as) config "
-                     r"\(p4 n3, 6 rounds\)", r.stderr), r.stderr
+    assert re.search(
+        r"ep=cpu decode ran \d+\.\d\d (± \d+\.\d\d|\+\d+\.\d\d/−\d+\.\d\d) × (faster than|slower than|as fast as) config "
+        r"\(p4 n3, 6 rounds\)",
+        r.stderr,
+    ), r.stderr
     assert "  decode_tokens_per_s:" in r.stderr and "  ttft_ms:" in r.stderr
 
 
 def test_perf_table_ends_with_the_summary_and_bad_exports_fail_before_measuring(tmp_path, bundle_copy):
-    r = run_winml("perf", bundle_copy(TINY_FLAT), "--route", "config", "--route", "ep=cpu", "--max-new-tokens", "2", "--prompt-tokens", "4",
-                  "--invocations", "1", "--iterations", "3", "--no-store", cwd=tmp_path)
+    r = run_winml(
+        "perf",
+        bundle_copy(TINY_FLAT),
+        "--route",
+        "config",
+        "--route",
+        "ep=cpu",
+        "--max-new-tokens",
+        "2",
+        "--prompt-tokens",
+        "4",
+        "--invocations",
+        "1",
+        "--iterations",
+        "3",
+        "--no-store",
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
-    tail = r.stdout[r.stdout.index("summary: routes against config"):]
+    tail = r.stdout[r.stdout.index("summary: routes against config") :]
     assert "ep=cpu decode: " in tail and "(p4 n2, 3 rounds)" in tail  # 3 rounds: the point ratio, no interval
     assert "no interval or verdict below 5 paired rounds" in tail and "±" not in tail and "/−" not in tail
     same = tmp_path / "x.json"
@@ -148,7 +215,9 @@ def test_unknown_or_empty_selections_are_exit_2_and_write_nothing(store_path, tm
     out = tmp_path / "gab.json"
     r = winml("results", "export", "--run", "ffff", "--format", "gab-bigger", "-o", out, "--store", store_path)
     assert r.returncode == 2 and "no run 'ffff'" in r.stderr and GOLDEN_RUN_A in r.stderr and GOLDEN_RUN_B in r.stderr
-    r = winml("results", "export", "--bundle", "no-such-bundle", "--format", "gab-bigger", "-o", out, "--store", store_path)
+    r = winml(
+        "results", "export", "--bundle", "no-such-bundle", "--format", "gab-bigger", "-o", out, "--store", store_path
+    )
     assert r.returncode == 2 and "selects no records" in r.stderr
     r = winml("results", "export", "--status", "failed", "--format", "gab-bigger", "-o", out, "--store", store_path)
     assert r.returncode == 2 and "nothing to export" in r.stderr
@@ -173,18 +242,43 @@ def test_run_prefixes_work_in_show_and_compare(store_path):
 
 
 def test_compare_runs_rounds_numbers_and_heads_every_column(store_path):
-    r = winml("compare", "runs", "--store", store_path, "--baseline", GOLDEN_RUN_A[:8], "--candidate", GOLDEN_RUN_B[:8],
-              "--route", "config")
+    r = winml(
+        "compare",
+        "runs",
+        "--store",
+        store_path,
+        "--baseline",
+        GOLDEN_RUN_A[:8],
+        "--candidate",
+        GOLDEN_RUN_B[:8],
+        "--route",
+        "config",
+    )
     assert r.returncode == 0, r.stderr
     head, rule, *rows = r.stdout.splitlines()
     assert head.split()[-1] == "regression"
     for m in re.finditer(r"-+", rule):  # every column has a header above it
-        assert head[m.start():m.end()].strip(), (m.start(), head)
+        assert head[m.start() : m.end()].strip(), (m.start(), head)
     assert rows
     assert_rounded(r.stdout.replace(GOLDEN_RUN_A, "").replace(GOLDEN_RUN_B, ""))
     for fmt in ("json", "jsonl", "csv", "markdown"):
-        assert winml("compare", "runs", "--store", store_path, "--baseline", GOLDEN_RUN_A[:8], "--candidate", GOLDEN_RUN_B[:8],
-                     "--route", "config", "--format", fmt).returncode == 0
+        assert (
+            winml(
+                "compare",
+                "runs",
+                "--store",
+                store_path,
+                "--baseline",
+                GOLDEN_RUN_A[:8],
+                "--candidate",
+                GOLDEN_RUN_B[:8],
+                "--route",
+                "config",
+                "--format",
+                fmt,
+            ).returncode
+            == 0
+        )
 
 
 @pytest.mark.parametrize("command", [("results", "list"), ("devices",)])
@@ -202,7 +296,7 @@ def test_load_returns_utc_datetimes(store_path):
 
     df = results.load(store_path)
     first = df["created_utc"].iloc[0].to_pydatetime()
-    assert first == datetime(2025, 1, 1, 2, 0, tzinfo=timezone.utc) and first.utcoffset().total_seconds() == 0
+    assert first == datetime(2025, 1, 1, 2, 0, tzinfo=UTC) and first.utcoffset().total_seconds() == 0
     samples = results.load_samples(store_path)
     assert samples["created_utc"].iloc[0].tzinfo is not None
     assert results.load(store_path, bundle="none").empty
@@ -210,7 +304,7 @@ def test_load_returns_utc_datetimes(store_path):
 
 # -- compile on an EP this machine lacks ----------------------------------------------------------
 def test_compile_on_an_ep_without_a_device_here_is_exit_2_before_writing(bundle_copy):
-    from winml_perf.devices import list_ep_devices
+    from winml_perf.ep.devices import list_ep_devices
 
     if any(d.ep_name == "OpenVINOExecutionProvider" for d in list_ep_devices()):
         pytest.skip("this machine has OpenVINO")
@@ -226,7 +320,7 @@ def test_compile_on_an_ep_without_a_device_here_is_exit_2_before_writing(bundle_
 # -- small truths ---------------------------------------------------------------------------------
 def test_the_readme_and_the_synth_error_name_the_same_install_command():
     readme = (REPO / "README.md").read_text()
-    source = (REPO / "src/winml_perf/bundle/synth.py").read_text()
+    source = (REPO / "src/winml_perf/synth/transformer.py").read_text()
     command = re.search(r"pip install -e '\.\[synth\]'", source)
     assert command and command.group(0) in readme and "winml-perf[synth]" not in source
     assert ".ci/run" in readme and "scripts/ci-postgres.sh" in readme and "scripts/ci-chromium.sh" in readme

@@ -15,15 +15,27 @@ from pathlib import Path
 import pytest
 
 from tests.results_fakes import golden_cells, hex_id, interleaved_run, make_cell, noisy
-from winml_perf.results.dashboard import page_path, write_dashboard
+from winml_perf.publish.dashboard import page_path, write_dashboard
 from winml_perf.results.store import open_store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 
 REPO = Path(__file__).resolve().parents[2]
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                  "--disable-sync", "--no-first-run", "--disable-extensions", "--disable-default-apps", "--hide-scrollbars",
-                  "--virtual-time-budget=5000", "--enable-logging=stderr", "--v=0")
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-extensions",
+    "--disable-default-apps",
+    "--hide-scrollbars",
+    "--virtual-time-budget=5000",
+    "--enable-logging=stderr",
+    "--v=0",
+)
 
 
 def chromium() -> str:
@@ -42,8 +54,12 @@ def _profile(tmp_path: Path) -> str:
 
 def render(page: Path, tmp_path: Path, fragment: str = "") -> tuple[dict[str, str], str, str]:
     """Load the page in headless chromium; the #winml-status attributes, the DOM and chromium's log."""
-    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, _profile(tmp_path), "--dump-dom", page.as_uri() + fragment],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [chromium(), *CHROMIUM_FLAGS, _profile(tmp_path), "--dump-dom", page.as_uri() + fragment],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     tag = re.search(r'<div id="winml-status"[^>]*>', proc.stdout)
     assert tag, f"no status element in the DOM: {proc.stdout[:500]}"
@@ -55,8 +71,19 @@ def screenshot(page: Path, tmp_path: Path, name: str) -> Path:
     folder = Path(os.environ.get("WINML_PERF_ARTIFACTS") or REPO / "artifacts") / "dashboard"
     folder.mkdir(parents=True, exist_ok=True)
     out = folder / f"{name}.png"
-    proc = subprocess.run([chromium(), *CHROMIUM_FLAGS, _profile(tmp_path), "--window-size=1400,1100", f"--screenshot={out}",
-                           page.as_uri()], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            _profile(tmp_path),
+            "--window-size=1400,1100",
+            f"--screenshot={out}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0 and out.stat().st_size > 10_000, proc.stderr[-2000:]
     return out
 
@@ -77,13 +104,29 @@ def site(tmp_path_factory):
         for day in range(3, 40):  # a second bundle: 37 nights of two routes, a 15 % step on night 25
             center = 2.0 if day < 25 else 2.3
             run = hex_id("nightly", day)
-            store.write_records(interleaved_run(run, {"config": noisy(center, 10, 0.01, day), "ep=cpu": noisy(center * 0.8, 10, 0.01, 50 + day)},
-                                                bundle=NIGHTLY, when=f"2025-{1 + day // 28:02d}-{1 + day % 28:02d}T02:00:00Z",
-                                                commit=f"{day:02d}" * 6))
-        store.write_record(make_cell(hex_id("plain"), bundle="bundles/other", testbed="tb-win", prompt_tokens=128, max_new_tokens=32,
-                                     when="2025-01-05T02:00:00Z"))
-        counts = {(tb, b): store.count(testbed=tb, bundle=b) for tb, b in (("tb-linux", "tiny-qwen2"), ("tb-linux", "tiny-qwen2-pipeline"),
-                                                                            ("tb-win", "other"))}
+            store.write_records(
+                interleaved_run(
+                    run,
+                    {"config": noisy(center, 10, 0.01, day), "ep=cpu": noisy(center * 0.8, 10, 0.01, 50 + day)},
+                    bundle=NIGHTLY,
+                    when=f"2025-{1 + day // 28:02d}-{1 + day % 28:02d}T02:00:00Z",
+                    commit=f"{day:02d}" * 6,
+                )
+            )
+        store.write_record(
+            make_cell(
+                hex_id("plain"),
+                bundle="bundles/other",
+                testbed="tb-win",
+                prompt_tokens=128,
+                max_new_tokens=32,
+                when="2025-01-05T02:00:00Z",
+            )
+        )
+        counts = {
+            (tb, b): store.count(testbed=tb, bundle=b)
+            for tb, b in (("tb-linux", "tiny-qwen2"), ("tb-linux", "tiny-qwen2-pipeline"), ("tb-win", "other"))
+        }
         index = write_dashboard(store, root / "site")
     return index, counts
 
@@ -94,7 +137,9 @@ def test_every_page_renders_without_errors_and_draws_every_record(site, tmp_path
     assert (status["data-state"], status["data-errors"], status["data-page"]) == ("done", "0", "index"), status
     assert not console_errors(log), console_errors(log)
     assert int(status["data-records"]) == sum(counts.values()) and status["data-series"] == status["data-rows"] == "6"
-    assert dom.count('<span class="regression">2025-01-26: -13.') == 2  # the nightly step: newest change point of both routes
+    assert (
+        dom.count('<span class="regression">2025-01-26: -13.') == 2
+    )  # the nightly step: newest change point of both routes
     for (testbed, bundle), count in counts.items():
         page = index.parent / page_path(testbed, bundle)
         status, dom, log = render(page, tmp_path)
@@ -129,7 +174,10 @@ def test_filters_hide_other_testbeds_and_routes(site, tmp_path):
 
 def test_screenshots_of_each_page_kind(site, tmp_path):
     index, _ = site
-    for name, page in (("index", index), ("testbed-bundle", index.parent / page_path("tb-linux", "tiny-qwen2-pipeline"))):
+    for name, page in (
+        ("index", index),
+        ("testbed-bundle", index.parent / page_path("tb-linux", "tiny-qwen2-pipeline")),
+    ):
         assert screenshot(page, tmp_path, name).exists()
 
 
@@ -137,7 +185,12 @@ def test_an_empty_store_renders_an_empty_page(tmp_path):
     with open_store(tmp_path / "empty.db") as store:
         page = write_dashboard(store, tmp_path / "site")
     status, dom, log = render(page, tmp_path)
-    assert (status["data-state"], status["data-errors"], status["data-records"], status["data-rows"]) == ("done", "0", "0", "0")
+    assert (status["data-state"], status["data-errors"], status["data-records"], status["data-rows"]) == (
+        "done",
+        "0",
+        "0",
+        "0",
+    )
     assert "the store holds no records" in dom and not console_errors(log)
 
 

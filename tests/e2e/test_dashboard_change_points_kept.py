@@ -15,14 +15,13 @@ import pytest
 import sqlalchemy as sa
 
 from tests.results_fakes import hex_id, make_cell, noisy
-from tests.results_fixtures import pg_url, store_url  # noqa: F401
+from winml_perf.publish.dashboard import write_dashboard
+from winml_perf.publish.dashboard_page import page_path
 from winml_perf.results import change_point_cache as cpc
-from winml_perf.results import changepoint
 from winml_perf.results import migrations as mig
-from winml_perf.results.dashboard import write_dashboard
-from winml_perf.results.dashboard_page import page_path
 from winml_perf.results.importing import import_files
 from winml_perf.results.store import open_store
+from winml_perf.stats import changepoint
 
 pytestmark = pytest.mark.e2e
 
@@ -35,8 +34,15 @@ def _night(day: int) -> str:
 
 
 def _cells(route: str, day: int, step_ms: float, index: int) -> dict:
-    return make_cell(hex_id("kept", route, day), route=route, bundle=BUNDLE, when=_night(day), commit=f"{day:02d}" * 6,
-                     step_ms=noisy(step_ms, 6, 0.004, 100 * index + day), index=index)
+    return make_cell(
+        hex_id("kept", route, day),
+        route=route,
+        bundle=BUNDLE,
+        when=_night(day),
+        commit=f"{day:02d}" * 6,
+        step_ms=noisy(step_ms, 6, 0.004, 100 * index + day),
+        index=index,
+    )
 
 
 def _fill(store) -> None:
@@ -56,6 +62,7 @@ class Counting:
         def counted(*args, **kwargs):
             self.calls += 1
             return real(*args, **kwargs)
+
         monkeypatch.setattr(changepoint, "detect_change_points", counted)
 
     def take(self) -> int:
@@ -74,7 +81,9 @@ def _index_body(site: Path) -> str:
 def _kept_rows(store) -> dict:
     c = mig.change_point_cache.c
     with store.engine.connect() as conn:
-        return {(k, m): json.loads(t) for k, m, t in conn.execute(sa.select(c.series_key, c.metric, c.change_points_json))}
+        return {
+            (k, m): json.loads(t) for k, m, t in conn.execute(sa.select(c.series_key, c.metric, c.change_points_json))
+        }
 
 
 def _forget(store) -> None:
@@ -123,15 +132,28 @@ def test_a_new_record_makes_only_its_series_searched_again(store_url, tmp_path, 
         _assert_current(store, tmp_path, tmp_path / "s")
 
 
-def test_pruning_records_of_a_series_searches_it_again_and_drops_rows_of_emptied_series(store_url, tmp_path, monkeypatch):
+def test_pruning_records_of_a_series_searches_it_again_and_drops_rows_of_emptied_series(
+    store_url, tmp_path, monkeypatch
+):
     counting = Counting(monkeypatch)
     with open_store(store_url) as store:
         _fill(store)
-        store.write_record(make_cell(hex_id("old"), route="ep=gpu", bundle=BUNDLE, when="2025-01-01T02:00:00Z",
-                                     step_ms=[2.0] * 6, index=2))
+        store.write_record(
+            make_cell(
+                hex_id("old"), route="ep=gpu", bundle=BUNDLE, when="2025-01-01T02:00:00Z", step_ms=[2.0] * 6, index=2
+            )
+        )
         for day in range(10):  # a third series, long enough to be searched, then pruned away
-            store.write_record(make_cell(hex_id("old", day), route="ep=gpu", bundle=BUNDLE, when=f"2025-01-{2 + day:02d}T02:00:00Z",
-                                         step_ms=noisy(2.0, 6, 0.004, day), index=2))
+            store.write_record(
+                make_cell(
+                    hex_id("old", day),
+                    route="ep=gpu",
+                    bundle=BUNDLE,
+                    when=f"2025-01-{2 + day:02d}T02:00:00Z",
+                    step_ms=noisy(2.0, 6, 0.004, day),
+                    index=2,
+                )
+            )
         write_dashboard(store, tmp_path / "s", jobs=1)
         assert counting.take() == 3 and len(_kept_rows(store)) == 3
         assert store.prune("2025-02-05T00:00:00.000000Z") == 11 + 2 * 4  # the gpu series and four nights of the others
@@ -168,7 +190,9 @@ def test_a_value_changed_in_place_searches_the_series_again(store_url, tmp_path,
         newest = store.records(route="config")[-1]["id"]
         m = mig.metrics.c
         with store.engine.begin() as conn:
-            conn.execute(mig.metrics.update().where(m.record_id == newest, m.name == "decode_tokens_per_s").values(median=100.0))
+            conn.execute(
+                mig.metrics.update().where(m.record_id == newest, m.name == "decode_tokens_per_s").values(median=100.0)
+            )
         write_dashboard(store, tmp_path / "s", jobs=1)
         assert counting.take() == 1
         _assert_current(store, tmp_path, tmp_path / "s")
@@ -188,10 +212,10 @@ def test_a_changed_detector_searches_every_series_again(store_url, tmp_path, mon
 
 
 def test_the_fingerprint_follows_the_detector_code(tmp_path, monkeypatch):
-    assert "winml_perf.results.changepoint" in cpc._detector_sources()
+    assert "winml_perf.stats.changepoint" in cpc._detector_sources()
     fake = tmp_path / "changepoint.py"
     fake.write_text("# method A\n")
-    monkeypatch.setattr(cpc, "_detector_sources", lambda: {"winml_perf.results.changepoint": fake})
+    monkeypatch.setattr(cpc, "_detector_sources", lambda: {"winml_perf.stats.changepoint": fake})
     cpc.detector_fingerprint.cache_clear()
     try:
         first = cpc.detector_fingerprint()
@@ -206,7 +230,9 @@ def test_pages_written_by_worker_processes_equal_pages_written_here(store_url, t
     with open_store(store_url) as store:
         _fill(store)
         for day in range(12):  # a second page
-            store.write_record(make_cell(hex_id("p2", day), bundle="bundles/other", when=_night(day), step_ms=noisy(3.0, 6, 0.01, day)))
+            store.write_record(
+                make_cell(hex_id("p2", day), bundle="bundles/other", when=_night(day), step_ms=noisy(3.0, 6, 0.01, day))
+            )
         write_dashboard(store, tmp_path / "one", jobs=1)
         _forget(store)
         write_dashboard(store, tmp_path / "two", jobs=2)  # cold: the workers search, this process keeps

@@ -18,17 +18,16 @@ import pytest
 from tests.conftest import run_winml
 from tests.e2e.test_gate_invocations_e2e import FRESH, INVOCATIONS, NIGHTS, _gate, _series
 from tests.results_fakes import hex_id
-from tests.results_fixtures import pg_url, store_url  # noqa: F401
-from winml_perf.errors import UsageError
+from winml_perf.compare.gate import GATE_HISTORY, run_estimates
+from winml_perf.publish.dashboard import write_dashboard
+from winml_perf.publish.dashboard_page import page_path
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results import migrations as mig
-from winml_perf.results import changepoint
-from winml_perf.results.dashboard import write_dashboard
-from winml_perf.results.dashboard_page import page_path
-from winml_perf.results.gate import GATE_HISTORY, run_estimates
 from winml_perf.results.invocation_history import invocation_histories
 from winml_perf.results.series import series_columns
 from winml_perf.results.store import open_store
+from winml_perf.stats import changepoint
+from winml_perf.support.errors import UsageError
 
 pytestmark = pytest.mark.e2e
 
@@ -38,8 +37,11 @@ METRIC = "decode_tokens_per_s"
 @pytest.fixture
 def mode_store(store_url):  # noqa: F811
     with open_store(store_url) as store:
-        store.write_records(_series("tb-flat", 1) + _series("tb-slower", 5, fresh_slowdown=1.10)
-                            + _series("tb-slow-mode", 3, fresh_share=0.8))
+        store.write_records(
+            _series("tb-flat", 1)
+            + _series("tb-slower", 5, fresh_slowdown=1.10)
+            + _series("tb-slow-mode", 3, fresh_share=0.8)
+        )
     return store_url
 
 
@@ -61,7 +63,9 @@ def test_the_dashboard_marks_the_step_the_gate_fails_and_nothing_in_a_mode_mixed
     assert -12.0 < shift < -8.0, slower
     assert _primary_change_points(tmp_path / "site", "tb-flat") == []
     slow_mode = _primary_change_points(tmp_path / "site", "tb-slow-mode")
-    assert any(re.search(r"regression \(lower mode in [0-9]+% → [89][0-9]% of invocations\)", cp) for cp in slow_mode), slow_mode
+    assert any(
+        re.search(r"regression \(lower mode in [0-9]+% → [89][0-9]% of invocations\)", cp) for cp in slow_mode
+    ), slow_mode
     assert _gate(mode_store, "tb-slower").returncode == 1
     assert _gate(mode_store, "tb-flat").returncode == 0
 
@@ -73,6 +77,7 @@ def test_the_dashboard_searches_the_numbers_the_gate_judges(mode_store, tmp_path
     def recorded(values, *args, **kwargs):
         searched.append([list(v) for v in values])
         return real(values, *args, **kwargs)
+
     monkeypatch.setattr(changepoint, "detect_change_points", recorded)
     with open_store(mode_store) as store:
         write_dashboard(store, tmp_path / "site", jobs=1)
@@ -96,7 +101,9 @@ def test_a_change_point_kept_from_medians_is_not_reused_for_invocation_lists(mod
     assert cpc.current(medians, kept_from_medians) == []
     assert cpc.current(lists, kept_from_medians) is None  # recomputed, never read
     assert medians.detect() == []  # the medians miss the 10 % step ...
-    assert [(cp["index"], cp["kind"]) for cp in lists.detect()] == [(NIGHTS - FRESH, changepoint.LEVEL)]  # ... the invocations do not
+    assert [(cp["index"], cp["kind"]) for cp in lists.detect()] == [
+        (NIGHTS - FRESH, changepoint.LEVEL)
+    ]  # ... the invocations do not
 
 
 def test_records_without_invocations_are_searched_by_their_median(store_url, tmp_path):  # noqa: F811
@@ -122,7 +129,10 @@ def test_invocation_lists_are_read_exactly_and_a_damaged_one_is_named(mode_store
         assert len(lists) == NIGHTS and all(len(v) == INVOCATIONS for v in lists.values())
         assert [lists[row["id"]] for row in gate] == [row["invocations"] for row in gate]  # the gate's numbers, exactly
         with store.engine.begin() as conn:
-            conn.execute(mig.metrics.update().where(mig.metrics.c.record_id == max(lists), mig.metrics.c.name == METRIC)
-                         .values(invocations='{"not": "a list"}'))
+            conn.execute(
+                mig.metrics.update()
+                .where(mig.metrics.c.record_id == max(lists), mig.metrics.c.name == METRIC)
+                .values(invocations='{"not": "a list"}')
+            )
         with pytest.raises(UsageError, match="metrics.invocations of series .* not a JSON list"):
             series_columns(store, key, [METRIC], invocations_of=[METRIC], window=120)

@@ -19,7 +19,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.conftest import TINY_FLAT, TINY_PIPELINE, run_winml
 from winml_perf.explain.difference import record_difference
-from winml_perf.results.validation import validated_cell
+from winml_perf.record.validation import validated_cell
 
 pytestmark = pytest.mark.e2e
 
@@ -58,16 +58,28 @@ def stages_of(cell: dict, phase: str) -> dict[str, dict]:
     return {s["stage"]: s for s in cell["explain"]["phases"][phase]["stages"]}
 
 
-@pytest.mark.parametrize("bundle, prompt_stages, decode_stages", [
-    (TINY_FLAT, {"decoder"}, {"decoder"}),
-    (TINY_PIPELINE, {"embeddings", "context", "lm_head"}, {"embeddings", "iterator", "lm_head"}),
-], ids=["flat", "pipeline"])
-def test_explain_breaks_a_prompt_pass_and_a_decode_step_into_stages_and_operators(bundle, prompt_stages, decode_stages, tmp_path):
+@pytest.mark.parametrize(
+    "bundle, prompt_stages, decode_stages",
+    [
+        (TINY_FLAT, {"decoder"}, {"decoder"}),
+        (TINY_PIPELINE, {"embeddings", "context", "lm_head"}, {"embeddings", "iterator", "lm_head"}),
+    ],
+    ids=["flat", "pipeline"],
+)
+def test_explain_breaks_a_prompt_pass_and_a_decode_step_into_stages_and_operators(
+    bundle, prompt_stages, decode_stages, tmp_path
+):
     [cell] = explained(bundle, tmp_path=tmp_path)
     ex = cell["explain"]
     assert ex["profiled"]["measured_iterations_profiled"] == 0
-    assert (ex["profiled"]["generations"], ex["profiled"]["decode_steps"], ex["profiled"]["prompt_tokens"]) == (2, 5, 16)
-    assert len(cell["samples"]["iterations"]) == 2 and len(cell["samples"]["warmup"]) == 1  # measured as asked, nothing added
+    assert (ex["profiled"]["generations"], ex["profiled"]["decode_steps"], ex["profiled"]["prompt_tokens"]) == (
+        2,
+        5,
+        16,
+    )
+    assert (
+        len(cell["samples"]["iterations"]) == 2 and len(cell["samples"]["warmup"]) == 1
+    )  # measured as asked, nothing added
     assert set(ex["phases"]) == {"prompt", "decode_step"}
     assert ex["phases"]["decode_step"]["instances"] == 5
     assert set(stages_of(cell, "prompt")) == prompt_stages and set(stages_of(cell, "decode_step")) == decode_stages
@@ -75,7 +87,9 @@ def test_explain_breaks_a_prompt_pass_and_a_decode_step_into_stages_and_operator
         assert all(s["runs"] == 1 for s in stages_of(cell, phase).values())
     decoder = stages_of(cell, "decode_step")["iterator" if "iterator" in decode_stages else "decoder"]
     ops = {o["op"]: o for o in decoder["ops"]}
-    assert ops["MatMulNBits"]["ep"] == "CPUExecutionProvider" and ops["MatMulNBits"]["count"] > 0  # the int4 projections
+    assert (
+        ops["MatMulNBits"]["ep"] == "CPUExecutionProvider" and ops["MatMulNBits"]["count"] > 0
+    )  # the int4 projections
     check_sums(cell)
 
 
@@ -88,8 +102,13 @@ def _model(path: Path, extra_matmuls: int) -> Path:
         nodes.append(helper.make_node("MatMul", [last, f"w{i}"], [f"m{i}"]))
         last = f"m{i}"
     nodes.append(helper.make_node("Identity", [last], ["y"]))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])], inits)
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])],
+        inits,
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, str(path))

@@ -9,15 +9,28 @@ from tests.conftest import TINY_PIPELINE
 from tests.e2e.test_explain_e2e import check_sums, stages_of
 from tests.e2e.test_webgpu_e2e import webgpu, webgpu_env  # noqa: F401  (fixtures)
 from winml_perf.explain.difference import record_difference
-from winml_perf.results.validation import validated_cell
+from winml_perf.record.validation import validated_cell
 
 pytestmark = [pytest.mark.e2e, pytest.mark.webgpu]
 
 WEBGPU = "WebGpuExecutionProvider"
-LEAN = ("--prompt-tokens", "16", "--max-new-tokens", "6", "--warmup", "1", "--iterations", "1", "--format", "json", "-q", "--no-store")
+LEAN = (
+    "--prompt-tokens",
+    "16",
+    "--max-new-tokens",
+    "6",
+    "--warmup",
+    "1",
+    "--iterations",
+    "1",
+    "--format",
+    "json",
+    "-q",
+    "--no-store",
+)
 
 
-def test_explain_counts_the_forced_routes_copies_and_compares_it_with_config(webgpu):
+def test_explain_counts_the_forced_routes_copies_and_compares_it_with_config(webgpu):  # noqa: F811  (the imported fixture)
     result = webgpu("perf", TINY_PIPELINE, "--route", "config", "--route", "ep=webgpu", "--explain", *LEAN)
     assert result.returncode == 0, result.stderr[-3000:]
     cells = {c["route"]["label"]: c for c in result.json()["cells"]}
@@ -32,9 +45,13 @@ def test_explain_counts_the_forced_routes_copies_and_compares_it_with_config(web
     copies = [o for o in iterator["ops"] if o["op"] in ("MemcpyFromHost", "MemcpyToHost")]
     assert copies and all(o["ep"] == WEBGPU and o["count"] >= 1 and o["bytes"] > 0 for o in copies)
     assert forced["explain"]["phases"]["decode_step"]["copies"]["count"] >= 1
-    assert not [o for s in cells["config"]["explain"]["phases"]["decode_step"]["stages"] for o in s["ops"] if o["ep"] == WEBGPU]
+    assert not [
+        o for s in cells["config"]["explain"]["phases"]["decode_step"]["stages"] for o in s["ops"] if o["ep"] == WEBGPU
+    ]
     diffs = {d.phase: d for d in record_difference(cells["config"], forced)}
     assert set(diffs) == {"prompt", "decode_step"}
     d = diffs["decode_step"]
     assert d.named_ms + d.host.delta_ms == pytest.approx(d.delta_ms, abs=1e-5)
-    assert "difference ep=webgpu|p16|n6 vs config|p16|n6" in result.stderr  # the human view goes to stderr with --format json
+    assert (
+        "difference ep=webgpu|p16|n6 vs config|p16|n6" in result.stderr
+    )  # the human view goes to stderr with --format json

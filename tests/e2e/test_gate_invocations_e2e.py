@@ -15,7 +15,6 @@ import pytest
 
 from tests.conftest import run_winml
 from tests.results_fakes import hex_id, make_cell
-from tests.results_fixtures import pg_url, store_url  # noqa: F401
 from winml_perf.results.invocation_history import invocation_histories
 from winml_perf.results.store import open_store
 
@@ -31,8 +30,14 @@ def _night(testbed: str, night: int, rng: np.random.Generator, *, slowdown: floa
         steps += list(process * rng.lognormal(0, 0.01, ITERATIONS))
         rounds += [inv * ITERATIONS + i for i in range(ITERATIONS)]
     when = f"2025-02-{1 + night // 24:02d}T{night % 24:02d}:00:00Z"
-    cell = make_cell(hex_id(testbed, night), testbed=testbed, when=when, step_ms=[round(float(s), 6) for s in steps],
-                     rounds=rounds, commit=hex_id("commit", night)[:14])
+    cell = make_cell(
+        hex_id(testbed, night),
+        testbed=testbed,
+        when=when,
+        step_ms=[round(float(s), 6) for s in steps],
+        rounds=rounds,
+        commit=hex_id("commit", night)[:14],
+    )
     for k, sample in enumerate(cell["samples"]["iterations"]):
         sample["invocation"] = k // ITERATIONS
     return cell
@@ -40,22 +45,46 @@ def _night(testbed: str, night: int, rng: np.random.Generator, *, slowdown: floa
 
 def _series(testbed: str, seed: int, fresh_slowdown: float = 1.0, fresh_share: float = 0.3) -> list[dict]:
     rng = np.random.default_rng(seed)
-    return [_night(testbed, n, rng, slowdown=fresh_slowdown if n >= NIGHTS - FRESH else 1.0,
-                   slow_share=fresh_share if n >= NIGHTS - FRESH else (0.1 if fresh_share != 0.3 else 0.3))
-            for n in range(NIGHTS)]
+    return [
+        _night(
+            testbed,
+            n,
+            rng,
+            slowdown=fresh_slowdown if n >= NIGHTS - FRESH else 1.0,
+            slow_share=fresh_share if n >= NIGHTS - FRESH else (0.1 if fresh_share != 0.3 else 0.3),
+        )
+        for n in range(NIGHTS)
+    ]
 
 
 @pytest.fixture
 def nightly_store(store_url):  # noqa: F811
     with open_store(store_url) as store:
-        store.write_records(_series("tb-flat", 1) + _series("tb-slower", 2, fresh_slowdown=1.10)
-                            + _series("tb-slow-mode", 3, fresh_share=0.8))
+        store.write_records(
+            _series("tb-flat", 1)
+            + _series("tb-slower", 2, fresh_slowdown=1.10)
+            + _series("tb-slow-mode", 3, fresh_share=0.8)
+        )
     return store_url
 
 
 def _gate(store: str, testbed: str):
-    return run_winml("compare", "runs", "--store", store, "--baseline", "previous", "--candidate", "latest",
-                     "--testbed", testbed, "--metric", "decode_tokens_per_s", "--fail-on-regression", "5%")
+    return run_winml(
+        "compare",
+        "runs",
+        "--store",
+        store,
+        "--baseline",
+        "previous",
+        "--candidate",
+        "latest",
+        "--testbed",
+        testbed,
+        "--metric",
+        "decode_tokens_per_s",
+        "--fail-on-regression",
+        "5%",
+    )
 
 
 def test_the_store_gives_each_record_its_invocation_medians(nightly_store):

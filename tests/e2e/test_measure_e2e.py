@@ -7,16 +7,16 @@ import os
 import pytest
 
 from tests.conftest import BUNDLES
-from winml_perf.bench import roofline
-from winml_perf.bench.environment import collect_environment
-from winml_perf.bench.report import cell_record
-from winml_perf.bench.runner import run_cell
-from winml_perf.bench.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
-from winml_perf.bench.sweep import run_sweep
 from winml_perf.bundle.decode_bytes import decode_bytes
 from winml_perf.bundle.prepare import prepare_route
-from winml_perf.devices import resolve_target
-from winml_perf.results.validation import validate_record
+from winml_perf.ep.devices import resolve_target
+from winml_perf.measure.runner import run_cell
+from winml_perf.measure.sweep import run_sweep
+from winml_perf.model.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
+from winml_perf.record import roofline
+from winml_perf.record.build import cell_record
+from winml_perf.record.environment import collect_environment
+from winml_perf.record.validation import validate_record
 
 pytestmark = pytest.mark.e2e
 
@@ -34,16 +34,35 @@ def small_bandwidth_cache(tmp_path, monkeypatch):
 
 def _route(bundle, ep=None) -> RouteSpec:
     label = "config" if ep is None else f"ep={ep}"
-    return RouteSpec.from_route(prepare_route(bundle, resolve_target(ep, None, "winml-genai"), label=label), bundle=str(bundle))
+    return RouteSpec.from_route(
+        prepare_route(bundle, resolve_target(ep, None, "winml-genai"), label=label), bundle=str(bundle)
+    )
 
 
-@pytest.mark.parametrize("name,prompt,new", [("tiny-qwen2", 8, 4), ("tiny-qwen2-pipeline", 8, 4), ("tiny-qwen2-pipeline-fp32", 8, 4),
-                                             ("tiny-qwen2", 128, 32), ("tiny-qwen2-pipeline-fp32", 128, 32)])
+@pytest.mark.parametrize(
+    "name,prompt,new",
+    [
+        ("tiny-qwen2", 8, 4),
+        ("tiny-qwen2-pipeline", 8, 4),
+        ("tiny-qwen2-pipeline-fp32", 8, 4),
+        ("tiny-qwen2", 128, 32),
+        ("tiny-qwen2-pipeline-fp32", 128, 32),
+    ],
+)
 def test_run_cell_on_a_real_bundle_gives_a_valid_record(name, prompt, new, env, small_bandwidth_cache):
     bundle = BUNDLES / name
     r = _route(bundle)
-    cell = CellSpec(r.label, r.session, prompt_tokens=prompt, max_new_tokens=new, warmup=WarmupPolicy(count=1),
-                    iterations=IterationPolicy(iterations=2), route=r.route, bundle=r.bundle, prepare_ms=r.prepare_ms)
+    cell = CellSpec(
+        r.label,
+        r.session,
+        prompt_tokens=prompt,
+        max_new_tokens=new,
+        warmup=WarmupPolicy(count=1),
+        iterations=IterationPolicy(iterations=2),
+        route=r.route,
+        bundle=r.bundle,
+        prepare_ms=r.prepare_ms,
+    )
     result = run_cell(cell)
     assert result.ok, result.failure
     assert [len(s.decode_step_ms) for s in result.samples] == [new - 1, new - 1]
@@ -54,7 +73,9 @@ def test_run_cell_on_a_real_bundle_gives_a_valid_record(name, prompt, new, env, 
     d = record.to_dict()
     validate_record(d)
     assert d["summary"]["decode_tokens_per_s"] > 0 and d["summary"]["prompt_tokens_per_s"] > 0
-    assert d["load"]["model_load_ms"] > 0 and d["load"]["first_generation_ms"] > 0 and d["load"]["prepare_ms"] is not None
+    assert (
+        d["load"]["model_load_ms"] > 0 and d["load"]["first_generation_ms"] > 0 and d["load"]["prepare_ms"] is not None
+    )
     assert d["memory"]["peak_rss_bytes"] > 0
     assert "token_count_mismatch" not in {w["code"] for w in d["warnings"]}
     roof = d["roofline"]

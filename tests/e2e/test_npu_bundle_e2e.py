@@ -73,7 +73,7 @@ def _result(script: str, *args: str, cwd) -> object:
     assert proc.returncode == 0, proc.stderr[-2000:]
     lines = [line for line in proc.stdout.splitlines() if line.startswith("RESULT ")]
     assert lines, proc.stdout[-2000:]
-    return json.loads(lines[-1][len("RESULT "):])
+    return json.loads(lines[-1][len("RESULT ") :])
 
 
 def _stages() -> dict:
@@ -117,15 +117,34 @@ def test_qnn_holds_most_nodes_of_the_stage(qnn_library, stage, tmp_path):
 
 
 def test_winml_perf_runs_the_config_route_at_the_static_length(qnn_library):
-    result = run_winml("perf", NPU, "--ep-library", f"{QNN}={qnn_library}", "--prompt-tokens", str(STATIC_PROMPT),
-                       "--max-new-tokens", "4", "--warmup", "1", "--iterations", "1", "--no-store", "-q")
+    result = run_winml(
+        "perf",
+        NPU,
+        "--ep-library",
+        f"{QNN}={qnn_library}",
+        "--prompt-tokens",
+        str(STATIC_PROMPT),
+        "--max-new-tokens",
+        "4",
+        "--warmup",
+        "1",
+        "--iterations",
+        "1",
+        "--no-store",
+        "-q",
+    )
     assert result.returncode == 0, result.stderr
     assert f"context: {QNN} -> {QNN}" in result.stdout and f"iterator: {QNN} -> {QNN}" in result.stdout
 
 
-@pytest.mark.parametrize("flags, shown", [(("--prompt-tokens", "12"), "--prompt-tokens 12"),
-                                          (("--prompt-tokens", "16,32"), "--prompt-tokens 32"),
-                                          ((), "--prompt-tokens (default 128) 128")])
+@pytest.mark.parametrize(
+    "flags, shown",
+    [
+        (("--prompt-tokens", "12"), "--prompt-tokens 12"),
+        (("--prompt-tokens", "16,32"), "--prompt-tokens 32"),
+        ((), "--prompt-tokens (default 128) 128"),
+    ],
+)
 def test_a_prompt_length_the_static_shapes_cannot_take_is_exit_2_before_measuring(flags, shown):
     result = run_winml("perf", NPU, *flags, "--max-new-tokens", "4", "--iterations", "1", "--no-store", "-q")
     assert result.returncode == 2, result.stderr

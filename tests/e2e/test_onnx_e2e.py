@@ -14,18 +14,22 @@ import numpy as np
 import pytest
 
 from tests import models
-from winml_perf.bench.runner import run_cell
-from winml_perf.bench.spec import CellSpec, IterationPolicy, SessionSpec, WarmupPolicy
 from winml_perf.bundle.onnx_prepare import prepare_onnx
-from winml_perf.devices import resolve_target
+from winml_perf.ep.devices import resolve_target
+from winml_perf.measure.runner import run_cell
+from winml_perf.model.spec import CellSpec, IterationPolicy, SessionSpec, WarmupPolicy
 from winml_perf.session.onnx_options import options_from_flags
 
 pytestmark = pytest.mark.e2e
 
 
 def _cell(path: Path, options: dict, label: str = "ep=cpu") -> CellSpec:
-    return CellSpec(route_label=label, session=SessionSpec("winml", str(path), options=options),
-                    warmup=WarmupPolicy(count=1), iterations=IterationPolicy.fixed(2))
+    return CellSpec(
+        route_label=label,
+        session=SessionSpec("winml", str(path), options=options),
+        warmup=WarmupPolicy(count=1),
+        iterations=IterationPolicy.fixed(2),
+    )
 
 
 @pytest.mark.parametrize("io_binding", [False, True])
@@ -73,8 +77,21 @@ def _find(obj, key):
 
 def test_cli_perf_onnx_with_io_binding(tmp_path, winml):
     model = models.multi_io(tmp_path / "multi.onnx")
-    out = winml("perf", model, "--ep", "cpu", "--shape", "seq=3", "--io-binding", "--warmup", "1", "--iterations", "2",
-                "--format", "json")
+    out = winml(
+        "perf",
+        model,
+        "--ep",
+        "cpu",
+        "--shape",
+        "seq=3",
+        "--io-binding",
+        "--warmup",
+        "1",
+        "--iterations",
+        "2",
+        "--format",
+        "json",
+    )
     assert out.returncode == 0, out.stderr
     bindings = list(_find(out.json(), "io_binding"))
     assert bindings and bindings[0]["enabled"] is True
@@ -103,7 +120,9 @@ def test_cli_bundle_prepare_onnx(tmp_path, winml):
     second = winml("bundle", "prepare", model, "--ep", "cpu", "--graph-optimization-level", "all", "--format", "json")
     assert second.returncode == 0 and json.loads(second.stdout)["cache"] == "hit"
     assert (tmp_path / "_compiled").is_dir()
-    prepared = winml("perf", model, "--ep", "cpu", "--prepare", "--warmup", "0", "--iterations", "2", "--format", "json")
+    prepared = winml(
+        "perf", model, "--ep", "cpu", "--prepare", "--warmup", "0", "--iterations", "2", "--format", "json"
+    )
     assert prepared.returncode == 0, prepared.stderr
     session = list(_find(prepared.json(), "unprepared_session_create_ms"))
     assert session and session[0] > 0  # prepared vs unprepared session creation, both recorded
@@ -119,7 +138,7 @@ import numpy as np
 from tests import models
 from winml_perf import plugins
 from winml_perf.bundle.onnx_prepare import prepare_onnx
-from winml_perf.devices import resolve_target
+from winml_perf.ep.devices import resolve_target
 from winml_perf.session.onnx_session import OnnxSession
 
 plugins.register_plugin_eps()
@@ -150,17 +169,27 @@ def test_webgpu_session_io_binding_on_device_and_prepare(tmp_path):
     from tests.conftest import REPO
 
     pytest.importorskip("onnxruntime_ep_webgpu")
-    setup = subprocess.run(["bash", str(REPO / "scripts" / "setup-webgpu-software.sh"), "--offline"],
-                           capture_output=True, text=True, timeout=120)
+    setup = subprocess.run(
+        ["bash", str(REPO / "scripts" / "setup-webgpu-software.sh"), "--offline"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if setup.returncode != 0:
         pytest.skip(setup.stderr.strip().splitlines()[-1] if setup.stderr.strip() else "no software Vulkan driver")
     env = dict(os.environ)
     for line in setup.stdout.splitlines():
         if line.startswith("export "):
-            name, _, value = line[len("export "):].partition("=")
+            name, _, value = line[len("export ") :].partition("=")
             env[name] = value.strip("'")
-    proc = subprocess.run([sys.executable, "-c", _WEBGPU_CHILD, str(tmp_path / "multi.onnx")], capture_output=True,
-                          text=True, cwd=REPO, env=env, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _WEBGPU_CHILD, str(tmp_path / "multi.onnx")],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     for io in (False, True):

@@ -13,8 +13,24 @@ pytestmark = pytest.mark.e2e
 @pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
 def test_perf_json_has_metrics(winml, bundle, tmp_path):
     out = tmp_path / "new" / "run.json"
-    r = winml("perf", bundle, "--format", "json", "--invocations", "1", "--iterations", "3", "--warmup", "1",
-              "--max-new-tokens", "8", "--prompt-tokens", "24", "-o", out)
+    r = winml(
+        "perf",
+        bundle,
+        "--format",
+        "json",
+        "--invocations",
+        "1",
+        "--iterations",
+        "3",
+        "--warmup",
+        "1",
+        "--max-new-tokens",
+        "8",
+        "--prompt-tokens",
+        "24",
+        "-o",
+        out,
+    )
     assert r.returncode == 0, r.stderr
     doc = r.json()
     assert json.loads(out.read_text()) == doc and [p.name for p in out.parent.iterdir()] == ["run.json"]
@@ -36,13 +52,38 @@ def test_perf_json_has_metrics(winml, bundle, tmp_path):
 
 
 def test_perf_text_prompt_through_template(winml):
-    r = winml("perf", TINY_FLAT, "--format", "json", "--iterations", "1", "--warmup", "0", "--prompt", "hello bench",
-              "--apply-template", "--max-new-tokens", "4")
+    r = winml(
+        "perf",
+        TINY_FLAT,
+        "--format",
+        "json",
+        "--iterations",
+        "1",
+        "--warmup",
+        "0",
+        "--prompt",
+        "hello bench",
+        "--apply-template",
+        "--max-new-tokens",
+        "4",
+    )
     assert r.returncode == 0, r.stderr
     cell = r.json()["cells"][0]
     assert cell["prompt"]["mode"] == "text" and cell["prompt"]["apply_template"] is True
-    plain = winml("perf", TINY_FLAT, "--format", "json", "--iterations", "1", "--warmup", "0", "--prompt", "hello bench",
-                  "--max-new-tokens", "4").json()["cells"][0]
+    plain = winml(
+        "perf",
+        TINY_FLAT,
+        "--format",
+        "json",
+        "--iterations",
+        "1",
+        "--warmup",
+        "0",
+        "--prompt",
+        "hello bench",
+        "--max-new-tokens",
+        "4",
+    ).json()["cells"][0]
     assert cell["shape"]["prompt_tokens"] > plain["shape"]["prompt_tokens"]
 
 
@@ -52,22 +93,25 @@ def test_perf_table_goes_to_stdout(winml):
     assert "decode tok/s" in r.stdout and "TTFT" in r.stdout
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["/nonexistent/bundle"], "does not exist"),
-    (["--iterations", "0"], "--iterations"),
-    (["--iterations", "-3"], "--iterations"),
-    (["--max-new-tokens", "0"], "--max-new-tokens"),
-    (["--prompt-tokens", "abc"], "--prompt-tokens"),
-    (["--format", "xml"], "--format"),
-    (["-o", "/dev/null/run.json"], "-o /dev/null/run.json"),  # refused before measuring, not after
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["/nonexistent/bundle"], "does not exist"),
+        (["--iterations", "0"], "--iterations"),
+        (["--iterations", "-3"], "--iterations"),
+        (["--max-new-tokens", "0"], "--max-new-tokens"),
+        (["--prompt-tokens", "abc"], "--prompt-tokens"),
+        (["--format", "xml"], "--format"),
+        (["-o", "/dev/null/run.json"], "-o /dev/null/run.json"),  # refused before measuring, not after
+    ],
+)
 def test_bad_flags_exit_2_with_one_line(winml, args, needle):
     path = [] if args[0].startswith("/") else [str(TINY_FLAT)]
     r = winml("perf", *path, *args)
     assert r.returncode == 2
     assert needle in r.stderr
     assert "Traceback" not in r.stderr
-    assert len([l for l in r.stderr.splitlines() if l.startswith("error:")]) == 1
+    assert len([line for line in r.stderr.splitlines() if line.startswith("error:")]) == 1
 
 
 def test_folder_without_config(winml, tmp_path):
@@ -134,14 +178,23 @@ def test_device_cpu_on_the_flat_bundle_reports_what_was_asked_and_resolved(winml
     r = winml("perf", b, "--device", "cpu", *LEAN)
     assert r.returncode == 0, r.stderr
     target = r.json()["cells"][0]["route"]["target"]
-    assert target == {**target, "kind": "device", "requested_device": "cpu", "device": "cpu", "ep": "CPUExecutionProvider"}
+    assert target == {
+        **target,
+        "kind": "device",
+        "requested_device": "cpu",
+        "device": "cpu",
+        "ep": "CPUExecutionProvider",
+    }
 
 
-@pytest.mark.parametrize("args,needle", [
-    (("--ep", "warpdrive"), "warpdrive"),
-    (("--device", "npu"), "no npu device here"),
-    (("--device", "quantum"), "--device"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (("--ep", "warpdrive"), "warpdrive"),
+        (("--device", "npu"), "no npu device here"),
+        (("--device", "quantum"), "--device"),
+    ],
+)
 def test_routing_errors_exit_2(winml, args, needle):
     r = winml("perf", TINY_FLAT, *args, *LEAN)
     assert r.returncode == 2 and needle in r.stderr and "Traceback" not in r.stderr
@@ -153,35 +206,89 @@ def test_device_config_is_a_usage_error_for_plain_models(winml):
 
 
 def test_perf_invocations_are_fresh_processes_with_an_interval_across_them(winml, tmp_path):
-    r = winml("perf", TINY_FLAT, "--format", "json", "--invocations", "3", "--iterations", "4", "--warmup", "1",
-              "--prompt-tokens", "16", "--max-new-tokens", "8", "--no-store")
+    r = winml(
+        "perf",
+        TINY_FLAT,
+        "--format",
+        "json",
+        "--invocations",
+        "3",
+        "--iterations",
+        "4",
+        "--warmup",
+        "1",
+        "--prompt-tokens",
+        "16",
+        "--max-new-tokens",
+        "8",
+        "--no-store",
+    )
     assert r.returncode == 0, r.stderr
     doc = r.json()
     (cell,) = doc["cells"]
     figures = cell["invocations"]
     assert [f["index"] for f in figures] == [0, 1, 2]
     assert len({f["pid"] for f in figures}) == 3  # a fresh process (and model load) each
-    assert all(f["iterations"] == 4 and f["model_load_ms"] > 0 and f["medians"]["decode_tokens_per_s"] > 0 for f in figures)
+    assert all(
+        f["iterations"] == 4 and f["model_load_ms"] > 0 and f["medians"]["decode_tokens_per_s"] > 0 for f in figures
+    )
     iters = cell["samples"]["iterations"]
     assert [i["invocation"] for i in iters] == [0] * 4 + [1] * 4 + [2] * 4
     u = cell["uncertainty"]
     assert u["coverage"] == {"levels": ["invocations", "iterations"], "invocations": 3, "iterations": 12}
     assert u["primary"]["method"] == "student_t_invocations" and u["within_process"]["coverage"]["invocations"] == 1
     assert cell["summary"]["primary_ci95_covers"] == "3 proc" and doc["sweep"]["isolate"] is True
-    table = winml("perf", TINY_FLAT, "--invocations", "3", "--iterations", "2", "--prompt-tokens", "16",
-                  "--max-new-tokens", "4", "--no-store")
+    table = winml(
+        "perf",
+        TINY_FLAT,
+        "--invocations",
+        "3",
+        "--iterations",
+        "2",
+        "--prompt-tokens",
+        "16",
+        "--max-new-tokens",
+        "4",
+        "--no-store",
+    )
     assert table.returncode == 0, table.stderr
     assert "CI95 (3 proc)" in table.stdout and "3x2" in table.stdout
-    one = winml("perf", TINY_FLAT, "--invocations", "1", "--iterations", "6", "--prompt-tokens", "16",
-                "--max-new-tokens", "4", "--no-store")
+    one = winml(
+        "perf",
+        TINY_FLAT,
+        "--invocations",
+        "1",
+        "--iterations",
+        "6",
+        "--prompt-tokens",
+        "16",
+        "--max-new-tokens",
+        "4",
+        "--no-store",
+    )
     assert "CI95 in-proc" in one.stdout and "covers this process only" in one.stdout
     bad = winml("perf", TINY_FLAT, "--invocations", "3", "--no-isolate", "--no-store")
     assert bad.returncode == 2 and "--no-isolate" in bad.stderr
 
 
 def test_two_routes_over_invocations_compare_over_paired_invocations(winml, bundle_copy):
-    r = winml("perf", bundle_copy(TINY_FLAT), "--route", "config", "--route", "ep=cpu", "--invocations", "3", "--iterations", "2",
-              "--prompt-tokens", "8", "--max-new-tokens", "4", "--no-store")
+    r = winml(
+        "perf",
+        bundle_copy(TINY_FLAT),
+        "--route",
+        "config",
+        "--route",
+        "ep=cpu",
+        "--invocations",
+        "3",
+        "--iterations",
+        "2",
+        "--prompt-tokens",
+        "8",
+        "--max-new-tokens",
+        "4",
+        "--no-store",
+    )
     assert r.returncode == 0, r.stderr
-    tail = r.stdout[r.stdout.index("summary: routes against config (95% CI, over paired invocations)"):]
+    tail = r.stdout[r.stdout.index("summary: routes against config (95% CI, over paired invocations)") :]
     assert "(p8 n4, 3 paired invocations)" in tail and "paired rounds" not in tail

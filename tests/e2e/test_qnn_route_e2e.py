@@ -100,7 +100,9 @@ def test_compile_produces_an_epcontext_stage_and_a_second_run_reuses_it(tmp_path
     again = _prepare(bundle)
     assert again["cache"] == "hit" and again["path"] == first["path"]
     assert [c["compatibility"]["source"] for c in again["compile"] if c["status"] == "compiled"] == ["memo"]
-    measured = _json(run_winml("perf", bundle, "--ep", "qnn", "--compile", "--prompt-tokens", "16", "--format", "json", *RUN))
+    measured = _json(
+        run_winml("perf", bundle, "--ep", "qnn", "--compile", "--prompt-tokens", "16", "--format", "json", *RUN)
+    )
     route = measured["cells"][0]["route"]
     assert route["cache"] == "hit" and not any(w["code"] == "route_no_effect" for w in measured["cells"][0]["warnings"])
 

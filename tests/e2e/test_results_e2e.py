@@ -72,7 +72,9 @@ def test_results_list_show_and_filters(store_path):
     assert "5 record(s)" in r.stderr and r.stdout.count("tiny-qwen2") == 5
     rows = winml("results", "list", "--store", store_path, "--format", "json", "--route", "config").json()
     assert [x["run_id"] for x in rows] == [GOLDEN_RUN_A, GOLDEN_RUN_B]
-    rows = winml("results", "list", "--store", store_path, "--format", "json", "--since", "2025-01-02", "--status", "failed").json()
+    rows = winml(
+        "results", "list", "--store", store_path, "--format", "json", "--since", "2025-01-02", "--status", "failed"
+    ).json()
     assert [(x["route"], x["status"]) for x in rows] == [("ep=webgpu", "failed")]
     csv = winml("results", "list", "--store", store_path, "--format", "csv", "--limit", "2").stdout
     assert len(csv.strip().splitlines()) == 3 and csv.startswith("id,record_uid,run_id")
@@ -108,7 +110,9 @@ def test_exports(store_path, tmp_path):
     assert all(e["unit"] == "tokens/s" for e in bigger) and all(e["unit"] in ("ms", "bytes") for e in smaller)
     one = winml("results", "export", "--format", "gab", "--direction", "smaller", "--store", store_path)
     assert one.json() == smaller
-    assert winml("results", "export", "--format", "gab-smaller", "--store", store_path).json() == smaller  # stdout without -o
+    assert (
+        winml("results", "export", "--format", "gab-smaller", "--store", store_path).json() == smaller
+    )  # stdout without -o
     for args in ((), ("-o", tmp_path / "both.json")):  # a bare gab names the two formats, and writes nothing
         r = winml("results", "export", "--format", "gab", "--store", store_path, *args)
         assert r.returncode == 2 and "gab-bigger" in r.stderr and "gab-smaller" in r.stderr
@@ -121,30 +125,85 @@ def test_compare_routes_and_runs_with_the_regression_gate(store_path):
     r = winml("compare", "routes", "--store", store_path)
     assert r.returncode == 0, r.stderr
     assert "ep=webgpu decode ran 1.8" in r.stdout and "× faster than config" in r.stdout
-    data = winml("compare", "routes", "--store", store_path, "--format", "json", "--metric", "decode_tokens_per_s").json()
+    data = winml(
+        "compare", "routes", "--store", store_path, "--format", "json", "--metric", "decode_tokens_per_s"
+    ).json()
     assert {c["route"]: c["verdict"] for c in data["comparisons"]} == {"ep=cpu": "equivalent", "ep=webgpu": "faster"}
 
-    gate = run_winml("compare", "runs", "--store", store_path, "--baseline", f"run:{GOLDEN_RUN_A[:8]}", "--candidate", "latest",
-                     "--route", "config", "--fail-on-regression", "5%")
+    gate = run_winml(
+        "compare",
+        "runs",
+        "--store",
+        store_path,
+        "--baseline",
+        f"run:{GOLDEN_RUN_A[:8]}",
+        "--candidate",
+        "latest",
+        "--route",
+        "config",
+        "--fail-on-regression",
+        "5%",
+    )
     assert gate.returncode == 1, gate.stderr
     assert "REGRESSION" in gate.stdout and "regression(s) beyond 5%" in gate.stderr
-    relaxed = winml("compare", "runs", "--store", store_path, "--baseline", "commit:aaaa", "--candidate", "commit:bbbb",
-                        "--route", "config", "--fail-on-regression", "15%", "--format", "json")
+    relaxed = winml(
+        "compare",
+        "runs",
+        "--store",
+        store_path,
+        "--baseline",
+        "commit:aaaa",
+        "--candidate",
+        "commit:bbbb",
+        "--route",
+        "config",
+        "--fail-on-regression",
+        "15%",
+        "--format",
+        "json",
+    )
     assert relaxed.returncode == 0 and relaxed.json()["regressions"] == 0
-    no_gate = winml("compare", "runs", "--store", store_path, "--baseline", "version:0.1.0", "--candidate", "version:0.1.1",
-                        "--route", "config")
+    no_gate = winml(
+        "compare",
+        "runs",
+        "--store",
+        store_path,
+        "--baseline",
+        "version:0.1.0",
+        "--candidate",
+        "version:0.1.1",
+        "--route",
+        "config",
+    )
     assert no_gate.returncode == 0  # without --fail-on-regression a regression is reported, not fatal
 
 
 def test_compare_errors_exit_2(store_path):
-    mismatch = winml("compare", "runs", "--store", store_path, "--baseline", "date:2025-01-01", "--candidate", "date:2025-01-02")
+    mismatch = winml(
+        "compare", "runs", "--store", store_path, "--baseline", "date:2025-01-01", "--candidate", "date:2025-01-02"
+    )
     assert mismatch.returncode == 2 and "--force" in mismatch.stderr
-    forced = winml("compare", "runs", "--store", store_path, "--baseline", "date:2025-01-01", "--candidate", "date:2025-01-02", "--force")
+    forced = winml(
+        "compare",
+        "runs",
+        "--store",
+        store_path,
+        "--baseline",
+        "date:2025-01-01",
+        "--candidate",
+        "date:2025-01-02",
+        "--force",
+    )
     assert forced.returncode == 0, forced.stderr
     unknown = winml("compare", "runs", "--store", store_path, "--baseline", "run:ffffffff", "--candidate", "latest")
     assert unknown.returncode == 2 and "matches no records" in unknown.stderr
     assert winml("compare", "routes", "--store", store_path, "--run", "ffff").returncode == 2
-    assert winml("compare", "runs", "--store", store_path, "--baseline", "latest", "--fail-on-regression", "lots").returncode == 2
+    assert (
+        winml(
+            "compare", "runs", "--store", store_path, "--baseline", "latest", "--fail-on-regression", "lots"
+        ).returncode
+        == 2
+    )
 
 
 def test_bad_store_files_exit_2_and_stay_untouched(tmp_path):
@@ -182,20 +241,44 @@ def test_dashboard_command_writes_a_self_contained_page(store_path, tmp_path):
     for page in pages:
         text = page.read_text()
         assert "<title>nightly &lt;tiny&gt;" in text
-        assert "<script src" not in text and "<link" not in text and "https://" not in text and "http://" not in text.replace(
-            'xmlns="http://www.w3.org/2000/svg"', "")
+        assert (
+            "<script src" not in text
+            and "<link" not in text
+            and "https://" not in text
+            and "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "")
+        )
     index = pages[0].read_text()
     assert 'data-records="5"' in index and index.count("<tr data-testbed=") == 3  # config, ep=cpu, ep=webgpu
     detail = pages[1].read_text()
-    primary = detail.split(' data-primary ', 1)[1].split("</section>", 1)[0]
+    primary = detail.split(" data-primary ", 1)[1].split("</section>", 1)[0]
     assert primary.count('class="pt"') == 4 and primary.count('class="pt failed"') == 1  # 5 records, one failed
 
 
 def test_a_real_sweep_lands_in_the_store_and_compares(tmp_path):
     store = tmp_path / "perf.db"
-    r = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "ep=cpu", "--iterations", "6", "--warmup", "1",
-                  "--prompt-tokens", "8", "--max-new-tokens", "4", "--no-isolate", "--invocations", "1", "--quiet", "--store", store,
-                  cwd=tmp_path)
+    r = run_winml(
+        "perf",
+        TINY_FLAT,
+        "--route",
+        "config",
+        "--route",
+        "ep=cpu",
+        "--iterations",
+        "6",
+        "--warmup",
+        "1",
+        "--prompt-tokens",
+        "8",
+        "--max-new-tokens",
+        "4",
+        "--no-isolate",
+        "--invocations",
+        "1",
+        "--quiet",
+        "--store",
+        store,
+        cwd=tmp_path,
+    )
     assert r.returncode == 0, r.stderr
     rows = winml("results", "list", "--store", store, "--format", "json").json()
     assert sorted(x["route"] for x in rows) == ["config", "ep=cpu"] and {x["n_samples"] for x in rows} == {6}

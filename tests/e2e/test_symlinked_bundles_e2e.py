@@ -93,8 +93,11 @@ def test_pipeline_snapshot_with_a_linked_weights_folder(winml, tmp_path, unchang
         (shared / name).symlink_to(target)
     (snap / "weights").symlink_to(os.path.relpath(shared, snap), target_is_directory=True)
     raw = json.loads((snap / "genai_config.json").read_text())
-    for group in (raw["model"]["decoder"]["pipeline"] if isinstance(raw["model"]["decoder"]["pipeline"], list)
-                  else [raw["model"]["decoder"]["pipeline"]]):
+    for group in (
+        raw["model"]["decoder"]["pipeline"]
+        if isinstance(raw["model"]["decoder"]["pipeline"], list)
+        else [raw["model"]["decoder"]["pipeline"]]
+    ):
         for stage in group.values():
             if stage["filename"] == "transformer.onnx":
                 stage["filename"] = "weights/transformer.onnx"
@@ -106,13 +109,17 @@ def test_pipeline_snapshot_with_a_linked_weights_folder(winml, tmp_path, unchang
         derived = Path(first["derived_path"])
         _links_resolve(derived)
         assert (derived / "weights").is_dir() and not (derived / "weights").is_symlink()
-        assert os.path.samefile(derived / "weights" / "transformer.onnx.data", snap / "weights" / "transformer.onnx.data")
+        assert os.path.samefile(
+            derived / "weights" / "transformer.onnx.data", snap / "weights" / "transformer.onnx.data"
+        )
         second = perf_route(winml, snap, tmp_path / "2.json")
         assert second["cache"] == "hit"
 
 
-@pytest.mark.skipif(not os.access("/dev/shm", os.W_OK) or os.stat("/dev/shm").st_dev == os.stat("/tmp").st_dev,
-                    reason="needs a second filesystem (/dev/shm) to make hard links impossible")
+@pytest.mark.skipif(
+    not os.access("/dev/shm", os.W_OK) or os.stat("/dev/shm").st_dev == os.stat("/tmp").st_dev,
+    reason="needs a second filesystem (/dev/shm) to make hard links impossible",
+)
 def test_blobs_on_another_filesystem_then_snapshot_moved(winml, tmp_path, unchanged):
     """No hard link across filesystems: the derived bundle holds symlinks to the resolved blobs; moved
     to another depth they dangle, and the next run rebuilds with the reason."""

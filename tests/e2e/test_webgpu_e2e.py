@@ -32,7 +32,19 @@ WEBGPU = "WebGpuExecutionProvider"
 CPU = "CPUExecutionProvider"
 ALL_STAGES = {"embeddings", "context", "iterator", "lm_head"}
 # Short runs: 16-token prompts (WebGPU over lavapipe matches CPU's greedy tokens below 32 prompt tokens).
-LEAN = ("--prompt-tokens", "16", "--max-new-tokens", "8", "--warmup", "1", "--iterations", "1", "--format", "json", "-q")
+LEAN = (
+    "--prompt-tokens",
+    "16",
+    "--max-new-tokens",
+    "8",
+    "--warmup",
+    "1",
+    "--iterations",
+    "1",
+    "--format",
+    "json",
+    "-q",
+)
 
 
 def parse_exports(text: str) -> dict[str, str]:
@@ -57,10 +69,17 @@ def webgpu_env() -> dict[str, str]:
     """The environment the setup script prints, after it verified a MatMul on the WebGPU EP."""
     if importlib.util.find_spec("onnxruntime_ep_webgpu") is None:
         _unavailable("onnxruntime-ep-webgpu is not installed (pip install -e '.[webgpu]')")
-    proc = subprocess.run(["bash", str(SCRIPT), "--verify"], capture_output=True, text=True, timeout=900,
-                          env={**os.environ, "PYTHON": sys.executable})
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "--verify"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
     if proc.returncode != 0:
-        lines = [ln for ln in proc.stderr.splitlines() if "cannot provide driver" in ln] or proc.stderr.strip().splitlines()[-1:]
+        lines = [
+            ln for ln in proc.stderr.splitlines() if "cannot provide driver" in ln
+        ] or proc.stderr.strip().splitlines()[-1:]
         _unavailable(lines[-1] if lines else f"{SCRIPT.name} exited {proc.returncode}")
     env = parse_exports(proc.stdout)
     missing = {"LD_LIBRARY_PATH", "VK_ICD_FILENAMES", "ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER"} - set(env)
@@ -91,7 +110,9 @@ def _on_webgpu(stages: dict[str, dict]) -> set[str]:
 
 @pytest.mark.parametrize("stages", [None, "context,iterator"], ids=["all-stages", "context-iterator"])
 def test_forced_webgpu_route_runs_and_records_where_each_stage_ran(webgpu, stages):
-    args = ["perf", TINY_PIPELINE, "--ep", "webgpu", "--check-outputs", *LEAN] + (["--stages", stages] if stages else [])
+    args = ["perf", TINY_PIPELINE, "--ep", "webgpu", "--check-outputs", *LEAN] + (
+        ["--stages", stages] if stages else []
+    )
     [cell] = _cells(webgpu(*args))
     forced = set(stages.split(",")) if stages else ALL_STAGES
     recorded = _stages(cell)
@@ -144,7 +165,9 @@ def test_strict_fails_the_builders_decoder_stages_naming_their_cpu_ops(webgpu):
 
 
 def test_strict_passes_a_route_whose_forced_stages_run_whole_on_webgpu(webgpu):
-    [cell] = _cells(webgpu("perf", TINY_PIPELINE, "--ep", "webgpu", "--stages", "embeddings,lm_head", "--strict", *LEAN))
+    [cell] = _cells(
+        webgpu("perf", TINY_PIPELINE, "--ep", "webgpu", "--stages", "embeddings,lm_head", "--strict", *LEAN)
+    )
     recorded = _stages(cell)
     assert _on_webgpu(recorded) == {"embeddings", "lm_head"}
     assert all(recorded[s]["placement"]["cpu_fallback_nodes"] == 0 for s in ("embeddings", "lm_head"))
@@ -162,12 +185,20 @@ def test_strict_fails_a_route_with_a_cpu_only_op(webgpu, tmp_path):
 def test_bundle_show_placement_prints_nodes_per_ep_and_cpu_ops(webgpu):
     result = webgpu("bundle", "show", TINY_PIPELINE, "--placement", "--ep", "webgpu")
     assert result.returncode == 0, result.stderr[-3000:]
-    rows = {cells[0]: cells for cells in ([c.strip() for c in ln.strip("|").split("|")] for ln in result.stdout.splitlines()
-                                           if ln.startswith("| ") and not ln.startswith("| stage"))}
+    rows = {
+        cells[0]: cells
+        for cells in (
+            [c.strip() for c in ln.strip("|").split("|")]
+            for ln in result.stdout.splitlines()
+            if ln.startswith("| ") and not ln.startswith("| stage")
+        )
+    }
     assert set(rows) == ALL_STAGES
     assert rows["embeddings"][5:] == ["webgpu 1", "-"] and rows["lm_head"][5:] == ["webgpu 1", "-"]
     for name in ("context", "iterator"):
         assert re.fullmatch(r"webgpu \d+, cpu \d+", rows[name][5]), rows[name]
         assert "ReduceSum" in rows[name][6]
-    doc = json.loads(webgpu("bundle", "show", TINY_PIPELINE, "--placement", "--ep", "webgpu", "--format", "json").stdout)
+    doc = json.loads(
+        webgpu("bundle", "show", TINY_PIPELINE, "--placement", "--ep", "webgpu", "--format", "json").stdout
+    )
     assert {s["stage"]: s["placement"]["nodes_per_ep"] for s in doc["stages"]}["lm_head"] == {WEBGPU: 1}

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from tests.bundle_bytes import tree_state
-from winml_perf.devices import Target
+from winml_perf.ep.devices import Target
 
 FLAT_QNN = {
     "model": {
@@ -15,21 +15,33 @@ FLAT_QNN = {
         "future_model_key": {"kept": [1, 2]},
         "decoder": {
             "filename": "model.onnx",
-            "session_options": {"log_id": "og", "provider_options": [{"qnn": {"backend_path": "libQnnHtp.so", "htp_performance_mode": "burst"}}]},
+            "session_options": {
+                "log_id": "og",
+                "provider_options": [{"qnn": {"backend_path": "libQnnHtp.so", "htp_performance_mode": "burst"}}],
+            },
             "head_size": 32,
         },
     },
     "search": {"max_length": 64},
 }
 
-FLAT_CPU = {"model": {"type": "qwen2", "decoder": {"filename": "model.onnx", "session_options": {"provider_options": []}}}}
+FLAT_CPU = {
+    "model": {"type": "qwen2", "decoder": {"filename": "model.onnx", "session_options": {"provider_options": []}}}
+}
 
 _STAGES = {
     "embeddings": {"filename": "embeddings.onnx", "session_options": {"provider_options": []}, "inputs": ["input_ids"]},
-    "context": {"filename": "transformer.onnx", "run_on_token_gen": False, "future_stage_key": "kept",
-                "session_options": {"intra_op_num_threads": 1, "provider_options": [{"QNN": {"backend_path": "libQnnHtp.so"}}]}},
-    "iterator": {"filename": "transformer.onnx", "run_on_prompt": False,
-                 "session_options": {"provider_options": [{"QNN": {"backend_path": "libQnnHtp.so"}}]}},
+    "context": {
+        "filename": "transformer.onnx",
+        "run_on_token_gen": False,
+        "future_stage_key": "kept",
+        "session_options": {"intra_op_num_threads": 1, "provider_options": [{"QNN": {"backend_path": "libQnnHtp.so"}}]},
+    },
+    "iterator": {
+        "filename": "transformer.onnx",
+        "run_on_prompt": False,
+        "session_options": {"provider_options": [{"QNN": {"backend_path": "libQnnHtp.so"}}]},
+    },
     "lm_head": {"filename": "lm_head.onnx", "is_lm_head": True},  # inherits the decoder's session_options
 }
 
@@ -77,7 +89,7 @@ def tree_digest(folder: Path) -> dict[str, tuple]:
 
 
 def ep_target(ep: str, device: str | None = None) -> Target:
-    from winml_perf import eps
+    from winml_perf.ep import table as eps
 
     canonical = eps.normalize_ep_name(ep)
     return Target("ep", ep, device, canonical, device or eps.EPS[canonical].home_device)

@@ -14,7 +14,7 @@ import sys
 
 
 def _report() -> dict:
-    from winml_perf import plugins
+    from winml_perf.ep import plugins
 
     return {
         "registered": {name: r.library_path for name, r in plugins._REGISTERED.items()},

@@ -38,8 +38,8 @@ import signal
 import time
 from pathlib import Path
 
-from winml_perf.bench.spec import SessionSpec
 from winml_perf.model.sample import GenerationTiming
+from winml_perf.model.spec import SessionSpec
 
 
 class FakeSession:
@@ -52,7 +52,7 @@ class FakeSession:
         self.vocab_size = int(self.o.get("vocab_size", 512))
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def load(self) -> "FakeSession":
+    def load(self) -> FakeSession:
         if "raise_on_load" in self.o:
             raise RuntimeError(self.o["raise_on_load"])
         self.loaded = True
@@ -117,8 +117,13 @@ class FakeSession:
         steps = tuple(float(self.o.get("decode_ms", 10.0)) * scale for _ in range(max_new_tokens - 1))
         new_tokens = int(self.o.get("report_new_tokens", max_new_tokens))
         return GenerationTiming(
-            prompt_tokens=len(prompt_ids), new_tokens=new_tokens, prompt_ms=prompt_ms, ttft_ms=ttft_ms,
-            decode_step_ms=steps, e2e_ms=ttft_ms + sum(steps), token_ids=tuple(range(1, new_tokens + 1)),
+            prompt_tokens=len(prompt_ids),
+            new_tokens=new_tokens,
+            prompt_ms=prompt_ms,
+            ttft_ms=ttft_ms,
+            decode_step_ms=steps,
+            e2e_ms=ttft_ms + sum(steps),
+            token_ids=tuple(range(1, new_tokens + 1)),
         )
 
     def actual_route(self) -> dict:
@@ -143,9 +148,14 @@ def read_log(path: Path) -> list[tuple[str, int]]:
 
 #: An environment dict that satisfies record.schema.json, for records built in unit tests.
 FAKE_ENV = {
-    "timestamp_utc": "2026-01-01T00:00:00Z", "hostname": "fake", "testbed_id": "fake-testbed", "testbed_id_source": "env",
+    "timestamp_utc": "2026-01-01T00:00:00Z",
+    "hostname": "fake",
+    "testbed_id": "fake-testbed",
+    "testbed_id_source": "env",
     "versions": {"winml-perf": "0.1.0", "onnxruntime": "1.31.1", "onnxruntime-genai": "0.18.0", "python": "3.11"},
-    "os": {"system": "Linux"}, "cpu": {"model": "fake cpu", "logical_cores": 2}, "gpu": {"gpus": []},
+    "os": {"system": "Linux"},
+    "cpu": {"model": "fake cpu", "logical_cores": 2},
+    "gpu": {"gpus": []},
     "git": {"commit": None, "dirty": None},
 }
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.unit.bundle_fakes import FLAT_QNN, make_bundle, pipeline_config
 from winml_perf.bundle.config import load_config, load_config_dict
-from winml_perf.errors import BundleError
+from winml_perf.support.errors import BundleError
 
 
 def test_flat_decoder_is_one_stage_named_decoder(tmp_path):
@@ -56,12 +56,15 @@ def test_load_config_dict_still_validates(tmp_path):
         load_config_dict(tmp_path)
 
 
-@pytest.mark.parametrize("filename, match", [
-    ("../outside.onnx", r"reaches outside the bundle with '\.\.'"),
-    ("sub/../../x.onnx", r"'\.\.'"),
-    ("/etc/passwd", "absolute path"),
-    ("C:\\models\\m.onnx", "absolute path"),
-])
+@pytest.mark.parametrize(
+    "filename, match",
+    [
+        ("../outside.onnx", r"reaches outside the bundle with '\.\.'"),
+        ("sub/../../x.onnx", r"'\.\.'"),
+        ("/etc/passwd", "absolute path"),
+        ("C:\\models\\m.onnx", "absolute path"),
+    ],
+)
 def test_bad_filenames_are_refused(tmp_path, filename, match):
     raw = pipeline_config()
     raw["model"]["decoder"]["pipeline"][0]["context"]["filename"] = filename
@@ -79,13 +82,29 @@ def test_missing_stage_file_names_stage_and_file(tmp_path):
         load_config(bundle)
 
 
-@pytest.mark.parametrize("mutate, match", [
-    (lambda r: r["model"].__setitem__("type", "qwen2"), "model.type"),
-    (lambda r: r["model"]["decoder"].__setitem__("pipeline", []), "pipeline"),
-    (lambda r: r["model"]["decoder"]["pipeline"][0]["context"].__setitem__("run_on_prompt", "yes"), "run_on_prompt"),
-    (lambda r: r["model"]["decoder"]["pipeline"][0]["context"]["session_options"].__setitem__("provider_options", {"QNN": {}}), "provider_options"),
-    (lambda r: r["model"]["decoder"]["pipeline"][0]["context"]["session_options"].__setitem__("provider_options", [{"QNN": {}, "cpu": {}}]), "one-key"),
-])
+@pytest.mark.parametrize(
+    "mutate, match",
+    [
+        (lambda r: r["model"].__setitem__("type", "qwen2"), "model.type"),
+        (lambda r: r["model"]["decoder"].__setitem__("pipeline", []), "pipeline"),
+        (
+            lambda r: r["model"]["decoder"]["pipeline"][0]["context"].__setitem__("run_on_prompt", "yes"),
+            "run_on_prompt",
+        ),
+        (
+            lambda r: r["model"]["decoder"]["pipeline"][0]["context"]["session_options"].__setitem__(
+                "provider_options", {"QNN": {}}
+            ),
+            "provider_options",
+        ),
+        (
+            lambda r: r["model"]["decoder"]["pipeline"][0]["context"]["session_options"].__setitem__(
+                "provider_options", [{"QNN": {}, "cpu": {}}]
+            ),
+            "one-key",
+        ),
+    ],
+)
 def test_malformed_pipeline_is_a_bundle_error_naming_the_key(tmp_path, mutate, match):
     bundle = make_bundle(tmp_path, pipeline_config())
     raw = pipeline_config()

@@ -11,14 +11,21 @@ from pathlib import Path
 
 import pytest
 
-from winml_perf import cache
-from winml_perf.errors import BundleError
+from winml_perf.bundle import cache
+from winml_perf.support.errors import BundleError
 
 
 def _request(src: Path, **settings) -> cache.Request:
     files = sorted(p.name for p in src.iterdir() if p.is_file())
-    return cache.Request(src, "thing", "test artifact", {"level": "all", **settings},
-                         cache.source_identities(src, files), {"level": "the level"}, {"payload": str})
+    return cache.Request(
+        src,
+        "thing",
+        "test artifact",
+        {"level": "all", **settings},
+        cache.source_identities(src, files),
+        {"level": "the level"},
+        {"payload": str},
+    )
 
 
 def _build(tmp: Path) -> dict:
@@ -63,19 +70,31 @@ def test_miss_reasons_name_what_changed(src, monkeypatch):
     assert "runtime versions changed: onnxruntime " in versions.reason and "-> 9.9.9" in versions.reason
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("[1, 2]", "manifest.json is not a JSON object"),
-    ("{not json", "manifest.json: malformed JSON at line 1 column 2: Expecting property name enclosed in double quotes"),
-    ('{"format": 2, "format": 2}', "manifest.json: key 'format' appears twice in one object (onnxruntime-genai would act on the first, Python readers on the last)"),
-    ('{"key": 3}', "manifest.json has no int `format_version`"),
-    ("WRONG_FILES", "manifest.json has no list `files`"),
-    ("WRONG_PAYLOAD", "manifest.json has no str `payload`"),
-    ("WRONG_ENTRY", "manifest.json lists a file that is not a string"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("[1, 2]", "manifest.json is not a JSON object"),
+        (
+            "{not json",
+            "manifest.json: malformed JSON at line 1 column 2: Expecting property name enclosed in double quotes",
+        ),
+        (
+            '{"format": 2, "format": 2}',
+            "manifest.json: key 'format' appears twice in one object (onnxruntime-genai would act on the first, Python readers on the last)",
+        ),
+        ('{"key": 3}', "manifest.json has no int `format_version`"),
+        ("WRONG_FILES", "manifest.json has no list `files`"),
+        ("WRONG_PAYLOAD", "manifest.json has no str `payload`"),
+        ("WRONG_ENTRY", "manifest.json lists a file that is not a string"),
+    ],
+)
 def test_manifest_of_the_wrong_shape_is_a_miss_with_a_reason(src, text, problem):
     good = cache.get_or_build(_request(src), _build)
-    broken = {"WRONG_FILES": {**good.manifest, "files": "out.bin"}, "WRONG_PAYLOAD": {**good.manifest, "payload": ["x"]},
-              "WRONG_ENTRY": {**good.manifest, "files": [1]}}.get(text)
+    broken = {
+        "WRONG_FILES": {**good.manifest, "files": "out.bin"},
+        "WRONG_PAYLOAD": {**good.manifest, "payload": ["x"]},
+        "WRONG_ENTRY": {**good.manifest, "files": [1]},
+    }.get(text)
     (good.folder / cache.MANIFEST).write_text(json.dumps(broken) if broken else text)
     again = cache.get_or_build(_request(src), _build)
     assert again.cache == "miss" and again.reason == f"{good.folder.name} has no valid manifest ({problem}); rebuilding"
@@ -93,8 +112,10 @@ def test_missing_or_dangling_file_and_caller_check_are_misses(src):
     good = cache.get_or_build(_request(src), _build)
     (good.folder / "out.bin").unlink()
     (good.folder / "out.bin").symlink_to(src / "gone.bin")  # a dangling link is not the file
-    assert cache.get_or_build(_request(src), _build).reason == \
-        f"{good.folder.name} lacks out.bin (a dangling link to {src / 'gone.bin'}); rebuilding"
+    assert (
+        cache.get_or_build(_request(src), _build).reason
+        == f"{good.folder.name} lacks out.bin (a dangling link to {src / 'gone.bin'}); rebuilding"
+    )
     (good.folder / "out.bin").unlink()
     assert cache.get_or_build(_request(src), _build).reason == f"{good.folder.name} lacks out.bin; rebuilding"
     checked = cache.get_or_build(_request(src), _build, check=lambda folder, m: "out.bin is stale here; rebuilding")
@@ -121,6 +142,7 @@ def test_failed_build_is_never_published(src):
 
 def build_in_process(src: str, log: str) -> tuple[str, str]:
     """Run in spawned processes: build the artifact, logging each build that runs."""
+
     def build(tmp: Path) -> dict:
         with open(log, "a") as f:
             f.write(f"{os.getpid()}\n")

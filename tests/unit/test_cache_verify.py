@@ -12,12 +12,11 @@ import pytest
 
 from tests import models
 from tests.unit.bundle_fakes import ep_target, make_bundle, pipeline_config
-from winml_perf import cache, cache_contents
+from winml_perf.bundle import cache, cache_contents, derive
 from winml_perf.bundle import compile as compiler
-from winml_perf.bundle import derive
 from winml_perf.bundle.onnx_prepare import prepare_onnx
 from winml_perf.bundle.prepare import prepare_route
-from winml_perf.devices import Target
+from winml_perf.ep.devices import Target
 
 CPU = Target("ep", "cpu", None, "CPUExecutionProvider", "cpu")
 
@@ -44,27 +43,44 @@ def test_manifest_records_digests_of_written_files_and_identities_of_links(bundl
     assert config["sha256"] == cache.file_sha256(first.path / "genai_config.json") and "ino" not in config
     data = contents["transformer.onnx.data"]
     st = os.stat(bundle / "transformer.onnx.data")
-    assert (data["ino"], data["dev"], data["size"], data["mtime_ns"]) == (st.st_ino, st.st_dev, st.st_size, st.st_mtime_ns)
+    assert (data["ino"], data["dev"], data["size"], data["mtime_ns"]) == (
+        st.st_ino,
+        st.st_dev,
+        st.st_size,
+        st.st_mtime_ns,
+    )
     assert data["target"] == os.path.realpath(bundle / "transformer.onnx.data") and "sha256" not in data
 
 
-@pytest.mark.parametrize("damage, why", [
-    (lambda f: (f / "genai_config.json").write_text((f / "genai_config.json").read_text().replace("e", "E", 1)),
-     "genai_config.json was edited (its sha256 differs from the manifest's)"),
-    (lambda f: (f / "genai_config.json").write_text("{}"), "genai_config.json was truncated or rewritten (2 bytes"),
-    (lambda f: ((f / "tokenizer.json").unlink(), (f / "tokenizer.json").write_text("{}")),
-     "tokenizer.json changed since it was made (its link to "),
-    (lambda f: (f / "sub" / "extra.bin").unlink(), "lacks sub/extra.bin; rebuilding"),
-    (lambda f: ((f / "genai_config.json").unlink(), (f / "genai_config.json").symlink_to(f / "nowhere")),
-     "lacks genai_config.json (a dangling link to "),
-])
+@pytest.mark.parametrize(
+    "damage, why",
+    [
+        (
+            lambda f: (f / "genai_config.json").write_text((f / "genai_config.json").read_text().replace("e", "E", 1)),
+            "genai_config.json was edited (its sha256 differs from the manifest's)",
+        ),
+        (lambda f: (f / "genai_config.json").write_text("{}"), "genai_config.json was truncated or rewritten (2 bytes"),
+        (
+            lambda f: ((f / "tokenizer.json").unlink(), (f / "tokenizer.json").write_text("{}")),
+            "tokenizer.json changed since it was made (its link to ",
+        ),
+        (lambda f: (f / "sub" / "extra.bin").unlink(), "lacks sub/extra.bin; rebuilding"),
+        (
+            lambda f: ((f / "genai_config.json").unlink(), (f / "genai_config.json").symlink_to(f / "nowhere")),
+            "lacks genai_config.json (a dangling link to ",
+        ),
+    ],
+)
 def test_damaged_derived_bundle_is_rebuilt_with_the_reason(bundle, unchanged, damage, why):
     with unchanged(bundle):
         first = _prep(bundle)
         damage(first.path)
         again = _prep(bundle)
         assert again.cache == "miss" and why in again.cache_reason and again.cache_reason.startswith(first.path.name)
-        assert again.path == first.path and cache_contents.verify(again.path, _manifest(again.path)["contents"], cache.file_sha256) is None
+        assert (
+            again.path == first.path
+            and cache_contents.verify(again.path, _manifest(again.path)["contents"], cache.file_sha256) is None
+        )
         assert _prep(bundle).cache == "hit"
 
 
@@ -72,21 +88,31 @@ def _drop(key):
     return lambda m: m.pop(key)
 
 
-@pytest.mark.parametrize("edit, why", [
-    (_drop("contents"), "has no list `contents`"),
-    (lambda m: m.update(contents={"genai_config.json": "x"}), "has no list `contents`"),
-    (lambda m: m["contents"][0].pop("size"), "has no int `contents[0].size`"),
-    (lambda m: m["contents"][0].update(sha256=5), "has no str `contents[0].sha256`"),
-    (lambda m: m["contents"].__setitem__(0, {**m["contents"][0], "file": "../../escape"}), "outside the folder"),
-    (lambda m: m.update(links=[]), "has no object `links`"),
-    (lambda m: m["links"].pop("copy"), "has no int `links.copy`"),
-    (lambda m: m.update(compile=[{"stages": "lm_head"}]), "has no list `compile[0].stages`"),
-    (lambda m: m.update(compile=[{"stages": [], "source": "a", "ep": "b"}]), "has no str `compile[0].status`"),
-    (lambda m: m.update(compile=[{"stages": ["x"], "source": "a", "ep": "b", "status": "compiled", "output": None}]),
-     "a compiled stage lacks its output or stages"),
-    (lambda m: m.update(compile=[{"stages": ["x"], "source": "a", "ep": "b", "status": "failed"}]), "records a failed compile (x)"),
-    (lambda m: m.update(plan="ep=cpu"), "has no object `plan`"),
-])
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (_drop("contents"), "has no list `contents`"),
+        (lambda m: m.update(contents={"genai_config.json": "x"}), "has no list `contents`"),
+        (lambda m: m["contents"][0].pop("size"), "has no int `contents[0].size`"),
+        (lambda m: m["contents"][0].update(sha256=5), "has no str `contents[0].sha256`"),
+        (lambda m: m["contents"].__setitem__(0, {**m["contents"][0], "file": "../../escape"}), "outside the folder"),
+        (lambda m: m.update(links=[]), "has no object `links`"),
+        (lambda m: m["links"].pop("copy"), "has no int `links.copy`"),
+        (lambda m: m.update(compile=[{"stages": "lm_head"}]), "has no list `compile[0].stages`"),
+        (lambda m: m.update(compile=[{"stages": [], "source": "a", "ep": "b"}]), "has no str `compile[0].status`"),
+        (
+            lambda m: m.update(
+                compile=[{"stages": ["x"], "source": "a", "ep": "b", "status": "compiled", "output": None}]
+            ),
+            "a compiled stage lacks its output or stages",
+        ),
+        (
+            lambda m: m.update(compile=[{"stages": ["x"], "source": "a", "ep": "b", "status": "failed"}]),
+            "records a failed compile (x)",
+        ),
+        (lambda m: m.update(plan="ep=cpu"), "has no object `plan`"),
+    ],
+)
 def test_manifest_of_the_wrong_shape_never_crashes_and_is_rebuilt(bundle, edit, why):
     first = _prep(bundle)
     manifest = _manifest(first.path)
@@ -137,7 +163,11 @@ def test_without_hard_links_the_symlinks_are_relative_and_resolve(tmp_path, monk
     os.rename(snap, moved)
     with unchanged(tmp_path / "hf" / "blobs", moved):
         again = _prep(moved)
-        assert again.cache == "miss" and "a dangling link to" in again.cache_reason and again.path.parent == moved / "_compiled"
+        assert (
+            again.cache == "miss"
+            and "a dangling link to" in again.cache_reason
+            and again.path.parent == moved / "_compiled"
+        )
         blob = tmp_path / "hf" / "blobs" / _blob_name(src / "transformer.onnx.data")
         assert os.path.samefile(again.path / "transformer.onnx.data", blob)
         assert _prep(moved).cache == "hit"
@@ -181,7 +211,7 @@ def test_dangling_source_link_is_a_clear_error(tmp_path):
     src = make_bundle(tmp_path / "plain", pipeline_config())
     snap = _hf_snapshot(src, tmp_path / "hf")
     os.unlink(os.path.realpath(snap / "tokenizer.json"))
-    from winml_perf.errors import BundleError
+    from winml_perf.support.errors import BundleError
 
     with pytest.raises(BundleError, match=r"tokenizer.json: cannot be read \(No such file or directory\)"):
         _prep(snap)
@@ -205,7 +235,10 @@ def test_failed_compile_is_never_published_and_the_next_run_compiles_again(compi
         first = _prep(compiling, compile=True)
         status = {c.stages: c.status for c in first.compile}
         assert status[("lm_head",)] == "failed" and status[("context", "iterator")] == "discarded"
-        assert "compile failed (lm_head: failed)" in first.cache_reason and "nothing compiled was published" in first.cache_reason
+        assert (
+            "compile failed (lm_head: failed)" in first.cache_reason
+            and "nothing compiled was published" in first.cache_reason
+        )
         assert first.path == _prep(compiling).path  # the uncompiled derived bundle
         assert not list(first.path.glob("*_ctx.onnx")) and any("lm_head" in w for w in first.warnings)
         assert [p for p in (compiling / "_compiled").iterdir() if not p.name.startswith(".")] == [first.path]
@@ -238,11 +271,14 @@ def test_edited_prepared_model_is_rebuilt(tmp_path, unchanged):
         assert prepare_onnx(model, CPU, "basic").cache == "hit"
 
 
-@pytest.mark.parametrize("edit, why", [
-    (lambda m: m.update(output="../mlp.onnx"), "not one of its files"),
-    (lambda m: m.update(kind="magic"), "kind"),
-    (lambda m: m.update(device=3), "has no str `device`"),
-])
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (lambda m: m.update(output="../mlp.onnx"), "not one of its files"),
+        (lambda m: m.update(kind="magic"), "kind"),
+        (lambda m: m.update(device=3), "has no str `device`"),
+    ],
+)
 def test_prepared_manifest_of_the_wrong_shape_is_rebuilt(tmp_path, edit, why):
     model = models.mlp(tmp_path / "mlp.onnx")
     first = prepare_onnx(model, CPU, "basic")
@@ -286,7 +322,10 @@ def _cli(*argv: str) -> int:
 def test_bundle_prepare_exits_1_when_a_compile_fails(compiling, capsys, fmt):
     assert _cli("bundle", "prepare", str(compiling), "--ep", "cpu", "--compile", "--format", fmt) == 1
     out, err = capsys.readouterr()
-    assert "error: compile failed: lm_head (lm_head.onnx on cpu): failed" in err and "nothing compiled was published" in err
+    assert (
+        "error: compile failed: lm_head (lm_head.onnx on cpu): failed" in err
+        and "nothing compiled was published" in err
+    )
     if fmt == "table":
         assert "compile lm_head: failed" in err and out.strip() == str(_prep(compiling).path)
     else:

@@ -8,22 +8,32 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.fakes import fake_spec
-from winml_perf.bench import invocations, runner
-from winml_perf.bench.cell_progress import MIN_REMAINING_S, CellProgress
-from winml_perf.bench.result import CellFailure
-from winml_perf.bench.spec import IterationPolicy, RouteSpec, expand_sweep
+from winml_perf.measure import invocations, runner
+from winml_perf.measure.cell_progress import MIN_REMAINING_S, CellProgress
+from winml_perf.model.result import CellFailure
 from winml_perf.model.route import Route
 from winml_perf.model.sample import IterationSample
+from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 
 
 def _cell(timeout_s=None, new_tokens=4):
     spec = RouteSpec("config", fake_spec(), route=Route("config", "config", "config"))
-    return expand_sweep([spec], [8], [new_tokens], iterations=IterationPolicy(iterations=3), cell_timeout_s=timeout_s)[0]
+    return expand_sweep([spec], [8], [new_tokens], iterations=IterationPolicy(iterations=3), cell_timeout_s=timeout_s)[
+        0
+    ]
 
 
 def _sample(step_ms: float, invocation: int = 0) -> IterationSample:
-    return IterationSample(latency_ms=10.0, prompt_tokens=8, new_tokens=4, prompt_ms=1.0, ttft_ms=2.0,
-                           decode_step_ms=(step_ms,) * 3, e2e_ms=10.0, invocation=invocation)
+    return IterationSample(
+        latency_ms=10.0,
+        prompt_tokens=8,
+        new_tokens=4,
+        prompt_ms=1.0,
+        ttft_ms=2.0,
+        decode_step_ms=(step_ms,) * 3,
+        e2e_ms=10.0,
+        invocation=invocation,
+    )
 
 
 def test_a_cell_is_finished_once_it_stopped_or_failed():
@@ -56,5 +66,7 @@ def test_both_runners_keep_their_cells_as_cell_progress_with_the_same_values():
 
 def test_values_follow_the_cells_primary_metric():
     one_token = runner._Driver(_cell(new_tokens=1), 0)  # no decode step: the primary metric is e2e_ms
-    one_token.samples.append(IterationSample(latency_ms=3.0, prompt_tokens=8, new_tokens=1, prompt_ms=1.0, ttft_ms=3.0, e2e_ms=3.0))
+    one_token.samples.append(
+        IterationSample(latency_ms=3.0, prompt_tokens=8, new_tokens=1, prompt_ms=1.0, ttft_ms=3.0, e2e_ms=3.0)
+    )
     assert one_token.cell.primary_metric == "e2e_ms" and one_token.values() == [3.0]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from winml_perf.errors import UsageError
-from winml_perf.results import changepoint as cp
+from winml_perf.stats import changepoint as cp
+from winml_perf.support.errors import UsageError
 
 
 def _noise(seed: int, n: int, level: float = 100.0, sd: float = 2.0) -> np.ndarray:
@@ -16,8 +16,11 @@ def _noise(seed: int, n: int, level: float = 100.0, sd: float = 2.0) -> np.ndarr
 def _brute_q(x: np.ndarray, tau: int) -> float:
     a, b = x[:tau], x[tau:]
     n, m = len(x), len(x) - tau
-    e = (2 * np.abs(a[:, None] - b[None, :]).mean() - np.abs(a[:, None] - a[None, :]).sum() / (tau * (tau - 1))
-         - np.abs(b[:, None] - b[None, :]).sum() / (m * (m - 1)))
+    e = (
+        2 * np.abs(a[:, None] - b[None, :]).mean()
+        - np.abs(a[:, None] - a[None, :]).sum() / (tau * (tau - 1))
+        - np.abs(b[:, None] - b[None, :]).sum() / (m * (m - 1))
+    )
     return tau * m / n * e
 
 
@@ -98,9 +101,16 @@ def test_a_step_at_the_edge_stays_there_and_location_keeps_two_runs_a_side():
     assert cp._located(np.r_[80.0, np.full(40, 100.0)], 5, 5) >= cp.MIN_LOCATED
 
 
-@pytest.mark.parametrize("values, fragment", [([1.0, float("nan"), 2.0], "index 1"), ([[[1.0, 2.0]]], "1-D"),
-                                              ([[1.0, 2.0], []], "run 1"), ([[1.0], [2.0, float("nan")]], "run 1"),
-                                              ([[1.0, 2.0], [0.0, 1.0]], "positive")])
+@pytest.mark.parametrize(
+    "values, fragment",
+    [
+        ([1.0, float("nan"), 2.0], "index 1"),
+        ([[[1.0, 2.0]]], "1-D"),
+        ([[1.0, 2.0], []], "run 1"),
+        ([[1.0], [2.0, float("nan")]], "run 1"),
+        ([[1.0, 2.0], [0.0, 1.0]], "positive"),
+    ],
+)
 def test_bad_series_is_a_usage_error(values, fragment):
     with pytest.raises(UsageError, match=fragment):
         cp.detect_change_points(values, higher_is_better=True)
@@ -190,6 +200,6 @@ def test_both_ways_of_the_earlier_distances_agree_with_the_definition(n):
     batch = x[np.argsort(rng.random((cp._LOOP_ROWS + 5, n)), axis=1)]
     definition = np.array([[np.abs(row[t] - row[:t]).sum() for t in range(n)] for row in batch])
     looped = cp._earlier_distances(batch)  # many rows: the prefix loop
-    counted = np.concatenate([cp._earlier_distances(batch[i:i + 1]) for i in range(len(batch))])  # one row: counts
+    counted = np.concatenate([cp._earlier_distances(batch[i : i + 1]) for i in range(len(batch))])  # one row: counts
     np.testing.assert_allclose(looped, definition, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(counted, definition, rtol=1e-12, atol=1e-9)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from winml_perf import child, plugins
+from winml_perf.ep import plugins
+from winml_perf.support import child
 
 REPO = str(Path(__file__).resolve().parents[2])
 PROBE = "tests.unit.child_probes"
@@ -29,7 +30,12 @@ def test_a_signal_is_named():
     result = child.run_module(PROBE, ["signal", "SIGTERM"], _context())
     assert (result.exit.exit_code, result.exit.signal_name, result.ok) == (None, "SIGTERM", False)
     assert result.failure() == "child was killed by SIGTERM"
-    assert child.describe_exit(-9) == {"exit_code": None, "signal": 9, "signal_name": "SIGKILL", "text": "was killed by SIGKILL"}
+    assert child.describe_exit(-9) == {
+        "exit_code": None,
+        "signal": 9,
+        "signal_name": "SIGKILL",
+        "text": "was killed by SIGKILL",
+    }
 
 
 def test_timeout_kills_the_child():
@@ -106,6 +112,8 @@ def test_module_child_exit_status_wraps_errors(capsys):
 
     assert child.exit_status(boom) == child.FAILED
     assert capsys.readouterr().err.strip() == child.ERROR_MARK + "ValueError: bad input"
-    logged = child.ChildResult(child.ChildExit(3), "", child.ERROR_MARK + "ValueError: bad input\n[W:native] a log after it\n", 0.1)
+    logged = child.ChildResult(
+        child.ChildExit(3), "", child.ERROR_MARK + "ValueError: bad input\n[W:native] a log after it\n", 0.1
+    )
     assert logged.failure() == "ValueError: bad input"  # found among native logs written after it
     assert child.exit_status(lambda: None) == 0

@@ -9,21 +9,32 @@ import random
 
 import pytest
 
-from tests.results_fakes import (GOLDEN_RUN_A, GOLDEN_RUN_B, assert_golden, golden_cells, hex_id, interleaved_run, make_cell,
-                                 noisy)
-from tests.results_fixtures import pg_url, store_url  # noqa: F401
-from winml_perf.errors import EXIT_USAGE, StoreError, UsageError
-from winml_perf.results import significance as sig
-from winml_perf.results.compare import RouteComparison, compare_routes, compare_runs, parse_pct, select
+from tests.results_fakes import (
+    GOLDEN_RUN_A,
+    GOLDEN_RUN_B,
+    assert_golden,
+    golden_cells,
+    hex_id,
+    interleaved_run,
+    make_cell,
+    noisy,
+)
+from winml_perf.compare.comparisons import RouteComparison, compare_routes, compare_runs, parse_pct, select
 from winml_perf.results.store import open_store
+from winml_perf.stats import significance as sig
+from winml_perf.support.errors import EXIT_USAGE, StoreError, UsageError
 
 # scipy.stats.mannwhitneyu(x, y, alternative="two-sided", method="asymptotic", use_continuity=True), scipy 1.17.1
 MW_REFERENCE = [
     ([1.1, 2.3, 3.5, 4.2, 5.9], [2.0, 6.1, 7.3, 8.8, 9.4, 10.2], 4.0, 0.05523425371806383),
     ([1, 2, 2, 3, 3, 3, 4], [3, 3, 4, 4, 5, 5, 6, 7], 6.0, 0.010834422131524878),
     ([10.0] * 5 + [11.0] * 5, [10.0] * 3 + [12.0] * 7, 22.5, 0.02954824075106704),
-    ([100.0, 100.909, 101.818, 102.727, 103.636, 104.545, 105.455, 106.364, 107.273, 108.182, 109.091, 110.0],
-     [104.0, 105.5, 107.0, 108.5, 110.0, 111.5, 113.0, 114.5, 116.0], 18.5, 0.012840968245285333),
+    (
+        [100.0, 100.909, 101.818, 102.727, 103.636, 104.545, 105.455, 106.364, 107.273, 108.182, 109.091, 110.0],
+        [104.0, 105.5, 107.0, 108.5, 110.0, 111.5, 113.0, 114.5, 116.0],
+        18.5,
+        0.012840968245285333,
+    ),
     ([1, 2, 3], [4, 5, 6], 0.0, 0.08085559837005224),
 ]
 
@@ -77,23 +88,33 @@ def test_bootstrap_uses_common_rounds_and_batches_within_rounds():
     assert math.isnan(sig.paired_ratio_ci({0: [1.0]}, {1: [1.0]}).ratio)
 
 
-@pytest.mark.parametrize("low, high, verdict", [
-    (1.05, 1.20, sig.FASTER), (0.80, 0.95, sig.SLOWER), (0.99, 1.015, sig.EQUIVALENT), (1.005, 1.03, sig.FASTER),
-    (0.95, 1.10, sig.INCONCLUSIVE), (float("nan"), 1.0, sig.INCONCLUSIVE),
-])
+@pytest.mark.parametrize(
+    "low, high, verdict",
+    [
+        (1.05, 1.20, sig.FASTER),
+        (0.80, 0.95, sig.SLOWER),
+        (0.99, 1.015, sig.EQUIVALENT),
+        (1.005, 1.03, sig.FASTER),
+        (0.95, 1.10, sig.INCONCLUSIVE),
+        (float("nan"), 1.0, sig.INCONCLUSIVE),
+    ],
+)
 def test_ci_verdicts(low, high, verdict):
     assert sig.ci_verdict(low, high, 0.02) == verdict
 
 
 def test_speedup_orientation_for_throughputs_and_times():
     ci = sig.RatioCI(0.5, 0.45, 0.55, 4, 4, 4, 100)  # candidate / baseline
-    assert sig.speedup_ci(ci, bigger_is_better=False) == pytest.approx((2.0, 1 / 0.55, 1 / 0.45))  # half the time: 2x faster
+    assert sig.speedup_ci(ci, bigger_is_better=False) == pytest.approx(
+        (2.0, 1 / 0.55, 1 / 0.45)
+    )  # half the time: 2x faster
     assert sig.speedup_ci(ci, bigger_is_better=True) == pytest.approx((0.5, 0.45, 0.55))  # half the tokens/s: slower
 
 
 def _route_row(speedup, lo, hi, verdict):
-    return RouteComparison("b", "tb", 16, 8, "ep=webgpu", "config", "decode_tokens_per_s", speedup, lo, hi, verdict,
-                           8, 64, 64, 2.0)
+    return RouteComparison(
+        "b", "tb", 16, 8, "ep=webgpu", "config", "decode_tokens_per_s", speedup, lo, hi, verdict, 8, 64, 64, 2.0
+    )
 
 
 def test_route_sentence_prints_an_asymmetric_ci_as_it_is():
@@ -149,13 +170,20 @@ def test_compare_routes_golden(golden_store):
     assert webgpu.verdict == sig.FASTER and 1.80 < webgpu.speedup < 1.88 and webgpu.rounds == 8
     assert webgpu.sentence().startswith("ep=webgpu decode ran 1.8")
     s, lo, hi = webgpu.speedup, webgpu.ci_low, webgpu.ci_high  # the printed interval is the CI's own two sides
-    assert f"{s:.2f} +{hi - s:.2f}/−{s - lo:.2f} × faster than config" in webgpu.sentence() and f"{s - lo:.2f}" != f"{hi - s:.2f}"
+    assert (
+        f"{s:.2f} +{hi - s:.2f}/−{s - lo:.2f} × faster than config" in webgpu.sentence()
+        and f"{s - lo:.2f}" != f"{hi - s:.2f}"
+    )
     assert by[("ep=cpu", "decode_tokens_per_s")].verdict == sig.EQUIVALENT
-    assert_golden("compare_routes.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    assert_golden(
+        "compare_routes.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    )
 
 
 def test_compare_runs_golden_and_gate(golden_store):
-    report = compare_runs(golden_store, f"run:{GOLDEN_RUN_A[:8]}", "commit:bbbb", route="config", fail_threshold_pct=5.0)
+    report = compare_runs(
+        golden_store, f"run:{GOLDEN_RUN_A[:8]}", "commit:bbbb", route="config", fail_threshold_pct=5.0
+    )
     by = {r.metric: r for r in report.rows}
     decode = by["decode_tokens_per_s"]
     assert decode.verdict == sig.SLOWER and decode.regression and decode.p_value < 0.05
@@ -164,7 +192,9 @@ def test_compare_runs_golden_and_gate(golden_store):
     assert decode.gate == "regression" and "wholly on the worse side" in decode.gate_reason  # two runs: by interval
     assert by["tpot_ms"].verdict == sig.SLOWER and not by["tpot_ms"].regression and by["tpot_ms"].gate == "counted once"
     assert report.notes == ()  # the failed ep=webgpu cell is not a config cell
-    assert_golden("compare_runs.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n")
+    assert_golden(
+        "compare_runs.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+    )
     relaxed = compare_runs(golden_store, "version:0.1.0", "version:0.1.1", route="config", fail_threshold_pct=15.0)
     assert not relaxed.regressions
 
@@ -198,9 +228,14 @@ def test_selectors_and_unknown_ids(golden_store):
     latest = select(golden_store, "latest", "--candidate")  # per series: run B's config and ep=webgpu, run A's ep=cpu
     assert latest.meaning == "latest run of each of 3 series (2 runs)"
     assert sorted((r["route"], r["run_id"]) for r in latest.records) == [
-        ("config", GOLDEN_RUN_B), ("ep=cpu", GOLDEN_RUN_A), ("ep=webgpu", GOLDEN_RUN_B)]
+        ("config", GOLDEN_RUN_B),
+        ("ep=cpu", GOLDEN_RUN_A),
+        ("ep=webgpu", GOLDEN_RUN_B),
+    ]
     assert select(golden_store, "latest", "--candidate", route="config").meaning == f"latest run {GOLDEN_RUN_B}"
-    assert [r["run_id"] for r in select(golden_store, "previous", "--baseline", route="config").records] == [GOLDEN_RUN_A]
+    assert [r["run_id"] for r in select(golden_store, "previous", "--baseline", route="config").records] == [
+        GOLDEN_RUN_A
+    ]
     with pytest.raises(StoreError, match="--baseline 'deadbeef' matches no records") as err:
         compare_runs(golden_store, "deadbeef", "latest")
     assert err.value.exit_code == EXIT_USAGE
@@ -213,15 +248,21 @@ def test_selectors_and_unknown_ids(golden_store):
 def test_compare_routes_needs_the_baseline_route(golden_store):
     with pytest.raises(UsageError, match="--baseline-route"):
         compare_routes(golden_store, GOLDEN_RUN_A, baseline_route="device=npu")
-    report = compare_routes(golden_store, GOLDEN_RUN_A, baseline_route="ep=cpu", routes=["ep=webgpu"], metrics=["decode_tokens_per_s"])
-    assert [(r.route, r.baseline_route, r.metric) for r in report.rows] == [("ep=webgpu", "ep=cpu", "decode_tokens_per_s")]
+    report = compare_routes(
+        golden_store, GOLDEN_RUN_A, baseline_route="ep=cpu", routes=["ep=webgpu"], metrics=["decode_tokens_per_s"]
+    )
+    assert [(r.route, r.baseline_route, r.metric) for r in report.rows] == [
+        ("ep=webgpu", "ep=cpu", "decode_tokens_per_s")
+    ]
 
 
 def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
     run = hex_id("noisy")
     rounds = [r for r in range(10) for _ in range(2)]  # two iterations per round
     with open_store(store_url) as store:
-        for cell in interleaved_run(run, {"config": noisy(2.0, 20, 0.02, 1), "ep=cpu": noisy(2.0 / 1.3, 20, 0.02, 2)}, rounds=rounds):
+        for cell in interleaved_run(
+            run, {"config": noisy(2.0, 20, 0.02, 1), "ep=cpu": noisy(2.0 / 1.3, 20, 0.02, 2)}, rounds=rounds
+        ):
             store.write_record(cell)
         (row,) = compare_routes(store, metrics=["decode_tokens_per_s"]).rows
     assert row.rounds == 10 and row.n_baseline == 20 and row.verdict == sig.FASTER
@@ -229,12 +270,14 @@ def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
 
 
 def test_rolling_baseline_flags_a_step_and_not_noise():
-    from winml_perf.results.significance import rolling_flags
+    from winml_perf.stats.significance import rolling_flags
 
     rng = random.Random(3)
     centers = [100.0] * 6 + [90.0] * 2 + [100.0] * 2 + [112.0]  # tokens/s: a 10 % drop, recovery, a 12 % gain
     points = [{"id": i, "status": "ok"} for i in range(len(centers))] + [{"id": 99, "status": "failed"}]
-    samples = {i: [{"decode_tokens_per_s": c * (1 + rng.gauss(0, 0.005))} for _ in range(8)] for i, c in enumerate(centers)}
+    samples = {
+        i: [{"decode_tokens_per_s": c * (1 + rng.gauss(0, 0.005))} for _ in range(8)] for i, c in enumerate(centers)
+    }
     flags = rolling_flags(points, samples, "decode_tokens_per_s", window=5, threshold_pct=5.0)
     assert flags[6]["flag"] == "regression" and flags[6]["delta_pct"] == pytest.approx(-10, abs=1.0)
     assert flags[10]["flag"] == "improvement"
@@ -248,9 +291,15 @@ def _nightly(store, testbed: str, levels: list[float], start_day: int = 1, route
     """One cell per night on ``testbed``: decode step times around 1000 / level ms."""
     for night, level in enumerate(levels):
         day = start_day + night
-        store.write_record(make_cell(hex_id("night", testbed, route, night), testbed=testbed, route=route,
-                                     when=f"2025-{1 + day // 28:02d}-{1 + day % 28:02d}T02:00:00Z",
-                                     step_ms=noisy(1000.0 / level, 6, 0.004, hash((testbed, night)) % 1000)))
+        store.write_record(
+            make_cell(
+                hex_id("night", testbed, route, night),
+                testbed=testbed,
+                route=route,
+                when=f"2025-{1 + day // 28:02d}-{1 + day % 28:02d}T02:00:00Z",
+                step_ms=noisy(1000.0 / level, 6, 0.004, hash((testbed, night)) % 1000),
+            )
+        )
 
 
 def test_the_gate_fails_on_a_change_point_of_the_newest_runs_not_on_one_bad_night(store_url):
@@ -259,14 +308,20 @@ def test_the_gate_fails_on_a_change_point_of_the_newest_runs_not_on_one_bad_nigh
     with open_store(store_url) as store:
         _nightly(store, "tb-shift", flat + [450 * (1 + rng.gauss(0, 0.01)) for _ in range(6)])  # -10 % for 6 nights
         _nightly(store, "tb-blip", flat + [450.0])  # one slow night at the end
-        shifted = compare_runs(store, "previous", "latest", testbed="tb-shift", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0)
+        shifted = compare_runs(
+            store, "previous", "latest", testbed="tb-shift", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0
+        )
         (row,) = shifted.rows
         assert row.regression and row.gate == "regression" and "change point at index 20" in row.gate_reason
-        blip = compare_runs(store, "previous", "latest", testbed="tb-blip", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0)
+        blip = compare_runs(
+            store, "previous", "latest", testbed="tb-blip", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0
+        )
         (row,) = blip.rows
         assert row.verdict == sig.SLOWER  # the pairwise test sees it ...
         assert not row.regression and row.gate == "unchanged"  # ... the gate waits for a change point
-        relaxed = compare_runs(store, "previous", "latest", testbed="tb-shift", metrics=["decode_tokens_per_s"], fail_threshold_pct=15.0)
+        relaxed = compare_runs(
+            store, "previous", "latest", testbed="tb-shift", metrics=["decode_tokens_per_s"], fail_threshold_pct=15.0
+        )
         assert not relaxed.regressions and "within the 15.0% threshold" in relaxed.rows[0].gate_reason
 
 

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pytest
 
 from tests.conftest import BUNDLES
 from winml_perf.bundle import compat
 from winml_perf.bundle.prepare import prepare_route
-from winml_perf.devices import Target
+from winml_perf.ep.devices import Target
 
 QNN = "QNNExecutionProvider"
 QNN_TARGET = Target("ep", "qnn", None, QNN, "cpu")
@@ -25,18 +24,27 @@ def npu_bundle(tmp_path):
 
 
 def test_a_soc_88_binary_under_htp_arch_68_is_found_by_a_session_and_recompiled_once(npu_bundle, monkeypatch):
-    first = prepare_route(npu_bundle, QNN_TARGET, ["iterator"], compile=True, require_available=False,
-                          ep_options={"soc_model": "88"})
+    first = prepare_route(
+        npu_bundle, QNN_TARGET, ["iterator"], compile=True, require_available=False, ep_options={"soc_model": "88"}
+    )
     (compiled,) = [c for c in first.compile if c.status == "compiled"]
     assert compiled.compatibility["verdict"] == "verified" and compiled.compatibility["source"] == "session"
     # The same artifact, now to be run where the options say htp_arch=68 (e.g. another machine's settings):
     monkeypatch.setattr(compat, "stage_options", lambda config, stage: {"backend_type": "htp", "htp_arch": "68"})
     verdict = compat.check_stage(first.path, compiled.output, QNN, {"backend_type": "htp", "htp_arch": "68"})
-    assert verdict.verdict == "failed" and verdict.source == "session" and "QNN_CONTEXT_ERROR_CREATE_FROM_BINARY" in verdict.detail
-    again = prepare_route(npu_bundle, QNN_TARGET, ["iterator"], compile=True, require_available=False,
-                          ep_options={"soc_model": "88"})
+    assert (
+        verdict.verdict == "failed"
+        and verdict.source == "session"
+        and "QNN_CONTEXT_ERROR_CREATE_FROM_BINARY" in verdict.detail
+    )
+    again = prepare_route(
+        npu_bundle, QNN_TARGET, ["iterator"], compile=True, require_available=False, ep_options={"soc_model": "88"}
+    )
     assert again.cache == "miss" and "recompiling" in again.cache_reason
-    assert "QNN_CONTEXT_ERROR_CREATE_FROM_BINARY" in again.cache_reason and "unknown" not in again.cache_reason.split("(")[0]
+    assert (
+        "QNN_CONTEXT_ERROR_CREATE_FROM_BINARY" in again.cache_reason
+        and "unknown" not in again.cache_reason.split("(")[0]
+    )
 
 
 def test_a_kept_session_verdict_makes_a_hit_need_no_session(npu_bundle, monkeypatch):
@@ -55,8 +63,14 @@ def test_without_compatibility_info_the_verdict_is_unknown_then_a_session_decide
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
     y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
     model = tmp_path / "relu.onnx"
-    onnx.save(helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
-                                opset_imports=[helper.make_opsetid("", 17)], ir_version=9), model)
+    onnx.save(
+        helper.make_model(
+            helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+            opset_imports=[helper.make_opsetid("", 17)],
+            ir_version=9,
+        ),
+        model,
+    )
     asked = compat.ask_onnxruntime(model, "CPUExecutionProvider")
     assert asked.verdict == "unknown" and asked.status == "NO_INFO"
     assert compat.check(model, "CPUExecutionProvider", {}).verdict == "verified"

@@ -27,8 +27,13 @@ def _tiny_model(path):
 def test_shared_source_compiled_once_and_cpu_stages_have_nothing_to_compile(tmp_path):
     plan = plan_route(load_config(make_bundle(tmp_path, pipeline_config())), ep_target("qnn"), ["context", "iterator"])
     jobs, notes = compiler.compile_jobs(plan)
-    assert [(j.stages, j.source, j.output) for j in jobs] == [(("context", "iterator"), "transformer.onnx", "context_qnn_ctx.onnx")]
-    assert {n.stages[0]: n.status for n in notes} == {"embeddings": "nothing to compile", "lm_head": "nothing to compile"}
+    assert [(j.stages, j.source, j.output) for j in jobs] == [
+        (("context", "iterator"), "transformer.onnx", "context_qnn_ctx.onnx")
+    ]
+    assert {n.stages[0]: n.status for n in notes} == {
+        "embeddings": "nothing to compile",
+        "lm_head": "nothing to compile",
+    }
 
 
 def test_cpu_route_with_compile_is_nothing_to_compile(tmp_path):
@@ -97,7 +102,11 @@ def test_incompatible_compiled_stage_is_recompiled(real_bundle, monkeypatch):
     first = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
     from winml_perf.bundle import compat
 
-    monkeypatch.setattr(compat, "ask_onnxruntime", lambda path, ep: compat.Verdict("recompile", "onnxruntime", "EP_UNSUPPORTED", "v", "fake device"))
+    monkeypatch.setattr(
+        compat,
+        "ask_onnxruntime",
+        lambda path, ep: compat.Verdict("recompile", "onnxruntime", "EP_UNSUPPORTED", "v", "fake device"),
+    )
     second = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
     assert second.cache == "miss" and "EP_UNSUPPORTED" in second.cache_reason and "recompiling" in second.cache_reason
     assert second.path == first.path and (second.path / "manifest.json").is_file()
@@ -106,7 +115,7 @@ def test_incompatible_compiled_stage_is_recompiled(real_bundle, monkeypatch):
 def test_compile_child_receives_ep_library_plugins(real_bundle, monkeypatch):
     """A plugin given only by --ep-library reaches the compile child: it is registered there from
     the specs this process hands it (the child discovers nothing by itself)."""
-    from winml_perf import plugins
+    from winml_perf.ep import plugins
 
     webgpu = pytest.importorskip("onnxruntime_ep_webgpu")
     path = webgpu.get_library_path()
@@ -125,6 +134,8 @@ def test_bundle_prepare_registers_ep_library_before_compiling(monkeypatch):
     from winml_perf.commands import bundle as bundle_cmd
 
     calls = []
-    monkeypatch.setattr("winml_perf.plugins.register_plugin_eps", lambda extra=(), *a, **k: calls.append(list(extra)) or [])
+    monkeypatch.setattr(
+        "winml_perf.ep.plugins.register_plugin_eps", lambda extra=(), *a, **k: calls.append(list(extra)) or []
+    )
     target = bundle_cmd.target_for("qnn", None, ["qnn=/opt/qnn/libQnnHtp.so"])
     assert calls == [["qnn=/opt/qnn/libQnnHtp.so"]] and target.ep == "QNNExecutionProvider"

@@ -4,10 +4,11 @@ its hover text, the interval band, change points, and labels inside the drawing.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 
-from winml_perf.results import dashboard_svg as svg
+from winml_perf.publish import dashboard_svg as svg
 
 
 @pytest.mark.parametrize("low, high", [(0.3, 9.7), (412.0, 431.0), (0.001, 0.004), (95_000.0, 260_000.0), (5.0, 5.0)])
@@ -32,7 +33,7 @@ def test_date_ticks_are_round_days_or_months():
     short = svg.date_ticks(t0, t0 + 6 * day)
     assert all(t % day == 0 for t in short) and len(short) <= 6
     year = svg.date_ticks(t0, t0 + 365 * day)
-    labels = [svg.datetime.fromtimestamp(t, svg.timezone.utc).strftime("%d") for t in year]
+    labels = [datetime.fromtimestamp(t, UTC).strftime("%d") for t in year]
     assert set(labels) == {"01"} and 2 <= len(year) <= 6
 
 
@@ -40,8 +41,18 @@ def _points(n: int, failed: int | None = None) -> list[dict]:
     out = []
     for i in range(n):
         v = None if i == failed else 100.0 + i
-        out.append({"t": f"2025-01-{1 + i:02d}T02:00:00.000000Z", "v": v, "lo": v and v - 1, "hi": v and v + 1,
-                    "commit": f"c{i:07d}", "version": "0.2.0", "testbed": "tb-<1>", "run": f"run{i}"})
+        out.append(
+            {
+                "t": f"2025-01-{1 + i:02d}T02:00:00.000000Z",
+                "v": v,
+                "lo": v and v - 1,
+                "hi": v and v + 1,
+                "commit": f"c{i:07d}",
+                "version": "0.2.0",
+                "testbed": "tb-<1>",
+                "run": f"run{i}",
+            }
+        )
     return out
 
 
@@ -56,7 +67,8 @@ def test_chart_draws_a_marker_per_record_with_its_commit_and_a_band():
     assert svg.chart(pts, title="t", unit="ms", markers=False).count("<circle") == 0
     labelled = [{**cps[0], "shift_coverage": 0.9}]
     assert "[-15.0%, -9.0%] (a 90% interval: too few runs either side for 95%)" in svg.chart(
-        pts, title="decode", unit="tokens/s", change_points=labelled)
+        pts, title="decode", unit="tokens/s", change_points=labelled
+    )
 
 
 def test_labels_stay_inside_the_drawing():
@@ -66,7 +78,9 @@ def test_labels_stay_inside_the_drawing():
         width = float(re.search(r'viewBox="0 0 (\d+)', out).group(1))
         for x, text in re.findall(r'<text class="ylab" x="([\d.]+)"[^>]*>([^<]+)</text>', out):
             assert float(x) - len(text) * svg.CHAR_PX >= 0, (text, x)  # right-aligned at x: its start is inside
-        for anchor, x, text in re.findall(r'<text class="xlab" text-anchor="(\w+)" x="([\d.]+)"[^>]*>([^<]+)</text>', out):
+        for anchor, x, text in re.findall(
+            r'<text class="xlab" text-anchor="(\w+)" x="([\d.]+)"[^>]*>([^<]+)</text>', out
+        ):
             half = len(text) * svg.CHAR_PX / 2
             lo = float(x) - (0 if anchor == "start" else 2 * half if anchor == "end" else half)
             assert lo >= 0 and lo + 2 * half <= width, (text, anchor, x)

@@ -10,17 +10,19 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import BUNDLES, TINY_FLAT
-from winml_perf.bench import device_bandwidth as B
-from winml_perf.bench import roofline as host_probe
-from winml_perf.bench.decode_roofline import HOST, NVIDIA_GPU, RooflineExceeded, bound_fraction, decode_roofline
 from winml_perf.bundle.decode_bytes import decode_bytes
+from winml_perf.record import device_bandwidth as B
+from winml_perf.record import roofline as host_probe
+from winml_perf.record.decode_roofline import HOST, NVIDIA_GPU, RooflineExceeded, bound_fraction, decode_roofline
 
 WEBGPU, CPU, QNN = "WebGpuExecutionProvider", "CPUExecutionProvider", "QNNExecutionProvider"
 
 
 def _env(*rows, gpus=()):
-    return {"ep_devices": {"devices": [dict(zip(("ep_name", "device_type", "vendor_id"), r)) for r in rows]},
-            "gpu": {"gpus": [{"vendor": "NVIDIA", "name": g} for g in gpus]}}
+    return {
+        "ep_devices": {"devices": [dict(zip(("ep_name", "device_type", "vendor_id"), r)) for r in rows]},
+        "gpu": {"gpus": [{"vendor": "NVIDIA", "name": g} for g in gpus]},
+    }
 
 
 def test_stage_devices_follow_the_ep_device_listing():
@@ -54,12 +56,18 @@ def test_stages_on_two_devices_are_bounded_separately_and_add_up():
     by_stage = {s.stage: s.total_bytes for s in db.stages}
     route = _pipeline_route({"embeddings": CPU, "context": WEBGPU, "iterator": WEBGPU, "lm_head": CPU})
     env = _env((CPU, "cpu", 0x8086), (WEBGPU, "gpu", 0x10DE), gpus=["NVIDIA H200"])
-    bw = {HOST: {"bandwidth_bytes_per_s": 50e9, "method": "probe"}, NVIDIA_GPU: {"bandwidth_bytes_per_s": 4.8e12, "method": "NVML"}}
+    bw = {
+        HOST: {"bandwidth_bytes_per_s": 50e9, "method": "probe"},
+        NVIDIA_GPU: {"bandwidth_bytes_per_s": 4.8e12, "method": "NVML"},
+    }
     r = decode_roofline(100.0, str(BUNDLES / "tiny-qwen2-pipeline"), route, 16, 8, env, bw)
     bound_s = (by_stage["embeddings"] + by_stage["lm_head"]) / 50e9 + by_stage["iterator"] / 4.8e12
     assert r["bound_tokens_per_s"] == pytest.approx(1 / bound_s)
     assert r["fraction_of_bound"] == pytest.approx(100.0 * bound_s)
-    assert {e["device"]: e["stages"] for e in r["devices"]} == {HOST: ["embeddings", "lm_head"], NVIDIA_GPU: ["iterator"]}
+    assert {e["device"]: e["stages"] for e in r["devices"]} == {
+        HOST: ["embeddings", "lm_head"],
+        NVIDIA_GPU: ["iterator"],
+    }
     assert r["bandwidth_bytes_per_s"] is None  # two devices: no single bandwidth to name
     assert "GB/s (host)" in r["bound"] and "(nvidia-gpu)" in r["bound"]
     assert r["weights_bytes_per_token"] == round(db.total_bytes) and r["bytes_per_step"] == db.to_dict()
@@ -67,16 +75,24 @@ def test_stages_on_two_devices_are_bounded_separately_and_add_up():
 
 def test_the_session_report_of_what_ran_wins_over_what_was_asked():
     route = {"stages": [{"stage": "decoder", "ep_after": WEBGPU}], "actual": {"decoder": CPU}}
-    r = decode_roofline(100.0, str(TINY_FLAT), route, 16, 8, _env(), {HOST: {"bandwidth_bytes_per_s": 50e9, "method": "probe"}})
+    r = decode_roofline(
+        100.0, str(TINY_FLAT), route, 16, 8, _env(), {HOST: {"bandwidth_bytes_per_s": 50e9, "method": "probe"}}
+    )
     assert r["devices"][0]["device"] == HOST and r["bandwidth_source"] == "probe" and 0 < r["fraction_of_bound"] <= 1
 
 
 def test_no_fraction_without_a_known_device_or_bandwidth_or_bytes(tmp_path):
     route = _pipeline_route({"decoder": WEBGPU})
     unknown = decode_roofline(100.0, str(TINY_FLAT), route, 16, 8, _env(), {HOST: {"bandwidth_bytes_per_s": 50e9}})
-    assert unknown["fraction_of_bound"] is None and "decoder" in unknown["note"] and unknown["bytes_per_step"]["total_bytes"] > 0
+    assert (
+        unknown["fraction_of_bound"] is None
+        and "decoder" in unknown["note"]
+        and unknown["bytes_per_step"]["total_bytes"] > 0
+    )
     h200 = _env((WEBGPU, "gpu", 0x10DE), gpus=["NVIDIA H200"])
-    no_gpu_figure = decode_roofline(100.0, str(TINY_FLAT), route, 16, 8, h200, {HOST: {"bandwidth_bytes_per_s": 50e9}, NVIDIA_GPU: None})
+    no_gpu_figure = decode_roofline(
+        100.0, str(TINY_FLAT), route, 16, 8, h200, {HOST: {"bandwidth_bytes_per_s": 50e9}, NVIDIA_GPU: None}
+    )
     assert no_gpu_figure["fraction_of_bound"] is None and "nvidia-gpu bandwidth is not known" in no_gpu_figure["note"]
     not_a_bundle = decode_roofline(100.0, str(tmp_path), route, 16, 8, h200, {})
     assert not_a_bundle["fraction_of_bound"] is None and not_a_bundle["note"].startswith("not computed:")
@@ -84,7 +100,9 @@ def test_no_fraction_without_a_known_device_or_bandwidth_or_bytes(tmp_path):
 
 def test_a_fraction_above_one_is_flagged_not_recorded():
     route = _pipeline_route({"decoder": CPU})
-    r = decode_roofline(1e9, str(TINY_FLAT), route, 16, 8, _env(), {HOST: {"bandwidth_bytes_per_s": 50e9, "method": "probe"}})
+    r = decode_roofline(
+        1e9, str(TINY_FLAT), route, 16, 8, _env(), {HOST: {"bandwidth_bytes_per_s": 50e9, "method": "probe"}}
+    )
     assert r["fraction_of_bound"] is None and r["exceeds_bound_fraction"] > 1 and r["note"].startswith("bug:")
 
 
@@ -134,19 +152,37 @@ def test_a_step_that_fits_in_the_caches_is_bounded_by_the_faster_working_set_pro
     assert B.working_set_bytes(B.CACHE_RESIDENT_BYTES) is None  # too big for any cache: the DRAM probe bounds it
     route, dram = _pipeline_route({"decoder": CPU}), {"bandwidth_bytes_per_s": 10e9, "method": "dram"}
     sizes = []
-    fast = decode_roofline(1000.0, str(TINY_FLAT), route, 16, 8, _env(), {HOST: dram},
-                           working_set=lambda n: sizes.append(n) or {"bandwidth_bytes_per_s": 40e9, "method": "working set"})
+    fast = decode_roofline(
+        1000.0,
+        str(TINY_FLAT),
+        route,
+        16,
+        8,
+        _env(),
+        {HOST: dram},
+        working_set=lambda n: sizes.append(n) or {"bandwidth_bytes_per_s": 40e9, "method": "working set"},
+    )
     assert sizes == [fast["devices"][0]["bytes"]] and fast["bandwidth_source"] == "working set"
     assert fast["fraction_of_bound"] == pytest.approx(1000.0 * sizes[0] / 40e9) and "CPU caches" in fast["note"]
-    slow = decode_roofline(1000.0, str(TINY_FLAT), route, 16, 8, _env(), {HOST: dram},
-                           working_set=lambda n: {"bandwidth_bytes_per_s": 1e9, "method": "working set"})
+    slow = decode_roofline(
+        1000.0,
+        str(TINY_FLAT),
+        route,
+        16,
+        8,
+        _env(),
+        {HOST: dram},
+        working_set=lambda n: {"bandwidth_bytes_per_s": 1e9, "method": "working set"},
+    )
     assert slow["bandwidth_source"] == "dram"  # the faster figure is the bound
 
 
 def test_the_working_set_probe_reads_at_a_positive_rate():
     out = B.measure_working_set(B.WORKING_SET_MIN_BYTES, repeats=1, threads=2)
     assert out["bandwidth_bytes_per_s"] > 0 and out["array_bytes"] == B.WORKING_SET_MIN_BYTES and out["threads"] == 2
-    in_child = B.working_set_bandwidth(1000)  # the same probe through winml_perf.child, once per size per process
+    in_child = B.working_set_bandwidth(
+        1000
+    )  # the same probe through winml_perf.support.child, once per size per process
     assert in_child["bandwidth_bytes_per_s"] > 0 and in_child["array_bytes"] == B.WORKING_SET_MIN_BYTES
     assert B.working_set_bandwidth(2000) is in_child and B.working_set_bandwidth(B.CACHE_RESIDENT_BYTES) is None
 

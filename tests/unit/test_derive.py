@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 from tests.unit.bundle_fakes import FLAT_QNN, derive_worker, ep_target, make_bundle, pipeline_config, tree_digest
-from winml_perf import cache
-from winml_perf.bundle import derive
+from winml_perf.bundle import cache, derive
 from winml_perf.bundle.prepare import prepare_route
-from winml_perf.errors import BundleError
+from winml_perf.support.errors import BundleError
 
 
 def _prep(bundle, ep="cpu", **kw):
@@ -38,7 +37,9 @@ def test_miss_then_hit_with_links_and_manifest(bundle):
     before = tree_digest(bundle)
     first = _prep(bundle)
     assert first.cache == "miss" and first.cache_reason == "no derived bundle for this route yet"
-    assert first.path.parent == bundle / "_compiled" and first.path.name.startswith("cpu-") and len(first.path.name) == 16
+    assert (
+        first.path.parent == bundle / "_compiled" and first.path.name.startswith("cpu-") and len(first.path.name) == 16
+    )
     second = _prep(bundle)
     assert second.cache == "hit" and second.path == first.path
     manifest = json.loads((first.path / "manifest.json").read_text())
@@ -86,7 +87,12 @@ def test_miss_on_version_change(bundle, monkeypatch):
     old = _prep(bundle)
     monkeypatch.setattr(cache, "runtime_versions", lambda: {"onnxruntime": "9.9.9", "onnxruntime_genai": "0.18.0"})
     new = _prep(bundle)
-    assert new.cache == "miss" and new.path != old.path and "onnxruntime" in new.cache_reason and "9.9.9" in new.cache_reason
+    assert (
+        new.cache == "miss"
+        and new.path != old.path
+        and "onnxruntime" in new.cache_reason
+        and "9.9.9" in new.cache_reason
+    )
 
 
 def test_untrusted_folder_at_final_name_is_rebuilt(bundle):
@@ -136,11 +142,16 @@ def test_four_processes_derive_one_bundle(bundle):
 def test_sigkill_mid_derivation_then_rerun(bundle, tmp_path):
     marker = tmp_path / "paused"
     # The child replaces cache.publish (the seam between a finished build and its rename) with a pause.
-    code = ("import os, sys, time; from pathlib import Path; from winml_perf import cache;"
-            "from tests.unit.bundle_fakes import derive_worker;"
-            "cache.publish = lambda tmp, final: (Path(sys.argv[2]).write_text(str(os.getpid())), time.sleep(3600));"
-            "derive_worker(sys.argv[1])")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(Path(cache.__file__).parents[1])])}
+    code = (
+        "import os, sys, time; from pathlib import Path; from winml_perf import cache;"
+        "from tests.unit.bundle_fakes import derive_worker;"
+        "cache.publish = lambda tmp, final: (Path(sys.argv[2]).write_text(str(os.getpid())), time.sleep(3600));"
+        "derive_worker(sys.argv[1])"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(Path(cache.__file__).parents[1])]),
+    }
     child = subprocess.Popen([sys.executable, "-c", code, str(bundle), str(marker)], env=env)
     try:
         deadline = time.monotonic() + 60
@@ -168,9 +179,9 @@ def test_flat_bundle_derives_and_source_is_untouched(tmp_path):
 
 
 def test_the_plugin_identity_is_part_of_the_derived_bundle_key(tiny_flat, bundle_copy, monkeypatch):
-    from winml_perf import plugins
     from winml_perf.bundle.prepare import prepare_route
-    from winml_perf.devices import Target
+    from winml_perf.ep import plugins
+    from winml_perf.ep.devices import Target
 
     ident = {"package": "onnxruntime-qnn", "version": "2.7.0", "sdk_version": "2.51.0", "library_sha256": "a" * 64}
     monkeypatch.setattr(plugins, "plugin_identity", lambda ep: dict(ident) if ep == "QNNExecutionProvider" else None)

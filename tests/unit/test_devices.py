@@ -7,9 +7,9 @@ from types import SimpleNamespace
 import onnxruntime as ort
 import pytest
 
-from winml_perf import devices as dev
-from winml_perf.devices import EPDevice, Target, list_ep_devices, resolve_device, resolve_eps, resolve_target
-from winml_perf.errors import EXIT_USAGE, EPUnavailableError, UsageError
+from winml_perf.ep import devices as dev
+from winml_perf.ep.devices import EPDevice, Target, list_ep_devices, resolve_device, resolve_eps, resolve_target
+from winml_perf.support.errors import EXIT_USAGE, EPUnavailableError, UsageError
 
 HW = ort.OrtHardwareDeviceType
 CPU, CUDA, QNN, OV, DML, WEBGPU = (
@@ -122,7 +122,14 @@ def test_auto_prefers_gpu_then_cpu(machine):
 
 
 def test_unknown_plugin_ep_ranks_after_home_eps_before_secondary(machine):
-    machine([fake(CPU, HW.CPU), fake(DML, HW.NPU), fake("AcmeNpuExecutionProvider", HW.NPU, library="/a.so"), fake(OV, HW.NPU)])
+    machine(
+        [
+            fake(CPU, HW.CPU),
+            fake(DML, HW.NPU),
+            fake("AcmeNpuExecutionProvider", HW.NPU, library="/a.so"),
+            fake(OV, HW.NPU),
+        ]
+    )
     assert resolve_eps("npu") == [OV, "AcmeNpuExecutionProvider", DML]
 
 
@@ -219,7 +226,10 @@ def test_target_errors(machine):
     machine(CPU_AND_SOFT_WEBGPU)
     with pytest.raises(UsageError, match="warpdrive"):
         resolve_target("warpdrive", None, "winml-genai")
-    with pytest.raises(EPUnavailableError, match="CUDAExecutionProvider is not available here; available: CPUExecutionProvider, WebGpuExecutionProvider"):
+    with pytest.raises(
+        EPUnavailableError,
+        match="CUDAExecutionProvider is not available here; available: CPUExecutionProvider, WebGpuExecutionProvider",
+    ):
         resolve_target("cuda", None, "winml-genai")
     with pytest.raises(EPUnavailableError, match="no npu device here"):
         resolve_target(None, "npu", "winml")
@@ -241,7 +251,10 @@ def test_software_webgpu_reachable_by_ep_only(machine):
 
 
 # --- an emulated NPU (QNN's HTP emulator on x86) -------------------------------------------------
-QNN_EMULATOR = [fake(CPU, HW.CPU), fake(QNN, HW.CPU, "AMD", 0x1022, library="/opt/libonnxruntime_providers_qnn.so", ep_vendor="Qualcomm")]
+QNN_EMULATOR = [
+    fake(CPU, HW.CPU),
+    fake(QNN, HW.CPU, "AMD", 0x1022, library="/opt/libonnxruntime_providers_qnn.so", ep_vendor="Qualcomm"),
+]
 
 
 def test_an_emulated_htp_device_is_no_npu_and_says_to_use_ep_qnn(machine):

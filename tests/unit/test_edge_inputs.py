@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TINY_FLAT
-from winml_perf.bench.orchestrate import PerfRequest, RouteRequest, prepare_routes
-from winml_perf.bench.validate import validate_request
-from winml_perf.errors import BundleError, StoreError, UsageError
-from winml_perf.json_input import read_json
-from winml_perf.output import check_output, write_output
+from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, prepare_routes
+from winml_perf.measure.validate import validate_request
 from winml_perf.results.locking import StoreLockTimeout, WriterLock
 from winml_perf.results.store import open_store
 from winml_perf.session import onnx_inputs
+from winml_perf.support.errors import BundleError, StoreError, UsageError
+from winml_perf.support.json_input import read_json
+from winml_perf.support.output import check_output, write_output
 
 
 # -- output.py -------------------------------------------------------------------------------------
@@ -66,8 +66,14 @@ def test_output_dev_null_stays_a_device():
     assert stat.S_ISCHR(os.stat("/dev/null").st_mode)
 
 
-@pytest.mark.parametrize("path, why", [("/proc/winml-perf-test", "pseudo filesystem"), ("/sys/kernel/x", "pseudo filesystem"),
-                                       ("/proc/self/status", "pseudo filesystem")])
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("/proc/winml-perf-test", "pseudo filesystem"),
+        ("/sys/kernel/x", "pseudo filesystem"),
+        ("/proc/self/status", "pseudo filesystem"),
+    ],
+)
 def test_output_pseudo_filesystems_refused(path, why):
     with pytest.raises(UsageError, match=why):
         check_output(Path(path))
@@ -103,7 +109,9 @@ def test_output_under_a_file_refused(tmp_path):
 # -- json_input.py ---------------------------------------------------------------------------------
 def test_json_duplicate_key_named_with_its_path(tmp_path):
     p = tmp_path / "genai_config.json"
-    p.write_text('{"model": {"decoder": {"session_options": {"provider_options": [{"cuda": {}}], "provider_options": []}}}}')
+    p.write_text(
+        '{"model": {"decoder": {"session_options": {"provider_options": [{"cuda": {}}], "provider_options": []}}}}'
+    )
     with pytest.raises(BundleError) as e:
         read_json(p)
     assert str(p) in str(e.value) and "model.decoder.session_options.provider_options" in str(e.value)
@@ -116,9 +124,16 @@ def test_json_duplicate_key_inside_a_list_named_with_its_index(tmp_path):
         read_json(p)
 
 
-@pytest.mark.parametrize("data, why", [(b"\xff\xfe{}", "not UTF-8"), (b'{"a": "\xe9"}', "not UTF-8"),
-                                       (b"[" * 100000 + b"]" * 100000, "nested too deeply"), (b"{", "malformed JSON"),
-                                       (b"", "malformed JSON")])
+@pytest.mark.parametrize(
+    "data, why",
+    [
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b'{"a": "\xe9"}', "not UTF-8"),
+        (b"[" * 100000 + b"]" * 100000, "nested too deeply"),
+        (b"{", "malformed JSON"),
+        (b"", "malformed JSON"),
+    ],
+)
 def test_json_bad_bytes_are_bundle_errors_naming_the_file(tmp_path, data, why):
     p = tmp_path / "genai_config.json"
     p.write_bytes(data)
@@ -138,17 +153,23 @@ def _req(bundle: Path = TINY_FLAT, **kw) -> PerfRequest:
     return PerfRequest(path=bundle, **kw)
 
 
-@pytest.mark.parametrize("kw, flag", [
-    ({"seed": -1}, "--seed"), ({"seed": 2**64}, "--seed"),
-    ({"prompt": ""}, "--prompt is empty"), ({"prompt": " \n\t"}, "--prompt is empty"),
-    ({"apply_template": True}, "--apply-template needs --prompt"),
-    ({"prompt_tokens": (1000,), "max_new_tokens": (25,)}, "exceeds the bundle's context of 1024"),
-    ({"prompt_tokens": (16, 10**9)}, "--prompt-tokens"),
-    ({"prompt": "hi", "max_new_tokens": (1024,)}, "--max-new-tokens"),
-    ({"max_new_tokens": (1000,)}, "128 \\+ 1000"),  # the default synthetic prompt counts too
-    ({"cell_timeout_s": float("inf")}, "--cell-timeout"), ({"cell_timeout_s": 1e300}, "--cell-timeout"),
-    ({"compile_timeout_s": float("nan")}, "--compile-timeout"),
-])
+@pytest.mark.parametrize(
+    "kw, flag",
+    [
+        ({"seed": -1}, "--seed"),
+        ({"seed": 2**64}, "--seed"),
+        ({"prompt": ""}, "--prompt is empty"),
+        ({"prompt": " \n\t"}, "--prompt is empty"),
+        ({"apply_template": True}, "--apply-template needs --prompt"),
+        ({"prompt_tokens": (1000,), "max_new_tokens": (25,)}, "exceeds the bundle's context of 1024"),
+        ({"prompt_tokens": (16, 10**9)}, "--prompt-tokens"),
+        ({"prompt": "hi", "max_new_tokens": (1024,)}, "--max-new-tokens"),
+        ({"max_new_tokens": (1000,)}, "128 \\+ 1000"),  # the default synthetic prompt counts too
+        ({"cell_timeout_s": float("inf")}, "--cell-timeout"),
+        ({"cell_timeout_s": 1e300}, "--cell-timeout"),
+        ({"compile_timeout_s": float("nan")}, "--compile-timeout"),
+    ],
+)
 def test_flag_values_the_bundle_cannot_take_are_usage_errors(kw, flag):
     with pytest.raises(UsageError, match=flag):
         validate_request(_req(**kw), (128,))
@@ -173,7 +194,7 @@ def test_length_bounded_by_memory_when_the_bundle_gives_no_context(bundle_copy, 
     cfg = json.loads((b / "genai_config.json").read_text())
     del cfg["model"]["context_length"], cfg["search"]["max_length"]
     (b / "genai_config.json").write_text(json.dumps(cfg))
-    monkeypatch.setattr("winml_perf.bench.validate.available_memory_bytes", lambda: 10**6)
+    monkeypatch.setattr("winml_perf.measure.validate.available_memory_bytes", lambda: 10**6)
     with pytest.raises(UsageError, match="memory available"):
         validate_request(_req(b, prompt_tokens=(10**6,)), (128,))
 
@@ -188,8 +209,9 @@ def test_template_on_a_bundle_without_one_names_the_bundle(bundle_copy):
         validate_request(_req(b, prompt="hi", apply_template=True), (128,))
 
 
-@pytest.mark.parametrize("gone, named", [(("tokenizer_config.json",), "tokenizer_config.json"),
-                                         (("tokenizer.json",), "tokenizer.json")])
+@pytest.mark.parametrize(
+    "gone, named", [(("tokenizer_config.json",), "tokenizer_config.json"), (("tokenizer.json",), "tokenizer.json")]
+)
 def test_text_prompt_on_a_bundle_without_tokenizer_names_the_missing_file(bundle_copy, gone, named):
     b = bundle_copy(TINY_FLAT)
     for name in gone:
@@ -199,8 +221,16 @@ def test_text_prompt_on_a_bundle_without_tokenizer_names_the_missing_file(bundle
     validate_request(_req(b, prompt_tokens=(16,)), (128,))  # synthetic tokens need no tokenizer
 
 
-@pytest.mark.parametrize("field, value", [("vocab_size", "512"), ("context_length", -5), ("context_length", 1.5),
-                                          ("vocab_size", True), ("eos_token_id", ["x"])])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("vocab_size", "512"),
+        ("context_length", -5),
+        ("context_length", 1.5),
+        ("vocab_size", True),
+        ("eos_token_id", ["x"]),
+    ],
+)
 def test_config_numbers_of_the_wrong_kind_are_bundle_errors(bundle_copy, field, value):
     b = bundle_copy(TINY_FLAT)
     cfg = json.loads((b / "genai_config.json").read_text())
@@ -216,7 +246,14 @@ def test_routes_equal_after_normalising_are_refused_naming_both():
         prepare_routes(req)
     assert "--route ep=cpu" in str(e.value) and "--route ep=CPU" in str(e.value)
     with pytest.raises(UsageError, match="same route"):
-        prepare_routes(_req(routes=(RouteRequest(ep="cpu", stages=("decoder",)), RouteRequest(ep="CPUExecutionProvider", stages=("decoder",)))))
+        prepare_routes(
+            _req(
+                routes=(
+                    RouteRequest(ep="cpu", stages=("decoder",)),
+                    RouteRequest(ep="CPUExecutionProvider", stages=("decoder",)),
+                )
+            )
+        )
 
 
 def test_shape_too_big_for_memory_is_refused_before_allocating():

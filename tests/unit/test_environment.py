@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from winml_perf.bench import environment, roofline
-from winml_perf.bench.memory import MemorySampler, ru_maxrss_bytes
+from winml_perf.measure.memory import MemorySampler, ru_maxrss_bytes
+from winml_perf.record import environment, roofline
 
 
 def test_collect_environment_has_what_records_need(monkeypatch, tmp_path):
@@ -132,7 +132,7 @@ def test_measure_bandwidth_gives_a_positive_rate():
 
 def test_environment_records_the_qnn_plugin_and_sdk_versions():
     qnn = pytest.importorskip("onnxruntime_qnn")
-    from winml_perf.bench.environment import collect_environment
+    from winml_perf.record.environment import collect_environment
 
     env = collect_environment()
     assert env["versions"]["onnxruntime-qnn"] == qnn.build_and_package_info.__version__

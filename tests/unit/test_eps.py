@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from winml_perf.eps import (
+from winml_perf.ep.table import (
     DEVICE_CLASSES,
     EPS,
     ep_alias,
@@ -12,7 +12,7 @@ from winml_perf.eps import (
     genai_provider_name,
     normalize_ep_name,
 )
-from winml_perf.errors import EXIT_USAGE, UsageError
+from winml_perf.support.errors import EXIT_USAGE, UsageError
 
 CANONICAL = [
     "CPUExecutionProvider",

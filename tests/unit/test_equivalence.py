@@ -4,19 +4,22 @@ from dataclasses import replace
 
 import pytest
 
-from winml_perf.bench.equivalence import check_output, first_difference
-from winml_perf.bench.warnings import CODES
+from winml_perf.measure.equivalence import check_output, first_difference
+from winml_perf.model.record import load_schema
 from winml_perf.model.route import OK, OutputCheck, Route, StagePlacement, StageRoute
-from winml_perf.results.record import load_schema
+from winml_perf.record.warnings import CODES
 
 
-@pytest.mark.parametrize("a,b,expected", [
-    ([1, 2, 3], [1, 2, 3], None),
-    ([1, 2, 3], [1, 9, 3], 1),
-    ([1, 2, 3], [7, 2, 3], 0),
-    ([1, 2], [1, 2, 3], 2),
-    ([], [], None),
-])
+@pytest.mark.parametrize(
+    "a,b,expected",
+    [
+        ([1, 2, 3], [1, 2, 3], None),
+        ([1, 2, 3], [1, 9, 3], 1),
+        ([1, 2, 3], [7, 2, 3], 0),
+        ([1, 2], [1, 2, 3], 2),
+        ([], [], None),
+    ],
+)
 def test_first_difference(a, b, expected):
     assert first_difference(a, b) == expected
 
@@ -26,15 +29,24 @@ def test_mismatch_warning_names_position_and_tokens():
     route = Route("ep=webgpu", output_check=check)
     (w,) = check_output("ep=webgpu", route)
     assert w.code == "output_mismatch"
-    assert "ep=webgpu" in w.message and "new token 2" in w.message and "config 7" in w.message and "route 9" in w.message
+    assert (
+        "ep=webgpu" in w.message and "new token 2" in w.message and "config 7" in w.message and "route 9" in w.message
+    )
     equal = OutputCheck(16, 2, 0, (5, 6), (5, 6), None)
     assert equal.equal and check_output("x", Route("x", output_check=equal)) == []
     assert check_output("config", Route("config")) == []
 
 
 def test_output_check_round_trips_the_records_json():
-    d = {"prompt_tokens": 16, "new_tokens": 4, "seed": 0, "equal": False, "first_difference": 2,
-         "config_token_ids": [5, 6, 7, 8], "route_token_ids": [5, 6, 9, 8]}
+    d = {
+        "prompt_tokens": 16,
+        "new_tokens": 4,
+        "seed": 0,
+        "equal": False,
+        "first_difference": 2,
+        "config_token_ids": [5, 6, 7, 8],
+        "route_token_ids": [5, 6, 9, 8],
+    }
     check = OutputCheck.from_dict(d)
     assert not check.equal and check.first_difference == 2 and check.to_dict() == d
 
@@ -46,17 +58,41 @@ def test_every_warning_code_is_in_the_record_schema():
 
 
 def test_partial_cpu_fallback_warns_for_forced_stages_only():
-    from winml_perf.bench.warnings import check_partial_fallback
+    from winml_perf.record.warnings import check_partial_fallback
 
     webgpu, cpu = "WebGpuExecutionProvider", "CPUExecutionProvider"
-    mixed = StagePlacement("context", ("t.onnx",), webgpu, OK, {webgpu: 23, cpu: 6},
-                           {webgpu: {"MatMul": 23}, cpu: {"Cast": 2, "Shape": 1, "Gather": 3}})
+    mixed = StagePlacement(
+        "context",
+        ("t.onnx",),
+        webgpu,
+        OK,
+        {webgpu: 23, cpu: 6},
+        {webgpu: {"MatMul": 23}, cpu: {"Cast": 2, "Shape": 1, "Gather": 3}},
+    )
     whole = StagePlacement("lm_head", ("l.onnx",), webgpu, OK, {webgpu: 5}, {webgpu: {"MatMul": 5}})
-    route = Route("ep=webgpu", "ep=webgpu", "ep=webgpu", (
-        StageRoute("context", ("t.onnx",), cpu, webgpu, forced=True, options_source="default", placement=mixed),
-        StageRoute("embeddings", ("e.onnx",), cpu, cpu, forced=False, options_source="config", placement=replace(mixed, ep=cpu)),
-        StageRoute("lm_head", ("l.onnx",), cpu, webgpu, forced=True, options_source="default", placement=whole),
-    ))
+    route = Route(
+        "ep=webgpu",
+        "ep=webgpu",
+        "ep=webgpu",
+        (
+            StageRoute("context", ("t.onnx",), cpu, webgpu, forced=True, options_source="default", placement=mixed),
+            StageRoute(
+                "embeddings",
+                ("e.onnx",),
+                cpu,
+                cpu,
+                forced=False,
+                options_source="config",
+                placement=replace(mixed, ep=cpu),
+            ),
+            StageRoute("lm_head", ("l.onnx",), cpu, webgpu, forced=True, options_source="default", placement=whole),
+        ),
+    )
     (w,) = check_partial_fallback("ep=webgpu", route)
-    assert w.code == "partial_cpu_fallback" and "context" in w.message and "6 of 29" in w.message and "Cast x2" in w.message
+    assert (
+        w.code == "partial_cpu_fallback"
+        and "context" in w.message
+        and "6 of 29" in w.message
+        and "Cast x2" in w.message
+    )
     assert check_partial_fallback("config", Route("config", "config", "config")) == []

@@ -8,19 +8,25 @@ from dataclasses import replace
 import pytest
 
 from winml_perf.bundle.config import parse_config
-from winml_perf.errors import BenchmarkFailure
 from winml_perf.explain.breakdown import PhaseBreakdown, phase_breakdown, phases_from_dict
 from winml_perf.explain.difference import phase_difference, record_difference
 from winml_perf.explain.genai_run import split_runs
 from winml_perf.explain.profile import NodeEvent, ProfileError, RunProfile, parse_events
 from winml_perf.explain.text import difference_lines, run_explain_text
+from winml_perf.support.errors import BenchmarkFailure
 
 CPU, GPU = "CPUExecutionProvider", "WebGpuExecutionProvider"
 
 
 def node(name, op, ts, dur, ep=CPU, size=0):
-    return {"cat": "Node", "name": f"{name}_kernel_time", "ts": ts, "dur": dur, "ph": "X",
-            "args": {"op_name": op, "provider": ep, "output_size": str(size)}}
+    return {
+        "cat": "Node",
+        "name": f"{name}_kernel_time",
+        "ts": ts,
+        "dur": dur,
+        "ph": "X",
+        "args": {"op_name": op, "provider": ep, "output_size": str(size)},
+    }
 
 
 def run(ts, dur):
@@ -31,9 +37,12 @@ def events_two_runs():
     return [
         {"cat": "Session", "name": "session_initialization", "ts": 0, "dur": 50},
         node("init_const", "Cast", 10, 5),  # during initialisation: no run holds it
-        run(100, 40), node("mm", "MatMulNBits", 105, 20), node("cp", "MemcpyToHost", 126, 6, GPU, 4096),
+        run(100, 40),
+        node("mm", "MatMulNBits", 105, 20),
+        node("cp", "MemcpyToHost", 126, 6, GPU, 4096),
         {"cat": "Node", "name": "mm_fence_before", "ts": 104, "dur": 1, "args": {"op_name": "MatMulNBits"}},
-        run(200, 30), node("mm", "MatMulNBits", 202, 18),
+        run(200, 30),
+        node("mm", "MatMulNBits", 202, 18),
     ]
 
 
@@ -41,7 +50,9 @@ def test_nodes_go_to_the_run_whose_span_holds_them_and_nothing_else_counts():
     runs = parse_events(events_two_runs())
     assert [(r.ts_us, r.dur_us) for r in runs] == [(100, 40), (200, 30)]
     assert [[(n.op, n.ep, n.dur_us, n.output_bytes) for n in r.nodes] for r in runs] == [
-        [("MatMulNBits", CPU, 20, 0), ("MemcpyToHost", GPU, 6, 4096)], [("MatMulNBits", CPU, 18, 0)]]
+        [("MatMulNBits", CPU, 20, 0), ("MemcpyToHost", GPU, 6, 4096)],
+        [("MatMulNBits", CPU, 18, 0)],
+    ]
 
 
 def test_a_profile_that_is_not_a_list_of_events_is_an_error():
@@ -65,21 +76,39 @@ def test_breakdown_means_and_its_sums_hold_exactly():
 
 def _phase(wall_ms, stages):
     """stages: {name: ([(op, ep, dur_us, bytes), ...], session_us)}, one run each."""
-    runs = {name: [RunProfile(0, session_us, tuple(NodeEvent(*n) for n in nodes))] for name, (nodes, session_us) in stages.items()}
+    runs = {
+        name: [RunProfile(0, session_us, tuple(NodeEvent(*n) for n in nodes))]
+        for name, (nodes, session_us) in stages.items()
+    }
     return phase_breakdown("decode_step", [wall_ms], runs)
 
 
 def test_difference_ranks_contributions_that_sum_to_the_wall_difference_and_keeps_host_apart():
     a = _phase(1.0, {"iterator": ([("MatMulNBits", CPU, 500, 0), ("Add", CPU, 100, 0)], 700)})
-    b = _phase(9.0, {"iterator": ([("MatMulNBits", GPU, 100, 0), ("Add", GPU, 100, 0), ("MemcpyFromHost", GPU, 6000, 3_100_000)], 6500)})
+    b = _phase(
+        9.0,
+        {
+            "iterator": (
+                [("MatMulNBits", GPU, 100, 0), ("Add", GPU, 100, 0), ("MemcpyFromHost", GPU, 6000, 3_100_000)],
+                6500,
+            )
+        },
+    )
     diff = phase_difference(a, b, "config", "ep=webgpu")
     assert diff.delta_ms == pytest.approx(8.0)
     first = diff.contributions[0]
-    assert (first.label, first.count_b, first.bytes_delta, first.is_copy) == ("iterator MemcpyFromHost", 1, 3_100_000, True)
+    assert (first.label, first.count_b, first.bytes_delta, first.is_copy) == (
+        "iterator MemcpyFromHost",
+        1,
+        3_100_000,
+        True,
+    )
     assert first.delta_ms == pytest.approx(6.0)
     mm = next(c for c in diff.contributions if c.label == "iterator MatMulNBits")
     assert mm.delta_ms == pytest.approx(-0.4) and mm.eps == "CPU→WebGpu"
-    assert [abs(c.delta_ms) for c in diff.contributions] == sorted((abs(c.delta_ms) for c in diff.contributions), reverse=True)
+    assert [abs(c.delta_ms) for c in diff.contributions] == sorted(
+        (abs(c.delta_ms) for c in diff.contributions), reverse=True
+    )
     assert diff.named_ms + diff.host.delta_ms == pytest.approx(diff.delta_ms, abs=1e-12)
     assert diff.host.delta_ms == pytest.approx(8.0 - 5.8)  # walls minus sessions
     text = "\n".join(difference_lines(diff))
@@ -93,9 +122,21 @@ def test_phases_of_different_kinds_are_not_compared():
         phase_difference(a, phase_breakdown("prompt", [1.0], {}))
 
 
-PIPELINE = {"model": {"type": "decoder-pipeline", "decoder": {"pipeline": [{
-    "embeddings": {"filename": "e.onnx"}, "context": {"filename": "t.onnx", "run_on_token_gen": False},
-    "iterator": {"filename": "t.onnx", "run_on_prompt": False}, "lm_head": {"filename": "h.onnx", "is_lm_head": True}}]}}}
+PIPELINE = {
+    "model": {
+        "type": "decoder-pipeline",
+        "decoder": {
+            "pipeline": [
+                {
+                    "embeddings": {"filename": "e.onnx"},
+                    "context": {"filename": "t.onnx", "run_on_token_gen": False},
+                    "iterator": {"filename": "t.onnx", "run_on_prompt": False},
+                    "lm_head": {"filename": "h.onnx", "is_lm_head": True},
+                }
+            ]
+        },
+    }
+}
 
 
 def _runs(n, tag):
@@ -107,17 +148,34 @@ def test_a_pipelines_runs_split_into_prompt_and_decode_steps_of_the_last_generat
     steps = 3  # two generations of 1 prompt pass + 3 decode steps each
     runs = {"embeddings": _runs(8, 1), "context": _runs(2, 2), "iterator": _runs(6, 3), "lm_head": _runs(8, 4)}
     split = split_runs(config, runs, steps)
-    assert {k: len(v) for k, v in split["prompt"].items()} == {"embeddings": 1, "context": 1, "iterator": 0, "lm_head": 1}
-    assert {k: len(v) for k, v in split["decode_step"].items()} == {"embeddings": 3, "context": 0, "iterator": 3, "lm_head": 3}
+    assert {k: len(v) for k, v in split["prompt"].items()} == {
+        "embeddings": 1,
+        "context": 1,
+        "iterator": 0,
+        "lm_head": 1,
+    }
+    assert {k: len(v) for k, v in split["decode_step"].items()} == {
+        "embeddings": 3,
+        "context": 0,
+        "iterator": 3,
+        "lm_head": 3,
+    }
     assert split["prompt"]["embeddings"] == runs["embeddings"][4:5]  # the second generation's, not the warmup's
     with pytest.raises(BenchmarkFailure, match="ran 7 times"):
         split_runs(config, {**runs, "iterator": _runs(7, 3)}, steps)
 
 
 def _record(label, phase):
-    return {"cell_key": f"{label}|p16|n8", "route": {"label": label}, "shape": {"prompt_tokens": 16, "max_new_tokens": 8},
-            "explain": {"method": "m", "profiled": {"generations": 2, "warmup_generations": 1},
-                        "phases": {"decode_step": phase.to_dict()}}}
+    return {
+        "cell_key": f"{label}|p16|n8",
+        "route": {"label": label},
+        "shape": {"prompt_tokens": 16, "max_new_tokens": 8},
+        "explain": {
+            "method": "m",
+            "profiled": {"generations": 2, "warmup_generations": 1},
+            "phases": {"decode_step": phase.to_dict()},
+        },
+    }
 
 
 def test_two_stored_records_compare_and_a_run_prints_each_route_against_config():
@@ -134,7 +192,7 @@ def test_two_stored_records_compare_and_a_run_prints_each_route_against_config()
 def test_the_runner_explains_a_cell_after_its_measured_iterations_with_the_same_prompt_ids():
     from tests.unit.fakes import open_fake_session
     from tests.unit.test_runner import cell
-    from winml_perf.bench.runner import SweepRunner
+    from winml_perf.measure.runner import SweepRunner
 
     seen = []
 
@@ -142,7 +200,9 @@ def test_the_runner_explains_a_cell_after_its_measured_iterations_with_the_same_
         seen.append((c.key, list(prompt_ids)))
         return {"method": "m", "profiled": {"measured_iterations_profiled": 0}, "phases": {}}
 
-    [result] = SweepRunner([cell(prompt=16, new=8)], open_fake_session, sample_memory=False, explainer=explainer).run().results
+    [result] = (
+        SweepRunner([cell(prompt=16, new=8)], open_fake_session, sample_memory=False, explainer=explainer).run().results
+    )
     assert result.ok and len(result.samples) == 5  # measured as asked
     assert result.explain["profiled"] == {"measured_iterations_profiled": 0}
     [(key, ids)] = seen
@@ -152,7 +212,7 @@ def test_the_runner_explains_a_cell_after_its_measured_iterations_with_the_same_
 def test_an_explainer_that_fails_leaves_an_error_and_an_ok_cell():
     from tests.unit.fakes import open_fake_session
     from tests.unit.test_runner import cell
-    from winml_perf.bench.runner import SweepRunner
+    from winml_perf.measure.runner import SweepRunner
 
     def explainer(c, prompt_ids, timeout_s):
         raise RuntimeError("no profile written")
@@ -164,15 +224,20 @@ def test_an_explainer_that_fails_leaves_an_error_and_an_ok_cell():
 def test_an_explain_section_with_phases_or_with_an_error_is_a_valid_record_and_a_bare_one_is_not():
     from tests.unit.fakes import FAKE_ENV, open_fake_session
     from tests.unit.test_runner import cell
-    from winml_perf.bench.report import cell_record
-    from winml_perf.bench.runner import run_cell
-    from winml_perf.errors import StoreError
-    from winml_perf.results.validation import validate_record
+    from winml_perf.measure.runner import run_cell
+    from winml_perf.record.build import cell_record
+    from winml_perf.record.validation import validate_record
+    from winml_perf.support.errors import StoreError
 
     result = run_cell(cell(), open_fake_session, sample_memory=False)
     phase = _phase(1.0, {"iterator": ([("MatMulNBits", CPU, 500, 0)], 600)}).to_dict()
-    good = [{"method": "m", "profiled": {"generations": 2}, "phases": {"decode_step": phase}}, {"error": "RuntimeError: x"}]
+    good = [
+        {"method": "m", "profiled": {"generations": 2}, "phases": {"decode_step": phase}},
+        {"error": "RuntimeError: x"},
+    ]
     for section in good:
         validate_record(cell_record(replace(result, explain=section), run_id="0" * 32, environment=FAKE_ENV).to_dict())
     with pytest.raises(StoreError, match="explain"):
-        validate_record(cell_record(replace(result, explain={"method": "m"}), run_id="0" * 32, environment=FAKE_ENV).to_dict())
+        validate_record(
+            cell_record(replace(result, explain={"method": "m"}), run_id="0" * 32, environment=FAKE_ENV).to_dict()
+        )

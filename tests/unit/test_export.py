@@ -10,12 +10,12 @@ import pandas as pd
 import pytest
 
 from tests.results_fakes import GOLDEN_RUN_A, GOLDEN_RUN_B, assert_golden, golden_cells, make_cell
-from winml_perf.errors import UsageError
-from winml_perf.results import load
-from winml_perf.results.export import export, gab_entries, latest_per_series
 from winml_perf.model.metrics import bigger_is_better
 from winml_perf.model.metrics import unit as metric_unit
+from winml_perf.publish.export import export, gab_entries, latest_per_series
+from winml_perf.results import load
 from winml_perf.results.store import open_store
+from winml_perf.support.errors import UsageError
 
 
 @pytest.fixture
@@ -25,9 +25,15 @@ def golden_df(tmp_path):
         yield load(store)
 
 
-@pytest.mark.parametrize("fmt, name", [
-    ("csv", "export.csv"), ("json", "export.json"), ("markdown", "export.md"), ("bmf", "export.bmf.json"),
-])
+@pytest.mark.parametrize(
+    "fmt, name",
+    [
+        ("csv", "export.csv"),
+        ("json", "export.json"),
+        ("markdown", "export.md"),
+        ("bmf", "export.bmf.json"),
+    ],
+)
 def test_exports_match_golden_files(golden_df, fmt, name):
     assert_golden(name, export(golden_df, fmt))
 
@@ -53,7 +59,10 @@ def test_bmf_takes_the_latest_ok_record_per_series_with_ci_bounds(golden_df):
     latest = golden_df[(golden_df["route"] == "config")].iloc[-1]  # run B, not run A
     assert config["value"] == pytest.approx(latest["decode_tokens_per_s"])
     assert config["lower_value"] <= config["value"] <= config["upper_value"]
-    assert "peak_rss_bytes" in bmf["tiny-qwen2 config p16 n8"] and "lower_value" not in bmf["tiny-qwen2 config p16 n8"]["peak_rss_bytes"]
+    assert (
+        "peak_rss_bytes" in bmf["tiny-qwen2 config p16 n8"]
+        and "lower_value" not in bmf["tiny-qwen2 config p16 n8"]["peak_rss_bytes"]
+    )
     # the failed ep=webgpu cell of run B does not replace run A's good one
     assert bmf["tiny-qwen2 ep=webgpu p16 n8"]["decode_tokens_per_s"]["value"] > 800
 
@@ -70,9 +79,17 @@ def test_gab_splits_metrics_by_direction_from_their_names(golden_df):
 
 
 def test_directions_and_units_from_metric_names():
-    assert bigger_is_better("decode_tokens_per_s") and bigger_is_better("inferences_per_s") and bigger_is_better("roofline_fraction")
+    assert (
+        bigger_is_better("decode_tokens_per_s")
+        and bigger_is_better("inferences_per_s")
+        and bigger_is_better("roofline_fraction")
+    )
     assert not bigger_is_better("ttft_ms") and not bigger_is_better("peak_rss_bytes") and not bigger_is_better("itl_ms")
-    assert metric_unit("prompt_tokens_per_s") == "tokens/s" and metric_unit("e2e_ms") == "ms" and metric_unit("peak_rss_bytes") == "bytes"
+    assert (
+        metric_unit("prompt_tokens_per_s") == "tokens/s"
+        and metric_unit("e2e_ms") == "ms"
+        and metric_unit("peak_rss_bytes") == "bytes"
+    )
 
 
 def test_dashboard_formats_refuse_a_mix_of_testbeds(tmp_path):

@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 
 from tests.results_fakes import hex_id, make_cell
-from winml_perf.errors import StoreError
-from winml_perf.results.bulk_check import BULK_PATHS, bulk_rules
-from winml_perf.results.fast_schema import Unsupported, compile_check
-from winml_perf.results.record import load_schema
+from winml_perf.model.record import load_schema
+from winml_perf.record.bulk_check import BULK_PATHS, bulk_rules
+from winml_perf.record.fast_schema import Unsupported, compile_check
+from winml_perf.record.validation import validate_record
 from winml_perf.results.store import open_store
-from winml_perf.results.validation import validate_record
+from winml_perf.support.errors import StoreError
 
 SCHEMA = load_schema()
 DEFS = SCHEMA["$defs"]
@@ -27,17 +27,53 @@ def _jsonschema_ok(value, schema) -> bool:
     return jsonschema.Draft202012Validator({**schema, "$defs": DEFS}).is_valid(value)
 
 
-VALUES = [0, 1, -1, -2, 1.0, 1.5, -0.5, True, False, None, "3", math.nan, math.inf, [], [1, 2.0], [1, "x"], [True], {},
-          {"a": 1}, (1, 2), np.float64(2.5), np.int64(3), 10**30]
+VALUES = [
+    0,
+    1,
+    -1,
+    -2,
+    1.0,
+    1.5,
+    -0.5,
+    True,
+    False,
+    None,
+    "3",
+    math.nan,
+    math.inf,
+    [],
+    [1, 2.0],
+    [1, "x"],
+    [True],
+    {},
+    {"a": 1},
+    (1, 2),
+    np.float64(2.5),
+    np.int64(3),
+    10**30,
+]
 
 
-@pytest.mark.parametrize("schema", [
-    {"type": "number"}, {"type": "integer"}, {"type": ["number", "null"]}, {"type": ["integer", "null"], "minimum": 0},
-    {"type": "integer", "minimum": -1}, {"type": "array", "items": {"type": "number"}},
-    {"type": "array", "items": {"type": "integer", "minimum": 0}}, {"type": "boolean"}, {"type": "string"},
-    {"type": "object"}, {"type": "null"}, {"$ref": "#/$defs/count"}, {"$ref": "#/$defs/num", "description": "x"},
-    {"minimum": 0}, {"items": {"type": "integer"}},
-])
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"type": "number"},
+        {"type": "integer"},
+        {"type": ["number", "null"]},
+        {"type": ["integer", "null"], "minimum": 0},
+        {"type": "integer", "minimum": -1},
+        {"type": "array", "items": {"type": "number"}},
+        {"type": "array", "items": {"type": "integer", "minimum": 0}},
+        {"type": "boolean"},
+        {"type": "string"},
+        {"type": "object"},
+        {"type": "null"},
+        {"$ref": "#/$defs/count"},
+        {"$ref": "#/$defs/num", "description": "x"},
+        {"minimum": 0},
+        {"items": {"type": "integer"}},
+    ],
+)
 def test_compiled_checks_agree_with_jsonschema_on_every_kind_of_value(schema):
     check = compile_check(schema, DEFS)
     for value in VALUES:
@@ -51,7 +87,12 @@ def _sample_variants() -> list:
         out.append({k: v for k, v in good.items() if k != key})  # each required key missing
         for value in (None, "x", True, -1, -2, 1.5, 2.0, [], [1.0, "2"], [1.0, True], [1.0, 2], {"a": 1}):
             out.append({**good, key: value})
-    out += [{**good, "surprise": 1}, {**good, "token_ids": [1, 2]}, {**good, "token_ids": [1.5]}, {**good, "invocation": -1}]
+    out += [
+        {**good, "surprise": 1},
+        {**good, "token_ids": [1, 2]},
+        {**good, "token_ids": [1.5]},
+        {**good, "invocation": -1},
+    ]
     return out
 
 
@@ -64,9 +105,15 @@ def test_the_sample_check_agrees_with_jsonschema_on_damaged_samples():
 
 
 def test_keywords_the_compiler_does_not_know_are_refused_not_ignored():
-    for schema in ({"type": "string", "pattern": "^a"}, {"enum": [1]}, {"type": "array", "minItems": 1},
-                   {"anyOf": [{"type": "null"}]}, {"type": "object", "additionalProperties": {"type": "number"}},
-                   {"$ref": "#/$defs/nowhere"}, {"type": "decimal"}):
+    for schema in (
+        {"type": "string", "pattern": "^a"},
+        {"enum": [1]},
+        {"type": "array", "minItems": 1},
+        {"anyOf": [{"type": "null"}]},
+        {"type": "object", "additionalProperties": {"type": "number"}},
+        {"$ref": "#/$defs/nowhere"},
+        {"type": "decimal"},
+    ):
         with pytest.raises(Unsupported):
             compile_check(schema, DEFS)
 
@@ -76,14 +123,17 @@ def test_the_record_schema_has_a_fast_rule_for_each_long_array():
     assert rules is not None and [r.path for r in rules] == list(BULK_PATHS)
 
 
-@pytest.mark.parametrize("change", [
-    lambda s: s["$defs"]["cell"]["properties"]["samples"]["properties"]["iterations"].update(minItems=1),
-    lambda s: s["$defs"]["cell"]["allOf"].append({"properties": {"samples": {"required": ["x"]}}}),
-    lambda s: s["$defs"]["summary"]["properties"]["outlier_indices"].update(uniqueItems=True),
-    lambda s: s["$defs"]["summary"].update(allOf=[{"properties": {"outlier_indices": {"maxItems": 3}}}]),
-    lambda s: s["$defs"]["run"]["properties"]["cells"].update(items={"type": "object"}),
-    lambda s: s["$defs"]["sample"]["properties"]["latency_ms"].update(exclusiveMinimum=0),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: s["$defs"]["cell"]["properties"]["samples"]["properties"]["iterations"].update(minItems=1),
+        lambda s: s["$defs"]["cell"]["allOf"].append({"properties": {"samples": {"required": ["x"]}}}),
+        lambda s: s["$defs"]["summary"]["properties"]["outlier_indices"].update(uniqueItems=True),
+        lambda s: s["$defs"]["summary"].update(allOf=[{"properties": {"outlier_indices": {"maxItems": 3}}}]),
+        lambda s: s["$defs"]["run"]["properties"]["cells"].update(items={"type": "object"}),
+        lambda s: s["$defs"]["sample"]["properties"]["latency_ms"].update(exclusiveMinimum=0),
+    ],
+)
 def test_no_fast_rule_where_the_schema_constrains_a_long_array_by_more_than_its_items(change):
     schema = copy.deepcopy(SCHEMA)
     change(schema)
@@ -107,11 +157,17 @@ def _damaged(where: str):
     return cell
 
 
-@pytest.mark.parametrize("where, path", [
-    ("metrics", "metrics/decode_tokens_per_s/outlier_indices/1"), ("step", "samples/warmup/0/decode_step_ms"),
-    ("count", "samples/iterations/2/new_tokens"), ("extra", "samples/iterations/1"), ("missing", "samples/iterations/3"),
-    ("bool", "samples/iterations/0/latency_ms"),
-])
+@pytest.mark.parametrize(
+    "where, path",
+    [
+        ("metrics", "metrics/decode_tokens_per_s/outlier_indices/1"),
+        ("step", "samples/warmup/0/decode_step_ms"),
+        ("count", "samples/iterations/2/new_tokens"),
+        ("extra", "samples/iterations/1"),
+        ("missing", "samples/iterations/3"),
+        ("bool", "samples/iterations/0/latency_ms"),
+    ],
+)
 def test_a_damaged_long_array_is_refused_naming_the_place(where, path):
     cell = _damaged(where)
     assert not jsonschema.Draft202012Validator(SCHEMA).is_valid(cell)
@@ -123,9 +179,27 @@ def test_a_damaged_long_array_is_refused_naming_the_place(where, path):
 
 def _run_of(cell: dict) -> dict:
     """A run record around ``cell`` (valid but for the cell)."""
-    run = {"schema_version": 1, "kind": "run", "run_id": RUN, "started_utc": cell["started_utc"], "finished_utc": cell["finished_utc"],
-           "status": "ok", "sweep": {"routes": ["config"], "prompt_tokens": [16], "max_new_tokens": [8], "cell_count": 1,
-                                    "rounds": None, "seed": 0, "isolate": False, "order": []}, "argv": None, "environment": cell["environment"], "cells": [cell]}
+    run = {
+        "schema_version": 1,
+        "kind": "run",
+        "run_id": RUN,
+        "started_utc": cell["started_utc"],
+        "finished_utc": cell["finished_utc"],
+        "status": "ok",
+        "sweep": {
+            "routes": ["config"],
+            "prompt_tokens": [16],
+            "max_new_tokens": [8],
+            "cell_count": 1,
+            "rounds": None,
+            "seed": 0,
+            "isolate": False,
+            "order": [],
+        },
+        "argv": None,
+        "environment": cell["environment"],
+        "cells": [cell],
+    }
     return run
 
 

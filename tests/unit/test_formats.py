@@ -8,18 +8,31 @@ import math
 
 import pytest
 
-from winml_perf.bench import stats
-from winml_perf.bench import warnings as W
 from winml_perf.commands.sweep_values import sweep_values
-from winml_perf.errors import EXIT_USAGE, UsageError
-from winml_perf.formats import FORMATS, check_format, human, json_text, rows_text, table_text
-from winml_perf.render import warning_lines
+from winml_perf.publish.formats import FORMATS, check_format, human, json_text, rows_text, table_text
+from winml_perf.publish.render import warning_lines
+from winml_perf.record import warnings as W
+from winml_perf.stats import sample_stats as stats
+from winml_perf.support.errors import EXIT_USAGE, UsageError
 
 
-@pytest.mark.parametrize("value, text", [
-    (15645.491656540647, "15645"), (16270.0, "16270"), (1.627e4, "16270"), (0.0123456, "0.01235"), (1.5, "1.5"),
-    (123.456, "123.5"), (0.0, "0"), (-2.5, "-2.5"), (7, "7"), (None, ""), (math.nan, ""), (2.0e-7, "0.0000002"),
-])
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (15645.491656540647, "15645"),
+        (16270.0, "16270"),
+        (1.627e4, "16270"),
+        (0.0123456, "0.01235"),
+        (1.5, "1.5"),
+        (123.456, "123.5"),
+        (0.0, "0"),
+        (-2.5, "-2.5"),
+        (7, "7"),
+        (None, ""),
+        (math.nan, ""),
+        (2.0e-7, "0.0000002"),
+    ],
+)
 def test_human_numbers_have_meaningful_digits_and_no_exponent(value, text):
     assert human(value) == text
     assert "e" not in human(value).lower()
@@ -78,7 +91,9 @@ def _cell(key: str, *warns) -> dict:
 def test_warnings_are_grouped_by_kind_with_one_remedy_each():
     noisy = [10.0, 14.0, 9.0, 13.0, 8.0, 12.0]
     cells = [_cell(f"config|p{p}|n8", *W.check_cv("decode_tokens_per_s", noisy)) for p in (16, 32, 64, 128)]
-    cells.append({"cell_key": "ep=x|p16|n8", "status": "failed", "warnings": [], "failure": {"kind": "Boom", "message": "no"}})
+    cells.append(
+        {"cell_key": "ep=x|p16|n8", "status": "failed", "warnings": [], "failure": {"kind": "Boom", "message": "no"}}
+    )
     lines = warning_lines(cells)
     remedy = W.check_cv("decode_tokens_per_s", noisy)[0].remedy
     assert sum(remedy in line for line in lines) == 1  # the remedy once
@@ -99,8 +114,8 @@ class _Runs:
 
 
 def test_run_ids_resolve_from_any_unique_prefix_and_name_candidates_otherwise():
-    from winml_perf.errors import StoreError
     from winml_perf.results.selectors import resolve_run_id
+    from winml_perf.support.errors import StoreError
 
     store = _Runs(["ab12cd34ef", "ab12ff00aa", "9f00"])
     assert resolve_run_id(store, "ab12c") == "ab12cd34ef" and resolve_run_id(store, "9f00") == "9f00"

@@ -2,9 +2,9 @@
 
 import pytest
 
-from winml_perf.errors import BundleError, EPUnavailableError
-from winml_perf.session.genai_session import GenaiSession
 from tests.conftest import TINY_FLAT, TINY_PIPELINE
+from winml_perf.session.genai_session import GenaiSession
+from winml_perf.support.errors import BundleError, EPUnavailableError
 
 
 @pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
@@ -75,7 +75,7 @@ def test_qnn_without_backend_type_says_to_add_it(bundle_copy):
     import json
 
     pytest.importorskip("onnxruntime_qnn")
-    from winml_perf.plugins import registered_plugins
+    from winml_perf.ep.plugins import registered_plugins
 
     registered_plugins()
     b = bundle_copy(TINY_FLAT)
@@ -98,7 +98,7 @@ def test_cpu_with_options_maps_to_bundle_error(bundle_copy):
 
 
 def test_generation_errors_become_clear_failures():
-    from winml_perf.errors import BenchmarkFailure
+    from winml_perf.support.errors import BenchmarkFailure
 
     with GenaiSession(TINY_FLAT) as s:
         with pytest.raises(BenchmarkFailure, match="failed while generating"):

@@ -9,8 +9,8 @@ from enum import IntEnum
 import pytest
 
 from tests.results_fakes import hex_id, make_cell
-from winml_perf.formats import json_text
-from winml_perf.indented_json import dumps_indented
+from winml_perf.publish.formats import json_text
+from winml_perf.support.indented_json import dumps_indented
 
 
 class Level(IntEnum):
@@ -30,10 +30,38 @@ def _standard(doc) -> str:
 
 
 DOCS = [
-    0, -1, 10**40, 1.5, -0.0, 1e-300, 0.1 + 0.2, True, False, None, "", "é ✓ \n \" \\ \x00 \U0001F600", [], {}, (), [[]], [{}],
-    [1.0, 2.5, 1e16], [1, 2, 3], ["a", "ü"], [1.0, 2], [1.0, True], [1, True], [1, None], (1.0, 2.0), [Ms(2.5), 1.0],
-    {"a": [1.0, {"b": []}], "c": {"d": None}}, {1: "int key", 2.5: "float key", True: "bool key", None: "none key", "s": "str"},
-    [Level.HIGH, {"level": Level.HIGH}], Tagged(x=[1, 2]), {"nested": [[1.5, 2.5], [3.5]]}, {"t": (1, (2.0, "x"))},
+    0,
+    -1,
+    10**40,
+    1.5,
+    -0.0,
+    1e-300,
+    0.1 + 0.2,
+    True,
+    False,
+    None,
+    "",
+    'é ✓ \n " \\ \x00 \U0001f600',
+    [],
+    {},
+    (),
+    [[]],
+    [{}],
+    [1.0, 2.5, 1e16],
+    [1, 2, 3],
+    ["a", "ü"],
+    [1.0, 2],
+    [1.0, True],
+    [1, True],
+    [1, None],
+    (1.0, 2.0),
+    [Ms(2.5), 1.0],
+    {"a": [1.0, {"b": []}], "c": {"d": None}},
+    {1: "int key", 2.5: "float key", True: "bool key", None: "none key", "s": "str"},  # noqa: F601  (True and 1 collide on purpose)
+    [Level.HIGH, {"level": Level.HIGH}],
+    Tagged(x=[1, 2]),
+    {"nested": [[1.5, 2.5], [3.5]]},
+    {"t": (1, (2.0, "x"))},
 ]
 
 

@@ -9,22 +9,25 @@ from pathlib import Path
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.bench import stopping
-from winml_perf.bench.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
-from winml_perf.bench.sweep import run_sweep
-from winml_perf.results.validation import validate_record
+from winml_perf.measure import stopping
+from winml_perf.measure.sweep import run_sweep
+from winml_perf.model.spec import IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
+from winml_perf.record.validation import validate_record
 
 
 def routes(tmp_path: Path, **per_route) -> list[RouteSpec]:
     log = str(tmp_path / "loads.log")
-    return [RouteSpec(label, fake_spec(f"fake-{label}", label=label, load_log_path=log, **opts), bundle="fake")
-            for label, opts in per_route.items()]
+    return [
+        RouteSpec(label, fake_spec(f"fake-{label}", label=label, load_log_path=log, **opts), bundle="fake")
+        for label, opts in per_route.items()
+    ]
 
 
 def sweep(rs, policy, *, prompt=(16,), new=(8,), seed=0, isolate=False, warmup=WarmupPolicy(count=1)):
     cells = expand_sweep(rs, list(prompt), list(new), warmup=warmup, iterations=policy)
-    return run_sweep(cells, open_fake_session, seed=seed, isolate=isolate, environment=FAKE_ENV, roofline=False,
-                     sample_memory=False)
+    return run_sweep(
+        cells, open_fake_session, seed=seed, isolate=isolate, environment=FAKE_ENV, roofline=False, sample_memory=False
+    )
 
 
 def loads(tmp_path: Path) -> list[str]:
@@ -73,11 +76,14 @@ def test_each_sample_records_its_invocation_and_the_record_keeps_per_invocation_
     assert rec["stop_reason"] == "iterations" and rec["summary"]["invocations"] == 3
 
 
-@pytest.mark.parametrize("k, levels, method", [
-    (1, ["iterations"], "order_statistics_iterations"),
-    (3, ["invocations", "iterations"], "student_t_invocations"),
-    (6, ["invocations", "iterations"], "order_statistics_invocations"),
-])
+@pytest.mark.parametrize(
+    "k, levels, method",
+    [
+        (1, ["iterations"], "order_statistics_iterations"),
+        (3, ["invocations", "iterations"], "student_t_invocations"),
+        (6, ["invocations", "iterations"], "order_statistics_invocations"),
+    ],
+)
 def test_the_interval_says_what_it_covers(tmp_path, k, levels, method):
     rs = routes(tmp_path, a=dict(jitter_pct=2.0, session_scales=[1.0, 1.1, 0.95, 1.05, 1.02, 0.98]))
     rec = sweep(rs, IterationPolicy(iterations=6, invocations=k)).cells[0].to_dict()
@@ -129,12 +135,20 @@ def test_decide_buys_iterations_when_they_vary_most_and_invocations_when_process
     assert stopping.decide(policy, noisy_between, 0.0, 1e-6, 1.0).action == "iteration"
 
 
-@pytest.mark.parametrize("invocations, spent, policy_kw, reason", [
-    ([[100.0] * 3, [100.0] * 3], 0.0, {}, "ci_target"),
-    ([[100.0, 100.1, 99.9], [120.0, 120.1, 119.9], [80.0, 80.1, 79.9]], 0.0, {"max_invocations": 3}, "max_invocations"),
-    ([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], 0.0, {"max_iterations": 6}, "max_iterations"),
-    ([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], 9.0, {"max_time_s": 5.0}, "max_time"),
-])
+@pytest.mark.parametrize(
+    "invocations, spent, policy_kw, reason",
+    [
+        ([[100.0] * 3, [100.0] * 3], 0.0, {}, "ci_target"),
+        (
+            [[100.0, 100.1, 99.9], [120.0, 120.1, 119.9], [80.0, 80.1, 79.9]],
+            0.0,
+            {"max_invocations": 3},
+            "max_invocations",
+        ),
+        ([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], 0.0, {"max_iterations": 6}, "max_iterations"),
+        ([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], 9.0, {"max_time_s": 5.0}, "max_time"),
+    ],
+)
 def test_decide_stops_at_the_target_or_at_a_cap_and_says_which(invocations, spent, policy_kw, reason):
     d = stopping.decide(adaptive(**policy_kw), invocations, spent, 0.01, 1.0)
     assert (d.action, d.reason) == ("stop", reason)
@@ -182,7 +196,11 @@ def test_invocation_medians_that_drift_are_warned_with_their_range(tmp_path):
     assert "drift 80" in w["message"] and "100 tok/s" in w["message"]
     assert w["data"]["low"] == pytest.approx(80.0, rel=0.01) and w["data"]["high"] == pytest.approx(100.0, rel=0.01)
     (tmp_path / "steady").mkdir()
-    steady = sweep(routes(tmp_path / "steady", a=dict(jitter_pct=0.5)), IterationPolicy(iterations=10, invocations=3)).cells[0].to_dict()
+    steady = (
+        sweep(routes(tmp_path / "steady", a=dict(jitter_pct=0.5)), IterationPolicy(iterations=10, invocations=3))
+        .cells[0]
+        .to_dict()
+    )
     assert not any(w["code"] in ("drift", "bimodal") for w in steady["warnings"])
 
 
@@ -198,11 +216,13 @@ def test_invocations_in_fresh_processes(tmp_path):
 
 # -- route ratios over paired invocations ----------------------------------------------------------------
 def test_compare_routes_pairs_invocations_of_the_same_round_so_drift_cancels(tmp_path):
-    from winml_perf.results.compare import compare_routes
+    from winml_perf.compare.comparisons import compare_routes
     from winml_perf.results.store import open_store
 
     drift = [1.0, 1.0, 1.4, 1.4, 2.0, 2.0, 1.2, 1.2]  # the n-th session loaded: both routes of a round alike
-    rs = routes(tmp_path, config=dict(decode_ms=10.0, session_scales=drift), fast=dict(decode_ms=5.0, session_scales=drift))
+    rs = routes(
+        tmp_path, config=dict(decode_ms=10.0, session_scales=drift), fast=dict(decode_ms=5.0, session_scales=drift)
+    )
     run = sweep(rs, IterationPolicy(iterations=4, invocations=4), seed=3)
     store = open_store(str(tmp_path / "r.db"))
     for cell in run.cells:

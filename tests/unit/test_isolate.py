@@ -10,15 +10,17 @@ import signal
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session, read_log
-from winml_perf.bench.isolate import ChildCrashed, ChildHost
-from winml_perf.child import describe_exit
-from winml_perf.bench.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
-from winml_perf.bench.sweep import run_sweep
-from winml_perf.results.validation import validate_record
+from winml_perf.measure.isolate import ChildCrashed, ChildHost
+from winml_perf.measure.sweep import run_sweep
+from winml_perf.model.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
+from winml_perf.record.validation import validate_record
+from winml_perf.support.child import describe_exit
 
 
 def sweep(cells, **kw):
-    return run_sweep(cells, open_fake_session, isolate=True, environment=FAKE_ENV, roofline=False, sample_memory=False, **kw)
+    return run_sweep(
+        cells, open_fake_session, isolate=True, environment=FAKE_ENV, roofline=False, sample_memory=False, **kw
+    )
 
 
 def by_key(rr):
@@ -30,7 +32,9 @@ def test_a_killed_child_fails_its_cell_and_the_sweep_continues(tmp_path):
     routes = [
         RouteSpec("config", fake_spec(path="a", label="config", log_path=str(log))),
         # warmup is call 1; the child SIGKILLs itself on call 3 (second measured iteration), once
-        RouteSpec("ep=cpu", fake_spec(path="b", label="ep=cpu", kill_on_call=3, kill_once_path=str(tmp_path / "killed"))),
+        RouteSpec(
+            "ep=cpu", fake_spec(path="b", label="ep=cpu", kill_on_call=3, kill_once_path=str(tmp_path / "killed"))
+        ),
     ]
     cells = expand_sweep(routes, [8, 16], [4], warmup=WarmupPolicy(count=1), iterations=IterationPolicy(iterations=3))
     seen = []
@@ -54,8 +58,13 @@ def test_a_killed_child_fails_its_cell_and_the_sweep_continues(tmp_path):
 
 
 def test_an_exit_code_is_recorded():
-    c = CellSpec("config", fake_spec(exit_on_call=2, exit_code=7), prompt_tokens=4, max_new_tokens=2,
-                 iterations=IterationPolicy(iterations=2))
+    c = CellSpec(
+        "config",
+        fake_spec(exit_on_call=2, exit_code=7),
+        prompt_tokens=4,
+        max_new_tokens=2,
+        iterations=IterationPolicy(iterations=2),
+    )
     rr = sweep([c])
     f = rr.cells[0].failure
     assert f["kind"] == "crash" and f["exit_code"] == 7 and f["signal"] is None

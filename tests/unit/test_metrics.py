@@ -10,19 +10,32 @@ import re
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.bench.spec import IterationPolicy, RouteSpec, expand_sweep
-from winml_perf.bench.sweep import run_sweep
+from winml_perf.measure.sweep import run_sweep
 from winml_perf.model import metrics as M
-from winml_perf.model.sample import GenerationTiming, IterationSample
+from winml_perf.model.record import load_schema
 from winml_perf.model.route import Route
+from winml_perf.model.sample import GenerationTiming, IterationSample
+from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 from winml_perf.results import migrations as mig
-from winml_perf.results.record import load_schema
 from winml_perf.results.rows import derive_sample_metrics, finite
 
 #: A scripted generation: 4 prompt tokens in 8 ms, first token at 9 ms, then 3 decode steps.
-TIMING = GenerationTiming(prompt_tokens=4, new_tokens=4, prompt_ms=8.0, ttft_ms=9.0, decode_step_ms=(10.0, 20.0, 30.0),
-                          e2e_ms=69.0, token_ids=(5, 6, 7, 8))
-SUFFIX_UNITS = {"_ms": "ms", "_bytes": "bytes", "tokens_per_s": "tokens/s", "inferences_per_s": "inferences/s", "_fraction": "fraction"}
+TIMING = GenerationTiming(
+    prompt_tokens=4,
+    new_tokens=4,
+    prompt_ms=8.0,
+    ttft_ms=9.0,
+    decode_step_ms=(10.0, 20.0, 30.0),
+    e2e_ms=69.0,
+    token_ids=(5, 6, 7, 8),
+)
+SUFFIX_UNITS = {
+    "_ms": "ms",
+    "_bytes": "bytes",
+    "tokens_per_s": "tokens/s",
+    "inferences_per_s": "inferences/s",
+    "_fraction": "fraction",
+}
 
 
 def test_names_are_unique_lowercase_and_match_the_record_schema_pattern():
@@ -133,7 +146,11 @@ def test_unknown_names_follow_the_naming_convention_and_sort_after_the_table():
     assert M.bigger_is_better("foo_per_s") and not M.bigger_is_better("foo_ms")
     assert M.unit("foo_bytes") == "bytes" and M.unit("weird") == ""
     assert sorted(["zeta_ms", M.LATENCY.name, M.DECODE_THROUGHPUT.name, "alpha_ms"], key=M.sort_key) == [
-        M.DECODE_THROUGHPUT.name, M.LATENCY.name, "alpha_ms", "zeta_ms"]
+        M.DECODE_THROUGHPUT.name,
+        M.LATENCY.name,
+        "alpha_ms",
+        "zeta_ms",
+    ]
 
 
 def test_a_measured_cell_records_every_table_metric_of_its_session():

@@ -14,8 +14,12 @@ onnx = pytest.importorskip("onnx")
 
 def _onnx_shapes(path):
     model = onnx.load(str(path), load_external_data=False)
-    return {v.name: tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in v.type.tensor_type.shape.dim)
-            for v in model.graph.input}
+    return {
+        v.name: tuple(
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in v.type.tensor_type.shape.dim
+        )
+        for v in model.graph.input
+    }
 
 
 @pytest.mark.parametrize("path", sorted(BUNDLES.glob("*/*.onnx")), ids=lambda p: f"{p.parent.name}/{p.name}")

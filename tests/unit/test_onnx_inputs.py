@@ -5,7 +5,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from winml_perf.errors import EXIT_USAGE, UsageError
 from winml_perf.session.onnx_inputs import (
     TensorInfo,
     materialize,
@@ -13,6 +12,7 @@ from winml_perf.session.onnx_inputs import (
     parse_shapes,
     plan_inputs,
 )
+from winml_perf.support.errors import EXIT_USAGE, UsageError
 
 MLP = [TensorInfo("x", "tensor(float)", (1, 8))]
 DYN = [TensorInfo("x", "tensor(float)", ("batch", 8))]
@@ -30,7 +30,10 @@ def shapes_of(planned):
 # -- parsing ----------------------------------------------------------------------------------------
 def test_parse_shapes_accepts_x_and_comma_and_zero():
     assert parse_shapes(["x=1x3x224x224", "past=1,0,64", "seq=128"]) == {
-        "x": (1, 3, 224, 224), "past": (1, 0, 64), "seq": (128,)}
+        "x": (1, 3, 224, 224),
+        "past": (1, 0, 64),
+        "seq": (128,),
+    }
     assert parse_shapes(None) == {}
 
 
@@ -38,10 +41,16 @@ def test_parse_shapes_keeps_names_with_colons_and_equals():
     assert parse_shapes(["input:0=2x8", "a=b=3"]) == {"input:0": (2, 8), "a=b": (3,)}
 
 
-@pytest.mark.parametrize("bad, words", [
-    ("x", "NAME=VALUE"), ("=1x2", "NAME=VALUE"), ("x=", "NAME=VALUE"),
-    ("x=1xAx3", "whole numbers"), ("x=1x-2", "negative"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        ("x", "NAME=VALUE"),
+        ("=1x2", "NAME=VALUE"),
+        ("x=", "NAME=VALUE"),
+        ("x=1xAx3", "whole numbers"),
+        ("x=1x-2", "negative"),
+    ],
+)
 def test_parse_shapes_rejects_malformed(bad, words):
     with pytest.raises(UsageError, match=words) as info:
         parse_shapes([bad])

@@ -11,11 +11,11 @@ import numpy as np
 import pytest
 
 from tests import models
-from winml_perf import cache
+from winml_perf.bundle import cache
 from winml_perf.bundle.onnx_prepare import clean_onnx, external_data_files, prepare_onnx
-from winml_perf.devices import Target, resolve_target
-from winml_perf.errors import EXIT_USAGE, BundleError
+from winml_perf.ep.devices import Target, resolve_target
 from winml_perf.session.onnx_session import OnnxSession
+from winml_perf.support.errors import EXIT_USAGE, BundleError
 
 CPU = Target("ep", "cpu", None, "CPUExecutionProvider", "cpu")
 
@@ -35,11 +35,17 @@ def test_prepare_writes_optimized_model_then_hits(tmp_path):
     model = models.multi_io(tmp_path / "multi.onnx")
     before = _sha(model)
     first = prepare_onnx(model, CPU, "all")
-    assert first.cache == "miss" and first.kind == "optimized" and first.cache_reason == "no prepared model for this route yet"
+    assert (
+        first.cache == "miss"
+        and first.kind == "optimized"
+        and first.cache_reason == "no prepared model for this route yet"
+    )
     assert first.path.is_file() and first.path.name == "multi_cpu_all.onnx"
     assert first.folder.parent == tmp_path / "_compiled" and first.folder.name.startswith("multi-cpu-")
     manifest = json.loads((first.folder / "manifest.json").read_text())
-    assert manifest["key"] == first.key and manifest["kind"] == "optimized" and "multi_cpu_all.onnx" in manifest["files"]
+    assert (
+        manifest["key"] == first.key and manifest["kind"] == "optimized" and "multi_cpu_all.onnx" in manifest["files"]
+    )
     second = prepare_onnx(model, CPU, "all")
     assert second.cache == "hit" and second.path == first.path and second.compile_ms == 0.0
     assert _sha(model) == before  # the source is never written
@@ -152,10 +158,14 @@ def test_compiling_ep_without_its_device_fails_in_child_and_leaves_nothing(tmp_p
     """OpenVINO compiles to EPContext: the compile runs in a child; without an OpenVINO device here it is an
     error. (Not QNN: onnxruntime-qnn may be installed here, and its plugin is found by protocol.)"""
     calls = []
-    monkeypatch.setattr("winml_perf.plugins.register_plugin_eps", lambda extra=(), *a, **k: calls.append(list(extra)) or [])
+    monkeypatch.setattr(
+        "winml_perf.ep.plugins.register_plugin_eps", lambda extra=(), *a, **k: calls.append(list(extra)) or []
+    )
     model = models.mlp(tmp_path / "mlp.onnx")
     openvino = Target("ep", "openvino", None, "OpenVINOExecutionProvider", "npu")
-    with pytest.raises(BundleError, match=r"compiling for OpenVINOExecutionProvider \(epcontext\) failed: .*no device for OpenVINO"):
+    with pytest.raises(
+        BundleError, match=r"compiling for OpenVINOExecutionProvider \(epcontext\) failed: .*no device for OpenVINO"
+    ):
         prepare_onnx(model, openvino, "all", plugin_libraries=["openvino=/opt/ov/libopenvino_ep.so"])
     assert calls == [["openvino=/opt/ov/libopenvino_ep.so"]]  # plugin EPs are registered before compiling
     assert _compiled_entries(tmp_path) == []
@@ -173,5 +183,8 @@ def test_clean_removes_only_this_models_copies(tmp_path):
     a, b = prepare_onnx(mlp, CPU, "basic"), prepare_onnx(other, CPU, "basic")
     removed = clean_onnx(mlp)
     assert a.folder in removed and not a.folder.exists() and b.folder.exists()
-    assert not (a.folder.parent / f".{a.folder.name}.lock").exists() and (b.folder.parent / f".{b.folder.name}.lock").exists()
+    assert (
+        not (a.folder.parent / f".{a.folder.name}.lock").exists()
+        and (b.folder.parent / f".{b.folder.name}.lock").exists()
+    )
     assert prepare_onnx(mlp, CPU, "basic").cache == "miss"

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from tests import models
-from winml_perf.devices import Target
-from winml_perf.errors import EXIT_USAGE, BundleError, EPUnavailableError, UsageError
+from winml_perf.ep.devices import Target
 from winml_perf.session import onnx_session
 from winml_perf.session.onnx_options import (
     options_from_flags,
@@ -18,6 +17,7 @@ from winml_perf.session.onnx_options import (
     parse_threads,
 )
 from winml_perf.session.onnx_session import OnnxSession, ort_ep_devices, preflight
+from winml_perf.support.errors import EXIT_USAGE, BundleError, EPUnavailableError, UsageError
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,12 @@ def model_dir(tmp_path_factory):
 # -- flag parsing -------------------------------------------------------------------------------------
 def test_graph_optimization_levels():
     assert [parse_graph_optimization_level(x) for x in ("disable", "BASIC", "extended", "layout", "all")] == [
-        "disable", "basic", "extended", "layout", "all"]
+        "disable",
+        "basic",
+        "extended",
+        "layout",
+        "all",
+    ]
     assert parse_graph_optimization_level("ORT_ENABLE_ALL") == "all"
     assert parse_graph_optimization_level(None) == "all"
     with pytest.raises(UsageError, match="disable|basic|extended|layout|all"):
@@ -41,7 +46,9 @@ def test_graph_optimization_levels():
 
 def test_session_config_and_threads():
     assert parse_session_config(["session.intra_op.allow_spinning=0", "a.b= x=y "]) == {
-        "session.intra_op.allow_spinning": "0", "a.b": "x=y"}
+        "session.intra_op.allow_spinning": "0",
+        "a.b": "x=y",
+    }
     with pytest.raises(UsageError, match="KEY=VALUE"):
         parse_session_config(["novalue"])
     with pytest.raises(UsageError, match="twice"):
@@ -61,8 +68,13 @@ def test_ep_devices_helper_returns_ort_objects():
 
 # -- running --------------------------------------------------------------------------------------------
 def test_mlp_matches_numpy_and_reports(model_dir):
-    with OnnxSession(model_dir / "mlp.onnx", ep="cpu", intra_op_threads=1, inter_op_threads=1,
-                     session_config={"session.intra_op.allow_spinning": "0"}) as s:
+    with OnnxSession(
+        model_dir / "mlp.onnx",
+        ep="cpu",
+        intra_op_threads=1,
+        inter_op_threads=1,
+        session_config={"session.intra_op.allow_spinning": "0"},
+    ) as s:
         (y,) = s.run()
         np.testing.assert_allclose(y, models.reference_mlp(s.feeds["x"]), rtol=1e-5, atol=1e-5)
         ms = s.run_timed()
@@ -70,7 +82,9 @@ def test_mlp_matches_numpy_and_reports(model_dir):
     assert ms > 0 and s.session_create_ms > 0 and s.load_ms >= s.session_create_ms
     assert d["providers"] == ["CPUExecutionProvider"] and d["creation"] == "ep-devices"
     assert d["ep_device"]["ep_name"] == "CPUExecutionProvider" and d["target"]["label"] == "ep=cpu"
-    assert d["options"]["intra_op_threads"] == 1 and d["options"]["session_config"] == {"session.intra_op.allow_spinning": "0"}
+    assert d["options"]["intra_op_threads"] == 1 and d["options"]["session_config"] == {
+        "session.intra_op.allow_spinning": "0"
+    }
     assert d["inputs"][0]["shape"] == [1, 8] and d["outputs"][0]["name"] == "y"
     assert sum(d["node_assignment"].values()) >= 1 and set(d["node_assignment"]) == {"CPUExecutionProvider"}
     assert d["io_binding"] == {"enabled": False, "input_device": "cpu", "output_device": "cpu"}
@@ -147,9 +161,15 @@ def test_lifecycle(model_dir):
 
 def test_options_from_flags_build_a_session(model_dir, tmp_path):
     np.save(tmp_path / "f.npy", np.ones((1, 2, 4), np.float32))
-    options = options_from_flags(ep="cpu", shape=["seq=2"], input=[f"features={tmp_path / 'f.npy'}"], io_binding=True,
-                                 intra_op_threads=2, graph_optimization_level="extended",
-                                 session_config=["session.intra_op.allow_spinning=0"])
+    options = options_from_flags(
+        ep="cpu",
+        shape=["seq=2"],
+        input=[f"features={tmp_path / 'f.npy'}"],
+        io_binding=True,
+        intra_op_threads=2,
+        graph_optimization_level="extended",
+        session_config=["session.intra_op.allow_spinning=0"],
+    )
     assert json.loads(json.dumps(options)) == options  # travels to a child process as is
     with OnnxSession(model_dir / "multi.onnx", **options) as s:
         scaled, total, _ = s.run()
@@ -162,10 +182,12 @@ def test_options_from_flags_build_a_session(model_dir, tmp_path):
 def test_fallback_to_cpu_is_an_error(model_dir, monkeypatch):
     """onnxruntime silently runs on CPU when the asked EP cannot start: the session must refuse."""
     webgpu = Target("ep", "webgpu", None, "WebGpuExecutionProvider", "gpu")
-    monkeypatch.setattr("winml_perf.devices.resolve_target", lambda ep, device, runtime: webgpu)
+    monkeypatch.setattr("winml_perf.ep.devices.resolve_target", lambda ep, device, runtime: webgpu)
     monkeypatch.setattr(OnnxSession, "_add_provider", lambda self, so: None)  # onnxruntime ends up with CPU only
     s = OnnxSession(model_dir / "mlp.onnx", ep="webgpu")
-    with pytest.raises(EPUnavailableError, match="asked for WebGpuExecutionProvider.*CPUExecutionProvider only") as info:
+    with pytest.raises(
+        EPUnavailableError, match="asked for WebGpuExecutionProvider.*CPUExecutionProvider only"
+    ) as info:
         s.load()
     assert info.value.exit_code == EXIT_USAGE and not s.loaded
 

@@ -5,44 +5,76 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TINY_FLAT, TINY_PIPELINE
-from winml_perf.bench.orchestrate import PerfRequest, RouteRequest, parse_route, run_benchmark
-from winml_perf.bench.spec import IterationPolicy, WarmupPolicy
-from winml_perf.errors import StoreError, UsageError
+from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, parse_route, run_benchmark
+from winml_perf.model.spec import IterationPolicy, WarmupPolicy
+from winml_perf.support.errors import StoreError, UsageError
 
 
-@pytest.mark.parametrize("text,expected,label", [
-    ("config", RouteRequest(), "config"),
-    ("ep=webgpu", RouteRequest(ep="webgpu"), "ep=webgpu"),
-    ("device=gpu", RouteRequest(device="gpu"), "device=gpu"),
-    ("ep=webgpu;stages=context,iterator", RouteRequest(ep="webgpu", stages=("context", "iterator")), "ep=webgpu[context,iterator]"),
-    (" ep=cpu ; stages = context ", RouteRequest(ep="cpu", stages=("context",)), "ep=cpu[context]"),
-    ("ep=qnn;options=soc_model=60,htp_arch=73", RouteRequest(ep="qnn", options=(("htp_arch", "73"), ("soc_model", "60"))),
-     "ep=qnn(htp_arch=73,soc_model=60)"),
-    ("ep=qnn;stages=iterator;options=soc_model=88", RouteRequest(ep="qnn", stages=("iterator",), options=(("soc_model", "88"),)),
-     "ep=qnn(soc_model=88)[iterator]"),
-])
+@pytest.mark.parametrize(
+    "text,expected,label",
+    [
+        ("config", RouteRequest(), "config"),
+        ("ep=webgpu", RouteRequest(ep="webgpu"), "ep=webgpu"),
+        ("device=gpu", RouteRequest(device="gpu"), "device=gpu"),
+        (
+            "ep=webgpu;stages=context,iterator",
+            RouteRequest(ep="webgpu", stages=("context", "iterator")),
+            "ep=webgpu[context,iterator]",
+        ),
+        (" ep=cpu ; stages = context ", RouteRequest(ep="cpu", stages=("context",)), "ep=cpu[context]"),
+        (
+            "ep=qnn;options=soc_model=60,htp_arch=73",
+            RouteRequest(ep="qnn", options=(("htp_arch", "73"), ("soc_model", "60"))),
+            "ep=qnn(htp_arch=73,soc_model=60)",
+        ),
+        (
+            "ep=qnn;stages=iterator;options=soc_model=88",
+            RouteRequest(ep="qnn", stages=("iterator",), options=(("soc_model", "88"),)),
+            "ep=qnn(soc_model=88)[iterator]",
+        ),
+    ],
+)
 def test_parse_route(text, expected, label):
     r = parse_route(text)
     assert r == expected and r.label == label
 
 
-@pytest.mark.parametrize("text", ["gpu", "ep=", "fast=1", "config;stages=context", "ep=cpu;layers=1",
-                                  "config;options=soc_model=60", "ep=qnn;options=soc_model", "ep=qnn;options=a=1;options=b=2"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "gpu",
+        "ep=",
+        "fast=1",
+        "config;stages=context",
+        "ep=cpu;layers=1",
+        "config;options=soc_model=60",
+        "ep=qnn;options=soc_model",
+        "ep=qnn;options=a=1;options=b=2",
+    ],
+)
 def test_bad_routes_are_usage_errors(text):
     with pytest.raises(UsageError, match="--route"):
         parse_route(text)
 
 
 def _request(path: Path, **kw) -> PerfRequest:
-    base = dict(path=path, prompt_tokens=(8,), max_new_tokens=(4,), warmup=WarmupPolicy(count=0),
-                iterations=IterationPolicy(iterations=2), quiet=True, isolate=False)
+    base = dict(
+        path=path,
+        prompt_tokens=(8,),
+        max_new_tokens=(4,),
+        warmup=WarmupPolicy(count=0),
+        iterations=IterationPolicy(iterations=2),
+        quiet=True,
+        isolate=False,
+    )
     return PerfRequest(**{**base, **kw})
 
 
 def test_two_routes_run_interleaved_and_are_stored(tmp_path):
     store = tmp_path / "s.db"
-    out = run_benchmark(_request(TINY_PIPELINE, routes=(RouteRequest(), RouteRequest(ep="cpu", stages=("context",))),
-                                 store=str(store)))
+    out = run_benchmark(
+        _request(TINY_PIPELINE, routes=(RouteRequest(), RouteRequest(ep="cpu", stages=("context",))), store=str(store))
+    )
     labels = [c.route["label"] for c in out.run.cells]
     assert labels == ["config", "ep=cpu[context]"] and out.store_errors == []
     from winml_perf.results import load

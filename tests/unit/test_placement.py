@@ -12,14 +12,14 @@ import os
 import pytest
 
 from tests.placement_models import strict_bundle
-from winml_perf.bench.warnings import EP_MISMATCH, check_stage_eps
-from winml_perf import json_shapes
 from winml_perf.bundle import placement as pl
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.prepare import prepare_route
-from winml_perf.devices import Target
-from winml_perf.errors import EXIT_FAILURE, BenchmarkFailure
+from winml_perf.ep.devices import Target
 from winml_perf.model.route import BUNDLE, Route, StageRoute
+from winml_perf.record.warnings import EP_MISMATCH, check_stage_eps
+from winml_perf.support import json_shapes
+from winml_perf.support.errors import EXIT_FAILURE, BenchmarkFailure
 
 CPU = "CPUExecutionProvider"
 WEBGPU = "WebGpuExecutionProvider"
@@ -30,14 +30,31 @@ ABSENT_TARGET = Target("ep", "openvino", None, "OpenVINOExecutionProvider", "npu
 
 # What onnxruntime-ep-webgpu 0.4.0 does with the builder's transformer.onnx (measured): 23 nodes on WebGPU,
 # the attention-mask subgraph (6 nodes) on CPU.
-MIXED = [(WEBGPU, "MatMulNBits", "com.microsoft")] * 11 + [(WEBGPU, "GroupQueryAttention", "com.microsoft")] * 2 \
-    + [(WEBGPU, "Mul", "")] * 10 + [(CPU, "Cast", ""), (CPU, "Cast", ""), (CPU, "ReduceSum", ""), (CPU, "Sub", ""),
-                                     (CPU, "Shape", ""), (CPU, "Gather", "")]
+MIXED = (
+    [(WEBGPU, "MatMulNBits", "com.microsoft")] * 11
+    + [(WEBGPU, "GroupQueryAttention", "com.microsoft")] * 2
+    + [(WEBGPU, "Mul", "")] * 10
+    + [
+        (CPU, "Cast", ""),
+        (CPU, "Cast", ""),
+        (CPU, "ReduceSum", ""),
+        (CPU, "Sub", ""),
+        (CPU, "Shape", ""),
+        (CPU, "Gather", ""),
+    ]
+)
 
 
 def stage(name, ep_after, placement=None, forced=True, files=("transformer.onnx",)) -> StageRoute:
-    return StageRoute(name, tuple(files), CPU, ep_after, forced=forced, options_source="default" if forced else "config",
-                      placement=placement)
+    return StageRoute(
+        name,
+        tuple(files),
+        CPU,
+        ep_after,
+        forced=forced,
+        options_source="default" if forced else "config",
+        placement=placement,
+    )
 
 
 def forced_route(label: str, *stages: StageRoute) -> Route:
@@ -63,7 +80,9 @@ def test_summarize_counts_nodes_per_ep_and_cpu_fallback_ops():
 def test_a_stage_asked_for_cpu_has_no_fallback_and_ep_actual_names_a_silent_fallback():
     on_cpu = pl.summarize("lm_head", ["lm_head.onnx"], CPU, [(CPU, "MatMul", "")])
     assert on_cpu.cpu_fallback_ops == {} and on_cpu.cpu_fallback_nodes == 0 and on_cpu.ep_actual is None
-    fell_back = pl.summarize("decoder", ["model.onnx"], WEBGPU, [(CPU, "MatMul", ""), (CPU, "Add", "")], providers=[CPU])
+    fell_back = pl.summarize(
+        "decoder", ["model.onnx"], WEBGPU, [(CPU, "MatMul", ""), (CPU, "Add", "")], providers=[CPU]
+    )
     assert fell_back.ep_actual == CPU
 
 
@@ -87,9 +106,11 @@ def test_prepared_route_puts_placement_and_ep_actual_in_each_stage_so_ep_mismatc
 
 # -- strict -------------------------------------------------------------------------------------------------
 def test_strict_fails_naming_every_forced_stage_and_its_cpu_ops():
-    route = webgpu_route(pl.summarize("context", ["transformer.onnx"], WEBGPU, MIXED),
-                         pl.summarize("iterator", ["transformer.onnx"], WEBGPU, MIXED),
-                         pl.summarize("lm_head", ["lm_head.onnx"], WEBGPU, [(WEBGPU, "MatMul", "")]))
+    route = webgpu_route(
+        pl.summarize("context", ["transformer.onnx"], WEBGPU, MIXED),
+        pl.summarize("iterator", ["transformer.onnx"], WEBGPU, MIXED),
+        pl.summarize("lm_head", ["lm_head.onnx"], WEBGPU, [(WEBGPU, "MatMul", "")]),
+    )
     with pytest.raises(BenchmarkFailure) as exc:
         pl.enforce_strict(route)
     text = exc.value.message
@@ -120,10 +141,22 @@ def test_strict_fails_when_placement_could_not_be_measured():
 
 # -- session options a stage runs with ----------------------------------------------------------------------
 def test_config_entries_pass_extra_string_keys_and_config_entries_but_not_genai_keys():
-    entries = pl.config_entries({"log_id": "x", "provider_options": [], "intra_op_num_threads": 2,
-                                 "ep.context_enable": "1", "config_entries": {"session.foo": 3}, "disable_cpu_ep_fallback": True})
-    assert entries == {"ep.context_enable": "1", "session.foo": "3", "session.disable_cpu_ep_fallback": "1",
-                       pl.RECORD_ASSIGNMENT: "1"}
+    entries = pl.config_entries(
+        {
+            "log_id": "x",
+            "provider_options": [],
+            "intra_op_num_threads": 2,
+            "ep.context_enable": "1",
+            "config_entries": {"session.foo": 3},
+            "disable_cpu_ep_fallback": True,
+        }
+    )
+    assert entries == {
+        "ep.context_enable": "1",
+        "session.foo": "3",
+        "session.disable_cpu_ep_fallback": "1",
+        pl.RECORD_ASSIGNMENT: "1",
+    }
 
 
 def test_stage_session_options_are_the_stages_own_else_the_decoders(tiny_pipeline, bundle_copy):
@@ -172,7 +205,9 @@ def test_prepare_route_records_placement_per_stage_and_reuses_it(tiny_pipeline, 
     assert [s.stage for s in first.stages] == [p.stage for p in first.placements]
     stages = {s["stage"]: s for s in first.to_dict()["stages"]}
     assert set(stages) == {"embeddings", "context", "iterator", "lm_head"}
-    assert all(s["placement"]["status"] == "ok" and set(s["placement"]["nodes_per_ep"]) == {CPU} for s in stages.values())
+    assert all(
+        s["placement"]["status"] == "ok" and set(s["placement"]["nodes_per_ep"]) == {CPU} for s in stages.values()
+    )
     assert stages["context"]["placement"]["nodes_per_ep"] == stages["iterator"]["placement"]["nodes_per_ep"]
     assert stages["embeddings"]["placement"]["op_types_per_ep"][CPU] == {"Gather": 1}
 
@@ -188,22 +223,33 @@ def test_placement_json_from_another_key_is_measured_again(tiny_pipeline, bundle
     doc = json.loads(path.read_text())
     doc["key"] = "0" * 64
     doc["stages"][0]["nodes_per_ep"] = {CPU: 999}
-    assert json_shapes.write_sealed(path, {k: v for k, v in doc.items() if k != json_shapes.SEAL}) is None  # sealed: not an edit
+    assert (
+        json_shapes.write_sealed(path, {k: v for k, v in doc.items() if k != json_shapes.SEAL}) is None
+    )  # sealed: not an edit
     again = prepare_route(bundle, CPU_TARGET)
     assert again.placement_cache == "miss" and "another key" in again.placement_reason
     assert again.placements[0].nodes_per_ep == {CPU: 1}
     assert json.loads(path.read_text())["key"] != "0" * 64  # rewritten under the real key
 
 
-@pytest.mark.parametrize("edit, why", [
-    (lambda d: d["stages"][0].update(nodes_per_ep={CPU: 999}), "placement.json was edited (its sha256 does not match"),
-    (lambda d: d.update(stages={"embeddings": 1}), "placement.json has no list `stages`"),
-    (lambda d: d["stages"][1].pop("ep"), "placement.json has no str `stages[1].ep`"),
-    (lambda d: d["stages"][0].update(op_types_per_ep={CPU: ["Gather"]}), "has no object `stages[0].op_types_per_ep."),
-    (lambda d: d["stages"][0].update(nodes_per_ep={CPU: True}), "has no int `stages[0].nodes_per_ep."),
-    (lambda d: d.update(key=7), "placement.json has no str `key`"),
-    (lambda d: d.clear(), "placement.json has no int `format_version`"),
-])
+@pytest.mark.parametrize(
+    "edit, why",
+    [
+        (
+            lambda d: d["stages"][0].update(nodes_per_ep={CPU: 999}),
+            "placement.json was edited (its sha256 does not match",
+        ),
+        (lambda d: d.update(stages={"embeddings": 1}), "placement.json has no list `stages`"),
+        (lambda d: d["stages"][1].pop("ep"), "placement.json has no str `stages[1].ep`"),
+        (
+            lambda d: d["stages"][0].update(op_types_per_ep={CPU: ["Gather"]}),
+            "has no object `stages[0].op_types_per_ep.",
+        ),
+        (lambda d: d["stages"][0].update(nodes_per_ep={CPU: True}), "has no int `stages[0].nodes_per_ep."),
+        (lambda d: d.update(key=7), "placement.json has no str `key`"),
+        (lambda d: d.clear(), "placement.json has no int `format_version`"),
+    ],
+)
 def test_edited_or_misshapen_placement_json_is_measured_again(tiny_pipeline, bundle_copy, edit, why):
     """Valid JSON of the wrong shape, or an edit that keeps the shape, never crashes: it is measured again."""
     bundle = bundle_copy(tiny_pipeline)
@@ -220,7 +266,9 @@ def test_edited_or_misshapen_placement_json_is_measured_again(tiny_pipeline, bun
 
 def test_placement_with_an_ep_missing_here_is_reported_but_not_saved(tmp_path):
     bundle = strict_bundle(tmp_path / "strict")
-    prepared = prepare_route(bundle, ABSENT_TARGET, require_available=False)  # `winml bundle prepare --ep openvino` here
+    prepared = prepare_route(
+        bundle, ABSENT_TARGET, require_available=False
+    )  # `winml bundle prepare --ep openvino` here
     assert prepared.placement_cache is None and "not saved" in prepared.placement_reason
     assert not (prepared.path / pl.PLACEMENT_FILE).exists()
     assert prepared.to_dict()["stages"][0]["placement"]["status"] == pl.UNAVAILABLE
@@ -268,9 +316,17 @@ def test_bundle_show_placement_adds_nodes_per_ep_and_cpu_ops(tiny_pipeline):
 
 def test_strict_holds_the_config_route_to_the_eps_its_config_names():
     mixed = pl.summarize("context", ["transformer.onnx"], WEBGPU, MIXED)
-    config = Route("config", "config", "config", (stage("context", WEBGPU, mixed, forced=False),
-                                                   stage("lm_head", CPU, None, forced=False)), BUNDLE, path="bundle")
+    config = Route(
+        "config",
+        "config",
+        "config",
+        (stage("context", WEBGPU, mixed, forced=False), stage("lm_head", CPU, None, forced=False)),
+        BUNDLE,
+        path="bundle",
+    )
     with pytest.raises(BenchmarkFailure, match=r"route config would run nodes off the EP.*`context`.*on webgpu"):
         pl.enforce_strict(config)
     whole = pl.summarize("context", ["transformer.onnx"], WEBGPU, [(WEBGPU, "MatMul", "")])
-    pl.enforce_strict(Route("config", "config", "config", (stage("context", WEBGPU, whole, forced=False),), BUNDLE, path="b"))
+    pl.enforce_strict(
+        Route("config", "config", "config", (stage("context", WEBGPU, whole, forced=False),), BUNDLE, path="b")
+    )

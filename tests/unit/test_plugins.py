@@ -8,9 +8,8 @@ import textwrap
 
 import pytest
 
-from winml_perf import plugins
-from winml_perf.errors import EXIT_USAGE, PluginError, UsageError
-from winml_perf.plugins import (
+from winml_perf.ep import plugins
+from winml_perf.ep.plugins import (
     ENV_VAR,
     PluginRegistration,
     collect_specs,
@@ -18,6 +17,7 @@ from winml_perf.plugins import (
     parse_library_spec,
     register_plugin_eps,
 )
+from winml_perf.support.errors import EXIT_USAGE, PluginError, UsageError
 
 
 def test_parse_library_spec_normalises_known_names():
@@ -89,7 +89,7 @@ def test_discovery_of_onnxruntime_ep_modules(tmp_path, monkeypatch):
         "onnxruntime_ep_acmetest",
         f"""
         def get_library_path():
-            return {str(tmp_path / 'libacme.so')!r}
+            return {str(tmp_path / "libacme.so")!r}
         def get_ep_name():
             return "AcmeTestExecutionProvider"
         """,
@@ -143,7 +143,9 @@ def test_real_webgpu_plugin_registers_once_per_process():
 def _write_dist(site, dist: str, version: str, module: str, body: str, requires: str = "onnxruntime>=1.24") -> None:
     info = site / f"{dist.replace('-', '_')}-{version}.dist-info"
     info.mkdir(parents=True)
-    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nRequires-Dist: {requires}\n")
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\nRequires-Dist: {requires}\n"
+    )
     (info / "top_level.txt").write_text(module + "\n")
     (site / module).mkdir()
     (site / module / "__init__.py").write_text(textwrap.dedent(body))
@@ -152,26 +154,42 @@ def _write_dist(site, dist: str, version: str, module: str, body: str, requires:
 def test_discovery_by_protocol_finds_a_plugin_whatever_its_module_is_called(tmp_path, monkeypatch):
     lib = tmp_path / "libacme_npu.so"
     lib.write_bytes(b"not really a library")
-    _write_dist(tmp_path, "acme-npu-runtime", "3.1.4", "acme_npu", f"""
+    _write_dist(
+        tmp_path,
+        "acme-npu-runtime",
+        "3.1.4",
+        "acme_npu",
+        f"""
         class build_and_package_info:
             qnn_version = "9.9.9"
         def get_library_path():
             return {str(lib)!r}
         def get_ep_name():
             return "AcmeNpuExecutionProvider"
-        """)
+        """,
+    )
     # requires onnxruntime but is no plugin: its module is read, never imported
     _write_dist(tmp_path, "acme-tools", "1.0", "acme_tools", "raise RuntimeError('must not be imported')\n")
     # a plugin-looking module of a distribution that neither is onnxruntime-* nor needs it: not a candidate
-    _write_dist(tmp_path, "other-thing", "1.0", "other_thing", "def get_library_path(): raise RuntimeError('no')\n",
-                requires="numpy")
+    _write_dist(
+        tmp_path,
+        "other-thing",
+        "1.0",
+        "other_thing",
+        "def get_library_path(): raise RuntimeError('no')\n",
+        requires="numpy",
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     importlib.invalidate_caches()
     specs = {s.ep_name: s for s in plugins.discover_plugin_packages()}
     acme = specs["AcmeNpuExecutionProvider"]
     assert acme.library_path == str(lib) and acme.origin == "package:acme_npu"
-    assert plugins._PACKAGES["AcmeNpuExecutionProvider"] == {"package": "acme-npu-runtime", "module": "acme_npu",
-                                                            "version": "3.1.4", "sdk_version": "9.9.9"}
+    assert plugins._PACKAGES["AcmeNpuExecutionProvider"] == {
+        "package": "acme-npu-runtime",
+        "module": "acme_npu",
+        "version": "3.1.4",
+        "sdk_version": "9.9.9",
+    }
     assert "other_thing" not in {m for m, _, _ in plugins.candidate_modules()}
 
 

@@ -9,24 +9,34 @@ import json
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.bench.spec import IterationPolicy, RouteSpec, expand_sweep
-from winml_perf.bench.sweep import collector_paused, run_sweep
-from winml_perf.errors import StoreError
+from winml_perf.measure.sweep import collector_paused, run_sweep
+from winml_perf.model.record import SCHEMA_VERSION, CellRecord, RunRecord, load_schema, record_from_dict
 from winml_perf.model.route import CPU, Route, StageRoute
-from winml_perf.results.record import SCHEMA_VERSION, CellRecord, RunRecord, load_schema, record_from_dict
-from winml_perf.results.validation import validate_record
+from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
+from winml_perf.record.validation import validate_record
+from winml_perf.support.errors import StoreError
 
 
 @pytest.fixture(scope="module")
 def run():
     routes = [
         RouteSpec("config", fake_spec(jitter_pct=1.0), route=Route("config", "config", "config")),
-        RouteSpec("ep=cpu", fake_spec(raise_on_call=3),
-                  route=Route("ep=cpu", "ep=cpu", "ep=cpu", (StageRoute("decoder", (), CPU, CPU),))),
+        RouteSpec(
+            "ep=cpu",
+            fake_spec(raise_on_call=3),
+            route=Route("ep=cpu", "ep=cpu", "ep=cpu", (StageRoute("decoder", (), CPU, CPU),)),
+        ),
     ]
     cells = expand_sweep(routes, [8], [1, 4], iterations=IterationPolicy(iterations=6))
-    return run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, sample_memory=True,
-                     argv=["perf", "x"])
+    return run_sweep(
+        cells,
+        open_fake_session,
+        isolate=False,
+        environment=FAKE_ENV,
+        roofline=False,
+        sample_memory=True,
+        argv=["perf", "x"],
+    )
 
 
 def test_run_and_cell_records_validate_and_round_trip(run):
@@ -46,9 +56,21 @@ def test_run_and_cell_records_validate_and_round_trip(run):
 def test_cell_record_content(run):
     ok = next(c for c in run.cells if c.cell_key == "config|p8|n4")
     assert ok.status == "ok" and ok.stop_reason == "iterations" and ok.failure is None
-    assert ok.route["label"] == "config" and ok.shape == {"prompt_tokens": 8, "max_new_tokens": 4, "requested_prompt_tokens": 8}
+    assert ok.route["label"] == "config" and ok.shape == {
+        "prompt_tokens": 8,
+        "max_new_tokens": 4,
+        "requested_prompt_tokens": 8,
+    }
     assert len(ok.samples["iterations"]) == 6 and len(ok.samples["iterations"][0]["decode_step_ms"]) == 3
-    assert set(ok.metrics) == {"prompt_ms", "ttft_ms", "e2e_ms", "prompt_tokens_per_s", "decode_tokens_per_s", "tpot_ms", "itl_ms"}
+    assert set(ok.metrics) == {
+        "prompt_ms",
+        "ttft_ms",
+        "e2e_ms",
+        "prompt_tokens_per_s",
+        "decode_tokens_per_s",
+        "tpot_ms",
+        "itl_ms",
+    }
     assert ok.summary["primary_metric"] == "decode_tokens_per_s"
     assert ok.summary["itl_ms_p99"] is not None and ok.summary["generated_tokens_total"] == 4 * 7  # 1 warmup + 6
     assert ok.memory["peak_rss_bytes"] > 0 and "device_memory_note" in ok.memory
@@ -101,11 +123,21 @@ def test_schema_is_package_data():
 
 
 def test_records_are_built_and_handed_on_with_the_collector_paused_and_it_resumes_after():
-    cells = expand_sweep([RouteSpec("config", fake_spec(), route=Route("config", "config", "config"))], [8], [4],
-                         iterations=IterationPolicy(iterations=3))
+    cells = expand_sweep(
+        [RouteSpec("config", fake_spec(), route=Route("config", "config", "config"))],
+        [8],
+        [4],
+        iterations=IterationPolicy(iterations=3),
+    )
     seen = []
-    run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False,
-              on_cell_done=lambda rec: seen.append((rec.cell_key, gc.isenabled())))
+    run_sweep(
+        cells,
+        open_fake_session,
+        isolate=False,
+        environment=FAKE_ENV,
+        roofline=False,
+        on_cell_done=lambda rec: seen.append((rec.cell_key, gc.isenabled())),
+    )
     assert seen == [("config|p8|n4", False)] and gc.isenabled()
 
 

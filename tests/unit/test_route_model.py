@@ -9,8 +9,18 @@ from pathlib import Path
 import pytest
 
 from winml_perf.model import route as model_route
-from winml_perf.model.route import (BUNDLE, CPU, MODEL, OK, CompileOutcome, OutputCheck, Route, StagePlacement, StageRoute,
-                                    with_placements)
+from winml_perf.model.route import (
+    BUNDLE,
+    CPU,
+    MODEL,
+    OK,
+    CompileOutcome,
+    OutputCheck,
+    Route,
+    StagePlacement,
+    StageRoute,
+    with_placements,
+)
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "record_routes.json"
 ROUTES = json.loads(GOLDEN.read_text())["routes"]
@@ -64,10 +74,14 @@ def test_a_route_named_only_writes_only_its_label():
 
 def test_stage_ep_actual_comes_from_its_placement_and_is_written_only_when_set():
     fell_back = StagePlacement("lm_head", ("lm_head.onnx",), WEBGPU, OK, {CPU: 3}, {CPU: {"MatMul": 3}})
-    mixed = StagePlacement("context", ("t.onnx",), WEBGPU, OK, {WEBGPU: 5, CPU: 1}, {WEBGPU: {"MatMul": 5}, CPU: {"Cast": 1}})
-    stages = (StageRoute("lm_head", ("lm_head.onnx",), CPU, WEBGPU, forced=True, options_source="default"),
-              StageRoute("context", ("t.onnx",), CPU, WEBGPU, forced=True, options_source="default"),
-              StageRoute("embeddings", ("e.onnx",), CPU, CPU, options_source="config"))
+    mixed = StagePlacement(
+        "context", ("t.onnx",), WEBGPU, OK, {WEBGPU: 5, CPU: 1}, {WEBGPU: {"MatMul": 5}, CPU: {"Cast": 1}}
+    )
+    stages = (
+        StageRoute("lm_head", ("lm_head.onnx",), CPU, WEBGPU, forced=True, options_source="default"),
+        StageRoute("context", ("t.onnx",), CPU, WEBGPU, forced=True, options_source="default"),
+        StageRoute("embeddings", ("e.onnx",), CPU, CPU, options_source="config"),
+    )
     placed = with_placements(stages, [mixed, fell_back])
     assert [s.placement for s in placed] == [fell_back, mixed, None]
     assert placed[0].ep_actual == CPU and placed[0].to_dict()["ep_actual"] == CPU
@@ -78,8 +92,15 @@ def test_stage_ep_actual_comes_from_its_placement_and_is_written_only_when_set()
 
 
 def test_compile_outcomes_and_output_checks_round_trip():
-    outcome = CompileOutcome(("context", "iterator"), "transformer.onnx", "QNNExecutionProvider", "context_qnn_ctx.onnx",
-                             "compiled", "", 812.5)
+    outcome = CompileOutcome(
+        ("context", "iterator"),
+        "transformer.onnx",
+        "QNNExecutionProvider",
+        "context_qnn_ctx.onnx",
+        "compiled",
+        "",
+        812.5,
+    )
     assert CompileOutcome.from_dict(json.loads(json.dumps(outcome.to_dict()))) == outcome
     check = OutputCheck(16, 4, 7, (1, 2, 3, 4), (1, 2, 9, 4), 2)
     assert not check.equal and OutputCheck.from_dict(check.to_dict()) == check
@@ -97,13 +118,14 @@ def test_a_route_is_frozen_and_rejects_an_unknown_kind():
 def test_model_route_imports_nothing_of_winml_perf_but_errors_and_model():
     tree = ast.parse(Path(model_route.__file__).read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
-        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
     ours = {m for m in imported if m and m.startswith("winml_perf")}
-    assert all(m == "winml_perf.errors" or m.startswith("winml_perf.model") for m in ours), ours
+    assert all(m == "winml_perf.support.errors" or m.startswith("winml_perf.model") for m in ours), ours
 
 
 def test_a_route_spec_carries_a_route_named_as_it_is():
-    from winml_perf.bench.spec import RouteSpec, SessionSpec
+    from winml_perf.model.spec import RouteSpec, SessionSpec
 
     session = SessionSpec("winml-genai", "bundle")
     assert RouteSpec("config", session).route == Route("config")

@@ -11,7 +11,7 @@ import pytest
 from tests.unit.bundle_fakes import CONFIG_TARGET, FLAT_CPU, FLAT_QNN, ep_target, make_bundle, pipeline_config
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.routing import check_available, plan_route
-from winml_perf.errors import BundleError, EPUnavailableError, UsageError
+from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
 UPDATE = os.environ.get("WINML_PERF_UPDATE_GOLDEN") == "1"
@@ -25,7 +25,12 @@ CASES = {
     "pipeline_object_to_cpu": (lambda: pipeline_config("object"), "cpu", None, None),
     "pipeline_list_to_qnn": (lambda: pipeline_config("list"), "qnn", None, None),
     "pipeline_object_to_openvino_npu": (lambda: pipeline_config("object"), "openvino", "npu", None),
-    "pipeline_list_stages_context_iterator_to_cpu": (lambda: pipeline_config("list"), "cpu", None, ["context", "iterator"]),
+    "pipeline_list_stages_context_iterator_to_cpu": (
+        lambda: pipeline_config("list"),
+        "cpu",
+        None,
+        ["context", "iterator"],
+    ),
     "pipeline_object_stages_lm_head_to_qnn": (lambda: pipeline_config("object"), "qnn", None, ["lm_head"]),
 }
 
@@ -39,8 +44,11 @@ def _plan(tmp_path, raw, ep=None, device=None, stages=None):
 def test_golden_rewritten_config(tmp_path, case):
     factory, ep, device, stages = CASES[case]
     plan = _plan(tmp_path, factory(), ep, device, stages)
-    got = {"route": plan.route, "plan": [[s.stage, s.ep_before, s.ep_after, s.options_source] for s in plan.stages],
-           "config": json.loads(plan.config.dumps())}
+    got = {
+        "route": plan.route,
+        "plan": [[s.stage, s.ep_before, s.ep_after, s.options_source] for s in plan.stages],
+        "config": json.loads(plan.config.dumps()),
+    }
     path = GOLDEN / f"{case}.json"
     if UPDATE:
         path.write_text(json.dumps(got, indent=2) + "\n")
@@ -81,12 +89,16 @@ def test_hardware_ep_keeps_own_then_borrows_then_defaults(tmp_path):
     assert by["embeddings"].options_source == "borrowed:context"
     assert by["embeddings"].provider_options_after == ({"QNN": {"backend_path": "libQnnHtp.so"}},)
     # defaults: QNN gets backend_type=htp (without it the EP cannot be created), never beside a backend_path
-    assert _plan(tmp_path / "f", FLAT_CPU, "qnn").stages[0].provider_options_after == ({"QNN": {"backend_type": "htp"}},)
+    assert _plan(tmp_path / "f", FLAT_CPU, "qnn").stages[0].provider_options_after == (
+        {"QNN": {"backend_type": "htp"}},
+    )
 
 
 def test_openvino_device_type_follows_the_resolved_device(tmp_path):
     raw = pipeline_config()
-    raw["model"]["decoder"]["pipeline"][0]["context"]["session_options"]["provider_options"] = [{"OpenVINO": {"device_type": "GPU", "x": "1"}}]
+    raw["model"]["decoder"]["pipeline"][0]["context"]["session_options"]["provider_options"] = [
+        {"OpenVINO": {"device_type": "GPU", "x": "1"}}
+    ]
     plan = _plan(tmp_path, raw, "openvino", "npu")
     by = {s.stage: s for s in plan.stages}
     assert by["context"].provider_options_after == ({"OpenVINO": {"device_type": "NPU", "x": "1"}},)
@@ -119,7 +131,10 @@ def test_unknown_stage_ep_errors_at_config_route_and_is_rewritten_when_forced(tm
 
 def test_stage_ep_not_available_here(tmp_path):
     plan = _plan(tmp_path, pipeline_config())
-    with pytest.raises(EPUnavailableError, match=r"stage `context` wants QNN, which is not available here; install onnxruntime-qnn \(pip install onnxruntime-qnn\), or try --ep cpu or --device"):
+    with pytest.raises(
+        EPUnavailableError,
+        match=r"stage `context` wants QNN, which is not available here; install onnxruntime-qnn \(pip install onnxruntime-qnn\), or try --ep cpu or --device",
+    ):
         check_available(plan, {"CPUExecutionProvider"})
     check_available(plan, {"QNNExecutionProvider"})
 
@@ -149,10 +164,13 @@ def test_ep_options_go_over_the_stage_options_and_into_the_rewritten_config(tmp_
     assert plan.config.raw != other.config.raw  # so the derived bundles' keys differ
 
 
-@pytest.mark.parametrize("ep, options, match", [
-    ("qnn", {"bogus_key": "1"}, "QNNExecutionProvider has no provider option 'bogus_key'"),
-    ("cpu", {"soc_model": "60"}, "does not apply to the CPU EP"),
-])
+@pytest.mark.parametrize(
+    "ep, options, match",
+    [
+        ("qnn", {"bogus_key": "1"}, "QNNExecutionProvider has no provider option 'bogus_key'"),
+        ("cpu", {"soc_model": "60"}, "does not apply to the CPU EP"),
+    ],
+)
 def test_bad_ep_options_are_usage_errors(tmp_path, ep, options, match):
     config = load_config(make_bundle(tmp_path, FLAT_CPU))
     with pytest.raises(UsageError, match=match) as info:

@@ -5,12 +5,22 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from winml_perf.results import changepoint as cp
-from winml_perf.results.run_levels import _comb_anchors, _padded, mode_aware_levels
+from winml_perf.stats import changepoint as cp
+from winml_perf.stats.run_levels import _comb_anchors, _padded, mode_aware_levels
 
 
-def _mixed(seed: int, n: int, *, step_at: int | None = None, step: float = 0.0, share=0.3, k: int = 5,
-           sigma: float = 0.05, slow: float = 0.65, level: float = 100.0) -> list[np.ndarray]:
+def _mixed(
+    seed: int,
+    n: int,
+    *,
+    step_at: int | None = None,
+    step: float = 0.0,
+    share=0.3,
+    k: int = 5,
+    sigma: float = 0.05,
+    slow: float = 0.65,
+    level: float = 100.0,
+) -> list[np.ndarray]:
     """n runs of k invocations: a fraction ``share`` (scalar or per run) in a mode ``slow`` x slower."""
     rng = np.random.default_rng(seed)
     base = np.full(n, level)
@@ -78,7 +88,6 @@ def test_the_gate_fails_on_a_fresh_mode_share_regression_and_a_fresh_step():
     assert v.is_regression and v.change_point.kind == cp.LEVEL and abs(v.change_point.index - 34) <= 1
 
 
-
 def test_the_gate_rarely_fails_a_shift_free_mode_mixed_history():
     # two tests (level, share) per segment at alpha 0.02 each: a few percent of histories at most
     verdicts = [cp.judge_newest(_mixed(seed, 40), higher_is_better=True, threshold=0.05) for seed in range(100, 140)]
@@ -105,22 +114,23 @@ def _reference_levels(values, window: int = 5):
     """mode_aware_levels as its module doc states it, one run and one window at a time."""
     import math
 
-    from winml_perf.results.run_levels import CLIP, TIE
-    from winml_perf.uncertainty.modes import detect_modes
+    from winml_perf.stats.modes import detect_modes
+    from winml_perf.stats.run_levels import CLIP, TIE
 
     logs = [np.log(np.atleast_1d(np.asarray(v, dtype=float))) for v in values]
     n = len(logs)
     tops = np.array([y.max() for y in logs])
-    reference = np.array([np.median(tops[max(0, t - window):t + window + 1]) for t in range(n)])
+    reference = np.array([np.median(tops[max(0, t - window) : t + window + 1]) for t in range(n)])
     report = detect_modes(np.exp(np.concatenate([y - r for y, r in zip(logs, reference)])))
     raw = np.array([math.exp(y.mean()) for y in logs])
     if not report.bimodal:
         return raw, None, None
     offset = math.log(report.modes[0].centre / report.modes[1].centre)
+
     def comb(y):
         candidates = np.concatenate([y, y - offset])
-        cost = [np.minimum(np.minimum((y - a) ** 2, (y - a - offset) ** 2), CLIP ** 2).sum() for a in candidates]
-        a = candidates[int(np.flatnonzero(np.asarray(cost) <= min(cost) + TIE * max(min(cost), CLIP ** 2))[0])]
+        cost = [np.minimum(np.minimum((y - a) ** 2, (y - a - offset) ** 2), CLIP**2).sum() for a in candidates]
+        a = candidates[int(np.flatnonzero(np.asarray(cost) <= min(cost) + TIE * max(min(cost), CLIP**2))[0])]
         near = np.where(np.abs(y - a) <= np.abs(y - a - offset), y, y - offset)
         keep = np.abs(near - a) < CLIP
         return near[keep].mean() if keep.any() else a
@@ -130,7 +140,7 @@ def _reference_levels(values, window: int = 5):
 
     level, share, anchors = [], [], []
     for t in range(n):
-        anchor = comb(np.concatenate(logs[max(0, t - window):t + window + 1]))
+        anchor = comb(np.concatenate(logs[max(0, t - window) : t + window + 1]))
         anchors.append(anchor)
         own = comb(logs[t])
         if 0 < in_lower(logs[t], own).sum() < len(logs[t]):  # the run shows both modes itself
@@ -144,8 +154,14 @@ def _reference_levels(values, window: int = 5):
 @pytest.mark.parametrize("seed", range(10))
 def test_vectorised_levels_equal_the_run_by_run_method(seed):
     rng = np.random.default_rng(100 + seed)
-    runs = _mixed(seed, int(rng.integers(12, 160)), step_at=40, step=0.08, k=1 if seed < 3 else int(rng.integers(2, 12)),
-                  share=rng.uniform(0.1, 0.6, 1)[0])
+    runs = _mixed(
+        seed,
+        int(rng.integers(12, 160)),
+        step_at=40,
+        step=0.08,
+        k=1 if seed < 3 else int(rng.integers(2, 12)),
+        share=rng.uniform(0.1, 0.6, 1)[0],
+    )
     # ragged runs: some lose invocations, a few keep one (one invocation per run: windows in one mode tie)
     runs = [r[: max(1, len(r) - int(rng.integers(0, len(r))))] if rng.random() < 0.3 else r for r in runs]
     levels = mode_aware_levels(runs)
@@ -155,7 +171,9 @@ def test_vectorised_levels_equal_the_run_by_run_method(seed):
     if share is not None:
         np.testing.assert_array_equal(levels.lower_share, share)
         offset, anchors = comb
-        np.testing.assert_allclose(_comb_anchors(_padded([np.log(r) for r in runs]), offset, 5), anchors, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(
+            _comb_anchors(_padded([np.log(r) for r in runs]), offset, 5), anchors, rtol=0, atol=1e-12
+        )
 
 
 def test_night_after_night_the_gate_is_stricter_than_the_dashboards_search():
@@ -165,7 +183,11 @@ def test_night_after_night_the_gate_is_stricter_than_the_dashboards_search():
     nights = range(40, 191)
 
     def failed(**alpha) -> int:
-        return sum(cp.judge_newest(runs[t - 40:t], higher_is_better=True, threshold=0.05, **alpha).is_regression for t in nights)
+        return sum(
+            cp.judge_newest(runs[t - 40 : t], higher_is_better=True, threshold=0.05, **alpha).is_regression
+            for t in nights
+        )
+
     assert cp.GATE_ALPHA < cp.DEFAULT_ALPHA
     assert failed(alpha=cp.DEFAULT_ALPHA) == 2 and failed() == 0
 
@@ -178,7 +200,9 @@ def _step_near_the_modes_gap() -> list[list[float]]:
     rng = np.random.default_rng(11)
     slow = np.r_[np.full(3, 0.65), np.ones(7)]
     before = [list(100.0 * slow * rng.lognormal(0.0, 0.005, 10)) for _ in range(30)]
-    after = [list(78.0 * np.array(modes) * rng.lognormal(0.0, 0.005, 4)) for modes in ([1] * 4, [1, 1, 1, 0.65], [1] * 4)]
+    after = [
+        list(78.0 * np.array(modes) * rng.lognormal(0.0, 0.005, 4)) for modes in ([1] * 4, [1, 1, 1, 0.65], [1] * 4)
+    ]
     return before + after
 
 
@@ -207,12 +231,16 @@ def test_a_quarter_step_in_the_newest_runs_is_a_level_change_not_a_change_of_mod
     # a comb reaching across the step reads its fast invocations (x0.75) as slow ones (x0.65), and
     # the step as the lower mode's share going from 30 % to most
     rng = np.random.default_rng(seed)
-    runs = [list(level * np.where(rng.random(10) < 0.3, 0.65, 1.0) * rng.lognormal(0.0, 0.05, 10))
-            for level in np.r_[np.full(36, 100.0), np.full(4, 75.0)]]
+    runs = [
+        list(level * np.where(rng.random(10) < 0.3, 0.65, 1.0) * rng.lognormal(0.0, 0.05, 10))
+        for level in np.r_[np.full(36, 100.0), np.full(4, 75.0)]
+    ]
     v = cp.judge_newest(runs, list(range(40)), higher_is_better=True)
     assert v.is_regression and v.change_point.kind == cp.LEVEL and v.change_point.index == 36
     assert v.change_point.shift == pytest.approx(-0.25, abs=0.02)
-    assert not any(p.kind == cp.MODE_SHARE for p in cp.detect_change_points(runs, higher_is_better=True, alpha=cp.GATE_ALPHA))
+    assert not any(
+        p.kind == cp.MODE_SHARE for p in cp.detect_change_points(runs, higher_is_better=True, alpha=cp.GATE_ALPHA)
+    )
 
 
 def test_a_true_change_of_the_modes_shares_stays_one():

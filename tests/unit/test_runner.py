@@ -7,18 +7,23 @@ import math
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session, read_log
-from winml_perf.bench import runner, stats
-from winml_perf.bench.report import cell_record
-from winml_perf.bench.spec import CellSpec, IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
-from winml_perf.bench.sweep import run_sweep
-from winml_perf.errors import UsageError
-from winml_perf.model.route import CPU, Route, StageRoute
+from winml_perf.measure import runner
+from winml_perf.measure.sweep import run_sweep
 from winml_perf.model.metrics import metric_values
-from winml_perf.results.validation import validate_record
+from winml_perf.model.route import CPU, Route, StageRoute
+from winml_perf.model.spec import CellSpec, IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
+from winml_perf.record.build import cell_record
+from winml_perf.record.validation import validate_record
+from winml_perf.stats import sample_stats as stats
+from winml_perf.support.errors import UsageError
 
 
-def cell(prompt=16, new=8, warmup=WarmupPolicy(count=2), iterations=IterationPolicy(iterations=5), label="config", **opts) -> CellSpec:
-    return CellSpec(label, fake_spec(**opts), prompt_tokens=prompt, max_new_tokens=new, warmup=warmup, iterations=iterations)
+def cell(
+    prompt=16, new=8, warmup=WarmupPolicy(count=2), iterations=IterationPolicy(iterations=5), label="config", **opts
+) -> CellSpec:
+    return CellSpec(
+        label, fake_spec(**opts), prompt_tokens=prompt, max_new_tokens=new, warmup=warmup, iterations=iterations
+    )
 
 
 def run(c: CellSpec):
@@ -38,7 +43,9 @@ def test_fixed_iterations_measure_exact_scripted_numbers():
     s = r.samples[0]
     assert (s.prompt_tokens, s.new_tokens, len(s.decode_step_ms)) == (16, 8, 7)
     assert r.prompt_info["tokens"] == 16 and r.prompt_info["mode"] == "synthetic"
-    metrics = {m: stats.median(metric_values(r.samples, m)) for m in ("prompt_tokens_per_s", "decode_tokens_per_s", "tpot_ms")}
+    metrics = {
+        m: stats.median(metric_values(r.samples, m)) for m in ("prompt_tokens_per_s", "decode_tokens_per_s", "tpot_ms")
+    }
     assert metrics["prompt_tokens_per_s"] == pytest.approx(2000.0)  # 16 tokens / 8 ms
     assert metrics["decode_tokens_per_s"] == pytest.approx(100.0)  # 7 steps / 70 ms
     assert metrics["tpot_ms"] == pytest.approx(10.0)
@@ -88,8 +95,13 @@ def test_token_count_mismatch_is_a_warning_and_throughput_uses_observed_counts()
 
 
 def test_high_variation_and_slow_first_iteration_warnings():
-    r = run(cell(warmup=WarmupPolicy(count=0), iterations=IterationPolicy(iterations=8),
-                 scales=[5.0, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0]))
+    r = run(
+        cell(
+            warmup=WarmupPolicy(count=0),
+            iterations=IterationPolicy(iterations=8),
+            scales=[5.0, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0],
+        )
+    )
     codes = {w["code"] for w in cell_record(r, run_id="0" * 32, environment=FAKE_ENV).warnings}
     assert {"slow_first_iteration", "high_cv", "outliers"} <= codes
     calm = run(cell())
@@ -98,8 +110,13 @@ def test_high_variation_and_slow_first_iteration_warnings():
 
 def test_a_stage_that_ran_elsewhere_than_asked_is_flagged():
     route = Route("ep=webgpu", "ep=webgpu", "ep=webgpu", (StageRoute("decoder", (), CPU, "WebGpuExecutionProvider"),))
-    c = CellSpec("ep=webgpu", fake_spec(actual_route={"decoder": "CPUExecutionProvider"}), prompt_tokens=4, max_new_tokens=2,
-                 route=route)
+    c = CellSpec(
+        "ep=webgpu",
+        fake_spec(actual_route={"decoder": "CPUExecutionProvider"}),
+        prompt_tokens=4,
+        max_new_tokens=2,
+        route=route,
+    )
     rec = cell_record(run(c), run_id="0" * 32, environment=FAKE_ENV)
     assert rec.route["actual"] == {"decoder": "CPUExecutionProvider"}
     (w,) = [w for w in rec.warnings if w["code"] == "ep_mismatch"]
@@ -120,7 +137,9 @@ def test_plain_inference_session_reports_latency():
 
 
 def test_text_prompt_goes_through_the_template_and_is_tiled_to_length():
-    c = CellSpec("config", fake_spec(), prompt_tokens=50, max_new_tokens=4, prompt=PromptSpec(text="abc", apply_template=True))
+    c = CellSpec(
+        "config", fake_spec(), prompt_tokens=50, max_new_tokens=4, prompt=PromptSpec(text="abc", apply_template=True)
+    )
     r = run(c)
     assert r.prompt_info["tokens"] == 50 and r.prompt_info["fitted"]
     assert r.prompt_info["encoded_tokens"] == len("<user>abc</user><assistant>")
@@ -236,7 +255,7 @@ def test_rich_progress_writes_cells_to_its_console_and_quiet_writes_nothing(caps
 
     from rich.console import Console
 
-    from winml_perf.bench.progress import NullProgress, RichProgress, make_progress
+    from winml_perf.measure.progress import NullProgress, RichProgress, make_progress
 
     buffer = io.StringIO()
     progress = RichProgress(Console(file=buffer, force_terminal=False, width=120))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from winml_perf.errors import UsageError
 from winml_perf.model.runtime import GENAI, ONNX, RUNTIMES, runtime_for_path, runtime_named
+from winml_perf.support.errors import UsageError
 
 
 def test_runtimes_are_looked_up_by_name_and_carry_what_callers_ask():

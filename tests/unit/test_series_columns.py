@@ -11,8 +11,12 @@ from winml_perf.results.series import _metric_columns
 
 def test_rows_land_on_their_records_whatever_the_order():
     ids = [30, 10, 20]  # time order differs from id order (an imported record)
-    rows = [(20, "decode_tps", 2.0, 1.5, 2.5), (30, "decode_tps", 3.0, None, None), (10, "ttft_ms", 9.0, 8.0, 10.0),
-            (30, "ttft_ms", 7.0, 6.0, 8.0)]
+    rows = [
+        (20, "decode_tps", 2.0, 1.5, 2.5),
+        (30, "decode_tps", 3.0, None, None),
+        (10, "ttft_ms", 9.0, 8.0, 10.0),
+        (30, "ttft_ms", 7.0, 6.0, 8.0),
+    ]
     cols = _metric_columns(ids, rows, ["decode_tps", "ttft_ms", "e2e_ms"])
     med, low, high = cols["decode_tps"]
     np.testing.assert_array_equal(med, [3.0, np.nan, 2.0])

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from winml_perf.bench import stats
+from winml_perf.stats import sample_stats as stats
 
 
 def test_descriptive_statistics_of_a_small_sample():

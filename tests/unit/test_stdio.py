@@ -9,7 +9,7 @@ import textwrap
 
 SCRIPT = textwrap.dedent("""
     import os, sys, json
-    from winml_perf.stdio import own_stdout
+    from winml_perf.support.stdio import own_stdout
     with own_stdout():
         os.write(1, b" # LIBNATIVE: a native library talking\\n")  # what libQnnHtp does
         print(json.dumps({"ok": True}))
@@ -28,7 +28,7 @@ def test_native_writes_on_fd1_go_to_stderr_and_our_prints_stay_on_stdout():
 
 
 def test_a_replaced_sys_stdout_is_left_alone(capsys):
-    from winml_perf.stdio import own_stdout
+    from winml_perf.support.stdio import own_stdout
 
     with own_stdout():
         print("captured")

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from winml_perf.results import changepoint as cp
-from winml_perf.results.step_size import _u_cdf, step
+from winml_perf.stats import changepoint as cp
+from winml_perf.stats.step_size import _u_cdf, step
 
 
 @pytest.mark.parametrize("m, n", [(1, 1), (2, 3), (3, 4), (4, 4), (5, 2)])
@@ -63,7 +63,9 @@ def test_a_level_change_point_is_sized_as_the_step_not_the_drifting_segments():
 
 
 def test_a_change_point_between_close_ones_says_its_interval_covers_less():
-    x = np.r_[np.full(40, 100.0), np.full(3, 90.0), np.full(3, 80.0), np.full(40, 70.0)] * np.random.default_rng(8).lognormal(0, 0.01, 86)
+    x = np.r_[np.full(40, 100.0), np.full(3, 90.0), np.full(3, 80.0), np.full(40, 70.0)] * np.random.default_rng(
+        8
+    ).lognormal(0, 0.01, 86)
     points = cp._points(x, {40: 0.001, 43: 0.001, 46: 0.001}, None, True, cp.DEFAULT_SEED)
     middle = points[1]  # 3 runs either side: the widest interval covers 1 - 2 / C(6, 3) = 90 %
     assert middle.shift_coverage == pytest.approx(1 - 2 / math.comb(6, 3))

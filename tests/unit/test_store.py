@@ -16,11 +16,10 @@ import pytest
 import sqlalchemy as sa
 
 from tests.results_fakes import hex_id, make_cell, small_cell
-from tests.results_fixtures import pg_url, store_url  # noqa: F401
-from winml_perf.errors import EXIT_USAGE, StoreError
 from winml_perf.results import load, load_samples
 from winml_perf.results import migrations as mig
 from winml_perf.results.store import ENV_VAR, open_store, resolve_location
+from winml_perf.support.errors import EXIT_USAGE, StoreError
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_A, RUN_B = hex_id("run-a"), hex_id("run-b")
@@ -49,7 +48,9 @@ def test_open_creates_schema_and_records_migrations_once(store_url):
 
 def test_a_store_with_a_newer_schema_is_refused(store_url):
     with open_store(store_url) as store, store.engine.begin() as conn:
-        conn.execute(mig.schema_migrations.insert().values(name="9999_from_the_future", applied_utc="2099-01-01T00:00:00Z"))
+        conn.execute(
+            mig.schema_migrations.insert().values(name="9999_from_the_future", applied_utc="2099-01-01T00:00:00Z")
+        )
     with pytest.raises(StoreError) as err:
         open_store(store_url)
     assert err.value.exit_code == EXIT_USAGE
@@ -77,9 +78,23 @@ def test_write_record_keeps_the_record_its_metrics_and_every_raw_sample(store_ur
         row = store.get(rid)
         assert row["record"] == cell  # lossless
         assert (row["route"], row["bundle"], row["bundle_path"], row["prompt_tokens"], row["max_new_tokens"]) == (
-            "ep=cpu", "tiny-qwen2", "bundles/tiny-qwen2", 16, 8)
-        assert (row["run_id"], row["testbed_id"], row["git_commit"], row["status"]) == (RUN_A, "tb-linux", "abcdef123456", "ok")
-        assert (row["winml_perf_version"], row["onnxruntime_version"], row["genai_version"]) == ("0.1.0", "1.31.1", "0.18.0")
+            "ep=cpu",
+            "tiny-qwen2",
+            "bundles/tiny-qwen2",
+            16,
+            8,
+        )
+        assert (row["run_id"], row["testbed_id"], row["git_commit"], row["status"]) == (
+            RUN_A,
+            "tb-linux",
+            "abcdef123456",
+            "ok",
+        )
+        assert (row["winml_perf_version"], row["onnxruntime_version"], row["genai_version"]) == (
+            "0.1.0",
+            "1.31.1",
+            "0.18.0",
+        )
         assert row["created_utc"] == "2025-01-01T02:00:00.000000Z"
 
         samples = store.samples([rid], phase=None)
@@ -88,7 +103,9 @@ def test_write_record_keeps_the_record_its_metrics_and_every_raw_sample(store_ur
         assert len([s for s in samples if s["phase"] == "warmup"]) == 1
         for raw, got in zip(cell["samples"]["iterations"], measured):
             assert json.loads(got["decode_step_ms"]) == raw["decode_step_ms"]
-            assert got["decode_tokens_per_s"] == pytest.approx(len(raw["decode_step_ms"]) / sum(raw["decode_step_ms"]) * 1000)
+            assert got["decode_tokens_per_s"] == pytest.approx(
+                len(raw["decode_step_ms"]) / sum(raw["decode_step_ms"]) * 1000
+            )
             assert got["prompt_tokens_per_s"] == pytest.approx(raw["prompt_tokens"] / raw["prompt_ms"] * 1000)
             assert got["tpot_ms"] == pytest.approx(sum(raw["decode_step_ms"]) / len(raw["decode_step_ms"]))
             assert got["ttft_ms"] == raw["ttft_ms"] and got["e2e_ms"] == raw["e2e_ms"]
@@ -107,7 +124,9 @@ def test_writing_the_same_record_twice_stores_it_once(store_url):
         first, second = store.write_record(cell), store.write_record(cell)
         assert first == second
         assert store.count() == 1
-        assert len(store.samples([first], phase=None)) == len(cell["samples"]["iterations"]) + len(cell["samples"]["warmup"])
+        assert len(store.samples([first], phase=None)) == len(cell["samples"]["iterations"]) + len(
+            cell["samples"]["warmup"]
+        )
 
 
 def test_a_failed_cell_is_stored_with_its_failure(store_url):
@@ -118,12 +137,15 @@ def test_a_failed_cell_is_stored_with_its_failure(store_url):
         assert row["record"]["failure"]["signal_name"] == "SIGKILL"
 
 
-@pytest.mark.parametrize("mutate, message", [
-    (lambda c: c.update(status="weird"), "status"),
-    (lambda c: c.pop("samples"), "samples"),
-    (lambda c: c.update(schema_version=99), "newer"),
-    (lambda c: c.update(kind="run"), "run record"),
-])
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda c: c.update(status="weird"), "status"),
+        (lambda c: c.pop("samples"), "samples"),
+        (lambda c: c.update(schema_version=99), "newer"),
+        (lambda c: c.update(kind="run"), "run record"),
+    ],
+)
 def test_invalid_records_are_refused_and_nothing_is_written(store_url, mutate, message):
     cell = make_cell(RUN_A)
     mutate(cell)
@@ -145,8 +167,17 @@ def test_filters_select_records(store_url):
     with open_store(store_url) as store:
         store.write_record(make_cell(RUN_A, route="config", when="2025-01-01T02:00:00Z", commit="aaaa1111"))
         store.write_record(make_cell(RUN_A, route="ep=cpu", when="2025-01-01T02:00:01Z", commit="aaaa1111", index=1))
-        store.write_record(make_cell(RUN_B, route="config", when="2025-01-03T02:00:00Z", commit="bbbb2222", testbed="tb-win",
-                                     bundle="bundles/other", prompt_tokens=128))
+        store.write_record(
+            make_cell(
+                RUN_B,
+                route="config",
+                when="2025-01-03T02:00:00Z",
+                commit="bbbb2222",
+                testbed="tb-win",
+                bundle="bundles/other",
+                prompt_tokens=128,
+            )
+        )
         ids = lambda **f: [r["id"] for r in store.records(**f)]  # noqa: E731
         assert ids() == [1, 2, 3]
         assert ids(route="config") == [1, 3]
@@ -195,8 +226,16 @@ def test_eight_processes_writing_at_once_lose_nothing(store_url, tmp_path):
     go = tmp_path / "go"
     code = "import sys; from tests.results_fakes import concurrent_writer as w; w(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4])"
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    procs = [subprocess.Popen([sys.executable, "-c", code, store_url, str(w), str(PER_WRITER), str(go)], cwd=REPO, env=env,
-                              stderr=subprocess.PIPE, text=True) for w in range(WRITERS)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", code, store_url, str(w), str(PER_WRITER), str(go)],
+            cwd=REPO,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(WRITERS)
+    ]
     time.sleep(0.5)
     go.touch()
     errors = [p.communicate(timeout=300)[1] for p in procs]
@@ -224,12 +263,15 @@ def _wal_header_over_garbage() -> bytes:
     return bytes(header) + random.Random(1).randbytes(8192)
 
 
-@pytest.mark.parametrize("content", [
-    random.Random(0).randbytes(4096),
-    b"SQLite format 3\x00" + b"\x00" * 20,  # a header and nothing more
-    *(b"SQLite format 3\x00" + random.Random(seed).randbytes(8192) for seed in range(8)),  # a header over garbage
-    _wal_header_over_garbage(),
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        random.Random(0).randbytes(4096),
+        b"SQLite format 3\x00" + b"\x00" * 20,  # a header and nothing more
+        *(b"SQLite format 3\x00" + random.Random(seed).randbytes(8192) for seed in range(8)),  # a header over garbage
+        _wal_header_over_garbage(),
+    ],
+)
 def test_a_corrupted_file_is_refused_and_left_untouched(tmp_path, content):
     path = tmp_path / "winml-perf.db"
     path.write_bytes(content)

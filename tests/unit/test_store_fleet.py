@@ -12,8 +12,6 @@ import pytest
 import sqlalchemy as sa
 
 from tests.results_fakes import hex_id, make_cell
-from tests.results_fixtures import pg_url, store_url  # noqa: F401
-from winml_perf.bench.intervals import by_invocation
 from winml_perf.model.sample import IterationSample
 from winml_perf.results import load
 from winml_perf.results import migrations as mig
@@ -22,11 +20,14 @@ from winml_perf.results.rows import record_rows, series_identity, series_key, wi
 from winml_perf.results.selectors import select
 from winml_perf.results.series import history
 from winml_perf.results.store import open_store
+from winml_perf.stats.cell_intervals import by_invocation
 
 
 def _json_of(store, rid: int) -> dict:
     with store.engine.connect() as conn:
-        return json.loads(conn.execute(sa.select(mig.records.c.record_json).where(mig.records.c.id == rid)).scalar_one())
+        return json.loads(
+            conn.execute(sa.select(mig.records.c.record_json).where(mig.records.c.id == rid)).scalar_one()
+        )
 
 
 def test_raw_samples_are_stored_once_and_given_back_whole(store_url):
@@ -64,15 +65,18 @@ def test_a_sample_the_table_cannot_give_back_stays_in_the_json(store_url):
         assert store.get(rid)["record"] == cell
 
 
-@pytest.mark.parametrize("change", [
-    lambda s: None,
-    lambda s: s.update(token_ids=[1, 2]),
-    lambda s: s.update(decode_step_ms=[2, 3]),  # ints: given back as 2.0, 3.0, which compare equal
-    lambda s: s.update(decode_step_ms=[0.1 + 0.2, 1e-300, 123456.789012345]),
-    lambda s: s.update(round_index=1.0),
-    lambda s: s.pop("invocation", None),
-    lambda s: s.update(surprise=1),
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda s: None,
+        lambda s: s.update(token_ids=[1, 2]),
+        lambda s: s.update(decode_step_ms=[2, 3]),  # ints: given back as 2.0, 3.0, which compare equal
+        lambda s: s.update(decode_step_ms=[0.1 + 0.2, 1e-300, 123456.789012345]),
+        lambda s: s.update(round_index=1.0),
+        lambda s: s.pop("invocation", None),
+        lambda s: s.update(surprise=1),
+    ],
+)
 def test_the_write_path_drops_samples_from_the_json_exactly_when_their_rows_give_them_back(change):
     cell = _with_invocations(make_cell(hex_id("rt")))
     change(cell["samples"]["iterations"][1])
@@ -98,16 +102,24 @@ def _store_at_schema_2(url: str, cells: list[dict]) -> None:
             old = {k: v for k, v in rows.record.items() if k != "series_key"}
             old["record_json"] = json.dumps(cell, sort_keys=True, separators=(",", ":"))
             conn.execute(records_v1.insert().values(id=i, **old))
-            conn.execute(metrics_v1.insert(), [{**{k: v for k, v in m.items() if k != "invocations"}, "record_id": i}
-                                               for m in rows.metrics])
+            conn.execute(
+                metrics_v1.insert(),
+                [{**{k: v for k, v in m.items() if k != "invocations"}, "record_id": i} for m in rows.metrics],
+            )
             _, _, _, samples_v1 = mig._v1_tables(sa.MetaData())
-            conn.execute(samples_v1.insert(), [{**{k: v for k, v in s.items() if k != "invocation"}, "record_id": i} for s in rows.samples])
+            conn.execute(
+                samples_v1.insert(),
+                [{**{k: v for k, v in s.items() if k != "invocation"}, "record_id": i} for s in rows.samples],
+            )
     engine.dispose()
 
 
 def test_migration_0003_fills_series_keys_and_drops_the_second_copy_of_samples(store_url, monkeypatch):
     monkeypatch.setattr(mig, "MIGRATION_CHUNK", 2)  # several chunks
-    cells = [make_cell(hex_id("m", i), index=i, prompt_tokens=16 * (1 + i % 2), when=f"2025-01-0{1 + i}T00:00:00Z") for i in range(5)]
+    cells = [
+        make_cell(hex_id("m", i), index=i, prompt_tokens=16 * (1 + i % 2), when=f"2025-01-0{1 + i}T00:00:00Z")
+        for i in range(5)
+    ]
     _with_invocations(cells[3])  # written by a version with invocations but no samples.invocation column
     _store_at_schema_2(store_url, cells)
     with open_store(store_url) as store:
@@ -132,8 +144,15 @@ def _stored_invocations(store) -> dict[tuple[int, str], list[float] | None]:
 
 def test_migration_0006_back_fills_each_records_per_invocation_medians(store_url, monkeypatch):
     monkeypatch.setattr(mig, "MIGRATION_CHUNK", 2)  # several chunks
-    cells = [make_cell(hex_id("m6", i), index=i, when=f"2025-01-0{1 + i}T00:00:00Z",
-                       step_ms=[2.0 + 0.1 * i, 3.0, 2.2, 3.3, 2.1, 2.9]) for i in range(5)]
+    cells = [
+        make_cell(
+            hex_id("m6", i),
+            index=i,
+            when=f"2025-01-0{1 + i}T00:00:00Z",
+            step_ms=[2.0 + 0.1 * i, 3.0, 2.2, 3.3, 2.1, 2.9],
+        )
+        for i in range(5)
+    ]
     for cell in cells[1:4]:
         _with_invocations(cell)  # cells[0] and cells[4]: records without invocations
     _store_at_schema_2(store_url, cells)
@@ -157,7 +176,11 @@ def test_series_identity_separates_what_changes_the_measurement():
     base = make_cell(hex_id("id"))
     plain = copy.deepcopy(base)
     plain["runtime"] = "winml"
-    plain["policy"]["session"] = {"runtime": "winml", "path": "m.onnx", "options": {"shapes": {"x": [1, 3]}, "io_binding": False, "seed": 0}}
+    plain["policy"]["session"] = {
+        "runtime": "winml",
+        "path": "m.onnx",
+        "options": {"shapes": {"x": [1, 3]}, "io_binding": False, "seed": 0},
+    }
     batch8 = copy.deepcopy(plain)
     batch8["policy"]["session"]["options"]["shapes"] = {"x": [8, 3]}
     bound = copy.deepcopy(plain)
@@ -171,7 +194,9 @@ def test_series_identity_separates_what_changes_the_measurement():
     assert series_identity(batch8)["session"]["shapes"] == {"x": [8, 3]}
 
     qnn = copy.deepcopy(base)
-    qnn["route"]["stages"] = [{"stage": "decoder", "ep_after": "qnn", "provider_options_after": [{"qnn": {"htp_performance_mode": "burst"}}]}]
+    qnn["route"]["stages"] = [
+        {"stage": "decoder", "ep_after": "qnn", "provider_options_after": [{"qnn": {"htp_performance_mode": "burst"}}]}
+    ]
     qnn_saver = copy.deepcopy(qnn)
     qnn_saver["route"]["stages"][0]["provider_options_after"] = [{"qnn": {"htp_performance_mode": "power_saver"}}]
     assert len({series_key(base), series_key(qnn), series_key(qnn_saver)}) == 3
@@ -185,8 +210,16 @@ def _fleet(store, nights: int = 3) -> None:
         for tb in ("tb-a", "tb-b"):
             run = hex_id("fleet", night, tb)
             for i, route in enumerate(("config", "ep=cpu")):
-                store.write_record(make_cell(run, route=route, testbed=tb, index=i, when=f"2025-03-0{1 + night}T0{2 if tb == 'tb-a' else 4}:00:00Z",
-                                             step_ms=[2.0 + 0.01 * night] * 6))
+                store.write_record(
+                    make_cell(
+                        run,
+                        route=route,
+                        testbed=tb,
+                        index=i,
+                        when=f"2025-03-0{1 + night}T0{2 if tb == 'tb-a' else 4}:00:00Z",
+                        step_ms=[2.0 + 0.01 * night] * 6,
+                    )
+                )
 
 
 def test_latest_and_previous_are_resolved_per_series(store_url):
@@ -196,7 +229,8 @@ def test_latest_and_previous_are_resolved_per_series(store_url):
         # the two newest runs fleet-wide are tb-b's night 3 and tb-a's night 3: per series, each
         # testbed's own last two nights
         assert {(r["testbed_id"], r["route"], r["run_id"]) for r in latest.records} == {
-            (tb, route, hex_id("fleet", 2, tb)) for tb in ("tb-a", "tb-b") for route in ("config", "ep=cpu")}
+            (tb, route, hex_id("fleet", 2, tb)) for tb in ("tb-a", "tb-b") for route in ("config", "ep=cpu")
+        }
         assert {r["run_id"] for r in previous.records} == {hex_id("fleet", 1, "tb-a"), hex_id("fleet", 1, "tb-b")}
         assert "each of 4 series" in latest.meaning
         narrowed = select(store, "latest", "--candidate", testbed="tb-a", route="config")
@@ -255,7 +289,9 @@ def _planner_rows(store, table: str) -> float | None:
         if store.location.dialect == "sqlite":
             row = conn.execute(sa.text("SELECT stat FROM sqlite_stat1 WHERE tbl = :t"), {"t": table}).first()
             return None if row is None else float(row[0].split()[0])
-        reltuples = conn.execute(sa.text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"), {"t": table}).scalar_one()
+        reltuples = conn.execute(
+            sa.text("SELECT reltuples FROM pg_class WHERE oid = to_regclass(:t)"), {"t": table}
+        ).scalar_one()
         return None if reltuples < 0 else reltuples
 
 

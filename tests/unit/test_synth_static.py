@@ -8,12 +8,14 @@ import json
 import pytest
 
 from winml_perf.bundle.onnx_header import input_shapes
-from winml_perf.bundle.synth import SynthSpec, check_spec, synthesize
-from winml_perf.errors import UsageError
+from winml_perf.support.errors import UsageError
+from winml_perf.synth.transformer import SynthSpec, check_spec, synthesize
 
 SYNTH_MODULES = ("torch", "transformers", "tokenizers", "safetensors", "onnx", "onnx_ir")
 missing = [m for m in SYNTH_MODULES if importlib.util.find_spec(m) is None]
-needs_synth = pytest.mark.skipif(bool(missing), reason=f"the synth extra is not installed ({', '.join(missing)}): pip install -e '.[synth]'")
+needs_synth = pytest.mark.skipif(
+    bool(missing), reason=f"the synth extra is not installed ({', '.join(missing)}): pip install -e '.[synth]'"
+)
 
 
 @pytest.mark.parametrize("length, kv", [(1, 128), (128, 128), (200, 128)])
@@ -27,13 +29,27 @@ def test_static_npu_bundle_has_fixed_shapes_and_qnn_stages(tmp_path):
     import onnx
 
     out = tmp_path / "npu"
-    synthesize(SynthSpec(precision="fp32", static_npu=True, prompt_length=8, kv_length=40, soc_model="73",
-                         overrides={"num_hidden_layers": 1}), out, log=lambda m: None)
+    synthesize(
+        SynthSpec(
+            precision="fp32",
+            static_npu=True,
+            prompt_length=8,
+            kv_length=40,
+            soc_model="73",
+            overrides={"num_hidden_layers": 1},
+        ),
+        out,
+        log=lambda m: None,
+    )
     cfg = json.loads((out / "genai_config.json").read_text())
     stages = cfg["model"]["decoder"]["pipeline"][0]
-    assert stages["context"]["filename"] == "transformer_context.onnx" and stages["iterator"]["filename"] == "transformer_iterator.onnx"
+    assert (
+        stages["context"]["filename"] == "transformer_context.onnx"
+        and stages["iterator"]["filename"] == "transformer_iterator.onnx"
+    )
     assert stages["context"]["session_options"]["provider_options"] == [
-        {"qnn": {"backend_type": "htp", "soc_model": "73", "enable_htp_fp16_precision": "1"}}]
+        {"qnn": {"backend_type": "htp", "soc_model": "73", "enable_htp_fp16_precision": "1"}}
+    ]
     assert stages["embeddings"]["session_options"]["provider_options"] == []
     assert cfg["model"]["context_length"] == 40 and cfg["search"]["max_length"] == 40
     assert not (out / "transformer.onnx").exists()
@@ -47,4 +63,8 @@ def test_static_npu_bundle_has_fixed_shapes_and_qnn_stages(tmp_path):
         assert "SkipSimplifiedLayerNormalization" not in {n.op_type for n in model.graph.node}
         locations = {e.value for t in model.graph.initializer for e in t.external_data if e.key == "location"}
         assert locations == {"transformer.onnx.data"}  # both stages share one weights file
-    assert json.loads((out / "synth.json").read_text())["static_npu"] == {"prompt_length": 8, "kv_length": 40, "soc_model": "73"}
+    assert json.loads((out / "synth.json").read_text())["static_npu"] == {
+        "prompt_length": 8,
+        "kv_length": 40,
+        "soc_model": "73",
+    }

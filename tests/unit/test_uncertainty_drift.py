@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from winml_perf.uncertainty.drift import detect_drift
+from winml_perf.stats.drift import detect_drift
 
 
 def invocations(rng, medians, iterations=10, sd=1.5):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from winml_perf.uncertainty.hierarchical import (
+from winml_perf.stats.hierarchical import (
     Coverage,
     coverage_of,
     hierarchical_bootstrap_median,
@@ -15,7 +15,7 @@ from winml_perf.uncertainty.hierarchical import (
     student_t_median,
     within_process_median,
 )
-from winml_perf.uncertainty.quantile_intervals import median_ci
+from winml_perf.stats.quantile_intervals import median_ci
 
 TRUE_MEDIAN = 100.0
 

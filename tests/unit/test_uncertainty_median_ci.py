@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from winml_perf.bench import stats as exact_sum
-from winml_perf.uncertainty.quantile_intervals import median_ci, median_ci_ranks, quantile_ci, quantile_ci_ranks
+from winml_perf.stats import sample_stats as exact_sum
+from winml_perf.stats.quantile_intervals import median_ci, median_ci_ranks, quantile_ci, quantile_ci_ranks
 
 
 def exact_lower_rank(n: int, alpha_half: float = (1.0 - 0.95) / 2.0) -> int | None:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from winml_perf.uncertainty.modes import detect_modes
+from winml_perf.stats.modes import detect_modes
 
 
 def two_modes(rng, n=10_000, fast=6.2, slow=9.8, fast_share=0.61, sd=0.03):

@@ -1,4 +1,4 @@
-"""winml_perf.uncertainty loads its names lazily: each is what its submodule defines, whatever was
+"""winml_perf.stats loads its names lazily: each is what its submodule defines, whatever was
 imported before, and the change-point detector's import does not pull in scipy."""
 
 from __future__ import annotations
@@ -7,21 +7,23 @@ import importlib
 import subprocess
 import sys
 
-import winml_perf.uncertainty as uncertainty
+import winml_perf.stats as uncertainty
 
 
 def test_every_offered_name_is_its_submodules_object():
     for module in uncertainty._EXPORTS:
-        importlib.import_module(f"winml_perf.uncertainty.{module}")  # a submodule import must not shadow a name
+        importlib.import_module(f"winml_perf.stats.{module}")  # a submodule import must not shadow a name
     for name in uncertainty.__all__:
-        home = importlib.import_module(f"winml_perf.uncertainty.{uncertainty._HOME[name]}")
+        home = importlib.import_module(f"winml_perf.stats.{uncertainty._HOME[name]}")
         assert getattr(uncertainty, name) is getattr(home, name), name
     assert set(uncertainty.__all__) == set(uncertainty._HOME)
     assert not set(uncertainty._HOME) & set(uncertainty._EXPORTS)  # no name is also a submodule's
 
 
 def test_the_detector_and_the_dashboard_page_import_without_scipy():
-    code = ("import sys, winml_perf.results.changepoint, winml_perf.results.dashboard_page; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')[:3])")
+    code = (
+        "import sys, winml_perf.stats.changepoint, winml_perf.publish.dashboard_page; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')[:3])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", out

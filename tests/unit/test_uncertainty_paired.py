@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from winml_perf.uncertainty.paired import (
+from winml_perf.stats.paired import (
     Verdict,
     pair_ratios,
     paired_bootstrap_ratio,

@@ -5,15 +5,17 @@ import math
 import numpy as np
 import pytest
 
-from winml_perf.uncertainty import percentiles as pct
-from winml_perf.uncertainty.percentiles import generation_percentiles, iid_percentiles
+from winml_perf.stats import percentiles as pct
+from winml_perf.stats.percentiles import generation_percentiles, iid_percentiles
 
 Z90 = 1.2815515655446004
 
 
 def correlated_generations(rng, count=30, steps=64, generation_sd=0.1, step_sd=0.05):
     """Each generation runs at its own speed (log-normal offset); steps scatter around it."""
-    return [np.exp(math.log(10.0) + rng.normal(0.0, generation_sd) + rng.normal(0.0, step_sd, steps)) for _ in range(count)]
+    return [
+        np.exp(math.log(10.0) + rng.normal(0.0, generation_sd) + rng.normal(0.0, step_sd, steps)) for _ in range(count)
+    ]
 
 
 def widths(intervals):

@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-from winml_perf.uncertainty.repetition import next_repetition, optimal_iterations, variance_components
+from winml_perf.stats.repetition import next_repetition, optimal_iterations, variance_components
 
 
 def two_level(rng, invocations, sizes, between_sd, within_sd):
@@ -66,7 +66,9 @@ def test_next_repetition_iterates_until_the_optimum_then_invokes():
 def test_cheap_invocations_and_process_variance_favour_invocations():
     rng = np.random.default_rng(36)
     c = variance_components(two_level(rng, 20, [10] * 20, between_sd=5.0, within_sd=0.5))
-    assert next_repetition(c, iteration_cost_s=1.0, invocation_cost_s=0.5, iterations_in_invocation=1).next == "invocation"
+    assert (
+        next_repetition(c, iteration_cost_s=1.0, invocation_cost_s=0.5, iterations_in_invocation=1).next == "invocation"
+    )
 
 
 def test_costs_must_be_positive():

@@ -21,11 +21,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Mapping
 
-from winml_perf.eps import EMULATED_ON_CPU
+from winml_perf.ep.table import EMULATED_ON_CPU
 
 COMPAT_FILE = "compat.json"
 RECOMPILE = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
@@ -53,12 +53,18 @@ def ask_onnxruntime(model: Path, ep: str) -> Verdict:
     import onnxruntime as ort
     from onnxruntime.capi import onnxruntime_pybind11_state as C
 
-    from winml_perf.plugins import registered_plugins
+    from winml_perf.ep.plugins import registered_plugins
 
     try:
         info = C.get_compatibility_info_from_model(str(model), ep)
     except Exception as exc:  # a damaged model: the session step says what is wrong with it
-        return Verdict("unknown", "onnxruntime", "ERROR", None, "cannot read its metadata: " + " ".join(str(exc).split())[:_ERROR_CHARS])
+        return Verdict(
+            "unknown",
+            "onnxruntime",
+            "ERROR",
+            None,
+            "cannot read its metadata: " + " ".join(str(exc).split())[:_ERROR_CHARS],
+        )
     if info is None:
         return Verdict("unknown", "onnxruntime", "NO_INFO", None, f"no ep_compatibility_info.{ep} in the model")
     registered_plugins()  # so a plugin EP's devices are listed
@@ -68,8 +74,13 @@ def ask_onnxruntime(model: Path, ep: str) -> Verdict:
     if ep in EMULATED_ON_CPU and all(_hw(d) == "cpu" for d in devices):
         # Not asked: QNN validates NPU-type devices only, and on its emulated CPU-type device the call raises
         # ("only supports OrtHardwareDeviceType_NPU") or, after a compile in the same process, crashes it (measured).
-        return Verdict("unknown", "onnxruntime", "EMULATED_DEVICE", info,
-                       f"the {ep} device here is an emulator of type CPU, which onnxruntime does not validate")
+        return Verdict(
+            "unknown",
+            "onnxruntime",
+            "EMULATED_DEVICE",
+            info,
+            f"the {ep} device here is an emulator of type CPU, which onnxruntime does not validate",
+        )
     try:
         status = C.get_model_compatibility_for_ep_devices(devices, info).name
     except Exception as exc:  # QNN on a CPU-type device raises instead of answering
@@ -112,13 +123,17 @@ def check(model: Path, ep: str, options: Mapping[str, str], asked: Verdict | Non
     error = load_error(model, ep, options)
     why = f"onnxruntime answered {asked.status} ({asked.detail})"
     if error is None:
-        return Verdict("verified", "session", asked.status, asked.info, f"{why}; a session with the run's options loads it")
-    return Verdict("failed", "session", asked.status, asked.info, f"{why}; a session with the run's options fails: {error}")
+        return Verdict(
+            "verified", "session", asked.status, asked.info, f"{why}; a session with the run's options loads it"
+        )
+    return Verdict(
+        "failed", "session", asked.status, asked.info, f"{why}; a session with the run's options fails: {error}"
+    )
 
 
 # -- the memo of session verdicts, in the derived bundle --------------------------------------------
 def memo_key(folder: Path, files: list[str], ep: str, options: Mapping[str, str]) -> str:
-    from winml_perf.plugins import plugin_identity
+    from winml_perf.ep.plugins import plugin_identity
 
     idents = []
     for rel in files:
@@ -128,8 +143,10 @@ def memo_key(folder: Path, files: list[str], ep: str, options: Mapping[str, str]
         except OSError:
             idents.append([rel, None])
     ident = plugin_identity(ep) or {}
-    text = json.dumps({"files": idents, "ep": ep, "options": dict(options), "library_sha256": ident.get("library_sha256")},
-                      sort_keys=True)
+    text = json.dumps(
+        {"files": idents, "ep": ep, "options": dict(options), "library_sha256": ident.get("library_sha256")},
+        sort_keys=True,
+    )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -167,7 +184,9 @@ def check_stage(folder: Path, output: str, ep: str, options: Mapping[str, str]) 
     known = memo.get(output)
     if isinstance(known, dict) and known.get("key") == key and known.get("verdict", {}).get("verdict") == "verified":
         v = known["verdict"]
-        return Verdict(v["verdict"], "memo", v["status"], v.get("info"), f"{v.get('detail', '')} (verdict kept in {COMPAT_FILE})")
+        return Verdict(
+            v["verdict"], "memo", v["status"], v.get("info"), f"{v.get('detail', '')} (verdict kept in {COMPAT_FILE})"
+        )
     verdict = check(Path(folder) / output, ep, options, asked)
     if verdict.fit:  # kept; a failed verdict is not, so the rebuilt artifact is verified afresh
         memo[output] = {"key": key, "verdict": verdict.to_dict()}

@@ -16,12 +16,12 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from winml_perf import child, eps
+from winml_perf.ep import table as eps
 from winml_perf.model.route import CompileOutcome
+from winml_perf.support import child
 
 RECOMPILE_STATUSES = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
 NO_NODES = "Unable to compile any nodes"  # onnxruntime's words under ERROR_IF_NO_NODES_COMPILED
@@ -40,7 +40,13 @@ class CompileJob:
         return f"{self.stages[0]}_{eps.ep_alias(self.ep)}_ctx.onnx"
 
     def key_dict(self) -> dict:
-        return {"stages": list(self.stages), "source": self.source, "ep": self.ep, "provider_options": self.provider_options, "output": self.output}
+        return {
+            "stages": list(self.stages),
+            "source": self.source,
+            "ep": self.ep,
+            "provider_options": self.provider_options,
+            "output": self.output,
+        }
 
 
 def _compiles(ep: str) -> bool:
@@ -55,12 +61,28 @@ def compile_jobs(plan, compiles=None) -> tuple[list[CompileJob], list[CompileOut
     forced = any(r.forced for r in plan.stages)
     for route in plan.stages:
         if forced and not route.forced:  # --stages: only the stages the route moves are compiled
-            notes.append(CompileOutcome((route.stage,), route.files[0], route.ep_after, None, "nothing to compile",
-                                        "not one of this route's stages (--stages)"))
+            notes.append(
+                CompileOutcome(
+                    (route.stage,),
+                    route.files[0],
+                    route.ep_after,
+                    None,
+                    "nothing to compile",
+                    "not one of this route's stages (--stages)",
+                )
+            )
             continue
         if not compiles(route.ep_after):
-            notes.append(CompileOutcome((route.stage,), route.files[0], route.ep_after, None, "nothing to compile",
-                                        f"{eps.ep_alias(route.ep_after)} does not produce EPContext models"))
+            notes.append(
+                CompileOutcome(
+                    (route.stage,),
+                    route.files[0],
+                    route.ep_after,
+                    None,
+                    "nothing to compile",
+                    f"{eps.ep_alias(route.ep_after)} does not produce EPContext models",
+                )
+            )
             continue
         options = next(iter(route.provider_options_after[0].values())) if route.provider_options_after else {}
         ident = json.dumps([route.files[0], route.ep_after, options], sort_keys=True)
@@ -82,22 +104,39 @@ def filename_updates(outcomes: list[CompileOutcome]) -> dict[str, str]:
     return {stage: o.output for o in outcomes if o.status == "compiled" for stage in o.stages}
 
 
-def compile_in_child(job: CompileJob, src_dir: Path, out_dir: Path, timeout_s: float,
-                     context: child.ChildContext | None = None) -> CompileOutcome:
+def compile_in_child(
+    job: CompileJob, src_dir: Path, out_dir: Path, timeout_s: float, context: child.ChildContext | None = None
+) -> CompileOutcome:
     out = out_dir / job.output
     args = [str(src_dir / job.source), str(out), job.ep, json.dumps(job.provider_options)]
     result = child.run_module(CHILD_MODULE, args, context or child.ChildContext.from_parent(), timeout_s)
     ms = round(result.wall_s * 1000.0, 3)
     if result.exit.timed_out:
         _discard(out)
-        return CompileOutcome(job.stages, job.source, job.ep, None, "timeout",
-                              f"compile took longer than {timeout_s:g} s; the stage keeps its source model (raise --compile-timeout)", ms)
+        return CompileOutcome(
+            job.stages,
+            job.source,
+            job.ep,
+            None,
+            "timeout",
+            f"compile took longer than {timeout_s:g} s; the stage keeps its source model (raise --compile-timeout)",
+            ms,
+        )
     if not result.ok or not out.is_file():
         _discard(out)
         if NO_NODES in result.stderr:  # the EP claims no node of this model: a note, not a failure
-            return CompileOutcome(job.stages, job.source, job.ep, None, "nothing to compile",
-                                  f"{eps.ep_alias(job.ep)} claims no node of {job.source}; the stage runs its source model", ms)
-        return CompileOutcome(job.stages, job.source, job.ep, None, "failed", f"{result.failure()}; the stage keeps its source model", ms)
+            return CompileOutcome(
+                job.stages,
+                job.source,
+                job.ep,
+                None,
+                "nothing to compile",
+                f"{eps.ep_alias(job.ep)} claims no node of {job.source}; the stage runs its source model",
+                ms,
+            )
+        return CompileOutcome(
+            job.stages, job.source, job.ep, None, "failed", f"{result.failure()}; the stage keeps its source model", ms
+        )
     return CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "", ms, _verdict(result.stdout))
 
 

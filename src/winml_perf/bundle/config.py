@@ -12,12 +12,12 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Mapping
 
-from winml_perf.errors import BundleError
-from winml_perf.json_input import read_json
+from winml_perf.support.errors import BundleError
+from winml_perf.support.json_input import read_json
 
 CONFIG_NAME = "genai_config.json"
 FLAT_STAGE = "decoder"
@@ -28,15 +28,26 @@ def load_config_dict(bundle: Path) -> dict:
     """Read a bundle's genai_config.json, with errors that name the path and the fix."""
     bundle = Path(bundle)
     if not bundle.exists():
-        raise BundleError(f"bundle folder {bundle} does not exist", "pass the path of a folder holding genai_config.json")
+        raise BundleError(
+            f"bundle folder {bundle} does not exist", "pass the path of a folder holding genai_config.json"
+        )
     if not bundle.is_dir():
         raise BundleError(f"{bundle} is not a folder", "pass the bundle folder, not a file inside it")
     path = bundle / CONFIG_NAME
     if not path.is_file():
-        raise BundleError(f"{bundle} holds no {CONFIG_NAME}", "pass an onnxruntime-genai bundle folder (built by the model builder or `winml bundle synth`)")
+        raise BundleError(
+            f"{bundle} holds no {CONFIG_NAME}",
+            "pass an onnxruntime-genai bundle folder (built by the model builder or `winml bundle synth`)",
+        )
     data = read_json(path)
-    if not isinstance(data, dict) or not isinstance(data.get("model"), dict) or not isinstance(data["model"].get("decoder"), dict):
-        raise BundleError(f"{path}: key model.decoder is missing or not an object", "a genai_config.json needs model.decoder")
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("model"), dict)
+        or not isinstance(data["model"].get("decoder"), dict)
+    ):
+        raise BundleError(
+            f"{path}: key model.decoder is missing or not an object", "a genai_config.json needs model.decoder"
+        )
     return data
 
 
@@ -115,7 +126,7 @@ class GenaiConfig:
         """The config as genai_config.json text (stable: 4-space indent, key order kept)."""
         return json.dumps(self.raw, indent=4, ensure_ascii=False) + "\n"
 
-    def with_provider_options(self, updates: Mapping[str, list], decoder_options: list | None = None) -> "GenaiConfig":
+    def with_provider_options(self, updates: Mapping[str, list], decoder_options: list | None = None) -> GenaiConfig:
         """A new config whose named stages (and optionally the decoder level) get these provider_options.
 
         A stage that inherited the decoder's session_options gets its own copy of them, so the
@@ -126,13 +137,15 @@ class GenaiConfig:
         for name, options in updates.items():
             node = decoder if self.kind == "flat" else _pipeline_stage_dicts(decoder)[name]
             if "session_options" not in node or not isinstance(node["session_options"], dict):
-                node["session_options"] = copy.deepcopy(decoder.get("session_options") or {}) if node is not decoder else {}
+                node["session_options"] = (
+                    copy.deepcopy(decoder.get("session_options") or {}) if node is not decoder else {}
+                )
             node["session_options"]["provider_options"] = copy.deepcopy(list(options))
         if decoder_options is not None and self.kind == "pipeline":
             decoder.setdefault("session_options", {})["provider_options"] = copy.deepcopy(list(decoder_options))
         return parse_config(self.bundle, raw, check_files=False)
 
-    def with_session_entries(self, entries: Mapping[str, Mapping[str, str]]) -> "GenaiConfig":
+    def with_session_entries(self, entries: Mapping[str, Mapping[str, str]]) -> GenaiConfig:
         """A new config whose named stages get these extra session_options keys (e.g. enable_profiling);
         a stage that inherited the decoder's session_options gets its own copy of them first."""
         raw = copy.deepcopy(self.raw)
@@ -140,11 +153,13 @@ class GenaiConfig:
         for name, extra in entries.items():
             node = decoder if self.kind == "flat" else _pipeline_stage_dicts(decoder)[name]
             if not isinstance(node.get("session_options"), dict):
-                node["session_options"] = copy.deepcopy(decoder.get("session_options") or {}) if node is not decoder else {}
+                node["session_options"] = (
+                    copy.deepcopy(decoder.get("session_options") or {}) if node is not decoder else {}
+                )
             node["session_options"].update(extra)
         return parse_config(self.bundle, raw, check_files=False)
 
-    def replace_filenames(self, filenames: Mapping[str, str]) -> "GenaiConfig":
+    def replace_filenames(self, filenames: Mapping[str, str]) -> GenaiConfig:
         """A new config whose named stages load other files (used for compiled EPContext models)."""
         raw = copy.deepcopy(self.raw)
         decoder = raw["model"]["decoder"]
@@ -173,11 +188,17 @@ def parse_config(bundle: Path, data: dict, check_files: bool = True) -> GenaiCon
                 f'set model.type to "{PIPELINE_TYPE}" (onnxruntime-genai fails with a misleading error otherwise)',
             )
         form = "list" if isinstance(decoder["pipeline"], list) else "object"
-        stages = tuple(_pipeline_stage(where, name, node, path, decoder_po) for name, node, path in _iter_pipeline(where, decoder["pipeline"]))
+        stages = tuple(
+            _pipeline_stage(where, name, node, path, decoder_po)
+            for name, node, path in _iter_pipeline(where, decoder["pipeline"])
+        )
         kind = "pipeline"
     else:
         if model.get("type") == PIPELINE_TYPE:
-            raise BundleError(f"{where}: model.type is {PIPELINE_TYPE!r} but model.decoder.pipeline is missing", "add the pipeline stages or fix model.type")
+            raise BundleError(
+                f"{where}: model.type is {PIPELINE_TYPE!r} but model.decoder.pipeline is missing",
+                "add the pipeline stages or fix model.type",
+            )
         filename = _filename(where, decoder, "model.decoder")
         stages = (Stage(FLAT_STAGE, filename, decoder_po, False, "model.decoder"),)
         kind, form = "flat", None
@@ -193,7 +214,10 @@ def _iter_pipeline(where: Path, pipeline):
     elif isinstance(pipeline, list) and pipeline and all(isinstance(g, dict) for g in pipeline):
         groups = [(g, f"model.decoder.pipeline[{i}]") for i, g in enumerate(pipeline)]
     else:
-        raise BundleError(f"{where}: model.decoder.pipeline must be an object of named stages or a list of such objects", "see the onnxruntime-genai config reference")
+        raise BundleError(
+            f"{where}: model.decoder.pipeline must be an object of named stages or a list of such objects",
+            "see the onnxruntime-genai config reference",
+        )
     seen: set[str] = set()
     for group, prefix in groups:
         for name, node in group.items():
@@ -216,7 +240,9 @@ def _pipeline_stage(where: Path, name: str, node, path: str, decoder_po: tuple[d
         raise BundleError(f"{where}: {path} must be an object", "each pipeline stage is an object with a filename")
     filename = _filename(where, node, path)
     own = "session_options" in node
-    options = _provider_options(where, _session_options(where, node, path), f"{path}.session_options") if own else decoder_po
+    options = (
+        _provider_options(where, _session_options(where, node, path), f"{path}.session_options") if own else decoder_po
+    )
     flags = {}
     for key, default in (("run_on_prompt", True), ("run_on_token_gen", True), ("is_lm_head", False)):
         value = node.get(key, default)
@@ -237,21 +263,39 @@ def _provider_options(where: Path, so: dict, path: str) -> tuple[dict, ...]:
     po = so.get("provider_options", [])
     key = f"{path}.provider_options"
     if not isinstance(po, list):
-        raise BundleError(f"{where}: {key} must be a list of one-key objects such as [{{\"QNN\": {{}}}}]", "fix the list ([] means CPU)")
+        raise BundleError(
+            f'{where}: {key} must be a list of one-key objects such as [{{"QNN": {{}}}}]', "fix the list ([] means CPU)"
+        )
     for entry in po:
         if not (isinstance(entry, dict) and len(entry) == 1 and isinstance(next(iter(entry.values())), dict)):
-            raise BundleError(f"{where}: {key} holds {entry!r}, not a one-key object of options", "write each provider as {\"<name>\": {<options>}}")
+            raise BundleError(
+                f"{where}: {key} holds {entry!r}, not a one-key object of options",
+                'write each provider as {"<name>": {<options>}}',
+            )
     return tuple(copy.deepcopy(po))
 
 
 def _filename(where: Path, node: dict, path: str) -> str:
     filename = node.get("filename")
     if not isinstance(filename, str) or not filename:
-        raise BundleError(f"{where}: {path}.filename is missing or not a string", "name the stage's .onnx file, relative to the bundle folder")
-    if os.path.isabs(filename) or PurePosixPath(filename).is_absolute() or PureWindowsPath(filename).is_absolute() or PureWindowsPath(filename).drive:
-        raise BundleError(f"{where}: {path}.filename {filename!r} is an absolute path", "use a path relative to the bundle folder")
+        raise BundleError(
+            f"{where}: {path}.filename is missing or not a string",
+            "name the stage's .onnx file, relative to the bundle folder",
+        )
+    if (
+        os.path.isabs(filename)
+        or PurePosixPath(filename).is_absolute()
+        or PureWindowsPath(filename).is_absolute()
+        or PureWindowsPath(filename).drive
+    ):
+        raise BundleError(
+            f"{where}: {path}.filename {filename!r} is an absolute path", "use a path relative to the bundle folder"
+        )
     if ".." in PureWindowsPath(filename).parts or ".." in PurePosixPath(filename).parts:
-        raise BundleError(f"{where}: {path}.filename {filename!r} reaches outside the bundle with '..'", "keep stage files inside the bundle folder")
+        raise BundleError(
+            f"{where}: {path}.filename {filename!r} reaches outside the bundle with '..'",
+            "keep stage files inside the bundle folder",
+        )
     return filename
 
 
@@ -259,6 +303,9 @@ def _check_file(bundle: Path, where: Path, stage: Stage) -> None:
     for name in stage.files:
         path = bundle / name
         if not path.is_file():
-            raise BundleError(f"{where}: stage `{stage.name}` names {name!r} ({stage.key_path}.filename), which is not in {bundle}", "restore the file or fix the filename")
+            raise BundleError(
+                f"{where}: stage `{stage.name}` names {name!r} ({stage.key_path}.filename), which is not in {bundle}",
+                "restore the file or fix the filename",
+            )
         if not os.access(path, os.R_OK):
             raise BundleError(f"{path}: stage `{stage.name}`'s model file cannot be read", "fix its permissions")

@@ -15,7 +15,7 @@ import json
 import time
 from pathlib import Path
 
-from winml_perf import cache
+from winml_perf.bundle import cache
 from winml_perf.bundle import placement as pl
 from winml_perf.bundle.config import GenaiConfig
 from winml_perf.bundle.routing import stage_ep
@@ -38,11 +38,20 @@ def config_placement(config: GenaiConfig) -> pl.RoutePlacement:
     t0 = time.perf_counter()
     bundle = Path(config.bundle)
     identity = pl.ep_identity([stage_ep(s)[0] for s in config.stages])
-    settings = {"config_sha256": cache.text_sha256(json.dumps(config.raw, sort_keys=True)),
-                "eps": identity, "placement_format": pl.FORMAT_VERSION}
-    request = cache.Request(bundle, PREFIX, "placement of the config route", settings,
-                            cache.source_identities(bundle, source_files(bundle)),
-                            {"eps": "EP identity (plugin library, devices)", "config_sha256": "genai_config.json"}, SHAPE)
+    settings = {
+        "config_sha256": cache.text_sha256(json.dumps(config.raw, sort_keys=True)),
+        "eps": identity,
+        "placement_format": pl.FORMAT_VERSION,
+    }
+    request = cache.Request(
+        bundle,
+        PREFIX,
+        "placement of the config route",
+        settings,
+        cache.source_identities(bundle, source_files(bundle)),
+        {"eps": "EP identity (plugin library, devices)", "config_sha256": "genai_config.json"},
+        SHAPE,
+    )
 
     def build(tmp: Path) -> dict:
         stages = tuple(pl.measure_config(config, bundle))
@@ -58,7 +67,9 @@ def config_placement(config: GenaiConfig) -> pl.RoutePlacement:
         return pl.RoutePlacement(exc.stages, None, f"measured; not saved: {exc.why}", _ms(t0))
     stages = tuple(StagePlacement.from_dict(s) for s in entry.manifest["stages"])
     if [s.stage for s in stages] != list(config.stage_names):
-        return pl.RoutePlacement(tuple(pl.measure_config(config, bundle)), None, "cached stages differ; measured", _ms(t0))
+        return pl.RoutePlacement(
+            tuple(pl.measure_config(config, bundle)), None, "cached stages differ; measured", _ms(t0)
+        )
     reason = "placement-only artifact made under this key" if entry.cache == "hit" else f"measured: {entry.reason}"
     return pl.RoutePlacement(stages, entry.cache, reason, _ms(t0), entry.key)
 

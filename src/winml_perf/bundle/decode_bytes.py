@@ -19,20 +19,30 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from winml_perf.bundle.onnx_wire import DTYPE_BITS, GraphInfo, Initializer, read_graph
-from winml_perf.errors import BundleError
+from winml_perf.support.errors import BundleError
 
 #: (op type, input index) pairs that read one row of their table per token, and the axis attribute they gather over.
-ROW_LOOKUPS = {("Gather", 0): "axis", ("GatherBlockQuantized", 0): "gather_axis", ("GatherBlockQuantized", 2): "gather_axis",
-               ("GatherBlockQuantized", 3): "gather_axis", ("GroupQueryAttention", 7): None, ("GroupQueryAttention", 8): None,
-               ("RotaryEmbedding", 2): None, ("RotaryEmbedding", 3): None}
+ROW_LOOKUPS = {
+    ("Gather", 0): "axis",
+    ("GatherBlockQuantized", 0): "gather_axis",
+    ("GatherBlockQuantized", 2): "gather_axis",
+    ("GatherBlockQuantized", 3): "gather_axis",
+    ("GroupQueryAttention", 7): None,
+    ("GroupQueryAttention", 8): None,
+    ("RotaryEmbedding", 2): None,
+    ("RotaryEmbedding", 3): None,
+}
 #: Ops that look only at an input's shape, never its data.
 SHAPE_ONLY_OPS = frozenset({"Shape", "Size"})
-MATMUL_OPS = frozenset({"MatMul", "MatMulNBits", "Gemm", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "MatMulIntegerToFloat"})
+MATMUL_OPS = frozenset(
+    {"MatMul", "MatMulNBits", "Gemm", "FusedMatMul", "MatMulInteger", "QLinearMatMul", "MatMulIntegerToFloat"}
+)
 DEFAULT_PAST_PATTERNS = ("past_key_values.%d.key", "past_key_values.%d.value")
 LOGITS = "logits"
 #: How many single-path ops (Cast, Reshape, Add of a bias...) may sit between the lm_head matmul and the logits.
@@ -64,8 +74,15 @@ class StageBytes:
         return self.weights_bytes + self.lm_head_bytes + self.gathered_row_bytes + self.kv_cache_bytes
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stage": self.stage, "file": self.file, "weights_bytes": self.weights_bytes, "lm_head_bytes": self.lm_head_bytes,
-                "gathered_row_bytes": self.gathered_row_bytes, "kv_cache_bytes": self.kv_cache_bytes, "total_bytes": self.total_bytes}
+        return {
+            "stage": self.stage,
+            "file": self.file,
+            "weights_bytes": self.weights_bytes,
+            "lm_head_bytes": self.lm_head_bytes,
+            "gathered_row_bytes": self.gathered_row_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "total_bytes": self.total_bytes,
+        }
 
 
 @dataclass(frozen=True)
@@ -84,8 +101,11 @@ class DecodeBytes:
 
     def to_dict(self) -> dict[str, Any]:
         names = ("weights_bytes", "lm_head_bytes", "gathered_row_bytes", "kv_cache_bytes", "total_bytes")
-        return {**{n: self._sum(n) for n in names}, "mean_past_tokens": self.mean_past_tokens,
-                "stages": [s.to_dict() for s in self.stages]}
+        return {
+            **{n: self._sum(n) for n in names},
+            "mean_past_tokens": self.mean_past_tokens,
+            "stages": [s.to_dict() for s in self.stages],
+        }
 
 
 def mean_past_tokens(prompt_tokens: int, max_new_tokens: int) -> float | None:
@@ -119,7 +139,9 @@ def _lm_head_names(graph: GraphInfo, initializers: Mapping[str, Initializer]) ->
     return set()
 
 
-def _kv_bytes_per_position(graph: GraphInfo, patterns: Sequence[str], kv_heads: int | None, head_size: int | None) -> tuple[int, int]:
+def _kv_bytes_per_position(
+    graph: GraphInfo, patterns: Sequence[str], kv_heads: int | None, head_size: int | None
+) -> tuple[int, int]:
     regexes = [re.compile("^" + re.escape(p).replace("%d", r"\d+") + "$") for p in patterns]
     total = count = 0
     for value in graph.inputs:
@@ -130,27 +152,45 @@ def _kv_bytes_per_position(graph: GraphInfo, patterns: Sequence[str], kv_heads: 
         size = dims[3] if len(dims) == 4 and isinstance(dims[3], int) else head_size
         bits = DTYPE_BITS.get(value.elem_type or 0)
         if not (heads and size and bits):
-            raise BundleError(f"KV input {value.name!r}: kv heads, head size or dtype unknown",
-                              "set model.decoder.num_key_value_heads and head_size in genai_config.json")
+            raise BundleError(
+                f"KV input {value.name!r}: kv heads, head size or dtype unknown",
+                "set model.decoder.num_key_value_heads and head_size in genai_config.json",
+            )
         total += heads * size * bits // 8
         count += 1
     return total, count
 
 
-def graph_bytes(path: Path, patterns: Sequence[str] = DEFAULT_PAST_PATTERNS, kv_heads: int | None = None,
-                head_size: int | None = None, lm_head_stage: bool = False) -> GraphBytes:
+def graph_bytes(
+    path: Path,
+    patterns: Sequence[str] = DEFAULT_PAST_PATTERNS,
+    kv_heads: int | None = None,
+    head_size: int | None = None,
+    lm_head_stage: bool = False,
+) -> GraphBytes:
     """Per-step bytes of one graph (cached by file identity: path, size and modification time)."""
     st = Path(path).stat()
-    return _graph_bytes(str(Path(path).resolve()), st.st_size, st.st_mtime_ns, tuple(patterns), kv_heads, head_size, lm_head_stage)
+    return _graph_bytes(
+        str(Path(path).resolve()), st.st_size, st.st_mtime_ns, tuple(patterns), kv_heads, head_size, lm_head_stage
+    )
 
 
 @functools.lru_cache(maxsize=256)
-def _graph_bytes(path: str, _size: int, _mtime_ns: int, patterns: tuple[str, ...], kv_heads: int | None,
-                 head_size: int | None, lm_head_stage: bool) -> GraphBytes:
+def _graph_bytes(
+    path: str,
+    _size: int,
+    _mtime_ns: int,
+    patterns: tuple[str, ...],
+    kv_heads: int | None,
+    head_size: int | None,
+    lm_head_stage: bool,
+) -> GraphBytes:
     graph = read_graph(path)
     if any(n.op_type == "EPContext" for n in graph.nodes):
-        raise BundleError(f"{path} is a compiled EPContext model: its weights are inside the EP's binary",
-                          "measure the uncompiled route for a roofline (drop --compile)")
+        raise BundleError(
+            f"{path} is a compiled EPContext model: its weights are inside the EP's binary",
+            "measure the uncompiled route for a roofline (drop --compile)",
+        )
     inits = {i.name: i for i in graph.initializers}
     whole: set[str] = set()
     rows: dict[str, int] = {}
@@ -166,7 +206,7 @@ def _graph_bytes(path: str, _size: int, _mtime_ns: int, patterns: tuple[str, ...
                 continue
             indices = inits.get(node.inputs[1]) if node.op_type.startswith("Gather") and len(node.inputs) > 1 else None
             count = 1
-            for d in (indices.dims if indices is not None else ()):
+            for d in indices.dims if indices is not None else ():
                 count *= d
             rows[name] = max(rows.get(name, 0), count)  # nodes that look up the same token's row share it
     lm_head = set(whole) if lm_head_stage else _lm_head_names(graph, inits) & whole
@@ -175,16 +215,22 @@ def _graph_bytes(path: str, _size: int, _mtime_ns: int, patterns: tuple[str, ...
         weights_bytes=sum(inits[n].nbytes for n in whole - lm_head),
         lm_head_bytes=sum(inits[n].nbytes for n in lm_head),
         gathered_row_bytes=sum(_row_bytes(inits[n], r) for n, r in rows.items() if n not in whole),
-        kv_bytes_per_position=kv, kv_inputs=kv_inputs,
+        kv_bytes_per_position=kv,
+        kv_inputs=kv_inputs,
     )
 
 
 def _past_patterns(decoder: Mapping[str, Any]) -> tuple[str, ...]:
     names = decoder.get("inputs") or {}
-    return (names.get("past_key_names") or DEFAULT_PAST_PATTERNS[0], names.get("past_value_names") or DEFAULT_PAST_PATTERNS[1])
+    return (
+        names.get("past_key_names") or DEFAULT_PAST_PATTERNS[0],
+        names.get("past_value_names") or DEFAULT_PAST_PATTERNS[1],
+    )
 
 
-def decode_bytes(bundle: str | Path, prompt_tokens: int, max_new_tokens: int, stages: Sequence[str] | None = None) -> DecodeBytes:
+def decode_bytes(
+    bundle: str | Path, prompt_tokens: int, max_new_tokens: int, stages: Sequence[str] | None = None
+) -> DecodeBytes:
     """Bytes per decode step of a bundle's token-generation stages (``stages``: only these names).
     BundleError when a stage's graph cannot be sized (unreadable, compiled, KV shape unknown)."""
     from winml_perf.bundle.config import load_config
@@ -193,15 +239,30 @@ def decode_bytes(bundle: str | Path, prompt_tokens: int, max_new_tokens: int, st
     decoder = config.raw["model"]["decoder"]
     past = mean_past_tokens(prompt_tokens, max_new_tokens)
     if past is None:
-        raise BundleError(f"{max_new_tokens} new token(s) leave no decode step to bound", "use --max-new-tokens 2 or more")
+        raise BundleError(
+            f"{max_new_tokens} new token(s) leave no decode step to bound", "use --max-new-tokens 2 or more"
+        )
     out = []
     for stage in config.stages:
         if not stage.run_on_token_gen or (stages is not None and stage.name not in stages):
             continue
-        g = graph_bytes(config.bundle / stage.filename, _past_patterns(decoder), decoder.get("num_key_value_heads"),
-                        decoder.get("head_size"), stage.is_lm_head)
-        out.append(StageBytes(stage.name, stage.filename, g.weights_bytes, g.lm_head_bytes, g.gathered_row_bytes,
-                              g.kv_bytes_per_position * past))
+        g = graph_bytes(
+            config.bundle / stage.filename,
+            _past_patterns(decoder),
+            decoder.get("num_key_value_heads"),
+            decoder.get("head_size"),
+            stage.is_lm_head,
+        )
+        out.append(
+            StageBytes(
+                stage.name,
+                stage.filename,
+                g.weights_bytes,
+                g.lm_head_bytes,
+                g.gathered_row_bytes,
+                g.kv_bytes_per_position * past,
+            )
+        )
     if not out:
         raise BundleError(f"{bundle}: no stage runs on token generation", "check run_on_token_gen in genai_config.json")
     return DecodeBytes(tuple(out), past)

@@ -22,18 +22,28 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from winml_perf import cache, eps
-from winml_perf.bundle import compat
+from winml_perf.bundle import cache, compat
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import CONFIG_NAME
 from winml_perf.bundle.routing import RoutePlan
-from winml_perf.json_shapes import NUMBER, ListOf, Opt
+from winml_perf.ep import table as eps
 from winml_perf.model.route import CompileOutcome
+from winml_perf.support.json_shapes import NUMBER, ListOf, Opt
 
-LABELS = {"config_sha256": "the rewritten config (genai_config.json or the route)", "compile": "compile settings",
-          "plugins": "plugin EP (package, version, SDK, library digest)"}
-OUTCOME_SHAPE = {"stages": ListOf(str), "source": str, "ep": str, "output": Opt(str), "status": str,
-                 "reason": Opt(str), "compile_ms": Opt(NUMBER)}
+LABELS = {
+    "config_sha256": "the rewritten config (genai_config.json or the route)",
+    "compile": "compile settings",
+    "plugins": "plugin EP (package, version, SDK, library digest)",
+}
+OUTCOME_SHAPE = {
+    "stages": ListOf(str),
+    "source": str,
+    "ep": str,
+    "output": Opt(str),
+    "status": str,
+    "reason": Opt(str),
+    "compile_ms": Opt(NUMBER),
+}
 SHAPE = {"links": {"hardlink": int, "symlink": int, "copy": int}, "compile": ListOf(OUTCOME_SHAPE), "plan": dict}
 FAILED = ("failed", "timeout")
 
@@ -61,16 +71,23 @@ class DeriveResult:
 
     def to_dict(self) -> dict:
         return {
-            "path": str(self.path), "key": self.key, "cache": self.cache, "reason": self.reason,
-            "derive_ms": self.derive_ms, "compile_ms": self.compile_ms, "bytes_written": self.bytes_written,
-            "links": dict(self.links), "compile": [dict(c) for c in self.compile], "warnings": list(self.warnings),
+            "path": str(self.path),
+            "key": self.key,
+            "cache": self.cache,
+            "reason": self.reason,
+            "derive_ms": self.derive_ms,
+            "compile_ms": self.compile_ms,
+            "bytes_written": self.bytes_written,
+            "links": dict(self.links),
+            "compile": [dict(c) for c in self.compile],
+            "warnings": list(self.warnings),
         }
 
 
 def plugin_identities(plan: RoutePlan) -> dict:
     """EP -> what its plugin library is (package, version, SDK version, library sha256), for the plan's
     non-CPU EPs served by a plugin here: a new onnxruntime-qnn or QNN SDK makes a new derived bundle."""
-    from winml_perf.plugins import plugin_identity
+    from winml_perf.ep.plugins import plugin_identity
 
     out = {}
     for ep in sorted({s.ep_after for s in plan.stages if s.ep_after and s.ep_after != "CPUExecutionProvider"}):
@@ -101,25 +118,37 @@ def clean(bundle: Path, on_wait=None) -> list[Path]:
 
 
 # -- derive ---------------------------------------------------------------------------------------
-def derive_bundle(plan: RoutePlan, *, verify_sources: bool = False, compile: bool = False, compile_timeout_s: float = 600.0) -> DeriveResult:
+def derive_bundle(
+    plan: RoutePlan, *, verify_sources: bool = False, compile: bool = False, compile_timeout_s: float = 600.0
+) -> DeriveResult:
     """The derived bundle for ``plan``: reused when fresh, else built and published atomically."""
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
     identities = cache.source_identities(bundle, source_files(bundle), verify_sources)
     jobs, _notes = compiler.compile_jobs(plan) if compile else ([], [])
-    settings = {"config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
-                "compile": [job.key_dict() for job in jobs], "plugins": plugin_identities(plan)}
-    request = cache.Request(bundle, eps.ep_alias(plan.ep) if plan.ep else "config", "derived bundle",
-                            settings, identities, LABELS, SHAPE)
+    settings = {
+        "config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
+        "compile": [job.key_dict() for job in jobs],
+        "plugins": plugin_identities(plan),
+    }
+    request = cache.Request(
+        bundle, eps.ep_alias(plan.ep) if plan.ep else "config", "derived bundle", settings, identities, LABELS, SHAPE
+    )
     built: dict = {}
 
     def build(tmp: Path) -> dict:
         built.update(_write(plan, bundle, tmp, [i["file"] for i in identities], jobs, compile_timeout_s))
         if any(o.status in FAILED for o in built["outcomes"]):
             raise _CompileFailed(built["outcomes"], built["compile_ms"])
-        return {"route": plan.route, "plan": plan.to_dict(), "source": {"bundle": str(bundle.resolve())},
-                "links": built["links"], "compile": [o.to_dict() for o in built["outcomes"]],
-                "timings": {"derive_ms": _ms(t0), "compile_ms": built["compile_ms"]}, "bytes_written": built["written"]}
+        return {
+            "route": plan.route,
+            "plan": plan.to_dict(),
+            "source": {"bundle": str(bundle.resolve())},
+            "links": built["links"],
+            "compile": [o.to_dict() for o in built["outcomes"]],
+            "timings": {"derive_ms": _ms(t0), "compile_ms": built["compile_ms"]},
+            "bytes_written": built["written"],
+        }
 
     try:
         entry = cache.get_or_build(request, build, _compiled_stages_fit)
@@ -127,9 +156,20 @@ def derive_bundle(plan: RoutePlan, *, verify_sources: bool = False, compile: boo
         return _without_compile(plan, verify_sources, failed, t0)
     manifest = entry.manifest
     if entry.cache == "hit":
-        return DeriveResult(entry.folder, entry.key, "hit", entry.reason, _ms(t0), 0.0, 0, manifest["links"], tuple(manifest["compile"]))
-    return DeriveResult(entry.folder, entry.key, "miss", entry.reason, _ms(t0), built["compile_ms"],
-                        built["written"] + entry.manifest_bytes, built["links"], tuple(manifest["compile"]))
+        return DeriveResult(
+            entry.folder, entry.key, "hit", entry.reason, _ms(t0), 0.0, 0, manifest["links"], tuple(manifest["compile"])
+        )
+    return DeriveResult(
+        entry.folder,
+        entry.key,
+        "miss",
+        entry.reason,
+        _ms(t0),
+        built["compile_ms"],
+        built["written"] + entry.manifest_bytes,
+        built["links"],
+        tuple(manifest["compile"]),
+    )
 
 
 def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFailed, t0: float) -> DeriveResult:
@@ -137,14 +177,31 @@ def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFail
     plain = derive_bundle(plan, verify_sources=verify_sources)
     bad = [o for o in failed.outcomes if o.status in FAILED]
     names = "; ".join(f"{', '.join(o.stages)}: {o.status}" for o in bad)
-    outcomes = tuple(o.to_dict() if o.status in FAILED else
-                     {**o.to_dict(), "output": None, "status": "discarded",
-                      "reason": "compiled, but not used: another compile of this route failed and nothing was published"}
-                     for o in failed.outcomes)
+    outcomes = tuple(
+        o.to_dict()
+        if o.status in FAILED
+        else {
+            **o.to_dict(),
+            "output": None,
+            "status": "discarded",
+            "reason": "compiled, but not used: another compile of this route failed and nothing was published",
+        }
+        for o in failed.outcomes
+    )
     warnings = tuple(f"compile {o.source} ({', '.join(o.stages)}): {o.status}: {o.reason}" for o in bad)
     reason = f"compile failed ({names}), so nothing compiled was published; the route runs its source models ({plain.reason})"
-    return DeriveResult(plain.path, plain.key, plain.cache, reason, _ms(t0), failed.compile_ms, plain.bytes_written,
-                        plain.links, outcomes, warnings + plain.warnings)
+    return DeriveResult(
+        plain.path,
+        plain.key,
+        plain.cache,
+        reason,
+        _ms(t0),
+        failed.compile_ms,
+        plain.bytes_written,
+        plain.links,
+        outcomes,
+        warnings + plain.warnings,
+    )
 
 
 def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: list, timeout_s: float) -> dict:
@@ -160,7 +217,12 @@ def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: lis
     (tmp / CONFIG_NAME).unlink(missing_ok=True)  # a link to the source config: replace, never write through
     text = config.dumps()
     (tmp / CONFIG_NAME).write_text(text, encoding="utf-8")
-    return {"links": links, "outcomes": outcomes, "compile_ms": compile_ms, "written": written + len(text.encode("utf-8"))}
+    return {
+        "links": links,
+        "outcomes": outcomes,
+        "compile_ms": compile_ms,
+        "written": written + len(text.encode("utf-8")),
+    }
 
 
 def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict, int]:
@@ -210,8 +272,10 @@ def _compiled_stages_fit(folder: Path, manifest: dict) -> str | None:
             return f"{folder.name}: its genai_config.json cannot be read ({exc}); rebuilding"
         verdict = compat.check_stage(folder, output, ep, compat.stage_options(config, stage))
         if not verdict.fit:
-            return (f"compiled stage `{stage}` ({output}) cannot be reused on the {eps.ep_alias(ep)} devices here "
-                    f"({verdict.verdict} by {verdict.source}, {verdict.status}: {verdict.detail}); recompiling")
+            return (
+                f"compiled stage `{stage}` ({output}) cannot be reused on the {eps.ep_alias(ep)} devices here "
+                f"({verdict.verdict} by {verdict.source}, {verdict.status}: {verdict.detail}); recompiling"
+            )
     return None
 
 

@@ -29,13 +29,15 @@ import platform
 import re
 import sys
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
 
-from winml_perf import cache, child, eps
-from winml_perf.errors import BundleError, EPUnavailableError
-from winml_perf.json_shapes import Opt
+from winml_perf.bundle import cache
+from winml_perf.ep import table as eps
+from winml_perf.support import child
+from winml_perf.support.errors import BundleError, EPUnavailableError
+from winml_perf.support.json_shapes import Opt
 
 FORMAT_VERSION = 1
 KINDS = ("epcontext", "optimized")
@@ -67,10 +69,20 @@ class PreparedModel:
 
     def to_dict(self) -> dict:
         return {
-            "path": str(self.path), "source": str(self.source), "folder": str(self.folder), "kind": self.kind,
-            "ep": self.ep, "device": self.device, "graph_optimization_level": self.graph_optimization_level,
-            "key": self.key, "cache": self.cache, "cache_reason": self.cache_reason, "prepare_ms": self.prepare_ms,
-            "compile_ms": self.compile_ms, "files": list(self.files), "warnings": list(self.warnings),
+            "path": str(self.path),
+            "source": str(self.source),
+            "folder": str(self.folder),
+            "kind": self.kind,
+            "ep": self.ep,
+            "device": self.device,
+            "graph_optimization_level": self.graph_optimization_level,
+            "key": self.key,
+            "cache": self.cache,
+            "cache_reason": self.cache_reason,
+            "prepare_ms": self.prepare_ms,
+            "compile_ms": self.compile_ms,
+            "files": list(self.files),
+            "warnings": list(self.warnings),
         }
 
 
@@ -93,7 +105,7 @@ def external_data_files(model: Path) -> list[str]:
                 start = pos + len(_LOCATION_TAG)
                 length, start = _varint(data, start)
                 if 0 < length < 4096:
-                    rel = bytes(data[start:start + length]).decode("utf-8", "replace")
+                    rel = bytes(data[start : start + length]).decode("utf-8", "replace")
                     if (model.parent / rel).is_file():
                         found.add(rel)
                 pos = data.find(_LOCATION_TAG, start)
@@ -130,9 +142,15 @@ def host_fingerprint() -> dict:
 # -- key ------------------------------------------------------------------------------------------
 def settings(model: Path, kind: str, target, level: str, provider_options: Mapping, session_config: Mapping) -> dict:
     """What decides a prepared model besides its sources (the cache adds versions and identities)."""
-    out = {"onnx_prepare_format": FORMAT_VERSION, "kind": kind, "ep": target.ep, "device": target.device,
-           "graph_optimization_level": level, "provider_options": dict(provider_options),
-           "session_config": dict(session_config)}
+    out = {
+        "onnx_prepare_format": FORMAT_VERSION,
+        "kind": kind,
+        "ep": target.ep,
+        "device": target.device,
+        "graph_optimization_level": level,
+        "provider_options": dict(provider_options),
+        "session_config": dict(session_config),
+    }
     if kind == "optimized" and level in ("layout", "all"):
         out["host"] = host_fingerprint()
     return out
@@ -144,8 +162,16 @@ def output_name(model: Path, kind: str, ep: str, level: str) -> str:
 
 
 # -- compile --------------------------------------------------------------------------------------
-def compile_model(src: str, out: str, ep: str, device: str | None, level: str, provider_options: Mapping,
-                  session_config: Mapping, require_nodes: bool) -> None:
+def compile_model(
+    src: str,
+    out: str,
+    ep: str,
+    device: str | None,
+    level: str,
+    provider_options: Mapping,
+    session_config: Mapping,
+    require_nodes: bool,
+) -> None:
     """One ModelCompiler call: ``src`` for ``ep`` on ``device`` -> ``out`` (+ ``out``.data)."""
     import onnxruntime as ort
 
@@ -157,15 +183,20 @@ def compile_model(src: str, out: str, ep: str, device: str | None, level: str, p
         so.add_session_config_entry(str(key), str(value))
     devices = ort_ep_devices(ep, device) or ort_ep_devices(ep)
     if not devices:
-        raise EPUnavailableError(f"onnxruntime offers no device for {ep} here; a model for it cannot be prepared on this machine",
-                                 "prepare on a machine that has the EP (see `winml devices`)")
+        raise EPUnavailableError(
+            f"onnxruntime offers no device for {ep} here; a model for it cannot be prepared on this machine",
+            "prepare on a machine that has the EP (see `winml devices`)",
+        )
     so.add_provider_for_devices(devices[:1], {str(k): str(v) for k, v in provider_options.items()})
     flags = ort.OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED if require_nodes else ort.OrtCompileApiFlags.NONE
     compiler = ort.ModelCompiler(
-        so, str(src), embed_compiled_data_into_model=False,
+        so,
+        str(src),
+        embed_compiled_data_into_model=False,
         external_initializers_file_path=Path(out).name + ".data",
         external_initializers_size_threshold=EXTERNAL_THRESHOLD_BYTES,
-        flags=flags, graph_optimization_level=graph_optimization_enum(level),
+        flags=flags,
+        graph_optimization_level=graph_optimization_enum(level),
     )
     compiler.compile_to_file(str(out))
 
@@ -176,30 +207,44 @@ CHILD_MODULE = "winml_perf.bundle.onnx_prepare"  # the module the compile child 
 def _compile_in_child(args: list[str], timeout_s: float) -> None:
     result = child.run_module(CHILD_MODULE, args, child.ChildContext.from_parent(), timeout_s)
     if result.exit.timed_out:
-        raise BundleError(f"compiling {args[0]} for {args[2]} took longer than {timeout_s:g} s",
-                          "raise --compile-timeout, or run without prepare")
+        raise BundleError(
+            f"compiling {args[0]} for {args[2]} took longer than {timeout_s:g} s",
+            "raise --compile-timeout, or run without prepare",
+        )
     if not result.ok:
         raise RuntimeError(result.failure())
 
 
-def _run_compile(model: Path, out: Path, kind: str, target, level: str, provider_options, session_config,
-                 timeout_s: float) -> float:
+def _run_compile(
+    model: Path, out: Path, kind: str, target, level: str, provider_options, session_config, timeout_s: float
+) -> float:
     t0 = time.perf_counter()
     try:
         if kind == "epcontext":
-            args = [str(model), str(out), target.ep, target.device or "", level, json.dumps(dict(provider_options)),
-                    json.dumps(dict(session_config))]
+            args = [
+                str(model),
+                str(out),
+                target.ep,
+                target.device or "",
+                level,
+                json.dumps(dict(provider_options)),
+                json.dumps(dict(session_config)),
+            ]
             _compile_in_child(args, timeout_s)
         else:
-            compile_model(str(model), str(out), target.ep, target.device, level, provider_options, session_config, False)
+            compile_model(
+                str(model), str(out), target.ep, target.device, level, provider_options, session_config, False
+            )
     except (BundleError, EPUnavailableError):
         raise
     except Exception as exc:
         text = " ".join(str(exc).split())
         if "INVALID_PROTOBUF" in text or "Protobuf parsing failed" in text or "No graph was found" in text:
             raise BundleError(f"{model}: not an ONNX model (onnxruntime: {text})", "pass an .onnx model file") from exc
-        raise BundleError(f"{model}: compiling for {target.ep} ({kind}) failed: {text}",
-                          "run without prepare, or pick another --ep; nothing was written") from exc
+        raise BundleError(
+            f"{model}: compiling for {target.ep} ({kind}) failed: {text}",
+            "run without prepare, or pick another --ep; nothing was written",
+        ) from exc
     return _ms(t0)
 
 
@@ -243,31 +288,61 @@ def prepare_onnx(
     if not model.is_file():
         raise BundleError(f"{model_path}: model file not found", "pass the path of an .onnx file")
     if getattr(target, "ep", None) is None:
-        raise BundleError("preparing a plain .onnx model needs an EP (--ep X or --device D)", "there is no genai_config.json to follow")
+        raise BundleError(
+            "preparing a plain .onnx model needs an EP (--ep X or --device D)",
+            "there is no genai_config.json to follow",
+        )
     level = parse_graph_optimization_level(graph_optimization_level)
     if target.ep != "CPUExecutionProvider":
-        from winml_perf import plugins
+        from winml_perf.ep import plugins
 
         plugins.register_plugin_eps(list(plugin_libraries))  # idempotent; a plugin EP needs it before compiling
     provider_options, session_config = dict(provider_options or {}), dict(session_config or {})
     kind = "epcontext" if target.ep in eps.EPS and eps.EPS[target.ep].compiles else "optimized"
     sources = cache.source_identities(model.parent, source_files(model), verify_sources)
-    request = cache.Request(model.parent, f"{model.stem}-{eps.ep_alias(target.ep)}", "prepared model",
-                            settings(model, kind, target, level, provider_options, session_config), sources, shape=SHAPE)
+    request = cache.Request(
+        model.parent,
+        f"{model.stem}-{eps.ep_alias(target.ep)}",
+        "prepared model",
+        settings(model, kind, target, level, provider_options, session_config),
+        sources,
+        shape=SHAPE,
+    )
     out = output_name(model, kind, target.ep, level)
     timing = {}
 
     def build(tmp: Path) -> dict:
-        timing["compile_ms"] = _run_compile(model, tmp / out, kind, target, level, provider_options, session_config,
-                                            compile_timeout_s)
-        return {"kind": kind, "ep": target.ep, "device": target.device, "graph_optimization_level": level,
-                "output": out, "source": {"model": str(model)}, "target": target.to_dict(), "timings": dict(timing)}
+        timing["compile_ms"] = _run_compile(
+            model, tmp / out, kind, target, level, provider_options, session_config, compile_timeout_s
+        )
+        return {
+            "kind": kind,
+            "ep": target.ep,
+            "device": target.device,
+            "graph_optimization_level": level,
+            "output": out,
+            "source": {"model": str(model)},
+            "target": target.to_dict(),
+            "timings": dict(timing),
+        }
 
     entry = cache.get_or_build(request, build, _prepared_fits)
     m = entry.manifest
-    return PreparedModel(entry.folder / m["output"], model, entry.folder, m["kind"], m["ep"], m.get("device"),
-                         m["graph_optimization_level"], entry.key, entry.cache, entry.reason, _ms(t0),
-                         timing.get("compile_ms", 0.0), tuple(m["files"]))
+    return PreparedModel(
+        entry.folder / m["output"],
+        model,
+        entry.folder,
+        m["kind"],
+        m["ep"],
+        m.get("device"),
+        m["graph_optimization_level"],
+        entry.key,
+        entry.cache,
+        entry.reason,
+        _ms(t0),
+        timing.get("compile_ms", 0.0),
+        tuple(m["files"]),
+    )
 
 
 def clean_onnx(model_path: str | Path, on_wait=None) -> list[Path]:
@@ -281,11 +356,13 @@ def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
 
 
-# -- child entry: python -m winml_perf.child winml_perf.bundle.onnx_prepare SRC OUT EP DEVICE LEVEL OPTS CONFIG --
+# -- child entry: python -m winml_perf.support.child winml_perf.bundle.onnx_prepare SRC OUT EP DEVICE LEVEL OPTS CONFIG --
 def main(argv: list[str]) -> int:
     """Compile in a child the runner started (plugins registered by it); 0 on success."""
     if len(argv) != 7:
         print("usage: SRC OUT EP DEVICE LEVEL OPTIONS_JSON CONFIG_JSON", file=sys.stderr)
         return 2
     src, out, ep, device, level, options, config = argv
-    return child.exit_status(lambda: compile_model(src, out, ep, device or None, level, json.loads(options), json.loads(config), True))
+    return child.exit_status(
+        lambda: compile_model(src, out, ep, device or None, level, json.loads(options), json.loads(config), True)
+    )

@@ -14,7 +14,7 @@ import mmap
 from dataclasses import dataclass
 from pathlib import Path
 
-from winml_perf.errors import BundleError
+from winml_perf.support.errors import BundleError
 
 # onnx.proto3 field numbers
 _MODEL_GRAPH = 7
@@ -27,8 +27,31 @@ _DIM_VALUE, _DIM_PARAM = 1, 2
 
 #: Bits per element of each TensorProto.DataType (STRING, 8, has no fixed size and is left out).
 DTYPE_BITS = {
-    1: 32, 2: 8, 3: 8, 4: 16, 5: 16, 6: 32, 7: 64, 9: 8, 10: 16, 11: 64, 12: 32, 13: 64, 14: 64, 15: 128,
-    16: 16, 17: 8, 18: 8, 19: 8, 20: 8, 21: 4, 22: 4, 23: 4, 24: 8, 25: 2, 26: 2,
+    1: 32,
+    2: 8,
+    3: 8,
+    4: 16,
+    5: 16,
+    6: 32,
+    7: 64,
+    9: 8,
+    10: 16,
+    11: 64,
+    12: 32,
+    13: 64,
+    14: 64,
+    15: 128,
+    16: 16,
+    17: 8,
+    18: 8,
+    19: 8,
+    20: 8,
+    21: 4,
+    22: 4,
+    23: 4,
+    24: 8,
+    25: 2,
+    26: 2,
 }
 
 
@@ -47,8 +70,10 @@ class Initializer:
             count *= d
         bits = DTYPE_BITS.get(self.data_type)
         if bits is None:
-            raise BundleError(f"initializer {self.name!r} has data type {self.data_type} of no fixed size",
-                                   remedy="the roofline cannot size string tensors; report this model")
+            raise BundleError(
+                f"initializer {self.name!r} has data type {self.data_type} of no fixed size",
+                remedy="the roofline cannot size string tensors; report this model",
+            )
         return (count * bits + 7) // 8
 
 
@@ -111,7 +136,7 @@ def _fields(buf, start: int, end: int):
 
 
 def _text(buf, span: tuple[int, int]) -> str:
-    return bytes(buf[span[0]:span[1]]).decode("utf-8")
+    return bytes(buf[span[0] : span[1]]).decode("utf-8")
 
 
 def _tensor(buf, start: int, end: int) -> Initializer:
@@ -216,6 +241,8 @@ def read_graph(path: str | Path) -> GraphInfo:
                 elif number == _GRAPH_OUTPUT:
                     outputs.append(_value_info(buf, *value))
     except (OSError, ValueError, IndexError, UnicodeDecodeError) as exc:
-        raise BundleError(f"cannot read the ONNX graph {path}: {exc}",
-                               remedy="check that the file is a complete .onnx model (re-export or re-copy it)") from exc
+        raise BundleError(
+            f"cannot read the ONNX graph {path}: {exc}",
+            remedy="check that the file is a complete .onnx model (re-export or re-copy it)",
+        ) from exc
     return GraphInfo(tuple(nodes), tuple(inits), tuple(inputs), tuple(outputs))

@@ -27,30 +27,58 @@ import json
 import os
 import time
 import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from winml_perf import eps, json_shapes
 from winml_perf.bundle.config import GenaiConfig, Stage, load_config
 from winml_perf.bundle.routing import stage_ep
-from winml_perf.errors import BenchmarkFailure
-from winml_perf.json_shapes import NUMBER, DictOf, ListOf, Opt
+from winml_perf.ep import table as eps
 from winml_perf.model.route import CPU, ERROR, OK, UNAVAILABLE, Route, StagePlacement, StageRoute
+from winml_perf.support import json_shapes
+from winml_perf.support.errors import BenchmarkFailure
+from winml_perf.support.json_shapes import NUMBER, DictOf, ListOf, Opt
 
 FORMAT_VERSION = 2  # 2: placement.json is sealed (json_shapes.write_sealed) and read by its shape
 PLACEMENT_FILE = "placement.json"
-STAGE_SHAPE = {"stage": str, "files": Opt(ListOf(str)), "ep": str, "status": str, "nodes_per_ep": Opt(DictOf(int)),
-               "op_types_per_ep": Opt(DictOf(DictOf(int))), "providers": Opt(ListOf(str)), "session_ms": Opt(NUMBER), "error": Opt(str)}
+STAGE_SHAPE = {
+    "stage": str,
+    "files": Opt(ListOf(str)),
+    "ep": str,
+    "status": str,
+    "nodes_per_ep": Opt(DictOf(int)),
+    "op_types_per_ep": Opt(DictOf(DictOf(int))),
+    "providers": Opt(ListOf(str)),
+    "session_ms": Opt(NUMBER),
+    "error": Opt(str),
+}
 PLACEMENT_SHAPE = {"format_version": int, "key": str, "derive_key": str, "stages": ListOf(STAGE_SHAPE)}
 RECORD_ASSIGNMENT = "session.record_ep_graph_assignment_info"
 #: genai session_options keys that are not onnxruntime session config entries.
-GENAI_SESSION_KEYS = frozenset({
-    "log_id", "provider_options", "intra_op_num_threads", "inter_op_num_threads", "enable_cpu_mem_arena",
-    "enable_mem_pattern", "disable_cpu_ep_fallback", "disable_quant_qdq", "enable_quant_qdq_cleanup",
-    "ep_context_enable", "ep_context_embed_mode", "ep_context_file_path", "log_severity_level", "enable_profiling",
-    "custom_ops_library", "use_env_allocators", "graph_optimization_level", "config_entries", "use_external_allocator",
-})
+GENAI_SESSION_KEYS = frozenset(
+    {
+        "log_id",
+        "provider_options",
+        "intra_op_num_threads",
+        "inter_op_num_threads",
+        "enable_cpu_mem_arena",
+        "enable_mem_pattern",
+        "disable_cpu_ep_fallback",
+        "disable_quant_qdq",
+        "enable_quant_qdq_cleanup",
+        "ep_context_enable",
+        "ep_context_embed_mode",
+        "ep_context_file_path",
+        "log_severity_level",
+        "enable_profiling",
+        "custom_ops_library",
+        "use_env_allocators",
+        "graph_optimization_level",
+        "config_entries",
+        "use_external_allocator",
+    }
+)
 _ERROR_CHARS = 600
 
 
@@ -72,16 +100,30 @@ def op_name(op_type: str, domain: str | None) -> str:
     return op_type if domain in (None, "", "ai.onnx") else f"{domain}.{op_type}"
 
 
-def summarize(stage: str, files: Sequence[str], ep: str, assigned: Sequence[tuple[str, str, str]], providers: Sequence[str] = (),
-              session_ms: float | None = None) -> StagePlacement:
+def summarize(
+    stage: str,
+    files: Sequence[str],
+    ep: str,
+    assigned: Sequence[tuple[str, str, str]],
+    providers: Sequence[str] = (),
+    session_ms: float | None = None,
+) -> StagePlacement:
     """A StagePlacement from (ep_name, op_type, domain) per node."""
     per_ep: collections.Counter = collections.Counter()
     ops: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
     for ep_name, op_type, domain in assigned:
         per_ep[ep_name] += 1
         ops[ep_name][op_name(op_type, domain)] += 1
-    return StagePlacement(stage, tuple(files), ep, OK, dict(per_ep), {k: dict(sorted(v.items())) for k, v in ops.items()},
-                          tuple(providers), session_ms)
+    return StagePlacement(
+        stage,
+        tuple(files),
+        ep,
+        OK,
+        dict(per_ep),
+        {k: dict(sorted(v.items())) for k, v in ops.items()},
+        tuple(providers),
+        session_ms,
+    )
 
 
 def ops_text(ops: Mapping[str, int]) -> str:
@@ -110,7 +152,9 @@ def strict_violations(stages: Sequence[StageRoute], config_route: bool = False) 
     out = []
     for s in _held(stages, config_route):
         asked, p = s.ep_after, s.placement
-        where = f"stage `{s.stage}` ({', '.join(s.files)}) on {eps.ep_alias(asked) if eps.is_known_ep(asked) else asked}"
+        where = (
+            f"stage `{s.stage}` ({', '.join(s.files)}) on {eps.ep_alias(asked) if eps.is_known_ep(asked) else asked}"
+        )
         if p is None or p.status != OK:
             why = (p.error or p.status) if p is not None else "no placement was recorded"
             out.append((s.stage, f"{where}: placement unknown ({why})"))
@@ -123,7 +167,12 @@ def strict_violations(stages: Sequence[StageRoute], config_route: bool = False) 
             for op, n in p.op_types_per_ep.get(k, {}).items():
                 ops_off[op] = ops_off.get(op, 0) + n
         elsewhere = ", ".join(f"{n} on {eps.ep_alias(k)}" for k, n in sorted(off.items()))
-        out.append((s.stage, f"{where}: {sum(off.values())} of {p.nodes} nodes would not run there ({elsewhere}): {ops_text(ops_off)}"))
+        out.append(
+            (
+                s.stage,
+                f"{where}: {sum(off.values())} of {p.nodes} nodes would not run there ({elsewhere}): {ops_text(ops_off)}",
+            )
+        )
     return out
 
 
@@ -139,7 +188,8 @@ def enforce_strict(route: Route) -> None:
     raise BenchmarkFailure(
         f"--strict: route {route.effective or route.label} would run nodes off the EP their stage asks for: "
         + "; ".join(why for _, why in problems),
-        "drop --strict to measure the mixed route as it is, limit the route with --stages" + hint
+        "drop --strict to measure the mixed route as it is, limit the route with --stages"
+        + hint
         + ", or pick an EP with kernels for these ops",
     )
 
@@ -151,7 +201,9 @@ def stage_session_options(config: GenaiConfig, stage: Stage) -> dict:
     if config.kind == "flat":
         return dict(decoder.get("session_options") or {})
     pipeline = decoder["pipeline"]
-    nodes = {name: node for group in (pipeline if isinstance(pipeline, list) else [pipeline]) for name, node in group.items()}
+    nodes = {
+        name: node for group in (pipeline if isinstance(pipeline, list) else [pipeline]) for name, node in group.items()
+    }
     node = nodes[stage.name]
     return dict((node if "session_options" in node else decoder).get("session_options") or {})
 
@@ -179,8 +231,15 @@ def measure_stage(folder: Path, config: GenaiConfig, stage: Stage) -> StagePlace
     entries = config_entries(so_dict)
     model = Path(folder) / stage.filename
     st = model.stat()
-    memo_key = (str(model.resolve()), st.st_size, st.st_mtime_ns, ep, json.dumps(ep_options, sort_keys=True),
-                json.dumps(entries, sort_keys=True), str(so_dict.get("graph_optimization_level")))
+    memo_key = (
+        str(model.resolve()),
+        st.st_size,
+        st.st_mtime_ns,
+        ep,
+        json.dumps(ep_options, sort_keys=True),
+        json.dumps(entries, sort_keys=True),
+        str(so_dict.get("graph_optimization_level")),
+    )
     if memo_key not in _MEMO:
         _MEMO[memo_key] = _measure(model, ep, ep_options, entries, so_dict.get("graph_optimization_level"))
     return replace(_MEMO[memo_key], stage=stage.name, files=stage.files)
@@ -203,14 +262,20 @@ def _measure(model: Path, ep: str, ep_options: dict, entries: dict, level: str |
         elif ep in ort.get_available_providers():
             providers = [(ep, ep_options), CPU]
         else:
-            return StagePlacement("", (), ep, UNAVAILABLE, error=f"onnxruntime offers no device for {ep} in this process")
+            return StagePlacement(
+                "", (), ep, UNAVAILABLE, error=f"onnxruntime offers no device for {ep} in this process"
+            )
     t0 = time.perf_counter()
     try:
         with warnings.catch_warnings():  # onnxruntime's own retry on CPU warns about providers; we record it
             warnings.simplefilter("ignore")
             session = ort.InferenceSession(str(model), sess_options=so, providers=providers)
         session_ms = round((time.perf_counter() - t0) * 1000.0, 3)
-        assigned = [(sub.ep_name, n.op_type, n.domain) for sub in session.get_provider_graph_assignment_info() for n in sub.get_nodes()]
+        assigned = [
+            (sub.ep_name, n.op_type, n.domain)
+            for sub in session.get_provider_graph_assignment_info()
+            for n in sub.get_nodes()
+        ]
         used = tuple(session.get_providers())
     except Exception as exc:  # recorded per stage: genai's own load reports it too, strict fails on it
         text = " ".join(str(exc).split())
@@ -224,17 +289,23 @@ def _ep_devices(ep: str, device_type: str | None) -> list:
 
     own = [d for d in ort.get_ep_devices() if d.ep_name == ep]
     if device_type:
-        wanted = [d for d in own if str(getattr(d.device.type, "name", d.device.type)).rsplit(".", 1)[-1].lower() == device_type.lower()]
+        wanted = [
+            d
+            for d in own
+            if str(getattr(d.device.type, "name", d.device.type)).rsplit(".", 1)[-1].lower() == device_type.lower()
+        ]
         return wanted or own
     return own
 
 
-def measure_config(config: GenaiConfig, folder: Path | None = None, stages: Sequence[str] | None = None) -> list[StagePlacement]:
+def measure_config(
+    config: GenaiConfig, folder: Path | None = None, stages: Sequence[str] | None = None
+) -> list[StagePlacement]:
     """Placement of ``stages`` (default: all) of ``config``, whose files lie in ``folder`` (default: its bundle).
     Plugin EPs are registered first when a stage asks for an EP other than CPU."""
     chosen = [s for s in config.stages if stages is None or s.name in stages]
     if any(stage_ep(s)[0] != CPU for s in chosen):
-        from winml_perf.plugins import registered_plugins
+        from winml_perf.ep.plugins import registered_plugins
 
         registered_plugins()  # the registry registers the plugin EPs once per process
     return [measure_stage(Path(folder or config.bundle), config, s) for s in chosen]
@@ -243,8 +314,8 @@ def measure_config(config: GenaiConfig, folder: Path | None = None, stages: Sequ
 # -- the cached placement of a derived bundle ---------------------------------------------------------------
 def ep_identity(ep_names: Sequence[str]) -> dict:
     """What besides the model decides placement: each non-CPU EP's plugin library file and devices."""
-    from winml_perf import devices as devs
-    from winml_perf.plugins import registered_plugins
+    from winml_perf.ep import devices as devs
+    from winml_perf.ep.plugins import registered_plugins
 
     plugins = registered_plugins()
     listed = devs.list_ep_devices() if any(e != CPU for e in ep_names) else []
@@ -276,20 +347,37 @@ def derived_placement(folder: Path, derive_key: str) -> RoutePlacement:
     needed = [stage_ep(s)[0] for s in config.stages]
     key = placement_key(derive_key, ep_identity(needed))
     cached, problem = json_shapes.read_json(folder / PLACEMENT_FILE, PLACEMENT_SHAPE, sealed=True)
-    if cached is not None and cached["key"] == key and [s["stage"] for s in cached["stages"]] == list(config.stage_names):
+    if (
+        cached is not None
+        and cached["key"] == key
+        and [s["stage"] for s in cached["stages"]] == list(config.stage_names)
+    ):
         stages = tuple(StagePlacement.from_dict(s) for s in cached["stages"])
         return RoutePlacement(stages, "hit", f"{PLACEMENT_FILE} made under this key", _ms(t0), key)
     if cached is not None:
-        why = "made under another key (plugin library, EP devices or format changed)" if cached["key"] != key else "made for other stages"
+        why = (
+            "made under another key (plugin library, EP devices or format changed)"
+            if cached["key"] != key
+            else "made for other stages"
+        )
     else:
         why = "none yet" if problem == f"{PLACEMENT_FILE} is missing" else problem
     stages = tuple(measure_config(config, folder))
     transient = _transient(stages)
     if transient:
         return RoutePlacement(stages, None, f"measured ({why}); not saved: {transient}", _ms(t0), key)
-    saved = json_shapes.write_sealed(folder / PLACEMENT_FILE, {"format_version": FORMAT_VERSION, "key": key, "derive_key": derive_key,
-                                                         "stages": [s.to_dict() for s in stages]})
-    return RoutePlacement(stages, "miss", f"measured: {why}" + ("" if saved is None else f"; not saved: {saved}"), _ms(t0), key)
+    saved = json_shapes.write_sealed(
+        folder / PLACEMENT_FILE,
+        {
+            "format_version": FORMAT_VERSION,
+            "key": key,
+            "derive_key": derive_key,
+            "stages": [s.to_dict() for s in stages],
+        },
+    )
+    return RoutePlacement(
+        stages, "miss", f"measured: {why}" + ("" if saved is None else f"; not saved: {saved}"), _ms(t0), key
+    )
 
 
 def _transient(stages: Sequence[StagePlacement]) -> str | None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from winml_perf import cache
+from winml_perf.bundle import cache
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
@@ -27,7 +27,7 @@ from winml_perf.model.route import BUNDLE, CompileOutcome, Route, with_placement
 
 def available_eps() -> set[str]:
     """Canonical names of the EPs this process can use (plugin EPs included: the registry registers them on first ask)."""
-    from winml_perf import devices
+    from winml_perf.ep import devices
 
     return set(devices.available_eps())
 
@@ -66,11 +66,23 @@ def prepare_route(
         from winml_perf.bundle.config_placement import config_placement
 
         placed = config_placement(plan.config)  # the source bundle is never written: a placement-only artifact
-        return Route(label, plan.requested, "config", with_placements(plan.stages, placed.stages), BUNDLE, path=bundle,
-                     prepare_ms=_ms(t0), warnings=plan.warnings, placement_cache=placed.cache,
-                     placement_reason=placed.reason, placement_ms=placed.placement_ms)
+        return Route(
+            label,
+            plan.requested,
+            "config",
+            with_placements(plan.stages, placed.stages),
+            BUNDLE,
+            path=bundle,
+            prepare_ms=_ms(t0),
+            warnings=plan.warnings,
+            placement_cache=placed.cache,
+            placement_reason=placed.reason,
+            placement_ms=placed.placement_ms,
+        )
     with cache.holding(bundle):  # no `bundle clean` between deriving and reading or saving the placement
-        result = derive_bundle(plan, verify_sources=verify_sources, compile=bool(jobs), compile_timeout_s=compile_timeout_s)
+        result = derive_bundle(
+            plan, verify_sources=verify_sources, compile=bool(jobs), compile_timeout_s=compile_timeout_s
+        )
         placed = derived_placement(result.path, result.key)  # placement.json: a cache hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
     if result.cache == "hit":
@@ -78,10 +90,22 @@ def prepare_route(
     compiled = any(o.status == "compiled" for o in outcomes)
     warnings = () if compiled else plan.warnings  # a route that compiles its stages changes what runs
     return Route(
-        label, plan.requested, plan.requested if compiled else plan.route, with_placements(plan.stages, placed.stages), BUNDLE,
-        path=result.path, derived_path=result.path, cache=result.cache, cache_reason=result.reason,
-        prepare_ms=_ms(t0), compile_ms=result.compile_ms, warnings=warnings + tuple(result.warnings), compile=outcomes,
-        placement_cache=placed.cache, placement_reason=placed.reason, placement_ms=placed.placement_ms,
+        label,
+        plan.requested,
+        plan.requested if compiled else plan.route,
+        with_placements(plan.stages, placed.stages),
+        BUNDLE,
+        path=result.path,
+        derived_path=result.path,
+        cache=result.cache,
+        cache_reason=result.reason,
+        prepare_ms=_ms(t0),
+        compile_ms=result.compile_ms,
+        warnings=warnings + tuple(result.warnings),
+        compile=outcomes,
+        placement_cache=placed.cache,
+        placement_reason=placed.reason,
+        placement_ms=placed.placement_ms,
     )
 
 
@@ -92,8 +116,17 @@ def _reuse_verdicts(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple
     from winml_perf.bundle import compat
 
     config = load_config(folder)
-    return tuple(replace(o, compatibility=compat.check_stage(folder, o.output, o.ep, compat.stage_options(config, o.stages[0])).to_dict())
-                 if o.status == "compiled" else o for o in outcomes)
+    return tuple(
+        replace(
+            o,
+            compatibility=compat.check_stage(
+                folder, o.output, o.ep, compat.stage_options(config, o.stages[0])
+            ).to_dict(),
+        )
+        if o.status == "compiled"
+        else o
+        for o in outcomes
+    )
 
 
 def _ms(t0: float) -> float:

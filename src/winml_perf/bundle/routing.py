@@ -22,11 +22,11 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
-from winml_perf import ep_options as epo
-from winml_perf import eps
 from winml_perf.bundle.config import GenaiConfig, Stage
-from winml_perf.errors import BundleError, EPUnavailableError, UsageError, WinmlPerfError
+from winml_perf.ep import options as epo
+from winml_perf.ep import table as eps
 from winml_perf.model.route import CPU, StageRoute
+from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError, WinmlPerfError
 
 DEVICE_TYPE_EPS = ("OpenVINOExecutionProvider", "VitisAIExecutionProvider")
 """EPs whose provider options carry a ``device_type`` taken from the resolved device."""
@@ -73,17 +73,23 @@ def stage_ep(stage: Stage) -> tuple[str, bool]:
         return key, False
 
 
-def plan_route(config: GenaiConfig, target, stages: list[str] | tuple[str, ...] | None = None,
-               ep_options: dict | None = None) -> RoutePlan:
+def plan_route(
+    config: GenaiConfig, target, stages: list[str] | tuple[str, ...] | None = None, ep_options: dict | None = None
+) -> RoutePlan:
     """The rewrite for ``target`` (a devices.Target) over ``stages`` (None: all), with ``ep_options``
     (``--ep-option``) over each forced stage's options and the EP's defaults under them. Pure."""
     kind = getattr(target, "kind", "config")
     if kind == "config":
         if stages:
-            raise UsageError("--stages limits a forced route, but no --ep or --device was given", "add --ep X or --device D, or drop --stages")
+            raise UsageError(
+                "--stages limits a forced route, but no --ep or --device was given",
+                "add --ep X or --device D, or drop --stages",
+            )
         if ep_options:
-            raise UsageError("--ep-option sets options of a forced route, but no --ep or --device was given",
-                             "add --ep X (the config route runs the bundle's own options), or drop --ep-option")
+            raise UsageError(
+                "--ep-option sets options of a forced route, but no --ep or --device was given",
+                "add --ep X (the config route runs the bundle's own options), or drop --ep-option",
+            )
         return _config_plan(config)
     if not getattr(target, "ep", None):
         raise UsageError(f"route {target.label} resolved to no execution provider", "pass --ep explicitly")
@@ -93,8 +99,10 @@ def plan_route(config: GenaiConfig, target, stages: list[str] | tuple[str, ...] 
     device = getattr(target, "device", None) or (eps.EPS[ep].home_device if ep in eps.EPS else None)
     if ep_options:
         if ep == CPU:
-            raise UsageError("--ep-option does not apply to the CPU EP (onnxruntime-genai takes no options for it)",
-                             "drop --ep-option, or force an EP that takes options")
+            raise UsageError(
+                "--ep-option does not apply to the CPU EP (onnxruntime-genai takes no options for it)",
+                "drop --ep-option, or force an EP that takes options",
+            )
         epo.check_keys(ep, ep_options)
     routes, updates = [], {}
     for stage in config.stages:
@@ -132,7 +140,8 @@ def check_available(plan: RoutePlan, available: set[str] | frozenset[str], force
             f"stage `{route.stage}` wants {name or alias}, which is not available here"
             + (f" (route {plan.route})" if route.forced else ""),
             (f"{install}, or " if install else "")
-            + "try --ep cpu or --device cpu|gpu|npu|auto (see `winml devices` for what this machine has)" + forced_hint,
+            + "try --ep cpu or --device cpu|gpu|npu|auto (see `winml devices` for what this machine has)"
+            + forced_hint,
         )
 
 
@@ -182,6 +191,15 @@ def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, 
 
 def _route(stage: Stage, before: str, after: str, options_after, forced: bool, source: str) -> StageRoute:
     return StageRoute(
-        stage.name, stage.files, before, after, stage.provider_options, tuple(copy.deepcopy(list(options_after))),
-        forced, source, stage.run_on_prompt, stage.run_on_token_gen, stage.is_lm_head,
+        stage.name,
+        stage.files,
+        before,
+        after,
+        stage.provider_options,
+        tuple(copy.deepcopy(list(options_after))),
+        forced,
+        source,
+        stage.run_on_prompt,
+        stage.run_on_token_gen,
+        stage.is_lm_head,
     )

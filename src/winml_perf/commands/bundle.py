@@ -10,20 +10,20 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import List, Optional, Sequence
 
 import typer
 from tabulate import tabulate
 
-from winml_perf import eps
-from winml_perf.ep_options import parse_options
 from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
 from winml_perf.commands.synth import synth
-from winml_perf.model.runtime import GENAI
-from winml_perf.errors import BenchmarkFailure, BundleError, UsageError
+from winml_perf.ep import table as eps
+from winml_perf.ep.options import parse_options
 from winml_perf.model.route import OK, StageRoute, with_placements
+from winml_perf.model.runtime import GENAI
+from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")  # show; prepare prints table or json
 PREPARE_FORMATS = ("table", "json")
@@ -37,15 +37,18 @@ def parse_stages(stages: str | None) -> list[str] | None:
         return None
     names = [s.strip() for s in stages.split(",") if s.strip()]
     if not names:
-        raise UsageError(f"--stages {stages!r} names no stage", "give stage names separated by commas, e.g. --stages context,iterator")
+        raise UsageError(
+            f"--stages {stages!r} names no stage",
+            "give stage names separated by commas, e.g. --stages context,iterator",
+        )
     return names
 
 
 def target_for(ep: str | None, device: str | None, ep_library: list[str] | None = None):
     """The Target for these flags: ``--ep`` as asked (no availability check), ``--device`` resolved here.
     ``--ep-library`` plugins are registered first, so compile children and device resolution see them."""
-    from winml_perf.devices import Target, resolve_target
-    from winml_perf.plugins import register_plugin_eps
+    from winml_perf.ep.devices import Target, resolve_target
+    from winml_perf.ep.plugins import register_plugin_eps
 
     if ep_library:
         register_plugin_eps(ep_library)
@@ -70,7 +73,9 @@ def _ep_label(name: str) -> str:
 def stage_rows(stages: Sequence[StageRoute]) -> list[list[str]]:
     rows = []
     for s in stages:
-        flags = "".join(("P" if s.run_on_prompt else "-", "T" if s.run_on_token_gen else "-", " lm_head" if s.is_lm_head else ""))
+        flags = "".join(
+            ("P" if s.run_on_prompt else "-", "T" if s.run_on_token_gen else "-", " lm_head" if s.is_lm_head else "")
+        )
         before, after = _ep_label(s.ep_before), _ep_label(s.ep_after)
         route = f"{before} -> {after}" if s.forced else f"{before} (config)"
         opts = json.dumps(list(s.provider_options_after)) if s.provider_options_after else "[] (cpu)"
@@ -95,13 +100,23 @@ def placement_cells(stage: StageRoute) -> list[str]:
 @app.command("show")
 def show_command(
     bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json)"),
-    ep: Optional[str] = typer.Option(None, "--ep", help="force this EP (any spelling: cpu, qnn, OpenVINO, ...)"),
-    device: Optional[str] = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
-    stages: Optional[str] = typer.Option(None, "--stages", help="limit the forced route to these stages (comma-separated)"),
+    ep: str | None = typer.Option(None, "--ep", help="force this EP (any spelling: cpu, qnn, OpenVINO, ...)"),
+    device: str | None = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
+    stages: str | None = typer.Option(
+        None, "--stages", help="limit the forced route to these stages (comma-separated)"
+    ),
     format: str = typer.Option("table", "--format", help="table, json, jsonl, csv or markdown"),
-    placement: bool = typer.Option(False, "--placement", help="open each stage's model on its EP and show where its nodes are placed (nodes per EP, ops that fall back to CPU)"),
-    ep_option: Optional[List[str]] = typer.Option(None, "--ep-option", help="EP provider option KEY=VALUE of the forced route (repeatable)"),
-    ep_library: Optional[List[str]] = typer.Option(None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"),
+    placement: bool = typer.Option(
+        False,
+        "--placement",
+        help="open each stage's model on its EP and show where its nodes are placed (nodes per EP, ops that fall back to CPU)",
+    ),
+    ep_option: list[str] | None = typer.Option(
+        None, "--ep-option", help="EP provider option KEY=VALUE of the forced route (repeatable)"
+    ),
+    ep_library: list[str] | None = typer.Option(
+        None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"
+    ),
 ) -> None:
     """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
     _check_format(format)
@@ -113,8 +128,13 @@ def show_command(
 
         route_stages = with_placements(plan.stages, measure_config(plan.config))
     if format == "json":
-        payload = {"bundle": str(bundle), "kind": plan.config.kind, "target": target.to_dict(), **plan.to_dict(),
-                   "stages": [s.to_dict() for s in route_stages]}
+        payload = {
+            "bundle": str(bundle),
+            "kind": plan.config.kind,
+            "target": target.to_dict(),
+            **plan.to_dict(),
+            "stages": [s.to_dict() for s in route_stages],
+        }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
     if format == "jsonl":
@@ -124,7 +144,7 @@ def show_command(
     if placement:
         rows, headers = [r + placement_cells(s) for r, s in zip(rows, route_stages)], _HEADERS + _PLACEMENT_HEADERS
     if format in ("csv", "markdown"):
-        from winml_perf.formats import table_text
+        from winml_perf.publish.formats import table_text
 
         sys.stdout.write(table_text(list(headers), rows, format))
         return
@@ -137,37 +157,71 @@ def show_command(
 @app.command("prepare")
 def prepare_command(
     bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json), or an .onnx model"),
-    ep: Optional[str] = typer.Option(None, "--ep", help="force this EP"),
-    device: Optional[str] = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
-    stages: Optional[str] = typer.Option(None, "--stages", help="limit the forced route to these stages (comma-separated)"),
-    graph_optimization_level: str = typer.Option("all", "--graph-optimization-level", help=".onnx: disable|basic|extended|layout|all"),
-    session_config: Optional[List[str]] = typer.Option(None, "--session-config", help=".onnx: session config KEY=VALUE (repeatable)"),
-    compile: bool = typer.Option(False, "--compile", help="compile stages on EPContext EPs (QNN, OpenVINO, VitisAI, TensorRT-RTX)"),
+    ep: str | None = typer.Option(None, "--ep", help="force this EP"),
+    device: str | None = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
+    stages: str | None = typer.Option(
+        None, "--stages", help="limit the forced route to these stages (comma-separated)"
+    ),
+    graph_optimization_level: str = typer.Option(
+        "all", "--graph-optimization-level", help=".onnx: disable|basic|extended|layout|all"
+    ),
+    session_config: list[str] | None = typer.Option(
+        None, "--session-config", help=".onnx: session config KEY=VALUE (repeatable)"
+    ),
+    compile: bool = typer.Option(
+        False, "--compile", help="compile stages on EPContext EPs (QNN, OpenVINO, VitisAI, TensorRT-RTX)"
+    ),
     compile_timeout: float = typer.Option(600.0, "--compile-timeout", help="seconds per compile child process"),
-    verify_sources: bool = typer.Option(False, "--verify-sources", help="hash source files' contents into the cache key"),
+    verify_sources: bool = typer.Option(
+        False, "--verify-sources", help="hash source files' contents into the cache key"
+    ),
     format: str = typer.Option("table", "--format", help="table or json"),
-    ep_library: Optional[List[str]] = typer.Option(None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"),
-    ep_option: Optional[List[str]] = typer.Option(None, "--ep-option", help="EP provider option KEY=VALUE of the forced route (repeatable)"),
+    ep_library: list[str] | None = typer.Option(
+        None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"
+    ),
+    ep_option: list[str] | None = typer.Option(
+        None, "--ep-option", help="EP provider option KEY=VALUE of the forced route (repeatable)"
+    ),
 ) -> None:
     """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
     _check_format(format, PREPARE_FORMATS)
     if ep is None and device in (None, "config") and not compile:
-        raise UsageError("winml bundle prepare needs --ep X, --device D or --compile (the config route compiled)",
-                         "e.g. --ep cpu, --device npu or --compile")
+        raise UsageError(
+            "winml bundle prepare needs --ep X, --device D or --compile (the config route compiled)",
+            "e.g. --ep cpu, --device npu or --compile",
+        )
     if compile_timeout <= 0:
-        raise UsageError(f"--compile-timeout must be positive, not {compile_timeout}", "give seconds, e.g. --compile-timeout 600")
+        raise UsageError(
+            f"--compile-timeout must be positive, not {compile_timeout}", "give seconds, e.g. --compile-timeout 600"
+        )
     target = target_for(ep, device, ep_library)
     if compile and ep is not None:
-        from winml_perf.devices import resolve_target
+        from winml_perf.ep.devices import resolve_target
 
         target = resolve_target(ep, device, "winml-genai")  # compiling needs the EP and its device here
     if bundle.suffix == ".onnx" and not bundle.is_dir():
         if stages:
             raise UsageError("--stages applies to genai bundles, not to an .onnx model", "drop --stages")
-        return _prepare_onnx_model(bundle, target, graph_optimization_level, session_config, compile_timeout,
-                                   verify_sources, ep_library, format)
-    route = prepare_route(bundle, target, parse_stages(stages), compile, verify_sources,
-                          require_available=False, compile_timeout_s=compile_timeout, ep_options=parse_options(ep_option or ()))
+        return _prepare_onnx_model(
+            bundle,
+            target,
+            graph_optimization_level,
+            session_config,
+            compile_timeout,
+            verify_sources,
+            ep_library,
+            format,
+        )
+    route = prepare_route(
+        bundle,
+        target,
+        parse_stages(stages),
+        compile,
+        verify_sources,
+        require_available=False,
+        compile_timeout_s=compile_timeout,
+        ep_options=parse_options(ep_option or ()),
+    )
     for w in route.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if format == "json":
@@ -176,9 +230,12 @@ def prepare_command(
         return
     rows = [r + placement_cells(s) for r, s in zip(stage_rows(route.stages), route.stages)]
     print(tabulate(rows, headers=_HEADERS + _PLACEMENT_HEADERS, tablefmt="github"), file=sys.stderr)
-    print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) prepare={route.prepare_ms:.0f} ms"
-          + (f" compile={route.compile_ms:.0f} ms" if compile else "")
-          + f" placement={route.placement_cache or 'not cached'} ({route.placement_reason})", file=sys.stderr)
+    print(
+        f"route={route.effective} cache={route.cache} ({route.cache_reason}) prepare={route.prepare_ms:.0f} ms"
+        + (f" compile={route.compile_ms:.0f} ms" if compile else "")
+        + f" placement={route.placement_cache or 'not cached'} ({route.placement_reason})",
+        file=sys.stderr,
+    )
     for c in route.compile:
         print(f"compile {', '.join(c.stages)}: {c.status}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
     print(route.path)
@@ -190,33 +247,55 @@ def _fail_on_compile_failure(route) -> None:
     failed = [c for c in route.compile if c.status in ("failed", "timeout")]
     if failed:
         raise BenchmarkFailure(
-            "compile failed: " + "; ".join(f"{', '.join(c.stages)} ({c.source} on {eps.ep_alias(c.ep)}): {c.status}" for c in failed)
+            "compile failed: "
+            + "; ".join(f"{', '.join(c.stages)} ({c.source} on {eps.ep_alias(c.ep)}): {c.status}" for c in failed)
             + f"; nothing compiled was published and {route.path} runs the source models",
-            "see the compile lines above for the compiler's message; fix the model or options, or prepare without --compile")
+            "see the compile lines above for the compiler's message; fix the model or options, or prepare without --compile",
+        )
 
 
-def _prepare_onnx_model(model: Path, target, level: str, session_config, compile_timeout: float, verify_sources: bool,
-                        ep_library, format: str) -> None:
+def _prepare_onnx_model(
+    model: Path,
+    target,
+    level: str,
+    session_config,
+    compile_timeout: float,
+    verify_sources: bool,
+    ep_library,
+    format: str,
+) -> None:
     from winml_perf.bundle.onnx_prepare import prepare_onnx
     from winml_perf.session.onnx_options import parse_session_config
 
     if not model.is_file():
         raise UsageError(f"model {model} does not exist", "pass the path of an .onnx file")
-    prepared = prepare_onnx(model, target, level, session_config=parse_session_config(session_config or []),
-                            verify_sources=verify_sources, compile_timeout_s=compile_timeout,
-                            plugin_libraries=list(ep_library or ()))
+    prepared = prepare_onnx(
+        model,
+        target,
+        level,
+        session_config=parse_session_config(session_config or []),
+        verify_sources=verify_sources,
+        compile_timeout_s=compile_timeout,
+        plugin_libraries=list(ep_library or ()),
+    )
     if format == "json":
         sys.stdout.write(json.dumps(prepared.to_dict(), indent=2) + "\n")
         return
     d = prepared.to_dict()
-    print(f"{d.get('kind')} model for {target.label}: cache={d.get('cache')} ({d.get('cache_reason')}) "
-          f"prepare={d.get('prepare_ms') or 0:.0f} ms", file=sys.stderr)
+    print(
+        f"{d.get('kind')} model for {target.label}: cache={d.get('cache')} ({d.get('cache_reason')}) "
+        f"prepare={d.get('prepare_ms') or 0:.0f} ms",
+        file=sys.stderr,
+    )
     print(prepared.path)
 
 
 def _say_waiting(root: Path) -> None:
-    print(f"waiting: a run is measuring from (or building into) {root}; it is cleaned when that ends (Ctrl-C to leave it)",
-          file=sys.stderr, flush=True)
+    print(
+        f"waiting: a run is measuring from (or building into) {root}; it is cleaned when that ends (Ctrl-C to leave it)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 @app.command("clean")
@@ -238,4 +317,3 @@ def clean_command(bundle: Path = typer.Argument(..., help="bundle folder, or an 
         print(f"removed {path}", file=sys.stderr)
     if not removed:
         print(f"nothing to remove for {bundle}", file=sys.stderr)
-

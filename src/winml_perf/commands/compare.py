@@ -4,23 +4,36 @@ baseline run against a candidate run (a CI gate with --fail-on-regression)."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated, List, Optional
+from typing import Annotated
 
 import typer
 
-from winml_perf.errors import BenchmarkFailure, UsageError
-from winml_perf.formats import FORMAT_HELP, check_format, human, json_text, table_text
+from winml_perf.publish.formats import FORMAT_HELP, check_format, human, json_text, table_text
+from winml_perf.support.errors import BenchmarkFailure, UsageError
 
 app = typer.Typer(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
 
-StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).")]
-MetricOpt = Annotated[Optional[List[str]], typer.Option("--metric", help="Metric(s) to compare (repeatable; default: every per-iteration metric both sides have).")]
-EquivalenceOpt = Annotated[str, typer.Option("--equivalence", help="Differences within this band count as equivalent, e.g. 2%.")]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).",
+    ),
+]
+MetricOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--metric", help="Metric(s) to compare (repeatable; default: every per-iteration metric both sides have)."
+    ),
+]
+EquivalenceOpt = Annotated[
+    str, typer.Option("--equivalence", help="Differences within this band count as equivalent, e.g. 2%.")
+]
 FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
-BundleOpt = Annotated[Optional[str], typer.Option("--bundle", help="Only this bundle (name or path).")]
-TestbedOpt = Annotated[Optional[str], typer.Option("--testbed", help="Only this testbed id.")]
-PromptOpt = Annotated[Optional[int], typer.Option("--prompt-tokens", help="Only this prompt length.")]
-NewOpt = Annotated[Optional[int], typer.Option("--max-new-tokens", help="Only this number of new tokens.")]
+BundleOpt = Annotated[str | None, typer.Option("--bundle", help="Only this bundle (name or path).")]
+TestbedOpt = Annotated[str | None, typer.Option("--testbed", help="Only this testbed id.")]
+PromptOpt = Annotated[int | None, typer.Option("--prompt-tokens", help="Only this prompt length.")]
+NewOpt = Annotated[int | None, typer.Option("--max-new-tokens", help="Only this number of new tokens.")]
 
 
 def _fmt(fmt: str) -> None:
@@ -42,26 +55,47 @@ def _p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
-ROUTES_HEAD = ["bundle", "testbed", "prompt", "new", "route", "baseline", "metric", "speedup", "CI low", "CI high", "rounds", "verdict"]
+ROUTES_HEAD = [
+    "bundle",
+    "testbed",
+    "prompt",
+    "new",
+    "route",
+    "baseline",
+    "metric",
+    "speedup",
+    "CI low",
+    "CI high",
+    "rounds",
+    "verdict",
+]
 RUNS_HEAD = ["series", "metric", "n base", "n cand", "baseline", "candidate", "Δ %", "p", "verdict", "regression"]
 
 
 @app.command("routes")
 def routes_command(
-    run: Annotated[Optional[str], typer.Option("--run", help="Run id (or prefix); default: the latest run with the baseline route and another.")] = None,
-    baseline_route: Annotated[str, typer.Option("--baseline-route", help="The route the others are compared with.")] = "config",
-    route: Annotated[Optional[List[str]], typer.Option("--route", help="Only these routes (repeatable).")] = None,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", help="Run id (or prefix); default: the latest run with the baseline route and another."),
+    ] = None,
+    baseline_route: Annotated[
+        str, typer.Option("--baseline-route", help="The route the others are compared with.")
+    ] = "config",
+    route: Annotated[list[str] | None, typer.Option("--route", help="Only these routes (repeatable).")] = None,
     metric: MetricOpt = None,
     equivalence: EquivalenceOpt = "2%",
     resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples.")] = 2000,
     seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed (same data + seed = same interval).")] = 20240601,
-    bundle: BundleOpt = None, testbed: TestbedOpt = None, prompt_tokens: PromptOpt = None, max_new_tokens: NewOpt = None,
+    bundle: BundleOpt = None,
+    testbed: TestbedOpt = None,
+    prompt_tokens: PromptOpt = None,
+    max_new_tokens: NewOpt = None,
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """Each forced route against the config route of the same interleaved sweep: speedup per
     metric with a 95% CI (bootstrap over paired rounds) and a verdict."""
-    from winml_perf.results.compare import compare_routes, parse_pct
+    from winml_perf.compare.comparisons import compare_routes, parse_pct
     from winml_perf.results.store import open_store
 
     _fmt(fmt)
@@ -69,22 +103,51 @@ def routes_command(
         raise UsageError(f"--resamples must be >= 100, got {resamples}", "the default 2000 is a good choice")
     eq = parse_pct(equivalence, "--equivalence")
     with open_store(store, create=False) as s:
-        report = compare_routes(s, run, baseline_route=baseline_route, routes=route, metrics=metric, equivalence_pct=eq,
-                                resamples=resamples, seed=seed, bundle=bundle, testbed=testbed,
-                                prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens)
+        report = compare_routes(
+            s,
+            run,
+            baseline_route=baseline_route,
+            routes=route,
+            metrics=metric,
+            equivalence_pct=eq,
+            resamples=resamples,
+            seed=seed,
+            bundle=bundle,
+            testbed=testbed,
+            prompt_tokens=prompt_tokens,
+            max_new_tokens=max_new_tokens,
+        )
     if fmt == "json":
         sys.stdout.write(json_text(report.to_dict(), "json"))
     elif fmt == "jsonl":
         sys.stdout.write(json_text(report.to_dict()["comparisons"], "jsonl"))
     elif fmt == "table":
-        how = ("over paired invocations" if report.rows and all(r.pairing == "invocations" for r in report.rows)
-               else "bootstrap over paired rounds")
+        how = (
+            "over paired invocations"
+            if report.rows and all(r.pairing == "invocations" for r in report.rows)
+            else "bootstrap over paired rounds"
+        )
         print(f"run {report.run_id}: routes against {report.baseline_route} (95% CI, {how})", file=sys.stderr)
         for row in report.rows:
             print(row.sentence())
     else:
-        rows = [[r.bundle, r.testbed_id, r.prompt_tokens, r.max_new_tokens, r.route, r.baseline_route, r.metric, r.speedup,
-                 r.ci_low, r.ci_high, r.rounds, r.verdict] for r in report.rows]
+        rows = [
+            [
+                r.bundle,
+                r.testbed_id,
+                r.prompt_tokens,
+                r.max_new_tokens,
+                r.route,
+                r.baseline_route,
+                r.metric,
+                r.speedup,
+                r.ci_low,
+                r.ci_high,
+                r.rounds,
+                r.verdict,
+            ]
+            for r in report.rows
+        ]
         sys.stdout.write(table_text(ROUTES_HEAD, rows, fmt))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
@@ -92,47 +155,103 @@ def routes_command(
 
 @app.command("runs")
 def runs_command(
-    baseline: Annotated[str, typer.Option("--baseline", help="run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest, previous, or a bare id/commit/version/date.")],
+    baseline: Annotated[
+        str,
+        typer.Option(
+            "--baseline",
+            help="run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest, previous, or a bare id/commit/version/date.",
+        ),
+    ],
     candidate: Annotated[str, typer.Option("--candidate", help="Same forms as --baseline.")] = "latest",
-    fail_on_regression: Annotated[Optional[str], typer.Option("--fail-on-regression", help="Exit 1 when a series' newest runs start a significant change point worse than this (short history: the candidate's interval wholly beyond it), e.g. 5%.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Compare even when testbed, bundle, route or shape differ.")] = False,
+    fail_on_regression: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on-regression",
+            help="Exit 1 when a series' newest runs start a significant change point worse than this (short history: the candidate's interval wholly beyond it), e.g. 5%.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Compare even when testbed, bundle, route or shape differ.")
+    ] = False,
     metric: MetricOpt = None,
     equivalence: EquivalenceOpt = "2%",
     bundle: BundleOpt = None,
-    route: Annotated[Optional[str], typer.Option("--route", help="Only this route.")] = None,
-    testbed: TestbedOpt = None, prompt_tokens: PromptOpt = None, max_new_tokens: NewOpt = None,
+    route: Annotated[str | None, typer.Option("--route", help="Only this route.")] = None,
+    testbed: TestbedOpt = None,
+    prompt_tokens: PromptOpt = None,
+    max_new_tokens: NewOpt = None,
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
     """A baseline against a candidate on the same testbed, bundle, route and shape: Δ% of the
     medians, a Mann-Whitney U p-value and a verdict per metric."""
-    from winml_perf.results.compare import compare_runs, key_label, metric_word, parse_pct
+    from winml_perf.compare.comparisons import compare_runs, key_label, metric_word, parse_pct
     from winml_perf.results.store import open_store
 
     _fmt(fmt)
     eq = parse_pct(equivalence, "--equivalence")
     gate = parse_pct(fail_on_regression, "--fail-on-regression")
     with open_store(store, create=False) as s:
-        report = compare_runs(s, baseline, candidate, metrics=metric, equivalence_pct=eq, fail_threshold_pct=gate, force=force,
-                              bundle=bundle, route=route, testbed=testbed, prompt_tokens=prompt_tokens, max_new_tokens=max_new_tokens)
+        report = compare_runs(
+            s,
+            baseline,
+            candidate,
+            metrics=metric,
+            equivalence_pct=eq,
+            fail_threshold_pct=gate,
+            force=force,
+            bundle=bundle,
+            route=route,
+            testbed=testbed,
+            prompt_tokens=prompt_tokens,
+            max_new_tokens=max_new_tokens,
+        )
     if fmt == "json":
         sys.stdout.write(json_text(report.to_dict(), "json"))
     elif fmt == "jsonl":
         sys.stdout.write(json_text(report.to_dict()["changes"], "jsonl"))
     elif fmt == "csv":
-        rows = [[key_label(r.key), r.metric, r.n_baseline, r.n_candidate, r.baseline_median, r.candidate_median, r.delta_pct,
-                 r.p_value, r.verdict, "REGRESSION" if r.regression else ""] for r in report.rows]
+        rows = [
+            [
+                key_label(r.key),
+                r.metric,
+                r.n_baseline,
+                r.n_candidate,
+                r.baseline_median,
+                r.candidate_median,
+                r.delta_pct,
+                r.p_value,
+                r.verdict,
+                "REGRESSION" if r.regression else "",
+            ]
+            for r in report.rows
+        ]
         sys.stdout.write(table_text(RUNS_HEAD, rows, "csv"))
     else:
         if fmt == "table":
             print(f"baseline: {report.baseline}\ncandidate: {report.candidate}", file=sys.stderr)
-        rows = [[key_label(r.key), metric_word(r.metric), r.n_baseline, r.n_candidate, human(r.baseline_median),
-                 human(r.candidate_median), _f(r.delta_pct, "+.2f"), _p(r.p_value), r.verdict,
-                 "REGRESSION" if r.regression else ""] for r in report.rows]
+        rows = [
+            [
+                key_label(r.key),
+                metric_word(r.metric),
+                r.n_baseline,
+                r.n_candidate,
+                human(r.baseline_median),
+                human(r.candidate_median),
+                _f(r.delta_pct, "+.2f"),
+                _p(r.p_value),
+                r.verdict,
+                "REGRESSION" if r.regression else "",
+            ]
+            for r in report.rows
+        ]
         sys.stdout.write(table_text(RUNS_HEAD, rows, fmt))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     if report.regressions:
         worst = report.regressions[0]
-        raise BenchmarkFailure(f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged by the change points of each"
-                               f" series' history), e.g. {worst.sentence()}", "investigate the candidate's commit and testbed")
+        raise BenchmarkFailure(
+            f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged by the change points of each"
+            f" series' history), e.g. {worst.sentence()}",
+            "investigate the candidate's commit and testbed",
+        )

@@ -4,26 +4,38 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
 
-
 def dashboard_command(
     output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write index.html into.")] = Path("site"),
-    store: Annotated[Optional[str], typer.Option("--store", help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).")] = None,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).",
+        ),
+    ] = None,
     title: Annotated[str, typer.Option("--title", help="Page title.")] = "winml-perf results",
-    bundle: Annotated[Optional[str], typer.Option("--bundle", help="Only this bundle.")] = None,
-    testbed: Annotated[Optional[str], typer.Option("--testbed", help="Only this testbed id.")] = None,
-    since: Annotated[Optional[str], typer.Option("--since", help="Only records from this date on (2025-01-31 or 30d).")] = None,
-    jobs: Annotated[Optional[int], typer.Option("--jobs", "-j", min=1, help="Worker processes writing pages (default: by store size, at most the CPUs).")] = None,
+    bundle: Annotated[str | None, typer.Option("--bundle", help="Only this bundle.")] = None,
+    testbed: Annotated[str | None, typer.Option("--testbed", help="Only this testbed id.")] = None,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Only records from this date on (2025-01-31 or 30d).")
+    ] = None,
+    jobs: Annotated[
+        int | None,
+        typer.Option(
+            "--jobs", "-j", min=1, help="Worker processes writing pages (default: by store size, at most the CPUs)."
+        ),
+    ] = None,
 ) -> None:
     """Write a static HTML dashboard: an index of every series (sparkline, latest value with its
     interval, newest change point) and a page per testbed x bundle with the full history, the
     interval as a band and change points marked. Change points found are kept in the store, so the
     next build searches only series with new records."""
-    from winml_perf.results.dashboard import write_dashboard
+    from winml_perf.publish.dashboard import write_dashboard
     from winml_perf.results.store import open_store
 
     with open_store(store, create=False) as s:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import sys
-from typing import List, Optional
 
 import typer
 from tabulate import tabulate
 
-from winml_perf.devices import EPDevice, describe_available, list_ep_devices
-from winml_perf.formats import FORMAT_HELP, check_format, json_text, table_text
-from winml_perf.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
+from winml_perf.ep.devices import EPDevice, describe_available, list_ep_devices
+from winml_perf.ep.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
+from winml_perf.publish.formats import FORMAT_HELP, check_format, json_text, table_text
 
 _HEADERS = ("EP", "EP vendor", "device type", "serves", "hardware vendor", "vendor id", "device id", "source")
 
@@ -22,7 +21,9 @@ def _notes(devices: list[EPDevice], registrations: list[PluginRegistration]) -> 
         if reg.ep_name not in listed:
             hint = ""
             if reg.ep_name == "WebGpuExecutionProvider":
-                hint = " (no GPU adapter found; ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 before start offers a software one)"
+                hint = (
+                    " (no GPU adapter found; ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 before start offers a software one)"
+                )
             notes.append(f"{reg.ep_name} registered from {reg.library_path} but offers no device here{hint}")
     if any(d.inferred for d in devices):
         notes.append("entries marked inferred come from get_available_providers(); their device type is assumed")
@@ -35,13 +36,21 @@ def _row(d: EPDevice) -> list[str]:
     if d.inferred:
         source += " (inferred)"
     hex_id = lambda value: "" if value is None else f"0x{value:04x}"  # noqa: E731
-    return [d.ep_name, d.ep_vendor, d.device_type, ",".join(d.serves) or "-", d.hw_vendor,
-            hex_id(d.vendor_id), hex_id(d.device_id), source]
+    return [
+        d.ep_name,
+        d.ep_vendor,
+        d.device_type,
+        ",".join(d.serves) or "-",
+        d.hw_vendor,
+        hex_id(d.vendor_id),
+        hex_id(d.device_id),
+        source,
+    ]
 
 
 def devices_command(
     format: str = typer.Option("table", "--format", help=FORMAT_HELP),
-    ep_library: Optional[List[str]] = typer.Option(
+    ep_library: list[str] | None = typer.Option(
         None, "--ep-library", help=f"NAME=PATH of a plugin EP library (repeatable; also {ENV_VAR})"
     ),
 ) -> None:

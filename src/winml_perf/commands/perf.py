@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from winml_perf.ep_options import parse_options
-from winml_perf.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
+from winml_perf.ep.options import parse_options
 from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
-from winml_perf.output import check_output, write_output
+from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
+from winml_perf.support.output import check_output, write_output
 
 GENAI_ONLY = ("--stages", "--ep-option", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
 ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
@@ -54,20 +54,24 @@ def _kept(outcome, doc: dict, written: list[str]) -> str:
         places = written + ([str(saved)] if saved else [])
         where = ("kept in " + " and ".join(places)) if places else "not kept (the store refused them)"
     else:
-        parts = ([f"stored in {outcome.store}"] if outcome.store else []) + ([f"written to {' and '.join(written)}"] if written else [])
+        parts = ([f"stored in {outcome.store}"] if outcome.store else []) + (
+            [f"written to {' and '.join(written)}"] if written else []
+        )
         where = " and ".join(parts) or "not kept (--no-store, no -o)"
     return f"{n} finished cell(s) {where} (run {doc['run_id']})"
 
 
 def _warmup(text: str):
-    from winml_perf.bench.spec import WarmupPolicy
+    from winml_perf.model.spec import WarmupPolicy
 
     if text == "auto":
         return WarmupPolicy(mode="settle", count=1)
     try:
         n = int(text)
     except ValueError:
-        raise UsageError(f"--warmup {text!r} is neither a count nor 'auto'", "e.g. --warmup 2 or --warmup auto") from None
+        raise UsageError(
+            f"--warmup {text!r} is neither a count nor 'auto'", "e.g. --warmup 2 or --warmup auto"
+        ) from None
     if n < 0:
         raise UsageError(f"--warmup must be 0 or more, got {n}", "pass --warmup 0 or more")
     return WarmupPolicy(mode="count", count=n, max_count=max(n, 20))
@@ -81,28 +85,46 @@ DEFAULT_INVOCATIONS = 5
 ADAPTIVE_MIN_INVOCATIONS = 3
 
 
-def _iterations(iterations: int, target_ci: str | None, min_iterations: int, max_iterations: int, max_time: float,
-                invocations: int | None = None, max_invocations: int = 20):
-    from winml_perf.bench.spec import IterationPolicy
+def _iterations(
+    iterations: int,
+    target_ci: str | None,
+    min_iterations: int,
+    max_iterations: int,
+    max_time: float,
+    invocations: int | None = None,
+    max_invocations: int = 20,
+):
+    from winml_perf.model.spec import IterationPolicy
 
     _positive(iterations, "--iterations")
     if invocations is not None:
         _positive(invocations, "--invocations")
     if target_ci is None:
-        return IterationPolicy(iterations=iterations, invocations=DEFAULT_INVOCATIONS if invocations is None else invocations)
+        return IterationPolicy(
+            iterations=iterations, invocations=DEFAULT_INVOCATIONS if invocations is None else invocations
+        )
     least = ADAPTIVE_MIN_INVOCATIONS if invocations is None else invocations
     cap = 1 if least == 1 else _positive(max_invocations, "--max-invocations")
-    return IterationPolicy.until_ci(_percent(target_ci, "--target-ci"), _positive(min_iterations, "--min-iterations"),
-                                    _positive(max_iterations, "--max-iterations"), max_time, least, cap)
+    return IterationPolicy.until_ci(
+        _percent(target_ci, "--target-ci"),
+        _positive(min_iterations, "--min-iterations"),
+        _positive(max_iterations, "--max-iterations"),
+        max_time,
+        least,
+        cap,
+    )
 
 
 def _routes(route: list[str], ep: str | None, device: str | None, stages: str | None):
-    from winml_perf.bench.orchestrate import RouteRequest, parse_route
+    from winml_perf.measure.orchestrate import RouteRequest, parse_route
 
     stage_list = tuple(s.strip() for s in stages.split(",") if s.strip()) if stages else ()
     if route:
         if ep or device or stages:
-            raise UsageError("--route cannot be combined with --ep/--device/--stages", "put each route in its own --route, e.g. --route 'ep=webgpu;stages=context'")
+            raise UsageError(
+                "--route cannot be combined with --ep/--device/--stages",
+                "put each route in its own --route, e.g. --route 'ep=webgpu;stages=context'",
+            )
         return tuple(parse_route(r) for r in route)
     return (RouteRequest(ep=ep, device=device, stages=stage_list),)
 
@@ -145,91 +167,393 @@ EPILOG = """\
 
 
 def perf(
-    bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", show_default=False, help="A bundle folder (genai_config.json) or an .onnx model.")],
-    runtime: Annotated[Optional[str], typer.Option(metavar="NAME", rich_help_panel=ROUTING, help="winml-genai (bundles) or winml (plain ONNX); default from the path.")] = None,
-    ep: Annotated[Optional[str], typer.Option(metavar="NAME", rich_help_panel=ROUTING, help="Force every stage onto this EP (name or alias); wins over --device.")] = None,
-    device: Annotated[Optional[str], typer.Option(metavar="CLASS", rich_help_panel=ROUTING, help="config (genai default), auto, cpu, gpu or npu.")] = None,
-    route: Annotated[Optional[list[str]], typer.Option(metavar="ROUTE", rich_help_panel=ROUTING, help="A route to measure (repeatable, interleaved); syntax below.")] = None,
-    stages: Annotated[Optional[str], typer.Option(metavar="A,B", rich_help_panel=ROUTING, help="Limit a forced route to these stages.")] = None,
-    ep_library: Annotated[Optional[list[str]], typer.Option(metavar="NAME=PATH", rich_help_panel=ROUTING, help="Plugin EP library (repeatable).")] = None,
-    ep_option: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", rich_help_panel=ROUTING, help="EP provider option of forced routes (repeatable), e.g. soc_model=60.")] = None,
-    compile: Annotated[bool, typer.Option("--compile", metavar="", rich_help_panel=ROUTING, help="Compile stages to EPContext where the EP supports it.")] = False,
-    compile_timeout: Annotated[float, typer.Option(metavar="S", rich_help_panel=ROUTING, help="Seconds allowed for each compile.")] = 600.0,
-    verify_sources: Annotated[bool, typer.Option("--verify-sources", metavar="", rich_help_panel=ROUTING, help="Hash source files' contents for the cache key.")] = False,
-    strict: Annotated[bool, typer.Option("--strict", metavar="", rich_help_panel=ROUTING, help="Fail a forced route when any node of a forced stage would run on CPU.")] = False,
-    prompt: Annotated[Optional[str], typer.Option(metavar="TEXT", rich_help_panel=WORKLOAD, help="Prompt text (default: synthetic tokens).")] = None,
-    apply_template: Annotated[bool, typer.Option("--apply-template", metavar="", rich_help_panel=WORKLOAD, help="Wrap --prompt in the bundle's chat template.")] = False,
-    prompt_tokens: Annotated[Optional[list[str]], typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Prompt length(s) in tokens; a sweep (syntax below). Default 128.")] = None,
-    max_new_tokens: Annotated[Optional[list[str]], typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Tokens generated per iteration; a sweep. Default 32.")] = None,
-    seed: Annotated[int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Seed for synthetic prompts and the route order.")] = 0,
-    check_outputs: Annotated[bool, typer.Option("--check-outputs", metavar="", rich_help_panel=WORKLOAD, help="Compare forced routes' greedy tokens with the config route.")] = False,
-    warmup: Annotated[str, typer.Option(metavar="N|auto", rich_help_panel=MEASUREMENT, help="Warmup iterations, or auto (until times settle).")] = "1",
-    iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Measured iterations in each invocation (fixed).")] = 5,
-    invocations: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Invocations per route: a fresh process and model load each, interleaved across routes (default 5; adaptive: at least 3). 1: one process, its interval covers that process only.")] = None,
-    max_invocations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many invocations per route.")] = 20,
-    target_ci: Annotated[Optional[str], typer.Option(metavar="PCT", rich_help_panel=MEASUREMENT, help="Adaptive: run until the 95% CI of the median is within ±PCT (e.g. 1%).")] = None,
-    min_iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at least this many iterations in each invocation.")] = 6,
-    max_iterations: Annotated[int, typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many iterations per cell, all invocations together.")] = 1000,
-    max_time: Annotated[float, typer.Option(metavar="S", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many seconds per cell (loads, warmups and iterations).")] = 600.0,
-    rounds: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Interleaved rounds per cell group (several routes).")] = None,
-    isolate: Annotated[Optional[bool], typer.Option("--isolate/--no-isolate", metavar="", show_default=False, rich_help_panel=MEASUREMENT, help="Each route in its own child process (default with several routes).")] = None,
-    cell_timeout: Annotated[Optional[float], typer.Option(metavar="S", rich_help_panel=MEASUREMENT, help="Seconds before an isolated cell is killed as hung.")] = None,
-    explain: Annotated[bool, typer.Option("--explain", metavar="", rich_help_panel=MEASUREMENT, help="After each cell, profile its route apart: per-stage and per-operator time, and the difference between routes.")] = False,
-    store: Annotated[Optional[str], typer.Option(metavar="PATH|URL", rich_help_panel=OUTPUT, help="Results store: SQLite path or postgresql:// URL (default results/winml-perf.db, or $WINML_PERF_STORE).")] = None,
-    no_store: Annotated[bool, typer.Option("--no-store", metavar="", rich_help_panel=OUTPUT, help="Do not store the results.")] = False,
-    output: Annotated[Optional[Path], typer.Option("-o", "--output", metavar="FILE", rich_help_panel=OUTPUT, help="Also write the run record (JSON) to FILE.")] = None,
-    export_json: Annotated[Optional[Path], typer.Option("--export-json", metavar="FILE", rich_help_panel=OUTPUT, help="Write the run record (JSON) to FILE.")] = None,
-    export_jsonl: Annotated[Optional[Path], typer.Option("--export-jsonl", metavar="FILE", rich_help_panel=OUTPUT, help="Write one cell record per line to FILE.")] = None,
-    export_csv: Annotated[Optional[Path], typer.Option("--export-csv", metavar="FILE", rich_help_panel=OUTPUT, help="Write the result table (raw numbers) as CSV to FILE.")] = None,
-    export_markdown: Annotated[Optional[Path], typer.Option("--export-markdown", metavar="FILE", rich_help_panel=OUTPUT, help="Write the result table as markdown to FILE.")] = None,
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", rich_help_panel=OUTPUT, help="table, json, jsonl, csv or markdown on stdout (other text on stderr).")] = "table",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", metavar="", rich_help_panel=OUTPUT, help="No progress bar.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", metavar="", rich_help_panel=OUTPUT, help="Tracebacks on errors.")] = False,
-    shape: Annotated[Optional[list[str]], typer.Option(metavar="NAME=DIMS", rich_help_panel=ONNX, help="NAME=1x3x224x224, or DIM=N for a dynamic dimension (repeatable).")] = None,
-    input: Annotated[Optional[list[str]], typer.Option(metavar="NAME=FILE", rich_help_panel=ONNX, help="NAME=file.npy real input data (repeatable).")] = None,
-    io_binding: Annotated[bool, typer.Option("--io-binding", metavar="", rich_help_panel=ONNX, help="Bind inputs/outputs once, on the EP's device where possible.")] = False,
-    prepare: Annotated[bool, typer.Option("--prepare", metavar="", rich_help_panel=ONNX, help="Load an ahead-of-time prepared model (`winml bundle prepare`).")] = False,
-    intra_op_threads: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=ONNX, help="Session intra-op threads.")] = None,
-    inter_op_threads: Annotated[Optional[int], typer.Option(metavar="N", rich_help_panel=ONNX, help="Session inter-op threads.")] = None,
-    graph_optimization_level: Annotated[Optional[str], typer.Option(metavar="LEVEL", rich_help_panel=ONNX, help="disable, basic, extended, layout or all.")] = None,
-    session_config: Annotated[Optional[list[str]], typer.Option(metavar="KEY=VALUE", rich_help_panel=ONNX, help="Session config entry (repeatable).")] = None,
+    bundle: Annotated[
+        Path,
+        typer.Argument(
+            metavar="BUNDLE", show_default=False, help="A bundle folder (genai_config.json) or an .onnx model."
+        ),
+    ],
+    runtime: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            rich_help_panel=ROUTING,
+            help="winml-genai (bundles) or winml (plain ONNX); default from the path.",
+        ),
+    ] = None,
+    ep: Annotated[
+        str | None,
+        typer.Option(
+            metavar="NAME",
+            rich_help_panel=ROUTING,
+            help="Force every stage onto this EP (name or alias); wins over --device.",
+        ),
+    ] = None,
+    device: Annotated[
+        str | None,
+        typer.Option(metavar="CLASS", rich_help_panel=ROUTING, help="config (genai default), auto, cpu, gpu or npu."),
+    ] = None,
+    route: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="ROUTE", rich_help_panel=ROUTING, help="A route to measure (repeatable, interleaved); syntax below."
+        ),
+    ] = None,
+    stages: Annotated[
+        str | None, typer.Option(metavar="A,B", rich_help_panel=ROUTING, help="Limit a forced route to these stages.")
+    ] = None,
+    ep_library: Annotated[
+        list[str] | None,
+        typer.Option(metavar="NAME=PATH", rich_help_panel=ROUTING, help="Plugin EP library (repeatable)."),
+    ] = None,
+    ep_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="KEY=VALUE",
+            rich_help_panel=ROUTING,
+            help="EP provider option of forced routes (repeatable), e.g. soc_model=60.",
+        ),
+    ] = None,
+    compile: Annotated[
+        bool,
+        typer.Option(
+            "--compile",
+            metavar="",
+            rich_help_panel=ROUTING,
+            help="Compile stages to EPContext where the EP supports it.",
+        ),
+    ] = False,
+    compile_timeout: Annotated[
+        float, typer.Option(metavar="S", rich_help_panel=ROUTING, help="Seconds allowed for each compile.")
+    ] = 600.0,
+    verify_sources: Annotated[
+        bool,
+        typer.Option(
+            "--verify-sources",
+            metavar="",
+            rich_help_panel=ROUTING,
+            help="Hash source files' contents for the cache key.",
+        ),
+    ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict",
+            metavar="",
+            rich_help_panel=ROUTING,
+            help="Fail a forced route when any node of a forced stage would run on CPU.",
+        ),
+    ] = False,
+    prompt: Annotated[
+        str | None,
+        typer.Option(metavar="TEXT", rich_help_panel=WORKLOAD, help="Prompt text (default: synthetic tokens)."),
+    ] = None,
+    apply_template: Annotated[
+        bool,
+        typer.Option(
+            "--apply-template",
+            metavar="",
+            rich_help_panel=WORKLOAD,
+            help="Wrap --prompt in the bundle's chat template.",
+        ),
+    ] = False,
+    prompt_tokens: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=WORKLOAD,
+            help="Prompt length(s) in tokens; a sweep (syntax below). Default 128.",
+        ),
+    ] = None,
+    max_new_tokens: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="N", rich_help_panel=WORKLOAD, help="Tokens generated per iteration; a sweep. Default 32."
+        ),
+    ] = None,
+    seed: Annotated[
+        int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Seed for synthetic prompts and the route order.")
+    ] = 0,
+    check_outputs: Annotated[
+        bool,
+        typer.Option(
+            "--check-outputs",
+            metavar="",
+            rich_help_panel=WORKLOAD,
+            help="Compare forced routes' greedy tokens with the config route.",
+        ),
+    ] = False,
+    warmup: Annotated[
+        str,
+        typer.Option(
+            metavar="N|auto", rich_help_panel=MEASUREMENT, help="Warmup iterations, or auto (until times settle)."
+        ),
+    ] = "1",
+    iterations: Annotated[
+        int,
+        typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Measured iterations in each invocation (fixed)."),
+    ] = 5,
+    invocations: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=MEASUREMENT,
+            help="Invocations per route: a fresh process and model load each, interleaved across routes (default 5; adaptive: at least 3). 1: one process, its interval covers that process only.",
+        ),
+    ] = None,
+    max_invocations: Annotated[
+        int,
+        typer.Option(
+            metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many invocations per route."
+        ),
+    ] = 20,
+    target_ci: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PCT",
+            rich_help_panel=MEASUREMENT,
+            help="Adaptive: run until the 95% CI of the median is within ±PCT (e.g. 1%).",
+        ),
+    ] = None,
+    min_iterations: Annotated[
+        int,
+        typer.Option(
+            metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at least this many iterations in each invocation."
+        ),
+    ] = 6,
+    max_iterations: Annotated[
+        int,
+        typer.Option(
+            metavar="N",
+            rich_help_panel=MEASUREMENT,
+            help="Adaptive: at most this many iterations per cell, all invocations together.",
+        ),
+    ] = 1000,
+    max_time: Annotated[
+        float,
+        typer.Option(
+            metavar="S",
+            rich_help_panel=MEASUREMENT,
+            help="Adaptive: at most this many seconds per cell (loads, warmups and iterations).",
+        ),
+    ] = 600.0,
+    rounds: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N", rich_help_panel=MEASUREMENT, help="Interleaved rounds per cell group (several routes)."
+        ),
+    ] = None,
+    isolate: Annotated[
+        bool | None,
+        typer.Option(
+            "--isolate/--no-isolate",
+            metavar="",
+            show_default=False,
+            rich_help_panel=MEASUREMENT,
+            help="Each route in its own child process (default with several routes).",
+        ),
+    ] = None,
+    cell_timeout: Annotated[
+        float | None,
+        typer.Option(
+            metavar="S", rich_help_panel=MEASUREMENT, help="Seconds before an isolated cell is killed as hung."
+        ),
+    ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            metavar="",
+            rich_help_panel=MEASUREMENT,
+            help="After each cell, profile its route apart: per-stage and per-operator time, and the difference between routes.",
+        ),
+    ] = False,
+    store: Annotated[
+        str | None,
+        typer.Option(
+            metavar="PATH|URL",
+            rich_help_panel=OUTPUT,
+            help="Results store: SQLite path or postgresql:// URL (default results/winml-perf.db, or $WINML_PERF_STORE).",
+        ),
+    ] = None,
+    no_store: Annotated[
+        bool, typer.Option("--no-store", metavar="", rich_help_panel=OUTPUT, help="Do not store the results.")
+    ] = False,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "-o", "--output", metavar="FILE", rich_help_panel=OUTPUT, help="Also write the run record (JSON) to FILE."
+        ),
+    ] = None,
+    export_json: Annotated[
+        Path | None,
+        typer.Option(
+            "--export-json", metavar="FILE", rich_help_panel=OUTPUT, help="Write the run record (JSON) to FILE."
+        ),
+    ] = None,
+    export_jsonl: Annotated[
+        Path | None,
+        typer.Option(
+            "--export-jsonl", metavar="FILE", rich_help_panel=OUTPUT, help="Write one cell record per line to FILE."
+        ),
+    ] = None,
+    export_csv: Annotated[
+        Path | None,
+        typer.Option(
+            "--export-csv",
+            metavar="FILE",
+            rich_help_panel=OUTPUT,
+            help="Write the result table (raw numbers) as CSV to FILE.",
+        ),
+    ] = None,
+    export_markdown: Annotated[
+        Path | None,
+        typer.Option(
+            "--export-markdown",
+            metavar="FILE",
+            rich_help_panel=OUTPUT,
+            help="Write the result table as markdown to FILE.",
+        ),
+    ] = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            rich_help_panel=OUTPUT,
+            help="table, json, jsonl, csv or markdown on stdout (other text on stderr).",
+        ),
+    ] = "table",
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", metavar="", rich_help_panel=OUTPUT, help="No progress bar.")
+    ] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", "-v", metavar="", rich_help_panel=OUTPUT, help="Tracebacks on errors.")
+    ] = False,
+    shape: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="NAME=DIMS",
+            rich_help_panel=ONNX,
+            help="NAME=1x3x224x224, or DIM=N for a dynamic dimension (repeatable).",
+        ),
+    ] = None,
+    input: Annotated[
+        list[str] | None,
+        typer.Option(metavar="NAME=FILE", rich_help_panel=ONNX, help="NAME=file.npy real input data (repeatable)."),
+    ] = None,
+    io_binding: Annotated[
+        bool,
+        typer.Option(
+            "--io-binding",
+            metavar="",
+            rich_help_panel=ONNX,
+            help="Bind inputs/outputs once, on the EP's device where possible.",
+        ),
+    ] = False,
+    prepare: Annotated[
+        bool,
+        typer.Option(
+            "--prepare",
+            metavar="",
+            rich_help_panel=ONNX,
+            help="Load an ahead-of-time prepared model (`winml bundle prepare`).",
+        ),
+    ] = False,
+    intra_op_threads: Annotated[
+        int | None, typer.Option(metavar="N", rich_help_panel=ONNX, help="Session intra-op threads.")
+    ] = None,
+    inter_op_threads: Annotated[
+        int | None, typer.Option(metavar="N", rich_help_panel=ONNX, help="Session inter-op threads.")
+    ] = None,
+    graph_optimization_level: Annotated[
+        str | None, typer.Option(metavar="LEVEL", rich_help_panel=ONNX, help="disable, basic, extended, layout or all.")
+    ] = None,
+    session_config: Annotated[
+        list[str] | None,
+        typer.Option(metavar="KEY=VALUE", rich_help_panel=ONNX, help="Session config entry (repeatable)."),
+    ] = None,
 ) -> None:
     """Benchmark token throughput and latency of a bundle (or the latency of an ONNX model)."""
-    from winml_perf.bench.orchestrate import PerfRequest, run_benchmark
     from winml_perf.commands.sweep_values import sweep_values
-    from winml_perf.formats import check_format
+    from winml_perf.measure.orchestrate import PerfRequest, run_benchmark
+    from winml_perf.publish.formats import check_format
 
     check_format(fmt)
     runtime = runtime_named(runtime) if runtime else runtime_for_path(bundle)
-    _check_runtime_flags(runtime, {"--stages": bool(stages), "--ep-option": bool(ep_option), "--compile": compile, "--prompt": prompt is not None,
-                                   "--prompt-tokens": bool(prompt_tokens), "--apply-template": apply_template,
-                                   "--shape": bool(shape), "--input": bool(input), "--io-binding": io_binding, "--prepare": prepare})
+    _check_runtime_flags(
+        runtime,
+        {
+            "--stages": bool(stages),
+            "--ep-option": bool(ep_option),
+            "--compile": compile,
+            "--prompt": prompt is not None,
+            "--prompt-tokens": bool(prompt_tokens),
+            "--apply-template": apply_template,
+            "--shape": bool(shape),
+            "--input": bool(input),
+            "--io-binding": io_binding,
+            "--prepare": prepare,
+        },
+    )
     onnx_options = {}
     if not runtime.token_based:
         if not bundle.exists():
             raise UsageError(f"model {bundle} does not exist", "pass the path of an .onnx file")
         from winml_perf.session.onnx_options import options_from_flags
 
-        onnx_options = options_from_flags(ep=ep, device=device, shape=shape, input=input, io_binding=io_binding,
-                                          intra_op_threads=intra_op_threads, inter_op_threads=inter_op_threads,
-                                          graph_optimization_level=graph_optimization_level, session_config=session_config, seed=seed)
+        onnx_options = options_from_flags(
+            ep=ep,
+            device=device,
+            shape=shape,
+            input=input,
+            io_binding=io_binding,
+            intra_op_threads=intra_op_threads,
+            inter_op_threads=inter_op_threads,
+            graph_optimization_level=graph_optimization_level,
+            session_config=session_config,
+            seed=seed,
+        )
     elif any(v is not None for v in (intra_op_threads, inter_op_threads, graph_optimization_level)) or session_config:
-        raise UsageError("--intra-op-threads/--inter-op-threads/--graph-optimization-level/--session-config apply to --runtime winml",
-                         "for bundles, set session_options in genai_config.json")
+        raise UsageError(
+            "--intra-op-threads/--inter-op-threads/--graph-optimization-level/--session-config apply to --runtime winml",
+            "for bundles, set session_options in genai_config.json",
+        )
     request = PerfRequest(
-        path=bundle, runtime=runtime.name, routes=_routes(route or [], ep, device, stages), ep_libraries=tuple(ep_library or ()),
+        path=bundle,
+        runtime=runtime.name,
+        routes=_routes(route or [], ep, device, stages),
+        ep_libraries=tuple(ep_library or ()),
         ep_options=tuple(sorted(parse_options(ep_option or ()).items())),
-        compile=compile, compile_timeout_s=compile_timeout, verify_sources=verify_sources, prompt=prompt,
-        apply_template=apply_template, prompt_tokens=sweep_values(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
-        max_new_tokens=sweep_values(max_new_tokens or ["32"], "--max-new-tokens"), warmup=_warmup(warmup),
-        iterations=_iterations(iterations, target_ci, min_iterations, max_iterations, max_time, invocations, max_invocations),
-        rounds=_positive(rounds, "--rounds") if rounds is not None else None, isolate=isolate, cell_timeout_s=cell_timeout,
-        seed=seed, quiet=quiet or not sys.stderr.isatty(), store=store, no_store=no_store, check_outputs=check_outputs,
-        strict=strict, onnx_options=onnx_options, prepare_model=prepare, explain=explain,
+        compile=compile,
+        compile_timeout_s=compile_timeout,
+        verify_sources=verify_sources,
+        prompt=prompt,
+        apply_template=apply_template,
+        prompt_tokens=sweep_values(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
+        max_new_tokens=sweep_values(max_new_tokens or ["32"], "--max-new-tokens"),
+        warmup=_warmup(warmup),
+        iterations=_iterations(
+            iterations, target_ci, min_iterations, max_iterations, max_time, invocations, max_invocations
+        ),
+        rounds=_positive(rounds, "--rounds") if rounds is not None else None,
+        isolate=isolate,
+        cell_timeout_s=cell_timeout,
+        seed=seed,
+        quiet=quiet or not sys.stderr.isatty(),
+        store=store,
+        no_store=no_store,
+        check_outputs=check_outputs,
+        strict=strict,
+        onnx_options=onnx_options,
+        prepare_model=prepare,
+        explain=explain,
     )
     if request.iterations.multi_invocation and isolate is False:
-        raise UsageError("--no-isolate cannot run several invocations: each invocation is a fresh process",
-                         "drop --no-isolate, or pass --invocations 1")
+        raise UsageError(
+            "--no-isolate cannot run several invocations: each invocation is a fresh process",
+            "drop --no-isolate, or pass --invocations 1",
+        )
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
     exports = _exports(output, export_json, export_jsonl, export_csv, export_markdown)
@@ -251,20 +575,32 @@ def perf(
     if outcome.store_errors:
         kept = [str(p) for p, f in exports.values() if f == "json"]
         kept += [str(p) for p in [_save_unstored(outcome, doc)] if p]
-        raise StoreError(f"{len(outcome.store_errors)} record(s) could not be stored in {outcome.store}: "
-                         + "; ".join(outcome.store_errors[:3]),
-                         f"the run record is kept in {' and '.join(kept)} (`winml results import` reads it)" if kept
-                         else "the run record is complete in the output above; rerun with -o FILE to keep it")
+        raise StoreError(
+            f"{len(outcome.store_errors)} record(s) could not be stored in {outcome.store}: "
+            + "; ".join(outcome.store_errors[:3]),
+            f"the run record is kept in {' and '.join(kept)} (`winml results import` reads it)"
+            if kept
+            else "the run record is complete in the output above; rerun with -o FILE to keep it",
+        )
     failed = [c for c in doc["cells"] if c["status"] != "ok"]
     if failed:
-        raise BenchmarkFailure(f"{len(failed)} of {len(doc['cells'])} cells failed: "
-                               + "; ".join(f"{c['cell_key']}: {(c.get('failure') or {}).get('message', '?')}" for c in failed[:3]))
+        raise BenchmarkFailure(
+            f"{len(failed)} of {len(doc['cells'])} cells failed: "
+            + "; ".join(f"{c['cell_key']}: {(c.get('failure') or {}).get('message', '?')}" for c in failed[:3])
+        )
 
 
-def _exports(output: Path | None, json_: Path | None, jsonl: Path | None, csv: Path | None, markdown: Path | None) -> dict[str, tuple[Path, str]]:
+def _exports(
+    output: Path | None, json_: Path | None, jsonl: Path | None, csv: Path | None, markdown: Path | None
+) -> dict[str, tuple[Path, str]]:
     """Every file to write, by its flag: -o and --export-json take the run record."""
-    given = {"-o": (output, "json"), "--export-json": (json_, "json"), "--export-jsonl": (jsonl, "jsonl"),
-             "--export-csv": (csv, "csv"), "--export-markdown": (markdown, "markdown")}
+    given = {
+        "-o": (output, "json"),
+        "--export-json": (json_, "json"),
+        "--export-jsonl": (jsonl, "jsonl"),
+        "--export-csv": (csv, "csv"),
+        "--export-markdown": (markdown, "markdown"),
+    }
     out = {flag: (path, f) for flag, (path, f) in given.items() if path is not None}
     paths = [str(path) for path, _ in out.values()]
     dup = sorted({p for p in paths if paths.count(p) > 1})
@@ -276,8 +612,8 @@ def _exports(output: Path | None, json_: Path | None, jsonl: Path | None, csv: P
 def _print_run(doc: dict, fmt: str) -> None:
     """The run on stdout in ``fmt``; for formats other than table, warnings and the summary go to
     stderr so stdout stays machine-readable."""
-    from winml_perf.render import render_run
-    from winml_perf.results.run_summary import summarize_routes, summary_lines
+    from winml_perf.compare.run_summary import summarize_routes, summary_lines
+    from winml_perf.publish.render import render_run
 
     report = summarize_routes(doc)
     summary = summary_lines(report) if report is not None and report.rows else []
@@ -293,6 +629,6 @@ def _print_run(doc: dict, fmt: str) -> None:
 
 
 def run_text(doc: dict, fmt: str) -> str:
-    from winml_perf.render import run_text as text
+    from winml_perf.publish.render import run_text as text
 
     return text(doc, fmt)

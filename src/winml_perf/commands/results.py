@@ -5,24 +5,40 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from winml_perf.errors import UsageError
-from winml_perf.formats import FORMAT_HELP, FORMATS, check_format, json_text, table_text
+from winml_perf.publish.formats import FORMAT_HELP, FORMATS, check_format, json_text, table_text
+from winml_perf.support.errors import UsageError
 
 app = typer.Typer(help="List, show and export stored benchmark results.", no_args_is_help=True)
 
-StoreOpt = Annotated[Optional[str], typer.Option("--store", help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).")]
-BundleOpt = Annotated[Optional[str], typer.Option("--bundle", help="Only this bundle (name or path).")]
-RouteOpt = Annotated[Optional[str], typer.Option("--route", help="Only this route (config, ep=cpu, device=gpu, ...).")]
-TestbedOpt = Annotated[Optional[str], typer.Option("--testbed", help="Only this testbed id.")]
-RunOpt = Annotated[Optional[str], typer.Option("--run", help="Only this run (its id or a unique prefix, e.g. the 8 characters `results list` shows).")]
-SinceOpt = Annotated[Optional[str], typer.Option("--since", help="Only records from this date/time on (2025-01-31, ISO time, or 7d / 12h).")]
-UntilOpt = Annotated[Optional[str], typer.Option("--until", help="Only records before this date/time (a bare date includes that day).")]
-StatusOpt = Annotated[Optional[str], typer.Option("--status", help="ok or failed.")]
-CommitOpt = Annotated[Optional[str], typer.Option("--commit", help="Only records of this git commit (prefix).")]
+StoreOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).",
+    ),
+]
+BundleOpt = Annotated[str | None, typer.Option("--bundle", help="Only this bundle (name or path).")]
+RouteOpt = Annotated[str | None, typer.Option("--route", help="Only this route (config, ep=cpu, device=gpu, ...).")]
+TestbedOpt = Annotated[str | None, typer.Option("--testbed", help="Only this testbed id.")]
+RunOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--run", help="Only this run (its id or a unique prefix, e.g. the 8 characters `results list` shows)."
+    ),
+]
+SinceOpt = Annotated[
+    str | None, typer.Option("--since", help="Only records from this date/time on (2025-01-31, ISO time, or 7d / 12h).")
+]
+UntilOpt = Annotated[
+    str | None, typer.Option("--until", help="Only records before this date/time (a bare date includes that day).")
+]
+StatusOpt = Annotated[str | None, typer.Option("--status", help="ok or failed.")]
+CommitOpt = Annotated[str | None, typer.Option("--commit", help="Only records of this git commit (prefix).")]
+
 
 def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
     check_format(fmt, allowed)
@@ -31,8 +47,16 @@ def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
 def _filters(bundle, route, testbed, run, since, until, status, commit) -> dict:  # noqa: ANN001
     if status is not None and status not in ("ok", "failed"):
         raise UsageError(f"--status {status!r} is not ok or failed", "pass --status ok or --status failed")
-    return {"bundle": bundle, "route": route, "testbed": testbed, "run_id": run, "since": since, "until": until,
-            "status": status, "git_commit": commit}
+    return {
+        "bundle": bundle,
+        "route": route,
+        "testbed": testbed,
+        "run_id": run,
+        "since": since,
+        "until": until,
+        "status": status,
+        "git_commit": commit,
+    }
 
 
 def _load(store: str | None, filters: dict, limit: int | None = None):  # noqa: ANN202
@@ -51,13 +75,20 @@ def _load(store: str | None, filters: dict, limit: int | None = None):  # noqa: 
 
 @app.command("list")
 def list_command(
-    store: StoreOpt = None, bundle: BundleOpt = None, route: RouteOpt = None, testbed: TestbedOpt = None, run: RunOpt = None,
-    since: SinceOpt = None, until: UntilOpt = None, status: StatusOpt = None, commit: CommitOpt = None,
-    limit: Annotated[Optional[int], typer.Option("--limit", help="Only the newest N records.")] = None,
+    store: StoreOpt = None,
+    bundle: BundleOpt = None,
+    route: RouteOpt = None,
+    testbed: TestbedOpt = None,
+    run: RunOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    status: StatusOpt = None,
+    commit: CommitOpt = None,
+    limit: Annotated[int | None, typer.Option("--limit", help="Only the newest N records.")] = None,
     fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
 ) -> None:
     """List stored records (oldest first), with headline numbers."""
-    from winml_perf.results import export as ex
+    from winml_perf.publish import export as ex
 
     _check_format(fmt)
     if limit is not None and limit < 1:
@@ -79,11 +110,14 @@ def _metric_rows(rec: dict) -> list[list]:
     from winml_perf.model.metrics import sort_key
 
     metrics = rec.get("metrics") or {}
-    return [[name, m.get("n"), *(m.get(k) for k in _METRIC_STATS)] for name, m in sorted(metrics.items(), key=lambda kv: sort_key(kv[0]))]
+    return [
+        [name, m.get("n"), *(m.get(k) for k in _METRIC_STATS)]
+        for name, m in sorted(metrics.items(), key=lambda kv: sort_key(kv[0]))
+    ]
 
 
 def _show_table(row: dict) -> str:
-    from winml_perf.results.compare import shape_label
+    from winml_perf.compare.comparisons import shape_label
 
     rec = row["record"]
     lines = [
@@ -106,8 +140,8 @@ def _show_table(row: dict) -> str:
 def _shown_rows(s, ref: str) -> list[dict]:  # noqa: ANN001
     """The record ``ref`` names (numeric id or record id prefix), else every record of the run
     whose id starts with it."""
-    from winml_perf.errors import StoreError
     from winml_perf.results.selectors import run_matches
+    from winml_perf.support.errors import StoreError
 
     try:
         return [s.get(ref)]
@@ -115,17 +149,27 @@ def _shown_rows(s, ref: str) -> list[dict]:  # noqa: ANN001
         runs = [] if ref.strip().isdigit() else run_matches(s, ref.strip())
         if len(runs) != 1:
             if len(runs) > 1:
-                raise UsageError(f"{ref!r} is no record id and matches {len(runs)} runs: {', '.join(runs[:6])}",
-                                 "give more characters of the run id") from None
+                raise UsageError(
+                    f"{ref!r} is no record id and matches {len(runs)} runs: {', '.join(runs[:6])}",
+                    "give more characters of the run id",
+                ) from None
             raise exc from None
         return [s.get(r["id"]) for r in s.records(run_id=runs[0])]
 
 
 @app.command("show")
 def show_command(
-    record_id: Annotated[str, typer.Argument(help="A record's numeric id (from `winml results list`), its cell id (prefix), or a run id (prefix: every record of that run).")],
+    record_id: Annotated[
+        str,
+        typer.Argument(
+            help="A record's numeric id (from `winml results list`), its cell id (prefix), or a run id (prefix: every record of that run)."
+        ),
+    ],
     store: StoreOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="table, json (the whole stored record), jsonl, csv or markdown (the metrics).")] = "table",
+    fmt: Annotated[
+        str,
+        typer.Option("--format", help="table, json (the whole stored record), jsonl, csv or markdown (the metrics)."),
+    ] = "table",
 ) -> None:
     """Show stored records: identity, metrics and warnings, or the whole record as JSON."""
     from winml_perf.results.store import open_store
@@ -145,7 +189,7 @@ def show_command(
 
 
 def _write(path: Path, text: str) -> None:
-    from winml_perf.output import check_output, write_output
+    from winml_perf.support.output import check_output, write_output
 
     check_output(path)
     write_output(path, text)
@@ -154,33 +198,59 @@ def _write(path: Path, text: str) -> None:
 
 @app.command("export")
 def export_command(
-    fmt: Annotated[str, typer.Option("--format", help="csv, json, jsonl, markdown, bmf (Bencher), gab-bigger or gab-smaller (github-action-benchmark's customBiggerIsBetter / customSmallerIsBetter: one file each).")],
-    output: Annotated[Optional[Path], typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
-    direction: Annotated[Optional[str], typer.Option("--direction", help="With --format gab: bigger or smaller (the same as gab-bigger / gab-smaller).")] = None,
-    store: StoreOpt = None, bundle: BundleOpt = None, route: RouteOpt = None, testbed: TestbedOpt = None, run: RunOpt = None,
-    since: SinceOpt = None, until: UntilOpt = None, status: StatusOpt = None, commit: CommitOpt = None,
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="csv, json, jsonl, markdown, bmf (Bencher), gab-bigger or gab-smaller (github-action-benchmark's customBiggerIsBetter / customSmallerIsBetter: one file each).",
+        ),
+    ],
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    direction: Annotated[
+        str | None,
+        typer.Option(
+            "--direction", help="With --format gab: bigger or smaller (the same as gab-bigger / gab-smaller)."
+        ),
+    ] = None,
+    store: StoreOpt = None,
+    bundle: BundleOpt = None,
+    route: RouteOpt = None,
+    testbed: TestbedOpt = None,
+    run: RunOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    status: StatusOpt = None,
+    commit: CommitOpt = None,
 ) -> None:
     """Export stored records. bmf and gab take the newest ok record of each bundle x route x shape
     (one testbed); each metric's direction comes from its name (throughputs up, times down)."""
-    from winml_perf.results import export as ex
+    from winml_perf.publish import export as ex
 
     _check_format(fmt, tuple(ex.EXPORTERS))
     if direction is not None and fmt != "gab":
-        raise UsageError("--direction applies to --format gab only", "drop --direction, or pass --format gab-bigger / gab-smaller")
+        raise UsageError(
+            "--direction applies to --format gab only", "drop --direction, or pass --format gab-bigger / gab-smaller"
+        )
     if fmt == "gab" and direction is None:
-        raise UsageError("--format gab needs a direction: a github-action-benchmark file holds one (customBiggerIsBetter or customSmallerIsBetter)",
-                         "pass --format gab-bigger (throughputs) or --format gab-smaller (times, bytes); one file each")
+        raise UsageError(
+            "--format gab needs a direction: a github-action-benchmark file holds one (customBiggerIsBetter or customSmallerIsBetter)",
+            "pass --format gab-bigger (throughputs) or --format gab-smaller (times, bytes); one file each",
+        )
     if output is not None:
-        from winml_perf.output import check_output
+        from winml_perf.support.output import check_output
 
         check_output(output)  # before reading the store
     df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit))
     if df.empty:
-        raise UsageError(f"the export selects no records in {where}", "loosen the filters; `winml results list` shows what is stored")
+        raise UsageError(
+            f"the export selects no records in {where}", "loosen the filters; `winml results list` shows what is stored"
+        )
     text = ex.export(df, fmt, direction=direction)
     if ex.selects_nothing(fmt, text):
-        raise UsageError(f"--format {fmt} has nothing to export from the {len(df)} selected record(s) (no ok record with such metrics)",
-                         "select ok records (`winml results list --status ok`), or pick the other direction")
+        raise UsageError(
+            f"--format {fmt} has nothing to export from the {len(df)} selected record(s) (no ok record with such metrics)",
+            "select ok records (`winml results list --status ok`), or pick the other direction",
+        )
     if output is None:
         sys.stdout.write(text)
     else:
@@ -200,13 +270,19 @@ def import_command(
     with open_store(store) as s:
         report = import_files(s, files)
         where = s.display
-    print(f"imported {report.new} new cell(s) from {report.files} file(s) into {where}"
-          f" ({report.already_stored} already stored)", file=sys.stderr)
+    print(
+        f"imported {report.new} new cell(s) from {report.files} file(s) into {where}"
+        f" ({report.already_stored} already stored)",
+        file=sys.stderr,
+    )
 
 
 @app.command("prune")
 def prune_command(
-    older_than: Annotated[str, typer.Option("--older-than", help="Delete records older than this age (90d, 12w, 48h) or date (2025-01-31).")],
+    older_than: Annotated[
+        str,
+        typer.Option("--older-than", help="Delete records older than this age (90d, 12w, 48h) or date (2025-01-31)."),
+    ],
     store: StoreOpt = None,
 ) -> None:
     """Delete records (with their metrics and samples) older than an age or a date."""

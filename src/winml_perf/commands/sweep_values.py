@@ -11,9 +11,9 @@ Repeats keep their first position (``16,64 --prompt-tokens 16`` runs 16 and 64 o
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
-from winml_perf.errors import UsageError
+from winml_perf.support.errors import UsageError
 
 RANGE = re.compile(r"^(\d+)-(\d+)([+*])(\d+)$")
 SYNTAX = "N, FIRST-LAST+STEP or FIRST-LAST*FACTOR, comma-separated; repeat the flag to add more"

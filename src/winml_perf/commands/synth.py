@@ -5,36 +5,65 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from winml_perf.bundle.synth import ARCHITECTURES, PRECISIONS, PRESETS, SynthSpec, synthesize
+from winml_perf.synth.transformer import ARCHITECTURES, PRECISIONS, PRESETS, SynthSpec, synthesize
 
 
 def synth(
     output: Annotated[Path, typer.Option("-o", "--output", help="Folder to write the bundle to.")],
     preset: Annotated[str, typer.Option(help=f"Architecture shape: {', '.join(PRESETS)}.")] = "tiny",
-    arch: Annotated[Optional[str], typer.Option(help=f"Model family ({', '.join(ARCHITECTURES)}); default: the preset's.")] = None,
-    precision: Annotated[str, typer.Option("-p", "--precision", help=f"Builder precision: {', '.join(PRECISIONS)}.")] = "int4",
+    arch: Annotated[
+        str | None, typer.Option(help=f"Model family ({', '.join(ARCHITECTURES)}); default: the preset's.")
+    ] = None,
+    precision: Annotated[
+        str, typer.Option("-p", "--precision", help=f"Builder precision: {', '.join(PRECISIONS)}.")
+    ] = "int4",
     execution_provider: Annotated[str, typer.Option("-e", "--execution-provider", help="Builder target EP.")] = "cpu",
-    pipeline: Annotated[bool, typer.Option("--pipeline", help="Split into an NPU-style decoder-pipeline bundle.")] = False,
-    quantize_lm_head: Annotated[bool, typer.Option("--quantize-lm-head", help="Pipeline: int4 MatMulNBits lm_head (default fp32/fp16 MatMul).")] = False,
-    static_npu: Annotated[bool, typer.Option("--static-npu", help="Static-shape pipeline with context and iterator on QNN (implies --pipeline).")] = False,
+    pipeline: Annotated[
+        bool, typer.Option("--pipeline", help="Split into an NPU-style decoder-pipeline bundle.")
+    ] = False,
+    quantize_lm_head: Annotated[
+        bool, typer.Option("--quantize-lm-head", help="Pipeline: int4 MatMulNBits lm_head (default fp32/fp16 MatMul).")
+    ] = False,
+    static_npu: Annotated[
+        bool,
+        typer.Option(
+            "--static-npu", help="Static-shape pipeline with context and iterator on QNN (implies --pipeline)."
+        ),
+    ] = False,
     prompt_length: Annotated[int, typer.Option(help="--static-npu: the context stage's fixed prompt length.")] = 16,
-    kv_length: Annotated[int, typer.Option(help="--static-npu: KV buffer positions (prompt + generated tokens).")] = 128,
-    soc_model: Annotated[str, typer.Option(help="--static-npu: QNN soc_model for the context and iterator stages.")] = "60",
+    kv_length: Annotated[
+        int, typer.Option(help="--static-npu: KV buffer positions (prompt + generated tokens).")
+    ] = 128,
+    soc_model: Annotated[
+        str, typer.Option(help="--static-npu: QNN soc_model for the context and iterator stages.")
+    ] = "60",
     seed: Annotated[int, typer.Option(help="Seed for weights and tokenizer corpus.")] = 0,
-    context_length: Annotated[Optional[int], typer.Option(help="Override max_position_embeddings.")] = None,
-    layers: Annotated[Optional[int], typer.Option(help="Override the number of layers (smaller test bundles).")] = None,
+    context_length: Annotated[int | None, typer.Option(help="Override max_position_embeddings.")] = None,
+    layers: Annotated[int | None, typer.Option(help="Override the number of layers (smaller test bundles).")] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty output folder.")] = False,
     fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
 ) -> None:
     """Make a random-weight onnxruntime-genai bundle (needs the `synth` extra; no hub access)."""
     overrides = {"num_hidden_layers": layers} if layers else {}
-    spec = SynthSpec(preset=preset, arch=arch, precision=precision, execution_provider=execution_provider,
-                     pipeline=pipeline, quantize_lm_head=quantize_lm_head, seed=seed, context_length=context_length, overrides=overrides,
-                     static_npu=static_npu, prompt_length=prompt_length, kv_length=kv_length, soc_model=soc_model)
+    spec = SynthSpec(
+        preset=preset,
+        arch=arch,
+        precision=precision,
+        execution_provider=execution_provider,
+        pipeline=pipeline,
+        quantize_lm_head=quantize_lm_head,
+        seed=seed,
+        context_length=context_length,
+        overrides=overrides,
+        static_npu=static_npu,
+        prompt_length=prompt_length,
+        kv_length=kv_length,
+        soc_model=soc_model,
+    )
     summary = synthesize(spec, output, force=force, log=lambda m: print(m, file=sys.stderr))
     if fmt == "json":
         print(json.dumps(summary, indent=2))

@@ -11,8 +11,9 @@ per instance and the sums hold exactly:
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from winml_perf.explain.profile import COPY_OPS, RunProfile
 
@@ -37,7 +38,7 @@ class OpCost:
         return {"op": self.op, "ep": self.ep, "count": _num(self.count), "ms": _num(self.ms), "bytes": _num(self.bytes)}
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "OpCost":
+    def from_dict(cls, d: Mapping) -> OpCost:
         return cls(str(d["op"]), str(d["ep"]), float(d["count"]), float(d["ms"]), float(d.get("bytes") or 0))
 
 
@@ -57,12 +58,23 @@ class StageCost:
         return self.session_ms - self.ops_ms
 
     def to_dict(self) -> dict:
-        return {"stage": self.stage, "runs": _num(self.runs), "session_ms": _num(self.session_ms), "ops_ms": _num(self.ops_ms),
-                "overhead_ms": _num(self.overhead_ms), "ops": [o.to_dict() for o in self.ops]}
+        return {
+            "stage": self.stage,
+            "runs": _num(self.runs),
+            "session_ms": _num(self.session_ms),
+            "ops_ms": _num(self.ops_ms),
+            "overhead_ms": _num(self.overhead_ms),
+            "ops": [o.to_dict() for o in self.ops],
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "StageCost":
-        return cls(str(d["stage"]), float(d["runs"]), float(d["session_ms"]), tuple(OpCost.from_dict(o) for o in d.get("ops") or ()))
+    def from_dict(cls, d: Mapping) -> StageCost:
+        return cls(
+            str(d["stage"]),
+            float(d["runs"]),
+            float(d["session_ms"]),
+            tuple(OpCost.from_dict(o) for o in d.get("ops") or ()),
+        )
 
 
 @dataclass(frozen=True)
@@ -83,15 +95,31 @@ class PhaseBreakdown:
     def copies(self) -> dict[str, float]:
         """Copies between devices (MemcpyToHost/MemcpyFromHost nodes) over all stages."""
         ops = [o for s in self.stages for o in s.ops if o.is_copy]
-        return {"count": _num(sum(o.count for o in ops)), "ms": _num(sum(o.ms for o in ops)), "bytes": _num(sum(o.bytes for o in ops))}
+        return {
+            "count": _num(sum(o.count for o in ops)),
+            "ms": _num(sum(o.ms for o in ops)),
+            "bytes": _num(sum(o.bytes for o in ops)),
+        }
 
     def to_dict(self) -> dict:
-        return {"phase": self.phase, "instances": self.instances, "wall_ms": _num(self.wall_ms), "sessions_ms": _num(self.sessions_ms),
-                "host_ms": _num(self.host_ms), "copies": self.copies(), "stages": [s.to_dict() for s in self.stages]}
+        return {
+            "phase": self.phase,
+            "instances": self.instances,
+            "wall_ms": _num(self.wall_ms),
+            "sessions_ms": _num(self.sessions_ms),
+            "host_ms": _num(self.host_ms),
+            "copies": self.copies(),
+            "stages": [s.to_dict() for s in self.stages],
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> "PhaseBreakdown":
-        return cls(str(d["phase"]), int(d["instances"]), float(d["wall_ms"]), tuple(StageCost.from_dict(s) for s in d.get("stages") or ()))
+    def from_dict(cls, d: Mapping) -> PhaseBreakdown:
+        return cls(
+            str(d["phase"]),
+            int(d["instances"]),
+            float(d["wall_ms"]),
+            tuple(StageCost.from_dict(s) for s in d.get("stages") or ()),
+        )
 
 
 def _num(x: float) -> float:
@@ -108,13 +136,17 @@ def stage_cost(stage: str, runs: Sequence[RunProfile], instances: int) -> StageC
             t[0] += 1
             t[1] += n.dur_us
             t[2] += n.output_bytes
-    ops = [OpCost(op, ep, c / instances, us / 1000.0 / instances, b / instances) for (op, ep), (c, us, b) in totals.items()]
+    ops = [
+        OpCost(op, ep, c / instances, us / 1000.0 / instances, b / instances) for (op, ep), (c, us, b) in totals.items()
+    ]
     ops.sort(key=lambda o: (-o.ms, o.op, o.ep))
     session_ms = sum(r.dur_us for r in runs) / 1000.0 / instances
     return StageCost(stage, len(runs) / instances, session_ms, tuple(ops))
 
 
-def phase_breakdown(phase: str, walls_ms: Sequence[float], stage_runs: Mapping[str, Sequence[RunProfile]]) -> PhaseBreakdown:
+def phase_breakdown(
+    phase: str, walls_ms: Sequence[float], stage_runs: Mapping[str, Sequence[RunProfile]]
+) -> PhaseBreakdown:
     """The breakdown of ``len(walls_ms)`` instances of ``phase``; ``stage_runs``: every session run of
     each stage during those instances (in the order the stages ran). Stages with no run are left out."""
     if phase not in PHASES:

@@ -10,8 +10,8 @@ itself) is what no session explains; it is kept apart, never ranked among the na
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from winml_perf.explain.breakdown import PhaseBreakdown, phases_from_dict
 
@@ -62,7 +62,9 @@ def _ops(phase: PhaseBreakdown) -> dict[tuple[str, str], dict]:
     out: dict[tuple[str, str], dict] = {}
     for stage in phase.stages:
         for op in stage.ops:
-            t = out.setdefault((stage.stage, op.op), {"ms": 0.0, "count": 0.0, "bytes": 0.0, "eps": [], "copy": op.is_copy})
+            t = out.setdefault(
+                (stage.stage, op.op), {"ms": 0.0, "count": 0.0, "bytes": 0.0, "eps": [], "copy": op.is_copy}
+            )
             t["ms"] += op.ms
             t["count"] += op.count
             t["bytes"] += op.bytes
@@ -86,12 +88,25 @@ def phase_difference(a: PhaseBreakdown, b: PhaseBreakdown, label_a: str = "a", l
         ta, tb = ops_a.get(key), ops_b.get(key)
         zero = {"ms": 0.0, "count": 0.0, "bytes": 0.0, "eps": [], "copy": False}
         ta, tb = ta or zero, tb or zero
-        out.append(Contribution(f"{key[0]} {key[1]}", tb["ms"] - ta["ms"], ta["count"], tb["count"], tb["bytes"] - ta["bytes"],
-                                _eps(ta["eps"], tb["eps"]), ta["copy"] or tb["copy"]))
+        out.append(
+            Contribution(
+                f"{key[0]} {key[1]}",
+                tb["ms"] - ta["ms"],
+                ta["count"],
+                tb["count"],
+                tb["bytes"] - ta["bytes"],
+                _eps(ta["eps"], tb["eps"]),
+                ta["copy"] or tb["copy"],
+            )
+        )
     over_a = {s.stage: s.overhead_ms for s in a.stages}
     over_b = {s.stage: s.overhead_ms for s in b.stages}
     for stage in sorted(set(over_a) | set(over_b)):
-        out.append(Contribution(f"{stage} outside operators (I/O copies, device wait)", over_b.get(stage, 0.0) - over_a.get(stage, 0.0)))
+        out.append(
+            Contribution(
+                f"{stage} outside operators (I/O copies, device wait)", over_b.get(stage, 0.0) - over_a.get(stage, 0.0)
+            )
+        )
     out.sort(key=lambda c: (-abs(c.delta_ms), c.label))
     host = Contribution(HOST, b.host_ms - a.host_ms)
     return Difference(a.phase, label_a, label_b, a.wall_ms, b.wall_ms, tuple(out), host)

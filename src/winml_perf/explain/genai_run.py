@@ -17,14 +17,14 @@ from __future__ import annotations
 import gc
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 from winml_perf.bundle.config import CONFIG_NAME, GenaiConfig, load_config
-from winml_perf.errors import BenchmarkFailure
 from winml_perf.explain.breakdown import PhaseBreakdown, phase_breakdown
 from winml_perf.explain.profile import RunProfile, read_profile
 from winml_perf.session.genai_session import GenaiSession
+from winml_perf.support.errors import BenchmarkFailure
 
 GENERATIONS = 2  # a warmup and the profiled generation, both recorded by the session profiler
 
@@ -48,27 +48,35 @@ def profiling_copy(route_dir: Path, dest: Path) -> tuple[GenaiConfig, dict[str, 
 def _stage_runs(prefix: Path) -> list[RunProfile]:
     files = sorted(prefix.parent.glob(f"{prefix.name}_*.json"))
     if len(files) != 1:
-        raise BenchmarkFailure(f"onnxruntime wrote {len(files)} profile files for stage `{prefix.name}`, expected 1",
-                               "the stage's session_options may override enable_profiling; remove it from genai_config.json")
+        raise BenchmarkFailure(
+            f"onnxruntime wrote {len(files)} profile files for stage `{prefix.name}`, expected 1",
+            "the stage's session_options may override enable_profiling; remove it from genai_config.json",
+        )
     return read_profile(files[0])
 
 
-def split_runs(config: GenaiConfig, runs: dict[str, list[RunProfile]], steps: int) -> dict[str, dict[str, list[RunProfile]]]:
+def split_runs(
+    config: GenaiConfig, runs: dict[str, list[RunProfile]], steps: int
+) -> dict[str, dict[str, list[RunProfile]]]:
     """{phase: {stage: runs}} of the profiled (last) generation. A stage that runs on token
     generation ran once per decode step at the end of the generation; its earlier runs are the prompt's."""
     out: dict[str, dict[str, list[RunProfile]]] = {"prompt": {}, "decode_step": {}}
     for stage in config.stages:
         all_runs = runs[stage.name]
         if len(all_runs) % GENERATIONS:
-            raise BenchmarkFailure(f"stage `{stage.name}` ran {len(all_runs)} times in {GENERATIONS} identical generations",
-                                   "report this: the profile cannot be split into generations")
-        mine = all_runs[len(all_runs) // GENERATIONS * (GENERATIONS - 1):]
+            raise BenchmarkFailure(
+                f"stage `{stage.name}` ran {len(all_runs)} times in {GENERATIONS} identical generations",
+                "report this: the profile cannot be split into generations",
+            )
+        mine = all_runs[len(all_runs) // GENERATIONS * (GENERATIONS - 1) :]
         in_steps = steps if stage.run_on_token_gen else 0
         if in_steps > len(mine):
-            raise BenchmarkFailure(f"stage `{stage.name}` ran {len(mine)} times in a generation of {steps} decode steps",
-                                   "check run_on_prompt/run_on_token_gen of the stage in genai_config.json")
-        out["prompt"][stage.name] = mine[:len(mine) - in_steps]
-        out["decode_step"][stage.name] = mine[len(mine) - in_steps:]
+            raise BenchmarkFailure(
+                f"stage `{stage.name}` ran {len(mine)} times in a generation of {steps} decode steps",
+                "check run_on_prompt/run_on_token_gen of the stage in genai_config.json",
+            )
+        out["prompt"][stage.name] = mine[: len(mine) - in_steps]
+        out["decode_step"][stage.name] = mine[len(mine) - in_steps :]
     return out
 
 

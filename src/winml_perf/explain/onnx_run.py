@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from winml_perf.explain.breakdown import PhaseBreakdown, phase_breakdown
 from winml_perf.explain.profile import read_profile

@@ -9,11 +9,12 @@ microseconds from the profiler's start. A node belongs to the run whose span hol
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from winml_perf.errors import WinmlPerfError
+from winml_perf.support.errors import WinmlPerfError
 
 KERNEL_SUFFIX = "_kernel_time"
 RUN_EVENT = "model_run"
@@ -56,8 +57,11 @@ def parse_events(events: Sequence[dict], source: str = "profile") -> list[RunPro
     """The runs of ``events`` in time order, each with its kernels."""
     if not isinstance(events, list):
         raise ProfileError(f"{source}: not an onnxruntime profile (expected a JSON list of events)")
-    spans = sorted((_int(e.get("ts")), _int(e.get("dur"))) for e in events
-                   if isinstance(e, dict) and e.get("cat") == "Session" and e.get("name") == RUN_EVENT)
+    spans = sorted(
+        (_int(e.get("ts")), _int(e.get("dur")))
+        for e in events
+        if isinstance(e, dict) and e.get("cat") == "Session" and e.get("name") == RUN_EVENT
+    )
     nodes: list[list[NodeEvent]] = [[] for _ in spans]
     starts = [s for s, _ in spans]
     for e in events:
@@ -67,8 +71,14 @@ def parse_events(events: Sequence[dict], source: str = "profile") -> list[RunPro
         i = _run_index(starts, spans, ts)
         if i is None:  # a kernel outside every run (session initialisation): not part of a step
             continue
-        nodes[i].append(NodeEvent(str(args.get("op_name", "?")), str(args.get("provider", "?")), _int(e.get("dur")),
-                                  _int(args.get("output_size"))))
+        nodes[i].append(
+            NodeEvent(
+                str(args.get("op_name", "?")),
+                str(args.get("provider", "?")),
+                _int(e.get("dur")),
+                _int(args.get("output_size")),
+            )
+        )
     return [RunProfile(ts, dur, tuple(n)) for (ts, dur), n in zip(spans, nodes)]
 
 
@@ -89,4 +99,3 @@ def read_profile(path: str | Path) -> list[RunProfile]:
     except (OSError, json.JSONDecodeError) as exc:
         raise ProfileError(f"{path}: cannot read the onnxruntime profile ({exc})") from exc
     return parse_events(events, str(path))
-

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from winml_perf.explain.breakdown import PhaseBreakdown, phases_from_dict
 from winml_perf.explain.difference import Contribution, Difference, short_ep
@@ -32,10 +32,14 @@ def _signed_ms(x: float) -> str:
 def phase_lines(phase: PhaseBreakdown) -> list[str]:
     title = PHASE_TITLES.get(phase.phase, phase.phase)
     mean = f" (mean of {phase.instances})" if phase.instances > 1 else ""
-    lines = [f"  {title}{mean}: {phase.wall_ms:.3f} ms = sessions {phase.sessions_ms:.3f} + host {phase.host_ms:.3f} ms"]
+    lines = [
+        f"  {title}{mean}: {phase.wall_ms:.3f} ms = sessions {phase.sessions_ms:.3f} + host {phase.host_ms:.3f} ms"
+    ]
     for s in phase.stages:
-        lines.append(f"    {s.stage:<12} {s.session_ms:9.3f} ms  ({s.runs:g} run{'s' if s.runs != 1 else ''}; "
-                     f"operators {s.ops_ms:.3f}, outside operators {s.overhead_ms:.3f})")
+        lines.append(
+            f"    {s.stage:<12} {s.session_ms:9.3f} ms  ({s.runs:g} run{'s' if s.runs != 1 else ''}; "
+            f"operators {s.ops_ms:.3f}, outside operators {s.overhead_ms:.3f})"
+        )
         for o in s.ops[:TOP_OPS]:
             extra = f", {fmt_bytes(o.bytes)}" if o.is_copy else ""
             lines.append(f"      {o.op:<34} {short_ep(o.ep):<8} {o.ms:9.3f} ms  ×{_count(o.count)}{extra}")
@@ -44,7 +48,9 @@ def phase_lines(phase: PhaseBreakdown) -> list[str]:
             lines.append(f"      {len(rest)} more operator types{'':<14} {sum(o.ms for o in rest):9.3f} ms")
     copies = phase.copies()
     if copies["count"]:
-        lines.append(f"    copies between devices: ×{_count(copies['count'])}, {fmt_bytes(copies['bytes'])}, {copies['ms']:.3f} ms")
+        lines.append(
+            f"    copies between devices: ×{_count(copies['count'])}, {fmt_bytes(copies['bytes'])}, {copies['ms']:.3f} ms"
+        )
     return lines
 
 
@@ -55,8 +61,11 @@ def explain_lines(record: Mapping) -> list[str]:
     if section.get("error"):
         return [f"{head}: profiling failed: {section['error']}"]
     note = section.get("profiled") or {}
-    how = (f"{note.get('warmup_generations', 0)} warmup + 1 profiled generation" if "generations" in note
-           else f"{note.get('warmup_runs', 0)} warmup + {note.get('runs', '?')} profiled runs")
+    how = (
+        f"{note.get('warmup_generations', 0)} warmup + 1 profiled generation"
+        if "generations" in note
+        else f"{note.get('warmup_runs', 0)} warmup + {note.get('runs', '?')} profiled runs"
+    )
     lines = [f"{head} (onnxruntime profiler, separate session: {how}; no measured iteration profiled)"]
     for phase in phases_from_dict(section).values():
         lines += phase_lines(phase)
@@ -76,8 +85,10 @@ def _contribution(c: Contribution) -> str:
 
 def difference_lines(diff: Difference, top: int = TOP_CONTRIBUTIONS) -> list[str]:
     title = PHASE_TITLES.get(diff.phase, diff.phase)
-    lines = [f"  {diff.label_b} vs {diff.label_a}, {title}: {_signed_ms(diff.delta_ms)} "
-             f"({diff.wall_a_ms:.3f} → {diff.wall_b_ms:.3f} ms), of which"]
+    lines = [
+        f"  {diff.label_b} vs {diff.label_a}, {title}: {_signed_ms(diff.delta_ms)} "
+        f"({diff.wall_a_ms:.3f} → {diff.wall_b_ms:.3f} ms), of which"
+    ]
     shown = diff.contributions[:top]
     lines += [_contribution(c) for c in shown]
     rest = diff.contributions[top:]

@@ -20,8 +20,9 @@ Which sessions produce it: ``token`` (generation sessions: runtime 'winml-genai'
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 Sample = Any  # a model.sample.IterationSample (not imported: sample.py builds on this table)
 
@@ -91,35 +92,162 @@ def _steps(s: Sample) -> Sequence[float]:
 _HEADLINE = dict(stored=True, compared=True, exported=True, drawn=True)
 
 METRICS: tuple[Metric, ...] = (
-    Metric("decode_tokens_per_s", "tokens/s", HIGHER, "decode tok/s", "decode", ITERATION, token=True,
-           derive=lambda s: decode_tokens_per_s(s.decode_step_ms), needs_decode_steps=True, short_unit="tok/s", **_HEADLINE),
-    Metric("prompt_tokens_per_s", "tokens/s", HIGHER, "prompt tok/s", "prompt", ITERATION, token=True,
-           derive=lambda s: tokens_per_s(s.prompt_tokens or 0, s.prompt_ms), short_unit="tok/s", **_HEADLINE),
-    Metric("ttft_ms", "ms", LOWER, "TTFT ms", "TTFT", ITERATION, token=True, derive=lambda s: _raw(s.ttft_ms),
-           short_unit="ms", **_HEADLINE),
-    Metric("tpot_ms", "ms", LOWER, "TPOT ms", "TPOT", ITERATION, token=True, derive=lambda s: tpot_ms(s.decode_step_ms),
-           needs_decode_steps=True, short_unit="ms", inverse_of="decode_tokens_per_s", **_HEADLINE),
-    Metric("e2e_ms", "ms", LOWER, "e2e ms", "end-to-end", ITERATION, token=True, derive=lambda s: _raw(s.e2e_ms),
-           short_unit="ms", **_HEADLINE),
-    Metric("prompt_ms", "ms", LOWER, "prompt ms", "prompt time", ITERATION, token=True, derive=lambda s: _raw(s.prompt_ms),
-           stored=True, short_unit="ms"),
-    Metric("itl_ms", "ms", LOWER, "ITL ms", "inter-token latency", POOLED, token=True, pool=_steps,
-           percentiles=("p50", "p90", "p95", "p99"), needs_decode_steps=True, exported=True, short_unit="ms"),
-    Metric("latency_ms", "ms", LOWER, "latency ms", "latency", ITERATION, plain=True, derive=lambda s: _raw(s.latency_ms),
-           short_unit="ms", **_HEADLINE),
-    Metric("inferences_per_s", "inferences/s", HIGHER, "inferences/s", "inference rate", ITERATION, plain=True,
-           derive=lambda s: _per_second(s.latency_ms), exported=True, short_unit="inf/s"),
-    Metric("peak_rss_bytes", "bytes", LOWER, "peak RSS bytes", "peak RSS", CELL, record_path="memory.peak_rss_bytes",
-           exported=True, drawn=True),
-    Metric("device_memory_peak_used_bytes", "bytes", LOWER, "device memory bytes", "device memory", CELL,
-           record_path="memory.device_memory_peak_used_bytes"),
-    Metric("model_load_ms", "ms", LOWER, "load ms", "model load", CELL, record_path="load.model_load_ms", exported=True),
-    Metric("first_generation_ms", "ms", LOWER, "first generation ms", "first generation", CELL,
-           record_path="load.first_generation_ms"),
+    Metric(
+        "decode_tokens_per_s",
+        "tokens/s",
+        HIGHER,
+        "decode tok/s",
+        "decode",
+        ITERATION,
+        token=True,
+        derive=lambda s: decode_tokens_per_s(s.decode_step_ms),
+        needs_decode_steps=True,
+        short_unit="tok/s",
+        **_HEADLINE,
+    ),
+    Metric(
+        "prompt_tokens_per_s",
+        "tokens/s",
+        HIGHER,
+        "prompt tok/s",
+        "prompt",
+        ITERATION,
+        token=True,
+        derive=lambda s: tokens_per_s(s.prompt_tokens or 0, s.prompt_ms),
+        short_unit="tok/s",
+        **_HEADLINE,
+    ),
+    Metric(
+        "ttft_ms",
+        "ms",
+        LOWER,
+        "TTFT ms",
+        "TTFT",
+        ITERATION,
+        token=True,
+        derive=lambda s: _raw(s.ttft_ms),
+        short_unit="ms",
+        **_HEADLINE,
+    ),
+    Metric(
+        "tpot_ms",
+        "ms",
+        LOWER,
+        "TPOT ms",
+        "TPOT",
+        ITERATION,
+        token=True,
+        derive=lambda s: tpot_ms(s.decode_step_ms),
+        needs_decode_steps=True,
+        short_unit="ms",
+        inverse_of="decode_tokens_per_s",
+        **_HEADLINE,
+    ),
+    Metric(
+        "e2e_ms",
+        "ms",
+        LOWER,
+        "e2e ms",
+        "end-to-end",
+        ITERATION,
+        token=True,
+        derive=lambda s: _raw(s.e2e_ms),
+        short_unit="ms",
+        **_HEADLINE,
+    ),
+    Metric(
+        "prompt_ms",
+        "ms",
+        LOWER,
+        "prompt ms",
+        "prompt time",
+        ITERATION,
+        token=True,
+        derive=lambda s: _raw(s.prompt_ms),
+        stored=True,
+        short_unit="ms",
+    ),
+    Metric(
+        "itl_ms",
+        "ms",
+        LOWER,
+        "ITL ms",
+        "inter-token latency",
+        POOLED,
+        token=True,
+        pool=_steps,
+        percentiles=("p50", "p90", "p95", "p99"),
+        needs_decode_steps=True,
+        exported=True,
+        short_unit="ms",
+    ),
+    Metric(
+        "latency_ms",
+        "ms",
+        LOWER,
+        "latency ms",
+        "latency",
+        ITERATION,
+        plain=True,
+        derive=lambda s: _raw(s.latency_ms),
+        short_unit="ms",
+        **_HEADLINE,
+    ),
+    Metric(
+        "inferences_per_s",
+        "inferences/s",
+        HIGHER,
+        "inferences/s",
+        "inference rate",
+        ITERATION,
+        plain=True,
+        derive=lambda s: _per_second(s.latency_ms),
+        exported=True,
+        short_unit="inf/s",
+    ),
+    Metric(
+        "peak_rss_bytes",
+        "bytes",
+        LOWER,
+        "peak RSS bytes",
+        "peak RSS",
+        CELL,
+        record_path="memory.peak_rss_bytes",
+        exported=True,
+        drawn=True,
+    ),
+    Metric(
+        "device_memory_peak_used_bytes",
+        "bytes",
+        LOWER,
+        "device memory bytes",
+        "device memory",
+        CELL,
+        record_path="memory.device_memory_peak_used_bytes",
+    ),
+    Metric(
+        "model_load_ms", "ms", LOWER, "load ms", "model load", CELL, record_path="load.model_load_ms", exported=True
+    ),
+    Metric(
+        "first_generation_ms",
+        "ms",
+        LOWER,
+        "first generation ms",
+        "first generation",
+        CELL,
+        record_path="load.first_generation_ms",
+    ),
     Metric("prepare_ms", "ms", LOWER, "prepare ms", "prepare", CELL, record_path="load.prepare_ms"),
     Metric("compile_ms", "ms", LOWER, "compile ms", "compile", CELL, record_path="load.compile_ms"),
-    Metric("roofline_fraction", "fraction", HIGHER, "roofline fraction", "roofline fraction", CELL,
-           record_path="roofline.fraction_of_bound"),
+    Metric(
+        "roofline_fraction",
+        "fraction",
+        HIGHER,
+        "roofline fraction",
+        "roofline fraction",
+        CELL,
+        record_path="roofline.fraction_of_bound",
+    ),
 )
 
 BY_NAME: Mapping[str, Metric] = {m.name: m for m in METRICS}
@@ -137,8 +265,14 @@ MODEL_LOAD = BY_NAME["model_load_ms"]
 #: Every metric the adaptive stopping rule may watch (the schema's primary_metric enum).
 PRIMARY_METRICS = (DECODE_THROUGHPUT, E2E, LATENCY)
 
-_SUFFIX_UNITS = (("tokens_per_s", "tokens/s"), ("_ms", "ms"), ("_bytes", "bytes"), ("_per_s", "1/s"),
-                 ("_fraction", "fraction"), ("_s", "s"))
+_SUFFIX_UNITS = (
+    ("tokens_per_s", "tokens/s"),
+    ("_ms", "ms"),
+    ("_bytes", "bytes"),
+    ("_per_s", "1/s"),
+    ("_fraction", "fraction"),
+    ("_s", "s"),
+)
 
 
 def get(name: str) -> Metric | None:

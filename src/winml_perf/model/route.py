@@ -11,9 +11,10 @@ back from JSON writes the same JSON again.
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 CPU = "CPUExecutionProvider"
 #: StagePlacement.status: the session was created / could not be created / the EP is not in this process.
@@ -69,19 +70,34 @@ class StagePlacement:
 
     def to_dict(self) -> dict:
         return {
-            "stage": self.stage, "files": list(self.files), "ep": self.ep, "status": self.status,
-            "nodes": self.nodes, "nodes_per_ep": dict(self.nodes_per_ep),
-            "cpu_fallback_nodes": self.cpu_fallback_nodes, "cpu_fallback_ops": self.cpu_fallback_ops,
+            "stage": self.stage,
+            "files": list(self.files),
+            "ep": self.ep,
+            "status": self.status,
+            "nodes": self.nodes,
+            "nodes_per_ep": dict(self.nodes_per_ep),
+            "cpu_fallback_nodes": self.cpu_fallback_nodes,
+            "cpu_fallback_ops": self.cpu_fallback_ops,
             "op_types_per_ep": {k: dict(v) for k, v in self.op_types_per_ep.items()},
-            "ep_actual": self.ep_actual, "providers": list(self.providers), "session_ms": self.session_ms,
+            "ep_actual": self.ep_actual,
+            "providers": list(self.providers),
+            "session_ms": self.session_ms,
             "error": self.error,
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "StagePlacement":
-        return cls(d["stage"], _tuple(d.get("files")), d["ep"], d["status"], dict(d.get("nodes_per_ep") or {}),
-                   {k: dict(v) for k, v in (d.get("op_types_per_ep") or {}).items()}, _tuple(d.get("providers")),
-                   d.get("session_ms"), d.get("error"))
+    def from_dict(cls, d: Mapping[str, Any]) -> StagePlacement:
+        return cls(
+            d["stage"],
+            _tuple(d.get("files")),
+            d["ep"],
+            d["status"],
+            dict(d.get("nodes_per_ep") or {}),
+            {k: dict(v) for k, v in (d.get("op_types_per_ep") or {}).items()},
+            _tuple(d.get("providers")),
+            d.get("session_ms"),
+            d.get("error"),
+        )
 
 
 @dataclass(frozen=True)
@@ -121,14 +137,24 @@ class StageRoute:
         return self.placement.ep_actual if self.placement is not None else None
 
     def to_dict(self) -> dict:
-        d: dict[str, Any] = {"stage": self.stage, "files": list(self.files), "ep_before": self.ep_before, "ep_after": self.ep_after}
+        d: dict[str, Any] = {
+            "stage": self.stage,
+            "files": list(self.files),
+            "ep_before": self.ep_before,
+            "ep_after": self.ep_after,
+        }
         if self.planned:
-            d.update({
-                "provider_options_before": copy.deepcopy(list(self.provider_options_before)),
-                "provider_options_after": copy.deepcopy(list(self.provider_options_after)),
-                "forced": self.forced, "options_source": self.options_source, "run_on_prompt": self.run_on_prompt,
-                "run_on_token_gen": self.run_on_token_gen, "is_lm_head": self.is_lm_head,
-            })
+            d.update(
+                {
+                    "provider_options_before": copy.deepcopy(list(self.provider_options_before)),
+                    "provider_options_after": copy.deepcopy(list(self.provider_options_after)),
+                    "forced": self.forced,
+                    "options_source": self.options_source,
+                    "run_on_prompt": self.run_on_prompt,
+                    "run_on_token_gen": self.run_on_token_gen,
+                    "is_lm_head": self.is_lm_head,
+                }
+            )
         if self.placement is not None:
             d["placement"] = self.placement.to_dict()
             if self.ep_actual:
@@ -136,14 +162,20 @@ class StageRoute:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "StageRoute":
+    def from_dict(cls, d: Mapping[str, Any]) -> StageRoute:
         placement = d.get("placement")
         return cls(
-            d["stage"], _tuple(d.get("files")), d.get("ep_before"), d.get("ep_after"),
+            d["stage"],
+            _tuple(d.get("files")),
+            d.get("ep_before"),
+            d.get("ep_after"),
             tuple(copy.deepcopy(list(d.get("provider_options_before") or ()))),
             tuple(copy.deepcopy(list(d.get("provider_options_after") or ()))),
-            bool(d.get("forced", False)), d.get("options_source"), bool(d.get("run_on_prompt", True)),
-            bool(d.get("run_on_token_gen", True)), bool(d.get("is_lm_head", False)),
+            bool(d.get("forced", False)),
+            d.get("options_source"),
+            bool(d.get("run_on_prompt", True)),
+            bool(d.get("run_on_token_gen", True)),
+            bool(d.get("is_lm_head", False)),
             StagePlacement.from_dict(placement) if placement else None,
         )
 
@@ -168,16 +200,31 @@ class CompileOutcome:
     compatibility: Mapping[str, Any] | None = None  # bundle.compat.Verdict.to_dict(): verdict, source, status, info
 
     def to_dict(self) -> dict:
-        d = {"stages": list(self.stages), "source": self.source, "ep": self.ep, "output": self.output,
-             "status": self.status, "reason": self.reason, "compile_ms": self.compile_ms}
+        d = {
+            "stages": list(self.stages),
+            "source": self.source,
+            "ep": self.ep,
+            "output": self.output,
+            "status": self.status,
+            "reason": self.reason,
+            "compile_ms": self.compile_ms,
+        }
         if self.compatibility is not None:
             d["compatibility"] = dict(self.compatibility)
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "CompileOutcome":
-        return cls(_tuple(d.get("stages")), d["source"], d["ep"], d.get("output"), d["status"], d.get("reason") or "",
-                   float(d.get("compile_ms") or 0.0), dict(d["compatibility"]) if d.get("compatibility") else None)
+    def from_dict(cls, d: Mapping[str, Any]) -> CompileOutcome:
+        return cls(
+            _tuple(d.get("stages")),
+            d["source"],
+            d["ep"],
+            d.get("output"),
+            d["status"],
+            d.get("reason") or "",
+            float(d.get("compile_ms") or 0.0),
+            dict(d["compatibility"]) if d.get("compatibility") else None,
+        )
 
 
 @dataclass(frozen=True)
@@ -196,14 +243,26 @@ class OutputCheck:
         return self.first_difference is None
 
     def to_dict(self) -> dict:
-        return {"prompt_tokens": self.prompt_tokens, "new_tokens": self.new_tokens, "seed": self.seed, "equal": self.equal,
-                "first_difference": self.first_difference, "config_token_ids": list(self.config_token_ids),
-                "route_token_ids": list(self.route_token_ids)}
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "new_tokens": self.new_tokens,
+            "seed": self.seed,
+            "equal": self.equal,
+            "first_difference": self.first_difference,
+            "config_token_ids": list(self.config_token_ids),
+            "route_token_ids": list(self.route_token_ids),
+        }
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "OutputCheck":
-        return cls(d.get("prompt_tokens"), d.get("new_tokens"), d.get("seed"), _tuple(d.get("config_token_ids")),
-                   _tuple(d.get("route_token_ids")), d.get("first_difference"))
+    def from_dict(cls, d: Mapping[str, Any]) -> OutputCheck:
+        return cls(
+            d.get("prompt_tokens"),
+            d.get("new_tokens"),
+            d.get("seed"),
+            _tuple(d.get("config_token_ids")),
+            _tuple(d.get("route_token_ids")),
+            d.get("first_difference"),
+        )
 
 
 @dataclass(frozen=True)
@@ -271,12 +330,20 @@ class Route:
             if self.kind != MODEL:  # a model route lists its stage after the target (the key order records have)
                 d["stages"] = stages
         if self.kind == BUNDLE:
-            d.update({
-                "derived_path": _str(self.derived_path), "cache": self.cache, "cache_reason": self.cache_reason,
-                "prepare_ms": self.prepare_ms, "compile_ms": self.compile_ms, "warnings": list(self.warnings),
-                "compile": [c.to_dict() for c in self.compile], "placement_cache": self.placement_cache,
-                "placement_reason": self.placement_reason, "placement_ms": self.placement_ms,
-            })
+            d.update(
+                {
+                    "derived_path": _str(self.derived_path),
+                    "cache": self.cache,
+                    "cache_reason": self.cache_reason,
+                    "prepare_ms": self.prepare_ms,
+                    "compile_ms": self.compile_ms,
+                    "warnings": list(self.warnings),
+                    "compile": [c.to_dict() for c in self.compile],
+                    "placement_cache": self.placement_cache,
+                    "placement_reason": self.placement_reason,
+                    "placement_ms": self.placement_ms,
+                }
+            )
         if self.target is not None:
             d["target"] = dict(self.target)
         if self.plugin_registration_ms is not None:
@@ -294,18 +361,28 @@ class Route:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Route":
+    def from_dict(cls, d: Mapping[str, Any]) -> Route:
         kind = BUNDLE if "path" in d else MODEL if "prepared" in d else None
         check = d.get("output_check")
         return cls(
-            label=d["label"], requested=d.get("requested"), effective=d.get("route"),
-            stages=tuple(StageRoute.from_dict(s) for s in d.get("stages") or ()), kind=kind,
+            label=d["label"],
+            requested=d.get("requested"),
+            effective=d.get("route"),
+            stages=tuple(StageRoute.from_dict(s) for s in d.get("stages") or ()),
+            kind=kind,
             target=dict(d["target"]) if d.get("target") is not None else None,
-            plugin_registration_ms=d.get("plugin_registration_ms"), emulated=_tuple(d.get("emulated")),
-            path=d.get("path"), derived_path=d.get("derived_path"), cache=d.get("cache"), cache_reason=d.get("cache_reason"),
-            prepare_ms=d.get("prepare_ms") or 0.0, compile_ms=d.get("compile_ms") or 0.0, warnings=_tuple(d.get("warnings")),
+            plugin_registration_ms=d.get("plugin_registration_ms"),
+            emulated=_tuple(d.get("emulated")),
+            path=d.get("path"),
+            derived_path=d.get("derived_path"),
+            cache=d.get("cache"),
+            cache_reason=d.get("cache_reason"),
+            prepare_ms=d.get("prepare_ms") or 0.0,
+            compile_ms=d.get("compile_ms") or 0.0,
+            warnings=_tuple(d.get("warnings")),
             compile=tuple(CompileOutcome.from_dict(c) for c in d.get("compile") or ()),
-            placement_cache=d.get("placement_cache"), placement_reason=d.get("placement_reason"),
+            placement_cache=d.get("placement_cache"),
+            placement_reason=d.get("placement_reason"),
             placement_ms=d.get("placement_ms"),
             prepared=dict(d["prepared"]) if d.get("prepared") is not None else None,
             output_check=OutputCheck.from_dict(check) if check else None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from winml_perf.errors import UsageError
+from winml_perf.support.errors import UsageError
 
 
 @dataclass(frozen=True)

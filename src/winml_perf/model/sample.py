@@ -69,7 +69,7 @@ class IterationSample:
         return iteration_values(self)
 
     @classmethod
-    def from_timing(cls, timing: Any, round_index: int = 0, invocation: int = 0) -> "IterationSample":
+    def from_timing(cls, timing: Any, round_index: int = 0, invocation: int = 0) -> IterationSample:
         """A GenerationTiming (or an object with its fields) -> its sample."""
         return cls(
             latency_ms=float(timing.e2e_ms),
@@ -101,10 +101,16 @@ class IterationSample:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> "IterationSample":
+    def from_dict(cls, d: dict) -> IterationSample:
         return cls(
-            latency_ms=d["latency_ms"], prompt_tokens=d.get("prompt_tokens"), new_tokens=d.get("new_tokens"),
-            prompt_ms=d.get("prompt_ms"), ttft_ms=d.get("ttft_ms"), decode_step_ms=tuple(d.get("decode_step_ms") or ()),
-            e2e_ms=d.get("e2e_ms"), round_index=int(d.get("round_index", 0)), token_ids=tuple(d.get("token_ids") or ()),
+            latency_ms=d["latency_ms"],
+            prompt_tokens=d.get("prompt_tokens"),
+            new_tokens=d.get("new_tokens"),
+            prompt_ms=d.get("prompt_ms"),
+            ttft_ms=d.get("ttft_ms"),
+            decode_step_ms=tuple(d.get("decode_step_ms") or ()),
+            e2e_ms=d.get("e2e_ms"),
+            round_index=int(d.get("round_index", 0)),
+            token_ids=tuple(d.get("token_ids") or ()),
             invocation=int(d.get("invocation", 0)),
         )

@@ -14,8 +14,9 @@ status, git_commit, version, since, until, prompt_tokens, max_new_tokens, ids, l
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # pandas is imported lazily: writing a record never needs it
     import pandas as pd
@@ -25,14 +26,14 @@ if TYPE_CHECKING:  # pandas is imported lazily: writing a record never needs it
 __all__ = ["load", "load_samples", "open_store"]
 
 
-def open_store(url_or_path: Any = None, *, create: bool = True) -> "Store":
+def open_store(url_or_path: Any = None, *, create: bool = True) -> Store:
     from winml_perf.results.store import open_store as _open
 
     return _open(url_or_path, create=create)
 
 
 @contextmanager
-def _reading(store: Any) -> Iterator["Store"]:
+def _reading(store: Any) -> Iterator[Store]:
     from winml_perf.results.store import Store
 
     if isinstance(store, Store):
@@ -45,33 +46,42 @@ def _reading(store: Any) -> Iterator["Store"]:
         opened.close()
 
 
-def load(store: Any = None, metrics: Any = None, **filters: Any) -> "pd.DataFrame":
+def load(store: Any = None, metrics: Any = None, **filters: Any) -> pd.DataFrame:
     """Records as a DataFrame, oldest first: identity and grouping columns, then per metric of
     model/metrics.py (in its order) a column of the median, named as the metric, with
     ``<metric>_ci95_low``, ``_ci95_high``, ``_cv_pct``, ``_n`` beside it. ``created_utc`` is a
     tz-aware UTC datetime. ``metrics``: only these metric names (default every one stored)."""
-    from winml_perf.results.export import frame, with_datetimes
+    from winml_perf.publish.export import frame, with_datetimes
 
     with _reading(store) as s:
         names = [metrics] if isinstance(metrics, str) else metrics
         return with_datetimes(frame(s.records(**filters), s.metrics_of(names, **filters)))
 
 
-def load_samples(store: Any = None, phase: str | None = "measured", **filters: Any) -> "pd.DataFrame":
+def load_samples(store: Any = None, phase: str | None = "measured", **filters: Any) -> pd.DataFrame:
     """Raw iterations as a DataFrame: one row per sample with its record's grouping columns,
     ``round_index``, the raw timings and the per-iteration metrics; ``created_utc`` a tz-aware
     UTC datetime."""
     import pandas as pd
 
-    from winml_perf.results.export import with_datetimes
+    from winml_perf.publish.export import with_datetimes
 
     with _reading(store) as s:
         records = {r["id"]: r for r in s.records(**filters)}
         rows = []
         for sample in s.samples(list(records), phase=phase):
             r = records[sample["record_id"]]
-            rows.append({"run_id": r["run_id"], "created_utc": r["created_utc"], "testbed_id": r["testbed_id"],
-                         "bundle": r["bundle"], "route": r["route"], "prompt_tokens": r["prompt_tokens"],
-                         "max_new_tokens": r["max_new_tokens"], **sample})
+            rows.append(
+                {
+                    "run_id": r["run_id"],
+                    "created_utc": r["created_utc"],
+                    "testbed_id": r["testbed_id"],
+                    "bundle": r["bundle"],
+                    "route": r["route"],
+                    "prompt_tokens": r["prompt_tokens"],
+                    "max_new_tokens": r["max_new_tokens"],
+                    **sample,
+                }
+            )
         df = pd.DataFrame(rows)
         return with_datetimes(df) if rows else df

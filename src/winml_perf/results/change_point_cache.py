@@ -21,20 +21,21 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
-from winml_perf.results import changepoint
 from winml_perf.results import migrations as mig
 from winml_perf.results.series import SeriesColumns
 from winml_perf.results.store import Store
+from winml_perf.stats import changepoint
 
 #: Bumped when what a row holds changes shape (the detector's own changes are in its fingerprint).
 #: 2: the input is each record's per-invocation medians where it has them (was: its median).
@@ -67,7 +68,9 @@ def _detector_sources() -> dict[str, Path]:
             continue
         seen[module.__name__] = Path(module.__file__)
         for value in vars(module).values():
-            owner = value if isinstance(value, ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
+            owner = (
+                value if isinstance(value, ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
+            )
             if owner is not None and owner.__name__.startswith("winml_perf.") and owner.__name__ not in seen:
                 todo.append(owner)
     return seen
@@ -88,8 +91,10 @@ class Search:
         """SHA-256 of the fingerprint, the options, the ids and the values' float64 bytes (exact:
         two inputs digest alike only when every value is the same float), with each record's
         count of invocations when the values are lists."""
-        head = json.dumps([fingerprint, self.metric, list(self.options), list(self.record_ids),
-                           [str(r) for r in self.run_ids]], separators=(",", ":"))
+        head = json.dumps(
+            [fingerprint, self.metric, list(self.options), list(self.record_ids), [str(r) for r in self.run_ids]],
+            separators=(",", ":"),
+        )
         h = hashlib.sha256(head.encode())
         if all(np.ndim(v) == 0 for v in self.values):
             h.update(b"medians\0" + np.asarray(self.values, dtype="<f8").tobytes())
@@ -116,15 +121,17 @@ def kept(store: Store, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str],
     def read(conn: sa.Connection) -> None:
         for k in range(0, len(series), LOOKUP_CHUNK):
             stmt = sa.select(c.series_key, c.metric, c.input_digest, c.change_points_json).where(
-                c.series_key.in_(series[k:k + LOOKUP_CHUNK]))
+                c.series_key.in_(series[k : k + LOOKUP_CHUNK])
+            )
             for key, metric, digest, text in conn.execute(stmt):
                 if (key, metric) in wanted:
                     out[(key, metric)] = (digest, text)
+
     store.read(read)
     return out
 
 
-def current(search: "Search", row: tuple[str, str] | None, fingerprint: str | None = None) -> list[dict] | None:
+def current(search: Search, row: tuple[str, str] | None, fingerprint: str | None = None) -> list[dict] | None:
     """The kept change points of ``search`` when ``row`` (from ``kept``) was computed from exactly
     this input by this detector; else None (compute them)."""
     if row is None or row[0] != search.digest(fingerprint or detector_fingerprint()):
@@ -136,10 +143,19 @@ def save(store: Store, found: Iterable[tuple[Search, list[dict]]], fingerprint: 
     """Keep freshly computed change points (replacing each series' older row); returns rows written.
     Nothing is kept in a read-only store."""
     fingerprint = fingerprint or detector_fingerprint()
-    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    rows = [{"series_key": s.series_key, "metric": s.metric, "input_digest": s.digest(fingerprint), "records": len(s.record_ids),
-             "newest_record_id": max(s.record_ids, default=None), "change_points_json": json.dumps(cps, sort_keys=True),
-             "computed_utc": now} for s, cps in found]
+    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    rows = [
+        {
+            "series_key": s.series_key,
+            "metric": s.metric,
+            "input_digest": s.digest(fingerprint),
+            "records": len(s.record_ids),
+            "newest_record_id": max(s.record_ids, default=None),
+            "change_points_json": json.dumps(cps, sort_keys=True),
+            "computed_utc": now,
+        }
+        for s, cps in found
+    ]
     if not rows or store.read_only:
         return 0
     if store.location.dialect == "postgresql":
@@ -147,15 +163,20 @@ def save(store: Store, found: Iterable[tuple[Search, list[dict]]], fingerprint: 
     else:
         from sqlalchemy.dialects.sqlite import insert
     stmt = insert(mig.change_point_cache)
-    stmt = stmt.on_conflict_do_update(index_elements=["series_key", "metric"],
-                                      set_={k: stmt.excluded[k] for k in ("input_digest", "records", "newest_record_id",
-                                                                            "change_points_json", "computed_utc")})
+    stmt = stmt.on_conflict_do_update(
+        index_elements=["series_key", "metric"],
+        set_={
+            k: stmt.excluded[k]
+            for k in ("input_digest", "records", "newest_record_id", "change_points_json", "computed_utc")
+        },
+    )
     store.write(lambda conn: conn.execute(stmt, rows), "keep change points in")
     return len(rows)
 
 
-def search_of(series_key: str, metric: str, cols: SeriesColumns, window: int,
-              options: Mapping[str, Any]) -> tuple[Search, list[int]]:
+def search_of(
+    series_key: str, metric: str, cols: SeriesColumns, window: int, options: Mapping[str, Any]
+) -> tuple[Search, list[int]]:
     """The detector's input for ``metric`` over the newest ``window`` ok records of one series
     (results/series.series_columns), and the positions of the records searched. The values are
     the records' per-invocation medians (``cols.invocations``, a record without them counts as one
@@ -167,6 +188,12 @@ def search_of(series_key: str, metric: str, cols: SeriesColumns, window: int,
     values: tuple = tuple(median[where].tolist())
     if any(cols.ids[i] in lists for i in where):
         values = tuple(tuple(lists.get(cols.ids[i]) or (float(median[i]),)) for i in where)
-    search = Search(series_key, metric, tuple(cols.ids[i] for i in where), tuple(cols.run_ids[i] for i in where),
-                    values, tuple(sorted(options.items())))
+    search = Search(
+        series_key,
+        metric,
+        tuple(cols.ids[i] for i in where),
+        tuple(cols.run_ids[i] for i in where),
+        values,
+        tuple(sorted(options.items())),
+    )
     return search, where

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import sqlalchemy as sa
 
-from winml_perf.errors import StoreError
 from winml_perf.results import migrations as mig
 from winml_perf.results.rows import bundle_name, normalize_utc
+from winml_perf.support.errors import StoreError
 
-
-FILTER_KEYS = ("bundle", "route", "testbed", "run_id", "status", "git_commit", "version", "since", "until",
-               "prompt_tokens", "max_new_tokens", "ids", "series", "limit")
+FILTER_KEYS = (
+    "bundle",
+    "route",
+    "testbed",
+    "run_id",
+    "status",
+    "git_commit",
+    "version",
+    "since",
+    "until",
+    "prompt_tokens",
+    "max_new_tokens",
+    "ids",
+    "series",
+    "limit",
+)
 
 
 def _bundle_condition(values: list[str]) -> sa.ColumnElement:
@@ -40,8 +54,17 @@ def apply_filters(stmt: sa.Select, filters: Mapping[str, Any]) -> sa.Select:
     if "bundle" in f:
         vals = [str(x) for x in _values(f["bundle"])]
         stmt = stmt.where(_bundle_condition(vals))
-    simple = {"series": r.series_key, "route": r.route, "testbed": r.testbed_id, "run_id": r.run_id, "status": r.status,
-              "version": r.winml_perf_version, "prompt_tokens": r.prompt_tokens, "max_new_tokens": r.max_new_tokens, "ids": r.id}
+    simple = {
+        "series": r.series_key,
+        "route": r.route,
+        "testbed": r.testbed_id,
+        "run_id": r.run_id,
+        "status": r.status,
+        "version": r.winml_perf_version,
+        "prompt_tokens": r.prompt_tokens,
+        "max_new_tokens": r.max_new_tokens,
+        "ids": r.id,
+    }
     for key, col in simple.items():
         if key in f:
             stmt = stmt.where(col.in_(_values(f[key])))
@@ -62,12 +85,14 @@ def parse_when(value: Any, flag: str, end_of_day: bool = False, now: datetime | 
     text = str(value).strip()
     units = {"d": "days", "h": "hours", "m": "minutes", "w": "weeks"}
     if len(text) >= 2 and text[-1] in units and text[:-1].isdigit():
-        now = now or datetime.now(timezone.utc)
+        now = now or datetime.now(UTC)
         return normalize_utc((now - timedelta(**{units[text[-1]]: int(text[:-1])})).isoformat())
     try:
         if len(text) == 10:
-            day = datetime.fromisoformat(text).replace(tzinfo=timezone.utc)
+            day = datetime.fromisoformat(text).replace(tzinfo=UTC)
             return normalize_utc((day + timedelta(days=1) if end_of_day else day).isoformat())
         return normalize_utc(text)
     except (ValueError, StoreError):
-        raise StoreError(f"{flag} {text!r} is not a date", f"e.g. {flag} 2025-01-31, {flag} 2025-01-31T02:00Z or {flag} 7d") from None
+        raise StoreError(
+            f"{flag} {text!r} is not a date", f"e.g. {flag} 2025-01-31, {flag} 2025-01-31T02:00Z or {flag} 7d"
+        ) from None

@@ -5,13 +5,14 @@ its cells once."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
-from winml_perf.errors import StoreError
+from winml_perf.record.validation import validated_cell
 from winml_perf.results.store import Store
-from winml_perf.results.validation import validated_cell
+from winml_perf.support.errors import StoreError
 
 
 @dataclass(frozen=True)
@@ -30,9 +31,13 @@ def cells_of(path: Path) -> list[dict]:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:
-        raise StoreError(f"{path}: cannot read ({exc.strerror or exc})", "pass the run record files `winml perf -o` wrote") from None
+        raise StoreError(
+            f"{path}: cannot read ({exc.strerror or exc})", "pass the run record files `winml perf -o` wrote"
+        ) from None
     except json.JSONDecodeError as exc:
-        raise StoreError(f"{path}: not JSON ({exc.msg} at line {exc.lineno})", "pass the run record files `winml perf -o` wrote") from None
+        raise StoreError(
+            f"{path}: not JSON ({exc.msg} at line {exc.lineno})", "pass the run record files `winml perf -o` wrote"
+        ) from None
     items: Iterable[Any] = data if isinstance(data, list) else [data]
     cells: list[dict] = []
     for i, item in enumerate(items):
@@ -43,8 +48,10 @@ def cells_of(path: Path) -> list[dict]:
             cells.append(item)
         else:
             where = f"{path}" + (f" item {i}" if isinstance(data, list) else "")
-            raise StoreError(f"{where}: not a winml-perf record (key 'kind' is {kind!r}, not 'run' or 'cell')",
-                             "pass the run record files `winml perf -o` wrote")
+            raise StoreError(
+                f"{where}: not a winml-perf record (key 'kind' is {kind!r}, not 'run' or 'cell')",
+                "pass the run record files `winml perf -o` wrote",
+            )
     return cells
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 import sqlalchemy as sa
 
@@ -32,8 +32,9 @@ def _sampled(metrics: Sequence[str]) -> list[str]:
     return [m for m in metrics if (meta := get(m)) is not None and meta.stored and m in mig.samples.c]
 
 
-def invocation_histories(store: Store, series: str, metrics: Sequence[str], *, until: str | None = None,
-                         newest: int | None = DEFAULT_NEWEST) -> dict[str, list[dict]]:
+def invocation_histories(
+    store: Store, series: str, metrics: Sequence[str], *, until: str | None = None, newest: int | None = DEFAULT_NEWEST
+) -> dict[str, list[dict]]:
     """metric -> its records in the series, oldest first: id, run_id, created_utc, median,
     ci95_low, ci95_high and ``invocations`` (the per-invocation medians, in invocation order)."""
     r, m, s = mig.records.c, mig.metrics.c, mig.samples.c
@@ -42,18 +43,25 @@ def invocation_histories(store: Store, series: str, metrics: Sequence[str], *, u
         ids = ids.where(r.created_utc <= until)
     if newest is not None:
         ids = sa.select(ids.order_by(r.created_utc.desc(), r.id.desc()).limit(int(newest)).subquery().c.id)
-    heads = (sa.select(r.id, r.run_id, r.created_utc, m.name, m.median, m.ci95_low, m.ci95_high, m.invocations)
-             .join(mig.metrics, m.record_id == r.id)
-             .where(r.id.in_(ids), m.name.in_(list(metrics))).order_by(r.created_utc, r.id))
+    heads = (
+        sa.select(r.id, r.run_id, r.created_utc, m.name, m.median, m.ci95_low, m.ci95_high, m.invocations)
+        .join(mig.metrics, m.record_id == r.id)
+        .where(r.id.in_(ids), m.name.in_(list(metrics)))
+        .order_by(r.created_utc, r.id)
+    )
     sampled = _sampled(metrics)
 
     def read(conn: sa.Connection) -> tuple[list, list]:
         head_rows = conn.execute(heads).all()
         # rows without stored invocations (none measured, or written without the column): the samples
         missing = sorted({row.id for row in head_rows if row.invocations is None and row.name in sampled})
-        per_sample = (sa.select(s.record_id, s.invocation, *(s[name] for name in sampled))
-                      .where(s.record_id.in_(missing), s.phase == "measured").order_by(s.record_id, s.seq))
+        per_sample = (
+            sa.select(s.record_id, s.invocation, *(s[name] for name in sampled))
+            .where(s.record_id.in_(missing), s.phase == "measured")
+            .order_by(s.record_id, s.seq)
+        )
         return head_rows, (conn.execute(per_sample).all() if missing else [])
+
     head_rows, sample_rows = store.read(read)
 
     by_record: dict[int, list[dict]] = defaultdict(list)
@@ -65,7 +73,18 @@ def invocation_histories(store: Store, series: str, metrics: Sequence[str], *, u
         if row.invocations is not None:
             estimates = [float(v) for v in json.loads(row.invocations)]
         else:
-            estimates = from_samples.get(row.id, {}).get(row.name) or ([] if row.median is None else [float(row.median)])
-        out[row.name].append({"id": row.id, "run_id": row.run_id, "created_utc": row.created_utc, "median": row.median,
-                              "ci95_low": row.ci95_low, "ci95_high": row.ci95_high, "invocations": estimates})
+            estimates = from_samples.get(row.id, {}).get(row.name) or (
+                [] if row.median is None else [float(row.median)]
+            )
+        out[row.name].append(
+            {
+                "id": row.id,
+                "run_id": row.run_id,
+                "created_utc": row.created_utc,
+                "median": row.median,
+                "ci95_low": row.ci95_low,
+                "ci95_high": row.ci95_high,
+                "invocations": estimates,
+            }
+        )
     return out

@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import quote
 
 import sqlalchemy as sa
 
-from winml_perf.errors import StoreError
 from winml_perf.results import migrations as mig
+from winml_perf.support.errors import StoreError
 
 ENV_VAR = "WINML_PERF_STORE"
 DEFAULT_RELATIVE_PATH = Path("results") / "winml-perf.db"
@@ -39,8 +40,10 @@ def _normalise_url(text: str) -> sa.URL:
     try:
         url = sa.make_url(text)
     except Exception as exc:  # sqlalchemy.exc.ArgumentError
-        raise StoreError(f"--store {text!r} is not a database URL ({exc})",
-                         "use a file path, sqlite:///path.db or postgresql://user@host/db") from None
+        raise StoreError(
+            f"--store {text!r} is not a database URL ({exc})",
+            "use a file path, sqlite:///path.db or postgresql://user@host/db",
+        ) from None
     backend, _, driver = url.drivername.partition("+")
     if backend in ("postgresql", "postgres"):
         if driver not in ("", "psycopg"):
@@ -64,7 +67,10 @@ def resolve_location(url_or_path: str | os.PathLike | None = None, env: Mapping[
         if url.get_backend_name() == "postgresql":
             return Location(url, "postgresql", None, url.render_as_string(hide_password=True))
         if not url.database or url.database == ":memory:":
-            raise StoreError(f"--store {value!r}: an in-memory SQLite store keeps nothing", "give a file, e.g. sqlite:///results/winml-perf.db")
+            raise StoreError(
+                f"--store {value!r}: an in-memory SQLite store keeps nothing",
+                "give a file, e.g. sqlite:///results/winml-perf.db",
+            )
         path = Path(url.database).expanduser().absolute()
     return Location(sa.URL.create("sqlite", database=str(path)), "sqlite", path, str(path))
 
@@ -142,7 +148,9 @@ def applied_from_tables(where: Any, tables: set[str], query: Callable[[str], lis
     if not user_tables:
         return None
     if mig.MIGRATIONS_TABLE not in user_tables:
-        raise _refuse(where, f"holds tables of something else ({', '.join(sorted(user_tables)[:5])}), not a winml-perf store")
+        raise _refuse(
+            where, f"holds tables of something else ({', '.join(sorted(user_tables)[:5])}), not a winml-perf store"
+        )
     try:
         applied = set(query(f"SELECT name FROM {mig.MIGRATIONS_TABLE}"))
     except Exception:

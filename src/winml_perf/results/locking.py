@@ -11,10 +11,11 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from winml_perf.errors import StoreError
+from winml_perf.support.errors import StoreError
 
 #: Seconds a writer waits for the lock before giving up; $WINML_PERF_STORE_LOCK_TIMEOUT overrides.
 LOCK_TIMEOUT_S = 120.0
@@ -36,7 +37,9 @@ def lock_timeout_s() -> float:
     except ValueError:
         value = float("nan")
     if not 0 < value < 1e7:
-        raise StoreError(f"${LOCK_TIMEOUT_ENV}={text!r} is not a number of seconds above 0", f"e.g. {LOCK_TIMEOUT_ENV}=120")
+        raise StoreError(
+            f"${LOCK_TIMEOUT_ENV}={text!r} is not a number of seconds above 0", f"e.g. {LOCK_TIMEOUT_ENV}=120"
+        )
     return value
 
 
@@ -73,7 +76,8 @@ class WriterLock:
         holder = self._holder()
         return StoreLockTimeout(
             f"the results store's write lock {self.path} was held by {holder} for {waited:.0f} s; gave up waiting",
-            f"wait for that process, or raise ${LOCK_TIMEOUT_ENV} (seconds)")
+            f"wait for that process, or raise ${LOCK_TIMEOUT_ENV} (seconds)",
+        )
 
     def _holder(self) -> str:
         try:
@@ -92,8 +96,10 @@ class WriterLock:
             try:
                 self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
             except OSError as exc:
-                raise StoreError(f"cannot open the results store's lock file {self.path}: {exc.strerror or exc}",
-                                 "pass --store with a path in a writable folder") from None
+                raise StoreError(
+                    f"cannot open the results store's lock file {self.path}: {exc.strerror or exc}",
+                    "pass --store with a path in a writable folder",
+                ) from None
         t0 = time.monotonic()
         delay, announced = 0.001, False
         while True:
@@ -106,8 +112,10 @@ class WriterLock:
             if waited >= timeout_s:
                 raise self._timeout(waited)
             if not announced and waited >= NOTICE_AFTER_S:
-                self.notice(f"waiting for the results store's lock {self.path}, held by {self._holder()} "
-                            f"(gives up after {timeout_s:g} s)")
+                self.notice(
+                    f"waiting for the results store's lock {self.path}, held by {self._holder()} "
+                    f"(gives up after {timeout_s:g} s)"
+                )
                 announced = True
             time.sleep(min(delay, max(0.0, timeout_s - waited)))
             delay = min(delay * 2, 0.02)

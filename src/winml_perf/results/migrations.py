@@ -34,12 +34,13 @@ Tables (one schema for SQLite and PostgreSQL):
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable
 
 import sqlalchemy as sa
 
 MIGRATIONS_TABLE = "schema_migrations"
+
 
 def _v1_tables(md: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table, sa.Table]:
     """The version-1 tables, built into ``md``. Frozen: a later migration that changes a table
@@ -115,8 +116,14 @@ def _v1_tables(md: sa.MetaData) -> tuple[sa.Table, sa.Table, sa.Table, sa.Table]
 
 def _v2_indexes(records_t: sa.Table, samples_t: sa.Table) -> list[sa.Index]:
     return [
-        sa.Index("ix_records_series", records_t.c.bundle, records_t.c.route, records_t.c.testbed_id,
-                 records_t.c.prompt_tokens, records_t.c.max_new_tokens),
+        sa.Index(
+            "ix_records_series",
+            records_t.c.bundle,
+            records_t.c.route,
+            records_t.c.testbed_id,
+            records_t.c.prompt_tokens,
+            records_t.c.max_new_tokens,
+        ),
         sa.Index("ix_samples_record_round", samples_t.c.record_id, samples_t.c.round_index),
     ]
 
@@ -143,15 +150,19 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
     samples that its sample rows give back exactly; then refresh the planner's statistics."""
     import json
 
-    from winml_perf.results.rows import without_restorable_samples, series_key
+    from winml_perf.results.rows import series_key, without_restorable_samples
 
     conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN series_key VARCHAR({SERIES_KEY_LENGTH})"))
     conn.execute(sa.text("ALTER TABLE samples ADD COLUMN invocation INTEGER"))
     _, records_t, _, samples_t = _v1_tables(sa.MetaData())
     last = 0
     while True:
-        batch = conn.execute(sa.select(records_t.c.id, records_t.c.record_json).where(records_t.c.id > last)
-                             .order_by(records_t.c.id).limit(MIGRATION_CHUNK)).all()
+        batch = conn.execute(
+            sa.select(records_t.c.id, records_t.c.record_json)
+            .where(records_t.c.id > last)
+            .order_by(records_t.c.id)
+            .limit(MIGRATION_CHUNK)
+        ).all()
         if not batch:
             break
         last = batch[-1].id
@@ -170,11 +181,15 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
                     row["invocation"] = sample["invocation"]
                     invocations.append({"rid": rid, "seq": row["seq"], "inv": sample["invocation"]})
             stored = without_restorable_samples(record, by_record.get(rid, []))
-            new_text = text if stored is record else json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)
+            new_text = (
+                text if stored is record else json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)
+            )
             updates.append({"rid": rid, "k": series_key(record), "j": new_text})
         conn.execute(sa.text("UPDATE records SET series_key = :k, record_json = :j WHERE id = :rid"), updates)
         if invocations:
-            conn.execute(sa.text("UPDATE samples SET invocation = :inv WHERE record_id = :rid AND seq = :seq"), invocations)
+            conn.execute(
+                sa.text("UPDATE samples SET invocation = :inv WHERE record_id = :rid AND seq = :seq"), invocations
+            )
     conn.execute(sa.text("CREATE INDEX ix_records_series_key ON records (series_key, created_utc)"))
     analyze(conn, ("records", "metrics", "samples"))
 
@@ -205,8 +220,12 @@ def _m0004_change_point_cache(conn: sa.Connection) -> None:
 
 
 def _m0005_series_covering_indexes(conn: sa.Connection) -> None:
-    conn.execute(sa.text("CREATE INDEX ix_records_series_shown ON records (series_key, created_utc, id, status, run_id,"
-                         " git_commit, winml_perf_version, testbed_id)"))
+    conn.execute(
+        sa.text(
+            "CREATE INDEX ix_records_series_shown ON records (series_key, created_utc, id, status, run_id,"
+            " git_commit, winml_perf_version, testbed_id)"
+        )
+    )
     conn.execute(sa.text("CREATE INDEX ix_metrics_values ON metrics (record_id, name, median, ci95_low, ci95_high)"))
     analyze(conn, ("records", "metrics"))
 
@@ -226,15 +245,23 @@ def _m0006_metric_invocations(conn: sa.Connection) -> None:
     with_invocations = sa.select(s.record_id).where(s.phase == "measured", s.invocation.is_not(None)).distinct()
     ids = conn.execute(with_invocations.order_by(s.record_id)).scalars().all()
     for k in range(0, len(ids), MIGRATION_CHUNK):
-        chunk = ids[k:k + MIGRATION_CHUNK]
+        chunk = ids[k : k + MIGRATION_CHUNK]
         by_record: dict[int, list[dict]] = {}
-        for row in conn.execute(sa.select(s.record_id, s.invocation, *(s[n] for n in names))
-                                .where(s.record_id.between(chunk[0], chunk[-1]), s.phase == "measured").order_by(s.record_id, s.seq)):
+        for row in conn.execute(
+            sa.select(s.record_id, s.invocation, *(s[n] for n in names))
+            .where(s.record_id.between(chunk[0], chunk[-1]), s.phase == "measured")
+            .order_by(s.record_id, s.seq)
+        ):
             by_record.setdefault(row.record_id, []).append(dict(row._mapping))
-        updates = [{"rid": rid, "name": name, "v": invocations_text(values)}
-                   for rid, rows in by_record.items() for name, values in invocation_medians(rows, names).items()]
+        updates = [
+            {"rid": rid, "name": name, "v": invocations_text(values)}
+            for rid, rows in by_record.items()
+            for name, values in invocation_medians(rows, names).items()
+        ]
         if updates:
-            conn.execute(sa.text("UPDATE metrics SET invocations = :v WHERE record_id = :rid AND name = :name"), updates)
+            conn.execute(
+                sa.text("UPDATE metrics SET invocations = :v WHERE record_id = :rid AND name = :name"), updates
+            )
     conn.execute(sa.text("ANALYZE metrics"))
 
 

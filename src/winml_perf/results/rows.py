@@ -13,13 +13,14 @@ import hashlib
 import json
 import math
 import statistics
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
-from winml_perf.errors import StoreError
 from winml_perf.model.metrics import CELL, METRICS
 from winml_perf.model.sample import IterationSample
+from winml_perf.support.errors import StoreError
 
 SUMMARY_FIELDS = ("n", "median", "mean", "stdev", "cv_pct", "min", "max", "p90", "p95", "p99", "ci95_low", "ci95_high")
 TIMESTAMP_PATHS = ("finished_utc", "started_utc", "environment.timestamp_utc")
@@ -70,8 +71,10 @@ def finite(value: Any) -> float | None:
 def normalize_utc(value: Any) -> str:
     """An ISO-8601 timestamp -> 'YYYY-MM-DDTHH:MM:SS.ffffffZ' in UTC (sortable as text)."""
     if value is None or value == "":
-        raise StoreError("record has no timestamp (finished_utc / started_utc / environment.timestamp_utc)",
-                         "write records made by winml_perf.bench.report")
+        raise StoreError(
+            "record has no timestamp (finished_utc / started_utc / environment.timestamp_utc)",
+            "write records made by winml_perf.record.build",
+        )
     text = str(value).strip()
     if text.endswith("Z"):
         text = text[:-1] + "+00:00"
@@ -80,8 +83,8 @@ def normalize_utc(value: Any) -> str:
     except ValueError:
         raise StoreError(f"timestamp {value!r} is not ISO-8601", "e.g. 2025-01-31T02:00:00Z") from None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        dt = dt.replace(tzinfo=UTC)
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def bundle_name(path: str | None) -> str | None:
@@ -98,21 +101,25 @@ def derive_sample_metrics(sample: Mapping[str, Any]) -> dict[str, float | None]:
     return {m.name: finite(values[m.name]) for m in METRICS if m.stored}
 
 
-def _sample_rows(samples: Iterable[Mapping[str, Any]], phase: str, start_seq: int) -> tuple[list[dict], list[list[float]]]:
+def _sample_rows(
+    samples: Iterable[Mapping[str, Any]], phase: str, start_seq: int
+) -> tuple[list[dict], list[list[float]]]:
     """The rows of one phase's samples, and each row's decode steps as the floats it stores."""
     rows, steps = [], []
     for i, s in enumerate(samples):
         floats = [float(x) for x in (s.get("decode_step_ms") or ())]
-        rows.append({
-            "seq": start_seq + i,
-            "phase": phase,
-            "round_index": _int(s.get("round_index")) if _int(s.get("round_index")) is not None else 0,
-            "invocation": _int(s.get("invocation")),
-            "prompt_tokens": _int(s.get("prompt_tokens")),
-            "new_tokens": _int(s.get("new_tokens")),
-            **derive_sample_metrics(s),
-            "decode_step_ms": json.dumps(floats),
-        })
+        rows.append(
+            {
+                "seq": start_seq + i,
+                "phase": phase,
+                "round_index": _int(s.get("round_index")) if _int(s.get("round_index")) is not None else 0,
+                "invocation": _int(s.get("invocation")),
+                "prompt_tokens": _int(s.get("prompt_tokens")),
+                "new_tokens": _int(s.get("new_tokens")),
+                **derive_sample_metrics(s),
+                "decode_step_ms": json.dumps(floats),
+            }
+        )
         steps.append(floats)
     return rows, steps
 
@@ -150,14 +157,33 @@ def _metric_rows(record: Mapping[str, Any], measured: Sequence[Mapping[str, Any]
     for m in METRICS:
         value = finite(_get(record, m.record_path)) if m.source == CELL else None
         if value is not None:
-            rows.append({"name": m.name, "n": 1, **{k: value for k in SUMMARY_FIELDS if k not in ("n", "stdev", "cv_pct", "ci95_low", "ci95_high")},
-                         "stdev": None, "cv_pct": None, "ci95_low": None, "ci95_high": None, "invocations": None})
+            rows.append(
+                {
+                    "name": m.name,
+                    "n": 1,
+                    **{k: value for k in SUMMARY_FIELDS if k not in ("n", "stdev", "cv_pct", "ci95_low", "ci95_high")},
+                    "stdev": None,
+                    "cv_pct": None,
+                    "ci95_low": None,
+                    "ci95_high": None,
+                    "invocations": None,
+                }
+            )
     return rows
 
 
 # -- samples stored once -------------------------------------------------------------------------
 #: The keys of a raw sample (IterationSample.to_dict()) that the samples table gives back exactly.
-SAMPLE_KEYS = ("round_index", "latency_ms", "prompt_tokens", "new_tokens", "prompt_ms", "ttft_ms", "decode_step_ms", "e2e_ms")
+SAMPLE_KEYS = (
+    "round_index",
+    "latency_ms",
+    "prompt_tokens",
+    "new_tokens",
+    "prompt_ms",
+    "ttft_ms",
+    "decode_step_ms",
+    "e2e_ms",
+)
 
 
 def _restored_sample(row: Mapping[str, Any], steps: list) -> dict:
@@ -206,8 +232,16 @@ def _restorable(samples: Sequence[Mapping[str, Any]], rows: Sequence[dict], step
 
 # -- series identity ------------------------------------------------------------------------------
 #: Session options of a plain ONNX model that change what is measured (session/onnx_options.py).
-PLAIN_SESSION_KEYS = ("ep", "device", "shapes", "io_binding", "intra_op_threads", "inter_op_threads",
-                      "graph_optimization_level", "session_config")
+PLAIN_SESSION_KEYS = (
+    "ep",
+    "device",
+    "shapes",
+    "io_binding",
+    "intra_op_threads",
+    "inter_op_threads",
+    "graph_optimization_level",
+    "session_config",
+)
 
 
 def series_identity(record: Mapping[str, Any]) -> dict:
@@ -224,13 +258,18 @@ def series_identity(record: Mapping[str, Any]) -> dict:
     }
     options = _get(record, "policy.session.options")
     if isinstance(options, Mapping) and record.get("runtime") == "winml":
-        ident["session"] = {k: options.get(k) for k in PLAIN_SESSION_KEYS if options.get(k) not in (None, {}, [], False)}
+        ident["session"] = {
+            k: options.get(k) for k in PLAIN_SESSION_KEYS if options.get(k) not in (None, {}, [], False)
+        }
         if options.get("inputs"):
             ident["session"]["inputs"] = sorted(options["inputs"])
     stages = _get(record, "route.stages")
     if isinstance(stages, list):
-        eps = [{"stage": st.get("stage"), "ep": st.get("ep_after"), "options": st.get("provider_options_after")}
-               for st in stages if isinstance(st, Mapping) and (st.get("ep_after") or st.get("provider_options_after"))]
+        eps = [
+            {"stage": st.get("stage"), "ep": st.get("ep_after"), "options": st.get("provider_options_after")}
+            for st in stages
+            if isinstance(st, Mapping) and (st.get("ep_after") or st.get("provider_options_after"))
+        ]
         if eps:
             ident["stages"] = eps
     return ident
@@ -256,8 +295,11 @@ def record_rows(record: Mapping[str, Any]) -> RecordRows:
     samples = record.get("samples") or {}
     measured, measured_steps = _sample_rows(samples.get("iterations") or (), "measured", 0)
     warmup, warmup_steps = _sample_rows(samples.get("warmup") or (), "warmup", len(measured))
-    once = _has_both_phases(samples) and _restorable(list(samples["iterations"]), measured, measured_steps) \
+    once = (
+        _has_both_phases(samples)
+        and _restorable(list(samples["iterations"]), measured, measured_steps)
         and _restorable(list(samples["warmup"]), warmup, warmup_steps)
+    )
     stored = {k: v for k, v in record.items() if k != "samples"} if once else record
     canonical = json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)
     bundle = _str(record.get("bundle"))
@@ -285,5 +327,3 @@ def record_rows(record: Mapping[str, Any]) -> RecordRows:
         "record_json": canonical,
     }
     return RecordRows(record=row, metrics=_metric_rows(record, measured), samples=measured + warmup)
-
-

@@ -4,13 +4,14 @@ value tried as a run id, then a commit, a version, a date."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from winml_perf.errors import StoreError, UsageError
 from winml_perf.results.filters import parse_when
 from winml_perf.results.series import series_runs
 from winml_perf.results.store import Store
+from winml_perf.support.errors import StoreError, UsageError
 
 
 @dataclass(frozen=True)
@@ -47,11 +48,15 @@ def resolve_run_id(store: Store, text: str, flag: str = "--run", **filters: Any)
     if len(hits) == 1:
         return hits[0]
     if hits:
-        raise UsageError(f"{flag} {value!r} matches {len(hits)} runs: {_names(hits)}", "give more characters of the run id")
+        raise UsageError(
+            f"{flag} {value!r} matches {len(hits)} runs: {_names(hits)}", "give more characters of the run id"
+        )
     runs = store.run_ids(**filters)
     where = f"{store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else "")
-    raise StoreError(f"no run {value!r} ({flag}) in {where}" + (f"; runs: {_names(runs)}" if runs else "; it holds no runs"),
-                     "pass one of these ids or its first characters (see `winml results list`)")
+    raise StoreError(
+        f"no run {value!r} ({flag}) in {where}" + (f"; runs: {_names(runs)}" if runs else "; it holds no runs"),
+        "pass one of these ids or its first characters (see `winml results list`)",
+    )
 
 
 def _per_series(store: Store, kind: str, filters: Mapping[str, Any]) -> tuple[str, list[dict]]:
@@ -73,7 +78,10 @@ def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) ->
     if kind == "run":
         hits = run_matches(store, value, **filters)
         if len(hits) > 1:
-            raise UsageError(f"run id prefix {value!r} matches {len(hits)} runs: {_names(hits)}", "give more characters of the run id")
+            raise UsageError(
+                f"run id prefix {value!r} matches {len(hits)} runs: {_names(hits)}",
+                "give more characters of the run id",
+            )
         return (f"run {hits[0]}", store.records(run_id=hits[0], **filters)) if hits else ("", [])
     if kind in ("latest", "previous"):
         return _per_series(store, kind, filters)
@@ -82,7 +90,9 @@ def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) ->
     if kind == "version":
         return f"winml-perf {value}", store.records(version=value, **filters)
     if kind == "date":
-        return f"{value} (UTC)", store.records(since=parse_when(value, "date:"), until=parse_when(value, "date:", end_of_day=True), **filters)
+        return f"{value} (UTC)", store.records(
+            since=parse_when(value, "date:"), until=parse_when(value, "date:", end_of_day=True), **filters
+        )
     raise UsageError(f"unknown selector kind {kind!r}", "use run:, commit:, version:, date:, latest or previous")
 
 
@@ -102,5 +112,8 @@ def select(store: Store, selector: str, flag: str, **filters: Any) -> Selection:
         meaning, records = _by_kind(store, kind, value, filters)
         if records:
             return Selection(text, meaning, tuple(records))
-    raise StoreError(f"{flag} {selector!r} matches no records in {store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else ""),
-                     "use run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest or previous (see `winml results list`)")
+    raise StoreError(
+        f"{flag} {selector!r} matches no records in {store.display}"
+        + (" with these filters" if any(v is not None for v in filters.values()) else ""),
+        "use run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest or previous (see `winml results list`)",
+    )

@@ -12,17 +12,17 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import sqlalchemy as sa
 
-from winml_perf.errors import UsageError
 from winml_perf.results import migrations as mig
 from winml_perf.results.filters import apply_filters
 from winml_perf.results.store import Store
-
+from winml_perf.support.errors import UsageError
 
 #: Series looked up per statement when reading their identity columns (bounded bind parameters).
 IDENTITY_CHUNK = 900
@@ -33,8 +33,15 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
     runtime, shape), records and newest time. Counting reads the series index alone; the identity
     columns, the same for every record of a series, come from each series' newest record."""
     r = mig.records.c
-    counts = apply_filters(sa.select(r.series_key, sa.func.count().label("records"), sa.func.max(r.created_utc).label("newest"),
-                                     sa.func.max(r.id).label("last_id")), filters)
+    counts = apply_filters(
+        sa.select(
+            r.series_key,
+            sa.func.count().label("records"),
+            sa.func.max(r.created_utc).label("newest"),
+            sa.func.max(r.id).label("last_id"),
+        ),
+        filters,
+    )
     counts = counts.where(r.series_key.is_not(None)).group_by(r.series_key)
     ident = (r.id, r.testbed_id, r.bundle, r.route, r.runtime, r.prompt_tokens, r.max_new_tokens)
 
@@ -43,7 +50,7 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
         by_id: dict[int, dict] = {}
         ids = sorted(row["last_id"] for row in rows)
         for k in range(0, len(ids), IDENTITY_CHUNK):
-            for x in conn.execute(sa.select(*ident).where(r.id.in_(ids[k:k + IDENTITY_CHUNK]))):
+            for x in conn.execute(sa.select(*ident).where(r.id.in_(ids[k : k + IDENTITY_CHUNK]))):
                 by_id[x.id] = dict(x._mapping)
         out = []
         for row in rows:
@@ -51,19 +58,28 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
             idn.pop("id")
             out.append({"series_key": row["series_key"], **idn, "records": row["records"], "newest": row["newest"]})
         return out
+
     return store.read(read)
 
 
-def history(store: Store, series: str, metric: str, *, until: str | None = None, status: str = "ok",
-            newest: int | None = None) -> list[dict]:
+def history(
+    store: Store, series: str, metric: str, *, until: str | None = None, status: str = "ok", newest: int | None = None
+) -> list[dict]:
     """One metric of one series (a ``series_key``), oldest first: record id, run, time, commit,
     version, testbed and the metric's median and 95 % CI; only the ``newest`` records when
     given. One range of the series index."""
     return histories(store, series, [metric], until=until, status=status, newest=newest)[metric]
 
 
-def histories(store: Store, series: str, metrics: Sequence[str], *, until: str | None = None, status: str = "ok",
-              newest: int | None = None) -> dict[str, list[dict]]:
+def histories(
+    store: Store,
+    series: str,
+    metrics: Sequence[str],
+    *,
+    until: str | None = None,
+    status: str = "ok",
+    newest: int | None = None,
+) -> dict[str, list[dict]]:
     """``history`` of several metrics of one series in one query: metric -> its rows."""
     r, m = mig.records.c, mig.metrics.c
     ids = sa.select(r.id).where(r.series_key == series, r.status == status)
@@ -71,10 +87,23 @@ def histories(store: Store, series: str, metrics: Sequence[str], *, until: str |
         ids = ids.where(r.created_utc <= until)
     if newest is not None:
         ids = sa.select(ids.order_by(r.created_utc.desc(), r.id.desc()).limit(int(newest)).subquery().c.id)
-    stmt = (sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.testbed_id,
-                      m.name, m.median, m.ci95_low, m.ci95_high)
-            .join(mig.metrics, m.record_id == r.id)
-            .where(r.id.in_(ids), m.name.in_(list(metrics))).order_by(r.created_utc, r.id))
+    stmt = (
+        sa.select(
+            r.id,
+            r.run_id,
+            r.created_utc,
+            r.git_commit,
+            r.winml_perf_version,
+            r.testbed_id,
+            m.name,
+            m.median,
+            m.ci95_low,
+            m.ci95_high,
+        )
+        .join(mig.metrics, m.record_id == r.id)
+        .where(r.id.in_(ids), m.name.in_(list(metrics)))
+        .order_by(r.created_utc, r.id)
+    )
     out: dict[str, list[dict]] = {name: [] for name in metrics}
     for x in store.read(lambda c: c.execute(stmt).all()):
         row = dict(x._mapping)
@@ -103,44 +132,71 @@ class SeriesColumns:
         return len(self.ids)
 
 
-def series_columns(store: Store, series: str, metrics: Sequence[str], *, invocations_of: Sequence[str] = (),
-                   window: int | None = None, **filters: Any) -> SeriesColumns:
+def series_columns(
+    store: Store,
+    series: str,
+    metrics: Sequence[str],
+    *,
+    invocations_of: Sequence[str] = (),
+    window: int | None = None,
+    **filters: Any,
+) -> SeriesColumns:
     """``SeriesColumns`` of one series (a ``series_key``) and ``metrics``, filtered: two reads of
     one index range, the records, then their metric rows (no row per record and metric of an
     outer join); and for each metric of ``invocations_of`` the per-invocation medians of its
     newest ``window`` ok records with a value (all when None): what change points search."""
     r, m = mig.records.c, mig.metrics.c
-    recs = apply_filters(sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status),
-                         filters).where(r.series_key == series).order_by(r.created_utc, r.id)
+    recs = (
+        apply_filters(sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status), filters)
+        .where(r.series_key == series)
+        .order_by(r.created_utc, r.id)
+    )
     in_series = apply_filters(sa.select(r.id), filters).where(r.series_key == series)
     vals = sa.select(m.record_id, m.name, m.median, m.ci95_low, m.ci95_high).where(
-        m.record_id.in_(in_series), m.name.in_(list(metrics)), m.median.is_not(None))
+        m.record_id.in_(in_series), m.name.in_(list(metrics)), m.median.is_not(None)
+    )
 
     def newest_lists(conn: sa.Connection, metric: str) -> dict[int, list[float]]:
-        stmt = (apply_filters(sa.select(m.record_id, m.invocations).join(mig.records, m.record_id == r.id), filters)
-                .where(r.series_key == series, r.status == "ok", m.name == metric, m.median.is_not(None))
-                .order_by(r.created_utc.desc(), r.id.desc()))
+        stmt = (
+            apply_filters(sa.select(m.record_id, m.invocations).join(mig.records, m.record_id == r.id), filters)
+            .where(r.series_key == series, r.status == "ok", m.name == metric, m.median.is_not(None))
+            .order_by(r.created_utc.desc(), r.id.desc())
+        )
         if window is not None:
             stmt = stmt.limit(int(window))
         rows = [(rid, text) for rid, text in conn.execute(stmt).all() if text is not None]
         lists = json.loads("[" + ",".join(text for _, text in rows) + "]")  # one parse: each text is a JSON list
         if len(lists) != len(rows) or not all(isinstance(v, list) for v in lists):
-            raise UsageError(f"{store.display}: metrics.invocations of series {series} holds a value that is not a JSON list",
-                             "the column is written by winml-perf itself; set the damaged rows' invocations to NULL (their medians are searched then)")
+            raise UsageError(
+                f"{store.display}: metrics.invocations of series {series} holds a value that is not a JSON list",
+                "the column is written by winml-perf itself; set the damaged rows' invocations to NULL (their medians are searched then)",
+            )
         return {rid: [float(v) for v in values] for (rid, _), values in zip(rows, lists)}
 
     def read(conn: sa.Connection) -> tuple[list, list, dict]:
-        return conn.execute(recs).all(), conn.execute(vals).all(), {name: newest_lists(conn, name) for name in invocations_of}
+        return (
+            conn.execute(recs).all(),
+            conn.execute(vals).all(),
+            {name: newest_lists(conn, name) for name in invocations_of},
+        )
 
     rec_rows, metric_rows, invocations = store.read(read)
     cols = list(zip(*rec_rows)) if rec_rows else [()] * 6
-    return SeriesColumns(list(cols[0]), list(cols[1]), list(cols[2]), list(cols[3]), list(cols[4]),
-                         np.array([status == "ok" for status in cols[5]], dtype=bool),
-                         _metric_columns(cols[0], metric_rows, metrics), invocations)
+    return SeriesColumns(
+        list(cols[0]),
+        list(cols[1]),
+        list(cols[2]),
+        list(cols[3]),
+        list(cols[4]),
+        np.array([status == "ok" for status in cols[5]], dtype=bool),
+        _metric_columns(cols[0], metric_rows, metrics),
+        invocations,
+    )
 
 
-def _metric_columns(ids: Sequence[int], rows: Sequence[Sequence[Any]],
-                    metrics: Sequence[str]) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+def _metric_columns(
+    ids: Sequence[int], rows: Sequence[Sequence[Any]], metrics: Sequence[str]
+) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """metric -> (median, low, high) columns aligned with ``ids`` from (record id, name, median,
     low, high) rows (NaN where a record has no row or a bound is NULL), by array operations."""
     n = len(ids)
@@ -183,4 +239,5 @@ def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[
                     break
             out[key] = runs
         return out
+
     return store.read(read)

@@ -24,22 +24,31 @@ import json
 import os
 import random
 import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence, TypeVar
+from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 
-from winml_perf.errors import StoreError
+from winml_perf.record.validation import validated_cell  # noqa: F401  (re-exported)
 from winml_perf.results import migrations as mig
 from winml_perf.results.filters import FILTER_KEYS, apply_filters, parse_when  # noqa: F401  (re-exported)
 from winml_perf.results.location import (  # noqa: F401  (re-exported)
-    DEFAULT_RELATIVE_PATH, ENV_VAR, SQLITE_BUSY_TIMEOUT_S, Location, applied_from_tables, check_not_newer,
-    inspect_sqlite_file, read_only_uri, resolve_location, writable,
+    DEFAULT_RELATIVE_PATH,
+    ENV_VAR,
+    SQLITE_BUSY_TIMEOUT_S,
+    Location,
+    applied_from_tables,
+    check_not_newer,
+    inspect_sqlite_file,
+    read_only_uri,
+    resolve_location,
+    writable,
 )
 from winml_perf.results.locking import WriterLock
 from winml_perf.results.rows import record_rows, restore_samples
-from winml_perf.results.validation import validated_cell  # noqa: F401  (re-exported)
+from winml_perf.support.errors import StoreError
 
 #: How long a writer keeps retrying "database is locked" before giving up.
 WRITE_RETRY_DEADLINE_S = 120.0
@@ -79,8 +88,9 @@ def _pg_engine(loc: Location) -> sa.Engine:
     try:
         return sa.create_engine(loc.url, pool_pre_ping=True, pool_size=2, max_overflow=2)
     except ImportError as exc:  # psycopg is the optional extra 'postgres'
-        raise StoreError(f"--store {loc.display} needs the psycopg driver ({exc})",
-                         "pip install 'winml-perf[postgres]' (psycopg 3)") from None
+        raise StoreError(
+            f"--store {loc.display} needs the psycopg driver ({exc})", "pip install 'winml-perf[postgres]' (psycopg 3)"
+        ) from None
 
 
 def _is_transient(exc: BaseException) -> bool:
@@ -98,11 +108,15 @@ class Store:
         self.location = location
         self.engine = engine
         self.read_only = read_only
-        self._lock = WriterLock(location.path.with_name(location.path.name + ".lock")) if location.path and not read_only else None
+        self._lock = (
+            WriterLock(location.path.with_name(location.path.name + ".lock"))
+            if location.path and not read_only
+            else None
+        )
         self._wrote = False
 
     # -- lifecycle --------------------------------------------------------------------------------
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -154,9 +168,15 @@ class Store:
                 delay = min(delay * 2, 0.25)
 
     def _db_error(self, verb: str, exc: BaseException) -> StoreError:
-        detail = str(getattr(exc, "orig", exc)).strip().splitlines()[0] if str(getattr(exc, "orig", exc)).strip() else type(exc).__name__
-        return StoreError(f"cannot {verb} results store {self.display}: {detail}",
-                          "check that the database is reachable and writable (--store / " + ENV_VAR + ")")
+        detail = (
+            str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+            if str(getattr(exc, "orig", exc)).strip()
+            else type(exc).__name__
+        )
+        return StoreError(
+            f"cannot {verb} results store {self.display}: {detail}",
+            "check that the database is reachable and writable (--store / " + ENV_VAR + ")",
+        )
 
     # -- planner statistics -----------------------------------------------------------------------
     def analyze(self) -> None:
@@ -196,6 +216,7 @@ class Store:
                     m.apply(conn)
                     conn.execute(mig.schema_migrations.insert().values(name=m.name, applied_utc=_now_utc()))
                 return [m.name for m in todo]
+
         return self._retrying(attempt, "open")
 
     def _up_to_date(self) -> bool:
@@ -212,7 +233,9 @@ class Store:
 
     def applied_migrations(self) -> list[str]:
         with self.engine.connect() as conn:
-            return list(conn.execute(sa.select(mig.schema_migrations.c.name).order_by(mig.schema_migrations.c.name)).scalars())
+            return list(
+                conn.execute(sa.select(mig.schema_migrations.c.name).order_by(mig.schema_migrations.c.name)).scalars()
+            )
 
     # -- writing ----------------------------------------------------------------------------------
     def write_record(self, record: Mapping[str, Any]) -> int:
@@ -281,6 +304,7 @@ class Store:
                 out = fn(conn)
                 self._wrote = True
                 return out
+
         return self._retrying(attempt, verb)
 
     # -- reading ----------------------------------------------------------------------------------
@@ -303,7 +327,12 @@ class Store:
         stmt = apply_filters(sa.select(*cols), filters).order_by(mig.records.c.created_utc, mig.records.c.id)
         limit = filters.get("limit")
         if limit:
-            inner = apply_filters(sa.select(*cols), filters).order_by(mig.records.c.created_utc.desc(), mig.records.c.id.desc()).limit(int(limit)).subquery()
+            inner = (
+                apply_filters(sa.select(*cols), filters)
+                .order_by(mig.records.c.created_utc.desc(), mig.records.c.id.desc())
+                .limit(int(limit))
+                .subquery()
+            )
             stmt = sa.select(inner).order_by(inner.c.created_utc, inner.c.id)
         return [dict(r._mapping) for r in self.read(lambda c: c.execute(stmt).all())]
 
@@ -314,17 +343,20 @@ class Store:
 
         def read(conn: sa.Connection) -> None:
             for k in range(0, len(ids), ID_CHUNK):
-                out.extend(dict(r._mapping) for r in conn.execute(make(ids[k:k + ID_CHUNK])))
+                out.extend(dict(r._mapping) for r in conn.execute(make(ids[k : k + ID_CHUNK])))
+
         self.read(read)
         return out
 
     def metrics(self, record_ids: Sequence[int], names: Sequence[str] | None = None) -> list[dict]:
         """Metric rows of these records (optionally only the metrics ``names``), by record id."""
+
         def make(chunk: list[int]) -> sa.Select:
             stmt = sa.select(mig.metrics).where(mig.metrics.c.record_id.in_(chunk))
             if names is not None:
                 stmt = stmt.where(mig.metrics.c.name.in_(list(names)))
             return stmt.order_by(mig.metrics.c.record_id, mig.metrics.c.name)
+
         return self._chunked(make, record_ids)
 
     def metrics_of(self, names: Sequence[str] | None = None, **filters: Any) -> list[dict]:
@@ -350,6 +382,7 @@ class Store:
             if phase is not None:
                 stmt = stmt.where(mig.samples.c.phase == phase)
             return stmt.order_by(mig.samples.c.record_id, mig.samples.c.seq)
+
         return self._chunked(make, record_ids)
 
     # -- retention ------------------------------------------------------------------------------
@@ -359,14 +392,20 @@ class Store:
         deleted = 0
         r = mig.records.c
         while True:
+
             def attempt() -> int:
                 with self._writer_turn(), self._write_conn() as conn, conn.begin():
-                    ids = list(conn.execute(sa.select(r.id).where(r.created_utc < before).order_by(r.id).limit(PRUNE_CHUNK)).scalars())
+                    ids = list(
+                        conn.execute(
+                            sa.select(r.id).where(r.created_utc < before).order_by(r.id).limit(PRUNE_CHUNK)
+                        ).scalars()
+                    )
                     if ids:
                         conn.execute(mig.samples.delete().where(mig.samples.c.record_id.in_(ids)))
                         conn.execute(mig.metrics.delete().where(mig.metrics.c.record_id.in_(ids)))
                         conn.execute(mig.records.delete().where(r.id.in_(ids)))
                     return len(ids)
+
             n = self._retrying(attempt, "prune")
             deleted += n
             if n < PRUNE_CHUNK:
@@ -397,7 +436,9 @@ class Store:
         if not rows:
             raise StoreError(f"no record {text!r} in results store {self.display}", "see `winml results list` for ids")
         if len(rows) > 1:
-            raise StoreError(f"record id prefix {text!r} matches several records", "give more characters or the numeric id")
+            raise StoreError(
+                f"record id prefix {text!r} matches several records", "give more characters or the numeric id"
+            )
         row = dict(rows[0]._mapping)
         row["record"] = json.loads(row.pop("record_json"))
         if "samples" not in row["record"]:  # stored once, in the samples table
@@ -413,17 +454,20 @@ class Store:
 
 
 def _now_utc() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # -- opening ---------------------------------------------------------------------------------------
 def _read_only_store(loc: Location, applied: set[str]) -> Store:
     """A store file nobody can write here: read as it is (reading commands only)."""
     if mig.pending(applied):
-        raise StoreError(f"results store {loc.path} is read-only and has an older schema than this winml-perf reads",
-                         "make it writable once so its schema can be upgraded, or read it with the version that wrote it")
-    engine = sa.create_engine(f"sqlite:///{read_only_uri(loc.path)}&uri=true",
-                              connect_args={"check_same_thread": False})
+        raise StoreError(
+            f"results store {loc.path} is read-only and has an older schema than this winml-perf reads",
+            "make it writable once so its schema can be upgraded, or read it with the version that wrote it",
+        )
+    engine = sa.create_engine(
+        f"sqlite:///{read_only_uri(loc.path)}&uri=true", connect_args={"check_same_thread": False}
+    )
     return Store(loc, engine, read_only=True)
 
 
@@ -436,18 +480,24 @@ def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = T
     if loc.dialect == "sqlite":
         applied = inspect_sqlite_file(loc.path)
         if applied is None and not create and not loc.path.exists():
-            raise StoreError(f"no results store at {loc.path}", f"run `winml perf` first, or pass --store / set {ENV_VAR}")
+            raise StoreError(
+                f"no results store at {loc.path}", f"run `winml perf` first, or pass --store / set {ENV_VAR}"
+            )
         if applied is not None:
             check_not_newer(loc.display, applied)
         try:
             loc.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StoreError(f"cannot create the folder of results store {loc.path}: {exc.strerror or exc}",
-                             "pass --store with a writable path") from None
+            raise StoreError(
+                f"cannot create the folder of results store {loc.path}: {exc.strerror or exc}",
+                "pass --store with a writable path",
+            ) from None
         if not writable(loc.path):
             if create or applied is None:
-                raise StoreError(f"results store {loc.path} is read-only (the file or its folder)",
-                                 "pass --store with a writable path, or make it writable")
+                raise StoreError(
+                    f"results store {loc.path} is read-only (the file or its folder)",
+                    "pass --store with a writable path, or make it writable",
+                )
             return _read_only_store(loc, applied)
         engine = _sqlite_engine(loc)
     else:

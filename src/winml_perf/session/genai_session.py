@@ -5,15 +5,15 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
-from winml_perf.errors import BenchmarkFailure, BundleError, EPUnavailableError
-from winml_perf.json_input import read_json
 from winml_perf.model.sample import GenerationTiming
+from winml_perf.support.errors import BenchmarkFailure, BundleError, EPUnavailableError
+from winml_perf.support.json_input import read_json
 
 _CHAT_TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_template.json")
 #: onnxruntime-genai's tokenizer opens tokenizer_config.json, then one of these for the vocabulary.
@@ -50,11 +50,13 @@ def token_facts(cfg: object, where: Path) -> TokenFacts:
     special: set[int] = set()
     for key in ("eos_token_id", "bos_token_id", "pad_token_id"):
         value = model.get(key)
-        for v in (value if isinstance(value, list) else [value]):
+        for v in value if isinstance(value, list) else [value]:
             if isinstance(v, int) and not isinstance(v, bool):
                 special.add(v)
             elif v is not None and key == "eos_token_id":
-                raise BundleError(f"{where}: model.eos_token_id holds {v!r}, not a token id", "fix or regenerate the file")
+                raise BundleError(
+                    f"{where}: model.eos_token_id holds {v!r}, not a token id", "fix or regenerate the file"
+                )
     decoder = model.get("decoder") if isinstance(model.get("decoder"), dict) else {}
     layers, heads, head = (_whole(decoder, k, where) for k in ("num_hidden_layers", "num_key_value_heads", "head_size"))
     return TokenFacts(_whole(model, "vocab_size", where), context, frozenset(special), 2 * 4 * layers * heads * head)
@@ -103,7 +105,7 @@ def _explain_load_error(bundle: Path, exc: Exception) -> Exception:
         return BundleError(
             f"{bundle / 'genai_config.json'}: a stage names QNN without backend_type, so the QNN EP cannot be created "
             f"({text.strip().splitlines()[0][-120:]})",
-            "add \"backend_type\": \"htp\" to its QNN provider options, or force the route with --ep qnn "
+            'add "backend_type": "htp" to its QNN provider options, or force the route with --ep qnn '
             "(which adds it; --ep-option backend_type=htp to say so)",
         )
     if "does not support provider options" in text:
@@ -132,7 +134,7 @@ class GenaiSession:
         self.eos_token_ids = set(facts.special_ids)
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def load(self) -> "GenaiSession":
+    def load(self) -> GenaiSession:
         if self._model is not None:
             return self
         import onnxruntime_genai as og
@@ -151,7 +153,7 @@ class GenaiSession:
         self._tokenizer = None
         self._model = None
 
-    def __enter__(self) -> "GenaiSession":
+    def __enter__(self) -> GenaiSession:
         return self.load()
 
     def __exit__(self, *exc: object) -> None:
@@ -175,8 +177,10 @@ class GenaiSession:
         if self._tokenizer is None:
             missing = missing_tokenizer_file(self.bundle)
             if missing:
-                raise BundleError(f"{self.bundle} has no {missing}: a text prompt needs the bundle's tokenizer",
-                                  "measure with --prompt-tokens N (synthetic tokens), or add the tokenizer files")
+                raise BundleError(
+                    f"{self.bundle} has no {missing}: a text prompt needs the bundle's tokenizer",
+                    "measure with --prompt-tokens N (synthetic tokens), or add the tokenizer files",
+                )
             self._tokenizer = og.Tokenizer(model)
         return self._tokenizer
 
@@ -198,8 +202,11 @@ class GenaiSession:
         high = self.vocab_size or 512
         low = min(10, high - 1)
         if len({t for t in self.eos_token_ids if low <= t < high}) >= high - low:
-            raise BundleError(f"{self.bundle / 'genai_config.json'}: vocab_size {high} leaves no ordinary token "
-                              "for a synthetic prompt", "check model.vocab_size and the special token ids")
+            raise BundleError(
+                f"{self.bundle / 'genai_config.json'}: vocab_size {high} leaves no ordinary token "
+                "for a synthetic prompt",
+                "check model.vocab_size and the special token ids",
+            )
         rng = np.random.default_rng(seed)
         ids: list[int] = []
         while len(ids) < n_tokens:

@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from winml_perf.errors import UsageError
+from winml_perf.support.errors import UsageError
 
 ORT_TO_NUMPY: dict[str, Any] = {
     "tensor(float)": np.float32,
@@ -67,7 +68,7 @@ class TensorInfo:
         return np.dtype(kind) if kind is not None else None
 
     @classmethod
-    def from_node_arg(cls, arg: Any) -> "TensorInfo":
+    def from_node_arg(cls, arg: Any) -> TensorInfo:
         shape = tuple(d if isinstance(d, (int, str)) or d is None else None for d in (arg.shape or ()))
         return cls(arg.name, str(arg.type), shape)
 
@@ -89,8 +90,13 @@ class PlannedInput:
 
     def to_dict(self) -> dict:
         return {
-            "name": self.name, "type": self.onnx_type, "model_shape": list(self.model_shape),
-            "shape": list(self.shape), "source": self.source, "file": self.file, "filled": dict(self.filled),
+            "name": self.name,
+            "type": self.onnx_type,
+            "model_shape": list(self.model_shape),
+            "shape": list(self.shape),
+            "source": self.source,
+            "file": self.file,
+            "filled": dict(self.filled),
         }
 
 
@@ -171,10 +177,14 @@ def _npy_header(path_text: str, info: TensorInfo) -> tuple[tuple[int, ...], np.d
     try:
         arr = np.load(path, mmap_mode="r", allow_pickle=False)
     except Exception as exc:
-        raise UsageError(f"--input {info.name}={path_text}: not a readable .npy array ({exc})",
-                         "save the data with numpy.save (one array per file, no pickled objects)") from exc
+        raise UsageError(
+            f"--input {info.name}={path_text}: not a readable .npy array ({exc})",
+            "save the data with numpy.save (one array per file, no pickled objects)",
+        ) from exc
     if not isinstance(arr, np.ndarray):
-        raise UsageError(f"--input {info.name}={path_text}: holds several arrays (.npz), not one", "save one array with numpy.save")
+        raise UsageError(
+            f"--input {info.name}={path_text}: holds several arrays (.npz), not one", "save one array with numpy.save"
+        )
     want = info.numpy_dtype
     if want is not None and arr.dtype != want:
         raise UsageError(
@@ -236,8 +246,10 @@ def _dim_bindings(infos, shapes, explicit, origin) -> dict[str, tuple[int, str]]
                 f"inputs: {_names(infos)}; dimensions: {', '.join(sorted(symbolic)) or 'none'}",
             )
         if len(dims) != 1:
-            raise UsageError(f"--shape {name}={'x'.join(map(str, dims))}: {name!r} is a dimension and takes one number",
-                             f"e.g. --shape {name}=128")
+            raise UsageError(
+                f"--shape {name}={'x'.join(map(str, dims))}: {name!r} is a dimension and takes one number",
+                f"e.g. --shape {name}=128",
+            )
         _bind(bindings, name, dims[0], f"--shape {name}")
     return bindings
 
@@ -314,8 +326,11 @@ def _check_fits_memory(planned: Sequence[PlannedInput]) -> None:
     if sum(sizes.values()) > free:
         name = max(sizes, key=sizes.get)
         shape = "x".join(str(d) for d in next(p.shape for p in planned if p.name == name))
-        raise UsageError(f"--shape: input {name!r} of shape {shape} would take {sizes[name] / 2**30:,.1f} GiB to generate, "
-                         f"more than the {free / 2**30:.1f} GiB of memory available", "give smaller --shape values")
+        raise UsageError(
+            f"--shape: input {name!r} of shape {shape} would take {sizes[name] / 2**30:,.1f} GiB to generate, "
+            f"more than the {free / 2**30:.1f} GiB of memory available",
+            "give smaller --shape values",
+        )
 
 
 # -- data -------------------------------------------------------------------------------------------

@@ -8,10 +8,10 @@ and the parsers here) and puts the result in ``SessionSpec(runtime="winml", opti
 from __future__ import annotations
 
 import os
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
-from winml_perf.errors import UsageError
 from winml_perf.session import onnx_inputs
+from winml_perf.support.errors import UsageError
 
 GRAPH_OPT_LEVELS: dict[str, str] = {
     "disable": "ORT_DISABLE_ALL",
@@ -31,8 +31,10 @@ def parse_graph_optimization_level(text: str | None) -> str:
     for short, enum_name in GRAPH_OPT_LEVELS.items():
         if word in (short, enum_name.lower()):
             return short
-    raise UsageError(f"unknown graph optimization level {text!r} (--graph-optimization-level)",
-                     f"use one of: {'|'.join(GRAPH_OPT_LEVELS)}")
+    raise UsageError(
+        f"unknown graph optimization level {text!r} (--graph-optimization-level)",
+        f"use one of: {'|'.join(GRAPH_OPT_LEVELS)}",
+    )
 
 
 def parse_session_config(values: Iterable[str] | None) -> dict[str, str]:
@@ -41,7 +43,9 @@ def parse_session_config(values: Iterable[str] | None) -> dict[str, str]:
     for text in values or ():
         key, sep, value = str(text).partition("=")
         if not sep or not key.strip():
-            raise UsageError(f"--session-config {text!r} is not KEY=VALUE", "e.g. --session-config session.intra_op.allow_spinning=0")
+            raise UsageError(
+                f"--session-config {text!r} is not KEY=VALUE", "e.g. --session-config session.intra_op.allow_spinning=0"
+            )
         if key.strip() in out:
             raise UsageError(f"--session-config gives {key.strip()!r} twice", "give each key once")
         out[key.strip()] = value.strip()

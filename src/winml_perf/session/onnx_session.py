@@ -29,16 +29,17 @@ makes them from `winml perf` flags, and ``preflight`` checks them in the parent 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
-from winml_perf.errors import BundleError, EPUnavailableError
 from winml_perf.model.runtime import ONNX
 from winml_perf.session import onnx_inputs
 from winml_perf.session.onnx_inputs import TensorInfo
 from winml_perf.session.onnx_options import graph_optimization_enum, parse_graph_optimization_level, parse_threads
+from winml_perf.support.errors import BundleError, EPUnavailableError
 
 CPU_EP = "CPUExecutionProvider"
 
@@ -66,7 +67,7 @@ def ort_ep_devices(ep: str, device_class: str | None = None) -> list:
     """
     import onnxruntime as ort
 
-    from winml_perf.plugins import registered_plugins
+    from winml_perf.ep.plugins import registered_plugins
 
     if ep != "CPUExecutionProvider":
         registered_plugins()
@@ -79,8 +80,14 @@ def ort_ep_devices(ep: str, device_class: str | None = None) -> list:
 
 def _ep_device_dict(d: Any) -> dict:
     hw = d.device
-    return {"ep_name": d.ep_name, "ep_vendor": d.ep_vendor, "device_type": _hw_class(d), "hw_vendor": hw.vendor,
-            "vendor_id": hw.vendor_id, "device_id": hw.device_id}
+    return {
+        "ep_name": d.ep_name,
+        "ep_vendor": d.ep_vendor,
+        "device_type": _hw_class(d),
+        "hw_vendor": hw.vendor,
+        "vendor_id": hw.vendor_id,
+        "device_id": hw.device_id,
+    }
 
 
 def _explain_create_error(model: Path, ep: str, exc: Exception) -> Exception:
@@ -88,11 +95,15 @@ def _explain_create_error(model: Path, ep: str, exc: Exception) -> Exception:
     if "INVALID_PROTOBUF" in text or "No graph was found" in text or "Protobuf parsing failed" in text:
         return BundleError(f"{model}: not an ONNX model (onnxruntime: {text})", "pass an .onnx model file")
     if "NO_SUCHFILE" in text:
-        return BundleError(f"{model}: onnxruntime cannot read the model or a file it refers to ({text})",
-                           "check the path and that external data files sit next to the model")
+        return BundleError(
+            f"{model}: onnxruntime cannot read the model or a file it refers to ({text})",
+            "check the path and that external data files sit next to the model",
+        )
     if ep != CPU_EP:
-        return EPUnavailableError(f"{model}: onnxruntime could not create a session on {ep}: {text}",
-                                  "try --ep cpu to check that the model loads at all, or see `winml devices`")
+        return EPUnavailableError(
+            f"{model}: onnxruntime could not create a session on {ep}: {text}",
+            "try --ep cpu to check that the model loads at all, or see `winml devices`",
+        )
     return BundleError(f"{model}: onnxruntime could not load the model: {text}", "check the model with onnx.checker")
 
 
@@ -168,13 +179,13 @@ class OnnxSession:
     def loaded(self) -> bool:
         return self._session is not None
 
-    def load(self) -> "OnnxSession":
+    def load(self) -> OnnxSession:
         if self._session is not None:
             return self
         t0 = time.perf_counter()
         if not self.model_path.is_file():
             raise BundleError(f"{self.model_path}: model file not found", "pass the path of an .onnx file")
-        from winml_perf.devices import resolve_target
+        from winml_perf.ep.devices import resolve_target
 
         self.target = resolve_target(self.ep_requested, self.device_requested, ONNX)
         if self.prepared and self.source_model:
@@ -195,7 +206,7 @@ class OnnxSession:
         self._session = None
         self._feeds = {}
 
-    def __enter__(self) -> "OnnxSession":
+    def __enter__(self) -> OnnxSession:
         return self.load()
 
     def __exit__(self, *exc: object) -> None:
@@ -239,7 +250,9 @@ class OnnxSession:
         if ep in ort.get_available_providers():
             self.creation = "provider-name"
             return [(ep, dict(self.provider_options))] + ([] if ep == CPU_EP else [CPU_EP])
-        raise EPUnavailableError(f"onnxruntime offers no device for {ep} here", "see `winml devices` for what is available")
+        raise EPUnavailableError(
+            f"onnxruntime offers no device for {ep} here", "see `winml devices` for what is available"
+        )
 
     def _create(self, model: Path, level: str):
         import onnxruntime as ort
@@ -259,7 +272,9 @@ class OnnxSession:
     def _time_unprepared(self) -> float:
         source = Path(self.source_model)
         if not source.is_file():
-            raise BundleError(f"{source}: source model of the prepared model not found", "drop source_model or fix its path")
+            raise BundleError(
+                f"{source}: source model of the prepared model not found", "drop source_model or fix its path"
+            )
         session, ms = self._create(source, self.graph_optimization_level)
         del session
         return ms
@@ -305,13 +320,15 @@ class OnnxSession:
             return []
         moved = sum(elsewhere.values())
         where = ", ".join(f"{n} on {k}" for k, n in sorted(elsewhere.items()))
-        return [{
-            "code": PARTIAL_FALLBACK,
-            "message": f"{moved} of {total} nodes did not run on {ep} ({where})",
-            "remedy": "the EP does not support those nodes; the latency includes the copies between devices "
-                      "(add --session-config session.disable_cpu_ep_fallback=1 to make this an error)",
-            "data": {"ep": ep, "node_assignment": dict(self.node_assignment)},
-        }]
+        return [
+            {
+                "code": PARTIAL_FALLBACK,
+                "message": f"{moved} of {total} nodes did not run on {ep} ({where})",
+                "remedy": "the EP does not support those nodes; the latency includes the copies between devices "
+                "(add --session-config session.disable_cpu_ep_fallback=1 to make this an error)",
+                "data": {"ep": ep, "node_assignment": dict(self.node_assignment)},
+            }
+        ]
 
     # -- IO binding ---------------------------------------------------------------------------------
     def _device_values(self, device: str) -> dict:
@@ -324,7 +341,9 @@ class OnnxSession:
         device = IO_DEVICE_TYPES.get(self.target.ep, "cpu")
         note = None
         if device == "cpu" and self.target.ep != CPU_EP:
-            note = f"{self.target.ep}: tensors stay on the host (onnxruntime's Python API cannot place them on its device)"
+            note = (
+                f"{self.target.ep}: tensors stay on the host (onnxruntime's Python API cannot place them on its device)"
+            )
         try:
             values = self._device_values(device)
         except Exception as exc:
@@ -425,7 +444,11 @@ def preflight(model_path: str | Path, options: Mapping[str, Any]) -> dict:
     the file is an ONNX model, ``--input`` names and files, ``--shape`` fit. Loads the model once on
     the CPU EP with graph optimisation disabled (cheap, and independent of the target EP) and
     returns its inputs/outputs as planned. The target itself is checked by ``resolve_target``."""
-    opts = {k: v for k, v in dict(options).items() if k not in ("ep", "device", "io_binding", "prepared", "source_model", "provider_options")}
+    opts = {
+        k: v
+        for k, v in dict(options).items()
+        if k not in ("ep", "device", "io_binding", "prepared", "source_model", "provider_options")
+    }
     opts.update(ep="cpu", graph_optimization_level="disable", record_assignment=False)
     with OnnxSession(model_path, **opts) as session:
         return {"inputs": [p.to_dict() for p in session.planned], "outputs": [o.to_dict() for o in session.outputs]}

@@ -1,0 +1,77 @@
+"""--check-outputs: does a forced route generate the same greedy tokens as the bundle's config route?
+
+Runs once per route before measuring (so the check's time never enters a measurement), with a
+fixed synthetic prompt: one short greedy generation on the source bundle, one on each forced route.
+A route that is faster but changes outputs must not pass silently: a difference becomes a warning
+in every record of that route, with the first differing position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from winml_perf.model.route import OutputCheck, Route
+from winml_perf.record.warnings import OUTPUT_MISMATCH, BenchWarning
+
+# Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
+# fp32 (measured), which would turn a precision artefact of the driver into a false alarm.
+CHECK_PROMPT_TOKENS = 16
+CHECK_NEW_TOKENS = 16
+
+
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first position where the sequences differ (length counts); None when equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _greedy(path: str, prompt_ids: list[int], n_new: int) -> list[int]:
+    from winml_perf.session.genai_session import GenaiSession
+
+    with GenaiSession(path) as s:
+        return list(s.generate_timed(prompt_ids, n_new).token_ids)
+
+
+def check_routes(
+    bundle: str,
+    routes: Sequence[Any],
+    seed: int = 0,
+    n_prompt: int = CHECK_PROMPT_TOKENS,
+    n_new: int = CHECK_NEW_TOKENS,
+) -> dict[str, OutputCheck]:
+    """{route label: OutputCheck} for every route whose session path differs from the bundle."""
+    from winml_perf.session.genai_session import GenaiSession
+
+    prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
+    reference = _greedy(bundle, prompt_ids, n_new)
+    out = {}
+    for r in routes:
+        if r.session.path == str(bundle):
+            continue
+        tokens = _greedy(r.session.path, prompt_ids, n_new)
+        out[r.label] = OutputCheck(
+            n_prompt, n_new, seed, tuple(reference), tuple(tokens), first_difference(reference, tokens)
+        )
+    return out
+
+
+def check_output(label: str, route: Route) -> list[BenchWarning]:
+    """The warning for a route whose output_check found a difference."""
+    check = route.output_check
+    if check is None or check.equal:
+        return []
+    pos = check.first_difference
+    ref, got = check.config_token_ids, check.route_token_ids
+    return [
+        BenchWarning(
+            OUTPUT_MISMATCH,
+            f"route {label} generates different greedy tokens than config: first "
+            f"difference at new token {pos} (config {ref[pos] if pos < len(ref) else 'end'}, "
+            f"route {got[pos] if pos < len(got) else 'end'})",
+            "its speed is not comparable as is: check the EP's precision (fp16 accumulation, int4 kernels) before trusting it",
+            {"first_difference": pos},
+        )
+    ]

@@ -1,0 +1,66 @@
+"""The hosts a runner drives a route's session through, one surface for both: ChildHost (a child
+process, bench/isolate.py) and LocalHost (this process); a child's failure as the cell's CellFailure."""
+
+from __future__ import annotations
+
+from winml_perf.measure.host import SessionHost
+from winml_perf.measure.isolate import ChildError, ChildFailure, ChildTimeout
+from winml_perf.model.result import CellFailure
+from winml_perf.model.spec import CellSpec
+
+
+class LocalHost(SessionHost):
+    """SessionHost in this process with ChildHost's surface: timeouts accepted (checked by the
+    runner after the fact: an in-process call cannot be interrupted) and errors as ChildError."""
+
+    def _call(self, fn, *args):
+        try:
+            return fn(*args)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:
+            import traceback
+
+            raise ChildError(
+                getattr(exc, "message", None) or str(exc) or type(exc).__name__,
+                error_type=type(exc).__name__,
+                remedy=getattr(exc, "remedy", None),
+                traceback=traceback.format_exc(),
+            ) from exc
+
+    @property
+    def alive(self) -> bool:
+        return self.session is not None
+
+    def load(self, timeout_s: float | None = None) -> dict:
+        return self._call(super().load)
+
+    def begin_cell(self, cell: CellSpec, timeout_s: float | None = None) -> dict:
+        return self._call(super().begin_cell, cell)
+
+    def run_batch(self, n: int, round_index: int, warmup: int = 0, timeout_s: float | None = None) -> dict:
+        return self._call(super().run_batch, n, round_index, warmup)
+
+    def end_cell(self, timeout_s: float | None = None) -> dict:
+        return self._call(super().end_cell)
+
+
+def cell_failure(exc: ChildFailure, phase: str, cell: CellSpec | None = None) -> CellFailure:
+    """The cell's failure from a host's error; a timeout names --cell-timeout and what to try."""
+    d = exc.details
+    message, remedy = exc.message, d.get("remedy")
+    if exc.kind == ChildTimeout.kind and cell is not None and cell.cell_timeout_s is not None:
+        if "--cell-timeout" not in message:
+            message += f" (--cell-timeout {cell.cell_timeout_s:g} s)"
+        remedy = remedy or "raise --cell-timeout, or look for a hang in this route (an EP or driver deadlock)"
+    return CellFailure(
+        kind=exc.kind,
+        message=message,
+        remedy=remedy,
+        error_type=d.get("error_type"),
+        exit_code=d.get("exit_code"),
+        signal=d.get("signal"),
+        signal_name=d.get("signal_name"),
+        traceback=d.get("traceback"),
+        phase=phase,
+    )

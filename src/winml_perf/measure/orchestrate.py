@@ -1,0 +1,374 @@
+"""run_benchmark(request): wires plugins -> resolve -> prepare -> sweep -> store. Nothing else.
+
+Every route of one invocation is resolved and prepared before anything is measured, so a bad
+route is an exit-2 error before minutes of measuring, and the routes then run interleaved.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from winml_perf.bundle import cache
+from winml_perf.measure.validate import validate_request
+from winml_perf.model.route import MODEL, Route, StageRoute
+from winml_perf.model.runtime import GENAI, ONNX, runtime_named
+from winml_perf.model.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
+from winml_perf.support.errors import StoreError, UsageError
+
+DEFAULT_PROMPT_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class RouteRequest:
+    """One route as asked: ``config``, ``ep=NAME`` or ``device=CLASS``, optionally limited to stages,
+    with EP options (``KEY=VALUE`` pairs, over ``--ep-option``)."""
+
+    ep: str | None = None
+    device: str | None = None
+    stages: tuple[str, ...] = ()
+    options: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def label(self) -> str:
+        from winml_perf.ep.options import label_suffix
+
+        base = (
+            f"ep={self.ep}"
+            if self.ep
+            else f"device={self.device}"
+            if self.device and self.device != "config"
+            else "config"
+        )
+        return base + label_suffix(dict(self.options)) + (f"[{','.join(self.stages)}]" if self.stages else "")
+
+
+ROUTE_KEYS = ("stages", "options")
+
+
+def parse_route(text: str) -> RouteRequest:
+    """``config`` | ``ep=webgpu`` | ``device=gpu``, then optional ``;stages=context,iterator`` and
+    ``;options=soc_model=60,htp_arch=73`` parts."""
+    from winml_perf.ep.options import parse_options
+
+    head, *tails = (part.strip() for part in text.strip().split(";"))
+    parts: dict[str, str] = {}
+    for tail in filter(None, tails):
+        key, _, value = (p.strip() for p in tail.partition("="))
+        if key not in ROUTE_KEYS or not value or key in parts:
+            raise UsageError(
+                f"--route {text!r}: after ';' only stages=NAME[,NAME] and options=KEY=VALUE[,KEY=VALUE] are understood, once each",
+                "e.g. --route 'ep=qnn;stages=context,iterator;options=soc_model=60,htp_arch=73'",
+            )
+        parts[key] = value
+    stages = tuple(s.strip() for s in parts.get("stages", "").split(",") if s.strip())
+    options = (
+        tuple(sorted(parse_options(parts["options"].split(","), f"--route {text!r}: options").items()))
+        if "options" in parts
+        else ()
+    )
+    if head == "config":
+        if stages or options:
+            raise UsageError(
+                f"--route {text!r}: the config route has no stages to force nor options to set",
+                "drop ';stages=...'/';options=...' or use ep=/device=",
+            )
+        return RouteRequest()
+    key, sep, value = (part.strip() for part in head.partition("="))
+    if not sep or key not in ("ep", "device") or not value:
+        raise UsageError(f"--route {text!r} is not understood", "use config, ep=NAME or device=cpu|gpu|npu|auto")
+    if key == "ep":
+        return RouteRequest(ep=value, stages=stages, options=options)
+    return RouteRequest(device=value, stages=stages, options=options)
+
+
+@dataclass(frozen=True)
+class PerfRequest:
+    path: Path
+    runtime: str = GENAI.name
+    routes: tuple[RouteRequest, ...] = (RouteRequest(),)
+    ep_libraries: tuple[str, ...] = ()
+    ep_options: tuple[tuple[str, str], ...] = ()  # --ep-option, under each route's own options
+    compile: bool = False
+    compile_timeout_s: float = 600.0
+    verify_sources: bool = False
+    prompt: str | None = None
+    apply_template: bool = False
+    prompt_tokens: tuple[int, ...] | None = None
+    max_new_tokens: tuple[int, ...] = (32,)
+    warmup: WarmupPolicy = WarmupPolicy()
+    iterations: IterationPolicy = IterationPolicy(iterations=5)
+    rounds: int | None = None
+    isolate: bool | None = None
+    cell_timeout_s: float | None = None
+    seed: int = 0
+    quiet: bool = False
+    store: str | None = None
+    no_store: bool = False
+    check_outputs: bool = False
+    strict: bool = False
+    onnx_options: dict = field(default_factory=dict)
+    prepare_model: bool = False
+    explain: bool = False
+
+
+def _plugin_specs(registrations) -> tuple[str, ...]:
+    return tuple(f"{r.ep_name}={r.library_path}" for r in registrations)
+
+
+def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
+    from winml_perf.bundle.prepare import prepare_route
+    from winml_perf.ep.devices import resolve_target
+
+    target = resolve_target(rr.ep, rr.device, req.runtime)
+    if rr.stages and target.kind == "config":
+        raise UsageError("--stages needs a forced route", "add --ep NAME or --device CLASS")
+    options = (
+        {**dict(req.ep_options), **dict(rr.options)} if target.kind != "config" else dict(rr.options or req.ep_options)
+    )
+    route = prepare_route(
+        req.path,
+        target,
+        list(rr.stages) or None,
+        compile=req.compile,
+        verify_sources=req.verify_sources,
+        compile_timeout_s=req.compile_timeout_s,
+        label=rr.label,
+        ep_options=options,
+    )
+    if req.strict:
+        from winml_perf.bundle.placement import enforce_strict
+
+        enforce_strict(route)
+    route = replace(
+        route,
+        target={**target.to_dict(), "ep_options": options},
+        plugin_registration_ms=plugin_ms,
+        emulated=_emulated(s.ep_after for s in route.stages),
+    )
+    return RouteSpec.from_route(route, str(req.path), GENAI.name, plugin_specs)
+
+
+def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
+    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.ep.devices import resolve_target
+    from winml_perf.model.spec import SessionSpec
+    from winml_perf.session.onnx_session import preflight
+
+    if rr.stages:
+        raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
+    target = resolve_target(rr.ep, rr.device, ONNX)
+    options = {**req.onnx_options, "ep": rr.ep, "device": rr.device}
+    preflight(req.path, options)
+    path, prepared, prepare_ms = req.path, None, None
+    if req.prepare_model:
+        prepared = prepare_onnx(
+            req.path,
+            target,
+            options["graph_optimization_level"],
+            session_config=options.get("session_config"),
+            plugin_libraries=list(plugin_specs),
+        )
+        options |= prepared.session_options()
+        path, prepare_ms = prepared.path, prepared.prepare_ms
+    route = Route(
+        rr.label,
+        rr.label,
+        target.label,
+        (StageRoute("model", (req.path.name,), None, target.ep),),
+        MODEL,
+        target=target.to_dict(),
+        plugin_registration_ms=plugin_ms,
+        prepared=prepared.to_dict() if prepared else None,
+        emulated=_emulated([target.ep]),
+    )
+    return RouteSpec(
+        rr.label, SessionSpec(ONNX.name, str(path), plugin_specs, options), route, str(req.path), prepare_ms, None
+    )
+
+
+def _refuse_duplicate_routes(req: PerfRequest) -> None:
+    """Two --route values that resolve to the same placement (ep=cpu and ep=CPU) measure one route twice."""
+    from winml_perf.ep.devices import resolve_target
+
+    seen: dict[tuple, RouteRequest] = {}
+    for rr in req.routes:
+        target = resolve_target(rr.ep, rr.device, req.runtime)
+        key = (
+            ("config",)
+            if target.kind == "config"
+            else (target.ep, target.device, tuple(sorted(rr.stages)), tuple(sorted(rr.options)))
+        )
+        if key in seen:
+            raise UsageError(
+                f"--route {seen[key].label} and --route {rr.label} are the same route ({target.label})",
+                "list each route once",
+            )
+        seen[key] = rr
+
+
+def _emulated(route_eps) -> tuple[str, ...]:
+    """The route's EPs that offer only an emulator here (QNN's HTP emulator on x86)."""
+    from winml_perf.ep.devices import emulated_eps
+
+    wanted = {e for e in route_eps if e}
+    if not wanted - {"CPUExecutionProvider"}:
+        return ()
+    return tuple(e for e in emulated_eps() if e in wanted)
+
+
+def prepare_routes(req: PerfRequest) -> list[RouteSpec]:
+    from winml_perf.ep.plugins import register_plugin_eps
+
+    t0 = time.perf_counter()
+    registrations = register_plugin_eps(list(req.ep_libraries))
+    plugin_ms = round((time.perf_counter() - t0) * 1000.0, 3)
+    specs = _plugin_specs(registrations)
+    _refuse_duplicate_routes(req)
+    build = _genai_route if runtime_named(req.runtime).token_based else _onnx_route
+    return [build(req, rr, specs, plugin_ms) for rr in req.routes]
+
+
+def _cells(req: PerfRequest, routes: Sequence[RouteSpec]):
+    if not runtime_named(req.runtime).token_based:
+        return expand_sweep(
+            routes, None, None, warmup=req.warmup, iterations=req.iterations, cell_timeout_s=req.cell_timeout_s
+        )
+    prompt_tokens = req.prompt_tokens
+    if req.prompt is None and prompt_tokens is None:
+        prompt_tokens = (DEFAULT_PROMPT_TOKENS,)
+    prompt = PromptSpec(req.prompt, req.apply_template, req.seed)
+    return expand_sweep(
+        routes,
+        prompt_tokens,
+        req.max_new_tokens,
+        prompt=prompt,
+        warmup=req.warmup,
+        iterations=req.iterations,
+        cell_timeout_s=req.cell_timeout_s,
+    )
+
+
+@dataclass
+class BenchmarkOutcome:
+    run: Any  # RunRecord (of the finished cells only when interrupted)
+    store: str | None = None  # where the records went (None with --no-store)
+    store_errors: list = field(default_factory=list)  # cells that could not be stored, with why
+    interrupted: int | None = None  # the signal that stopped the sweep
+    unstored_path: Path | None = None  # where the run record goes when cells could not be stored
+
+
+def run_benchmark(
+    req: PerfRequest, argv: Sequence[str] | None = None, on_cell: Callable[[Any], None] | None = None
+) -> BenchmarkOutcome:
+    """Resolve and prepare every route, measure the sweep, store each cell as it finishes.
+
+    A cell that cannot be stored (a dropped database connection, say) does not stop the sweep: the
+    error is kept in the outcome and the caller reports it once the run record is safe elsewhere.
+    While a route measures from a derived folder the cache root is held (shared): `bundle clean`
+    waits for the run instead of removing the folder under it."""
+    if runtime_named(req.runtime).token_based:
+        from winml_perf.bundle.config import load_config
+
+        _check_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else happens
+    validate_request(req, (DEFAULT_PROMPT_TOKENS,))  # flag values the bundle or machine cannot take: exit 2 now
+    source = derived_from(req)
+    with cache.holding(source) if source is not None else contextlib.nullcontext():  # no `bundle clean` under the run
+        return _prepare_and_measure(req, argv, on_cell)
+
+
+def derived_from(req: PerfRequest) -> Path | None:
+    """The folder whose artifact cache some route of ``req`` loads from (a forced genai route, a
+    prepared ONNX model); None when every route loads the source itself."""
+    if runtime_named(req.runtime).token_based:
+        forced = any(rr.ep or (rr.device and rr.device != "config") for rr in req.routes)
+        return Path(req.path) if forced else None
+    return Path(req.path).resolve().parent if req.prepare_model else None
+
+
+def _prepare_and_measure(
+    req: PerfRequest, argv: Sequence[str] | None, on_cell: Callable[[Any], None] | None
+) -> BenchmarkOutcome:
+    from winml_perf.measure.progress import make_progress
+    from winml_perf.measure.sweep import SweepInterrupted, run_sweep
+    from winml_perf.results.location import unstored_path
+    from winml_perf.results.locking import StoreLockTimeout
+
+    routes = prepare_routes(req)
+    if req.check_outputs and runtime_named(req.runtime).token_based:
+        routes = _with_output_checks(req, routes)
+    cells = _cells(req, routes)
+    store = None
+    if not req.no_store:
+        from winml_perf.record.validation import prepare_checks
+        from winml_perf.results.store import open_store
+
+        store = open_store(req.store)
+        prepare_checks()  # before measuring: a fixed cost the records' check would pay after the last iteration
+
+    outcome = BenchmarkOutcome(
+        run=None,
+        store=store.display if store is not None else None,
+        unstored_path=unstored_path(store.location) if store is not None else None,
+    )
+    lock_timed_out: list[str] = []
+
+    def on_cell_done(record) -> None:
+        if store is not None and lock_timed_out:  # one wait to the deadline is enough
+            outcome.store_errors.append(f"{record.cell_key}: not tried ({lock_timed_out[0]})")
+        elif store is not None:
+            try:
+                store.write_record(record.to_dict())
+            except StoreError as exc:
+                outcome.store_errors.append(f"{record.cell_key}: {exc}")
+                if isinstance(exc, StoreLockTimeout):
+                    lock_timed_out.append(str(exc))
+        if on_cell is not None:
+            on_cell(record)
+
+    try:
+        outcome.run = run_sweep(
+            cells,
+            rounds=req.rounds,
+            seed=req.seed,
+            isolate=req.isolate,
+            on_cell_done=on_cell_done,
+            progress=make_progress(req.quiet),
+            argv=argv,
+            explain=req.explain,
+        )
+    except SweepInterrupted as exc:
+        outcome.run, outcome.interrupted = exc.run, exc.signum
+    finally:
+        if store is not None:
+            store.close()
+    return outcome
+
+
+def _check_static_prompt(config, req: PerfRequest) -> None:
+    """A bundle with a static prompt length S takes only --prompt-tokens S."""
+    static = config.static_prompt_length()
+    if static is None or req.prompt is not None:
+        return
+    stage, length = static
+    asked = req.prompt_tokens or (DEFAULT_PROMPT_TOKENS,)
+    wrong = [n for n in asked if n != length]
+    if wrong:
+        flag = "--prompt-tokens" if req.prompt_tokens else "--prompt-tokens (default 128)"
+        raise UsageError(
+            f"{flag} {','.join(map(str, wrong))}: stage `{stage}` of {req.path} has a static prompt length of {length} tokens",
+            f"pass --prompt-tokens {length}",
+        )
+
+
+def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
+    from winml_perf.measure.equivalence import check_routes
+
+    checks = check_routes(str(req.path), routes, seed=req.seed)
+    return [
+        replace(r, route=replace(r.route, output_check=checks[r.label])) if r.label in checks else r for r in routes
+    ]

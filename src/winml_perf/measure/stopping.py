@@ -1,0 +1,144 @@
+"""When to stop measuring a cell, and whether the next repetition is an iteration or an invocation.
+
+Pure functions of what was measured. One invocation (``max_invocations`` 1): iterate until the
+within-process interval of the median reaches the target, or a cap. Several invocations (Kalibera
+& Jones, ISMM 2013): the interval is ``uncertainty.median_interval`` over the invocations so far;
+once an invocation has its ``min_iterations`` and two invocations exist, the variance at each level
+(``variance_components``) and the cost of an iteration and of an invocation (process start, model
+load, warmup) decide whether one more iteration here or a new invocation buys more precision per
+second: ``next_repetition`` (K&J's optimal iteration count r1*) from 6 invocations on, and below
+that (Student t intervals) the one of the two that narrows the predicted interval more per second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from scipy.stats import t as student_t
+
+from winml_perf.model.spec import IterationPolicy
+from winml_perf.stats import median_interval, next_repetition, variance_components
+
+STOP_ITERATIONS = "iterations"
+STOP_CI_TARGET = "ci_target"
+STOP_MAX_ITERATIONS = "max_iterations"
+STOP_MAX_TIME = "max_time"
+STOP_MAX_INVOCATIONS = "max_invocations"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """``stop`` (``reason`` is the stop reason), or go on with an ``iteration`` or an ``invocation``."""
+
+    action: Literal["stop", "iteration", "invocation"]
+    reason: str
+    half_width_pct: float = math.nan
+
+
+def half_width_pct(invocations: Sequence[Sequence[float]]) -> float:
+    """The ±% of the interval the record reports for these samples (see median_interval)."""
+    return median_interval(invocations).half_width_pct
+
+
+def decide(
+    policy: IterationPolicy,
+    invocations: Sequence[Sequence[float]],
+    spent_s: float,
+    iteration_cost_s: float,
+    invocation_cost_s: float,
+) -> Decision:
+    """After an iteration of the last invocation of ``invocations`` (primary-metric values per
+    invocation): stop, iterate, or end this invocation so that a new one starts."""
+    k = len(invocations)
+    here = len(invocations[-1]) if k else 0
+    total = sum(len(v) for v in invocations)
+    half = math.nan
+    if here >= policy.min_iterations and k >= policy.invocations:
+        half = half_width_pct(invocations)
+        if not math.isnan(half) and half <= policy.target_ci_pct:
+            return Decision("stop", STOP_CI_TARGET, half)
+    if total >= policy.max_iterations:
+        return Decision("stop", STOP_MAX_ITERATIONS, half)
+    if spent_s >= policy.max_time_s:
+        return Decision("stop", STOP_MAX_TIME, half)
+    if here < policy.min_iterations or policy.max_invocations == 1:
+        return Decision("iteration", f"{here} of at least {policy.min_iterations} iterations in this invocation", half)
+    if k < policy.invocations or k < 2:
+        wanted = (
+            "a second measures the variance between invocations"
+            if k < 2
+            else f"at least {policy.invocations} invocations"
+        )
+        return _new_invocation(policy, k, f"invocation {k} has {here} iterations; {wanted}", half)
+    if total <= k:  # one iteration per invocation: no within-invocation variance to weigh yet
+        return Decision("iteration", "no invocation has a repeated iteration yet", half)
+    components = variance_components(invocations)
+    c1, c2 = max(iteration_cost_s, 1e-9), max(invocation_cost_s, 0.0)
+    if math.isnan(half):
+        half = half_width_pct(invocations)
+    predicted = (
+        predicted_half_width(components, here, k) / abs(components.grand_mean) * 100.0
+        if components.grand_mean
+        else math.nan
+    )
+    if half > MODEL_SLACK * predicted:
+        return _new_invocation(
+            policy,
+            k,
+            f"the interval (±{half:.2f} %) is over {MODEL_SLACK:g}x wider than the variance "
+            f"model predicts (±{predicted:.2f} %): {k} invocations underestimate the variance between "
+            f"them, and only another invocation can show it",
+            half,
+        )
+    if k >= T_REGIME_ENDS and components.between > 0:
+        advice = next_repetition(components, c1, c2, here)
+        action, reason = advice.next, advice.reason
+    else:
+        action, reason = marginal_choice(components, c1, c2, here, k)
+    if action == "iteration":
+        return Decision("iteration", reason, half)
+    return _new_invocation(policy, k, reason, half)
+
+
+#: An interval this many times wider than the variance model predicts means the model is wrong.
+MODEL_SLACK = 2.0
+#: From this many invocations the interval is distribution-free over invocation medians and K&J's
+#: r1* (next_repetition) decides alone; below, the Student t quantile's fall with k matters too.
+T_REGIME_ENDS = 6
+
+
+def predicted_half_width(components, iterations: float, k: int) -> float:
+    """t(k-1) x sqrt(T2^2/k + T1^2/(r1 k)): the interval K&J's variance predicts for k invocations
+    of r1 iterations (Student t quantile at 97.5 %)."""
+    return float(student_t.ppf(0.975, k - 1)) * math.sqrt(components.between / k + components.within / (iterations * k))
+
+
+def marginal_choice(
+    components, iteration_cost_s: float, invocation_cost_s: float, here: int, k: int
+) -> tuple[str, str]:
+    """Iteration or invocation, whichever narrows the predicted interval more per second. K&J's r1*
+    alone ignores that with 2-5 invocations the t quantile (12.7 at k = 2, 2.8 at k = 5) shrinks
+    only with more invocations: when the invocations look alike (T2^2 = 0) it would iterate forever."""
+    now = predicted_half_width(components, here, k)
+    by_iteration = (now - predicted_half_width(components, here + 1, k)) / iteration_cost_s
+    by_invocation = (now - predicted_half_width(components, here, k + 1)) / (
+        invocation_cost_s + here * iteration_cost_s
+    )
+    if by_iteration >= by_invocation:
+        return "iteration", (
+            f"an iteration narrows the predicted interval {by_iteration / max(by_invocation, 1e-300):.1f}x "
+            f"more per second than an invocation ({k} invocations, {here} iterations in this one)"
+        )
+    return "invocation", (
+        f"an invocation narrows the predicted interval {by_invocation / max(by_iteration, 1e-300):.1f}x more "
+        f"per second than an iteration (t quantile and between-invocation variance, {k} invocations)"
+    )
+
+
+def _new_invocation(policy: IterationPolicy, k: int, reason: str, half: float) -> Decision:
+    if k >= policy.max_invocations:
+        return Decision("stop", STOP_MAX_INVOCATIONS, half)
+    return Decision("invocation", reason, half)

@@ -1,0 +1,188 @@
+"""run_sweep: run cells (interleaved, optionally isolated) and hand back records as they finish."""
+
+from __future__ import annotations
+
+import gc
+import signal
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Any
+
+from winml_perf.measure.cell_progress import utc_now
+from winml_perf.measure.progress import Progress
+from winml_perf.measure.runner import SweepRunner
+from winml_perf.model.record import CellRecord, RunRecord
+from winml_perf.model.result import CellResult
+from winml_perf.model.spec import CellSpec
+from winml_perf.record.build import cell_record, new_run_id, run_record
+from winml_perf.session.factory import open_session
+from winml_perf.support.errors import Interrupted
+
+
+class SweepInterrupted(Interrupted):
+    """A signal stopped the sweep; ``run`` is the run record of the cells that finished."""
+
+    def __init__(self, run: RunRecord, signum: int) -> None:
+        super().__init__(signum)
+        self.run = run
+
+
+@contextmanager
+def collector_paused():
+    """The cyclic collector off while a cell's record is built and stored: its 10^5 samples become
+    millions of new objects, and the passes those trigger walk every live object (~0.1 s at 5,000
+    iterations) to free nothing. Reference counting frees as usual; the collector resumes after."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _bandwidth_or_note(enabled: bool, cells: Sequence[CellSpec]) -> Mapping[str, Any] | None:
+    if not enabled or not any(c.session.token_based for c in cells):
+        return None
+    from winml_perf.record.roofline import cached_bandwidth
+
+    try:
+        return cached_bandwidth()
+    except Exception as exc:  # a roofline is a bonus; say why it is missing rather than fail the run
+        return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _gpu_bandwidth_or_none(
+    host: Mapping[str, Any] | None, cells: Sequence[CellSpec], environment: Mapping[str, Any]
+) -> Mapping[str, Any] | None:
+    """NVIDIA bandwidth, probed only when a cell has a stage on an NVIDIA GPU."""
+    if host is None:
+        return None
+    from winml_perf.record.decode_roofline import stage_ep
+    from winml_perf.record.device_bandwidth import NVIDIA_GPU, nvidia_bandwidth, stage_device
+
+    stages = [s for c in cells if c.session.token_based for s in (c.route.to_dict().get("stages") or [])]
+    if not any(stage_device(stage_ep(s, {}), environment).device == NVIDIA_GPU for s in stages):
+        return None
+    try:
+        return nvidia_bandwidth()
+    except Exception as exc:  # as for the host figure: say why it is missing
+        return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def _explainer(enabled: bool):
+    if not enabled:
+        return None
+    from winml_perf.measure.explain_cell import explain_cell
+
+    return explain_cell
+
+
+def _unique(values) -> list:
+    seen: list = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    return seen
+
+
+def run_sweep(
+    cells: Sequence[CellSpec],
+    session_factory: Callable = open_session,
+    rounds: int | None = None,
+    seed: int = 0,
+    isolate: bool | None = None,
+    on_cell_done: Callable[[CellRecord], None] | None = None,
+    *,
+    progress: Progress | None = None,
+    environment: Mapping[str, Any] | None = None,
+    run_id: str | None = None,
+    argv: Sequence[str] | None = None,
+    roofline: bool = True,
+    sample_memory: bool = True,
+    keep_token_ids: bool = False,
+    explain: bool = False,
+) -> RunRecord:
+    """Measure every cell and return the run's record; ``on_cell_done(record)`` is called as soon as
+    each cell is final (store it there). ``isolate=None`` isolates when there is more than one route.
+    ``environment``: collect_environment() of this run (collected here when None).
+    ``roofline``: add decode's fraction of the memory-bandwidth bound (bandwidth measured once per machine, cached).
+    ``explain``: after each cell's measured iterations, profile its route apart (bench/explain_cell.py)."""
+    cells = list(cells)
+    routes = _unique(c.route_label for c in cells)
+    if isolate is None:
+        isolate = len(routes) > 1 or any(c.iterations.multi_invocation for c in cells)
+    if environment is None:
+        from winml_perf.record.environment import collect_environment
+
+        environment = collect_environment()
+    run_id = run_id or new_run_id()
+    started = utc_now()
+    bandwidth = _bandwidth_or_note(roofline, cells)
+    gpu_bandwidth = _gpu_bandwidth_or_none(bandwidth, cells, environment)
+    invocations = (
+        max((c.iterations.max_invocations if c.iterations.adaptive else c.iterations.invocations) for c in cells)
+        if cells
+        else 1
+    )
+    extra = {"rounds": rounds, "seed": seed, "isolate": isolate, "invocations": invocations}
+    records: list[CellRecord] = []
+
+    def on_result(result: CellResult) -> None:
+        with collector_paused():
+            rec = cell_record(
+                result,
+                run_id=run_id,
+                environment=environment,
+                policy_extra=extra,
+                bandwidth=bandwidth,
+                keep_token_ids=keep_token_ids,
+                gpu_bandwidth=gpu_bandwidth,
+            )
+            records.append(rec)
+            if on_cell_done is not None:
+                on_cell_done(rec)
+
+    runner = SweepRunner(
+        cells,
+        session_factory,
+        rounds=rounds,
+        seed=seed,
+        isolate=isolate,
+        progress=progress,
+        on_result=on_result,
+        sample_memory=sample_memory,
+        explainer=_explainer(explain),
+    )
+
+    def record(order: Sequence[Mapping], interrupted: str | None = None) -> RunRecord:
+        sweep = {
+            "routes": routes,
+            "prompt_tokens": _unique(c.prompt_tokens for c in cells),
+            "max_new_tokens": _unique(c.max_new_tokens for c in cells),
+            "cell_count": len(cells),
+            **extra,
+            "order": [dict(o) for o in order],
+            "bandwidth": None if bandwidth is None else dict(bandwidth),
+            **({"gpu_bandwidth": dict(gpu_bandwidth)} if gpu_bandwidth else {}),
+            **({"interrupted": interrupted} if interrupted else {}),
+        }
+        done = sorted(records, key=lambda r: r.cell_index)
+        run = run_record(
+            done,
+            run_id=run_id,
+            environment=environment,
+            started_utc=started,
+            finished_utc=utc_now(),
+            sweep=sweep,
+            argv=argv,
+        )
+        return replace(run, status="failed") if interrupted else run  # not every planned cell ran
+
+    try:
+        outcome = runner.run()
+    except KeyboardInterrupt as exc:
+        signum = getattr(exc, "signum", signal.SIGINT)
+        raise SweepInterrupted(record(runner.order_so_far, signal.Signals(signum).name), signum) from exc
+    return record(outcome.order)

@@ -1,0 +1,111 @@
+"""validate_request(req): every flag value checked against the bundle and the machine, before any
+route is prepared or anything is allocated. Each refusal is exit 2, naming the flag and the fix.
+
+Sizes: a cell's prompt plus new tokens must fit the bundle's context (``model.context_length``,
+else ``search.max_length``), and the memory the longest cell would take (the prompt's ids, and the
+KV cache onnxruntime-genai reserves for the whole length) must fit the memory available now.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from winml_perf.model.runtime import runtime_named
+from winml_perf.support.errors import BundleError, UsageError
+
+#: Seeds are stored as 64-bit integers and fed to numpy's generator (which refuses negatives).
+MAX_SEED = 2**63 - 1
+#: Longest timeout a flag may ask for (a year); the OS's waits overflow well past it.
+MAX_TIMEOUT_S = 365 * 24 * 3600.0
+#: What one prompt token costs besides the KV cache: a Python int in a list, the int32 copy fed.
+HOST_BYTES_PER_TOKEN = 64
+
+
+def available_memory_bytes() -> int:
+    import psutil
+
+    return int(psutil.virtual_memory().available)
+
+
+def _check_timeout(value: float | None, flag: str) -> None:
+    if value is None:
+        return
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise UsageError(
+            f"{flag} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:g}, got {value}", f"e.g. {flag} 600"
+        )
+
+
+def _check_common(req: Any) -> None:
+    if isinstance(req.seed, bool) or not 0 <= req.seed <= MAX_SEED:
+        raise UsageError(f"--seed must be 0 or more (at most {MAX_SEED}), got {req.seed}", "e.g. --seed 0")
+    _check_timeout(req.cell_timeout_s, "--cell-timeout")
+    _check_timeout(req.compile_timeout_s, "--compile-timeout")
+    if req.iterations.adaptive:
+        _check_timeout(req.iterations.max_time_s, "--max-time")
+
+
+def _check_prompt(req: Any, bundle: Path) -> None:
+    from winml_perf.session.genai_session import has_chat_template, missing_tokenizer_file
+
+    if req.prompt is not None and not req.prompt.strip():
+        raise UsageError(
+            "--prompt is empty", "give some text, or drop --prompt for synthetic tokens (--prompt-tokens N)"
+        )
+    if req.apply_template and req.prompt is None:
+        raise UsageError("--apply-template needs --prompt (synthetic tokens have no text to wrap)", "add --prompt TEXT")
+    if req.prompt is not None:
+        missing = missing_tokenizer_file(bundle)
+        if missing:
+            raise BundleError(
+                f"{bundle} has no {missing}: --prompt needs the bundle's tokenizer",
+                "measure with --prompt-tokens N instead (synthetic tokens need no tokenizer)",
+            )
+    if req.apply_template and not has_chat_template(bundle):
+        raise BundleError(
+            f"{bundle} has no chat template (tokenizer_config.json chat_template, chat_template.jinja "
+            "or chat_template.json): --apply-template has nothing to apply",
+            "drop --apply-template",
+        )
+
+
+def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None) -> None:
+    from winml_perf.session.genai_session import token_facts
+    from winml_perf.support.json_input import read_json
+
+    config = bundle / "genai_config.json"
+    facts = token_facts(read_json(config), config)
+    longest_new = max(req.max_new_tokens)
+    longest_prompt = max(prompt_tokens) if prompt_tokens else 1  # a text prompt's length is known only once encoded
+    if facts.context_length:
+        if longest_prompt + longest_new > facts.context_length:
+            flags = "--prompt-tokens + --max-new-tokens" if prompt_tokens else "--max-new-tokens (+ the prompt)"
+            raise UsageError(
+                f"{flags} = {longest_prompt} + {longest_new} exceeds the bundle's context of "
+                f"{facts.context_length} tokens ({config})",
+                f"keep the sum at or under {facts.context_length}",
+            )
+    need = (longest_prompt + longest_new) * (HOST_BYTES_PER_TOKEN + facts.kv_bytes_per_token)
+    free = available_memory_bytes()
+    if need > free:
+        raise UsageError(
+            f"--prompt-tokens {longest_prompt} with --max-new-tokens {longest_new} would need about "
+            f"{need / 2**30:.1f} GiB, more than the {free / 2**30:.1f} GiB of memory available",
+            "ask for fewer tokens",
+        )
+
+
+def validate_request(req: Any, default_prompt_tokens: tuple[int, ...]) -> None:
+    """Refuse (exit 2) any flag value that cannot work with this bundle on this machine.
+
+    ``req`` is an orchestrate.PerfRequest; ``default_prompt_tokens`` what a synthetic prompt gets
+    when --prompt-tokens is not given."""
+    _check_common(req)
+    if not runtime_named(req.runtime).token_based:
+        return
+    bundle = Path(req.path)
+    _check_prompt(req, bundle)
+    prompt_tokens = req.prompt_tokens or (None if req.prompt is not None else default_prompt_tokens)
+    _check_lengths(req, bundle, prompt_tokens)

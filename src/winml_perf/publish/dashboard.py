@@ -1,0 +1,173 @@
+"""The static dashboard: self-contained HTML pages (inline CSS, inline SVG drawn by
+results/dashboard_svg.py, a few lines of inline JS for the filters; no network) written to ``<out>/``.
+
+- ``index.html``: one row per series (testbed x bundle x route x shape x options, ``series_key``) with
+  a sparkline of its primary metric, the newest value and its 95 % interval, and its newest change
+  point (size of the shift and its interval); a testbed and a route filter.
+- ``pages/<testbed>/<bundle>.html`` (results/dashboard_page.py): the full history of each series of
+  that testbed and bundle: a card per metric with the series of the sweep (routes x shapes) as small
+  multiples, the interval as a band, the change points of the primary metric marked and listed; a
+  route filter. The primary metric's card has a marker per record (hover: date, commit, version,
+  testbed); the other cards draw the line and band only, which keeps a page of a year of nightlies
+  to a few MB.
+
+Change points: E-Divisive means (results/changepoint.py) over the primary metric of each series
+(decode tok/s for generation, e2e for one-token runs, latency for plain ONNX), over its newest
+``CHANGE_WINDOW`` ok records: each record's per-invocation medians (``metrics.invocations``, the
+mode-aware input the regression gate judges too), or its median where no record has invocations. They are kept in the store
+(results/change_point_cache.py), so a rebuild runs the detector only on series whose searched
+records changed.
+
+Pages are written in ``jobs`` worker processes when the store is large enough to pay for starting
+them (child.map_in_pool); each page is one job, so memory stays bounded by a page per process.
+
+Each page reports what it drew in ``#winml-status`` (data-points: markers of the primary card,
+data-records, data-charts, data-errors, data-state) so a headless browser test can check it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import UTC, datetime
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from winml_perf.compare.comparisons import shape_label
+from winml_perf.model.metrics import get
+from winml_perf.publish import dashboard_svg as svg
+from winml_perf.publish.dashboard_page import (
+    CHANGE_WINDOW,
+    PageJob,
+    PageResult,
+    cp_text,
+    page_path,
+    render,
+    render_job,
+    render_page,
+    write_file,
+)
+from winml_perf.results import change_point_cache as cpc
+from winml_perf.results.series import series_list
+from winml_perf.results.store import Store
+from winml_perf.support.errors import UsageError
+
+#: Records per worker process below which a worker does not pay for its start (~1 s to import).
+RECORDS_PER_JOB = 25_000
+#: Most worker processes the dashboard starts by default.
+MAX_JOBS = 8
+#: Freshly found change points kept in the store per write (bounded memory and transactions).
+KEEP_BATCH = 200
+
+
+def default_jobs(records: int) -> int:
+    """Workers worth starting for ``records`` records: one per RECORDS_PER_JOB, at most the CPUs
+    (and MAX_JOBS); 1 means the pages are written in this process."""
+    return max(1, min(os.cpu_count() or 1, MAX_JOBS, records // RECORDS_PER_JOB))
+
+
+def _index_row(s: Mapping[str, Any]) -> str:
+    row, m = s["row"], get(s["metric"])
+    latest = s["latest"]
+    value = ""
+    if latest is not None:
+        med, lo, hi = latest["value"]
+        ci = f" [{lo:.4g}, {hi:.4g}]" if lo is not None and hi is not None else ""
+        value = f"{med:.4g}{ci} <span class='sub'>{escape(latest['created_utc'][:10])}</span>"
+    cp = s["cp"]
+    cp_html = (
+        f'<span class="{cp["direction"].replace(" ", "-")}">{escape(cp_text(cp))}</span>'
+        if cp
+        else '<span class="sub">none</span>'
+    )
+    link = f"{page_path(row['testbed_id'], row['bundle'])}#s-{row['series_key']}"
+    return (
+        f'<tr data-testbed="{escape(str(row["testbed_id"]))}" data-route="{escape(str(row["route"]))}">'
+        f'<td>{escape(str(row["testbed_id"]))}</td><td><a href="{escape(link)}">{escape(str(row["bundle"]))}</a></td>'
+        f"<td>{escape(str(row['route']))}</td><td>{escape(shape_label(row['prompt_tokens'], row['max_new_tokens']))}</td>"
+        f'<td>{escape(m.label)}</td><td>{svg.sparkline(s["spark"])}</td><td class="num">{value}</td><td>{cp_html}</td>'
+        f'<td class="num">{s["records"]}</td></tr>'
+    )
+
+
+def _filter(name: str, values: Sequence[str]) -> str:
+    opts = "".join(f'<option value="{escape(v)}">{escape(v)}</option>' for v in values)
+    return f'<label class="filter">{name} <select data-filter="{name}"><option value="">all</option>{opts}</select></label>'
+
+
+def _store_ref(store: Store) -> str:
+    """How a worker process opens the same store: the SQLite file, or the full URL."""
+    loc = store.location
+    return str(loc.path) if loc.path is not None else loc.url.render_as_string(hide_password=False)
+
+
+def _results(store: Store, jobs: Sequence[PageJob], workers: int) -> Iterator[PageResult]:
+    if workers <= 1:
+        for job in jobs:
+            yield render(store, job)
+        return
+    from winml_perf.support.child import ChildContext, map_in_pool
+
+    yield from map_in_pool(render_job, jobs, workers, ChildContext.from_parent(plugin_libraries=()))
+
+
+def write_dashboard(
+    store: Store, out_dir: Path, *, title: str = "winml-perf results", jobs: int | None = None, **filters: Any
+) -> Path:
+    """Write ``out_dir/index.html`` and a page per testbed x bundle; returns the index's path.
+    ``jobs``: worker processes for the pages (None: ``default_jobs`` of the records selected)."""
+    out_dir = Path(out_dir)
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    selected = series_list(store, **filters)
+    for row in selected:
+        groups[(row["testbed_id"], row["bundle"])].append(row)
+    page_jobs = [
+        PageJob(_store_ref(store), str(out_dir), title, testbed, bundle, tuple(rows), dict(filters))
+        for (testbed, bundle), rows in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0])))
+    ]
+    workers = min(
+        len(page_jobs), default_jobs(sum(r["records"] for r in selected)) if jobs is None else max(1, int(jobs))
+    )
+    summaries: list[dict] = []
+    total = 0
+    pending: list = []
+    try:
+        for result in _results(store, page_jobs, workers):
+            summaries += result.summaries
+            total += result.records
+            pending += result.computed
+            if len(pending) >= KEEP_BATCH:
+                cpc.save(store, pending)
+                pending = []
+        cpc.save(store, pending)
+        rows_html = "".join(_index_row(s) for s in summaries)
+        testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries})
+        routes = sorted({str(s["row"]["route"]) for s in summaries})
+        table = (
+            (
+                '<table class="index"><thead><tr><th>testbed</th><th>bundle</th><th>route</th><th>shape</th><th>metric</th>'
+                "<th>history</th><th>latest [95% CI]</th><th>newest change point</th><th>records</th></tr></thead>"
+                f"<tbody>{rows_html}</tbody></table>"
+            )
+            if summaries
+            else '<p class="empty">the store holds no records</p>'
+        )
+        body = (
+            f'<p class="sub">{len(summaries)} series, {total} records from {escape(store.display)}; generated {generated}.'
+            f" Change points: E-Divisive means over the newest {CHANGE_WINDOW} records of each series.</p>"
+            + _filter("testbed", testbeds)
+            + _filter("route", routes)
+            + table
+        )
+        index = out_dir / "index.html"
+        write_file(
+            index, render_page(title, title, body, {"page": "index", "records": total, "series": len(summaries)})
+        )
+    except OSError as exc:
+        raise UsageError(
+            f"-o {out_dir}: cannot write the dashboard ({exc})", "pass -o with a writable folder"
+        ) from None
+    return index

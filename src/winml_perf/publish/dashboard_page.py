@@ -1,0 +1,294 @@
+"""One testbed/bundle page of the dashboard (``pages/<testbed>/<bundle>.html``): read each series of
+the page, find (or look up) its change points, draw a card per metric with the series as small
+multiples, write the file, and hand back a summary per series for the index.
+
+A page is a job (``PageJob`` -> ``PageResult``) so the dashboard can write pages in worker
+processes (``render_job``, one store connection per process); change points computed here come
+back in the result and the parent keeps them in the store (results/change_point_cache.py).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from html import escape
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from winml_perf.compare.comparisons import shape_label
+from winml_perf.model.metrics import METRICS, bigger_is_better, get, primary_metric
+from winml_perf.publish import dashboard_svg as svg
+from winml_perf.results import change_point_cache as cpc
+from winml_perf.results.series import SeriesColumns, series_columns
+from winml_perf.results.store import Store, open_store
+from winml_perf.stats.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE, shift_text
+
+#: Newest ok records of a series searched for change points (four months of nightlies; the
+#: detector's cost grows with the square of the records it searches).
+CHANGE_WINDOW = 120
+#: Newest values drawn in an index sparkline.
+SPARK_POINTS = 60
+#: Metrics drawn on a testbed/bundle page, in table order.
+HISTORY_METRICS = tuple(m.name for m in METRICS if m.drawn)
+
+
+def slug(text: Any) -> str:
+    """A file-name-safe form of a testbed or bundle name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", str(text if text is not None else "none")).strip("._") or "none"
+
+
+def page_path(testbed: Any, bundle: Any) -> str:
+    return f"pages/{slug(testbed)}/{slug(bundle)}.html"
+
+
+def series_primary(row: Mapping[str, Any]) -> str:
+    return primary_metric(row.get("runtime") == "winml-genai", row.get("max_new_tokens"))
+
+
+def cp_text(cp: Mapping[str, Any]) -> str:
+    text = f"{cp['t'][:10]}: {shift_text(cp)} {cp['direction']}"
+    if cp.get("kind") == MODE_SHARE:  # the runs' lower mode got more (or less) frequent
+        text += f" (lower mode in {cp['share_before']:.0%} → {cp['share_after']:.0%} of invocations)"
+    return text
+
+
+def series_label(row: Mapping[str, Any]) -> str:
+    return f"{row['route']} · {shape_label(row['prompt_tokens'], row['max_new_tokens'])}"
+
+
+@dataclass(frozen=True)
+class PageJob:
+    """What a page needs: where the store is (``store_ref``, for a worker process), where to write,
+    the page's testbed, bundle and series rows (results/series.series_list), the filters."""
+
+    store_ref: str
+    out_dir: str
+    title: str
+    testbed: Any
+    bundle: Any
+    rows: tuple[dict, ...]
+    filters: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PageResult:
+    summaries: list[dict]  # one per series, for the index row
+    records: int
+    charts: int
+    computed: list[tuple[cpc.Search, list[dict]]]  # change points found now (to keep in the store)
+
+
+@dataclass
+class _Series:
+    """One series of a page: its columns, time axis, hover texts and primary change points."""
+
+    row: dict
+    cols: SeriesColumns
+    frame: svg.Frame
+    tips: list[str]
+    change_points: list[dict]  # of the primary metric, each with 'index' into the records
+
+
+def change_points(
+    series_key: str, cols: SeriesColumns, metric: str, kept: Mapping[tuple[str, str], tuple[str, str]]
+) -> tuple[list[dict], cpc.Search | None, list[dict] | None]:
+    """Change points of ``metric`` over the newest CHANGE_WINDOW ok records, indexed into the
+    records; from ``kept`` (change_point_cache.kept) when its row is current, else found now.
+    Returns (change points, the search and its raw result when found now, else None twice)."""
+    search, where = cpc.search_of(
+        series_key, metric, cols, CHANGE_WINDOW, {"higher_is_better": bigger_is_better(metric)}
+    )
+    if len(where) < 2 * DEFAULT_MIN_SIZE:
+        return [], None, None
+    fresh = None
+    raw = cpc.current(search, kept.get((series_key, metric)))
+    if raw is None:
+        raw = fresh = search.detect()
+    cps = [
+        {
+            **cp,
+            "index": where[cp["index"]],
+            "t": cols.created_utc[where[cp["index"]]],
+            "commit": cols.git_commits[where[cp["index"]]],
+        }
+        for cp in raw
+    ]
+    return cps, (search if fresh is not None else None), fresh
+
+
+def _read_series(store: Store, row: dict, filters: Mapping[str, Any], kept: Mapping) -> tuple[_Series, tuple | None]:
+    cols = series_columns(
+        store,
+        row["series_key"],
+        HISTORY_METRICS,
+        invocations_of=(series_primary(row),),
+        window=CHANGE_WINDOW,
+        **filters,
+    )
+    cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
+    frame = svg.Frame.of(svg.unix_seconds(cols.created_utc))
+    testbed = row["testbed_id"]
+    tips = [
+        svg.hover_text(t, commit, version, testbed, run)
+        for t, commit, version, run in zip(cols.created_utc, cols.git_commits, cols.versions, cols.run_ids)
+    ]
+    return _Series(row, cols, frame, tips, cps), ((search, fresh) if search is not None else None)
+
+
+def _summary(s: _Series) -> dict:
+    metric = series_primary(s.row)
+    med, low, high = s.cols.values[metric]
+    ok = np.flatnonzero(s.cols.ok & ~np.isnan(med))
+    latest = None
+    if len(ok):
+        i = int(ok[-1])
+        latest = {
+            "created_utc": s.cols.created_utc[i],
+            "value": tuple(None if x != x else x for x in (float(med[i]), float(low[i]), float(high[i]))),
+        }
+    return {
+        "row": s.row,
+        "metric": metric,
+        "spark": med[ok[-SPARK_POINTS:]].tolist(),
+        "latest": latest,
+        "cp": s.change_points[-1] if s.change_points else None,
+        "records": len(s.cols),
+    }
+
+
+def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool) -> str | None:
+    """The chart of ``metric`` of one series: ok records with a value, and failed records (crosses)."""
+    v, lo, hi = s.cols.values[metric]
+    drawn = ~s.cols.ok | ~np.isnan(v)
+    if not (~np.isnan(v) & s.cols.ok).any():
+        return None
+    cps = s.change_points if marked else []
+    if drawn.all():
+        frame, tips = s.frame, s.tips
+    else:  # records without this metric are left out, as if they were not there
+        idx = np.flatnonzero(drawn)
+        position = {int(i): k for k, i in enumerate(idx)}
+        frame, tips = svg.Frame.of(s.frame.times[idx]), [s.tips[i] for i in idx]
+        v, lo, hi = v[idx], lo[idx], hi[idx]
+        cps = [{**cp, "index": position[cp["index"]]} for cp in cps]
+    return svg.draw(frame, v, lo, hi, title=title, unit=unit, change_points=cps, tips=tips if marked else None)
+
+
+def _card(metric: str, series: Sequence[_Series], primary: bool) -> tuple[str, int]:
+    """One metric's card: a small multiple per series; (html, charts drawn)."""
+    m = get(metric)
+    parts, listed, charts = [], [], 0
+    for s in series:
+        marked = primary and metric == series_primary(s.row)
+        label = series_label(s.row)
+        drawn = _chart(s, metric, m.unit, f"{m.label} {label}", marked)
+        if drawn is None:
+            continue
+        route = escape(str(s.row["route"]))
+        parts.append(
+            f'<div class="mult" data-route="{route}" id="s-{s.row["series_key"]}"><h4>{escape(label)}</h4>{drawn}</div>'
+        )
+        listed += [
+            f'<li class="{cp["direction"].replace(" ", "-")}" data-route="{route}">{escape(label)} · '
+            f"{escape(cp_text(cp))} (commit {escape(str(cp['commit'] or '?'))})</li>"
+            for cp in (s.change_points if marked else [])
+        ]
+        charts += 1
+    if not charts:
+        return "", 0
+    cp_list = ""
+    if primary:
+        cp_list = "<h4>change points</h4>" + (
+            f'<ul class="cps">{"".join(listed)}</ul>' if listed else '<p class="empty">none</p>'
+        )
+    return (
+        f'<section class="card"{" data-primary" if primary else ""} data-metric="{metric}"><h3>{escape(m.label)}'
+        f' <span class="sub">({escape(m.unit)}, {"higher" if m.bigger_is_better else "lower"} is better; median per record,'
+        f' band: 95% CI)</span></h3><div class="mults">{"".join(parts)}</div>{cp_list}</section>'
+    ), charts
+
+
+def _filter(name: str, values: Sequence[str]) -> str:
+    opts = "".join(f'<option value="{escape(v)}">{escape(v)}</option>' for v in values)
+    return f'<label class="filter">{name} <select data-filter="{name}"><option value="">all</option>{opts}</select></label>'
+
+
+def render(store: Store, job: PageJob) -> PageResult:
+    """Read, draw and write one page."""
+    rows = sorted(
+        job.rows, key=lambda r: (str(r["route"]), r["prompt_tokens"] or 0, r["max_new_tokens"] or 0, r["series_key"])
+    )
+    probes = [(r["series_key"], series_primary(r)) for r in rows]
+    kept = cpc.kept(store, probes)
+    series, computed = [], []
+    for row in rows:
+        s, found = _read_series(store, row, job.filters, kept)
+        series.append(s)
+        if found is not None:
+            computed.append(found)
+    primaries = {series_primary(r) for r in rows}
+    cards, charts = [], 0
+    for metric in HISTORY_METRICS:
+        html, n = _card(metric, series, metric in primaries)
+        cards.append(html)
+        charts += n
+    routes = sorted({str(r["route"]) for r in rows})
+    body = (
+        f'<p class="nav"><a href="../../index.html">← all series</a></p><h2>{escape(str(job.bundle))} on {escape(str(job.testbed))}</h2>'
+        + _filter("route", routes)
+        + "".join(c for c in cards if c)
+    )
+    summaries = [_summary(s) for s in series]
+    records = sum(x["records"] for x in summaries)
+    write_file(
+        Path(job.out_dir) / page_path(job.testbed, job.bundle),
+        render_page(
+            f"{job.title}: {job.bundle} on {job.testbed}",
+            job.title,
+            body,
+            {"page": "detail", "records": records, "charts": charts},
+        ),
+    )
+    return PageResult(summaries, records, charts, computed)
+
+
+@cache
+def _asset(name: str) -> str:
+    return resources.files("winml_perf.results").joinpath("assets", name).read_text(encoding="utf-8")
+
+
+def render_page(title: str, heading: str, body: str, status: Mapping[str, Any]) -> str:
+    """A whole page: the shell of assets/dashboard.html with its CSS and script inlined."""
+    attrs = " ".join(f'data-{k}="{escape(str(v))}"' for k, v in status.items())
+    return _asset("dashboard.html").format(
+        title=escape(title),
+        heading=escape(heading),
+        css=_asset("dashboard.css"),
+        body=body,
+        status=attrs,
+        js=_asset("dashboard.js"),
+    )
+
+
+def write_file(path: Path, text: str) -> None:
+    """Write through a temporary name and a rename (a reader never sees half a page)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name("." + path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    tmp.replace(path)
+
+
+_STORES: dict[str, Store] = {}
+
+
+def render_job(job: PageJob) -> PageResult:
+    """``render`` in a worker process: the store opened once per process, by ``job.store_ref``."""
+    store = _STORES.get(job.store_ref)
+    if store is None:
+        store = _STORES[job.store_ref] = open_store(job.store_ref, create=False)
+    return render(store, job)

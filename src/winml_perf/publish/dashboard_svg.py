@@ -1,0 +1,295 @@
+"""Inline SVG for the dashboard, drawn here (no charting library, no network): a history chart with
+the 95 % interval as a band, the medians as a line with one marker per record (its hover title
+names the date, commit, version and testbed), change points as marked verticals, and a sparkline.
+
+Axes: "nice" ticks (1, 2, 2.5 or 5 x 10^k; Heckbert, "Nice numbers for graph labels", Graphics Gems,
+1990) that never go below zero (every metric here is a time, a rate or a size); x ticks by date.
+Margins are sized from the longest tick label so no label is clipped.
+
+Cost: a page of a year of nightlies draws ~25,000 points, so the data of a chart is written as
+integers in a scaled group (``DATA_UNITS``, strokes that do not scale) from numpy columns, and a
+series' time axis (``Frame``) is computed once for all its charts.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from html import escape
+from typing import Any
+
+import numpy as np
+
+from winml_perf.stats.changepoint import shift_text
+
+#: Width of one character of the 11 px axis font, for sizing margins (a generous estimate).
+CHAR_PX = 7.0
+WIDTH, HEIGHT, TOP, BOTTOM, RIGHT = 460, 200, 14, 34, 14
+
+
+def nice_step(span: float, count: int) -> float:
+    raw = span / max(count, 1)
+    mag = 10 ** math.floor(math.log10(raw))
+    return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+
+
+def nice_ticks(low: float, high: float, count: int = 5) -> list[float]:
+    """Ticks covering [low, high], never below zero."""
+    low, high = max(0.0, low), max(0.0, high)
+    if high <= low:
+        high = low + (abs(low) * 0.1 or 1.0)
+    step = nice_step(high - low, count)
+    start = max(0.0, math.floor(low / step) * step)
+    ticks, t = [], start
+    while t < high + step * 0.999:
+        ticks.append(round(t, 12))
+        t += step
+    return ticks
+
+
+def tick_label(v: float) -> str:
+    if v == 0:
+        return "0"
+    if abs(v) >= 1e6:
+        return f"{v / 1e6:g}M"
+    if abs(v) >= 1e4:
+        return f"{v / 1e3:g}k"
+    return f"{v:.4g}"
+
+
+def unix_seconds(texts: Sequence[str]) -> np.ndarray:
+    """Stored UTC times ('YYYY-MM-DDTHH:MM:SS...') as Unix seconds (float), parsed in bulk."""
+    return np.array([t[:19] for t in texts], dtype="datetime64[s]").astype(np.int64).astype(float)
+
+
+def date_ticks(t0: float, t1: float, count: int = 5) -> list[float]:
+    """Unix times of round dates (whole days, weeks or months) between t0 and t1."""
+    days = max((t1 - t0) / 86400, 1e-9)
+    step_days = next((d for d in (1, 2, 7, 14, 30, 61, 91, 182, 365) if days / d <= count), 730)
+    start = datetime.fromtimestamp(t0, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    if step_days >= 30:
+        start = start.replace(day=1)
+    out, t = [], start
+    while t.timestamp() <= t1:
+        if t.timestamp() >= t0:
+            out.append(t.timestamp())
+        if step_days >= 30:
+            months = step_days // 30
+            t = (t.replace(day=1) + timedelta(days=32 * months)).replace(day=1)
+        else:
+            t += timedelta(days=step_days)
+    return out or [t0]
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.1f}"
+
+
+#: The data of a chart (band and line) is drawn in a group whose units are 1/DATA_UNITS of the
+#: plot's width and height, as integers: cheap to write, finer than a pixel.
+DATA_UNITS = 10_000
+
+
+@dataclass
+class Frame:
+    """The time axis of every chart of one series: the records' times and where each falls across
+    the plot (0..1), the date ticks, and each record's position in data units as text (shared by
+    all the series' charts)."""
+
+    times: np.ndarray  # Unix seconds per record
+    t0: float
+    t1: float
+    frac: np.ndarray
+    x_text: list[str]
+    ticks: list[tuple[float, str]]  # (fraction, YYYY-MM-DD)
+
+    @classmethod
+    def of(cls, times: Sequence[float]) -> Frame:
+        ts = np.asarray(times, dtype=float)
+        t0, t1 = (float(ts.min()), float(ts.max())) if len(ts) else (0.0, 1.0)
+        if t1 <= t0:
+            t0, t1 = t0 - 43200, t1 + 43200
+        frac = (ts - t0) / (t1 - t0)
+        ticks = [
+            ((t - t0) / (t1 - t0), datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d")) for t in date_ticks(t0, t1)
+        ]
+        return cls(ts, t0, t1, frac, list(map(str, np.rint(frac * DATA_UNITS).astype(np.int64).tolist())), ticks)
+
+
+def _pairs(x_text: Sequence[str], y: np.ndarray) -> str:
+    """'x y x y ...' from x as text and y as data units."""
+    out = [""] * (2 * len(x_text))
+    out[0::2] = x_text
+    out[1::2] = map(str, np.rint(y).astype(np.int64).tolist())
+    return " ".join(out)
+
+
+def chart(
+    points: Sequence[Mapping[str, Any]],
+    *,
+    title: str,
+    unit: str,
+    change_points: Sequence[Mapping[str, Any]] = (),
+    markers: bool = True,
+    width: int = WIDTH,
+    height: int = HEIGHT,
+) -> str:
+    """One history chart. ``points``: oldest first, each {t (UTC text), v, lo, hi, commit, version,
+    testbed, run, status}; a failed record (v None) is a cross on the x axis. ``change_points``:
+    {index (into points), shift, shift_low, shift_high, direction, shift_coverage (optional)}. ``markers``: a marker with a
+    hover title per point (else the line and band only)."""
+    frame = Frame.of(unix_seconds([p["t"] for p in points]))
+    col = {k: np.array([np.nan if p.get(k) is None else p[k] for p in points], dtype=float) for k in ("v", "lo", "hi")}
+    tips = (
+        [hover_text(p["t"], p.get("commit"), p.get("version"), p.get("testbed"), p.get("run")) for p in points]
+        if markers
+        else None
+    )
+    return draw(
+        frame,
+        col["v"],
+        col["lo"],
+        col["hi"],
+        title=title,
+        unit=unit,
+        change_points=change_points,
+        tips=tips,
+        width=width,
+        height=height,
+    )
+
+
+_HTML_SPECIAL = re.compile(r"[&<>\"']")
+
+
+def hover_text(t: str, commit: Any, version: Any, testbed: Any, run: Any) -> str:
+    """A record's hover title (escaped): date, commit, version, testbed and run."""
+    text = (
+        f"{t[:16].replace('T', ' ')} UTC · commit {commit or '?'} · winml-perf {version or '?'}"
+        f" · {testbed or '?'} · run {str(run or '?')[:12]}"
+    )
+    return escape(text) if _HTML_SPECIAL.search(text) else text  # most texts need no escaping
+
+
+def draw(
+    frame: Frame,
+    v: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    *,
+    title: str,
+    unit: str,
+    change_points: Sequence[Mapping[str, Any]] = (),
+    tips: Sequence[str] | None = None,
+    width: int = WIDTH,
+    height: int = HEIGHT,
+) -> str:
+    """One history chart over ``frame`` from value, low and high columns (NaN: none; a record
+    without a value is drawn only as a failed marker). ``tips``: a marker per record with this
+    escaped hover text (None: the line and band only). ``change_points`` as for ``chart``."""
+    ok = ~np.isnan(v)
+    banded = ok & ~np.isnan(lo) & ~np.isnan(hi)
+    vals = np.concatenate([v[ok], lo[banded], hi[banded]])
+    ticks = nice_ticks(float(vals.min()) if len(vals) else 0.0, float(vals.max()) if len(vals) else 1.0)
+    y0, y1 = ticks[0], ticks[-1]
+    left = 10 + CHAR_PX * max(len(tick_label(t)) for t in ticks)
+    plot_w, plot_h = width - left - RIGHT, height - TOP - BOTTOM
+
+    def y(val: float) -> float:
+        return TOP + plot_h - (val - y0) / (y1 - y0) * plot_h
+
+    def y_units(vals: np.ndarray) -> np.ndarray:
+        return (y1 - vals) / (y1 - y0) * DATA_UNITS
+
+    out = [
+        f'<svg class="chart" viewBox="0 0 {width} {height}" width="{width}" height="{height}" role="img" '
+        f'aria-label="{escape(title)}">'
+    ]
+    for t in ticks:
+        out.append(
+            f'<line class="grid" x1="{_fmt(left)}" x2="{_fmt(width - RIGHT)}" y1="{_fmt(y(t))}" y2="{_fmt(y(t))}"/>'
+            f'<text class="ylab" x="{_fmt(left - 5)}" y="{_fmt(y(t) + 4)}">{tick_label(t)}</text>'
+        )
+    for f, label in frame.ticks:
+        px = left + f * plot_w
+        anchor = "start" if px - left < 35 else "end" if width - RIGHT - px < 35 else "middle"
+        out.append(
+            f'<line class="tick" x1="{_fmt(px)}" x2="{_fmt(px)}" y1="{_fmt(TOP + plot_h)}" y2="{_fmt(TOP + plot_h + 4)}"/>'
+            f'<text class="xlab" text-anchor="{anchor}" x="{_fmt(px)}" y="{_fmt(TOP + plot_h + 16)}">{label}</text>'
+        )
+    out.append(f'<text class="unit" x="{_fmt(left)}" y="{TOP - 3}">{escape(unit)}</text>')
+    out.append(
+        f'<g class="data" transform="translate({_fmt(left)},{TOP}) scale({plot_w / DATA_UNITS:.6g},{plot_h / DATA_UNITS:.6g})">'
+    )
+    xs = frame.x_text
+    if banded.sum() > 1:
+        idx = np.flatnonzero(banded)
+        upper = _pairs([xs[i] for i in idx], y_units(hi[idx]))
+        lower = _pairs([xs[i] for i in idx[::-1]], y_units(lo[idx[::-1]]))
+        out.append(f'<polygon class="band" points="{upper} {lower}"/>')
+    if ok.sum() > 1:
+        idx = np.flatnonzero(ok)
+        line_x = xs if len(idx) == len(xs) else [xs[i] for i in idx]
+        out.append(f'<polyline class="line" points="{_pairs(line_x, y_units(v[idx]))}"/>')
+    out.append("</g>")
+    px_all = left + frame.frac * plot_w
+    for cp in change_points:
+        cx = float(px_all[cp["index"]])
+        t = datetime.fromtimestamp(frame.times[cp["index"]], UTC).strftime("%Y-%m-%d")
+        label = f"{cp['shift']:+.1%}"
+        anchor = "end" if width - RIGHT - cx < 60 else "start"
+        dx = -3 if anchor == "end" else 3
+        out.append(
+            f'<g class="cp {escape(cp["direction"].replace(" ", "-"))}"><title>change point {t} (commit '
+            f"{escape(str(cp.get('commit') or '?'))}): {escape(shift_text(cp))}"
+            f' {escape(cp["direction"])}</title><line x1="{_fmt(cx)}" x2="{_fmt(cx)}" y1="{TOP}" y2="{_fmt(TOP + plot_h)}"/>'
+            f'<text text-anchor="{anchor}" x="{_fmt(cx + dx)}" y="{TOP + 10}">{label}</text></g>'
+        )
+    if tips is not None:
+        out.append(_markers(px_all, v, lo, hi, tips, y, TOP + plot_h, escape(unit)))
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _markers(
+    px: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, tips: Sequence[str], y: Any, base: float, unit: str
+) -> str:
+    """A marker per record with its hover title; a record without a value is a cross on the x axis."""
+    out = []
+    cy = y(np.nan_to_num(v)).tolist()
+    for x, yy, val, low, high, tip in zip(px.tolist(), cy, v.tolist(), lo.tolist(), hi.tolist(), tips):
+        if val != val:  # NaN: the record failed
+            out.append(
+                f'<path class="pt failed" d="M{x - 3:.1f},{base - 3:.1f}l6,6m0,-6l-6,6"><title>{tip} · failed</title></path>'
+            )
+        elif low == low and high == high:
+            out.append(
+                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {val:.4g} [{low:.4g}, {high:.4g}] {unit}</title></circle>'
+            )
+        else:
+            out.append(
+                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {val:.4g} {unit}</title></circle>'
+            )
+    return "".join(out)
+
+
+def sparkline(values: Sequence[float], width: int = 120, height: int = 26) -> str:
+    """A small line of the newest values, its y range from zero-clamped nice ticks."""
+    if not values:
+        return ""
+    if len(values) == 1:
+        return (
+            f'<svg class="spark" viewBox="0 0 {width} {height}" width="{width}" height="{height}">'
+            f'<circle cx="{width - 3}" cy="{height / 2}" r="2"/></svg>'
+        )
+    ticks = nice_ticks(min(values), max(values), 3)
+    lo, hi = ticks[0], ticks[-1]
+    n = len(values)
+    pts = " ".join(
+        f"{_fmt(2 + (width - 4) * (i / max(n - 1, 1)))},{_fmt(height - 2 - (height - 4) * (v - lo) / (hi - lo))}"
+        for i, v in enumerate(values)
+    )
+    return f'<svg class="spark" viewBox="0 0 {width} {height}" width="{width}" height="{height}"><polyline points="{pts}"/></svg>'

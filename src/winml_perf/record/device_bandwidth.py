@@ -1,0 +1,253 @@
+"""Which memory a stage's EP reads from, and that memory's bandwidth.
+
+Devices: ``host`` (the CPU EP; an EP whose only device is of type CPU: WebGPU over a software
+Vulkan adapter such as lavapipe, the QNN HTP emulator, labelled emulated), ``nvidia-gpu`` (an EP
+device of type GPU from vendor 0x10de, or the CUDA/TensorRT EPs on a machine with an NVIDIA GPU)
+and ``unknown`` (anything else: no bandwidth, so no roofline fraction).
+
+NVIDIA bandwidth: the peak from NVML (max memory clock x bus width x 2 for double data rate), which
+no kernel can beat, plus a measured device-to-device copy where torch with CUDA is importable (run
+in a child process, cached per machine like the host probe). The peak is the bound; the copy is
+recorded next to it as what a streaming kernel reaches.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from winml_perf.ep import table as eps
+from winml_perf.record.roofline import cache_dir, machine_key
+from winml_perf.support import child
+
+HOST, NVIDIA_GPU, UNKNOWN = "host", "nvidia-gpu", "unknown"
+#: Below this many bytes per step the host's working set can stay in the CPU caches, where a DRAM
+#: probe is no bound: such steps are bounded by a probe that re-reads a working set of their size.
+CACHE_RESIDENT_BYTES = 1 << 30
+WORKING_SET_MIN_BYTES = 256 << 10
+WORKING_SET_READ_BYTES = 1 << 30  # bytes each working-set probe reads in all (re-reading its array)
+NVIDIA_VENDOR_ID = 0x10DE
+NVIDIA_EPS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider"})
+GPU_CACHE_FILE = "gpu_bandwidth.json"
+COPY_BYTES = 1 << 30
+COPY_REPEATS = 10
+
+
+@dataclass(frozen=True)
+class StageDevice:
+    device: str  # HOST | NVIDIA_GPU | UNKNOWN
+    label: str  # what the reader is told, e.g. "host (QNN HTP emulator, emulated)"
+    emulated: bool = False
+
+
+def _canonical(ep: str) -> str:
+    return eps.normalize_ep_name(ep) if eps.is_known_ep(ep) else ep
+
+
+def stage_device(ep_name: str | None, environment: Mapping[str, Any]) -> StageDevice:
+    """The memory an EP's stage reads, from the run's environment (ep_devices, gpu)."""
+    if not ep_name:
+        return StageDevice(UNKNOWN, "no EP recorded for the stage")
+    ep = _canonical(ep_name)
+    if ep == "CPUExecutionProvider":
+        return StageDevice(HOST, "host (CPU EP)")
+    rows = [
+        r
+        for r in ((environment.get("ep_devices") or {}).get("devices") or [])
+        if _canonical(str(r.get("ep_name"))) == ep
+    ]
+    types = {str(r.get("device_type")) for r in rows}
+    if any(r.get("device_type") == "gpu" and r.get("vendor_id") == NVIDIA_VENDOR_ID for r in rows):
+        return StageDevice(NVIDIA_GPU, f"NVIDIA GPU ({ep})")
+    if types == {"cpu"}:
+        if ep == "QNNExecutionProvider":
+            return StageDevice(HOST, "host (QNN HTP emulator, emulated)", emulated=True)
+        return StageDevice(HOST, f"host ({ep} on a CPU-type device, e.g. a software adapter)")
+    nvidia_present = any(g.get("vendor") == "NVIDIA" for g in ((environment.get("gpu") or {}).get("gpus") or []))
+    if not rows and ep in NVIDIA_EPS and nvidia_present:
+        return StageDevice(NVIDIA_GPU, f"NVIDIA GPU ({ep})")
+    return StageDevice(
+        UNKNOWN, f"{ep} on {'/'.join(sorted(types)) or 'an unlisted device'}: its memory bandwidth is unknown"
+    )
+
+
+def measure_working_set(array_bytes: int, repeats: int = 5, threads: int | None = None) -> dict[str, Any]:
+    """Read bandwidth of a working set of ``array_bytes`` re-read over and over (from the caches when
+    it fits), one chunk per thread reduced many times per timing so thread dispatch does not count."""
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    import numpy as np
+
+    threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    data = np.ones(max(array_bytes // 8, threads), dtype=np.float64)
+    chunks = np.array_split(data, threads)
+    passes = max(1, WORKING_SET_READ_BYTES // data.nbytes)
+
+    def read(chunk):
+        for _ in range(passes):
+            chunk.max()  # a SIMD max reads faster than a pairwise float sum
+
+    best = float("inf")
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            list(pool.map(read, chunks))
+            best = min(best, time.perf_counter() - t0)
+    return {
+        "bandwidth_bytes_per_s": data.nbytes * passes / best,
+        "array_bytes": int(data.nbytes),
+        "threads": threads,
+        "method": f"numpy max re-reading a {data.nbytes / 2**20:.3g} MiB working set {passes}x across {threads} threads, best of {repeats}",
+    }
+
+
+def working_set_bytes(step_bytes: float) -> int | None:
+    """The probe's array for a step of this many bytes (the next power of two), or None when it cannot fit in caches."""
+    if step_bytes >= CACHE_RESIDENT_BYTES:
+        return None
+    size = WORKING_SET_MIN_BYTES
+    while size < step_bytes:
+        size *= 2
+    return size
+
+
+WORKING_SET_CACHE_FILE = "working_set_bandwidth.json"
+_WORKING_SET_FIGURES: dict[int, dict[str, Any]] = {}
+
+
+def _cached_working_set(size: int) -> dict[str, Any] | None:
+    """This machine's figure for ``size`` from the cache file, if one was measured."""
+    try:
+        data = json.loads((cache_dir() / WORKING_SET_CACHE_FILE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    figure = (data.get("figures") or {}).get(str(size)) if data.get("machine") == machine_key() else None
+    return figure if isinstance(figure, dict) and (figure.get("bandwidth_bytes_per_s") or 0) > 0 else None
+
+
+def _store_working_set(size: int, figure: Mapping[str, Any]) -> None:
+    path = cache_dir() / WORKING_SET_CACHE_FILE
+    key = machine_key()
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        data = {}
+    figures = dict(data.get("figures") or {}) if data.get("machine") == key else {}
+    figures[str(size)] = dict(figure)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({"machine": key, "figures": figures}, indent=2))
+    os.replace(tmp, path)
+
+
+def working_set_bandwidth(step_bytes: float, timeout_s: float = 120.0) -> dict[str, Any] | None:
+    """measure_working_set() for a step's size, in a child process (the array never raises this
+    process's peak RSS), once per size per machine: cached beside the DRAM probe's figure
+    (bench/roofline.py), so a run does not pay the probe after its measurements. None above
+    CACHE_RESIDENT_BYTES."""
+    size = working_set_bytes(step_bytes)
+    if size is None:
+        return None
+    if size not in _WORKING_SET_FIGURES:
+        cached = _cached_working_set(size)
+        if cached is not None:
+            _WORKING_SET_FIGURES[size] = {**cached, "cache": "hit"}
+        else:
+            result = child.run_module(__name__, ["working-set", str(size)], child.ChildContext(), timeout_s)
+            if not result.ok:
+                return {"bandwidth_bytes_per_s": None, "error": f"working-set probe failed: {result.failure()}"}
+            figure = json.loads(result.stdout.strip().splitlines()[-1])
+            _store_working_set(size, figure)
+            _WORKING_SET_FIGURES[size] = {**figure, "cache": "miss"}
+    return _WORKING_SET_FIGURES[size]
+
+
+def nvml_peak() -> dict[str, Any] | None:
+    """GPU 0's peak memory bandwidth from NVML, or None without pynvml or an NVIDIA driver."""
+    try:
+        import pynvml
+    except ImportError:
+        return None
+    try:
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(0)
+        clock_mhz = pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM)
+        bus_bits = pynvml.nvmlDeviceGetMemoryBusWidth(h)
+        name = pynvml.nvmlDeviceGetName(h)
+    except Exception:
+        return None
+    return {
+        "peak_bytes_per_s": clock_mhz * 1e6 * 2 * bus_bits / 8,
+        "memory_clock_mhz": clock_mhz,
+        "bus_width_bits": bus_bits,
+        "name": name.decode() if isinstance(name, bytes) else name,
+    }
+
+
+def measure_copy(n: int = COPY_BYTES, repeats: int = COPY_REPEATS) -> dict[str, Any]:
+    """Best device-to-device copy rate on GPU 0 through torch, counting read + write bytes."""
+    import torch
+
+    src = torch.empty(n, dtype=torch.uint8, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize()
+        best = min(best, start.elapsed_time(end) / 1000)
+    return {"copy_bytes_per_s": 2 * n / best, "name": torch.cuda.get_device_name(0), "copy_bytes": n}
+
+
+def measure_copy_in_child(timeout_s: float = 120.0) -> dict[str, Any] | None:
+    """measure_copy() in a child process (torch and its CUDA context stay out of this one); None
+    where torch or CUDA is missing."""
+    try:
+        result = child.run_module(__name__, ["copy"], child.ChildContext(), timeout_s)
+    except OSError:
+        return None
+    return json.loads(result.stdout.strip().splitlines()[-1]) if result.ok else None
+
+
+def main(argv: list[str]) -> int:
+    """The probe child: ``copy`` or ``working-set BYTES``, one JSON line on stdout."""
+    out = measure_copy() if argv[0] == "copy" else measure_working_set(int(argv[1]))
+    print(json.dumps(out))
+    return 0
+
+
+def nvidia_bandwidth(peak=nvml_peak, copy=measure_copy_in_child) -> dict[str, Any]:
+    """The bound for stages on the NVIDIA GPU: NVML's peak (else the measured copy), with both recorded."""
+    path = cache_dir() / GPU_CACHE_FILE
+    key = machine_key()
+    try:
+        data = json.loads(path.read_text())
+        if data.get("machine") == key and data.get("bandwidth_bytes_per_s"):
+            return {**data, "cache": "hit"}
+    except (OSError, json.JSONDecodeError):
+        pass
+    p, c = peak(), copy()
+    out: dict[str, Any] = {"machine": key, "nvml": p, "copy": c, "bandwidth_bytes_per_s": None, "method": None}
+    if p:
+        out.update(
+            bandwidth_bytes_per_s=p["peak_bytes_per_s"],
+            method=f"NVML peak of {p['name']}: {p['memory_clock_mhz']} MHz x {p['bus_width_bits']} bit x 2 (DDR)",
+        )
+    elif c:
+        out.update(
+            bandwidth_bytes_per_s=c["copy_bytes_per_s"], method=f"measured device copy on {c['name']} (no NVML peak)"
+        )
+    if out["bandwidth_bytes_per_s"]:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(out, indent=2))
+        os.replace(tmp, path)
+    return {**out, "cache": "miss"}

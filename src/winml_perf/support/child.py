@@ -1,0 +1,295 @@
+"""Every child process winml-perf starts is started here, and every one reports its end the same way.
+
+Four ways to start one:
+
+* ``run_module(MODULE, ARGS, context, timeout_s)``: ``python -m winml_perf.support.child MODULE ARGS``. The
+  child applies the context, then returns ``MODULE.main(ARGS)`` as its exit status; its stdout and
+  stderr come back captured (compile, prepare, the bandwidth probe).
+* ``Worker(target, args, context)``: a multiprocessing "spawn" process that applies the context,
+  then runs ``target(conn, *args)`` against one end of a Pipe (isolated measurement cells).
+* ``map_in_pool(fn, items, jobs, context)``: ``fn(item)`` for each item in a pool of ``jobs`` spawned
+  processes that applied the context, results in the order of ``items`` (the dashboard's pages).
+* ``run_command(ARGV, timeout_s)``: an external program (git, sysctl, nvidia-smi, onnxruntime-genai's
+  model builder); no context, since it is not ours.
+
+A ``ChildContext`` is what the parent hands every child of its own: the plugin EP libraries it
+registered ('NAME=PATH', registered again in the child before anything else), environment variables
+it decided, its ``sys.path`` (so the child imports the same code), and a verbosity (above 0 lowers
+onnxruntime's log threshold in the child). A child that overruns its timeout is killed.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import multiprocessing as mp
+import os
+import signal as _signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+CONTEXT_ENV = "WINML_PERF_CHILD_CONTEXT"  # the context, as JSON, for a run_module child
+FAILED = 3  # the exit status of a module child whose work raised
+ERROR_MARK = "winml-perf child error: "  # starts the line exit_status writes, so failure() finds it among native logs
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the folder that holds this winml_perf
+
+
+@dataclass(frozen=True)
+class ChildContext:
+    """What a child gets from its parent (see the module doc)."""
+
+    plugin_libraries: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    sys_path: tuple[str, ...] = ()
+    verbosity: int = 0
+
+    @classmethod
+    def from_parent(
+        cls, plugin_libraries: Sequence[str] | None = None, env: Mapping[str, str] | None = None, verbosity: int = 0
+    ) -> ChildContext:
+        """This process's context: its registered plugins (unless given), ``env`` and its sys.path."""
+        if plugin_libraries is None:
+            from winml_perf.ep import plugins
+
+            plugin_libraries = plugins.registered_specs()
+        return cls(tuple(plugin_libraries), dict(env or {}), tuple(sys.path), verbosity)
+
+    def to_json(self) -> str:
+        return json.dumps(
+            {
+                "plugin_libraries": list(self.plugin_libraries),
+                "env": dict(self.env),
+                "sys_path": list(self.sys_path),
+                "verbosity": self.verbosity,
+            }
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> ChildContext:
+        data = json.loads(text)
+        return cls(tuple(data["plugin_libraries"]), dict(data["env"]), tuple(data["sys_path"]), int(data["verbosity"]))
+
+
+def apply(context: ChildContext) -> None:
+    """In the child, first thing: environment, sys.path, plugins, verbosity. A plugin that fails to
+    register is reported on stderr and only matters to whoever uses its EP (they get its error)."""
+    os.environ.update(context.env)
+    sys.path[:0] = [p for p in context.sys_path if p not in sys.path]
+    if context.plugin_libraries:
+        from winml_perf.ep import plugins
+
+        try:
+            plugins.register_plugin_eps(context.plugin_libraries, env={}, discover=False)
+        except Exception as exc:
+            print(f"plugin registration: {exc}", file=sys.stderr)
+    if context.verbosity > 0:
+        import onnxruntime as ort
+
+        ort.set_default_logger_severity(max(0, 2 - context.verbosity))
+
+
+# -- how a child ended ----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ChildExit:
+    exit_code: int | None  # None when a signal ended it, or it has not ended
+    signal: int | None = None
+    signal_name: str | None = None
+    timed_out: bool = False
+    timeout_s: float | None = None
+
+    @classmethod
+    def of(cls, returncode: int | None, timed_out: bool = False, timeout_s: float | None = None) -> ChildExit:
+        """From a subprocess/multiprocessing return code (negative: the signal that ended it)."""
+        if returncode is None or returncode >= 0:
+            return cls(returncode, None, None, timed_out, timeout_s)
+        try:
+            name = _signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return cls(None, -returncode, name, timed_out, timeout_s)
+
+    @property
+    def text(self) -> str:
+        if self.timed_out:
+            return f"did not finish within {self.timeout_s:g} s and was killed"
+        if self.signal is not None:
+            return f"was killed by {self.signal_name}"
+        if self.exit_code is None:
+            return "did not exit"
+        return f"exited with code {self.exit_code}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"exit_code": self.exit_code, "signal": self.signal, "signal_name": self.signal_name, "text": self.text}
+
+
+def describe_exit(returncode: int | None) -> dict[str, Any]:
+    """A return code -> exit_code / signal / signal_name and a phrase."""
+    return ChildExit.of(returncode).to_dict()
+
+
+@dataclass(frozen=True)
+class ChildResult:
+    exit: ChildExit
+    stdout: str
+    stderr: str
+    wall_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.exit.exit_code == 0 and not self.exit.timed_out
+
+    def failure(self) -> str:
+        """The error line ``exit_status`` wrote (native libraries may log after it), else the child's last
+        stderr line, else how it ended."""
+        lines = [ln for ln in self.stderr.strip().splitlines() if ln.strip()]
+        marked = [ln[len(ERROR_MARK) :] for ln in lines if ln.startswith(ERROR_MARK)]
+        return marked[-1] if marked else lines[-1] if lines else f"child {self.exit.text}"
+
+
+# -- starting children ----------------------------------------------------------------------------
+def run_module(module: str, args: Sequence[str], context: ChildContext, timeout_s: float | None = None) -> ChildResult:
+    """``MODULE.main(args)`` in a fresh Python that applied ``context`` first."""
+    env = {**os.environ, **context.env, CONTEXT_ENV: context.to_json()}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
+    return _run([sys.executable, "-m", "winml_perf.support.child", module, *map(str, args)], env, timeout_s, None)
+
+
+def run_command(
+    argv: Sequence[str], timeout_s: float | None = None, cwd: str | os.PathLike | None = None
+) -> ChildResult:
+    """An external program; OSError when it cannot be started (e.g. not installed)."""
+    return _run([str(a) for a in argv], None, timeout_s, cwd)
+
+
+def _run(argv: list[str], env: Mapping[str, str] | None, timeout_s: float | None, cwd) -> ChildResult:
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        env=env,
+        cwd=cwd,
+    )
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        timed_out = True
+    except BaseException:  # interrupted: never leave the child running
+        proc.kill()
+        proc.wait()
+        raise
+    return ChildResult(
+        ChildExit.of(proc.returncode, timed_out, timeout_s), out or "", err or "", time.perf_counter() - t0
+    )
+
+
+def _worker_main(context: ChildContext, target: Callable, conn, args: tuple) -> None:
+    from winml_perf.support.stdio import own_stdout
+
+    with own_stdout():  # a worker inherits the parent's fds; keep native prints off its stdout all the same
+        apply(context)
+        target(conn, *args)
+    # The work is done and answered: let the interpreter's final collections skip every live object
+    # (they took ~0.15 s of each invocation's exit, which the parent waits for).
+    gc.freeze()
+
+
+class Worker:
+    """A spawned child running ``target(conn, *args)``; the parent talks to it over ``conn``."""
+
+    def __init__(
+        self, target: Callable, args: tuple, context: ChildContext, name: str, start_method: str = "spawn"
+    ) -> None:
+        ctx = mp.get_context(start_method)
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        self._proc = ctx.Process(
+            target=_worker_main, args=(context, target, child_conn, tuple(args)), name=name, daemon=True
+        )
+        self._proc.start()
+        child_conn.close()  # so the parent sees EOF when the child dies
+        self.conn = parent_conn
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid
+
+    @property
+    def alive(self) -> bool:
+        return self._proc.is_alive()
+
+    def kill(self) -> None:
+        self._proc.kill()
+
+    def end(self, grace_s: float, terminate_first: bool) -> ChildExit:
+        """Wait up to ``grace_s`` for the child to exit, then end it (SIGTERM first when asked, then
+        SIGKILL); close the pipe and say how it ended."""
+        self._proc.join(timeout=grace_s)
+        if self._proc.is_alive() and terminate_first:
+            self._proc.terminate()
+            self._proc.join(timeout=grace_s)
+        if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join()
+        code = self._proc.exitcode
+        self.conn.close()
+        self._proc.close()
+        return ChildExit.of(code)
+
+
+def map_in_pool(
+    fn: Callable[[Any], Any], items: Sequence[Any], jobs: int, context: ChildContext, start_method: str = "spawn"
+) -> Iterator[Any]:
+    """``fn(item)`` for each of ``items`` in ``jobs`` spawned processes that applied ``context``,
+    yielded in the order of ``items``. ``fn`` must be importable by name (a module-level function).
+    An exception in ``fn`` is raised here, a worker that dies raises BrokenProcessPool; either way,
+    and when the caller stops early, the items not started are cancelled and the workers end."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(
+        max_workers=max(1, jobs), mp_context=mp.get_context(start_method), initializer=apply, initargs=(context,)
+    )
+    try:
+        yield from pool.map(fn, items)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def exit_status(work: Callable[[], None]) -> int:
+    """In a module child: 0 when ``work()`` returns, else FAILED with ``Type: message`` on stderr
+    (the line the parent's ChildResult.failure() reports)."""
+    try:
+        work()
+    except Exception as exc:
+        print(f"{ERROR_MARK}{type(exc).__name__}: {' '.join(str(exc).split())}", file=sys.stderr, flush=True)
+        return FAILED
+    return 0
+
+
+# -- child entry: python -m winml_perf.support.child MODULE ARGS... ---------------------------------------
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args:
+        print("usage: python -m winml_perf.support.child MODULE [ARGS...]", file=sys.stderr)
+        return 2
+    from winml_perf.support.stdio import own_stdout
+
+    context = ChildContext.from_json(os.environ.pop(CONTEXT_ENV, None) or ChildContext().to_json())
+    with own_stdout():  # what EP libraries print on fd 1 goes to stderr; the module's own output stays on stdout
+        apply(context)
+        return int(importlib.import_module(args[0]).main(args[1:]) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

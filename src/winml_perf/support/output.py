@@ -1,0 +1,101 @@
+"""Writing a command's result to ``-o PATH``: checked before the work, written whole or not at all.
+
+What ``PATH`` is decides how it is written:
+
+- a regular file, or nothing yet: a temporary file in the same folder renamed over it (atomic;
+  an existing file keeps its permission bits);
+- a symlink: followed; its target is written as above, and the link stays a link;
+- a FIFO or a character device (``/dev/null``, ``/dev/stdout``, a terminal): opened and written
+  in place, never replaced, the way a shell's ``>`` does;
+- a folder, a block device, a socket, or anything under ``/proc`` or ``/sys``: refused, because
+  writing a JSON document there replaces a disk or makes no sense.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from winml_perf.support.errors import UsageError
+
+#: Pseudo filesystems: what is written there is not a file anyone can read back.
+PSEUDO_ROOTS = (Path("/proc"), Path("/sys"))
+
+
+def _target(path: Path) -> Path:
+    """Where writing ``path`` lands: symlinks followed (a dangling one names the file to create)."""
+    return Path(os.path.realpath(path))
+
+
+def _refuse(flag: str, path: Path, why: str) -> UsageError:
+    return UsageError(f"{flag} {path}: {why}", f"pass {flag} with a writable file path")
+
+
+def _in_place(mode: int) -> bool:
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
+def check_output(path: Path, flag: str = "-o") -> None:
+    """Refuse (exit 2) an output path that cannot take the result; create its folder."""
+    path = Path(path)
+    target = _target(path)
+    if any(target == root or root in target.parents for root in PSEUDO_ROOTS):
+        raise _refuse(flag, path, f"{target} is on a pseudo filesystem ({target.parts[1]})")
+    try:
+        mode = target.stat().st_mode
+    except FileNotFoundError:
+        mode = None
+    except OSError as exc:
+        raise _refuse(flag, path, f"cannot be looked at ({exc.strerror or exc})") from None
+    if mode is not None:
+        if stat.S_ISDIR(mode):
+            raise _refuse(flag, path, "is a folder")
+        if _in_place(mode):
+            if not os.access(target, os.W_OK):
+                raise _refuse(flag, path, "is not writable")
+            return
+        if not stat.S_ISREG(mode):
+            raise _refuse(flag, path, "is a special file (block device or socket) a result cannot be written to")
+        if not os.access(target, os.W_OK):
+            raise _refuse(flag, path, "is not writable")
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise _refuse(flag, path, f"cannot create its folder ({exc.strerror or exc})") from None
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise _refuse(flag, path, "its folder is not writable")
+
+
+def write_output(path: Path, text: str, flag: str = "-o") -> None:
+    """Write ``text`` to ``path`` as the module doc says; UsageError when it cannot be written."""
+    target = _target(Path(path))
+    try:
+        mode = target.stat().st_mode
+    except OSError:
+        mode = None
+    try:
+        if mode is not None and _in_place(mode):
+            with open(target, "w", encoding="utf-8") as fh:
+                fh.write(text)
+            return
+        _replace(target, text, mode)
+    except OSError as exc:
+        raise UsageError(
+            f"{flag} {path}: cannot write ({exc.strerror or exc})", f"pass {flag} with a writable path"
+        ) from None
+
+
+def _replace(target: Path, text: str, old_mode: int | None) -> None:
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if old_mode is not None:
+            os.chmod(tmp, stat.S_IMODE(old_mode))
+        os.replace(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,54 @@
+"""Keep stdout for our own output: native libraries that print on fd 1 are sent to stderr.
+
+libQnnHtp prints a " # LIBNATIVE: ..." line on **stdout** when it loads (LIBNATIVE_CONFIG does not
+silence it), which broke every ``--format json``. ``own_stdout()`` duplicates fd 1, points fd 1 at
+stderr for as long as it is held (so whatever a library, or a child process inheriting fd 1, writes
+there lands on stderr) and makes ``sys.stdout`` write to the duplicate: what we print still reaches
+the real stdout, and nothing else does. On exit fd 1 and ``sys.stdout`` are put back.
+
+It acts only when ``sys.stdout`` is this process's own fd 1 (not a test's StringIO or a pipe wrapper).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+from collections.abc import Iterator
+
+
+def _is_fd1(stream) -> bool:
+    try:
+        return stream is not None and stream.fileno() == 1
+    except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
+        return False
+
+
+@contextlib.contextmanager
+def own_stdout() -> Iterator[None]:
+    if not _is_fd1(sys.stdout) or not _is_fd1(sys.__stdout__):
+        yield
+        return
+    previous = sys.stdout
+    previous.flush()
+    real = os.dup(1)
+    os.dup2(2, 1)
+    stream = io.TextIOWrapper(
+        os.fdopen(real, "wb", buffering=0 if previous.line_buffering else -1),
+        encoding=previous.encoding,
+        errors=previous.errors,
+        line_buffering=previous.line_buffering,
+        write_through=True,
+    )
+    sys.stdout = stream
+    try:
+        yield
+    finally:
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+        sys.stdout = previous
+        os.dup2(real, 1)
+        stream.close()  # closes the duplicate
