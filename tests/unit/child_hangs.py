@@ -1,4 +1,4 @@
-"""A module child (run by winml_perf.support.child) that never finishes: for timeout tests."""
+"""A module child (run by winml_perf.ep.child) that never finishes: for timeout tests."""
 
 import time
 

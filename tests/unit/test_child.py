@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from winml_perf.ep import plugins
-from winml_perf.support import child
+from winml_perf.ep import child, plugins
 
 REPO = str(Path(__file__).resolve().parents[2])
 PROBE = "tests.unit.child_probes"

@@ -12,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from tests.conftest import BUNDLES
 from winml_perf.bundle import decode_bytes as D
-from winml_perf.bundle.onnx_wire import Initializer, read_graph
+from winml_perf.onnxfile.wire import Initializer, read_graph
 from winml_perf.support.errors import BundleError
 
 HIDDEN, VOCAB, N_OUT, BLOCKS, BLOB = 8, 100, 64, 2, 16

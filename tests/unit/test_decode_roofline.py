@@ -180,9 +180,7 @@ def test_a_step_that_fits_in_the_caches_is_bounded_by_the_faster_working_set_pro
 def test_the_working_set_probe_reads_at_a_positive_rate():
     out = B.measure_working_set(B.WORKING_SET_MIN_BYTES, repeats=1, threads=2)
     assert out["bandwidth_bytes_per_s"] > 0 and out["array_bytes"] == B.WORKING_SET_MIN_BYTES and out["threads"] == 2
-    in_child = B.working_set_bandwidth(
-        1000
-    )  # the same probe through winml_perf.support.child, once per size per process
+    in_child = B.working_set_bandwidth(1000)  # the same probe through winml_perf.ep.child, once per size per process
     assert in_child["bandwidth_bytes_per_s"] > 0 and in_child["array_bytes"] == B.WORKING_SET_MIN_BYTES
     assert B.working_set_bandwidth(2000) is in_child and B.working_set_bandwidth(B.CACHE_RESIDENT_BYTES) is None
 

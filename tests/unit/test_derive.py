@@ -143,14 +143,14 @@ def test_sigkill_mid_derivation_then_rerun(bundle, tmp_path):
     marker = tmp_path / "paused"
     # The child replaces cache.publish (the seam between a finished build and its rename) with a pause.
     code = (
-        "import os, sys, time; from pathlib import Path; from winml_perf import cache;"
+        "import os, sys, time; from pathlib import Path; from winml_perf.bundle import cache;"
         "from tests.unit.bundle_fakes import derive_worker;"
         "cache.publish = lambda tmp, final: (Path(sys.argv[2]).write_text(str(os.getpid())), time.sleep(3600));"
         "derive_worker(sys.argv[1])"
     )
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(Path(cache.__file__).parents[1])]),
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), str(Path(cache.__file__).parents[2])]),
     }
     child = subprocess.Popen([sys.executable, "-c", code, str(bundle), str(marker)], env=env)
     try:

@@ -7,7 +7,7 @@ import pytest
 
 from tests.conftest import BUNDLES
 from winml_perf.bundle.config import load_config
-from winml_perf.bundle.onnx_header import input_shapes
+from winml_perf.onnxfile.header import input_shapes
 
 onnx = pytest.importorskip("onnx")
 

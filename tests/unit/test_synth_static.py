@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from winml_perf.bundle.onnx_header import input_shapes
+from winml_perf.onnxfile.header import input_shapes
 from winml_perf.support.errors import UsageError
 from winml_perf.synth.transformer import SynthSpec, check_spec, synthesize
 

@@ -19,9 +19,9 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from winml_perf.ep import child
 from winml_perf.ep import table as eps
 from winml_perf.model.route import CompileOutcome
-from winml_perf.support import child
 
 RECOMPILE_STATUSES = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
 NO_NODES = "Unable to compile any nodes"  # onnxruntime's words under ERROR_IF_NO_NODES_COMPILED

@@ -108,7 +108,7 @@ class GenaiConfig:
 
     def static_prompt_length(self) -> tuple[str, int] | None:
         """(stage, S) when a stage that runs on the prompt takes exactly S tokens (static shapes), else None."""
-        from winml_perf.bundle.onnx_header import input_shapes
+        from winml_perf.onnxfile.header import input_shapes
 
         for stage in self.stages:
             if not stage.run_on_prompt or not (self.bundle / stage.filename).is_file():

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from winml_perf.bundle.onnx_wire import DTYPE_BITS, GraphInfo, Initializer, read_graph
+from winml_perf.onnxfile.wire import DTYPE_BITS, GraphInfo, Initializer, read_graph
 from winml_perf.support.errors import BundleError
 
 #: (op type, input index) pairs that read one row of their table per token, and the axis attribute they gather over.

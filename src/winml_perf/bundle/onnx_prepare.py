@@ -34,8 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from winml_perf.bundle import cache
+from winml_perf.ep import child
 from winml_perf.ep import table as eps
-from winml_perf.support import child
 from winml_perf.support.errors import BundleError, EPUnavailableError
 from winml_perf.support.json_shapes import Opt
 
@@ -356,7 +356,7 @@ def _ms(t0: float) -> float:
     return round((time.perf_counter() - t0) * 1000.0, 3)
 
 
-# -- child entry: python -m winml_perf.support.child winml_perf.bundle.onnx_prepare SRC OUT EP DEVICE LEVEL OPTS CONFIG --
+# -- child entry: python -m winml_perf.ep.child winml_perf.bundle.onnx_prepare SRC OUT EP DEVICE LEVEL OPTS CONFIG --
 def main(argv: list[str]) -> int:
     """Compile in a child the runner started (plugins registered by it); 0 on success."""
     if len(argv) != 7:

@@ -11,8 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from winml_perf.model.route import OutputCheck, Route
-from winml_perf.record.warnings import OUTPUT_MISMATCH, BenchWarning
+from winml_perf.model.route import OutputCheck
 
 # Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
 # fp32 (measured), which would turn a precision artefact of the driver into a false alarm.
@@ -56,22 +55,3 @@ def check_routes(
             n_prompt, n_new, seed, tuple(reference), tuple(tokens), first_difference(reference, tokens)
         )
     return out
-
-
-def check_output(label: str, route: Route) -> list[BenchWarning]:
-    """The warning for a route whose output_check found a difference."""
-    check = route.output_check
-    if check is None or check.equal:
-        return []
-    pos = check.first_difference
-    ref, got = check.config_token_ids, check.route_token_ids
-    return [
-        BenchWarning(
-            OUTPUT_MISMATCH,
-            f"route {label} generates different greedy tokens than config: first "
-            f"difference at new token {pos} (config {ref[pos] if pos < len(ref) else 'end'}, "
-            f"route {got[pos] if pos < len(got) else 'end'})",
-            "its speed is not comparable as is: check the EP's precision (fp16 accumulation, int4 kernels) before trusting it",
-            {"first_difference": pos},
-        )
-    ]

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from winml_perf.ep import child
 from winml_perf.model.spec import CellSpec, SessionSpec
-from winml_perf.support import child
 
 CHILD_MODULE = "winml_perf.measure.explain_cell"
 DEFAULT_TIMEOUT_S = 600.0

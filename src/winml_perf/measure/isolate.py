@@ -23,8 +23,8 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from winml_perf.ep import child
 from winml_perf.model.spec import CellSpec, SessionSpec
-from winml_perf.support import child
 
 #: Seconds to wait for a child to exit on its own after "exit" before terminating it.
 EXIT_GRACE_S = 5.0

@@ -108,7 +108,7 @@ def _results(store: Store, jobs: Sequence[PageJob], workers: int) -> Iterator[Pa
         for job in jobs:
             yield render(store, job)
         return
-    from winml_perf.support.child import ChildContext, map_in_pool
+    from winml_perf.ep.child import ChildContext, map_in_pool
 
     yield from map_in_pool(render_job, jobs, workers, ChildContext.from_parent(plugin_libraries=()))
 

@@ -9,13 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from winml_perf.measure.equivalence import check_output
 from winml_perf.model.metrics import DECODE_THROUGHPUT, ITL, POOLED, get, metric_values, session_metrics
 from winml_perf.model.record import CellRecord, RunRecord
 from winml_perf.model.result import CellResult
 from winml_perf.model.sample import IterationSample
 from winml_perf.model.spec import finite_or_none
 from winml_perf.record import warnings as W
+from winml_perf.record.warnings import check_same_output
 from winml_perf.stats import cell_intervals as IV
 from winml_perf.stats import sample_stats as stats
 
@@ -129,7 +129,7 @@ def cell_warnings(
     cell = result.cell
     out: list[W.BenchWarning] = []
     out += W.check_route_effect(cell.route_label, cell.route)
-    out += check_output(cell.route_label, cell.route)
+    out += check_same_output(cell.route_label, cell.route)
     out += W.check_partial_fallback(cell.route_label, cell.route)
     out += W.check_stage_eps(cell.route, result.route_actual)
     if not result.samples:

@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from winml_perf.ep import child
 from winml_perf.ep import table as eps
 from winml_perf.record.roofline import cache_dir, machine_key
-from winml_perf.support import child
 
 HOST, NVIDIA_GPU, UNKNOWN = "host", "nvidia-gpu", "unknown"
 #: Below this many bytes per step the host's working set can stay in the CPU caches, where a DRAM

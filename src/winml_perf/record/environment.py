@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from winml_perf.support import child
+from winml_perf.ep import child
 
 TESTBED_ENV = "WINML_PERF_TESTBED"
 PACKAGES = ("winml-perf", "onnxruntime", "onnxruntime-genai", "onnxruntime-ep-webgpu", "onnxruntime-qnn", "numpy")

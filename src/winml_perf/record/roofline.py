@@ -60,7 +60,7 @@ def measure_bandwidth(
 def measure_bandwidth_in_child(timeout_s: float = 300.0) -> dict[str, Any]:
     """measure_bandwidth() in a separate Python process, so its large array never raises the
     measuring process's peak RSS (ru_maxrss cannot be reset)."""
-    from winml_perf.support import child
+    from winml_perf.ep import child
 
     result = child.run_module(__name__, [], child.ChildContext(), timeout_s)  # no plugins: it runs no EP
     if not result.ok:

@@ -291,3 +291,22 @@ def check_drift(metric: str, invocations: Sequence[Sequence[float]], unit: str) 
             },
         )
     ]
+
+
+def check_same_output(label: str, route: Route) -> list[BenchWarning]:
+    """The warning for a route whose output_check found a difference."""
+    check = route.output_check
+    if check is None or check.equal:
+        return []
+    pos = check.first_difference
+    ref, got = check.config_token_ids, check.route_token_ids
+    return [
+        BenchWarning(
+            OUTPUT_MISMATCH,
+            f"route {label} generates different greedy tokens than config: first "
+            f"difference at new token {pos} (config {ref[pos] if pos < len(ref) else 'end'}, "
+            f"route {got[pos] if pos < len(got) else 'end'})",
+            "its speed is not comparable as is: check the EP's precision (fp16 accumulation, int4 kernels) before trusting it",
+            {"first_difference": pos},
+        )
+    ]

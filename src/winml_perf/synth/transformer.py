@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from winml_perf.support import child
+from winml_perf.ep import child
 from winml_perf.support.errors import UsageError, WinmlPerfError
 
 ARCHITECTURES = ("qwen2", "qwen3", "llama")

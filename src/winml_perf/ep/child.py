@@ -2,7 +2,7 @@
 
 Four ways to start one:
 
-* ``run_module(MODULE, ARGS, context, timeout_s)``: ``python -m winml_perf.support.child MODULE ARGS``. The
+* ``run_module(MODULE, ARGS, context, timeout_s)``: ``python -m winml_perf.ep.child MODULE ARGS``. The
   child applies the context, then returns ``MODULE.main(ARGS)`` as its exit status; its stdout and
   stderr come back captured (compile, prepare, the bandwidth probe).
 * ``Worker(target, args, context)``: a multiprocessing "spawn" process that applies the context,
@@ -37,7 +37,7 @@ from typing import Any
 CONTEXT_ENV = "WINML_PERF_CHILD_CONTEXT"  # the context, as JSON, for a run_module child
 FAILED = 3  # the exit status of a module child whose work raised
 ERROR_MARK = "winml-perf child error: "  # starts the line exit_status writes, so failure() finds it among native logs
-_PACKAGE_ROOT = str(Path(__file__).resolve().parents[1])  # the folder that holds this winml_perf
+_PACKAGE_ROOT = str(Path(__file__).resolve().parents[2])  # the folder that holds this winml_perf
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ def run_module(module: str, args: Sequence[str], context: ChildContext, timeout_
     """``MODULE.main(args)`` in a fresh Python that applied ``context`` first."""
     env = {**os.environ, **context.env, CONTEXT_ENV: context.to_json()}
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_PACKAGE_ROOT, env.get("PYTHONPATH")) if p)
-    return _run([sys.executable, "-m", "winml_perf.support.child", module, *map(str, args)], env, timeout_s, None)
+    return _run([sys.executable, "-m", "winml_perf.ep.child", module, *map(str, args)], env, timeout_s, None)
 
 
 def run_command(
@@ -277,11 +277,11 @@ def exit_status(work: Callable[[], None]) -> int:
     return 0
 
 
-# -- child entry: python -m winml_perf.support.child MODULE ARGS... ---------------------------------------
+# -- child entry: python -m winml_perf.ep.child MODULE ARGS... ---------------------------------------
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if not args:
-        print("usage: python -m winml_perf.support.child MODULE [ARGS...]", file=sys.stderr)
+        print("usage: python -m winml_perf.ep.child MODULE [ARGS...]", file=sys.stderr)
         return 2
     from winml_perf.support.stdio import own_stdout
 
