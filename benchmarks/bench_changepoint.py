@@ -12,12 +12,12 @@ also printed within +-5); recall = hits / shifts, precision = hits / detections;
 points per 1,000 runs are counted on the shift-free series of the same noise.
 
 Methods, all on the same series:
-- ``median``: E-Divisive (results/changepoint.py) on each run's median of its invocations (the
+- ``median``: E-Divisive (stats/changepoint.py) on each run's median of its invocations (the
   first input of issue 15).
 - ``pooled``: candidate (a), E-Divisive over every invocation, runs permuted
   (benchmarks/changepoint_pooled.py).
 - ``mode-aware``: candidate (b) and the product's method: ``detect_change_points`` given each run's
-  invocations (results/run_levels.py); level and mode-share change points both count.
+  invocations (stats/run_levels.py); level and mode-share change points both count.
 - ``rolling``: the dashboard's former test (results/significance.rolling_flags: every run against
   the pooled raw iterations of the previous 5 runs, Mann-Whitney p < 0.05 and beyond 5 %).
 - ``otava`` / ``otava-mode-aware``: Apache Otava (``compute_change_points``, its defaults) in its

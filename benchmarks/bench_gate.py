@@ -4,7 +4,7 @@
 
 What ``winml compare runs --fail-on-regression 5%`` decides each night when it judges a series by
 the change points of its newest GATE_HISTORY runs (results/changepoint.judge_newest, as
-results/gate.py calls it), under the noise models of benchmarks/changepoint_sim.py:
+compare/gate.py calls it), under the noise models of benchmarks/changepoint_sim.py:
 
 - shift-free series: the gate runs on each of --nights nights after a first full history; every
   regression verdict is a false alarm (per series-night, and the series that got one);

@@ -3,7 +3,7 @@
     python benchmarks/bench_shift_interval.py [--noise h200-testbed] [--invocations 10] [--series 40] [--seed 5]
 
 A change point reports its shift, the step over the 10 runs either side, with a 95 % interval
-(results/step_size.py; before: the whole segments' medians, bootstrapped). That interval is
+(stats/step_size.py; before: the whole segments' medians, bootstrapped). That interval is
 computed as if the split had been fixed in advance, but the split is the one that maximised the
 divergence, and the gate reads it on the night the change point first passes its test. This
 counts, for level change points found within +-2 runs of a true step (series and noise of
@@ -18,7 +18,7 @@ in two settings:
 
 - ``dashboard``: the whole 400-run series of benchmarks/bench_changepoint.py with 4 steps;
 - ``gate``: a step 40 runs into a series, judged night after night on the newest GATE_HISTORY
-  runs as results/gate.py does (threshold 5 %); the interval of the change point of the first
+  runs as compare/gate.py does (threshold 5 %); the interval of the change point of the first
   night whose verdict is a regression, and the ratio of its shift to the step (the winner's curse).
 """
 
