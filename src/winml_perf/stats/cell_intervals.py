@@ -28,6 +28,7 @@ from winml_perf.stats import (
     median_interval,
     within_process_median,
 )
+from winml_perf.stats.arrays import Values
 
 MAX_CLUSTERS = 256
 WORK_BUDGET = 200_000_000
@@ -50,7 +51,7 @@ def in_process_interval(samples: Sequence[IterationSample], metric: str) -> Inte
     return within_process_median(metric_values(samples, metric))
 
 
-def clusters(generations: Sequence[Sequence[float]], cap: int = MAX_CLUSTERS) -> list[np.ndarray]:
+def clusters(generations: Sequence[Values], cap: int = MAX_CLUSTERS) -> list[np.ndarray]:
     """The generations, merged into at most ``cap`` clusters of consecutive generations."""
     arrays = [np.asarray(g, dtype=float) for g in generations if len(g)]
     if len(arrays) <= cap:
@@ -78,7 +79,7 @@ def percentile_dict(p: PercentileInterval, generations: int) -> dict[str, Any]:
     }
 
 
-def coverage_text(interval: Interval | dict) -> str:
+def coverage_text(interval: Interval | dict[str, Any]) -> str:
     """'5 proc' for an interval over 5 invocations, 'in-proc' for one that covers one process."""
     cover = interval.coverage.to_dict() if isinstance(interval, Interval) else interval
     levels = cover.get("levels") or []

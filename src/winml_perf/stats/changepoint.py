@@ -57,12 +57,13 @@ kept only when it is a step: its shift over ``LOCAL_RUNS`` runs either side is a
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 
+from winml_perf.stats.arrays import Values
 from winml_perf.stats.run_levels import as_runs, mode_aware_levels
 from winml_perf.stats.step_size import step
 from winml_perf.support.errors import UsageError
@@ -123,11 +124,11 @@ class ChangePoint:
     #: are too few for that, the interval is the widest they give, and this is its exact coverage.
     shift_coverage: float | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def as_series(values: Sequence[float], what: str = "series") -> np.ndarray:
+def as_series(values: Values, what: str = "series") -> np.ndarray:
     """A 1-D float array of finite values, or a UsageError naming what is wrong."""
     x = np.asarray(values, dtype=float)
     if x.ndim != 1:
@@ -156,10 +157,11 @@ def _q_from_r(r: np.ndarray, row_sums: np.ndarray, min_size: int) -> np.ndarray:
     tau = np.arange(min_size, n - min_size + 1, dtype=float)
     m = n - tau
     energy = 2.0 * cross / (tau * m) - 2.0 * left / (tau * (tau - 1)) - 2.0 * right / (m * (m - 1))
-    return tau * m / n * energy
+    out: np.ndarray = tau * m / n * energy
+    return out
 
 
-def divergence(values: Sequence[float], min_size: int = 2) -> np.ndarray:
+def divergence(values: Values, min_size: int = 2) -> np.ndarray:
     """Q(tau) of every split tau = min_size .. n - min_size of one segment (the statistic above)."""
     x = as_series(values)
     if min_size < 2 or len(x) < 2 * min_size:
@@ -186,7 +188,8 @@ def _earlier_distances(y: np.ndarray) -> np.ndarray:
     below = ((y[:, :, None] > y[:, None, :]) & np.tri(n, n, -1, dtype=bool)).astype(float)
     count_sum = np.matmul(below, np.stack([np.ones_like(y), y], axis=-1))
     earlier = np.cumsum(y, axis=1) - y
-    return y * (2.0 * count_sum[..., 0] - np.arange(n)) + earlier - 2.0 * count_sum[..., 1]
+    out: np.ndarray = y * (2.0 * count_sum[..., 0] - np.arange(n)) + earlier - 2.0 * count_sum[..., 1]
+    return out
 
 
 def _best_split(x: np.ndarray, min_size: int, alpha: float, permutations: int, seed: int) -> tuple[int, float, float]:
@@ -212,7 +215,9 @@ def _best_split(x: np.ndarray, min_size: int, alpha: float, permutations: int, s
     return best + min_size, observed, (1 + exceed) / (1 + done)
 
 
-def _shift(before: np.ndarray, after: np.ndarray, seed: int, centre=np.median) -> tuple[float, float, float]:
+def _shift(
+    before: np.ndarray, after: np.ndarray, seed: int, centre: Callable[..., Any] = np.median
+) -> tuple[float, float, float]:
     """centre(after)/centre(before) - 1 (the median by default) and its percentile bootstrap interval."""
     point = float(centre(after) / centre(before) - 1.0)
     rng = np.random.default_rng(seed)
@@ -300,7 +305,7 @@ def _points(
         if kind == LEVEL:
             before, after = x[max(lo_end, cut - LOCAL_RUNS) : cut], x[cut : min(hi_end, cut + LOCAL_RUNS)]
             mid_before, mid_after = float(np.median(before)), float(np.median(after))
-            extra: dict = {}
+            extra: dict[str, float] = {}
             if np.all(before > 0) and np.all(after > 0):
                 size = step(before, after, SHIFT_CONFIDENCE)
                 shift, lo, hi = size.shift, size.low, size.high
@@ -309,6 +314,7 @@ def _points(
             else:  # no ratio of logs: the medians' ratio, bootstrapped
                 shift, lo, hi = _shift(before, after, seed + cut)
         else:
+            assert measured is not None and share is not None, "a share change point is sized on measured values"
             before, after = measured[lo_end:cut], measured[cut:hi_end]
             mid_before, mid_after = float(np.mean(before)), float(np.mean(after))
             shift, lo, hi = _shift(before, after, seed + cut, np.mean)
@@ -358,12 +364,12 @@ def _abrupt(x: np.ndarray, found: dict[int, float], min_shift: float) -> dict[in
     }
 
 
-def _has_invocations(values: Sequence) -> bool:
+def _has_invocations(values: Sequence[Any]) -> bool:
     return any(np.ndim(v) > 0 for v in values)
 
 
 def detect_change_points(
-    values: Sequence,
+    values: Sequence[Any],
     run_ids: Sequence[Any] | None = None,
     *,
     higher_is_better: bool,
@@ -396,7 +402,7 @@ def detect_change_points(
     floor = DEFAULT_MIN_SHIFT if min_shift is None else min_shift
     found = _abrupt(levels.level, _cuts(levels.level, alpha, permutations, min_size, seed), floor)
     points = _points(levels.level, found, run_ids, higher_is_better, seed)
-    if levels.bimodal:
+    if levels.bimodal and levels.lower_share is not None:
         share_seed = seed + SHARE_SEED_OFFSET
         found = _cuts(levels.lower_share, alpha, permutations, min_size, share_seed)
         points += _points(
@@ -431,7 +437,7 @@ class Verdict:
     def is_regression(self) -> bool:
         return self.status == REGRESSION
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -478,7 +484,7 @@ def _said(p: ChangePoint) -> str:
 
 
 def judge_newest(
-    values: Sequence,
+    values: Sequence[Any],
     run_ids: Sequence[Any] | None = None,
     *,
     higher_is_better: bool,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from winml_perf.stats.arrays import Values
 from winml_perf.stats.hierarchical import as_invocations
 from winml_perf.stats.quantile_intervals import CONFIDENCE_LEVEL, median_ci
 
@@ -41,7 +42,7 @@ class DriftReport:
 
 
 def detect_drift(
-    invocations: Sequence[Sequence[float]],
+    invocations: Sequence[Values],
     confidence: float = CONFIDENCE_LEVEL,
     min_relative_spread: float = MIN_RELATIVE_SPREAD,
 ) -> DriftReport:

@@ -25,11 +25,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 from scipy.stats import t as student_t
 
-from winml_perf.stats.arrays import finite
+from winml_perf.stats.arrays import Values, finite
 from winml_perf.stats.quantile_intervals import CONFIDENCE_LEVEL, median_ci, median_ci_ranks
 
 #: Bootstrap resamples of every bootstrap interval (fixed, so results are reproducible).
@@ -53,7 +54,7 @@ class Coverage:
     invocations: int
     iterations: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"levels": list(self.levels), INVOCATIONS: self.invocations, ITERATIONS: self.iterations}
 
 
@@ -75,26 +76,26 @@ class Interval:
             return math.nan
         return max(self.estimate - self.low, self.high - self.estimate) / abs(self.estimate) * 100.0
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["coverage"] = self.coverage.to_dict()
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
-def as_invocations(invocations: Sequence[Sequence[float]]) -> list[np.ndarray]:
+def as_invocations(invocations: Sequence[Values]) -> list[np.ndarray]:
     """Each invocation's finite iteration values as a float array; empty invocations dropped."""
     arrays = [finite(inv) for inv in invocations]
     return [a for a in arrays if a.size]
 
 
-def coverage_of(invocations: Sequence[Sequence[float]]) -> Coverage:
+def coverage_of(invocations: Sequence[Values]) -> Coverage:
     """What an interval over these samples covers: both levels from 2 invocations on."""
     invs = as_invocations(invocations)
     levels = (INVOCATIONS, ITERATIONS) if len(invs) >= 2 else (ITERATIONS,)
     return Coverage(levels, len(invs), int(sum(a.size for a in invs)))
 
 
-def invocation_medians(invocations: Sequence[Sequence[float]]) -> np.ndarray:
+def invocation_medians(invocations: Sequence[Values]) -> np.ndarray:
     """One median per (non-empty) invocation."""
     return np.array([np.median(a) for a in as_invocations(invocations)])
 
@@ -140,7 +141,7 @@ def batch_sizes(total: int, per_replicate: int, elements: int = BATCH_ELEMENTS) 
 
 
 def hierarchical_bootstrap_median(
-    invocations: Sequence[Sequence[float]],
+    invocations: Sequence[Values],
     confidence: float = CONFIDENCE_LEVEL,
     resamples: int = BOOTSTRAP_RESAMPLES,
     seed: int = BOOTSTRAP_SEED,
@@ -164,7 +165,7 @@ def hierarchical_bootstrap_median(
     return Interval(estimate, lo, hi, confidence, "hierarchical_bootstrap", cover)
 
 
-def order_statistic_median(invocations: Sequence[Sequence[float]], confidence: float = CONFIDENCE_LEVEL) -> Interval:
+def order_statistic_median(invocations: Sequence[Values], confidence: float = CONFIDENCE_LEVEL) -> Interval:
     """Median of the invocation medians with the binomial order-statistic interval over them.
 
     NaN bounds when there are too few invocations (fewer than 6 at 95 %).
@@ -175,7 +176,7 @@ def order_statistic_median(invocations: Sequence[Sequence[float]], confidence: f
     return Interval(estimate, lo, hi, confidence, "order_statistics_invocations", coverage_of(invocations))
 
 
-def within_process_median(iterations: Sequence[float], confidence: float = CONFIDENCE_LEVEL) -> Interval:
+def within_process_median(iterations: Values, confidence: float = CONFIDENCE_LEVEL) -> Interval:
     """The median of one invocation's iterations with its binomial interval: covers that process only."""
     xs = finite(iterations)
     estimate = float(np.median(xs)) if xs.size else math.nan
@@ -185,7 +186,7 @@ def within_process_median(iterations: Sequence[float], confidence: float = CONFI
     )
 
 
-def student_t_median(invocations: Sequence[Sequence[float]], confidence: float = CONFIDENCE_LEVEL) -> Interval:
+def student_t_median(invocations: Sequence[Values], confidence: float = CONFIDENCE_LEVEL) -> Interval:
     """Mean of the invocation medians with a Student t interval over them (K&J 2013, two levels).
 
     Assumes roughly normal invocation medians; NaN bounds below 2 invocations.
@@ -205,7 +206,7 @@ def enough_invocations_for_order_statistics(k: int, confidence: float = CONFIDEN
     return median_ci_ranks(k, confidence) is not None
 
 
-def median_interval(invocations: Sequence[Sequence[float]], confidence: float = CONFIDENCE_LEVEL) -> Interval:
+def median_interval(invocations: Sequence[Values], confidence: float = CONFIDENCE_LEVEL) -> Interval:
     """The interval a record reports for samples in invocations x iterations.
 
     One invocation: the within-process interval (its coverage says so). Enough invocations for the

@@ -19,12 +19,11 @@ seeded random subsample of that size is fitted.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from winml_perf.stats.arrays import finite
+from winml_perf.stats.arrays import Values, finite
 
 MIN_SHARE = 0.10
 MIN_SEPARATION = 2.0
@@ -108,7 +107,7 @@ def _fit_two(y: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, np.ndarray]:
 
 
 def detect_modes(
-    values: Sequence[float],
+    values: Values,
     min_share: float = MIN_SHARE,
     min_separation: float = MIN_SEPARATION,
     cap: int = SUBSAMPLE_CAP,

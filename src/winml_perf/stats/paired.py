@@ -19,6 +19,7 @@ from enum import Enum
 import numpy as np
 from scipy.stats import t as student_t
 
+from winml_perf.stats.arrays import Values
 from winml_perf.stats.hierarchical import (
     BOOTSTRAP_RESAMPLES,
     BOOTSTRAP_SEED,
@@ -74,7 +75,7 @@ def verdict(low: float, high: float, higher_is_better: bool) -> Verdict:
     return Verdict.NO_DIFFERENCE
 
 
-def _pairs(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def _pairs(a: Sequence[Values], b: Sequence[Values]) -> tuple[list[np.ndarray], list[np.ndarray]]:
     inv_a, inv_b = as_invocations(a), as_invocations(b)
     if len(inv_a) != len(a) or len(inv_b) != len(b):
         raise ValueError("every paired invocation needs at least one finite sample")
@@ -83,14 +84,14 @@ def _pairs(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> tuple[
     return inv_a, inv_b
 
 
-def pair_ratios(a: Sequence[Sequence[float]], b: Sequence[Sequence[float]]) -> np.ndarray:
+def pair_ratios(a: Sequence[Values], b: Sequence[Values]) -> np.ndarray:
     """median(A_j) / median(B_j) for every pair j."""
     inv_a, inv_b = _pairs(a, b)
     return np.array([np.median(x) / np.median(y) for x, y in zip(inv_a, inv_b)])
 
 
 def paired_order_statistic_ratio(
-    a, b, confidence: float = CONFIDENCE_LEVEL, higher_is_better: bool = True
+    a: Sequence[Values], b: Sequence[Values], confidence: float = CONFIDENCE_LEVEL, higher_is_better: bool = True
 ) -> RatioResult:
     """Median pair ratio with the binomial order-statistic interval over the pair ratios."""
     ratios = pair_ratios(a, b)
@@ -109,8 +110,8 @@ def paired_order_statistic_ratio(
 
 
 def paired_bootstrap_ratio(
-    a,
-    b,
+    a: Sequence[Values],
+    b: Sequence[Values],
     confidence: float = CONFIDENCE_LEVEL,
     higher_is_better: bool = True,
     resamples: int = BOOTSTRAP_RESAMPLES,
@@ -138,7 +139,9 @@ def paired_bootstrap_ratio(
     )
 
 
-def paired_student_t_ratio(a, b, confidence: float = CONFIDENCE_LEVEL, higher_is_better: bool = True) -> RatioResult:
+def paired_student_t_ratio(
+    a: Sequence[Values], b: Sequence[Values], confidence: float = CONFIDENCE_LEVEL, higher_is_better: bool = True
+) -> RatioResult:
     """Geometric mean of the pair ratios with a Student t interval on their logs (2 pairs or more)."""
     logs = np.log(pair_ratios(a, b))
     k = int(logs.size)
@@ -162,7 +165,9 @@ def paired_student_t_ratio(a, b, confidence: float = CONFIDENCE_LEVEL, higher_is
     )
 
 
-def paired_ratio(a, b, confidence: float = CONFIDENCE_LEVEL, higher_is_better: bool = True) -> RatioResult:
+def paired_ratio(
+    a: Sequence[Values], b: Sequence[Values], confidence: float = CONFIDENCE_LEVEL, higher_is_better: bool = True
+) -> RatioResult:
     """A/B over paired invocations: order statistics from 6 pairs (at 95 %), Student t below."""
     if enough_invocations_for_order_statistics(len(a), confidence):
         return paired_order_statistic_ratio(a, b, confidence, higher_is_better)

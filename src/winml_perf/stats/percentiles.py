@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from winml_perf.stats.arrays import finite
+from winml_perf.stats.arrays import Values, finite
 from winml_perf.stats.hierarchical import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED, batch_sizes, percentile_interval
 from winml_perf.stats.quantile_intervals import CONFIDENCE_LEVEL, quantile_ci
 
@@ -48,13 +48,13 @@ class PercentileInterval:
     steps: int
 
 
-def _generations(generations: Sequence[Sequence[float]]) -> list[np.ndarray]:
+def _generations(generations: Sequence[Values]) -> list[np.ndarray]:
     arrays = [finite(g) for g in generations]
     return [a for a in arrays if a.size]
 
 
 def iid_percentiles(
-    generations, percentiles=PERCENTILES, confidence: float = CONFIDENCE_LEVEL
+    generations: Sequence[Values], percentiles: Sequence[float] = PERCENTILES, confidence: float = CONFIDENCE_LEVEL
 ) -> tuple[PercentileInterval, ...]:
     """Binomial order-statistic intervals over pooled steps, as if every step were independent.
 
@@ -107,7 +107,7 @@ def _replicate_quantiles(
 
 
 def generation_percentiles(
-    generations: Sequence[Sequence[float]],
+    generations: Sequence[Values],
     percentiles: Sequence[float] = PERCENTILES,
     confidence: float = CONFIDENCE_LEVEL,
     resamples: int = BOOTSTRAP_RESAMPLES,
@@ -142,7 +142,7 @@ def generation_percentiles(
         picks = rng.integers(0, g, size=(batch, g))
         flat = (picks + g * np.arange(batch)[:, None]).ravel()
         multiplicity = np.bincount(flat, minlength=batch * g).reshape(batch, g).astype(dtype)
-        weights = (multiplicity @ counts).astype(np.float64)
+        weights = np.matmul(multiplicity, counts).astype(np.float64)
         replicates.append(_replicate_quantiles(weights, starts, sizes, ordered, levels))
     reps = np.concatenate(replicates, axis=1)
     out = []

@@ -16,7 +16,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.stats import binom
 
-from winml_perf.stats.arrays import finite
+from winml_perf.stats.arrays import Values, finite
 
 #: Confidence level of every interval unless a caller asks for another.
 CONFIDENCE_LEVEL = 0.95
@@ -65,7 +65,7 @@ def median_ci_ranks(n: int, confidence: float = CONFIDENCE_LEVEL) -> tuple[int, 
     return quantile_ci_ranks(n, 0.5, confidence)
 
 
-def quantile_ci(values, q: float, confidence: float = CONFIDENCE_LEVEL) -> tuple[float, float]:
+def quantile_ci(values: Values, q: float, confidence: float = CONFIDENCE_LEVEL) -> tuple[float, float]:
     """Distribution-free CI of the q-quantile (0 < q < 1); (nan, nan) when too few samples."""
     xs = finite(values)
     ranks = quantile_ci_ranks(len(xs), q, confidence)
@@ -76,6 +76,6 @@ def quantile_ci(values, q: float, confidence: float = CONFIDENCE_LEVEL) -> tuple
     return float(picked[lo - 1]), float(picked[hi - 1])
 
 
-def median_ci(values, confidence: float = CONFIDENCE_LEVEL) -> tuple[float, float]:
+def median_ci(values: Values, confidence: float = CONFIDENCE_LEVEL) -> tuple[float, float]:
     """Distribution-free CI of the median; (nan, nan) when too few samples. O(n)."""
     return quantile_ci(values, 0.5, confidence)

@@ -23,6 +23,7 @@ from typing import Literal
 
 import numpy as np
 
+from winml_perf.stats.arrays import Values
 from winml_perf.stats.hierarchical import as_invocations
 
 
@@ -43,7 +44,7 @@ class VarianceComponents:
         return self.between / total if total > 0 else math.nan
 
 
-def variance_components(invocations: Sequence[Sequence[float]]) -> VarianceComponents:
+def variance_components(invocations: Sequence[Values]) -> VarianceComponents:
     """ANOVA estimates of T1^2 and T2^2 (T2^2 floored at 0); needs 2 invocations and a repeat."""
     invs = as_invocations(invocations)
     sizes = np.array([a.size for a in invs], dtype=float)

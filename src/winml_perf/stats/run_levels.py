@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -69,7 +70,7 @@ class RunLevels:
         return self.lower_share is not None
 
 
-def as_runs(values: Sequence, what: str = "series") -> list[np.ndarray]:
+def as_runs(values: Sequence[Any], what: str = "series") -> list[np.ndarray]:
     """Per-run arrays of positive finite invocation values (a scalar is a one-invocation run)."""
     runs = []
     for i, v in enumerate(values):
@@ -92,7 +93,8 @@ def as_runs(values: Sequence, what: str = "series") -> list[np.ndarray]:
 def _rolling_median(x: np.ndarray, half: int) -> np.ndarray:
     """Median of x[t - half : t + half + 1] (cut at the ends) for every t."""
     padded = np.concatenate([np.full(half, np.nan), x, np.full(half, np.nan)])
-    return np.nanmedian(np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1), axis=1)
+    out: np.ndarray = np.nanmedian(np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1), axis=1)
+    return out
 
 
 def _padded(logs: list[np.ndarray]) -> np.ndarray:
@@ -109,7 +111,8 @@ def _first_lowest(cost: np.ndarray) -> np.ndarray:
     common (a window with values in one mode costs the same with the anchor on them or one offset
     away) and must not be decided by the order of a sum's terms."""
     lowest = cost.min(axis=1, keepdims=True)
-    return np.argmax(cost <= lowest + TIE * np.maximum(lowest, CLIP * CLIP), axis=1)
+    first: np.ndarray = np.argmax(cost <= lowest + TIE * np.maximum(lowest, CLIP * CLIP), axis=1)
+    return first
 
 
 def _comb_anchors(runs: np.ndarray, offset: float, half: int) -> np.ndarray:
@@ -156,7 +159,7 @@ def _comb_anchors(runs: np.ndarray, offset: float, half: int) -> np.ndarray:
     return np.where(kept > 0, mean, a[:, 0])
 
 
-def mode_aware_levels(values: Sequence, *, window: int = WINDOW) -> RunLevels:
+def mode_aware_levels(values: Sequence[Any], *, window: int = WINDOW) -> RunLevels:
     """Per-run levels on the upper mode's scale and the lower mode's share (see module doc)."""
     runs = as_runs(values)
     counts = np.array([len(r) for r in runs])

@@ -19,12 +19,13 @@ Methods:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
 from winml_perf import stats as uncertainty
+from winml_perf.stats.arrays import Values
 
 #: Confidence level of every confidence interval reported.
 CONFIDENCE_LEVEL = 0.95
@@ -46,24 +47,25 @@ SETTLE_WINDOW = 3
 SETTLE_TOLERANCE_PCT = 5.0
 
 
-def _array(values: Sequence[float]) -> np.ndarray:
+def _array(values: Values) -> np.ndarray:
     """The values as a float array without None or NaN (numpy: summaries of 10^6 values stay cheap)."""
     if not isinstance(values, np.ndarray):
         values = [math.nan if v is None else v for v in values]
     xs = np.asarray(values, dtype=float).ravel()
-    return xs[~np.isnan(xs)]
+    kept: np.ndarray = xs[~np.isnan(xs)]
+    return kept
 
 
-def mean(values: Sequence[float]) -> float:
+def mean(values: Values) -> float:
     xs = _array(values)
     return math.fsum(xs.tolist()) / xs.size if xs.size else math.nan
 
 
-def median(values: Sequence[float]) -> float:
+def median(values: Values) -> float:
     return percentile(values, 50.0)
 
 
-def stdev(values: Sequence[float]) -> float:
+def stdev(values: Values) -> float:
     """Sample standard deviation (n - 1 in the denominator); NaN below 2 samples."""
     xs = _array(values)
     if xs.size < 2:
@@ -72,7 +74,7 @@ def stdev(values: Sequence[float]) -> float:
     return math.sqrt(math.fsum(((xs - m) ** 2).tolist()) / (xs.size - 1))  # exactly rounded sums, as before
 
 
-def cv_pct(values: Sequence[float]) -> float:
+def cv_pct(values: Values) -> float:
     """Coefficient of variation in percent: stdev / mean * 100."""
     m = mean(values)
     s = stdev(values)
@@ -91,7 +93,7 @@ def _sorted_percentile(ordered: np.ndarray, q: float) -> float:
     return float(ordered[lo] + (h - lo) * (ordered[hi] - ordered[lo]))
 
 
-def percentile(values: Sequence[float], q: float) -> float:
+def percentile(values: Values, q: float) -> float:
     """The q-th percentile (0..100), Hyndman & Fan definition 7 (linear interpolation)."""
     if not 0.0 <= q <= 100.0:
         raise ValueError(f"percentile q must lie in [0, 100], got {q}")
@@ -104,12 +106,12 @@ def median_ci_ranks(n: int, confidence: float = CONFIDENCE_LEVEL) -> tuple[int, 
     return uncertainty.median_ci_ranks(n, confidence)
 
 
-def median_ci(values: Sequence[float], confidence: float = CONFIDENCE_LEVEL) -> tuple[float, float]:
+def median_ci(values: Values, confidence: float = CONFIDENCE_LEVEL) -> tuple[float, float]:
     """Distribution-free confidence interval of the median; (nan, nan) when too few samples. O(n)."""
     return uncertainty.median_ci(_array(values), confidence)
 
 
-def ci_half_width_pct(values: Sequence[float], confidence: float = CONFIDENCE_LEVEL) -> float:
+def ci_half_width_pct(values: Values, confidence: float = CONFIDENCE_LEVEL) -> float:
     """The larger distance from the median to a CI bound, in percent of the median (the "±x %")."""
     med = median(values)
     lo, hi = median_ci(values, confidence)
@@ -123,12 +125,12 @@ def min_ci_samples(confidence: float = CONFIDENCE_LEVEL) -> int:
     return next(n for n in range(1, 64) if median_ci_ranks(n, confidence) is not None)
 
 
-def modified_z_scores(values: Sequence[float]) -> list[float]:
+def modified_z_scores(values: Values) -> list[float]:
     """Iglewicz & Hoaglin's modified z-score of each value (NaN inputs score 0)."""
-    return _modified_z(values).tolist()
+    return [float(z) for z in _modified_z(values)]
 
 
-def _modified_z(values: Sequence[float]) -> np.ndarray:
+def _modified_z(values: Values) -> np.ndarray:
     raw = np.asarray(
         [math.nan if v is None else v for v in values] if not isinstance(values, np.ndarray) else values, dtype=float
     ).ravel()
@@ -144,14 +146,12 @@ def _modified_z(values: Sequence[float]) -> np.ndarray:
     return np.where(np.isnan(raw), 0.0, (raw - med) / scale)
 
 
-def outlier_indices(values: Sequence[float], threshold: float = MODIFIED_Z_THRESHOLD) -> tuple[int, ...]:
+def outlier_indices(values: Values, threshold: float = MODIFIED_Z_THRESHOLD) -> tuple[int, ...]:
     """Indices of values whose |modified z-score| exceeds ``threshold``."""
     return tuple(int(i) for i in np.flatnonzero(np.abs(_modified_z(values)) > threshold))
 
 
-def warmup_settled(
-    times: Sequence[float], window: int = SETTLE_WINDOW, tolerance_pct: float = SETTLE_TOLERANCE_PCT
-) -> bool:
+def warmup_settled(times: Values, window: int = SETTLE_WINDOW, tolerance_pct: float = SETTLE_TOLERANCE_PCT) -> bool:
     """True when the last ``window`` times lie within ``tolerance_pct`` of their median
     ((max - min) / median <= tolerance): iteration times have stopped trending."""
     xs = _array(times).tolist()
@@ -161,7 +161,7 @@ def warmup_settled(
     med = percentile(tail, 50.0)
     if med <= 0:
         return False
-    return (max(tail) - min(tail)) / med * 100.0 <= tolerance_pct
+    return bool((max(tail) - min(tail)) / med * 100.0 <= tolerance_pct)
 
 
 @dataclass(frozen=True)
@@ -184,18 +184,20 @@ class Summary:
     ci95_half_width_pct: float
     outlier_indices: tuple[int, ...]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["outlier_indices"] = list(self.outlier_indices)
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
     @classmethod
-    def from_dict(cls, d: dict) -> Summary:
-        vals = {k: (math.nan if d.get(k) is None else d[k]) for k in cls.__dataclass_fields__ if k != "outlier_indices"}
+    def from_dict(cls, d: dict[str, Any]) -> Summary:
+        vals: dict[str, Any] = {
+            k: (math.nan if d.get(k) is None else d[k]) for k in cls.__dataclass_fields__ if k != "outlier_indices"
+        }
         return cls(**vals, outlier_indices=tuple(d.get("outlier_indices") or ()))
 
 
-def summarize(values: Sequence[float], interval: tuple[float, float] | None = None) -> Summary:
+def summarize(values: Values, interval: tuple[float, float] | None = None) -> Summary:
     """Statistics of the values, O(n log n) (one sort). ``interval``: the CI of the median to
     report (e.g. over invocations, see uncertainty.median_interval); default: the binomial
     interval over these values as if they came from one process."""

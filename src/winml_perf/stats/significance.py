@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from winml_perf.model.metrics import bigger_is_better as metric_bigger_is_better
+from winml_perf.stats.arrays import Values
 
 #: Two-sided significance level of the Mann-Whitney test (and 1 - the bootstrap CI's level).
 ALPHA = 0.05
@@ -44,9 +45,10 @@ MIN_SAMPLES_PER_SIDE = 6
 FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE, UNCHANGED = "faster", "slower", "equivalent", "inconclusive", "unchanged"
 
 
-def _finite(values: Sequence[float]) -> np.ndarray:
+def _finite(values: Values) -> np.ndarray:
     a = np.asarray([v for v in values if v is not None], dtype=float)
-    return a[np.isfinite(a)]
+    kept: np.ndarray = a[np.isfinite(a)]
+    return kept
 
 
 def normal_sf(z: float) -> float:
@@ -83,11 +85,11 @@ class MannWhitney:
     n_x: int
     n_y: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> MannWhitney:
+def mann_whitney_u(x: Values, y: Values) -> MannWhitney:
     """Two-sided Mann-Whitney U test, normal approximation with tie and continuity corrections."""
     a, b = _finite(x), _finite(y)
     n1, n2 = len(a), len(b)
@@ -108,7 +110,7 @@ def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> MannWhitney:
 
 
 # -- paired-round bootstrap of a ratio of medians --------------------------------------------------
-def _round_matrix(rounds: Sequence[Sequence[float]]) -> tuple[np.ndarray, np.ndarray]:
+def _round_matrix(rounds: Sequence[Values]) -> tuple[np.ndarray, np.ndarray]:
     """Per-round samples padded with NaN into (R, m) and the count per round."""
     counts = np.asarray([len(r) for r in rounds], dtype=int)
     m = int(counts.max()) if len(counts) else 0
@@ -126,7 +128,8 @@ def _resample_within(mat: np.ndarray, counts: np.ndarray, chosen: np.ndarray, rn
     pos = np.floor(rng.random((b, r, m)) * cnt[..., None]).astype(int)
     vals = mat[chosen[..., None], pos]
     vals[np.arange(m)[None, None, :] >= cnt[..., None]] = np.nan
-    return vals.reshape(b, r * m)
+    out: np.ndarray = vals.reshape(b, r * m)
+    return out
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ class RatioCI:
     n_candidate: int
     resamples: int
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -257,11 +260,11 @@ def rolling_flags(
     metric: str,
     window: int = ROLLING_WINDOW,
     threshold_pct: float = ROLLING_THRESHOLD_PCT,
-) -> dict[int, dict]:
+) -> dict[int, dict[str, Any]]:
     """The dashboard's former per-point test, kept as the "old method" of benchmarks/bench_changepoint.py
     (no longer drawn): record id -> {flag: 'regression'|'improvement', delta_pct, p_value, baseline_n} for the ok
     points of one series (oldest first) that differ from their rolling baseline."""
-    out: dict[int, dict] = {}
+    out: dict[int, dict[str, Any]] = {}
     history: list[list[float]] = []
     up = metric_bigger_is_better(metric)
     for point in points:

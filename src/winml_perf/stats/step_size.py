@@ -29,7 +29,7 @@ class Step:
 @lru_cache(maxsize=256)
 def _u_cdf(m: int, n: int) -> tuple[float, ...]:
     """P(U <= u) for u = 0 .. m n, U the Mann-Whitney count of samples of sizes m and n (no ties)."""
-    counts = [[[1] if i == 0 or j == 0 else None for j in range(n + 1)] for i in range(m + 1)]
+    counts: list[list[list[int]]] = [[[1] if i == 0 or j == 0 else [] for j in range(n + 1)] for i in range(m + 1)]
     for i in range(1, m + 1):
         for j in range(1, n + 1):
             # the largest value is in the first sample (adds j to U) or in the second
