@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
 import pytest
 
 from tests import models
+from winml_perf.ep import table
 from winml_perf.ep.devices import Target
-from winml_perf.session import onnx_session
 from winml_perf.session.onnx_options import (
     options_from_flags,
     parse_graph_optimization_level,
@@ -139,7 +140,8 @@ def test_io_binding_run_timed_first(model_dir):
 
 
 def test_io_binding_device_refused_goes_to_host_and_says_why(model_dir, monkeypatch):
-    monkeypatch.setitem(onnx_session.IO_DEVICE_TYPES, "CPUExecutionProvider", "cuda")  # no CUDA allocator here
+    cpu = table.EPS["CPUExecutionProvider"]
+    monkeypatch.setitem(table.EPS, cpu.name, dataclasses.replace(cpu, io_device="cuda"))  # no CUDA allocator here
     with OnnxSession(model_dir / "mlp.onnx", ep="cpu", io_binding=True) as s:
         (y,) = s.run()
         x = s.feeds["x"]

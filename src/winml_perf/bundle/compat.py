@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from winml_perf.ep.table import EMULATED_ON_CPU
+from winml_perf.ep.table import emulator_of
 
 COMPAT_FILE = "compat.json"
 RECOMPILE = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
@@ -71,7 +71,7 @@ def ask_onnxruntime(model: Path, ep: str) -> Verdict:
     devices = [d for d in ort.get_ep_devices() if d.ep_name == ep]
     if not devices:
         return Verdict("unknown", "onnxruntime", "NO_DEVICE", info, f"no {ep} device here")
-    if ep in EMULATED_ON_CPU and all(_hw(d) == "cpu" for d in devices):
+    if emulator_of(ep) is not None and all(_hw(d) == "cpu" for d in devices):
         # Not asked: QNN validates NPU-type devices only, and on its emulated CPU-type device the call raises
         # ("only supports OrtHardwareDeviceType_NPU") or, after a compile in the same process, crashes it (measured).
         return Verdict(

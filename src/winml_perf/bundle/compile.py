@@ -1,7 +1,7 @@
 """EPContext compilation of a route's stages, each in a child process with a timeout.
 
-Stages whose EP writes EPContext models (``eps.EPS[..].compiles``: QNN, OpenVINO, VitisAI,
-TensorRT-RTX) are compiled with onnxruntime's ``ModelCompiler`` to ``{stage}_{ep}_ctx.onnx``; stages
+Stages whose EP writes EPContext models (``eps.compiles(ep)``, from its table entry: QNN, OpenVINO,
+VitisAI, TensorRT-RTX) are compiled with onnxruntime's ``ModelCompiler`` to ``{stage}_{ep}_ctx.onnx``; stages
 that share one source file, EP and options are compiled once. A stage on any other EP is reported
 "nothing to compile". A compile that fails or times out leaves that stage on its source model, and
 the outcome says why. Before a compiled model is reused, ``compatibility`` asks onnxruntime whether
@@ -50,7 +50,7 @@ class CompileJob:
 
 
 def _compiles(ep: str) -> bool:
-    return ep in eps.EPS and eps.EPS[ep].compiles
+    return eps.compiles(ep)
 
 
 def compile_jobs(plan, compiles=None) -> tuple[list[CompileJob], list[CompileOutcome]]:

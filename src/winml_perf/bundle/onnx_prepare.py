@@ -1,6 +1,6 @@
 """Ahead-of-time prepare of a plain .onnx model for one EP: ``winml bundle prepare MODEL.onnx --ep X``.
 
-What is written: for an EP that compiles (``eps.EPS[ep].compiles``: QNN, OpenVINO, VitisAI,
+What is written: for an EP that compiles (``eps.compiles(ep)``: QNN, OpenVINO, VitisAI,
 TensorRT-RTX) an EPContext model ``<stem>_<alias>_ctx.onnx`` (context binaries beside it); for any
 other EP a plain model already optimised at ``graph_optimization_level`` for that EP,
 ``<stem>_<alias>_<level>.onnx``. Both come from onnxruntime's compile API (``ModelCompiler``), which
@@ -298,7 +298,7 @@ def prepare_onnx(
 
         plugins.register_plugin_eps(list(plugin_libraries))  # idempotent; a plugin EP needs it before compiling
     provider_options, session_config = dict(provider_options or {}), dict(session_config or {})
-    kind = "epcontext" if target.ep in eps.EPS and eps.EPS[target.ep].compiles else "optimized"
+    kind = "epcontext" if eps.compiles(target.ep) else "optimized"
     sources = cache.source_identities(model.parent, source_files(model), verify_sources)
     request = cache.Request(
         model.parent,

@@ -4,8 +4,9 @@ Forcing an EP rewrites every chosen stage, flat decoders included:
 
 * cpu: the stage's ``provider_options`` becomes ``[]`` (onnxruntime-genai rejects options for CPU);
 * a hardware EP: the stage keeps its own options when it already targeted that EP, else borrows the
-  options of another stage that targets it, else gets defaults; OpenVINO and VitisAI always get
-  ``device_type`` from the resolved device (the EP's home device when none was asked).
+  options of another stage that targets it, else gets defaults; an EP whose table entry says so
+  (OpenVINO, VitisAI) always gets ``device_type`` from the resolved device (the EP's home device
+  when none was asked).
 
 A pipeline's decoder-level ``provider_options`` become ``[]`` (the host) when every stage is forced:
 genai takes them for the model's primary device, where it keeps managed inputs such as input_ids.
@@ -27,9 +28,6 @@ from winml_perf.ep import options as epo
 from winml_perf.ep import table as eps
 from winml_perf.model.route import CPU, StageRoute
 from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError, WinmlPerfError
-
-DEVICE_TYPE_EPS = ("OpenVINOExecutionProvider", "VitisAIExecutionProvider")
-"""EPs whose provider options carry a ``device_type`` taken from the resolved device."""
 
 
 @dataclass(frozen=True)
@@ -184,8 +182,7 @@ def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, 
                 source, options = f"borrowed:{other.name}", other.options_for(other.provider_keys[0])
                 break
     options = epo.with_defaults(ep, options or {}, asked)
-    if ep in DEVICE_TYPE_EPS and device:
-        options["device_type"] = device.upper()
+    options.update(epo.device_type_option(ep, device))
     return ({key: options},), source
 
 

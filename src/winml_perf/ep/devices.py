@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from winml_perf.ep.plugins import registered_plugins
-from winml_perf.ep.table import DEVICE_CLASSES, EMULATED_ON_CPU, EPS, ep_alias, is_known_ep, normalize_ep_name
+from winml_perf.ep.table import DEVICE_CLASSES, EPS, emulator_of, ep_alias, is_known_ep, normalize_ep_name
 from winml_perf.model.runtime import Runtime, runtime_named
 from winml_perf.support.errors import EPUnavailableError, UsageError
 
@@ -56,7 +56,7 @@ class EPDevice:
     @property
     def emulated(self) -> bool:
         """An emulator of the EP's accelerator running on the CPU (QNN's HTP emulator on x86): never an NPU."""
-        return self.ep_name in EMULATED_ON_CPU and self.device_type == "cpu"
+        return emulator_of(self.ep_name) is not None and self.device_type == "cpu"
 
     @property
     def serves(self) -> tuple[str, ...]:
@@ -179,9 +179,10 @@ def describe_available(devices: Sequence[EPDevice]) -> str:
     for name in available_eps(devices):
         if not any(d.serves for d in devices if d.ep_name == name):
             types = sorted({d.device_type for d in devices if d.ep_name == name})
+            emulator = emulator_of(name)
             what = (
-                "an emulated " + EMULATED_ON_CPU[name] + " device of type cpu"
-                if name in EMULATED_ON_CPU and types == ["cpu"]
+                f"an emulated {emulator} device of type cpu"
+                if emulator and types == ["cpu"]
                 else f"a {'/'.join(types)}-type device"
             )
             text += f"; {name} runs on {what} and serves no --device class (use --ep {ep_alias(name)})"
@@ -235,7 +236,7 @@ def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[
             first = emulators[0]
             raise EPUnavailableError(
                 f"no npu device here: {EPS[first].genai_name or ep_alias(first)} is installed but offers only an emulated "
-                f"{EMULATED_ON_CPU[first]} device of type CPU; use --ep {ep_alias(first)} (its timings are the emulator's, not an NPU's)",
+                f"{emulator_of(first)} device of type CPU; use --ep {ep_alias(first)} (its timings are the emulator's, not an NPU's)",
                 remedy=f"available: {describe_available(devs)}",
             )
         raise EPUnavailableError(

@@ -1,4 +1,5 @@
-"""Execution-provider names, aliases and the device classes each EP serves. Data only, no I/O.
+"""Every fact about each execution provider, one entry per EP: names, aliases, device classes, provider
+options, compile support, io-binding device, roofline memory. Data only, no I/O.
 
 Three spellings of one EP meet in this tool:
 
@@ -27,12 +28,28 @@ no provider name for MIGraphX or CoreML (its AMD GPU path is a separate ``AMDGPU
 * WebGPU, CUDA, NvTensorRTRTX, MIGraphX: gpu only. A WebGPU device on a software adapter reports
   hardware type CPU; it then serves no device class (see devices.py) and is reachable by ``--ep`` only.
 
-``compiles`` marks EPs that write EPContext models when compiled (QNN, OpenVINO, VitisAI, TensorRT-RTX).
+Every other fact about an EP lives in its entry too, so adding an EP is one entry here:
+
+* ``compiles``: it writes EPContext models when compiled (QNN, OpenVINO, VitisAI, TensorRT-RTX);
+* ``default_options`` / ``option_keys``: provider options added when not given, and the option names it
+  accepts (``None``: not checked). QNN needs ``backend_type=htp``: without it the QNN EP cannot even be
+  created ("Could not determine default backend path for device"). QNN ignores unknown keys silently,
+  so its keys (the strings its library holds, onnxruntime-qnn 2.x) are checked;
+* ``device_type_option``: its provider options carry ``device_type``, the resolved device class in
+  upper case (OpenVINO, VitisAI);
+* ``io_device``: onnxruntime's Python device name for OrtValue / IOBinding placement (``cpu``: tensors
+  stay on the host, its device memory is not reachable from onnxruntime's Python API);
+* ``memory``: which memory a stage on it reads, for the roofline (``host``: always host memory;
+  ``nvidia-gpu``: the NVIDIA GPU's when the device listing says nothing; ``device``: whatever its
+  listed device is);
+* ``emulated_on_cpu``: the accelerator its CPU-type device emulates (QNN on x86: the HTP emulator);
+* ``install_package``: the pip package that brings it to a machine where it is missing.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from winml_perf.support.errors import UsageError
@@ -40,7 +57,19 @@ from winml_perf.support.errors import UsageError
 DEVICE_CLASSES: tuple[str, ...] = ("npu", "gpu", "cpu")
 """Concrete device classes, best first (the order ``--device auto`` tries them)."""
 
+HOST_MEMORY, NVIDIA_GPU_MEMORY, DEVICE_MEMORY = "host", "nvidia-gpu", "device"
+"""Values of ``EPInfo.memory``."""
+
 _SUFFIX = "executionprovider"
+
+
+@dataclass(frozen=True)
+class DefaultOption:
+    """A provider option added when the stage does not give it, nor any key in ``unless``."""
+
+    key: str
+    value: str
+    unless: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,8 +78,15 @@ class EPInfo:
     alias: str
     genai_name: str | None
     devices: tuple[str, ...]
-    compiles: bool
+    compiles: bool = False
     extra_spellings: tuple[str, ...] = ()
+    default_options: tuple[DefaultOption, ...] = ()
+    option_keys: frozenset[str] | None = None
+    device_type_option: bool = False
+    io_device: str = "cpu"
+    memory: str = DEVICE_MEMORY
+    emulated_on_cpu: str | None = None
+    install_package: str | None = None
 
     @property
     def home_device(self) -> str:
@@ -66,28 +102,124 @@ class EPInfo:
         }
 
 
+#: Provider option names of the QNN EP (onnxruntime-qnn 2.x; the strings its library holds).
+_QNN_OPTION_KEYS = frozenset(
+    {
+        "backend_type",
+        "backend_path",
+        "profiling_level",
+        "profiling_file_path",
+        "rpc_control_latency",
+        "vtcm_mb",
+        "htp_performance_mode",
+        "qnn_saver_path",
+        "qnn_context_priority",
+        "htp_graph_finalization_optimization_mode",
+        "soc_model",
+        "htp_arch",
+        "device_id",
+        "enable_htp_fp16_precision",
+        "offload_graph_io_quantization",
+        "enable_htp_spill_fill_buffer",
+        "enable_htp_shared_memory_allocator",
+        "dump_json_qnn_graph",
+        "json_qnn_graph_dir",
+        "op_affinity",
+        "op_packages",
+        "extended_udma",
+        "disable_file_mapped_weights",
+        "skip_qnn_version_check",
+        "htp_bf16_enable",
+        "enable_htp_graph_splitting",
+        "enable_htp_fp16_clamp_overflow",
+        "dump_qnn_ir_dlc",
+        "dump_qnn_ir_dlc_dir",
+        "qnn_ir_backend_path",
+        "enable_vtcm_backup_buffer_sharing",
+        "enable_htp_weight_sharing",
+        "htp_shared_memory_allocator",
+        "enable_htp_prepare_only",
+        "num_graph_prepare_threads",
+    }
+)
+
 _TABLE: tuple[EPInfo, ...] = (
-    EPInfo("CPUExecutionProvider", "cpu", "cpu", ("cpu",), False),
-    EPInfo("CUDAExecutionProvider", "cuda", "cuda", ("gpu",), False),
+    EPInfo("CPUExecutionProvider", "cpu", "cpu", ("cpu",), memory=HOST_MEMORY),
+    EPInfo(
+        "CUDAExecutionProvider",
+        "cuda",
+        "cuda",
+        ("gpu",),
+        io_device="cuda",
+        memory=NVIDIA_GPU_MEMORY,
+        install_package="onnxruntime-gpu",
+    ),
     EPInfo(
         "NvTensorRTRTXExecutionProvider",
         "nv_tensorrt_rtx",
         "NvTensorRtRtx",
         ("gpu",),
-        True,
-        ("trt-rtx", "tensorrt-rtx", "trtrtx", "nvtrtrtx", "NvTensorRtRtx"),
+        compiles=True,
+        extra_spellings=("trt-rtx", "tensorrt-rtx", "trtrtx", "nvtrtrtx", "NvTensorRtRtx"),
+        io_device="cuda",
+        memory=NVIDIA_GPU_MEMORY,
     ),
-    EPInfo("QNNExecutionProvider", "qnn", "QNN", ("npu", "gpu", "cpu"), True),
-    EPInfo("OpenVINOExecutionProvider", "openvino", "OpenVINO", ("npu", "gpu", "cpu"), True),
-    EPInfo("VitisAIExecutionProvider", "vitisai", "VitisAI", ("npu",), True, ("vitis-ai",)),
-    EPInfo("DmlExecutionProvider", "dml", "DML", ("gpu", "npu"), False, ("directml",)),
-    EPInfo("WebGpuExecutionProvider", "webgpu", "WebGPU", ("gpu",), False),
-    EPInfo("MIGraphXExecutionProvider", "migraphx", None, ("gpu",), False),
-    EPInfo("CoreMLExecutionProvider", "coreml", None, ("npu", "gpu", "cpu"), False),
+    EPInfo(
+        "QNNExecutionProvider",
+        "qnn",
+        "QNN",
+        ("npu", "gpu", "cpu"),
+        compiles=True,
+        default_options=(DefaultOption("backend_type", "htp", unless=("backend_path",)),),
+        option_keys=_QNN_OPTION_KEYS,
+        emulated_on_cpu="HTP",
+        install_package="onnxruntime-qnn",
+    ),
+    EPInfo(
+        "OpenVINOExecutionProvider",
+        "openvino",
+        "OpenVINO",
+        ("npu", "gpu", "cpu"),
+        compiles=True,
+        device_type_option=True,
+        install_package="onnxruntime-openvino",
+    ),
+    EPInfo(
+        "VitisAIExecutionProvider",
+        "vitisai",
+        "VitisAI",
+        ("npu",),
+        compiles=True,
+        extra_spellings=("vitis-ai",),
+        device_type_option=True,
+    ),
+    EPInfo(
+        "DmlExecutionProvider",
+        "dml",
+        "DML",
+        ("gpu", "npu"),
+        extra_spellings=("directml",),
+        io_device="dml",
+        install_package="onnxruntime-directml",
+    ),
+    EPInfo(
+        "WebGpuExecutionProvider",
+        "webgpu",
+        "WebGPU",
+        ("gpu",),
+        io_device="webgpu",
+        install_package="onnxruntime-ep-webgpu",
+    ),
+    EPInfo("MIGraphXExecutionProvider", "migraphx", None, ("gpu",)),
+    EPInfo("CoreMLExecutionProvider", "coreml", None, ("npu", "gpu", "cpu")),
 )
 
 EPS: dict[str, EPInfo] = {info.name: info for info in _TABLE}
 """Canonical name -> EPInfo. Insertion order is the preference order among equally good EPs."""
+
+#: Memory of EPs that are not in the table (no route here forces them) but whose stages a record may
+#: name: the TensorRT EP, which onnxruntime-gpu lists next to CUDA.
+UNLISTED_MEMORY: Mapping[str, str] = {"TensorrtExecutionProvider": NVIDIA_GPU_MEMORY}
 
 
 def _key(spelling: str) -> str:
@@ -109,24 +241,35 @@ def _build_lookup() -> dict[str, str]:
 _LOOKUP = _build_lookup()
 
 
-#: The pip package that brings an EP to a machine where it is missing (plugin EPs and EP builds).
-INSTALL_PACKAGES: dict[str, str] = {
-    "QNNExecutionProvider": "onnxruntime-qnn",
-    "WebGpuExecutionProvider": "onnxruntime-ep-webgpu",
-    "OpenVINOExecutionProvider": "onnxruntime-openvino",
-    "CUDAExecutionProvider": "onnxruntime-gpu",
-    "DmlExecutionProvider": "onnxruntime-directml",
-}
-
-
-#: EPs whose device of hardware type CPU is an emulator of their accelerator (QNN on x86: the HTP emulator).
-EMULATED_ON_CPU: dict[str, str] = {"QNNExecutionProvider": "HTP"}
-
-
 def install_hint(canonical: str) -> str:
     """'install onnxruntime-qnn (pip install onnxruntime-qnn)', or '' for an EP with no known package."""
-    package = INSTALL_PACKAGES.get(canonical)
+    info = EPS.get(canonical)
+    package = info.install_package if info else None
     return f"install {package} (pip install {package})" if package else ""
+
+
+def emulator_of(canonical: str) -> str | None:
+    """The accelerator an EP's CPU-type device emulates ('HTP' for QNN), or None."""
+    info = EPS.get(canonical)
+    return info.emulated_on_cpu if info else None
+
+
+def io_device(canonical: str) -> str:
+    """onnxruntime's Python device name for an EP's bound tensors; 'cpu' (the host) for EPs not in the table."""
+    info = EPS.get(canonical)
+    return info.io_device if info else "cpu"
+
+
+def memory_of(canonical: str) -> str:
+    """Which memory a stage on this EP reads (``EPInfo.memory``); ``device`` for EPs not in the table."""
+    info = EPS.get(canonical)
+    return info.memory if info else UNLISTED_MEMORY.get(canonical, DEVICE_MEMORY)
+
+
+def compiles(canonical: str) -> bool:
+    """True when the EP writes EPContext models when compiled."""
+    info = EPS.get(canonical)
+    return bool(info and info.compiles)
 
 
 def valid_names_text() -> str:

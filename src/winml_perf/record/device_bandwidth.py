@@ -1,9 +1,11 @@
 """Which memory a stage's EP reads from, and that memory's bandwidth.
 
-Devices: ``host`` (the CPU EP; an EP whose only device is of type CPU: WebGPU over a software
-Vulkan adapter such as lavapipe, the QNN HTP emulator, labelled emulated), ``nvidia-gpu`` (an EP
-device of type GPU from vendor 0x10de, or the CUDA/TensorRT EPs on a machine with an NVIDIA GPU)
-and ``unknown`` (anything else: no bandwidth, so no roofline fraction).
+Devices: ``host`` (an EP whose table entry reads host memory, the CPU EP; an EP whose only device is
+of type CPU: WebGPU over a software Vulkan adapter such as lavapipe, the QNN HTP emulator, labelled
+emulated), ``nvidia-gpu`` (an EP device of type GPU from vendor 0x10de, or an EP whose table entry
+reads NVIDIA GPU memory, CUDA/TensorRT, on a machine with an NVIDIA GPU) and ``unknown`` (anything
+else: no bandwidth, so no roofline fraction). Which memory each EP reads is ``EPInfo.memory`` in
+ep/table.py.
 
 NVIDIA bandwidth: the peak from NVML (max memory clock x bus width x 2 for double data rate), which
 no kernel can beat, plus a measured device-to-device copy where torch with CUDA is importable (run
@@ -30,7 +32,6 @@ CACHE_RESIDENT_BYTES = 1 << 30
 WORKING_SET_MIN_BYTES = 256 << 10
 WORKING_SET_READ_BYTES = 1 << 30  # bytes each working-set probe reads in all (re-reading its array)
 NVIDIA_VENDOR_ID = 0x10DE
-NVIDIA_EPS = frozenset({"CUDAExecutionProvider", "TensorrtExecutionProvider", "NvTensorRTRTXExecutionProvider"})
 GPU_CACHE_FILE = "gpu_bandwidth.json"
 COPY_BYTES = 1 << 30
 COPY_REPEATS = 10
@@ -52,8 +53,9 @@ def stage_device(ep_name: str | None, environment: Mapping[str, Any]) -> StageDe
     if not ep_name:
         return StageDevice(UNKNOWN, "no EP recorded for the stage")
     ep = _canonical(ep_name)
-    if ep == "CPUExecutionProvider":
-        return StageDevice(HOST, "host (CPU EP)")
+    memory = eps.memory_of(ep)
+    if memory == eps.HOST_MEMORY:
+        return StageDevice(HOST, f"host ({eps.ep_alias(ep).upper()} EP)")
     rows = [
         r
         for r in ((environment.get("ep_devices") or {}).get("devices") or [])
@@ -63,11 +65,13 @@ def stage_device(ep_name: str | None, environment: Mapping[str, Any]) -> StageDe
     if any(r.get("device_type") == "gpu" and r.get("vendor_id") == NVIDIA_VENDOR_ID for r in rows):
         return StageDevice(NVIDIA_GPU, f"NVIDIA GPU ({ep})")
     if types == {"cpu"}:
-        if ep == "QNNExecutionProvider":
-            return StageDevice(HOST, "host (QNN HTP emulator, emulated)", emulated=True)
+        emulator = eps.emulator_of(ep)
+        if emulator:
+            name = eps.EPS[ep].genai_name or eps.ep_alias(ep)
+            return StageDevice(HOST, f"host ({name} {emulator} emulator, emulated)", emulated=True)
         return StageDevice(HOST, f"host ({ep} on a CPU-type device, e.g. a software adapter)")
     nvidia_present = any(g.get("vendor") == "NVIDIA" for g in ((environment.get("gpu") or {}).get("gpus") or []))
-    if not rows and ep in NVIDIA_EPS and nvidia_present:
+    if not rows and memory == eps.NVIDIA_GPU_MEMORY and nvidia_present:
         return StageDevice(NVIDIA_GPU, f"NVIDIA GPU ({ep})")
     return StageDevice(
         UNKNOWN, f"{ep} on {'/'.join(sorted(types)) or 'an unlisted device'}: its memory bandwidth is unknown"

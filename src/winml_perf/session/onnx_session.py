@@ -11,8 +11,8 @@
   assignment info and reported as an ``ep_partial_fallback`` warning in ``describe()``.
 * Inputs come from ``onnx_inputs`` (model metadata, ``--shape``, ``--input``).
 * IO binding (``io_binding=True``): inputs are copied once to OrtValues on the EP's device where
-  onnxruntime's Python API can place them (``IO_DEVICE_TYPES``: cuda, dml, webgpu), else on the host;
-  outputs are bound to the same device, and after the first run the outputs onnxruntime allocated
+  onnxruntime's Python API can place them (the EP's ``io_device`` in ep/table.py: cuda, dml, webgpu),
+  else on the host; outputs are bound to the same device, and after the first run the outputs onnxruntime allocated
   are bound back, so later runs reuse every buffer. ``describe()["io_binding"]`` says where tensors
   lived, and why when a device placement was refused.
 * ``run_timed()`` times only ``run`` (or ``run_with_iobinding`` + ``synchronize_outputs``) with
@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from winml_perf.ep import table as eps
 from winml_perf.model.runtime import ONNX
 from winml_perf.session import onnx_inputs
 from winml_perf.session.onnx_inputs import TensorInfo
@@ -42,15 +43,6 @@ from winml_perf.session.onnx_options import graph_optimization_enum, parse_graph
 from winml_perf.support.errors import BundleError, EPUnavailableError
 
 CPU_EP = "CPUExecutionProvider"
-
-#: EP -> onnxruntime Python device name for OrtValue / IOBinding placement. EPs not listed keep
-#: tensors on the host ('cpu'): their device memory is not reachable from onnxruntime's Python API.
-IO_DEVICE_TYPES: dict[str, str] = {
-    "CUDAExecutionProvider": "cuda",
-    "NvTensorRTRTXExecutionProvider": "cuda",
-    "DmlExecutionProvider": "dml",
-    "WebGpuExecutionProvider": "webgpu",
-}
 PARTIAL_FALLBACK = "ep_partial_fallback"
 
 
@@ -338,7 +330,7 @@ class OnnxSession:
 
     def _bind(self) -> None:
         session = self._session
-        device = IO_DEVICE_TYPES.get(self.target.ep, "cpu")
+        device = eps.io_device(self.target.ep)
         note = None
         if device == "cpu" and self.target.ep != CPU_EP:
             note = (

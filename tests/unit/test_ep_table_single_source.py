@@ -1,0 +1,119 @@
+"""ep/table.py is the one place that holds EP facts: every consumer asks an EP's entry, so changing the
+entry changes what the consumer does, and no module keeps its own copy of a fact."""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import pytest
+
+from tests.unit.bundle_fakes import FLAT_CPU, ep_target, make_bundle
+from winml_perf.bundle import compile as compiler
+from winml_perf.bundle.config import load_config
+from winml_perf.bundle.routing import plan_route
+from winml_perf.ep import options as epo
+from winml_perf.ep import table as eps
+from winml_perf.ep.devices import EPDevice
+from winml_perf.record import device_bandwidth as bandwidth
+from winml_perf.support.errors import UsageError
+
+CPU, CUDA, QNN = "CPUExecutionProvider", "CUDAExecutionProvider", "QNNExecutionProvider"
+OPENVINO, WEBGPU = "OpenVINOExecutionProvider", "WebGpuExecutionProvider"
+
+
+def _replace(monkeypatch, name: str, **changes) -> None:
+    monkeypatch.setitem(eps.EPS, name, dataclasses.replace(eps.EPS[name], **changes))
+
+
+def _env(*rows, gpus=()):
+    return {
+        "ep_devices": {"devices": [dict(zip(("ep_name", "device_type", "vendor_id"), r)) for r in rows]},
+        "gpu": {"gpus": [{"vendor": "NVIDIA", "name": g} for g in gpus]},
+    }
+
+
+def test_the_entries_hold_the_facts_the_modules_used_to_keep():
+    io = {name: info.io_device for name, info in eps.EPS.items() if info.io_device != "cpu"}
+    assert io == {
+        CUDA: "cuda",
+        "NvTensorRTRTXExecutionProvider": "cuda",
+        "DmlExecutionProvider": "dml",
+        WEBGPU: "webgpu",
+    }
+    memory = {name: info.memory for name, info in eps.EPS.items() if info.memory != eps.DEVICE_MEMORY}
+    assert memory == {CPU: "host", CUDA: "nvidia-gpu", "NvTensorRTRTXExecutionProvider": "nvidia-gpu"}
+    assert eps.memory_of("TensorrtExecutionProvider") == eps.NVIDIA_GPU_MEMORY  # listed by onnxruntime-gpu
+    assert eps.memory_of("AcmeExecutionProvider") == eps.DEVICE_MEMORY
+    assert {n for n, i in eps.EPS.items() if i.device_type_option} == {OPENVINO, "VitisAIExecutionProvider"}
+    assert {n: i.emulated_on_cpu for n, i in eps.EPS.items() if i.emulated_on_cpu} == {QNN: "HTP"}
+    assert {n: i.default_options for n, i in eps.EPS.items() if i.default_options} == {
+        QNN: (eps.DefaultOption("backend_type", "htp", unless=("backend_path",)),)
+    }
+    assert {n for n, i in eps.EPS.items() if i.option_keys is not None} == {QNN}
+    assert {n: i.install_package for n, i in eps.EPS.items() if i.install_package} == {
+        QNN: "onnxruntime-qnn",
+        WEBGPU: "onnxruntime-ep-webgpu",
+        OPENVINO: "onnxruntime-openvino",
+        CUDA: "onnxruntime-gpu",
+        "DmlExecutionProvider": "onnxruntime-directml",
+    }
+
+
+@pytest.mark.parametrize(
+    "module,copy",
+    [
+        ("winml_perf.session.onnx_session", "IO_DEVICE_TYPES"),
+        ("winml_perf.record.device_bandwidth", "NVIDIA_EPS"),
+        ("winml_perf.bundle.routing", "DEVICE_TYPE_EPS"),
+        ("winml_perf.ep.options", "DEFAULTS"),
+        ("winml_perf.ep.options", "KNOWN_KEYS"),
+        ("winml_perf.ep.table", "EMULATED_ON_CPU"),
+        ("winml_perf.ep.table", "INSTALL_PACKAGES"),
+    ],
+)
+def test_no_module_keeps_its_own_copy_of_an_ep_fact(module, copy):
+    assert not hasattr(importlib.import_module(module), copy)
+
+
+def test_io_binding_device_and_roofline_memory_come_from_the_entry(monkeypatch):
+    for name, info in eps.EPS.items():
+        assert eps.io_device(name) == info.io_device and eps.memory_of(name) == info.memory
+    _replace(monkeypatch, WEBGPU, io_device="cuda", memory=eps.HOST_MEMORY)
+    assert eps.io_device(WEBGPU) == "cuda"
+    assert bandwidth.stage_device("webgpu", _env((WEBGPU, "gpu", 0x10DE))).label == "host (WEBGPU EP)"
+    _replace(monkeypatch, CPU, memory=eps.DEVICE_MEMORY)
+    assert bandwidth.stage_device(CPU, _env()).device == bandwidth.UNKNOWN
+    _replace(monkeypatch, OPENVINO, memory=eps.NVIDIA_GPU_MEMORY)
+    assert bandwidth.stage_device(OPENVINO, _env(gpus=["NVIDIA H200"])).device == bandwidth.NVIDIA_GPU
+
+
+def test_compile_support_and_the_emulator_come_from_the_entry(monkeypatch):
+    assert not compiler._compiles(CUDA)
+    _replace(monkeypatch, CUDA, compiles=True)
+    assert compiler._compiles(CUDA)
+    webgpu_on_cpu = EPDevice(WEBGPU, "Microsoft", "cpu", "AMD", 0x1022, 0, "plugin", "/x.so")
+    assert not webgpu_on_cpu.emulated
+    _replace(monkeypatch, WEBGPU, emulated_on_cpu="GPU")
+    assert webgpu_on_cpu.emulated and webgpu_on_cpu.serves == ()
+    label = bandwidth.stage_device(WEBGPU, _env((WEBGPU, "cpu", 0x1022))).label
+    assert label == "host (WebGPU GPU emulator, emulated)"
+
+
+def test_provider_options_come_from_the_entry(monkeypatch, tmp_path):
+    _replace(
+        monkeypatch,
+        CUDA,
+        default_options=(eps.DefaultOption("arena", "on", unless=("no_arena",)),),
+        option_keys=frozenset({"arena", "no_arena"}),
+        device_type_option=True,
+    )
+    assert epo.with_defaults(CUDA, {}) == {"arena": "on"}
+    assert epo.with_defaults(CUDA, {"no_arena": "1"}) == {"no_arena": "1"}
+    with pytest.raises(UsageError, match="has no provider option 'bogus'"):
+        epo.check_keys(CUDA, {"bogus": "1"})
+    plan = plan_route(load_config(make_bundle(tmp_path, FLAT_CPU)), ep_target("cuda"))
+    assert plan.stages[0].provider_options_after == ({"cuda": {"arena": "on", "device_type": "GPU"}},)
+    assert eps.install_hint(CUDA) == "install onnxruntime-gpu (pip install onnxruntime-gpu)"
+    _replace(monkeypatch, CUDA, install_package=None)
+    assert eps.install_hint(CUDA) == ""
