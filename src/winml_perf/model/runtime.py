@@ -1,8 +1,12 @@
-"""The two runtimes a measurement can use, as values: chosen once (from the path and --runtime), then
+"""The runtimes a measurement can use, as values: chosen once (from the path and --runtime), then
 asked rather than compared by name.
 
 ``winml-genai`` loads an onnxruntime-genai bundle (a folder with genai_config.json) and measures
 tokens; ``winml`` loads a plain .onnx model and measures inferences.
+
+A runtime names its session class as a dotted path (``session``, "module:Class"), which
+session/factory.py imports when it opens one: model/ stays free of session/ and onnxruntime, and
+adding a runtime is one value here plus its session module.
 """
 
 from __future__ import annotations
@@ -19,13 +23,28 @@ class Runtime:
     token_based: bool  # measures prompt/decode tokens (else: inferences of one model)
     default_device: str  # --device when none is given
     what: str  # what it loads, for messages
+    session: str  # "module:Class" built as Class(path, **SessionSpec.options), then loaded by the runner
+    missing_remedy: str = ""  # the remedy when its session module cannot be imported ("": the ImportError stands)
 
     def __str__(self) -> str:
         return self.name
 
 
-GENAI = Runtime("winml-genai", token_based=True, default_device="config", what="onnxruntime-genai bundles")
-ONNX = Runtime("winml", token_based=False, default_device="auto", what="plain .onnx models")
+GENAI = Runtime(
+    "winml-genai",
+    token_based=True,
+    default_device="config",
+    what="onnxruntime-genai bundles",
+    session="winml_perf.session.genai_session:GenaiSession",
+)
+ONNX = Runtime(
+    "winml",
+    token_based=False,
+    default_device="auto",
+    what="plain .onnx models",
+    session="winml_perf.session.onnx_session:OnnxSession",
+    missing_remedy="use a bundle folder with --runtime winml-genai",
+)
 RUNTIMES: dict[str, Runtime] = {r.name: r for r in (GENAI, ONNX)}
 
 

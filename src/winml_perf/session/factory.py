@@ -1,8 +1,15 @@
-"""Open sessions from a SessionSpec, in this process or in a child (top-level, picklable functions)."""
+"""Open sessions from a SessionSpec, in this process or in a child (top-level, picklable functions).
+
+The session class comes from the runtime value (``Runtime.session``, "module:Class"), imported here
+on first use, so adding a runtime needs no change in this module.
+"""
 
 from __future__ import annotations
 
-from winml_perf.model.runtime import GENAI, ONNX, runtime_named
+import importlib
+from typing import Any
+
+from winml_perf.model.runtime import Runtime, runtime_named
 from winml_perf.model.spec import SessionSpec
 from winml_perf.support.errors import UsageError
 
@@ -19,21 +26,23 @@ def register_plugins(spec: SessionSpec) -> float | None:
     return sum(r.registration_ms for r in registrations)
 
 
-def open_session(spec: SessionSpec):
-    """Build (not load) the session for ``spec``: GenaiSession for 'winml-genai', the plain ONNX
-    session for 'winml'. The runner calls ``load()`` on it, timed."""
-    runtime = runtime_named(spec.runtime)
-    if runtime is GENAI:
-        from winml_perf.session.genai_session import GenaiSession
+def session_class(runtime: Runtime) -> Any:
+    """The class ``runtime.session`` names; a UsageError with the runtime's remedy when its module is missing."""
+    module_name, _, class_name = runtime.session.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        if not runtime.missing_remedy:
+            raise
+        raise UsageError(
+            f"runtime '{runtime.name}' needs {module_name}, which this install lacks ({exc})", runtime.missing_remedy
+        ) from exc
+    return getattr(module, class_name)
 
-        return GenaiSession(spec.path)
-    if runtime is ONNX:
-        try:
-            from winml_perf.session.onnx_session import OnnxSession
-        except ImportError as exc:
-            raise UsageError(
-                f"runtime 'winml' needs winml_perf.session.onnx_session, which this install lacks ({exc})",
-                "use a bundle folder with --runtime winml-genai",
-            ) from exc
-        return OnnxSession(spec.path, **dict(spec.options))
-    raise UsageError(f"unknown runtime {spec.runtime!r}", "use winml-genai or winml")
+
+def open_session(spec: SessionSpec) -> Any:
+    """Build (not load) the session for ``spec``: its runtime's session class over ``spec.path`` with the
+    spec's options (GenaiSession for 'winml-genai', OnnxSession for 'winml'). The runner calls
+    ``load()`` on it, timed."""
+    cls = session_class(runtime_named(spec.runtime))
+    return cls(spec.path, **dict(spec.options))
