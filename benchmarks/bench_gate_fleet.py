@@ -5,7 +5,7 @@
 
 For each of the newest --nights nights of a fleet store (benchmarks/bench_fleet.py), judges every
 series' decode tokens/s as ``winml compare runs --fail-on-regression 5%`` does on that night
-(results/gate.judge_series: the newest GATE_HISTORY records up to it), and counts the regression verdicts by
+(compare/gate.judge_series: the newest GATE_HISTORY records up to it), and counts the regression verdicts by
 kind and size, the series flagged on several nights, and the shifts bench_fleet injected into the
 nights judged (the series and shifts depend on its seed only), so a verdict can be told true or false.
 """
@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from bench_fleet import _series
 from winml_perf.compare.gate import GATE_HISTORY, judge_series
 from winml_perf.results import migrations as mig
+from winml_perf.results.invocation_history import invocation_histories
 from winml_perf.results.store import open_store
 
 METRIC = "decode_tokens_per_s"
@@ -52,9 +53,8 @@ def main() -> None:
         for night in nights:
             until = night[:16] + ":59Z"  # the fleet's cells of a night share its minute
             for key in keys:  # the gate's own judgement of a candidate whose newest record is that night's
-                verdict = judge_series(store, [{"series_key": key, "created_utc": until, "id": 0}], [METRIC], 5.0)[
-                    METRIC
-                ]
+                history = invocation_histories(store, key, [METRIC], until=until, newest=GATE_HISTORY)
+                verdict = judge_series(history, [METRIC], 5.0)[METRIC]
                 if verdict.is_regression:
                     cp = verdict.change_point
                     kinds[f"{cp.kind} {round(cp.shift * 100):+d}%" if cp else verdict.method] += 1

@@ -19,7 +19,10 @@ from tests.results_fakes import (
     make_cell,
     noisy,
 )
-from winml_perf.compare.comparisons import RouteComparison, compare_routes, compare_runs, parse_pct, select
+from winml_perf.commands.compare_store import compare_stored_routes, compare_stored_runs
+from winml_perf.compare.routes import RouteComparison
+from winml_perf.compare.text import parse_pct
+from winml_perf.results.selectors import select
 from winml_perf.results.store import open_store
 from winml_perf.stats import significance as sig
 from winml_perf.support.errors import EXIT_USAGE, StoreError, UsageError
@@ -163,7 +166,7 @@ def golden_store(store_url):
 
 
 def test_compare_routes_golden(golden_store):
-    report = compare_routes(golden_store)
+    report = compare_stored_routes(golden_store)
     assert report.run_id == GOLDEN_RUN_A
     by = {(r.route, r.metric): r for r in report.rows}
     webgpu = by[("ep=webgpu", "decode_tokens_per_s")]
@@ -180,8 +183,17 @@ def test_compare_routes_golden(golden_store):
     )
 
 
+def test_compare_routes_in_memory_equals_the_stored_comparison(golden_store):
+    from winml_perf.compare.cells import cells_of_run
+    from winml_perf.compare.routes import compare_routes
+
+    run = {"kind": "run", "run_id": GOLDEN_RUN_A, "cells": [c for c in golden_cells() if c["run_id"] == GOLDEN_RUN_A]}
+    in_memory = compare_routes(cells_of_run(run), GOLDEN_RUN_A)
+    assert in_memory.rows and in_memory.to_dict() == compare_stored_routes(golden_store, GOLDEN_RUN_A).to_dict()
+
+
 def test_compare_runs_golden_and_gate(golden_store):
-    report = compare_runs(
+    report = compare_stored_runs(
         golden_store, f"run:{GOLDEN_RUN_A[:8]}", "commit:bbbb", route="config", fail_threshold_pct=5.0
     )
     by = {r.metric: r for r in report.rows}
@@ -195,15 +207,17 @@ def test_compare_runs_golden_and_gate(golden_store):
     assert_golden(
         "compare_runs.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
     )
-    relaxed = compare_runs(golden_store, "version:0.1.0", "version:0.1.1", route="config", fail_threshold_pct=15.0)
+    relaxed = compare_stored_runs(
+        golden_store, "version:0.1.0", "version:0.1.1", route="config", fail_threshold_pct=15.0
+    )
     assert not relaxed.regressions
 
 
 def test_compare_runs_refuses_mismatched_series_unless_forced(golden_store):
     with pytest.raises(UsageError, match="only in baseline: tiny-qwen2 ep=cpu") as err:
-        compare_runs(golden_store, "date:2025-01-01", "date:2025-01-02")
+        compare_stored_runs(golden_store, "date:2025-01-01", "date:2025-01-02")
     assert err.value.exit_code == EXIT_USAGE
-    forced = compare_runs(golden_store, "date:2025-01-01", "date:2025-01-02", force=True)
+    forced = compare_stored_runs(golden_store, "date:2025-01-01", "date:2025-01-02", force=True)
     assert {r.key[2] for r in forced.rows} == {"config"}
     assert any("only in baseline" in n for n in forced.notes) and "candidate: 1 failed cell(s) left out" in forced.notes
 
@@ -214,8 +228,8 @@ def test_forced_comparison_of_two_different_shapes(store_url):
         store.write_record(make_cell(hex_id("s2"), prompt_tokens=128, when="2025-01-02T00:00:00Z"))
         s1, s2 = f"run:{hex_id('s1')}", f"run:{hex_id('s2')}"  # 'previous'/'latest' are per series: two series here
         with pytest.raises(UsageError, match="--force"):
-            compare_runs(store, s1, s2)
-        report = compare_runs(store, s1, s2, force=True)
+            compare_stored_runs(store, s1, s2)
+        report = compare_stored_runs(store, s1, s2, force=True)
         assert report.rows[0].key[3] == 16 and report.rows[0].candidate_key[3] == 128
         assert "--force: comparing" in report.notes[0]
 
@@ -237,18 +251,18 @@ def test_selectors_and_unknown_ids(golden_store):
         GOLDEN_RUN_A
     ]
     with pytest.raises(StoreError, match="--baseline 'deadbeef' matches no records") as err:
-        compare_runs(golden_store, "deadbeef", "latest")
+        compare_stored_runs(golden_store, "deadbeef", "latest")
     assert err.value.exit_code == EXIT_USAGE
     with pytest.raises(StoreError, match="no run 'ffff'"):
-        compare_routes(golden_store, "ffff")
+        compare_stored_routes(golden_store, "ffff")
     with pytest.raises(UsageError, match="same records"):
-        compare_runs(golden_store, "latest", f"run:{GOLDEN_RUN_B}")
+        compare_stored_runs(golden_store, "latest", f"run:{GOLDEN_RUN_B}")
 
 
 def test_compare_routes_needs_the_baseline_route(golden_store):
     with pytest.raises(UsageError, match="--baseline-route"):
-        compare_routes(golden_store, GOLDEN_RUN_A, baseline_route="device=npu")
-    report = compare_routes(
+        compare_stored_routes(golden_store, GOLDEN_RUN_A, baseline_route="device=npu")
+    report = compare_stored_routes(
         golden_store, GOLDEN_RUN_A, baseline_route="ep=cpu", routes=["ep=webgpu"], metrics=["decode_tokens_per_s"]
     )
     assert [(r.route, r.baseline_route, r.metric) for r in report.rows] == [
@@ -264,7 +278,7 @@ def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
             run, {"config": noisy(2.0, 20, 0.02, 1), "ep=cpu": noisy(2.0 / 1.3, 20, 0.02, 2)}, rounds=rounds
         ):
             store.write_record(cell)
-        (row,) = compare_routes(store, metrics=["decode_tokens_per_s"]).rows
+        (row,) = compare_stored_routes(store, metrics=["decode_tokens_per_s"]).rows
     assert row.rounds == 10 and row.n_baseline == 20 and row.verdict == sig.FASTER
     assert row.ci_low < 1.3 < row.ci_high
 
@@ -308,18 +322,18 @@ def test_the_gate_fails_on_a_change_point_of_the_newest_runs_not_on_one_bad_nigh
     with open_store(store_url) as store:
         _nightly(store, "tb-shift", flat + [450 * (1 + rng.gauss(0, 0.01)) for _ in range(6)])  # -10 % for 6 nights
         _nightly(store, "tb-blip", flat + [450.0])  # one slow night at the end
-        shifted = compare_runs(
+        shifted = compare_stored_runs(
             store, "previous", "latest", testbed="tb-shift", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0
         )
         (row,) = shifted.rows
         assert row.regression and row.gate == "regression" and "change point at index 20" in row.gate_reason
-        blip = compare_runs(
+        blip = compare_stored_runs(
             store, "previous", "latest", testbed="tb-blip", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0
         )
         (row,) = blip.rows
         assert row.verdict == sig.SLOWER  # the pairwise test sees it ...
         assert not row.regression and row.gate == "unchanged"  # ... the gate waits for a change point
-        relaxed = compare_runs(
+        relaxed = compare_stored_runs(
             store, "previous", "latest", testbed="tb-shift", metrics=["decode_tokens_per_s"], fail_threshold_pct=15.0
         )
         assert not relaxed.regressions and "within the 15.0% threshold" in relaxed.rows[0].gate_reason
@@ -330,7 +344,9 @@ def test_the_unfiltered_gate_works_in_a_fleet(store_url):
         _nightly(store, "tb-a", [500, 501, 499])
         _nightly(store, "tb-b", [300, 301, 250])  # tb-b's newest night is 17 % slower
         _nightly(store, "tb-new", [400], start_day=3)  # a testbed with one night so far
-        report = compare_runs(store, "previous", "latest", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0)
+        report = compare_stored_runs(
+            store, "previous", "latest", metrics=["decode_tokens_per_s"], fail_threshold_pct=5.0
+        )
         assert sorted(r.key[0] for r in report.rows) == ["tb-a", "tb-b"]
         assert [r.key[0] for r in report.regressions] == ["tb-b"]
         assert any("one run of this series so far" in n and "tb-new" in n for n in report.notes)

@@ -33,31 +33,47 @@ def _env(*rows, gpus=()):
     }
 
 
-def test_the_entries_hold_the_facts_the_modules_used_to_keep():
-    io = {name: info.io_device for name, info in eps.EPS.items() if info.io_device != "cpu"}
-    assert io == {
-        CUDA: "cuda",
-        "NvTensorRTRTXExecutionProvider": "cuda",
-        "DmlExecutionProvider": "dml",
-        WEBGPU: "webgpu",
-    }
-    memory = {name: info.memory for name, info in eps.EPS.items() if info.memory != eps.DEVICE_MEMORY}
-    assert memory == {CPU: "host", CUDA: "nvidia-gpu", "NvTensorRTRTXExecutionProvider": "nvidia-gpu"}
+QNN_DEFAULT = (eps.DefaultOption("backend_type", "htp", unless=("backend_path",)),)
+#: The facts each EP's entry holds where they differ from EPInfo's defaults (what the modules used to keep).
+FACTS = {
+    CPU: {"memory": "host"},
+    CUDA: {"io_device": "cuda", "memory": "nvidia-gpu", "install_package": "onnxruntime-gpu"},
+    "NvTensorRTRTXExecutionProvider": {"compiles": True, "io_device": "cuda", "memory": "nvidia-gpu"},
+    QNN: {
+        "compiles": True,
+        "default_options": QNN_DEFAULT,
+        "option_keys": 35,
+        "emulated_on_cpu": "HTP",
+        "install_package": "onnxruntime-qnn",
+    },
+    OPENVINO: {"compiles": True, "device_type_option": True, "install_package": "onnxruntime-openvino"},
+    "VitisAIExecutionProvider": {"compiles": True, "device_type_option": True},
+    "DmlExecutionProvider": {"io_device": "dml", "install_package": "onnxruntime-directml"},
+    WEBGPU: {"io_device": "webgpu", "install_package": "onnxruntime-ep-webgpu"},
+    "MIGraphXExecutionProvider": {},
+    "CoreMLExecutionProvider": {},
+}
+
+
+def _facts(info: eps.EPInfo) -> dict:
+    defaults = {f.name: f.default for f in dataclasses.fields(eps.EPInfo)}
+    spellings = {"name", "alias", "genai_name", "devices", "extra_spellings"}
+    out = {name: getattr(info, name) for name in defaults.keys() - spellings if getattr(info, name) != defaults[name]}
+    if "option_keys" in out:
+        out["option_keys"] = len(out["option_keys"])
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(FACTS))
+def test_the_entries_hold_the_facts_the_modules_used_to_keep(name):
+    assert _facts(eps.EPS[name]) == FACTS[name]
+
+
+def test_qnn_keys_and_eps_outside_the_table():
+    assert {"backend_type", "backend_path", "soc_model", "htp_arch"} <= eps.EPS[QNN].option_keys
     assert eps.memory_of("TensorrtExecutionProvider") == eps.NVIDIA_GPU_MEMORY  # listed by onnxruntime-gpu
     assert eps.memory_of("AcmeExecutionProvider") == eps.DEVICE_MEMORY
-    assert {n for n, i in eps.EPS.items() if i.device_type_option} == {OPENVINO, "VitisAIExecutionProvider"}
-    assert {n: i.emulated_on_cpu for n, i in eps.EPS.items() if i.emulated_on_cpu} == {QNN: "HTP"}
-    assert {n: i.default_options for n, i in eps.EPS.items() if i.default_options} == {
-        QNN: (eps.DefaultOption("backend_type", "htp", unless=("backend_path",)),)
-    }
-    assert {n for n, i in eps.EPS.items() if i.option_keys is not None} == {QNN}
-    assert {n: i.install_package for n, i in eps.EPS.items() if i.install_package} == {
-        QNN: "onnxruntime-qnn",
-        WEBGPU: "onnxruntime-ep-webgpu",
-        OPENVINO: "onnxruntime-openvino",
-        CUDA: "onnxruntime-gpu",
-        "DmlExecutionProvider": "onnxruntime-directml",
-    }
+    assert eps.io_device("AcmeExecutionProvider") == "cpu" and not eps.compiles("AcmeExecutionProvider")
 
 
 @pytest.mark.parametrize(

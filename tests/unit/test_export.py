@@ -12,7 +12,9 @@ import pytest
 from tests.results_fakes import GOLDEN_RUN_A, GOLDEN_RUN_B, assert_golden, golden_cells, make_cell
 from winml_perf.model.metrics import bigger_is_better
 from winml_perf.model.metrics import unit as metric_unit
-from winml_perf.publish.export import export, gab_entries, latest_per_series
+from winml_perf.publish.exporters import export
+from winml_perf.publish.exporters._rows import latest_per_series
+from winml_perf.publish.exporters.gab import gab_entries
 from winml_perf.results import load
 from winml_perf.results.store import open_store
 from winml_perf.support.errors import UsageError
@@ -109,3 +111,36 @@ def test_unknown_format_and_an_empty_store(tmp_path):
     assert export(df, "json") == "[]\n" and json.loads(export(df, "bmf")) == {}
     with pytest.raises(UsageError, match="--format 'xml'"):
         export(df, "xml")
+
+
+def test_the_exporters_are_discovered_from_their_modules():
+    import pkgutil
+
+    from winml_perf.publish import exporters
+
+    modules = {m.name for m in pkgutil.iter_modules(exporters.__path__) if not m.name.startswith("_")}
+    assert modules == {"bmf", "csv", "gab", "json", "jsonl", "markdown"}
+    assert list(exporters.exporters()) == [
+        "csv",
+        "json",
+        "jsonl",
+        "markdown",
+        "bmf",
+        "gab-bigger",
+        "gab-smaller",
+        "gab",
+    ]
+    assert exporters.run_formats() == ("csv", "json", "jsonl", "markdown")
+    with pytest.raises(ValueError, match="two exporters"):
+        exporters.register(exporters.Exporter("csv", lambda df, **_: ""))
+
+
+def test_perf_export_flags_are_the_run_exporters():
+    import typer
+
+    from winml_perf.cli import app
+    from winml_perf.publish.exporters import run_formats
+
+    perf = typer.main.get_command(app).commands["perf"]  # type: ignore[attr-defined]
+    flags = {f for p in perf.params for f in p.opts}
+    assert {f.removeprefix("--export-") for f in flags if f.startswith("--export-")} == set(run_formats())

@@ -216,7 +216,7 @@ def test_invocations_in_fresh_processes(tmp_path):
 
 # -- route ratios over paired invocations ----------------------------------------------------------------
 def test_compare_routes_pairs_invocations_of_the_same_round_so_drift_cancels(tmp_path):
-    from winml_perf.compare.comparisons import compare_routes
+    from winml_perf.commands.compare_store import compare_stored_routes
     from winml_perf.results.store import open_store
 
     drift = [1.0, 1.0, 1.4, 1.4, 2.0, 2.0, 1.2, 1.2]  # the n-th session loaded: both routes of a round alike
@@ -227,7 +227,7 @@ def test_compare_routes_pairs_invocations_of_the_same_round_so_drift_cancels(tmp
     store = open_store(str(tmp_path / "r.db"))
     for cell in run.cells:
         store.write_record(cell.to_dict())
-    report = compare_routes(store, metrics=["decode_tokens_per_s"])
+    report = compare_stored_routes(store, metrics=["decode_tokens_per_s"])
     store.close()
     (row,) = report.rows
     assert row.pairing == "invocations" and row.rounds == 4

@@ -95,7 +95,8 @@ def routes_command(
 ) -> None:
     """Each forced route against the config route of the same interleaved sweep: speedup per
     metric with a 95% CI (bootstrap over paired rounds) and a verdict."""
-    from winml_perf.compare.comparisons import compare_routes, parse_pct
+    from winml_perf.commands.compare_store import compare_stored_routes
+    from winml_perf.compare.text import parse_pct
     from winml_perf.results.store import open_store
 
     _fmt(fmt)
@@ -103,7 +104,7 @@ def routes_command(
         raise UsageError(f"--resamples must be >= 100, got {resamples}", "the default 2000 is a good choice")
     eq = parse_pct(equivalence, "--equivalence")
     with open_store(store, create=False) as s:
-        report = compare_routes(
+        report = compare_stored_routes(
             s,
             run,
             baseline_route=baseline_route,
@@ -185,14 +186,15 @@ def runs_command(
 ) -> None:
     """A baseline against a candidate on the same testbed, bundle, route and shape: Δ% of the
     medians, a Mann-Whitney U p-value and a verdict per metric."""
-    from winml_perf.compare.comparisons import compare_runs, key_label, metric_word, parse_pct
+    from winml_perf.commands.compare_store import compare_stored_runs
+    from winml_perf.compare.text import key_label, metric_word, parse_pct
     from winml_perf.results.store import open_store
 
     _fmt(fmt)
     eq = parse_pct(equivalence, "--equivalence")
     gate = parse_pct(fail_on_regression, "--fail-on-regression")
     with open_store(store, create=False) as s:
-        report = compare_runs(
+        report = compare_stored_runs(
             s,
             baseline,
             candidate,

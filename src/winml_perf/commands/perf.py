@@ -562,7 +562,7 @@ def perf(
     outcome = run_benchmark(request, argv=sys.argv[1:])
     doc = outcome.run.to_dict()
     for flag, (path, export_fmt) in exports.items():
-        write_output(path, run_text(doc, export_fmt), flag)
+        write_output(path, run_export(doc, export_fmt), flag)
     if outcome.interrupted is not None:
         raise RunInterrupted(outcome.interrupted, _kept(outcome, doc, [str(p) for p, _ in exports.values()]))
     _print_run(doc, fmt)
@@ -593,14 +593,15 @@ def perf(
 def _exports(
     output: Path | None, json_: Path | None, jsonl: Path | None, csv: Path | None, markdown: Path | None
 ) -> dict[str, tuple[Path, str]]:
-    """Every file to write, by its flag: -o and --export-json take the run record."""
-    given = {
-        "-o": (output, "json"),
-        "--export-json": (json_, "json"),
-        "--export-jsonl": (jsonl, "jsonl"),
-        "--export-csv": (csv, "csv"),
-        "--export-markdown": (markdown, "markdown"),
-    }
+    """Every file to write, by its flag, with its exporter (publish/exporters): -o takes the run
+    record (json), --export-FORMAT the exporter FORMAT."""
+    from winml_perf.publish.exporters import run_formats
+    from winml_perf.publish.formats import check_format
+
+    flags = {"--export-json": json_, "--export-jsonl": jsonl, "--export-csv": csv, "--export-markdown": markdown}
+    given = {"-o": (output, "json")}
+    for flag, path in flags.items():
+        given[flag] = (path, check_format(flag.removeprefix("--export-"), run_formats(), flag))
     out = {flag: (path, f) for flag, (path, f) in given.items() if path is not None}
     paths = [str(path) for path, _ in out.values()]
     dup = sorted({p for p in paths if paths.count(p) > 1})
@@ -626,6 +627,15 @@ def _print_run(doc: dict, fmt: str) -> None:
     print(render_run(doc, warnings_only=True), file=sys.stderr, end="")
     for line in summary:
         print(line, file=sys.stderr)
+
+
+def run_export(doc: dict, fmt: str) -> str:
+    """The run as exporter ``fmt`` writes it (`--export-FORMAT`, -o)."""
+    from winml_perf.publish.exporters import get
+
+    write = get(fmt).run_text
+    assert write is not None, f"exporter {fmt} has no run text"  # _exports takes run formats only
+    return write(doc)
 
 
 def run_text(doc: dict, fmt: str) -> str:

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from winml_perf.publish import exporters
 from winml_perf.publish.formats import FORMAT_HELP, FORMATS, check_format, json_text, table_text
 from winml_perf.support.errors import UsageError
 
@@ -88,7 +89,7 @@ def list_command(
     fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
 ) -> None:
     """List stored records (oldest first), with headline numbers."""
-    from winml_perf.publish import export as ex
+    from winml_perf.publish.exporters.markdown import MARKDOWN_HEADERS, summary_rows
 
     _check_format(fmt)
     if limit is not None and limit < 1:
@@ -97,9 +98,9 @@ def list_command(
     if fmt == "table":
         print(f"{len(df)} record(s) in {where}", file=sys.stderr)
         if len(df):
-            sys.stdout.write(table_text(ex.MARKDOWN_HEADERS, ex.summary_rows(df), "table"))
+            sys.stdout.write(table_text(MARKDOWN_HEADERS, summary_rows(df), "table"))
         return
-    sys.stdout.write(ex.export(df, fmt))
+    sys.stdout.write(exporters.export(df, fmt))
 
 
 METRIC_HEAD = ["metric", "n", "median", "CI low", "CI high", "mean", "CV %", "p90", "p99"]
@@ -117,7 +118,7 @@ def _metric_rows(rec: dict) -> list[list]:
 
 
 def _show_table(row: dict) -> str:
-    from winml_perf.compare.comparisons import shape_label
+    from winml_perf.compare.text import shape_label
 
     rec = row["record"]
     lines = [
@@ -202,7 +203,7 @@ def export_command(
         str,
         typer.Option(
             "--format",
-            help="csv, json, jsonl, markdown, bmf (Bencher), gab-bigger or gab-smaller (github-action-benchmark's customBiggerIsBetter / customSmallerIsBetter: one file each).",
+            help=exporters.format_help(),
         ),
     ],
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
@@ -224,9 +225,7 @@ def export_command(
 ) -> None:
     """Export stored records. bmf and gab take the newest ok record of each bundle x route x shape
     (one testbed); each metric's direction comes from its name (throughputs up, times down)."""
-    from winml_perf.publish import export as ex
-
-    _check_format(fmt, tuple(ex.EXPORTERS))
+    _check_format(fmt, tuple(exporters.exporters()))
     if direction is not None and fmt != "gab":
         raise UsageError(
             "--direction applies to --format gab only", "drop --direction, or pass --format gab-bigger / gab-smaller"
@@ -245,8 +244,8 @@ def export_command(
         raise UsageError(
             f"the export selects no records in {where}", "loosen the filters; `winml results list` shows what is stored"
         )
-    text = ex.export(df, fmt, direction=direction)
-    if ex.selects_nothing(fmt, text):
+    text = exporters.export(df, fmt, direction=direction)
+    if exporters.selects_nothing(fmt, text):
         raise UsageError(
             f"--format {fmt} has nothing to export from the {len(df)} selected record(s) (no ok record with such metrics)",
             "select ok records (`winml results list --status ok`), or pick the other direction",

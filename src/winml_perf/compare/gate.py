@@ -1,5 +1,5 @@
 """The regression gate of ``winml compare runs --fail-on-regression``: judge the candidate's newest
-run of each series by the change points of the series' history (results/changepoint.py
+run of each series by the change points of the series' history (stats/changepoint.py
 ``judge_newest``), not by one night against another.
 
 - History: each record's per-invocation medians of the metric (results/invocation_history.py; a
@@ -8,27 +8,47 @@ run of each series by the change points of the series' history (results/changepo
   their invocations. The window bounds the cost (the detector is quadratic in the runs) and is far
   longer than the newest runs the gate judges.
 - The detector gets every run's invocations, so its levels are mode-aware and a change in the share
-  of the slow mode is judged too (results/run_levels.py): with at least ``changepoint.MIN_HISTORY``
+  of the slow mode is judged too (stats/run_levels.py): with at least ``changepoint.MIN_HISTORY``
   runs, a regression when a significant change point of either kind starts among the newest runs
   and its shift is worse than the threshold. With fewer: when the candidate's 95 % interval lies
   wholly beyond the threshold on the worse side of the earlier runs' median.
 - Direction from the metric table; a metric that is the inverse of another compared one (TPOT of
   decode tok/s) is not counted again.
+
+It reads histories, never a store: ``history_queries`` says which each candidate series needs,
+the caller reads them (results/invocation_history.py ``invocation_histories``) and ``gated``
+judges the report with them.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
 
+from winml_perf.compare.cells import Cell
+from winml_perf.compare.runs import RunChange, RunsReport
 from winml_perf.model.metrics import bigger_is_better, get
-from winml_perf.results.invocation_history import invocation_histories
-from winml_perf.results.store import Store
 from winml_perf.stats.changepoint import INSUFFICIENT, Verdict, judge_newest
 
 COUNTED_ONCE = "counted once"
 #: Newest records of a series the gate reads (about six weeks of nightlies; the newest 10 are judged).
 GATE_HISTORY = 40
+
+#: metric -> the series' history rows, oldest first (results/invocation_history.py).
+Histories = Mapping[str, Sequence[Mapping[str, Any]]]
+
+
+@dataclass(frozen=True)
+class HistoryQuery:
+    """The history the gate reads for one candidate series: ``metrics`` of ``series_key``, its
+    newest ``newest`` ok records up to ``until`` (the candidate's newest record)."""
+
+    series_key: str
+    until: str
+    metrics: tuple[str, ...]
+    newest: int = GATE_HISTORY
 
 
 def run_estimates(history: Sequence[Mapping]) -> tuple[list[list[float]], list[str], tuple[float, float] | None]:
@@ -47,19 +67,11 @@ def run_estimates(history: Sequence[Mapping]) -> tuple[list[list[float]], list[s
     return values, list(runs), interval
 
 
-def judge_series(
-    store: Store, candidate: Sequence[Mapping], metrics: Sequence[str], threshold_pct: float
-) -> dict[str, Verdict]:
-    """The gate's verdict on the newest of ``candidate`` (ok records of one series) per metric."""
-    newest = max(candidate, key=lambda r: (r["created_utc"], r["id"]))
-    if not newest.get("series_key"):
-        return {m: Verdict(INSUFFICIENT, None, "the record has no series key") for m in metrics}
-    histories = invocation_histories(
-        store, newest["series_key"], metrics, until=newest["created_utc"], newest=GATE_HISTORY
-    )
+def judge_series(histories: Histories, metrics: Sequence[str], threshold_pct: float) -> dict[str, Verdict]:
+    """The gate's verdict on the newest run of one series' ``histories`` per metric."""
     out = {}
     for metric in metrics:
-        values, runs, interval = run_estimates(histories[metric])
+        values, runs, interval = run_estimates(histories.get(metric) or ())
         if not values:
             out[metric] = Verdict(INSUFFICIENT, None, f"no stored {metric} for this series")
             continue
@@ -77,3 +89,62 @@ def counted_elsewhere(metric: str, compared: Sequence[str]) -> str | None:
     """The compared metric that ``metric`` is the inverse of (its verdict is not counted twice)."""
     m = get(metric)
     return m.inverse_of if m is not None and m.inverse_of in compared else None
+
+
+def _by_candidate(report: RunsReport) -> dict[tuple, list[RunChange]]:
+    groups: dict[tuple, list[RunChange]] = {}
+    for row in report.rows:
+        groups.setdefault(row.candidate_key, []).append(row)
+    return groups
+
+
+def _judged(rows: Sequence[RunChange]) -> list[str]:
+    """The metrics of one group the gate judges (not the inverse of another compared one)."""
+    compared = [r.metric for r in rows]
+    return [m for m in compared if counted_elsewhere(m, compared) is None]
+
+
+def history_queries(report: RunsReport, candidate: Sequence[Cell]) -> dict[tuple, HistoryQuery | None]:
+    """Candidate group key -> the history its series needs; None where its newest cell has no
+    series key."""
+    out: dict[tuple, HistoryQuery | None] = {}
+    for key, rows in _by_candidate(report).items():
+        cells = [c for c in candidate if c.ok and c.key == key]
+        newest = max(cells, key=lambda c: (c.created_utc, c.record_id or 0))
+        out[key] = (
+            HistoryQuery(newest.series_key, newest.created_utc, tuple(_judged(rows))) if newest.series_key else None
+        )
+    return out
+
+
+def gated(
+    report: RunsReport,
+    queries: Mapping[tuple, HistoryQuery | None],
+    histories: Mapping[HistoryQuery, Histories],
+) -> RunsReport:
+    """``report`` with the gate's verdicts at its threshold (``fail_threshold_pct``) in place of the
+    pairwise regression flags; ``histories``: what each of ``queries`` read."""
+    threshold = report.fail_threshold_pct
+    if threshold is None:
+        return report
+    groups = _by_candidate(report)
+    compared = {key: [r.metric for r in rows] for key, rows in groups.items()}
+    verdicts = {key: _verdicts(queries.get(key), histories, _judged(rows), threshold) for key, rows in groups.items()}
+    rows = [_with_verdict(r, verdicts[r.candidate_key], compared[r.candidate_key]) for r in report.rows]
+    return replace(report, rows=tuple(rows))
+
+
+def _verdicts(
+    query: HistoryQuery | None, histories: Mapping[HistoryQuery, Histories], metrics: Sequence[str], threshold: float
+) -> dict[str, Verdict]:
+    if query is None:
+        return {m: Verdict(INSUFFICIENT, None, "the record has no series key") for m in metrics}
+    return judge_series(histories.get(query) or {}, metrics, threshold)
+
+
+def _with_verdict(row: RunChange, verdicts: Mapping[str, Verdict], compared: Sequence[str]) -> RunChange:
+    inverse = counted_elsewhere(row.metric, compared)
+    if inverse is not None:
+        return replace(row, regression=False, gate=COUNTED_ONCE, gate_reason=f"the inverse of {inverse}: judged there")
+    v = verdicts[row.metric]
+    return replace(row, regression=v.is_regression, gate=v.status, gate_reason=v.reason)

@@ -1,18 +1,17 @@
 """The closing summary of a multi-route `winml perf`: each route against the config route, per
-metric, with the same ratio as `winml compare routes` (results/compare.py): over paired invocations
+metric, with the same ratio as `winml compare routes` (compare/routes.py): over paired invocations
 when the routes ran several, else the paired-rounds bootstrap.
 
-The run's cells go into a throwaway SQLite store so the comparison is the stored one, whether or
-not the run itself was stored."""
+The run is compared in memory (compare/cells.py reads its cells as a store would keep them),
+whether or not it is stored."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
-from winml_perf.compare.comparisons import INVOCATIONS, RoutesReport, compare_routes
+from winml_perf.compare.cells import cells_of_run
+from winml_perf.compare.routes import INVOCATIONS, RoutesReport, compare_routes
 from winml_perf.model.metrics import sort_key
 from winml_perf.stats import significance as sig
 
@@ -25,12 +24,7 @@ def summarize_routes(doc: Mapping[str, Any], baseline_route: str = BASELINE) -> 
     ok_routes = {c["route"]["label"] for c in doc.get("cells") or () if c.get("status") == "ok"}
     if baseline_route not in ok_routes or len(ok_routes) < 2:
         return None
-    from winml_perf.results.store import open_store
-
-    with tempfile.TemporaryDirectory(prefix="winml-summary-") as tmp:
-        with open_store(Path(tmp) / "summary.db") as store:
-            store.write_run(dict(doc))
-            report = compare_routes(store, doc["run_id"], baseline_route=baseline_route)
+    report = compare_routes(cells_of_run(doc), doc["run_id"], baseline_route=baseline_route)
     rows = sorted(report.rows, key=lambda r: (sort_key(r.metric), r.prompt_tokens or 0, r.max_new_tokens or 0, r.route))
     return RoutesReport(report.run_id, report.baseline_route, tuple(rows), report.notes)
 

@@ -35,7 +35,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from winml_perf.compare.comparisons import shape_label
+from winml_perf.compare.text import shape_label
 from winml_perf.model.metrics import get
 from winml_perf.publish import dashboard_svg as svg
 from winml_perf.publish.dashboard_page import (

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from winml_perf.compare.comparisons import shape_label
+from winml_perf.compare.text import shape_label
 from winml_perf.model.metrics import METRICS, bigger_is_better, get, primary_metric
 from winml_perf.publish import dashboard_svg as svg
 from winml_perf.results import change_point_cache as cpc

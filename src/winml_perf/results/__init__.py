@@ -1,4 +1,4 @@
-"""Results: records, the store, comparisons, exports and the dashboard.
+"""Results: the store of records, and records as pandas DataFrames (results/frame.py).
 
 Python API::
 
@@ -51,7 +51,7 @@ def load(store: Any = None, metrics: Any = None, **filters: Any) -> pd.DataFrame
     model/metrics.py (in its order) a column of the median, named as the metric, with
     ``<metric>_ci95_low``, ``_ci95_high``, ``_cv_pct``, ``_n`` beside it. ``created_utc`` is a
     tz-aware UTC datetime. ``metrics``: only these metric names (default every one stored)."""
-    from winml_perf.publish.export import frame, with_datetimes
+    from winml_perf.results.frame import frame, with_datetimes
 
     with _reading(store) as s:
         names = [metrics] if isinstance(metrics, str) else metrics
@@ -64,7 +64,7 @@ def load_samples(store: Any = None, phase: str | None = "measured", **filters: A
     UTC datetime."""
     import pandas as pd
 
-    from winml_perf.publish.export import with_datetimes
+    from winml_perf.results.frame import with_datetimes
 
     with _reading(store) as s:
         records = {r["id"]: r for r in s.records(**filters)}

@@ -1,0 +1,234 @@
+"""A baseline set of cells against a candidate set (two runs, commits, versions or dates; see
+results/selectors.py), matched on testbed x bundle x route x shape: Δ% of medians, a Mann-Whitney U
+p-value, a verdict, and whether it is a regression beyond a threshold (the pairwise flag;
+compare/gate.py replaces it by the change-point gate's verdict on each series' history).
+
+It reads cells (compare/cells.py), never a store: `winml compare runs` gets both sets from store
+queries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from winml_perf.compare.cells import KEY_FIELDS, Cell, MeasuredSample, choose_metrics
+from winml_perf.compare.text import key_label, metric_word
+from winml_perf.model.metrics import bigger_is_better
+from winml_perf.stats import significance as sig
+from winml_perf.support.errors import StoreError, UsageError
+
+#: Selectors that pick a run of each series: a series with one run has no pair.
+PER_SERIES_SELECTORS = ("latest", "previous")
+
+
+@dataclass(frozen=True)
+class Side:
+    """The cells one selector picked (``--baseline`` or ``--candidate``) and how it was read."""
+
+    selector: str
+    meaning: str
+    cells: tuple[Cell, ...]
+
+
+@dataclass(frozen=True)
+class RunChange:
+    key: tuple
+    candidate_key: tuple
+    metric: str
+    n_baseline: int
+    n_candidate: int
+    baseline_median: float
+    candidate_median: float
+    delta_pct: float
+    p_value: float
+    u: float
+    verdict: str
+    regression: bool
+    gate: str | None = None  # the gate's verdict (changepoint.Verdict.status), when gated
+    gate_reason: str | None = None
+
+    def sentence(self) -> str:
+        sign = "+" if self.delta_pct >= 0 else ""
+        flag = (
+            f"  REGRESSION ({self.gate_reason})"
+            if self.regression and self.gate_reason
+            else "  REGRESSION"
+            if self.regression
+            else ""
+        )
+        return (
+            f"{key_label(self.key)} {metric_word(self.metric)}: {self.baseline_median:.4g} -> {self.candidate_median:.4g} "
+            f"({sign}{self.delta_pct:.2f}%, p={self.p_value:.3g}): {self.verdict}{flag}"
+        )
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["key"] = dict(zip(KEY_FIELDS, self.key))
+        d["candidate_key"] = dict(zip(KEY_FIELDS, self.candidate_key))
+        d["sentence"] = self.sentence()
+        return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
+
+
+@dataclass(frozen=True)
+class RunsReport:
+    baseline: str
+    candidate: str
+    rows: tuple[RunChange, ...]
+    fail_threshold_pct: float | None
+    equivalence_pct: float
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def regressions(self) -> tuple[RunChange, ...]:
+        return tuple(r for r in self.rows if r.regression)
+
+    def to_dict(self) -> dict:
+        return {
+            "baseline": self.baseline,
+            "candidate": self.candidate,
+            "equivalence_pct": self.equivalence_pct,
+            "fail_threshold_pct": self.fail_threshold_pct,
+            "changes": [r.to_dict() for r in self.rows],
+            "regressions": len(self.regressions),
+            "notes": list(self.notes),
+        }
+
+
+def _pair_groups(
+    base: dict[tuple, list], cand: dict[tuple, list], force: bool, notes: list[str], per_series: bool = False
+) -> list[tuple[tuple, tuple]]:
+    common = sorted(set(base) & set(cand), key=str)
+    only_b = sorted(set(base) - set(cand), key=str)
+    only_c = sorted(set(cand) - set(base), key=str)
+    if not only_b and not only_c:
+        return [(k, k) for k in common]
+    if per_series and common:  # previous/latest of each series: a series with one run has no pair
+        notes.extend(
+            [f"not compared (one run of this series so far): {key_label(k)}" for k in only_c]
+            + [f"not compared (no ok cell in its latest run): {key_label(k)}" for k in only_b]
+        )
+        return [(k, k) for k in common]
+    if not force:
+        what = "; ".join(
+            [f"only in baseline: {key_label(k)}" for k in only_b[:3]]
+            + [f"only in candidate: {key_label(k)}" for k in only_c[:3]]
+        )
+        raise UsageError(
+            f"baseline and candidate do not measure the same testbed, bundle, route and shape ({what})",
+            "narrow both with --bundle/--route/--testbed/--prompt-tokens/--max-new-tokens, or pass --force to compare anyway",
+        )
+    if not common and len(base) == 1 and len(cand) == 1:
+        (kb,), (kc,) = base, cand
+        notes.append(f"--force: comparing {key_label(kb)} with {key_label(kc)}")
+        return [(kb, kc)]
+    notes.extend(
+        [f"--force: not compared, only in baseline: {key_label(k)}" for k in only_b]
+        + [f"--force: not compared, only in candidate: {key_label(k)}" for k in only_c]
+    )
+    return [(k, k) for k in common]
+
+
+def samples_by_group(cells: Sequence[Cell], notes: list[str], side: str) -> dict[tuple, list[MeasuredSample]]:
+    """Group key -> the measured samples of one side's ok cells; failed cells counted in the notes."""
+    ok = [c for c in cells if c.ok]
+    if len(ok) < len(cells):
+        notes.append(f"{side}: {len(cells) - len(ok)} failed cell(s) left out")
+    out: dict[tuple, list[MeasuredSample]] = {}
+    for c in ok:
+        out.setdefault(c.key, []).extend(c.samples)
+    return out
+
+
+def compare_samples(
+    key: tuple,
+    cand_key: tuple,
+    metric: str,
+    base: Sequence[MeasuredSample],
+    cand: Sequence[MeasuredSample],
+    *,
+    equivalence_pct: float,
+    fail_threshold_pct: float | None,
+) -> RunChange:
+    """One metric of one group: medians, Δ%, Mann-Whitney p, verdict, and the pairwise regression
+    flag (compare/gate.py replaces it by the change-point gate's verdict on the series)."""
+    b = [s.values[metric] for s in base if metric in s.values]
+    c = [s.values[metric] for s in cand if metric in s.values]
+    mb, mc = float(np.median(b)), float(np.median(c))
+    d = sig.delta_pct(mb, mc)
+    mw = sig.mann_whitney_u(c, b)
+    up = bigger_is_better(metric)
+    regression = fail_threshold_pct is not None and sig.is_regression(d, mw.p_value, up, fail_threshold_pct)
+    return RunChange(
+        key,
+        cand_key,
+        metric,
+        len(b),
+        len(c),
+        mb,
+        mc,
+        d,
+        mw.p_value,
+        mw.u,
+        sig.change_verdict(d, mw.p_value, up, equivalence_pct / 100.0),
+        regression,
+    )
+
+
+def _check_sides(baseline: Side, candidate: Side) -> None:
+    overlap = {c.uid for c in baseline.cells} & {c.uid for c in candidate.cells}
+    if overlap:
+        raise UsageError(
+            f"--baseline {baseline.selector!r} and --candidate {candidate.selector!r} select {len(overlap)} of the same records",
+            "pick two different runs, commits, versions or dates",
+        )
+
+
+def _check_groups(flag: str, side: Side, groups: dict) -> None:
+    if not groups:
+        raise StoreError(
+            f"{flag} {side.selector!r} ({side.meaning}) has no ok cells ({len(side.cells)} failed)",
+            "pick a selection whose cells succeeded (see `winml results list --status ok`)",
+        )
+
+
+def compare_runs(
+    baseline: Side,
+    candidate: Side,
+    *,
+    metrics: Sequence[str] | None = None,
+    equivalence_pct: float = sig.EQUIVALENCE * 100,
+    fail_threshold_pct: float | None = None,
+    force: bool = False,
+) -> RunsReport:
+    """Baseline cells against candidate cells, matched on testbed x bundle x route x shape."""
+    _check_sides(baseline, candidate)
+    notes: list[str] = []
+    base = samples_by_group(baseline.cells, notes, "baseline")
+    cand = samples_by_group(candidate.cells, notes, "candidate")
+    _check_groups("--baseline", baseline, base)
+    _check_groups("--candidate", candidate, cand)
+    per_series = baseline.selector in PER_SERIES_SELECTORS and candidate.selector in PER_SERIES_SELECTORS
+    rows = [
+        compare_samples(
+            kb,
+            kc,
+            metric,
+            base[kb],
+            cand[kc],
+            equivalence_pct=equivalence_pct,
+            fail_threshold_pct=fail_threshold_pct,
+        )
+        for kb, kc in _pair_groups(base, cand, force, notes, per_series)
+        for metric in choose_metrics(metrics, base[kb], cand[kc])
+    ]
+    if not rows:
+        raise StoreError(
+            "nothing to compare: no metric has samples on both sides", "check the selections with `winml results list`"
+        )
+    return RunsReport(
+        baseline.meaning, candidate.meaning, tuple(rows), fail_threshold_pct, equivalence_pct, tuple(notes)
+    )

@@ -1,0 +1,46 @@
+"""The words comparisons print and read: shapes, metric words, group labels and percentages."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from winml_perf.model.metrics import get
+from winml_perf.support.errors import UsageError
+
+
+def metric_word(metric: str) -> str:
+    """The short word a sentence uses for ``metric`` ('decode' for decode_tokens_per_s)."""
+    m = get(metric)
+    return m.word if m else metric
+
+
+def shape_label(prompt_tokens: Any, max_new_tokens: Any) -> str:
+    """'p16 n32', 'p16', or '-' when neither is known."""
+    parts = []
+    if prompt_tokens is not None:
+        parts.append(f"p{prompt_tokens}")
+    if max_new_tokens is not None:
+        parts.append(f"n{max_new_tokens}")
+    return " ".join(parts) or "-"
+
+
+def key_label(key: Sequence[Any]) -> str:
+    """A group key (compare/cells.py KEY_FIELDS) for a person: 'bundle route p16 n32 @testbed'."""
+    testbed, bundle, route, p, n = key[:5]
+    return f"{bundle} {route} {shape_label(p, n)} @{testbed}"
+
+
+def parse_pct(value: float | str | None, flag: str) -> float | None:
+    """A percentage flag's value: '2%' and '2' are both 2.0; None stays None."""
+    if value is None:
+        return None
+    text = str(value).strip().rstrip("%").strip()
+    try:
+        pct = float(text)
+    except ValueError:
+        raise UsageError(f"{flag} {value!r} is not a percentage", f"e.g. {flag} 2%") from None
+    if not math.isfinite(pct) or pct < 0:
+        raise UsageError(f"{flag} must be a percentage >= 0, got {value!r}", f"e.g. {flag} 2%")
+    return pct

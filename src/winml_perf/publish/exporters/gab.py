@@ -1,0 +1,80 @@
+"""``gab-bigger`` / ``gab-smaller``: github-action-benchmark "custom" JSON
+(https://github.com/benchmark-action/github-action-benchmark): an array of
+``{name, unit, value, range, extra}``, the latest ok record per series. Its tool reads one
+direction per file, so each format is one file, for ``customBiggerIsBetter`` and
+``customSmallerIsBetter`` (``gab`` with a direction is either)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from winml_perf.model.metrics import bigger_is_better, unit
+from winml_perf.publish.exporters import Exporter, register
+from winml_perf.publish.exporters._rows import benchmark_name, dashboard_metrics, interval, latest_per_series
+from winml_perf.publish.exporters.json import nothing_in
+from winml_perf.support.errors import UsageError
+
+GAB_DIRECTIONS = {"bigger": "customBiggerIsBetter", "smaller": "customSmallerIsBetter"}
+
+
+def _entry(row: dict, metric: str) -> dict:
+    from winml_perf.results.frame import clean
+
+    entry = {"name": f"{benchmark_name(row)} {metric}", "unit": unit(metric), "value": row[metric]}
+    ci = interval(row, metric)
+    if ci is not None:
+        lo, hi = ci
+        entry["range"] = f"± {max(row[metric] - lo, hi - row[metric]):.6g}"
+    extra = [f"testbed: {row['testbed_id']}", f"run: {row['run_id']}", f"commit: {row['git_commit']}"]
+    if clean(row.get(f"{metric}_n")) is not None:
+        extra.append(f"n: {row[f'{metric}_n']}")
+    entry["extra"] = "\n".join(extra)
+    return entry
+
+
+def gab_entries(df: Any, direction: str) -> list[dict]:
+    """github-action-benchmark entries of one direction ('bigger' | 'smaller')."""
+    from winml_perf.results.frame import frame_rows
+
+    if direction not in GAB_DIRECTIONS:
+        raise UsageError(
+            f"--direction {direction!r} is not bigger or smaller", "pass --direction bigger or --direction smaller"
+        )
+    want_bigger = direction == "bigger"
+    return [
+        _entry(row, m)
+        for row in frame_rows(latest_per_series(df))
+        for m in dashboard_metrics(row)
+        if bigger_is_better(m) == want_bigger
+    ]
+
+
+def to_gab(df: Any, direction: str | None = None, **_: Any) -> str:
+    if direction is None:
+        raise UsageError(
+            "--format gab writes one direction per file",
+            "pass --format gab-bigger or --format gab-smaller (or --direction bigger|smaller)",
+        )
+    return json.dumps(gab_entries(df, direction), indent=2, allow_nan=False) + "\n"
+
+
+def to_gab_bigger(df: Any, **_: Any) -> str:
+    return to_gab(df, direction="bigger")
+
+
+def to_gab_smaller(df: Any, **_: Any) -> str:
+    return to_gab(df, direction="smaller")
+
+
+register(Exporter("gab-bigger", to_gab_bigger, help="gab-bigger", rank=60, empty=nothing_in))
+register(
+    Exporter(
+        "gab-smaller",
+        to_gab_smaller,
+        help="gab-smaller (github-action-benchmark's customBiggerIsBetter / customSmallerIsBetter: one file each)",
+        rank=70,
+        empty=nothing_in,
+    )
+)
+register(Exporter("gab", to_gab, rank=80, empty=nothing_in))

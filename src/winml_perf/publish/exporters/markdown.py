@@ -1,0 +1,90 @@
+"""``markdown``: a compact table of the headline numbers (the rows `winml results list` prints).
+A run: its result table."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from tabulate import tabulate
+
+from winml_perf.model.metrics import DECODE_THROUGHPUT, E2E, LATENCY, PROMPT_THROUGHPUT, TTFT
+from winml_perf.publish.exporters import Exporter, register
+
+if TYPE_CHECKING:
+    from winml_perf.model.record import RunRecord
+from winml_perf.publish.exporters._rows import shape_text
+
+MARKDOWN_HEADERS = (
+    "id",
+    "when (UTC)",
+    "run",
+    "bundle",
+    "route",
+    "shape",
+    "testbed",
+    "status",
+    f"{DECODE_THROUGHPUT.label} [95% CI]",
+    PROMPT_THROUGHPUT.label,
+    TTFT.label,
+    E2E.label,
+    "commit",
+)
+
+
+def _num(value: Any, digits: int = 1) -> str:
+    from winml_perf.results.frame import clean
+
+    value = clean(value)
+    return "" if value is None else f"{value:.{digits}f}"
+
+
+def _with_ci(row: Mapping[str, Any], metric: str, digits: int) -> str:
+    from winml_perf.results.frame import clean
+
+    med, lo, hi = (clean(row.get(k)) for k in (metric, f"{metric}_ci95_low", f"{metric}_ci95_high"))
+    if med is None:
+        return ""
+    if lo is None or hi is None:
+        return f"{med:.{digits}f}"
+    return f"{med:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+
+
+def summary_rows(df: Any) -> list[list[str]]:
+    """The compact rows shared by `results list` and the markdown export."""
+    from winml_perf.results.frame import frame_rows
+
+    out = []
+    for row in frame_rows(df):
+        latency = E2E.name if row.get(E2E.name) is not None else LATENCY.name
+        out.append(
+            [
+                str(row["id"]),
+                (row["created_utc"] or "")[:16].replace("T", " "),
+                (row["run_id"] or "")[:8],
+                row["bundle"] or "",
+                row["route"] or "",
+                shape_text(row),
+                row["testbed_id"] or "",
+                row["status"],
+                _with_ci(row, DECODE_THROUGHPUT.name, 1),
+                _num(row.get(PROMPT_THROUGHPUT.name), 1),
+                _num(row.get(TTFT.name), 2),
+                _num(row.get(latency), 2),
+                (row["git_commit"] or "")[:10],
+            ]
+        )
+    return out
+
+
+def to_markdown(df: Any, **_: Any) -> str:
+    return tabulate(summary_rows(df), headers=MARKDOWN_HEADERS, tablefmt="github", disable_numparse=True) + "\n"
+
+
+def run_markdown(run: RunRecord) -> str:
+    from winml_perf.publish.render import run_text
+
+    return run_text(run, "markdown")
+
+
+register(Exporter("markdown", to_markdown, help="markdown", rank=40, run_text=run_markdown))
