@@ -7,7 +7,8 @@ import math
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session, read_log
-from winml_perf.measure import runner
+from winml_perf.measure import runner, stopping
+from winml_perf.measure.schedule_rounds import batch_size
 from winml_perf.measure.sweep import run_sweep
 from winml_perf.model.metrics import metric_values
 from winml_perf.model.route import CPU, Route, StageRoute
@@ -223,17 +224,17 @@ def test_one_session_per_route_serves_every_shape():
 
 def test_pure_stopping_rules():
     fixed = IterationPolicy(iterations=3)
-    assert runner.stop_reason(fixed, [1.0, 1.0], 0.0) is None
-    assert runner.stop_reason(fixed, [1.0] * 3, 0.0) == "iterations"
+    assert stopping.stop_reason(fixed, [1.0, 1.0], 0.0) is None
+    assert stopping.stop_reason(fixed, [1.0] * 3, 0.0) == "iterations"
     adaptive = IterationPolicy.until_ci(1.0, min_iterations=6, max_iterations=10, max_time_s=5.0)
-    assert runner.stop_reason(adaptive, [1.0] * 5, 0.0) is None  # below min_iterations
-    assert runner.stop_reason(adaptive, [1.0] * 6, 0.0) == "ci_target"
-    assert runner.stop_reason(adaptive, [1.0, 2.0] * 5, 0.0) == "max_iterations"
-    assert runner.stop_reason(adaptive, [1.0, 2.0] * 3, 6.0) == "max_time"
-    assert runner.next_batch(fixed, 2, 5) == 1
-    assert runner.batch_size(IterationPolicy(iterations=10), 3, interleaved=True) == 4
-    assert runner.batch_size(IterationPolicy(iterations=10), None, interleaved=True) == 1
-    assert runner.batch_size(IterationPolicy(iterations=10), 3, interleaved=False) == 1
+    assert stopping.stop_reason(adaptive, [1.0] * 5, 0.0) is None  # below min_iterations
+    assert stopping.stop_reason(adaptive, [1.0] * 6, 0.0) == "ci_target"
+    assert stopping.stop_reason(adaptive, [1.0, 2.0] * 5, 0.0) == "max_iterations"
+    assert stopping.stop_reason(adaptive, [1.0, 2.0] * 3, 6.0) == "max_time"
+    assert stopping.next_batch(fixed, 2, 5) == 1
+    assert batch_size(IterationPolicy(iterations=10), 3, interleaved=True) == 4
+    assert batch_size(IterationPolicy(iterations=10), None, interleaved=True) == 1
+    assert batch_size(IterationPolicy(iterations=10), 3, interleaved=False) == 1
 
 
 def test_policies_reject_bad_values():

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from winml_perf.measure.memory import MemorySampler
+from winml_perf.measure.replies import BatchReply, BeginReply, EndReply, LoadReply
 from winml_perf.model.sample import IterationSample
 from winml_perf.model.spec import CellSpec, PromptSpec, SessionSpec
 from winml_perf.session.factory import register_plugins
@@ -49,7 +50,7 @@ class SessionHost:
         self.session_factory = session_factory
         self.session: Any = None
         self.memory = MemorySampler() if sample_memory else None
-        self.load_info: dict[str, Any] = {}
+        self.load_info: LoadReply | None = None
         self._cell: CellSpec | None = None
         self._prompt_ids: list[int] = []
         self._calls = 0
@@ -57,8 +58,8 @@ class SessionHost:
         self._cells_served = 0
 
     # -- lifecycle -----------------------------------------------------------------------------
-    def load(self) -> dict[str, Any]:
-        if self.session is not None:
+    def load(self) -> LoadReply:
+        if self.session is not None and self.load_info is not None:
             return self.load_info
         if self.memory is not None:
             self.memory.start()
@@ -68,7 +69,7 @@ class SessionHost:
         session.load()
         load_ms = (time.perf_counter() - t0) * 1000.0
         self.session = session
-        self.load_info = {"plugin_registration_ms": plugin_ms, "model_load_ms": load_ms}
+        self.load_info = LoadReply(plugin_registration_ms=plugin_ms, model_load_ms=load_ms)
         return self.load_info
 
     def close(self) -> None:
@@ -93,10 +94,10 @@ class SessionHost:
         self._calls += 1
         return sample
 
-    def begin_cell(self, cell: CellSpec) -> dict[str, Any]:
+    def begin_cell(self, cell: CellSpec) -> BeginReply:
         """Build the prompt and run the cell's warmup; returns prompt info, warmup samples and the
         first-generation time of this session (the very first call, whichever cell made it)."""
-        self.load()
+        load = self.load()
         self._cell = cell
         if self.memory is not None:
             self.memory.reset()
@@ -116,32 +117,33 @@ class SessionHost:
                 samples.append(self._one(-1))
         reused = self._cells_served > 0
         self._cells_served += 1
-        return {
-            "prompt_info": prompt_info,
-            "prompt_ids": list(self._prompt_ids),  # for an explain profile of the same prompt
-            "warmup_samples": samples,
-            "warmup_s": time.perf_counter() - t0,
-            "first_generation_ms": self._first_generation_ms,
-            "session_reused": reused,
-            "load": dict(self.load_info),
-        }
+        return BeginReply(
+            prompt_info=prompt_info,
+            prompt_ids=tuple(self._prompt_ids),
+            warmup_samples=tuple(samples),
+            warmup_s=time.perf_counter() - t0,
+            first_generation_ms=self._first_generation_ms,
+            session_reused=reused,
+            load=load,
+        )
 
-    def run_batch(self, n: int, round_index: int, warmup: int = 0) -> dict[str, Any]:
+    def run_batch(self, n: int, round_index: int, warmup: int = 0) -> BatchReply:
         """Run ``warmup`` discarded then ``n`` measured iterations of the current cell."""
         for _ in range(warmup):
             self._one(-1)
         t0 = time.perf_counter()
-        samples = [self._one(round_index) for _ in range(n)]
-        return {"samples": samples, "wall_s": time.perf_counter() - t0}
+        samples = tuple(self._one(round_index) for _ in range(n))
+        return BatchReply(samples, time.perf_counter() - t0)
 
-    def end_cell(self) -> dict[str, Any]:
+    def end_cell(self) -> EndReply:
         """Memory figures of the cell and what the session says actually ran (when it can)."""
-        out: dict[str, Any] = {"memory": self.memory.snapshot() if self.memory is not None else {}}
+        memory = self.memory.snapshot() if self.memory is not None else {}
+        route_actual: dict[str, Any] = {}
         actual = getattr(self.session, "actual_route", None)
         if callable(actual):
             try:
-                out["route_actual"] = dict(actual())
+                route_actual = dict(actual())
             except Exception as exc:  # reporting must not kill a finished measurement
-                out["route_actual"] = {"error": f"{type(exc).__name__}: {exc}"}
+                route_actual = {"error": f"{type(exc).__name__}: {exc}"}
         self._cell = None
-        return out
+        return EndReply(memory, route_actual)

@@ -1,12 +1,16 @@
 """The hosts a runner drives a route's session through, one surface for both: ChildHost (a child
-process, bench/isolate.py) and LocalHost (this process); a child's failure as the cell's CellFailure."""
+process, measure/isolate.py) and LocalHost (this process); both answer with measure/replies.py.
+A host's failure becomes the cell's CellFailure here."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from winml_perf.measure.host import SessionHost
-from winml_perf.measure.isolate import ChildError, ChildFailure, ChildTimeout
+from winml_perf.measure.isolate import ChildError, ChildFailure, ChildHost, ChildTimeout
+from winml_perf.measure.replies import BatchReply, BeginReply, EndReply, LoadReply
 from winml_perf.model.result import CellFailure
-from winml_perf.model.spec import CellSpec
+from winml_perf.model.spec import CellSpec, SessionSpec
 
 
 class LocalHost(SessionHost):
@@ -32,17 +36,27 @@ class LocalHost(SessionHost):
     def alive(self) -> bool:
         return self.session is not None
 
-    def load(self, timeout_s: float | None = None) -> dict:
+    def load(self, timeout_s: float | None = None) -> LoadReply:
         return self._call(super().load)
 
-    def begin_cell(self, cell: CellSpec, timeout_s: float | None = None) -> dict:
+    def begin_cell(self, cell: CellSpec, timeout_s: float | None = None) -> BeginReply:
         return self._call(super().begin_cell, cell)
 
-    def run_batch(self, n: int, round_index: int, warmup: int = 0, timeout_s: float | None = None) -> dict:
+    def run_batch(self, n: int, round_index: int, warmup: int = 0, timeout_s: float | None = None) -> BatchReply:
         return self._call(super().run_batch, n, round_index, warmup)
 
-    def end_cell(self, timeout_s: float | None = None) -> dict:
+    def end_cell(self, timeout_s: float | None = None) -> EndReply:
         return self._call(super().end_cell)
+
+
+#: The surface both hosts offer the runner.
+Host = ChildHost | LocalHost
+
+
+def new_host(spec: SessionSpec, session_factory: Callable, *, isolate: bool, sample_memory: bool) -> Host:
+    """A host for a route's session: in a child process of its own with isolation, else in this one."""
+    cls = ChildHost if isolate else LocalHost
+    return cls(spec, session_factory, sample_memory=sample_memory)
 
 
 def cell_failure(exc: ChildFailure, phase: str, cell: CellSpec | None = None) -> CellFailure:

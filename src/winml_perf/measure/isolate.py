@@ -2,16 +2,16 @@
 
 Protocol (parent -> child, one request at a time, each answered by one reply):
 
-    ("load",)                       -> ("ok", load_info)
-    ("begin_cell", CellSpec)        -> ("ok", {prompt_info, warmup_samples, ...})
-    ("run_batch", n, round, warmup) -> ("ok", {samples, wall_s})
-    ("end_cell",)                   -> ("ok", {memory, route_actual?})
+    ("load",)                       -> ("ok", LoadReply)
+    ("begin_cell", CellSpec)        -> ("ok", BeginReply)
+    ("run_batch", n, round, warmup) -> ("ok", BatchReply)
+    ("end_cell",)                   -> ("ok", EndReply)
     ("exit",)                       -> the child closes the pipe and exits 0
 
-A Python exception in the child answers ("error", {...}) and the child lives on (the cell fails,
-the next cell can use the same loaded session). A child that dies (a crash, a signal, os._exit)
-closes its end of the pipe: the parent sees EOF, reaps it and raises ChildCrashed with the exit
-code or signal. A child that does not answer within the deadline is killed: ChildTimeout.
+The replies are measure/replies.py's dataclasses. A Python exception in the child answers
+("error", ErrorReply) and the child lives on (the cell fails, the next cell can use the same
+loaded session). A child that dies (a crash, a signal, os._exit) closes its end of the pipe: the
+parent sees EOF, reaps it and raises ChildCrashed with the exit code or signal. A child that does not answer within the deadline is killed: ChildTimeout.
 The child stays loaded between requests, so an interleaved sweep never reloads a model per round.
 It starts with the spec's plugin EP libraries registered (child.ChildContext).
 """
@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from winml_perf.ep import child
+from winml_perf.measure.replies import BatchReply, BeginReply, EndReply, ErrorReply, LoadReply
 from winml_perf.model.spec import CellSpec, SessionSpec
 
 #: Seconds to wait for a child to exit on its own after "exit" before terminating it.
@@ -59,15 +60,15 @@ class ChildTimeout(ChildFailure):
     kind = "timeout"
 
 
-def _error_reply(exc: BaseException) -> tuple[str, dict]:
+def _error_reply(exc: BaseException) -> tuple[str, ErrorReply]:
     return (
         "error",
-        {
-            "error_type": type(exc).__name__,
-            "message": getattr(exc, "message", None) or str(exc) or type(exc).__name__,
-            "remedy": getattr(exc, "remedy", None),
-            "traceback": traceback.format_exc(),
-        },
+        ErrorReply(
+            error_type=type(exc).__name__,
+            message=getattr(exc, "message", None) or str(exc) or type(exc).__name__,
+            remedy=getattr(exc, "remedy", None),
+            traceback=traceback.format_exc(),
+        ),
     )
 
 
@@ -96,7 +97,7 @@ def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory
                 elif op == "end_cell":
                     reply = ("ok", host.end_cell())
                 else:
-                    reply = ("error", {"error_type": "ProtocolError", "message": f"unknown request {op!r}"})
+                    reply = ("error", ErrorReply("ProtocolError", f"unknown request {op!r}"))
             except Exception as exc:  # reported to the parent; the child stays usable
                 reply = _error_reply(exc)
             conn.send(reply)
@@ -119,7 +120,7 @@ class ChildHost:
         self.sample_memory = sample_memory
         self._start_method = context
         self._worker: child.Worker | None = None
-        self.load_info: dict[str, Any] = {}
+        self.load_info: LoadReply | None = None
 
     @property
     def alive(self) -> bool:
@@ -168,21 +169,22 @@ class ChildHost:
             crashed = {k: v for k, v in info.items() if k != "text"}
             raise ChildCrashed(f"child {pid} {info['text']} during {what}", **crashed) from None
         if status == "error":
-            raise ChildError(payload.pop("message"), **payload)
+            error: ErrorReply = payload
+            raise ChildError(error.message, error_type=error.error_type, remedy=error.remedy, traceback=error.traceback)
         return payload
 
     # -- the SessionHost surface ---------------------------------------------------------------
-    def load(self, timeout_s: float | None = None) -> dict[str, Any]:
+    def load(self, timeout_s: float | None = None) -> LoadReply:
         self.load_info = self._request(("load",), timeout_s, "load")
         return self.load_info
 
-    def begin_cell(self, cell: CellSpec, timeout_s: float | None = None) -> dict[str, Any]:
+    def begin_cell(self, cell: CellSpec, timeout_s: float | None = None) -> BeginReply:
         return self._request(("begin_cell", cell), timeout_s, "warmup")
 
-    def run_batch(self, n: int, round_index: int, warmup: int = 0, timeout_s: float | None = None) -> dict[str, Any]:
+    def run_batch(self, n: int, round_index: int, warmup: int = 0, timeout_s: float | None = None) -> BatchReply:
         return self._request(("run_batch", n, round_index, warmup), timeout_s, f"iterations of round {round_index}")
 
-    def end_cell(self, timeout_s: float | None = None) -> dict[str, Any]:
+    def end_cell(self, timeout_s: float | None = None) -> EndReply:
         return self._request(("end_cell",), timeout_s, "end of cell")
 
     def kill(self) -> None:

@@ -1,13 +1,15 @@
 """When to stop measuring a cell, and whether the next repetition is an iteration or an invocation.
 
-Pure functions of what was measured. One invocation (``max_invocations`` 1): iterate until the
-within-process interval of the median reaches the target, or a cap. Several invocations (Kalibera
-& Jones, ISMM 2013): the interval is ``uncertainty.median_interval`` over the invocations so far;
-once an invocation has its ``min_iterations`` and two invocations exist, the variance at each level
-(``variance_components``) and the cost of an iteration and of an invocation (process start, model
-load, warmup) decide whether one more iteration here or a new invocation buys more precision per
-second: ``next_repetition`` (K&J's optimal iteration count r1*) from 6 invocations on, and below
-that (Student t intervals) the one of the two that narrows the predicted interval more per second.
+The one stopping rule of both schedules: measure/driver.py applies ``decide`` after every batch.
+Pure functions of what was measured. Fixed: ``iterations`` in each of ``invocations``. Adaptive,
+one invocation (``max_invocations`` 1): iterate until the within-process interval of the median
+reaches the target, or a cap. Several invocations (Kalibera & Jones, ISMM 2013): the interval is
+``uncertainty.median_interval`` over the invocations so far; once an invocation has its
+``min_iterations`` and two invocations exist, the variance at each level (``variance_components``)
+and the cost of an iteration and of an invocation (process start, model load, warmup) decide
+whether one more iteration here or a new invocation buys more precision per second:
+``next_repetition`` (K&J's optimal iteration count r1*) from 6 invocations on, and below that
+(Student t intervals) the one of the two that narrows the predicted interval more per second.
 """
 
 from __future__ import annotations
@@ -51,9 +53,12 @@ def decide(
     invocation_cost_s: float,
 ) -> Decision:
     """After an iteration of the last invocation of ``invocations`` (primary-metric values per
-    invocation): stop, iterate, or end this invocation so that a new one starts."""
+    invocation): stop, iterate, or end this invocation so that a new one starts. ``spent_s`` is the
+    time counted against ``max_time_s``."""
     k = len(invocations)
     here = len(invocations[-1]) if k else 0
+    if not policy.adaptive:
+        return _fixed(policy, k, here)
     total = sum(len(v) for v in invocations)
     half = math.nan
     if here >= policy.min_iterations and k >= policy.invocations:
@@ -101,6 +106,27 @@ def decide(
     if action == "iteration":
         return Decision("iteration", reason, half)
     return _new_invocation(policy, k, reason, half)
+
+
+def _fixed(policy: IterationPolicy, k: int, here: int) -> Decision:
+    if here < policy.iterations:
+        return Decision("iteration", f"{here} of {policy.iterations} iterations in this invocation")
+    if k < policy.invocations:
+        return Decision("invocation", f"{k} of {policy.invocations} invocations")
+    return Decision("stop", STOP_ITERATIONS)
+
+
+def stop_reason(policy: IterationPolicy, values: Sequence[float], spent_s: float) -> str | None:
+    """decide() for one invocation of ``values``: why to stop now, or None to go on."""
+    decision = decide(policy, [values], spent_s, 0.0, 0.0)
+    return decision.reason if decision.action == "stop" else None
+
+
+def next_batch(policy: IterationPolicy, done: int, batch: int) -> int:
+    """Iterations to run in the next batch of ``batch``, never past the cap: ``done`` counts this
+    invocation's iterations against a fixed count, all of them against ``max_iterations``."""
+    limit = policy.max_iterations if policy.adaptive else policy.iterations
+    return max(0, min(batch, limit - done))
 
 
 #: An interval this many times wider than the variance model predicts means the model is wrong.

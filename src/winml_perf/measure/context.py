@@ -1,0 +1,55 @@
+"""What a sweep's schedules and cell drivers share: how to open a route's host, the live hosts (an
+interrupt kills them all at once), where finished cells go, and the order the cells ran in.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from winml_perf.measure.hosts import Host, new_host
+from winml_perf.measure.progress import Progress
+from winml_perf.model.result import CellResult
+from winml_perf.model.spec import SessionSpec
+
+
+@dataclass
+class SweepContext:
+    session_factory: Callable
+    isolate: bool  # each route's session in a child process of its own
+    sample_memory: bool
+    progress: Progress
+    rng: random.Random  # the seeded order of routes and cells
+    explainer: Callable[..., dict] | None = None  # (cell, prompt_ids, timeout_s) -> explain section
+    on_result: Callable[[CellResult], None] | None = None
+    hosts: dict[str, Host] = field(default_factory=dict)  # route label -> its live host
+    results: list[CellResult] = field(default_factory=list)
+    order: list[dict[str, Any]] = field(default_factory=list)  # one entry per round, as the record's sweep.order
+
+    def open_host(self, label: str, spec: SessionSpec) -> Host:
+        """A new host for the route ``label``, kept as its live host."""
+        host = new_host(spec, self.session_factory, isolate=self.isolate, sample_memory=self.sample_memory)
+        self.hosts[label] = host
+        return host
+
+    def close_host(self, label: str) -> None:
+        host = self.hosts.pop(label, None)
+        if host is not None:
+            host.close()
+
+    def deliver(self, result: CellResult) -> None:
+        """A cell's final result: kept for the outcome and handed on at once."""
+        self.results.append(result)
+        if self.on_result is not None:
+            self.on_result(result)
+
+    def kill_hosts(self) -> None:
+        """Stop every live host now (an interrupt: children do not finish their current request)."""
+        for host in self.hosts.values():
+            getattr(host, "kill", host.close)()
+
+    def close_hosts(self) -> None:
+        for host in self.hosts.values():
+            host.close()
