@@ -9,9 +9,15 @@ import math
 import pytest
 
 from winml_perf.commands.sweep_values import sweep_values
+from winml_perf.model.record import CellRecord
+from winml_perf.model.record_sections import Headline, Policy, RecordSamples, Shape
+from winml_perf.model.result import CellFailure, LoadPhases
+from winml_perf.model.route import Route
+from winml_perf.model.spec import IterationPolicy, WarmupPolicy
 from winml_perf.publish.formats import FORMATS, check_format, human, json_text, rows_text, table_text
 from winml_perf.publish.render import warning_lines
 from winml_perf.record import warnings as W
+from winml_perf.record.build import record_warning
 from winml_perf.stats import sample_stats as stats
 from winml_perf.support.errors import EXIT_USAGE, UsageError
 
@@ -84,16 +90,35 @@ def test_no_outlier_claim_below_its_sample_size_and_no_ci_claim_without_a_ci():
     assert W.check_slow_first([50.0, 10.0, 10.1, 9.9, 10.0])
 
 
-def _cell(key: str, *warns) -> dict:
-    return {"cell_key": key, "status": "ok", "warnings": [w.to_dict() for w in warns]}
+def _cell(key: str, *warns: W.BenchWarning, failure: CellFailure | None = None) -> CellRecord:
+    """A cell record carrying only what warning_lines reads: its key, status, warnings and failure."""
+    return CellRecord(
+        run_id="r",
+        cell_id=key,
+        cell_key=key,
+        cell_index=0,
+        status="failed" if failure else "ok",
+        runtime="winml-genai",
+        bundle="b",
+        route=Route("config"),
+        shape=Shape(16, 8),
+        prompt={},
+        policy=Policy(WarmupPolicy().to_dict(), IterationPolicy().to_dict()),
+        load=LoadPhases(),
+        samples=RecordSamples(),
+        metrics={},
+        summary=Headline(),
+        memory={},
+        environment={},
+        warnings=tuple(record_warning(w) for w in warns),
+        failure=failure,
+    )
 
 
 def test_warnings_are_grouped_by_kind_with_one_remedy_each():
     noisy = [10.0, 14.0, 9.0, 13.0, 8.0, 12.0]
     cells = [_cell(f"config|p{p}|n8", *W.check_cv("decode_tokens_per_s", noisy)) for p in (16, 32, 64, 128)]
-    cells.append(
-        {"cell_key": "ep=x|p16|n8", "status": "failed", "warnings": [], "failure": {"kind": "Boom", "message": "no"}}
-    )
+    cells.append(_cell("ep=x|p16|n8", failure=CellFailure("Boom", "no")))
     lines = warning_lines(cells)
     remedy = W.check_cv("decode_tokens_per_s", noisy)[0].remedy
     assert sum(remedy in line for line in lines) == 1  # the remedy once

@@ -42,15 +42,15 @@ def test_a_killed_child_fails_its_cell_and_the_sweep_continues(tmp_path):
     cells_ = by_key(rr)
     dead = cells_["ep=cpu|p8|n4"]
     assert dead.status == "failed"
-    assert dead.failure["kind"] == "crash" and dead.failure["phase"] == "measure"
-    assert dead.failure["signal"] == signal.SIGKILL and dead.failure["signal_name"] == "SIGKILL"
-    assert "SIGKILL" in dead.failure["message"]
-    assert len(dead.samples["iterations"]) == 1  # the iteration before the crash is kept
+    assert dead.failure.kind == "crash" and dead.failure.phase == "measure"
+    assert dead.failure.signal == signal.SIGKILL and dead.failure.signal_name == "SIGKILL"
+    assert "SIGKILL" in dead.failure.message
+    assert len(dead.samples.iterations) == 1  # the iteration before the crash is kept
     # the sweep went on: the other route, and the same route's next cell in a fresh child
     assert cells_["config|p8|n4"].status == "ok" and cells_["config|p16|n4"].status == "ok"
     revived = cells_["ep=cpu|p16|n4"]
-    assert revived.status == "ok" and revived.load["session_reused"] is False
-    assert cells_["config|p16|n4"].load["session_reused"] is True  # its child stayed loaded
+    assert revived.status == "ok" and revived.load.session_reused is False
+    assert cells_["config|p16|n4"].load.session_reused is True  # its child stayed loaded
     assert len(seen) == 4
     for c in rr.cells:
         validate_record(c.to_dict())
@@ -67,8 +67,8 @@ def test_an_exit_code_is_recorded():
     )
     rr = sweep([c])
     f = rr.cells[0].failure
-    assert f["kind"] == "crash" and f["exit_code"] == 7 and f["signal"] is None
-    assert "exited with code 7" in f["message"]
+    assert f.kind == "crash" and f.exit_code == 7 and f.signal is None
+    assert "exited with code 7" in f.message
 
 
 def test_a_hung_cell_is_killed_at_the_cell_timeout_and_the_next_cell_runs():
@@ -79,18 +79,18 @@ def test_a_hung_cell_is_killed_at_the_cell_timeout_and_the_next_cell_runs():
     cells = [c if c.route_label == "hang" else dataclasses.replace(c, cell_timeout_s=120.0) for c in cells]
     rr = sweep(cells, seed=0)
     hung, fine = by_key(rr)["hang|p4|n2"], by_key(rr)["fine|p4|n2"]
-    assert hung.failure["kind"] == "timeout" and hung.failure["signal_name"] == "SIGKILL"
-    assert "1.5 s" in hung.failure["message"]
-    assert fine.status == "ok" and len(fine.samples["iterations"]) == 2
+    assert hung.failure.kind == "timeout" and hung.failure.signal_name == "SIGKILL"
+    assert "1.5 s" in hung.failure.message
+    assert fine.status == "ok" and len(fine.samples.iterations) == 2
 
 
 def test_an_exception_in_the_child_leaves_it_loaded_for_the_next_cell():
     routes = [RouteSpec("config", fake_spec(raise_on_call=2))]
     rr = sweep(expand_sweep(routes, [4, 8], [2], iterations=IterationPolicy(iterations=2)))
     first, second = rr.cells
-    assert first.failure["kind"] == "error" and "scripted failure on call 2" in first.failure["message"]
-    assert first.failure["traceback"] and "RuntimeError" in first.failure["traceback"]
-    assert second.status == "ok" and second.load["session_reused"] is True
+    assert first.failure.kind == "error" and "scripted failure on call 2" in first.failure.message
+    assert first.failure.traceback and "RuntimeError" in first.failure.traceback
+    assert second.status == "ok" and second.load.session_reused is True
 
 
 def test_isolated_interleaving_runs_in_the_recorded_order_without_reloading(tmp_path):

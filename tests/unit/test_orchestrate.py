@@ -75,7 +75,7 @@ def test_two_routes_run_interleaved_and_are_stored(tmp_path):
     out = run_benchmark(
         _request(TINY_PIPELINE, routes=(RouteRequest(), RouteRequest(ep="cpu", stages=("context",))), store=str(store))
     )
-    labels = [c.route["label"] for c in out.run.cells]
+    labels = [c.route.label for c in out.run.cells]
     assert labels == ["config", "ep=cpu[context]"] and out.store_errors == []
     from winml_perf.results import load
 

@@ -11,6 +11,7 @@ import pytest
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.measure.sweep import collector_paused, run_sweep
 from winml_perf.model.record import SCHEMA_VERSION, CellRecord, RunRecord, load_schema, record_from_dict
+from winml_perf.model.record_sections import Shape
 from winml_perf.model.route import CPU, Route, StageRoute
 from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 from winml_perf.record.validation import validate_record
@@ -56,12 +57,10 @@ def test_run_and_cell_records_validate_and_round_trip(run):
 def test_cell_record_content(run):
     ok = next(c for c in run.cells if c.cell_key == "config|p8|n4")
     assert ok.status == "ok" and ok.stop_reason == "iterations" and ok.failure is None
-    assert ok.route["label"] == "config" and ok.shape == {
-        "prompt_tokens": 8,
-        "max_new_tokens": 4,
-        "requested_prompt_tokens": 8,
-    }
-    assert len(ok.samples["iterations"]) == 6 and len(ok.samples["iterations"][0]["decode_step_ms"]) == 3
+    assert ok.route.label == "config" and ok.shape == Shape(
+        prompt_tokens=8, max_new_tokens=4, requested_prompt_tokens=8
+    )
+    assert len(ok.samples.iterations) == 6 and len(ok.samples.iterations[0].decode_step_ms) == 3
     assert set(ok.metrics) == {
         "prompt_ms",
         "ttft_ms",
@@ -80,11 +79,11 @@ def test_cell_record_content(run):
 
 
 def test_failed_and_no_effect_cells(run):
-    first, second = [c for c in run.cells if c.route["label"] == "ep=cpu"]
+    first, second = [c for c in run.cells if c.route.label == "ep=cpu"]
     # call 3 raises: the first cell fails; the session lives on and serves the second cell
-    assert first.status == "failed" and first.failure["kind"] == "error" and first.failure["phase"] == "measure"
+    assert first.status == "failed" and first.failure.kind == "error" and first.failure.phase == "measure"
     assert second.status == "ok"
-    assert all("route_no_effect" in {w["code"] for w in c.warnings} for c in (first, second))
+    assert all("route_no_effect" in {w.code for w in c.warnings} for c in (first, second))
     assert run.status == "failed"
 
 

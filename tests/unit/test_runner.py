@@ -78,7 +78,7 @@ def test_adaptive_gives_up_at_max_iterations_with_a_warning():
     c = cell(iterations=IterationPolicy.until_ci(0.01, min_iterations=6, max_iterations=12), jitter_pct=40.0)
     r = run(c)
     assert r.stop_reason == "max_iterations" and len(r.samples) == 12
-    codes = [w["code"] for w in cell_record(r, run_id="0" * 32, environment=FAKE_ENV).warnings]
+    codes = [w.code for w in cell_record(r, run_id="0" * 32, environment=FAKE_ENV).warnings]
     assert "ci_target_not_reached" in codes
 
 
@@ -90,8 +90,8 @@ def test_adaptive_stops_at_max_time():
 def test_token_count_mismatch_is_a_warning_and_throughput_uses_observed_counts():
     r = run(cell(new=8, report_new_tokens=5))
     rec = cell_record(r, run_id="0" * 32, environment=FAKE_ENV)
-    mismatch = [w for w in rec.warnings if w["code"] == "token_count_mismatch"]
-    assert mismatch and "remedy" in mismatch[0]
+    mismatch = [w for w in rec.warnings if w.code == "token_count_mismatch"]
+    assert mismatch and mismatch[0].remedy
     assert rec.summary["decode_tokens_per_s"] == pytest.approx(100.0)
 
 
@@ -103,7 +103,7 @@ def test_high_variation_and_slow_first_iteration_warnings():
             scales=[5.0, 1.0, 1.02, 0.98, 1.0, 1.01, 0.99, 1.0],
         )
     )
-    codes = {w["code"] for w in cell_record(r, run_id="0" * 32, environment=FAKE_ENV).warnings}
+    codes = {w.code for w in cell_record(r, run_id="0" * 32, environment=FAKE_ENV).warnings}
     assert {"slow_first_iteration", "high_cv", "outliers"} <= codes
     calm = run(cell())
     assert cell_record(calm, run_id="0" * 32, environment=FAKE_ENV).warnings == ()
@@ -119,10 +119,10 @@ def test_a_stage_that_ran_elsewhere_than_asked_is_flagged():
         route=route,
     )
     rec = cell_record(run(c), run_id="0" * 32, environment=FAKE_ENV)
-    assert rec.route["actual"] == {"decoder": "CPUExecutionProvider"}
-    (w,) = [w for w in rec.warnings if w["code"] == "ep_mismatch"]
-    assert w["data"] == {"stage": "decoder", "asked": "WebGpuExecutionProvider", "ran": "CPUExecutionProvider"}
-    assert not [w for w in rec.warnings if w["code"] == "route_no_effect"]
+    assert rec.route.actual == {"decoder": "CPUExecutionProvider"}
+    (w,) = [w for w in rec.warnings if w.code == "ep_mismatch"]
+    assert w.data == {"stage": "decoder", "asked": "WebGpuExecutionProvider", "ran": "CPUExecutionProvider"}
+    assert not [w for w in rec.warnings if w.code == "route_no_effect"]
 
 
 def test_plain_inference_session_reports_latency():
@@ -133,7 +133,7 @@ def test_plain_inference_session_reports_latency():
     assert rec.summary["latency_ms"] == pytest.approx(4.0)
     assert rec.summary["inferences_per_s"] == pytest.approx(250.0)
     assert "decode_tokens_per_s" not in rec.metrics
-    assert rec.prompt["mode"] == "inputs" and rec.shape["prompt_tokens"] is None
+    assert rec.prompt["mode"] == "inputs" and rec.shape.prompt_tokens is None
     validate_record(rec.to_dict())
 
 
@@ -152,9 +152,9 @@ def test_an_exception_fails_the_cell_with_its_reason_and_the_sweep_goes_on():
     rr = sweep(expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=3)))
     bad, good = rr.cells
     assert bad.status == "failed" and good.status == "ok"
-    assert bad.failure["kind"] == "error" and bad.failure["phase"] == "measure"
-    assert "scripted failure on call 4" in bad.failure["message"]
-    assert bad.metrics == {} and len(bad.samples["iterations"]) == 2  # raw samples kept, no numbers claimed
+    assert bad.failure.kind == "error" and bad.failure.phase == "measure"
+    assert "scripted failure on call 4" in bad.failure.message
+    assert bad.metrics == {} and len(bad.samples.iterations) == 2  # raw samples kept, no numbers claimed
     assert rr.status == "failed"
 
 
@@ -165,7 +165,7 @@ def test_a_route_that_cannot_load_fails_all_its_cells_once():
     for p in (8, 16):
         assert by[f"config|p{p}|n4"].status == "ok"
         f = by[f"ep=npu|p{p}|n4"].failure
-        assert f["phase"] == "load" and "NPU not here" in f["message"]
+        assert f.phase == "load" and "NPU not here" in f.message
 
 
 # -- sweeps and interleaving -----------------------------------------------------------------------
@@ -196,14 +196,14 @@ def test_routes_run_interleaved_in_a_seeded_shuffled_order_each_round(tmp_path):
     assert orders != [o["order"] for o in other.to_dict()["sweep"]["order"]]
     executed = [label for label, _ in read_log(log)][:32]  # the first sweep's calls, in the order they ran
     assert executed == [key.split("|")[0] for o in orders for key in o]
-    assert all(c.status == "ok" and c.samples["iterations"][3]["round_index"] == 3 for c in first.cells)
+    assert all(c.status == "ok" and c.samples.iterations[3].round_index == 3 for c in first.cells)
 
 
 def test_rounds_spread_fixed_iterations_in_batches():
     routes = [RouteSpec("a", fake_spec()), RouteSpec("b", fake_spec())]
     rr = sweep(expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=6)), rounds=3)
     for c in rr.cells:
-        assert [s["round_index"] for s in c.samples["iterations"]] == [0, 0, 1, 1, 2, 2]
+        assert [s.round_index for s in c.samples.iterations] == [0, 0, 1, 1, 2, 2]
     assert len(rr.sweep["order"]) == 3
 
 
@@ -212,13 +212,13 @@ def test_each_record_is_handed_over_as_soon_as_its_cell_is_done():
     routes = [RouteSpec("a", fake_spec()), RouteSpec("b", fake_spec())]
     rr = sweep(expand_sweep(routes, [8, 16], [4], iterations=IterationPolicy(iterations=2)), on_cell_done=seen.append)
     assert len(seen) == 4 and {r.cell_key for r in seen} == {c.cell_key for c in rr.cells}
-    assert [r.shape["prompt_tokens"] for r in seen] == [8, 8, 16, 16]  # shape groups finish in order
+    assert [r.shape.prompt_tokens for r in seen] == [8, 8, 16, 16]  # shape groups finish in order
     assert len({r.run_id for r in seen}) == 1 and seen[0].run_id == rr.run_id
 
 
 def test_one_session_per_route_serves_every_shape():
     rr = sweep(expand_sweep([RouteSpec("a", fake_spec())], [8, 16], [4, 8], iterations=IterationPolicy(iterations=1)))
-    reused = [c.load["session_reused"] for c in rr.cells]
+    reused = [c.load.session_reused for c in rr.cells]
     assert reused == [False, True, True, True]
 
 

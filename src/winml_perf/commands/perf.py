@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,9 @@ from winml_perf.ep.options import parse_options
 from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
+
+if TYPE_CHECKING:
+    from winml_perf.model.record import RunRecord
 
 GENAI_ONLY = ("--stages", "--ep-option", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
 ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
@@ -33,24 +36,24 @@ def _percent(text: str, flag: str) -> float:
     return value
 
 
-def _save_unstored(outcome, doc: dict) -> Path | None:
+def _save_unstored(outcome, run: RunRecord) -> Path | None:
     """The run record next to the store, for cells the store did not take; None when that fails too."""
     if outcome.unstored_path is None:
         return None
-    path = outcome.unstored_path / f"{doc['run_id']}.json"
+    path = outcome.unstored_path / f"{run.run_id}.json"
     try:
         check_output(path)
-        write_output(path, run_text(doc, "json"))
+        write_output(path, run_text(run, "json"))
     except UsageError:
         return None
     return path
 
 
-def _kept(outcome, doc: dict, written: list[str]) -> str:
+def _kept(outcome, run: RunRecord, written: list[str]) -> str:
     """Where an interrupted run's finished cells are, said in one clause."""
-    n = len(doc["cells"])
+    n = len(run.cells)
     if outcome.store_errors:
-        saved = _save_unstored(outcome, doc)
+        saved = _save_unstored(outcome, run)
         places = written + ([str(saved)] if saved else [])
         where = ("kept in " + " and ".join(places)) if places else "not kept (the store refused them)"
     else:
@@ -58,7 +61,7 @@ def _kept(outcome, doc: dict, written: list[str]) -> str:
             [f"written to {' and '.join(written)}"] if written else []
         )
         where = " and ".join(parts) or "not kept (--no-store, no -o)"
-    return f"{n} finished cell(s) {where} (run {doc['run_id']})"
+    return f"{n} finished cell(s) {where} (run {run.run_id})"
 
 
 def _warmup(text: str):
@@ -560,21 +563,22 @@ def perf(
     for flag, (path, _) in exports.items():
         check_output(path, flag)  # before minutes of measuring, not after
     outcome = run_benchmark(request, argv=sys.argv[1:])
-    doc = outcome.run.to_dict()
+    run: RunRecord = outcome.run
     for flag, (path, export_fmt) in exports.items():
-        write_output(path, run_export(doc, export_fmt), flag)
+        write_output(path, run_export(run, export_fmt), flag)
     if outcome.interrupted is not None:
-        raise RunInterrupted(outcome.interrupted, _kept(outcome, doc, [str(p) for p, _ in exports.values()]))
-    _print_run(doc, fmt)
+        raise RunInterrupted(outcome.interrupted, _kept(outcome, run, [str(p) for p, _ in exports.values()]))
+    doc = run.to_dict()  # the closing summary and --explain read the record's JSON document
+    _print_run(run, doc, fmt)
     if explain:
         from winml_perf.explain.text import run_explain_text
 
         print(run_explain_text(doc), end="", file=sys.stdout if fmt == "table" else sys.stderr)
     if outcome.store is not None and not outcome.store_errors:
-        print(f"stored {len(doc['cells'])} record(s) in {outcome.store} (run {doc['run_id']})", file=sys.stderr)
+        print(f"stored {len(run.cells)} record(s) in {outcome.store} (run {run.run_id})", file=sys.stderr)
     if outcome.store_errors:
         kept = [str(p) for p, f in exports.values() if f == "json"]
-        kept += [str(p) for p in [_save_unstored(outcome, doc)] if p]
+        kept += [str(p) for p in [_save_unstored(outcome, run)] if p]
         raise StoreError(
             f"{len(outcome.store_errors)} record(s) could not be stored in {outcome.store}: "
             + "; ".join(outcome.store_errors[:3]),
@@ -582,11 +586,11 @@ def perf(
             if kept
             else "the run record is complete in the output above; rerun with -o FILE to keep it",
         )
-    failed = [c for c in doc["cells"] if c["status"] != "ok"]
+    failed = [c for c in run.cells if not c.ok]
     if failed:
         raise BenchmarkFailure(
-            f"{len(failed)} of {len(doc['cells'])} cells failed: "
-            + "; ".join(f"{c['cell_key']}: {(c.get('failure') or {}).get('message', '?')}" for c in failed[:3])
+            f"{len(failed)} of {len(run.cells)} cells failed: "
+            + "; ".join(f"{c.cell_key}: {c.failure.message if c.failure else '?'}" for c in failed[:3])
         )
 
 
@@ -610,35 +614,35 @@ def _exports(
     return out
 
 
-def _print_run(doc: dict, fmt: str) -> None:
+def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
     """The run on stdout in ``fmt``; for formats other than table, warnings and the summary go to
-    stderr so stdout stays machine-readable."""
+    stderr so stdout stays machine-readable. ``doc``: the run's JSON document (the summary's input)."""
     from winml_perf.compare.run_summary import summarize_routes, summary_lines
     from winml_perf.publish.render import render_run
 
     report = summarize_routes(doc)
     summary = summary_lines(report) if report is not None and report.rows else []
     if fmt == "table":
-        print(render_run(doc))
+        print(render_run(run))
         if summary:
             print("\n".join(["", *summary]))
         return
-    sys.stdout.write(run_text(doc, fmt))
-    print(render_run(doc, warnings_only=True), file=sys.stderr, end="")
+    sys.stdout.write(run_text(run, fmt))
+    print(render_run(run, warnings_only=True), file=sys.stderr, end="")
     for line in summary:
         print(line, file=sys.stderr)
 
 
-def run_export(doc: dict, fmt: str) -> str:
+def run_export(run: RunRecord, fmt: str) -> str:
     """The run as exporter ``fmt`` writes it (`--export-FORMAT`, -o)."""
     from winml_perf.publish.exporters import get
 
     write = get(fmt).run_text
     assert write is not None, f"exporter {fmt} has no run text"  # _exports takes run formats only
-    return write(doc)
+    return write(run)
 
 
-def run_text(doc: dict, fmt: str) -> str:
+def run_text(run: RunRecord, fmt: str) -> str:
     from winml_perf.publish.render import run_text as text
 
-    return text(doc, fmt)
+    return text(run, fmt)

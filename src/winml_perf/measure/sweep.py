@@ -59,11 +59,10 @@ def _gpu_bandwidth_or_none(
     """NVIDIA bandwidth, probed only when a cell has a stage on an NVIDIA GPU."""
     if host is None:
         return None
-    from winml_perf.record.decode_roofline import stage_ep
     from winml_perf.record.device_bandwidth import NVIDIA_GPU, nvidia_bandwidth, stage_device
 
-    stages = [s for c in cells if c.session.token_based for s in (c.route.to_dict().get("stages") or [])]
-    if not any(stage_device(stage_ep(s, {}), environment).device == NVIDIA_GPU for s in stages):
+    stages = [s for c in cells if c.session.token_based for s in c.route.stages]
+    if not any(stage_device(s.ran_on(), environment).device == NVIDIA_GPU for s in stages):
         return None
     try:
         return nvidia_bandwidth()

@@ -2,12 +2,14 @@
 
 A ``CellRecord`` is one JSON document per cell (one route at one shape), self-contained: route,
 shape, policies, load phases, raw per-iteration samples, summary metrics (units in the names),
-memory, roofline, environment, warnings, status. A ``RunRecord`` groups the cells of one
+memory, roofline, environment, warnings, status. Its sections are typed (model/record_sections.py,
+model/route.py, model/result.py); ``to_dict``/``from_dict`` are only for the JSON edges (-o
+files, the store, imports). A ``RunRecord`` groups the cells of one
 invocation under a ``run_id`` with the sweep's description (routes, shapes, seed, round orders).
 
 Both carry ``schema_version``; ``schemas/record.schema.json`` is the JSON Schema of the dicts
-(results/validation.py checks a dict against it).
-This module is plain data: it imports nothing from the measuring side (bench/) nor onnxruntime.
+(record/validation.py checks a dict against it).
+This module is plain data: it imports nothing from the measuring side (measure/) nor onnxruntime.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any
 
+from winml_perf.model.record_sections import Headline, MetricSummary, Policy, RecordSamples, RecordWarning, Shape
+from winml_perf.model.result import CellFailure, LoadPhases
+from winml_perf.model.route import Route
 from winml_perf.support.errors import StoreError
 
 #: Version of the record layout. Bump on any change a reader must know about, and describe it here:
@@ -69,18 +74,18 @@ class CellRecord:
     status: str  # "ok" | "failed"
     runtime: str
     bundle: str
-    route: Mapping[str, Any]  # label, asked/resolved/per-stage (as prepared), actual (as the session reported)
-    shape: Mapping[str, Any]  # prompt_tokens, max_new_tokens
+    route: Route  # label, asked/resolved/per-stage (as prepared), actual (as the session reported)
+    shape: Shape
     prompt: Mapping[str, Any]
-    policy: Mapping[str, Any]  # warmup, iterations, rounds, isolate, seed
-    load: Mapping[str, Any]  # plugin_registration_ms, prepare_ms, compile_ms, model_load_ms, first_generation_ms
-    samples: Mapping[str, Any]  # {"warmup": [...], "iterations": [...]}
-    metrics: Mapping[str, Any]  # metric name -> summary statistics
-    summary: Mapping[str, Any]  # headline scalars (medians etc.), units in names
+    policy: Policy
+    load: LoadPhases
+    samples: RecordSamples
+    metrics: Mapping[str, MetricSummary]  # metric name -> summary statistics
+    summary: Headline  # headline scalars (medians etc.), units in names
     memory: Mapping[str, Any]
     environment: Mapping[str, Any]
-    warnings: tuple[Mapping[str, Any], ...] = ()
-    failure: Mapping[str, Any] | None = None
+    warnings: tuple[RecordWarning, ...] = ()
+    failure: CellFailure | None = None
     stop_reason: str | None = None
     output: Mapping[str, Any] = field(default_factory=dict)
     roofline: Mapping[str, Any] | None = None
@@ -98,41 +103,52 @@ class CellRecord:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def to_dict(self) -> dict:
-        d = {f.name: copied(getattr(self, f.name)) for f in fields(self)}
-        d["warnings"] = [dict(w) for w in self.warnings]
-        d["invocations"] = [dict(i) for i in self.invocations]
-        d["uncertainty"] = dict(d["uncertainty"])
-        for key in (
-            "route",
-            "shape",
-            "prompt",
-            "policy",
-            "load",
-            "samples",
-            "metrics",
-            "summary",
-            "memory",
-            "environment",
-            "output",
-        ):
-            d[key] = dict(d[key])
+    def to_dict(self) -> dict[str, Any]:
+        """The record's JSON document (the keys in this order)."""
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d.update(
+            route=self.route.to_dict(),
+            shape=self.shape.to_dict(),
+            policy=self.policy.to_dict(),
+            load=self.load.to_dict(),
+            samples=self.samples.to_dict(),
+            metrics={name: s.to_dict() for name, s in self.metrics.items()},
+            summary=self.summary.to_dict(),
+            warnings=[w.to_dict() for w in self.warnings],
+            failure=None if self.failure is None else self.failure.to_dict(),
+            invocations=[dict(copied(i)) for i in self.invocations],
+        )
+        for key in ("prompt", "memory", "environment", "output", "uncertainty"):
+            d[key] = dict(copied(d[key]))
+        for key in ("roofline", "explain"):
+            d[key] = copied(d[key])
         return d
 
     def to_json(self, indent: int | None = None) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> CellRecord:
+    def from_dict(cls, d: Mapping[str, Any]) -> CellRecord:
         _check_version(d, f"cell record {d.get('cell_id', '?')}")
         if d.get("kind", "cell") != "cell":
             raise StoreError(f"record kind {d.get('kind')!r} is not a cell record", "pass a cell record (kind 'cell')")
         names = {f.name for f in fields(cls)}
         values = {k: copied(v) for k, v in d.items() if k in names}
-        values["warnings"] = tuple(values.get("warnings") or ())
-        values["invocations"] = tuple(values.get("invocations") or ())
-        values["uncertainty"] = dict(values.get("uncertainty") or {})
-        values["schema_version"] = SCHEMA_VERSION  # read older layouts into the current one
+        failure = values.get("failure")
+        values.update(
+            route=Route.from_dict(values["route"]),
+            shape=Shape.from_dict(values["shape"]),
+            policy=Policy.from_dict(values["policy"]),
+            load=LoadPhases.from_dict(values["load"]),
+            samples=RecordSamples.from_dict(values["samples"]),
+            metrics={name: MetricSummary.from_dict(s) for name, s in (values.get("metrics") or {}).items()},
+            summary=Headline.from_dict(values["summary"]),
+            warnings=tuple(RecordWarning.from_dict(w) for w in values.get("warnings") or ()),
+            failure=None if failure is None else CellFailure.from_dict(failure),
+            invocations=tuple(values.get("invocations") or ()),
+            uncertainty=dict(values.get("uncertainty") or {}),
+            schema_version=SCHEMA_VERSION,  # read older layouts into the current one
+        )
         return cls(**values)
 
 

@@ -5,7 +5,8 @@ plain inference sessions alike.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from winml_perf.model.sample import IterationSample
@@ -23,8 +24,13 @@ class LoadPhases:
     first_generation_ms: float | None = None
     session_reused: bool = False
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {k: (finite_or_none(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LoadPhases:
+        values = {f.name: d.get(f.name) for f in fields(cls) if f.name != "session_reused"}
+        return cls(**values, session_reused=bool(d.get("session_reused", False)))
 
 
 @dataclass(frozen=True)
@@ -42,8 +48,12 @@ class CellFailure:
     traceback: str | None = None
     phase: str | None = None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> CellFailure:
+        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
 
     @property
     def reason(self) -> str:

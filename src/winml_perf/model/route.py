@@ -136,6 +136,11 @@ class StageRoute:
         """The EP that ran every node of the stage when that is not ``ep_after`` (from its placement)."""
         return self.placement.ep_actual if self.placement is not None else None
 
+    def ran_on(self, actual: Mapping[str, str] | None = None) -> str | None:
+        """What ran the stage: the session's report (``actual``: {stage: EP}), else its placement's
+        proof, else the EP the route asked."""
+        return (actual or {}).get(self.stage) or self.ep_actual or self.ep_after
+
     def to_dict(self) -> dict:
         d: dict[str, Any] = {
             "stage": self.stage,

@@ -1,4 +1,4 @@
-"""Turn what the runner measured (CellResult) into records (results/record.py): statistics,
+"""Turn what the runner measured (CellResult) into typed records (model/record.py): statistics,
 headline numbers, warnings, output fingerprint, roofline. Pure functions of the samples."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from typing import Any
 
 from winml_perf.model.metrics import DECODE_THROUGHPUT, ITL, POOLED, get, metric_values, session_metrics
 from winml_perf.model.record import CellRecord, RunRecord
+from winml_perf.model.record_sections import Headline, MetricSummary, Policy, RecordSamples, RecordWarning, Shape
 from winml_perf.model.result import CellResult
 from winml_perf.model.sample import IterationSample
 from winml_perf.model.spec import finite_or_none
@@ -200,31 +201,18 @@ def cell_record(
         status=result.status,
         runtime=cell.session.runtime,
         bundle=cell.bundle,
-        route=route.to_dict(),
-        shape={
-            "prompt_tokens": result.prompt_info.get("tokens", cell.prompt_tokens),
-            "max_new_tokens": cell.max_new_tokens,
-            "requested_prompt_tokens": cell.prompt_tokens,
-        },
+        route=route,
+        shape=Shape(result.prompt_info.get("tokens", cell.prompt_tokens), cell.max_new_tokens, cell.prompt_tokens),
         prompt={**cell.prompt.to_dict(), **result.prompt_info},
-        policy={
-            "warmup": cell.warmup.to_dict(),
-            "iterations": cell.iterations.to_dict(),
-            "cell_timeout_s": cell.cell_timeout_s,
-            "session": cell.session.to_dict(),
-            **dict(policy_extra or {}),
-        },
-        load=result.load.to_dict(),
-        samples={
-            "warmup": [s.to_dict(keep_token_ids) for s in result.warmup_samples],
-            "iterations": [s.to_dict(keep_token_ids) for s in result.samples],
-        },
-        metrics={k: v.to_dict() for k, v in metrics.items()},
-        summary=summary,
+        policy=Policy.of(cell.warmup, cell.iterations, cell.cell_timeout_s, cell.session, dict(policy_extra or {})),
+        load=result.load,
+        samples=RecordSamples(result.warmup_samples, result.samples, keep_token_ids),
+        metrics={k: MetricSummary.of(v) for k, v in metrics.items()},
+        summary=Headline(summary),
         memory=dict(result.memory),
         environment=dict(environment),
-        warnings=tuple(w.to_dict() for w in cell_warnings(result, metrics, section)),
-        failure=result.failure.to_dict() if result.failure else None,
+        warnings=tuple(record_warning(w) for w in cell_warnings(result, metrics, section)),
+        failure=result.failure,
         stop_reason=result.stop_reason,
         output=output_fingerprint(result.samples),
         roofline=roof,
@@ -236,6 +224,11 @@ def cell_record(
         invocations=tuple(invocation_figures(result)),
         uncertainty=section,
     )
+
+
+def record_warning(w: W.BenchWarning) -> RecordWarning:
+    """A warning as the record keeps it."""
+    return RecordWarning(w.code, w.message, w.remedy, dict(w.data))
 
 
 def invocation_figures(result: CellResult) -> list[dict[str, Any]]:
