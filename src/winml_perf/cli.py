@@ -15,7 +15,7 @@ import sys
 import typer
 
 from winml_perf.commands import bundle, compare, dashboard, devices, perf, results
-from winml_perf.commands.help_style import PlainHelpCommand
+from winml_perf.commands.help_style import PlainHelpCommand, PlainTyper
 from winml_perf.support.errors import EXIT_USAGE, Interrupted, RunInterrupted, WinmlPerfError, signal_name
 
 # At exit the interpreter's last collections walk every live object (~0.2 s with numpy, scipy and
@@ -23,7 +23,7 @@ from winml_perf.support.errors import EXIT_USAGE, Interrupted, RunInterrupted, W
 # the system with the process; objects freed by reference count are still freed.
 atexit.register(gc.freeze)
 
-app = typer.Typer(
+app = PlainTyper(
     name="winml",
     help="Benchmark ONNX Runtime GenAI bundles and ONNX models, with EP routing as a measured variable.",
     no_args_is_help=True,

@@ -12,15 +12,18 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Annotated
 
 import typer
 from tabulate import tabulate
 
 from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
+from winml_perf.commands.help_style import PlainTyper
 from winml_perf.commands.synth import synth
 from winml_perf.ep import table as eps
 from winml_perf.ep.options import parse_options
+from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import OK, StageRoute, with_placements
 from winml_perf.model.runtime import GENAI
 from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
@@ -28,8 +31,28 @@ from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")  # show; prepare prints table or json
 PREPARE_FORMATS = ("table", "json")
 
-app = typer.Typer(help="Make, inspect, prepare and clean model bundles.", no_args_is_help=True)
+app = PlainTyper(help="Make, inspect, prepare and clean model bundles.", no_args_is_help=True)
 app.command("synth")(synth)
+
+# The route options `show` and `prepare` share, declared once.
+EpOpt = Annotated[
+    str | None, typer.Option("--ep", metavar="NAME", help="force this EP (any spelling: cpu, qnn, OpenVINO, ...)")
+]
+DeviceOpt = Annotated[
+    str | None, typer.Option("--device", metavar="CLASS", help="force the best EP for cpu|gpu|npu|auto here")
+]
+StagesOpt = Annotated[
+    str | None,
+    typer.Option("--stages", metavar="A,B", help="limit the forced route to these stages (comma-separated)"),
+]
+EpOptionOpt = Annotated[
+    list[str] | None,
+    typer.Option("--ep-option", metavar="KEY=VALUE", help="EP provider option of the forced route (repeatable)"),
+]
+EpLibraryOpt = Annotated[
+    list[str] | None,
+    typer.Option("--ep-library", metavar="NAME=PATH", help="a plugin EP library (repeatable)"),
+]
 
 
 def parse_stages(stages: str | None) -> list[str] | None:
@@ -99,24 +122,22 @@ def placement_cells(stage: StageRoute) -> list[str]:
 
 @app.command("show")
 def show_command(
-    bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json)"),
-    ep: str | None = typer.Option(None, "--ep", help="force this EP (any spelling: cpu, qnn, OpenVINO, ...)"),
-    device: str | None = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
-    stages: str | None = typer.Option(
-        None, "--stages", help="limit the forced route to these stages (comma-separated)"
-    ),
-    format: str = typer.Option("table", "--format", help="table, json, jsonl, csv or markdown"),
-    placement: bool = typer.Option(
-        False,
-        "--placement",
-        help="open each stage's model on its EP and show where its nodes are placed (nodes per EP, ops that fall back to CPU)",
-    ),
-    ep_option: list[str] | None = typer.Option(
-        None, "--ep-option", help="EP provider option KEY=VALUE of the forced route (repeatable)"
-    ),
-    ep_library: list[str] | None = typer.Option(
-        None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"
-    ),
+    bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", help="bundle folder (holds genai_config.json)")],
+    ep: EpOpt = None,
+    device: DeviceOpt = None,
+    stages: StagesOpt = None,
+    format: Annotated[
+        str, typer.Option("--format", metavar="FORMAT", help="table, json, jsonl, csv or markdown")
+    ] = "table",
+    placement: Annotated[
+        bool,
+        typer.Option(
+            "--placement",
+            help="open each stage's model on its EP and show where its nodes are placed (nodes per EP, ops that fall back to CPU)",
+        ),
+    ] = False,
+    ep_option: EpOptionOpt = None,
+    ep_library: EpLibraryOpt = None,
 ) -> None:
     """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
     _check_format(format)
@@ -156,32 +177,33 @@ def show_command(
 
 @app.command("prepare")
 def prepare_command(
-    bundle: Path = typer.Argument(..., help="bundle folder (holds genai_config.json), or an .onnx model"),
-    ep: str | None = typer.Option(None, "--ep", help="force this EP"),
-    device: str | None = typer.Option(None, "--device", help="force the best EP for cpu|gpu|npu|auto here"),
-    stages: str | None = typer.Option(
-        None, "--stages", help="limit the forced route to these stages (comma-separated)"
-    ),
-    graph_optimization_level: str = typer.Option(
-        "all", "--graph-optimization-level", help=".onnx: disable|basic|extended|layout|all"
-    ),
-    session_config: list[str] | None = typer.Option(
-        None, "--session-config", help=".onnx: session config KEY=VALUE (repeatable)"
-    ),
-    compile: bool = typer.Option(
-        False, "--compile", help="compile stages on EPContext EPs (QNN, OpenVINO, VitisAI, TensorRT-RTX)"
-    ),
-    compile_timeout: float = typer.Option(600.0, "--compile-timeout", help="seconds per compile child process"),
-    verify_sources: bool = typer.Option(
-        False, "--verify-sources", help="hash source files' contents into the cache key"
-    ),
-    format: str = typer.Option("table", "--format", help="table or json"),
-    ep_library: list[str] | None = typer.Option(
-        None, "--ep-library", help="NAME=PATH of a plugin EP library (repeatable)"
-    ),
-    ep_option: list[str] | None = typer.Option(
-        None, "--ep-option", help="EP provider option KEY=VALUE of the forced route (repeatable)"
-    ),
+    bundle: Annotated[
+        Path, typer.Argument(metavar="BUNDLE", help="bundle folder (holds genai_config.json), or an .onnx model")
+    ],
+    ep: EpOpt = None,
+    device: DeviceOpt = None,
+    stages: StagesOpt = None,
+    graph_optimization_level: Annotated[
+        str,
+        typer.Option("--graph-optimization-level", metavar="LEVEL", help=".onnx: disable|basic|extended|layout|all"),
+    ] = "all",
+    session_config: Annotated[
+        list[str] | None,
+        typer.Option("--session-config", metavar="KEY=VALUE", help=".onnx: session config entry (repeatable)"),
+    ] = None,
+    compile: Annotated[
+        bool,
+        typer.Option("--compile", help="compile stages on EPContext EPs (QNN, OpenVINO, VitisAI, TensorRT-RTX)"),
+    ] = False,
+    compile_timeout: Annotated[
+        float, typer.Option("--compile-timeout", metavar="S", help="seconds per compile child process")
+    ] = DEFAULTS.compile_timeout_s,
+    verify_sources: Annotated[
+        bool, typer.Option("--verify-sources", help="hash source files' contents into the cache key")
+    ] = False,
+    format: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json")] = "table",
+    ep_library: EpLibraryOpt = None,
+    ep_option: EpOptionOpt = None,
 ) -> None:
     """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
     _check_format(format, PREPARE_FORMATS)
@@ -299,7 +321,9 @@ def _say_waiting(root: Path) -> None:
 
 
 @app.command("clean")
-def clean_command(bundle: Path = typer.Argument(..., help="bundle folder, or an .onnx model")) -> None:
+def clean_command(
+    bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", help="bundle folder, or an .onnx model")],
+) -> None:
     """Remove the bundle's derived bundles (`_compiled/`, and its cache folder if any); waits for runs measuring from them."""
     if bundle.suffix == ".onnx" and bundle.is_file():
         from winml_perf.bundle.onnx_prepare import clean_onnx

@@ -8,32 +8,36 @@ from typing import Annotated
 
 import typer
 
+from winml_perf.commands.help_style import PlainTyper
 from winml_perf.publish.formats import FORMAT_HELP, check_format, human, json_text, table_text
 from winml_perf.support.errors import BenchmarkFailure, UsageError
 
-app = typer.Typer(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
+app = PlainTyper(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
 
 StoreOpt = Annotated[
     str | None,
     typer.Option(
         "--store",
+        metavar="PATH|URL",
         help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).",
     ),
 ]
 MetricOpt = Annotated[
     list[str] | None,
     typer.Option(
-        "--metric", help="Metric(s) to compare (repeatable; default: every per-iteration metric both sides have)."
+        "--metric",
+        metavar="METRIC",
+        help="Metric(s) to compare (repeatable; default: every per-iteration metric both sides have).",
     ),
 ]
 EquivalenceOpt = Annotated[
-    str, typer.Option("--equivalence", help="Differences within this band count as equivalent, e.g. 2%.")
+    str, typer.Option("--equivalence", metavar="PCT", help="Differences within this band count as equivalent, e.g. 2%.")
 ]
-FormatOpt = Annotated[str, typer.Option("--format", help=FORMAT_HELP)]
-BundleOpt = Annotated[str | None, typer.Option("--bundle", help="Only this bundle (name or path).")]
-TestbedOpt = Annotated[str | None, typer.Option("--testbed", help="Only this testbed id.")]
-PromptOpt = Annotated[int | None, typer.Option("--prompt-tokens", help="Only this prompt length.")]
-NewOpt = Annotated[int | None, typer.Option("--max-new-tokens", help="Only this number of new tokens.")]
+FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)]
+BundleOpt = Annotated[str | None, typer.Option("--bundle", metavar="BUNDLE", help="Only this bundle (name or path).")]
+TestbedOpt = Annotated[str | None, typer.Option("--testbed", metavar="ID", help="Only this testbed id.")]
+PromptOpt = Annotated[int | None, typer.Option("--prompt-tokens", metavar="N", help="Only this prompt length.")]
+NewOpt = Annotated[int | None, typer.Option("--max-new-tokens", metavar="N", help="Only this number of new tokens.")]
 
 
 def _fmt(fmt: str) -> None:
@@ -76,16 +80,24 @@ RUNS_HEAD = ["series", "metric", "n base", "n cand", "baseline", "candidate", "Î
 def routes_command(
     run: Annotated[
         str | None,
-        typer.Option("--run", help="Run id (or prefix); default: the latest run with the baseline route and another."),
+        typer.Option(
+            "--run",
+            metavar="RUN",
+            help="Run id (or prefix); default: the latest run with the baseline route and another.",
+        ),
     ] = None,
     baseline_route: Annotated[
-        str, typer.Option("--baseline-route", help="The route the others are compared with.")
+        str, typer.Option("--baseline-route", metavar="ROUTE", help="The route the others are compared with.")
     ] = "config",
-    route: Annotated[list[str] | None, typer.Option("--route", help="Only these routes (repeatable).")] = None,
+    route: Annotated[
+        list[str] | None, typer.Option("--route", metavar="ROUTE", help="Only these routes (repeatable).")
+    ] = None,
     metric: MetricOpt = None,
     equivalence: EquivalenceOpt = "2%",
-    resamples: Annotated[int, typer.Option("--resamples", help="Bootstrap resamples.")] = 2000,
-    seed: Annotated[int, typer.Option("--seed", help="Bootstrap seed (same data + seed = same interval).")] = 20240601,
+    resamples: Annotated[int, typer.Option("--resamples", metavar="N", help="Bootstrap resamples.")] = 2000,
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="Bootstrap seed (same data + seed = same interval).")
+    ] = 20240601,
     bundle: BundleOpt = None,
     testbed: TestbedOpt = None,
     prompt_tokens: PromptOpt = None,
@@ -160,14 +172,16 @@ def runs_command(
         str,
         typer.Option(
             "--baseline",
+            metavar="RUN",
             help="run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest, previous, or a bare id/commit/version/date.",
         ),
     ],
-    candidate: Annotated[str, typer.Option("--candidate", help="Same forms as --baseline.")] = "latest",
+    candidate: Annotated[str, typer.Option("--candidate", metavar="RUN", help="Same forms as --baseline.")] = "latest",
     fail_on_regression: Annotated[
         str | None,
         typer.Option(
             "--fail-on-regression",
+            metavar="PCT",
             help="Exit 1 when a series' newest runs start a significant change point worse than this (short history: the candidate's interval wholly beyond it), e.g. 5%.",
         ),
     ] = None,
@@ -177,7 +191,7 @@ def runs_command(
     metric: MetricOpt = None,
     equivalence: EquivalenceOpt = "2%",
     bundle: BundleOpt = None,
-    route: Annotated[str | None, typer.Option("--route", help="Only this route.")] = None,
+    route: Annotated[str | None, typer.Option("--route", metavar="ROUTE", help="Only this route.")] = None,
     testbed: TestbedOpt = None,
     prompt_tokens: PromptOpt = None,
     max_new_tokens: NewOpt = None,

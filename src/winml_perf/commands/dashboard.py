@@ -10,24 +10,31 @@ import typer
 
 
 def dashboard_command(
-    output: Annotated[Path, typer.Option("--output", "-o", help="Folder to write index.html into.")] = Path("site"),
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="DIR", help="Folder to write index.html into.")
+    ] = Path("site"),
     store: Annotated[
         str | None,
         typer.Option(
             "--store",
+            metavar="PATH|URL",
             help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).",
         ),
     ] = None,
-    title: Annotated[str, typer.Option("--title", help="Page title.")] = "winml-perf results",
-    bundle: Annotated[str | None, typer.Option("--bundle", help="Only this bundle.")] = None,
-    testbed: Annotated[str | None, typer.Option("--testbed", help="Only this testbed id.")] = None,
+    title: Annotated[str, typer.Option("--title", metavar="TEXT", help="Page title.")] = "winml-perf results",
+    bundle: Annotated[str | None, typer.Option("--bundle", metavar="BUNDLE", help="Only this bundle.")] = None,
+    testbed: Annotated[str | None, typer.Option("--testbed", metavar="ID", help="Only this testbed id.")] = None,
     since: Annotated[
-        str | None, typer.Option("--since", help="Only records from this date on (2025-01-31 or 30d).")
+        str | None, typer.Option("--since", metavar="WHEN", help="Only records from this date on (2025-01-31 or 30d).")
     ] = None,
     jobs: Annotated[
         int | None,
         typer.Option(
-            "--jobs", "-j", min=1, help="Worker processes writing pages (default: by store size, at most the CPUs)."
+            "--jobs",
+            "-j",
+            metavar="N",
+            min=1,
+            help="Worker processes writing pages (default: by store size, at most the CPUs).",
         ),
     ] = None,
 ) -> None:

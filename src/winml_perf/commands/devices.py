@@ -49,9 +49,9 @@ def _row(d: EPDevice) -> list[str]:
 
 
 def devices_command(
-    format: str = typer.Option("table", "--format", help=FORMAT_HELP),
+    format: str = typer.Option("table", "--format", metavar="FORMAT", help=FORMAT_HELP),
     ep_library: list[str] | None = typer.Option(
-        None, "--ep-library", help=f"NAME=PATH of a plugin EP library (repeatable; also {ENV_VAR})"
+        None, "--ep-library", metavar="NAME=PATH", help=f"NAME=PATH of a plugin EP library (repeatable; also {ENV_VAR})"
     ),
 ) -> None:
     """List the execution-provider devices onnxruntime offers on this machine (plugins included)."""

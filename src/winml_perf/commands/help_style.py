@@ -1,28 +1,58 @@
-"""Help screens without type placeholders: options show their metavar (``N``, ``FILE``) or
-nothing (flags), never typer's ``<bool>`` / ``<str>`` / ``<path>``."""
+"""One help style for every command: options show their metavar (``N``, ``FILE``, ``NAME=PATH``) or
+nothing (flags), never typer's ``<bool>`` / ``<str>`` / ``<path>`` / ``<list[str]>``.
+
+Every app is a ``PlainTyper``: its groups and commands use the classes below. A value option states
+its metavar where it is declared (``typer.Option(metavar="N", ...)``); tests/unit/test_help_style.py
+walks every command's help and fails on a ``<type>`` placeholder.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from typer.core import TyperArgument, TyperCommand
+import typer
+from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
 
 
 def _no_type(ctx: Any) -> None:
     return None
 
 
+def _plain_help_option(option: Any) -> Any:
+    if option is not None:
+        option.metavar = ""  # a flag: no value to describe
+    return option
+
+
 class PlainHelpCommand(TyperCommand):
-    """A command whose arguments show their name only, and whose --help shows no type."""
+    """A command whose arguments show their name only, and whose flags show no type."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for param in self.params:
             if isinstance(param, TyperArgument):
-                param.display_type_rich = _no_type  # the name column already says what it is
+                param.display_type_rich = _no_type  # type: ignore[method-assign]  # the name column says what it is
+            elif isinstance(param, TyperOption) and param.is_flag and param.metavar is None:
+                param.metavar = ""  # a flag: no value to describe
 
     def get_help_option(self, ctx: Any) -> Any:
-        option = super().get_help_option(ctx)
-        if option is not None:
-            option.metavar = ""  # a flag: no value to describe
-        return option
+        return _plain_help_option(super().get_help_option(ctx))
+
+
+class PlainHelpGroup(TyperGroup):
+    """A group (``winml``, ``winml results``, ...) whose --help shows no type."""
+
+    def get_help_option(self, ctx: Any) -> Any:
+        return _plain_help_option(super().get_help_option(ctx))
+
+
+class PlainTyper(typer.Typer):
+    """A Typer app whose groups and commands use the plain help style unless told otherwise."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", PlainHelpGroup)
+        super().__init__(**kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.setdefault("cls", PlainHelpCommand)
+        return super().command(*args, **kwargs)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from winml_perf.ep.options import parse_options
+from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
@@ -68,7 +69,7 @@ def _warmup(text: str):
     from winml_perf.model.spec import WarmupPolicy
 
     if text == "auto":
-        return WarmupPolicy(mode="settle", count=1)
+        return WarmupPolicy(mode="settle", count=DEFAULTS.warmup)
     try:
         n = int(text)
     except ValueError:
@@ -77,15 +78,13 @@ def _warmup(text: str):
         ) from None
     if n < 0:
         raise UsageError(f"--warmup must be 0 or more, got {n}", "pass --warmup 0 or more")
-    return WarmupPolicy(mode="count", count=n, max_count=max(n, 20))
+    return WarmupPolicy(mode="count", count=n, max_count=max(n, DEFAULTS.warmup_max))
 
 
-#: Invocations (fresh processes) by default: enough for an interval across runs (docs/benchmarks.md).
-DEFAULT_INVOCATIONS = 5
-#: Least invocations of an adaptive run before it may stop at its target. Two give a between-process
-#: variance on one degree of freedom: two processes alike by chance gave ±1.4 % where processes
-#: differ by 40 %; three is the fewest with a second degree of freedom.
-ADAPTIVE_MIN_INVOCATIONS = 3
+#: Invocations (fresh processes) by default; the why is at model/defaults.py.
+DEFAULT_INVOCATIONS = DEFAULTS.invocations
+#: Least invocations of an adaptive run before it may stop at its target (model/defaults.py).
+ADAPTIVE_MIN_INVOCATIONS = DEFAULTS.adaptive_min_invocations
 
 
 def _iterations(
@@ -95,7 +94,7 @@ def _iterations(
     max_iterations: int,
     max_time: float,
     invocations: int | None = None,
-    max_invocations: int = 20,
+    max_invocations: int = DEFAULTS.max_invocations,
 ):
     from winml_perf.model.spec import IterationPolicy
 
@@ -228,7 +227,7 @@ def perf(
     ] = False,
     compile_timeout: Annotated[
         float, typer.Option(metavar="S", rich_help_panel=ROUTING, help="Seconds allowed for each compile.")
-    ] = 600.0,
+    ] = DEFAULTS.compile_timeout_s,
     verify_sources: Annotated[
         bool,
         typer.Option(
@@ -265,18 +264,20 @@ def perf(
         typer.Option(
             metavar="N",
             rich_help_panel=WORKLOAD,
-            help="Prompt length(s) in tokens; a sweep (syntax below). Default 128.",
+            help=f"Prompt length(s) in tokens; a sweep (syntax below). Default {DEFAULTS.prompt_tokens}.",
         ),
     ] = None,
     max_new_tokens: Annotated[
         list[str] | None,
         typer.Option(
-            metavar="N", rich_help_panel=WORKLOAD, help="Tokens generated per iteration; a sweep. Default 32."
+            metavar="N",
+            rich_help_panel=WORKLOAD,
+            help=f"Tokens generated per iteration; a sweep. Default {DEFAULTS.max_new_tokens}.",
         ),
     ] = None,
     seed: Annotated[
         int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Seed for synthetic prompts and the route order.")
-    ] = 0,
+    ] = DEFAULTS.seed,
     check_outputs: Annotated[
         bool,
         typer.Option(
@@ -291,17 +292,17 @@ def perf(
         typer.Option(
             metavar="N|auto", rich_help_panel=MEASUREMENT, help="Warmup iterations, or auto (until times settle)."
         ),
-    ] = "1",
+    ] = str(DEFAULTS.warmup),
     iterations: Annotated[
         int,
         typer.Option(metavar="N", rich_help_panel=MEASUREMENT, help="Measured iterations in each invocation (fixed)."),
-    ] = 5,
+    ] = DEFAULTS.iterations,
     invocations: Annotated[
         int | None,
         typer.Option(
             metavar="N",
             rich_help_panel=MEASUREMENT,
-            help="Invocations per route: a fresh process and model load each, interleaved across routes (default 5; adaptive: at least 3). 1: one process, its interval covers that process only.",
+            help=f"Invocations per route: a fresh process and model load each, interleaved across routes (default {DEFAULTS.invocations}; adaptive: at least {DEFAULTS.adaptive_min_invocations}). 1: one process, its interval covers that process only.",
         ),
     ] = None,
     max_invocations: Annotated[
@@ -309,7 +310,7 @@ def perf(
         typer.Option(
             metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at most this many invocations per route."
         ),
-    ] = 20,
+    ] = DEFAULTS.max_invocations,
     target_ci: Annotated[
         str | None,
         typer.Option(
@@ -323,7 +324,7 @@ def perf(
         typer.Option(
             metavar="N", rich_help_panel=MEASUREMENT, help="Adaptive: at least this many iterations in each invocation."
         ),
-    ] = 6,
+    ] = DEFAULTS.min_iterations,
     max_iterations: Annotated[
         int,
         typer.Option(
@@ -331,7 +332,7 @@ def perf(
             rich_help_panel=MEASUREMENT,
             help="Adaptive: at most this many iterations per cell, all invocations together.",
         ),
-    ] = 1000,
+    ] = DEFAULTS.max_iterations,
     max_time: Annotated[
         float,
         typer.Option(
@@ -339,7 +340,7 @@ def perf(
             rich_help_panel=MEASUREMENT,
             help="Adaptive: at most this many seconds per cell (loads, warmups and iterations).",
         ),
-    ] = 600.0,
+    ] = DEFAULTS.max_time_s,
     rounds: Annotated[
         int | None,
         typer.Option(
@@ -534,7 +535,7 @@ def perf(
         prompt=prompt,
         apply_template=apply_template,
         prompt_tokens=sweep_values(prompt_tokens, "--prompt-tokens") if prompt_tokens else None,
-        max_new_tokens=sweep_values(max_new_tokens or ["32"], "--max-new-tokens"),
+        max_new_tokens=sweep_values(max_new_tokens or [str(DEFAULTS.max_new_tokens)], "--max-new-tokens"),
         warmup=_warmup(warmup),
         iterations=_iterations(
             iterations, target_ci, min_iterations, max_iterations, max_time, invocations, max_invocations

@@ -9,36 +9,48 @@ from typing import Annotated
 
 import typer
 
+from winml_perf.commands.help_style import PlainTyper
 from winml_perf.publish import exporters
 from winml_perf.publish.formats import FORMAT_HELP, FORMATS, check_format, json_text, table_text
 from winml_perf.support.errors import UsageError
 
-app = typer.Typer(help="List, show and export stored benchmark results.", no_args_is_help=True)
+app = PlainTyper(help="List, show and export stored benchmark results.", no_args_is_help=True)
 
 StoreOpt = Annotated[
     str | None,
     typer.Option(
         "--store",
+        metavar="PATH|URL",
         help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).",
     ),
 ]
-BundleOpt = Annotated[str | None, typer.Option("--bundle", help="Only this bundle (name or path).")]
-RouteOpt = Annotated[str | None, typer.Option("--route", help="Only this route (config, ep=cpu, device=gpu, ...).")]
-TestbedOpt = Annotated[str | None, typer.Option("--testbed", help="Only this testbed id.")]
+BundleOpt = Annotated[str | None, typer.Option("--bundle", metavar="BUNDLE", help="Only this bundle (name or path).")]
+RouteOpt = Annotated[
+    str | None, typer.Option("--route", metavar="ROUTE", help="Only this route (config, ep=cpu, device=gpu, ...).")
+]
+TestbedOpt = Annotated[str | None, typer.Option("--testbed", metavar="ID", help="Only this testbed id.")]
 RunOpt = Annotated[
     str | None,
     typer.Option(
-        "--run", help="Only this run (its id or a unique prefix, e.g. the 8 characters `results list` shows)."
+        "--run",
+        metavar="RUN",
+        help="Only this run (its id or a unique prefix, e.g. the 8 characters `results list` shows).",
     ),
 ]
 SinceOpt = Annotated[
-    str | None, typer.Option("--since", help="Only records from this date/time on (2025-01-31, ISO time, or 7d / 12h).")
+    str | None,
+    typer.Option(
+        "--since", metavar="WHEN", help="Only records from this date/time on (2025-01-31, ISO time, or 7d / 12h)."
+    ),
 ]
 UntilOpt = Annotated[
-    str | None, typer.Option("--until", help="Only records before this date/time (a bare date includes that day).")
+    str | None,
+    typer.Option("--until", metavar="WHEN", help="Only records before this date/time (a bare date includes that day)."),
 ]
-StatusOpt = Annotated[str | None, typer.Option("--status", help="ok or failed.")]
-CommitOpt = Annotated[str | None, typer.Option("--commit", help="Only records of this git commit (prefix).")]
+StatusOpt = Annotated[str | None, typer.Option("--status", metavar="STATUS", help="ok or failed.")]
+CommitOpt = Annotated[
+    str | None, typer.Option("--commit", metavar="SHA", help="Only records of this git commit (prefix).")
+]
 
 
 def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
@@ -85,8 +97,8 @@ def list_command(
     until: UntilOpt = None,
     status: StatusOpt = None,
     commit: CommitOpt = None,
-    limit: Annotated[int | None, typer.Option("--limit", help="Only the newest N records.")] = None,
-    fmt: Annotated[str, typer.Option("--format", help=FORMAT_HELP)] = "table",
+    limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="Only the newest N records.")] = None,
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)] = "table",
 ) -> None:
     """List stored records (oldest first), with headline numbers."""
     from winml_perf.publish.exporters.markdown import MARKDOWN_HEADERS, summary_rows
@@ -163,13 +175,18 @@ def show_command(
     record_id: Annotated[
         str,
         typer.Argument(
-            help="A record's numeric id (from `winml results list`), its cell id (prefix), or a run id (prefix: every record of that run)."
+            metavar="RECORD",
+            help="A record's numeric id (from `winml results list`), its cell id (prefix), or a run id (prefix: every record of that run).",
         ),
     ],
     store: StoreOpt = None,
     fmt: Annotated[
         str,
-        typer.Option("--format", help="table, json (the whole stored record), jsonl, csv or markdown (the metrics)."),
+        typer.Option(
+            "--format",
+            metavar="FORMAT",
+            help="table, json (the whole stored record), jsonl, csv or markdown (the metrics).",
+        ),
     ] = "table",
 ) -> None:
     """Show stored records: identity, metrics and warnings, or the whole record as JSON."""
@@ -203,14 +220,19 @@ def export_command(
         str,
         typer.Option(
             "--format",
+            metavar="FORMAT",
             help=exporters.format_help(),
         ),
     ],
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", metavar="FILE", help="Write here instead of stdout.")
+    ] = None,
     direction: Annotated[
         str | None,
         typer.Option(
-            "--direction", help="With --format gab: bigger or smaller (the same as gab-bigger / gab-smaller)."
+            "--direction",
+            metavar="DIRECTION",
+            help="With --format gab: bigger or smaller (the same as gab-bigger / gab-smaller).",
         ),
     ] = None,
     store: StoreOpt = None,
@@ -258,7 +280,9 @@ def export_command(
 
 @app.command("import")
 def import_command(
-    files: Annotated[list[Path], typer.Argument(help="Run record files (`winml perf -o`) or cell records.")],
+    files: Annotated[
+        list[Path], typer.Argument(metavar="FILE", help="Run record files (`winml perf -o`) or cell records.")
+    ],
     store: StoreOpt = None,
 ) -> None:
     """Store the cells of record files written on testbeds that cannot reach the store (a cell
@@ -280,7 +304,11 @@ def import_command(
 def prune_command(
     older_than: Annotated[
         str,
-        typer.Option("--older-than", help="Delete records older than this age (90d, 12w, 48h) or date (2025-01-31)."),
+        typer.Option(
+            "--older-than",
+            metavar="AGE",
+            help="Delete records older than this age (90d, 12w, 48h) or date (2025-01-31).",
+        ),
     ],
     store: StoreOpt = None,
 ) -> None:

@@ -13,15 +13,18 @@ from winml_perf.synth.transformer import ARCHITECTURES, PRECISIONS, PRESETS, Syn
 
 
 def synth(
-    output: Annotated[Path, typer.Option("-o", "--output", help="Folder to write the bundle to.")],
-    preset: Annotated[str, typer.Option(help=f"Architecture shape: {', '.join(PRESETS)}.")] = "tiny",
+    output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR", help="Folder to write the bundle to.")],
+    preset: Annotated[str, typer.Option(metavar="NAME", help=f"Architecture shape: {', '.join(PRESETS)}.")] = "tiny",
     arch: Annotated[
-        str | None, typer.Option(help=f"Model family ({', '.join(ARCHITECTURES)}); default: the preset's.")
+        str | None,
+        typer.Option(metavar="NAME", help=f"Model family ({', '.join(ARCHITECTURES)}); default: the preset's."),
     ] = None,
     precision: Annotated[
-        str, typer.Option("-p", "--precision", help=f"Builder precision: {', '.join(PRECISIONS)}.")
+        str, typer.Option("-p", "--precision", metavar="NAME", help=f"Builder precision: {', '.join(PRECISIONS)}.")
     ] = "int4",
-    execution_provider: Annotated[str, typer.Option("-e", "--execution-provider", help="Builder target EP.")] = "cpu",
+    execution_provider: Annotated[
+        str, typer.Option("-e", "--execution-provider", metavar="EP", help="Builder target EP.")
+    ] = "cpu",
     pipeline: Annotated[
         bool, typer.Option("--pipeline", help="Split into an NPU-style decoder-pipeline bundle.")
     ] = False,
@@ -34,18 +37,22 @@ def synth(
             "--static-npu", help="Static-shape pipeline with context and iterator on QNN (implies --pipeline)."
         ),
     ] = False,
-    prompt_length: Annotated[int, typer.Option(help="--static-npu: the context stage's fixed prompt length.")] = 16,
+    prompt_length: Annotated[
+        int, typer.Option(metavar="N", help="--static-npu: the context stage's fixed prompt length.")
+    ] = 16,
     kv_length: Annotated[
-        int, typer.Option(help="--static-npu: KV buffer positions (prompt + generated tokens).")
+        int, typer.Option(metavar="N", help="--static-npu: KV buffer positions (prompt + generated tokens).")
     ] = 128,
     soc_model: Annotated[
-        str, typer.Option(help="--static-npu: QNN soc_model for the context and iterator stages.")
+        str, typer.Option(metavar="MODEL", help="--static-npu: QNN soc_model for the context and iterator stages.")
     ] = "60",
-    seed: Annotated[int, typer.Option(help="Seed for weights and tokenizer corpus.")] = 0,
-    context_length: Annotated[int | None, typer.Option(help="Override max_position_embeddings.")] = None,
-    layers: Annotated[int | None, typer.Option(help="Override the number of layers (smaller test bundles).")] = None,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seed for weights and tokenizer corpus.")] = 0,
+    context_length: Annotated[int | None, typer.Option(metavar="N", help="Override max_position_embeddings.")] = None,
+    layers: Annotated[
+        int | None, typer.Option(metavar="N", help="Override the number of layers (smaller test bundles).")
+    ] = None,
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty output folder.")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json.")] = "table",
 ) -> None:
     """Make a random-weight onnxruntime-genai bundle (needs the `synth` extra; no hub access)."""
     overrides = {"num_hidden_layers": layers} if layers else {}

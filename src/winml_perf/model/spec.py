@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from winml_perf.model import metrics
+from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import Route
 from winml_perf.model.runtime import GENAI, runtime_named
 from winml_perf.support.errors import UsageError
@@ -83,10 +84,10 @@ class WarmupPolicy:
     """
 
     mode: Literal["count", "settle"] = "count"
-    count: int = 1
-    max_count: int = 20
-    settle_window: int = 3
-    settle_tolerance_pct: float = 5.0
+    count: int = DEFAULTS.warmup
+    max_count: int = DEFAULTS.warmup_max
+    settle_window: int = DEFAULTS.settle_window
+    settle_tolerance_pct: float = DEFAULTS.settle_tolerance_pct
     per_batch: int = 0
 
     def __post_init__(self) -> None:
@@ -116,11 +117,13 @@ class IterationPolicy:
     charged to the cell: loads, warmups and iterations). ``max_invocations`` 1 is the
     within-process rule (one invocation, its interval covers that process only)."""
 
-    iterations: int = 10
+    iterations: int = DEFAULTS.iterations
     target_ci_pct: float | None = None
-    min_iterations: int = 6
-    max_iterations: int = 1000
-    max_time_s: float = 600.0
+    min_iterations: int = DEFAULTS.min_iterations
+    max_iterations: int = DEFAULTS.max_iterations
+    max_time_s: float = DEFAULTS.max_time_s
+    # One process unless asked: in-process callers (tests, benchmarks, a child host) build policies
+    # without the command line, which asks for DEFAULTS.invocations.
     invocations: int = 1
     max_invocations: int = 1
 
@@ -162,9 +165,9 @@ class IterationPolicy:
     def until_ci(
         cls,
         target_pct: float,
-        min_iterations: int = 6,
-        max_iterations: int = 1000,
-        max_time_s: float = 600.0,
+        min_iterations: int = DEFAULTS.min_iterations,
+        max_iterations: int = DEFAULTS.max_iterations,
+        max_time_s: float = DEFAULTS.max_time_s,
         invocations: int = 1,
         max_invocations: int = 1,
     ) -> IterationPolicy:
