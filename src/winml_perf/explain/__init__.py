@@ -5,5 +5,7 @@ of nodes; ``breakdown`` turns the runs of each stage plus the wall-clock time of
 a per-phase breakdown (stage session time, operator time per op type and EP, copies and their
 bytes, and the host time no session accounts for); ``difference`` compares two breakdowns;
 ``text`` renders both. ``genai_run`` and ``onnx_run`` run the profiled session (they import
-onnxruntime); everything else is plain data and imports nothing from bench/ or results/.
+onnxruntime); everything else is plain data and imports nothing from measure/ or results/.
+
+May import: bundle, synth and the floors below them. Floors: docs/architecture.md; tests/unit/test_layering.py checks them.
 """

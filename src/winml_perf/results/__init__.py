@@ -10,6 +10,8 @@ Python API::
 ``store`` is a path, a URL, an open ``Store`` or None (``$WINML_PERF_STORE``, else
 ``results/winml-perf.db`` under the current folder). Filters: bundle, route, testbed, run_id,
 status, git_commit, version, since, until, prompt_tokens, max_new_tokens, ids, limit.
+
+May import: record and the floors below it. Floors: docs/architecture.md; tests/unit/test_layering.py checks them.
 """
 
 from __future__ import annotations

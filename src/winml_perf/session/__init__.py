@@ -1,1 +1,4 @@
-"""Runtime sessions: what the runner measures through."""
+"""Runtime sessions: what the runner measures through.
+
+May import: ep and the floors below it. Floors: docs/architecture.md; tests/unit/test_layering.py checks them.
+"""

@@ -1,4 +1,5 @@
-"""Uncertainty of benchmark figures: pure functions over numpy arrays (numpy and scipy only).
+"""All the math, as pure functions over numpy arrays (numpy and scipy only): intervals, bootstrap,
+modes, drift, Mann-Whitney, change points, step sizes.
 
 The names below load their module on first use (PEP 562), so importing one light module (modes,
 used by the change-point detector) does not import scipy with the rest.
@@ -9,6 +10,8 @@ used by the change-point detector) does not import scipy with the rest.
 - repetition: variance components per level and the next repetition to buy (K&J 2013).
 - percentiles: per-token latency percentiles resampling whole generations.
 - modes, drift: typed warnings for bimodal steps and invocation medians that drift.
+
+May import: model, support. Floors: docs/architecture.md; tests/unit/test_layering.py checks them.
 """
 
 from __future__ import annotations
