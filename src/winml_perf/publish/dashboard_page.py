@@ -259,7 +259,7 @@ def render(store: Store, job: PageJob) -> PageResult:
 
 @cache
 def _asset(name: str) -> str:
-    return resources.files("winml_perf.results").joinpath("assets", name).read_text(encoding="utf-8")
+    return resources.files("winml_perf.publish").joinpath("assets", name).read_text(encoding="utf-8")
 
 
 def render_page(title: str, heading: str, body: str, status: Mapping[str, Any]) -> str:
