@@ -86,10 +86,11 @@ class Metric:
 
 
 def _steps(s: Sample) -> Sequence[float]:
-    return s.decode_step_ms
+    steps: Sequence[float] = s.decode_step_ms
+    return steps
 
 
-_HEADLINE = dict(stored=True, compared=True, exported=True, drawn=True)
+_HEADLINE: dict[str, Any] = dict(stored=True, compared=True, exported=True, drawn=True)
 
 METRICS: tuple[Metric, ...] = (
     Metric(
@@ -294,7 +295,7 @@ def unit(name: str) -> str:
     return next((u for suffix, u in _SUFFIX_UNITS if name.endswith(suffix)), "")
 
 
-def sort_key(name: str) -> tuple:
+def sort_key(name: str) -> tuple[int, str]:
     """Table order; names outside the table after it, alphabetically."""
     m = BY_NAME.get(name)
     return (METRICS.index(m), "") if m else (len(METRICS), name)
@@ -312,14 +313,22 @@ def primary_metric(token_based: bool, max_new_tokens: int | None) -> str:
     return (DECODE_THROUGHPUT if (max_new_tokens or 0) > 1 else E2E).name
 
 
+#: Each per-iteration metric's name and derivation, in table order.
+_DERIVED: tuple[tuple[str, Callable[[Sample], float]], ...] = tuple(
+    (m.name, m.derive) for m in METRICS if m.source == ITERATION and m.derive is not None
+)
+
+
 def iteration_values(sample: Sample) -> dict[str, float]:
     """Every per-iteration metric of one sample (NaN where the sample cannot give it)."""
-    return {m.name: m.derive(sample) for m in METRICS if m.source == ITERATION}
+    return {name: derive(sample) for name, derive in _DERIVED}
 
 
 def metric_values(samples: Sequence[Sample], name: str) -> list[float]:
     """One per-iteration metric over samples, or a pooled metric's every value."""
     m = BY_NAME[name]
     if m.source == POOLED:
-        return [float(x) for s in samples for x in m.pool(s)]
+        pool = m.pool
+        assert pool is not None, f"pooled metric {name} has no pool"
+        return [float(x) for s in samples for x in pool(s)]
     return [s.values[name] for s in samples]

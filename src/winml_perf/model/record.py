@@ -52,7 +52,7 @@ def copied(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
-def _check_version(d: Mapping, what: str) -> None:
+def _check_version(d: Mapping[str, Any], what: str) -> None:
     version = d.get("schema_version")
     if not isinstance(version, int):
         raise StoreError(
@@ -169,7 +169,7 @@ class RunRecord:
     def ok(self) -> bool:
         return self.status == "ok"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "schema_version": self.schema_version,
             "kind": self.kind,
@@ -187,7 +187,7 @@ class RunRecord:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> RunRecord:
+    def from_dict(cls, d: Mapping[str, Any]) -> RunRecord:
         _check_version(d, f"run record {d.get('run_id', '?')}")
         if d.get("kind") != "run":
             raise StoreError(f"record kind {d.get('kind')!r} is not a run record", "pass a run record (kind 'run')")
@@ -203,13 +203,14 @@ class RunRecord:
         )
 
 
-def record_from_dict(d: Mapping) -> CellRecord | RunRecord:
+def record_from_dict(d: Mapping[str, Any]) -> CellRecord | RunRecord:
     """A cell or run record from its dict, by ``kind``."""
     return RunRecord.from_dict(d) if d.get("kind") == "run" else CellRecord.from_dict(d)
 
 
 @lru_cache(maxsize=1)
-def load_schema() -> dict:
+def load_schema() -> dict[str, Any]:
     """The JSON Schema of records (package data winml_perf/schemas/record.schema.json)."""
     text = resources.files("winml_perf").joinpath("schemas", SCHEMA_RESOURCE).read_text(encoding="utf-8")
-    return json.loads(text)
+    schema: dict[str, Any] = json.loads(text)
+    return schema

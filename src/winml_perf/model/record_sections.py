@@ -145,7 +145,7 @@ class MetricSummary:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MetricSummary:
-        values = {f.name: d.get(f.name) for f in fields(cls)}
+        values: dict[str, Any] = {f.name: d.get(f.name) for f in fields(cls)}
         values["outlier_indices"] = tuple(d.get("outlier_indices") or ())
         return cls(**values)
 

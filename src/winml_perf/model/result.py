@@ -53,7 +53,17 @@ class CellFailure:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CellFailure:
-        return cls(**{f.name: d.get(f.name) for f in fields(cls)})
+        return cls(
+            kind=d["kind"],
+            message=d["message"],
+            remedy=d.get("remedy"),
+            error_type=d.get("error_type"),
+            exit_code=d.get("exit_code"),
+            signal=d.get("signal"),
+            signal_name=d.get("signal_name"),
+            traceback=d.get("traceback"),
+            phase=d.get("phase"),
+        )
 
     @property
     def reason(self) -> str:

@@ -14,7 +14,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 CPU = "CPUExecutionProvider"
 #: StagePlacement.status: the session was created / could not be created / the EP is not in this process.
@@ -23,7 +23,7 @@ OK, ERROR, UNAVAILABLE = "ok", "error", "unavailable"
 BUNDLE, MODEL = "bundle", "model"
 
 
-def _tuple(values: Any) -> tuple:
+def _tuple(values: Any) -> tuple[Any, ...]:
     return tuple(values or ())
 
 
@@ -68,7 +68,7 @@ class StagePlacement:
         """Nodes per EP other than ``ep`` (those that would not run on it)."""
         return {k: n for k, n in self.nodes_per_ep.items() if k != ep and n}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "stage": self.stage,
             "files": list(self.files),
@@ -113,8 +113,8 @@ class StageRoute:
     files: tuple[str, ...]
     ep_before: str | None  # canonical name, the unknown genai key as written, or None (plain ONNX model)
     ep_after: str | None
-    provider_options_before: tuple[dict, ...] = ()
-    provider_options_after: tuple[dict, ...] = ()
+    provider_options_before: tuple[dict[str, Any], ...] = ()
+    provider_options_after: tuple[dict[str, Any], ...] = ()
     forced: bool = False
     options_source: str | None = None  # "config" | "cpu" | "own" | "borrowed:<stage>" | "default"; None: not planned
     run_on_prompt: bool = True
@@ -141,7 +141,7 @@ class StageRoute:
         proof, else the EP the route asked."""
         return (actual or {}).get(self.stage) or self.ep_actual or self.ep_after
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
             "stage": self.stage,
             "files": list(self.files),
@@ -204,8 +204,8 @@ class CompileOutcome:
     compile_ms: float = 0.0
     compatibility: Mapping[str, Any] | None = None  # bundle.compat.Verdict.to_dict(): verdict, source, status, info
 
-    def to_dict(self) -> dict:
-        d = {
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
             "stages": list(self.stages),
             "source": self.source,
             "ep": self.ep,
@@ -247,7 +247,7 @@ class OutputCheck:
     def equal(self) -> bool:
         return self.first_difference is None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "prompt_tokens": self.prompt_tokens,
             "new_tokens": self.new_tokens,
@@ -261,9 +261,9 @@ class OutputCheck:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> OutputCheck:
         return cls(
-            d.get("prompt_tokens"),
-            d.get("new_tokens"),
-            d.get("seed"),
+            cast(int, d.get("prompt_tokens")),
+            cast(int, d.get("new_tokens")),
+            cast(int, d.get("seed")),
             _tuple(d.get("config_token_ids")),
             _tuple(d.get("route_token_ids")),
             d.get("first_difference"),
@@ -325,7 +325,7 @@ class Route:
     def placements(self) -> tuple[StagePlacement, ...]:
         return tuple(s.placement for s in self.stages if s.placement is not None)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"label": self.label}
         stages = [s.to_dict() for s in self.stages]
         if self.kind == BUNDLE:

@@ -7,6 +7,7 @@ Token sessions fill the token fields; a plain inference session fills only ``lat
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -84,7 +85,7 @@ class IterationSample:
             invocation=invocation,
         )
 
-    def to_dict(self, keep_token_ids: bool = False) -> dict:
+    def to_dict(self, keep_token_ids: bool = False) -> dict[str, Any]:
         d = {
             "round_index": self.round_index,
             "invocation": self.invocation,
@@ -101,7 +102,7 @@ class IterationSample:
         return d
 
     @classmethod
-    def from_dict(cls, d: dict) -> IterationSample:
+    def from_dict(cls, d: Mapping[str, Any]) -> IterationSample:
         return cls(
             latency_ms=d["latency_ms"],
             prompt_tokens=d.get("prompt_tokens"),

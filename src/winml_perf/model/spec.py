@@ -39,7 +39,7 @@ class SessionSpec:
     def token_based(self) -> bool:
         return runtime_named(self.runtime).token_based
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "runtime": self.runtime,
             "path": self.path,
@@ -48,7 +48,7 @@ class SessionSpec:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> SessionSpec:
+    def from_dict(cls, d: Mapping[str, Any]) -> SessionSpec:
         return cls(d["runtime"], d["path"], tuple(d.get("plugin_libraries", ())), dict(d.get("options", {})))
 
 
@@ -66,11 +66,11 @@ class PromptSpec:
     def mode(self) -> str:
         return "synthetic" if self.text is None else "text"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"mode": self.mode, "text": self.text, "apply_template": self.apply_template, "seed": self.seed}
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> PromptSpec:
+    def from_dict(cls, d: Mapping[str, Any]) -> PromptSpec:
         return cls(d.get("text"), bool(d.get("apply_template", False)), int(d.get("seed", 0)))
 
 
@@ -96,11 +96,11 @@ class WarmupPolicy:
         if self.count < 0 or self.per_batch < 0 or self.max_count < self.count:
             raise UsageError(f"--warmup: counts must be >= 0 and max >= count (got {self.count}, max {self.max_count})")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> WarmupPolicy:
+    def from_dict(cls, d: Mapping[str, Any]) -> WarmupPolicy:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -180,13 +180,13 @@ class IterationPolicy:
             max_invocations=max_invocations,
         )
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["mode"] = "adaptive" if self.adaptive else "fixed"
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> IterationPolicy:
+    def from_dict(cls, d: Mapping[str, Any]) -> IterationPolicy:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
@@ -265,7 +265,7 @@ class CellSpec:
             raise UsageError(f"--cell-timeout must be > 0 s, got {self.cell_timeout_s}")
 
     @property
-    def shape_key(self) -> tuple:
+    def shape_key(self) -> tuple[int | None, int | None, PromptSpec]:
         """Cells with the same shape key (and different routes) are interleaved together."""
         return (self.prompt_tokens, self.max_new_tokens, self.prompt)
 
@@ -281,10 +281,10 @@ class CellSpec:
         return metrics.primary_metric(self.session.token_based, self.max_new_tokens)
 
 
-def _positive_ints(values: Sequence[int] | None, flag: str) -> list:
+def _positive_ints(values: Sequence[int] | None, flag: str) -> list[int | None]:
     if values is None:
         return [None]
-    out = list(values)
+    out: list[int | None] = list(values)
     if not out:
         raise UsageError(f"{flag} got an empty list", f"give at least one value, e.g. {flag} 128")
     for v in out:
