@@ -100,7 +100,7 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(1)
     except Exception as exc:  # command-line parsing errors, and anything unexpected
         if isinstance(exc, _CLICK_ERROR):
-            exc.show()
+            exc.show()  # type: ignore[attr-defined]  # _CLICK_ERROR is click's ClickException, found at run time
             sys.exit(EXIT_USAGE if isinstance(exc, _CLICK_USAGE_ERROR) else 1)
         if _verbose(args):
             raise

@@ -89,8 +89,8 @@ def _check_format(format: str, allowed: Sequence[str] = FORMATS) -> None:
         raise UsageError(f"unknown format {format!r} (--format)", remedy=f"use one of: {', '.join(allowed)}")
 
 
-def _ep_label(name: str) -> str:
-    return eps.ep_alias(name) if eps.is_known_ep(name) else f"{name} (unknown)"
+def _ep_label(name: str | None) -> str:
+    return eps.ep_alias(name) if name is not None and eps.is_known_ep(name) else f"{name} (unknown)"
 
 
 def stage_rows(stages: Sequence[StageRoute]) -> list[list[str]]:
@@ -106,8 +106,8 @@ def stage_rows(stages: Sequence[StageRoute]) -> list[list[str]]:
     return rows
 
 
-_HEADERS = ("stage", "file", "P/T", "EP before -> after", "provider_options after")
-_PLACEMENT_HEADERS = ("nodes per EP", "CPU fallback ops")
+_HEADERS: tuple[str, ...] = ("stage", "file", "P/T", "EP before -> after", "provider_options after")
+_PLACEMENT_HEADERS: tuple[str, ...] = ("nodes per EP", "CPU fallback ops")
 
 
 def placement_cells(stage: StageRoute) -> list[str]:

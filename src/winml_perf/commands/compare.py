@@ -115,6 +115,7 @@ def routes_command(
     if resamples < 100:
         raise UsageError(f"--resamples must be >= 100, got {resamples}", "the default 2000 is a good choice")
     eq = parse_pct(equivalence, "--equivalence")
+    assert eq is not None  # --equivalence has a default
     with open_store(store, create=False) as s:
         report = compare_stored_routes(
             s,
@@ -206,6 +207,7 @@ def runs_command(
 
     _fmt(fmt)
     eq = parse_pct(equivalence, "--equivalence")
+    assert eq is not None  # --equivalence has a default
     gate = parse_pct(fail_on_regression, "--fail-on-regression")
     with open_store(store, create=False) as s:
         report = compare_stored_runs(

@@ -136,8 +136,10 @@ def _check_runtime_flags(runtime: Runtime, given: dict[str, bool]) -> None:
     bad = [flag for flag in wrong if given.get(flag)]
     if bad:
         other = next(r for r in RUNTIMES.values() if r is not runtime)
-        other = f"{other.name} ({other.what})"
-        raise UsageError(f"{', '.join(bad)} do not apply to --runtime {runtime}", f"they belong to --runtime {other}")
+        raise UsageError(
+            f"{', '.join(bad)} do not apply to --runtime {runtime}",
+            f"they belong to --runtime {other.name} ({other.what})",
+        )
 
 
 # Help panels: a new option joins one with `rich_help_panel=PANEL`.
@@ -484,9 +486,9 @@ def perf(
     from winml_perf.publish.formats import check_format
 
     check_format(fmt)
-    runtime = runtime_named(runtime) if runtime else runtime_for_path(bundle)
+    chosen = runtime_named(runtime) if runtime else runtime_for_path(bundle)
     _check_runtime_flags(
-        runtime,
+        chosen,
         {
             "--stages": bool(stages),
             "--ep-option": bool(ep_option),
@@ -501,7 +503,7 @@ def perf(
         },
     )
     onnx_options = {}
-    if not runtime.token_based:
+    if not chosen.token_based:
         if not bundle.exists():
             raise UsageError(f"model {bundle} does not exist", "pass the path of an .onnx file")
         from winml_perf.session.onnx_options import options_from_flags
@@ -525,7 +527,7 @@ def perf(
         )
     request = PerfRequest(
         path=bundle,
-        runtime=runtime.name,
+        runtime=chosen.name,
         routes=_routes(route or [], ep, device, stages),
         ep_libraries=tuple(ep_library or ()),
         ep_options=tuple(sorted(parse_options(ep_option or ()).items())),
