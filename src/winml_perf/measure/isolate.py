@@ -87,6 +87,7 @@ def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory
             op = msg[0]
             if op == "exit":
                 return
+            reply: tuple[str, object]  # ("ok", a measure/replies.py reply) or ("error", ErrorReply)
             try:
                 if op == "load":
                     reply = ("ok", host.load())
