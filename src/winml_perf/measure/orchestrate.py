@@ -15,12 +15,13 @@ from typing import Any
 
 from winml_perf.bundle import cache
 from winml_perf.measure.validate import validate_request
+from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import MODEL, Route, StageRoute
 from winml_perf.model.runtime import GENAI, ONNX, runtime_named
 from winml_perf.model.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.support.errors import StoreError, UsageError
 
-DEFAULT_PROMPT_TOKENS = 128
+DEFAULT_PROMPT_TOKENS = DEFAULTS.prompt_tokens
 
 
 @dataclass(frozen=True)
@@ -94,7 +95,7 @@ class PerfRequest:
     ep_libraries: tuple[str, ...] = ()
     ep_options: tuple[tuple[str, str], ...] = ()  # --ep-option, under each route's own options
     compile: bool = False
-    compile_timeout_s: float = 600.0
+    compile_timeout_s: float = DEFAULTS.compile_timeout_s
     verify_sources: bool = False
     prompt: str | None = None
     apply_template: bool = False
@@ -358,7 +359,7 @@ def _check_static_prompt(config, req: PerfRequest) -> None:
     asked = req.prompt_tokens or (DEFAULT_PROMPT_TOKENS,)
     wrong = [n for n in asked if n != length]
     if wrong:
-        flag = "--prompt-tokens" if req.prompt_tokens else "--prompt-tokens (default 128)"
+        flag = "--prompt-tokens" if req.prompt_tokens else f"--prompt-tokens (default {DEFAULT_PROMPT_TOKENS})"
         raise UsageError(
             f"{flag} {','.join(map(str, wrong))}: stage `{stage}` of {req.path} has a static prompt length of {length} tokens",
             f"pass --prompt-tokens {length}",
