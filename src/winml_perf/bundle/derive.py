@@ -213,7 +213,7 @@ def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: lis
         compile_ms = sum(o.compile_ms for o in outcomes)
         config = config.replace_filenames(compiler.filename_updates(outcomes))
         compat.remember(tmp, outcomes, config)  # the compile children's session verdicts: a hit needs no session
-        written += sum((tmp / o.output).stat().st_size for o in outcomes if o.status == "compiled")
+        written += sum((tmp / o.compiled_output).stat().st_size for o in outcomes if o.status == "compiled")
     (tmp / CONFIG_NAME).unlink(missing_ok=True)  # a link to the source config: replace, never write through
     text = config.dumps()
     (tmp / CONFIG_NAME).write_text(text, encoding="utf-8")

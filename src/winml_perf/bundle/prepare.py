@@ -120,7 +120,7 @@ def _reuse_verdicts(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple
         replace(
             o,
             compatibility=compat.check_stage(
-                folder, o.output, o.ep, compat.stage_options(config, o.stages[0])
+                folder, o.compiled_output, o.ep, compat.stage_options(config, o.stages[0])
             ).to_dict(),
         )
         if o.status == "compiled"

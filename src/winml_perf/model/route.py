@@ -218,6 +218,13 @@ class CompileOutcome:
             d["compatibility"] = dict(self.compatibility)
         return d
 
+    @property
+    def compiled_output(self) -> str:
+        """``output`` of a compiled outcome: every compiled job writes its file."""
+        if self.output is None:
+            raise ValueError(f"compile outcome of {self.source} ({self.status}) has no output file")
+        return self.output
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> CompileOutcome:
         return cls(
