@@ -125,8 +125,10 @@ def _row_bytes(table: Initializer, rows: int) -> int:
 def _lm_head_names(graph: GraphInfo, initializers: Mapping[str, Initializer]) -> set[str]:
     """Initializers of the matmul that produces the logits, walking back through single-path ops."""
     producer = {out: n for n in graph.nodes for out in n.outputs}
-    name = LOGITS if any(o.name == LOGITS for o in graph.outputs) else None
-    for _ in range(MAX_LOGITS_HOPS if name else 0):
+    if not any(o.name == LOGITS for o in graph.outputs):
+        return set()
+    name = LOGITS
+    for _ in range(MAX_LOGITS_HOPS):
         node = producer.get(name)
         if node is None:
             break

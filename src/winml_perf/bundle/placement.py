@@ -152,6 +152,7 @@ def strict_violations(stages: Sequence[StageRoute], config_route: bool = False) 
     out = []
     for s in _held(stages, config_route):
         asked, p = s.ep_after, s.placement
+        assert asked is not None  # _held keeps stages with an EP only
         where = (
             f"stage `{s.stage}` ({', '.join(s.files)}) on {eps.ep_alias(asked) if eps.is_known_ep(asked) else asked}"
         )
@@ -361,6 +362,7 @@ def derived_placement(folder: Path, derive_key: str) -> RoutePlacement:
             else "made for other stages"
         )
     else:
+        assert problem is not None  # read_json says why whenever it gives no data
         why = "none yet" if problem == f"{PLACEMENT_FILE} is missing" else problem
     stages = tuple(measure_config(config, folder))
     transient = _transient(stages)

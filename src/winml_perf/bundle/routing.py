@@ -112,7 +112,7 @@ def plan_route(
         updates[stage.name] = list(after)
         routes.append(_route(stage, before, ep, after, True, source))
     all_forced = len(chosen) == len(config.stages)
-    decoder_opts = [] if all_forced and config.kind == "pipeline" else None
+    decoder_opts: list[dict] | None = [] if all_forced and config.kind == "pipeline" else None
     if decoder_opts is not None and tuple(decoder_opts) == config.decoder_provider_options:
         decoder_opts = None
     rewritten = config.with_provider_options(updates, decoder_opts)
@@ -131,6 +131,7 @@ def check_available(plan: RoutePlan, available: set[str] | frozenset[str], force
     for route in plan.stages:
         if route.ep_after in available:
             continue
+        assert route.ep_after is not None  # every stage of a genai plan names its EP (stage_ep)
         alias = eps.ep_alias(route.ep_after) if eps.is_known_ep(route.ep_after) else route.ep_after
         name = eps.EPS[route.ep_after].genai_name if route.ep_after in eps.EPS else route.ep_after
         install = eps.install_hint(route.ep_after) if route.ep_after in eps.EPS else ""

@@ -305,6 +305,7 @@ class Target:
         if self.kind == "config":
             return "config"
         if self.kind == "ep":
+            assert self.ep is not None  # an --ep target names its EP
             return f"ep={ep_alias(self.ep)}"
         return f"device={self.device}"
 
