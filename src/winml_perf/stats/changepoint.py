@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 
 from winml_perf.stats.arrays import Values
+from winml_perf.stats.history_band import beyond_band
 from winml_perf.stats.run_levels import as_runs, mode_aware_levels
 from winml_perf.stats.step_size import step
 from winml_perf.support.errors import UsageError
@@ -421,7 +422,7 @@ MIN_HISTORY = 8
 #: 0.70) about a night later (benchmarks/bench_gate.py; docs/benchmarks.md).
 GATE_ALPHA = 0.005
 UNCHANGED, INSUFFICIENT = "unchanged", "insufficient"
-BY_CHANGE_POINT, BY_INTERVAL = "change point", "interval"
+BY_CHANGE_POINT, BY_INTERVAL, BY_BAND = "change point", "interval", "band"
 
 
 @dataclass(frozen=True)
@@ -506,7 +507,12 @@ def judge_newest(
     fraction); the worst such one is reported. A step of 10 % or more is usually seen on its third
     or fourth night, at its own run (``_located``; benchmarks/bench_gate.py). With fewer runs:
     ``candidate_interval`` (the newest run's interval) against the median of the earlier runs'
-    estimates (their invocations' median when invocations are given)."""
+    estimates (their invocations' median when invocations are given).
+
+    First night (stats/history_band.py): with at least MIN_HISTORY runs of invocations and no
+    regression by change point, a regression (or an improvement, when nothing else changed) when
+    every invocation of the newest run lies beyond the band of the earlier runs' invocations by
+    more than ``threshold``: change points need runs after a step, this rule does not."""
     if threshold < 0:
         raise UsageError(f"gate: threshold must be >= 0 (a fraction), got {threshold}")
     recent = 2 * min_size if recent is None else recent
@@ -517,6 +523,48 @@ def judge_newest(
     if len(values) < MIN_HISTORY:
         per_run = [float(np.median(v)) for v in as_runs(values)] if _has_invocations(values) else values
         return _judge_by_interval(as_series(per_run), candidate_interval, higher_is_better, threshold)
+    verdict = _judge_by_change_points(
+        values,
+        run_ids,
+        higher_is_better,
+        threshold,
+        recent,
+        alpha=alpha,
+        permutations=permutations,
+        min_size=min_size,
+        seed=seed,
+    )
+    if verdict.is_regression:
+        return verdict
+    band = _judge_by_band(values, higher_is_better, threshold)
+    return band if band is not None and (band.is_regression or verdict.status == UNCHANGED) else verdict
+
+
+def _judge_by_band(values: Sequence[Any], higher_is_better: bool, threshold: float) -> Verdict | None:
+    """The first-night rule (stats/history_band.py) on runs of invocation estimates; None when it
+    does not decide (no invocations, or the newest run not wholly beyond the band)."""
+    if not _has_invocations(values):
+        return None
+    runs = as_runs(values)
+    band = beyond_band(runs[:-1], runs[-1], higher_is_better=higher_is_better, threshold=threshold)
+    if band is None:
+        return None
+    return Verdict(REGRESSION if band.worse else IMPROVEMENT, BY_BAND, band.reason(threshold))
+
+
+def _judge_by_change_points(
+    values: Sequence[Any],
+    run_ids: Sequence[Any] | None,
+    higher_is_better: bool,
+    threshold: float,
+    recent: int,
+    *,
+    alpha: float,
+    permutations: int,
+    min_size: int,
+    seed: int,
+) -> Verdict:
+    """The change-point rule of ``judge_newest`` (see there)."""
     points = detect_change_points(
         values,
         run_ids,
