@@ -17,6 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from winml_perf.stats.arrays import Values
+
 #: Fewest invocations the newest run needs for "all of them" to say something.
 MIN_BAND_INVOCATIONS = 3
 
@@ -43,7 +45,7 @@ class BandJudgement:
 
 
 def beyond_band(
-    earlier: Sequence[Sequence[float]], newest: Sequence[float], *, higher_is_better: bool, threshold: float
+    earlier: Sequence[Values], newest: Values, *, higher_is_better: bool, threshold: float
 ) -> BandJudgement | None:
     """The judgement when every invocation of ``newest`` lies more than ``threshold`` (a fraction)
     beyond the band of ``earlier`` (runs of invocation estimates) on one side; None otherwise, or
