@@ -214,7 +214,8 @@ class Worker:
     ) -> None:
         ctx = mp.get_context(start_method)
         parent_conn, child_conn = ctx.Pipe(duplex=True)
-        self._proc = ctx.Process(
+        # typeshed types get_context(str) as BaseContext; each concrete context it returns has Process
+        self._proc = ctx.Process(  # type: ignore[attr-defined]
             target=_worker_main, args=(context, target, child_conn, tuple(args)), name=name, daemon=True
         )
         self._proc.start()
@@ -285,7 +286,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from winml_perf.support.stdio import own_stdout
 
-    context = ChildContext.from_json(os.environ.pop(CONTEXT_ENV, None) or ChildContext().to_json())
+    context = ChildContext.from_json(os.environ.pop(CONTEXT_ENV, "") or ChildContext().to_json())
     with own_stdout():  # what EP libraries print on fd 1 goes to stderr; the module's own output stays on stdout
         apply(context)
         return int(importlib.import_module(args[0]).main(args[1:]) or 0)

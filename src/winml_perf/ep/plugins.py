@@ -48,6 +48,7 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from winml_perf.ep.table import is_known_ep, normalize_ep_name
 from winml_perf.support.errors import PluginError, UsageError
@@ -99,7 +100,14 @@ class PluginRegistration:
 
 _LOCK = threading.RLock()
 _REGISTERED: dict[str, PluginRegistration] = {}
-_STATE = {"settled": False, "discovered": None}  # settled: a registration has run; discovered: list[PluginSpec]
+
+
+class _State(TypedDict):
+    settled: bool  # a registration has run
+    discovered: list[PluginSpec] | None  # discover_plugin_packages(), once per process
+
+
+_STATE: _State = {"settled": False, "discovered": None}
 
 
 def registered_plugins() -> dict[str, PluginRegistration]:
@@ -309,7 +317,8 @@ def _package_of_library(path: str) -> dict | None:
 
 def plugin_identities() -> list[dict]:
     """plugin_identity() of every registered plugin library, by EP name."""
-    return [plugin_identity(name) for name in sorted(registered_plugins())]
+    identities = (plugin_identity(name) for name in sorted(registered_plugins()))
+    return [i for i in identities if i is not None]  # never None: each name is registered
 
 
 def collect_specs(
@@ -335,9 +344,10 @@ def collect_specs(
 def _discovered() -> list[PluginSpec]:
     """discover_plugin_packages(), run once per process (importing the packages costs tens of ms)."""
     with _LOCK:
-        if _STATE["discovered"] is None:
-            _STATE["discovered"] = discover_plugin_packages()
-        return list(_STATE["discovered"])
+        discovered = _STATE["discovered"]
+        if discovered is None:
+            discovered = _STATE["discovered"] = discover_plugin_packages()
+        return list(discovered)
 
 
 def _same_path(a: str, b: str) -> bool:
