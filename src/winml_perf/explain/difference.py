@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypedDict
 
 from winml_perf.explain.breakdown import PhaseBreakdown, phases_from_dict
 
@@ -58,8 +59,18 @@ def short_ep(name: str) -> str:
     return name[: -len("ExecutionProvider")] if name.endswith("ExecutionProvider") else name
 
 
-def _ops(phase: PhaseBreakdown) -> dict[tuple[str, str], dict]:
-    out: dict[tuple[str, str], dict] = {}
+class _OpTotals(TypedDict):
+    """One (stage, op) of a phase, summed over its nodes."""
+
+    ms: float
+    count: float
+    bytes: float
+    eps: list[str]
+    copy: bool
+
+
+def _ops(phase: PhaseBreakdown) -> dict[tuple[str, str], _OpTotals]:
+    out: dict[tuple[str, str], _OpTotals] = {}
     for stage in phase.stages:
         for op in stage.ops:
             t = out.setdefault(
@@ -86,7 +97,7 @@ def phase_difference(a: PhaseBreakdown, b: PhaseBreakdown, label_a: str = "a", l
     ops_a, ops_b, out = _ops(a), _ops(b), []
     for key in sorted(set(ops_a) | set(ops_b)):
         ta, tb = ops_a.get(key), ops_b.get(key)
-        zero = {"ms": 0.0, "count": 0.0, "bytes": 0.0, "eps": [], "copy": False}
+        zero: _OpTotals = {"ms": 0.0, "count": 0.0, "bytes": 0.0, "eps": [], "copy": False}
         ta, tb = ta or zero, tb or zero
         out.append(
             Contribution(
