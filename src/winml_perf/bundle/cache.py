@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 
-from winml_perf.bundle import cache_contents
+from winml_perf.bundle import cache_contents, no_follow
 from winml_perf.support import json_shapes
 from winml_perf.support.errors import BundleError
 
@@ -190,9 +190,9 @@ def _flock(path: Path, exclusive: bool, on_wait: Callable[[], None] | None = Non
             yield
         return
     while True:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        _make_root(path.parent)
         try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = no_follow.open_lock_file(path)
         except FileNotFoundError:  # the folder went between mkdir and open
             continue
         try:
@@ -215,6 +215,18 @@ def _flock(path: Path, exclusive: bool, on_wait: Callable[[], None] | None = Non
             os.close(fd)  # closing releases the lock
 
 
+def _make_root(root: Path) -> None:
+    """Create the artifact root; a root that is a symbolic link is refused (never followed)."""
+    no_follow.refuse_link(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise BundleError(
+            f"cannot create {root}: {exc.strerror}", f"free space or set {CACHE_ENV} to a writable folder"
+        ) from exc
+    no_follow.refuse_link(root)  # planted between the check and mkdir
+
+
 def _root_lock(root: Path, exclusive: bool, on_wait: Callable[[], None] | None = None):
     return _flock(root / ROOT_LOCK, exclusive, on_wait)
 
@@ -229,12 +241,7 @@ def holding(source_dir: Path) -> Iterator[None]:
     for work on an artifact after ``get_or_build`` returned it (placement read and saved, a run
     measuring from it)."""
     root = root_for(source_dir)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BundleError(
-            f"cannot create {root}: {exc.strerror}", f"free space or set {CACHE_ENV} to a writable folder"
-        ) from exc
+    _make_root(root)
     with _root_lock(root, exclusive=False):
         yield
 
@@ -252,8 +259,12 @@ def check_folder(
     folder: Path, key: str, shape: Mapping[str, object] = MANIFEST_SHAPE, check: Check | None = None
 ) -> tuple[dict | None, str | None]:
     """(manifest, None) when ``folder`` can be trusted as the artifact ``key``, else (None, why not)."""
+    if folder.is_symlink():
+        return None, f"{folder.name} is a symbolic link (nothing under {COMPILED_DIR}/ is followed); replacing it"
     if not folder.exists():
         return None, "absent"
+    if (folder / MANIFEST).is_symlink():
+        return None, f"{folder.name}/{MANIFEST} is a symbolic link (nothing is followed); rebuilding"
     manifest, problem = read_manifest(folder, {**MANIFEST_SHAPE, **shape})
     if manifest is None:
         return None, f"{folder.name} has no valid manifest ({problem}); rebuilding"
@@ -279,7 +290,8 @@ def miss_reason(root: Path, request: Request, components: dict, stale: str) -> s
     sibling = re.compile(rf"^{re.escape(request.prefix)}-[0-9a-f]{{12}}$")
     olds = []
     for folder in root.glob(f"{request.prefix}-*") if root.exists() else ():
-        manifest, _ = read_manifest(folder) if sibling.match(folder.name) else (None, None)
+        own = sibling.match(folder.name) and not folder.is_symlink()
+        manifest, _ = read_manifest(folder) if own else (None, None)
         if manifest is not None:
             olds.append((folder.stat().st_mtime, folder.name, manifest))
     if not olds:
@@ -328,12 +340,7 @@ def get_or_build(request: Request, build: Callable[[Path], dict], check: Check |
     root = root_for(request.source_dir)
     name = f"{request.prefix}-{key[:12]}"
     final = root / name
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BundleError(
-            f"cannot create {root}: {exc.strerror}", f"free space or set {CACHE_ENV} to a writable folder"
-        ) from exc
+    _make_root(root)
     with _root_lock(root, exclusive=False):  # checked under the lock too: no clean removes files mid-check
         manifest, stale = check_folder(final, key, request.shape, check)
         if manifest is not None:
@@ -351,9 +358,9 @@ def _rebuild(request: Request, root: Path, name: str, key: str, components: dict
     assert stale is not None  # check_folder says why whenever it gives no manifest
     reason = miss_reason(root, request, components, stale)
     for leftover in root.glob(f".tmp-{name}-*"):  # under the lock: left by dead or failed builds
-        shutil.rmtree(leftover, ignore_errors=True)
-    if final.exists():
-        shutil.rmtree(final)
+        no_follow.remove_quietly(leftover)
+    if os.path.lexists(final):
+        no_follow.remove(final)  # a planted link goes, its target stays
     manifest, size = _build(request, root, name, key, components, build)
     return Entry(final, key, "miss", reason, manifest, size)
 
@@ -418,8 +425,14 @@ def clean(source_dir: Path, family: str | None = None, on_wait: Callable[[Path],
     called when clean has to wait for one. Returns what went."""
     removed = []
     for root in roots_of(source_dir):
+        if root.is_symlink():  # planted: the link goes, never what it points at
+            _remove_from(root.parent, root)
+            removed.append(root)
+            continue
         if not root.is_dir():
             continue
+        if (root / ROOT_LOCK).is_symlink():
+            _remove_from(root, root / ROOT_LOCK)
         with _root_lock(root, exclusive=True, on_wait=functools.partial(on_wait, root) if on_wait else None):
             try:
                 if family is None:
@@ -429,10 +442,25 @@ def clean(source_dir: Path, family: str | None = None, on_wait: Callable[[Path],
                 mine = re.compile(rf"^(\.tmp-|\.)?(?:{family})-[0-9a-f]{{12}}(\.lock|-.*)?$")
                 for path in sorted(root.iterdir()):
                     if mine.match(path.name):
-                        shutil.rmtree(path) if path.is_dir() else path.unlink()
+                        no_follow.remove(path)
                         removed.append(path)
                 if [p.name for p in root.iterdir()] == [ROOT_LOCK]:
                     (root / ROOT_LOCK).unlink()  # held: a waiter on it retries on a fresh one
             except OSError as exc:
-                raise BundleError(f"cannot remove from {root}: {exc.strerror}", "check its permissions") from exc
+                raise _cannot_remove(root, exc) from exc
     return removed
+
+
+def _remove_from(folder: Path, path: Path) -> None:
+    try:
+        no_follow.remove(path)
+    except OSError as exc:
+        raise _cannot_remove(folder, exc) from exc
+
+
+def _cannot_remove(root: Path, exc: OSError) -> BundleError:
+    return BundleError(
+        f"cannot remove from {root}: {exc.strerror}",
+        "make the bundle folder writable (a read-only bundle keeps its derived bundles in "
+        f"{CACHE_ENV}, default ~/.cache/winml-perf) and rerun",
+    )
