@@ -85,6 +85,7 @@ class SessionHost:
         first = self._calls == 0
         t0 = time.perf_counter() if first else 0.0
         if self.spec.token_based:
+            assert cell is not None  # begin_cell names the cell before any token iteration
             timing = self.session.generate_timed(self._prompt_ids, cell.max_new_tokens)
             sample = IterationSample.from_timing(timing, round_index)
         else:

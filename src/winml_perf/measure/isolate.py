@@ -131,32 +131,33 @@ class ChildHost:
     def pid(self) -> int | None:
         return self._worker.pid if self._worker is not None else None
 
-    def _start(self) -> None:
+    def _start(self) -> child.Worker:
         context = child.ChildContext.from_parent(self.spec.plugin_libraries)
-        self._worker = child.Worker(
+        self._worker = worker = child.Worker(
             child_main,
             (self.spec, self.session_factory, self.sample_memory),
             context,
             f"winml-perf-cell:{self.spec.path}",
             self._start_method,
         )
+        return worker
 
     def _end(self, terminate_first: bool) -> dict[str, Any]:
         worker, self._worker = self._worker, None
+        assert worker is not None  # ended only while a child runs
         return worker.end(EXIT_GRACE_S, terminate_first).to_dict()
 
     def _request(self, msg: tuple, timeout_s: float | None, what: str) -> Any:
-        if self._worker is None:
-            self._start()
-        conn = self._worker.conn
+        worker = self._worker if self._worker is not None else self._start()
+        conn = worker.conn
         try:
             conn.send(msg)
             ready = conn.poll(timeout_s)
         except (BrokenPipeError, ConnectionResetError, EOFError, OSError):
             ready = True
         if not ready:
-            pid = self._worker.pid
-            self._worker.kill()
+            pid = worker.pid
+            worker.kill()
             info = self._end(terminate_first=False)
             raise ChildTimeout(
                 f"child {pid} gave no answer to {what} within the {timeout_s:.1f} s left of its time budget and was killed",
@@ -165,7 +166,7 @@ class ChildHost:
         try:
             status, payload = conn.recv()
         except (EOFError, ConnectionResetError, OSError):
-            pid = self._worker.pid
+            pid = worker.pid
             info = self._end(terminate_first=False)
             crashed = {k: v for k, v in info.items() if k != "text"}
             raise ChildCrashed(f"child {pid} {info['text']} during {what}", **crashed) from None
