@@ -33,7 +33,7 @@ class _Nvml:
     def __init__(self) -> None:
         self.handles: list = []
         self.note: str | None = None
-        self._nvml = None
+        self._nvml: Any = None  # the pynvml module (untyped) once NVML answered with a visible GPU
         try:
             import pynvml  # nvidia-ml-py
         except ImportError:

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from winml_perf.model.metrics import get
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 
 class Progress(Protocol):
@@ -66,7 +69,7 @@ class RichProgress:
             transient=False,
         )
         self._tasks: dict[str, Any] = {}
-        self._overall = None
+        self._overall: TaskID | None = None
 
     def sweep_started(self, total_cells: int) -> None:
         self._bar.start()
