@@ -61,7 +61,7 @@ def _gpu_bandwidth_or_none(
         return None
     from winml_perf.record.device_bandwidth import NVIDIA_GPU, nvidia_bandwidth, stage_device
 
-    stages = [s for c in cells if c.session.token_based for s in c.route.stages]
+    stages = [s for c in cells if c.session.token_based for s in c.recorded_route.stages]
     if not any(stage_device(s.ran_on(), environment).device == NVIDIA_GPU for s in stages):
         return None
     try:

@@ -216,6 +216,12 @@ class RouteSpec:
         object.__setattr__(self, "route", _route_for(self.label, self.route))
         object.__setattr__(self, "bundle", str(self.bundle or self.session.path))
 
+    @property
+    def recorded_route(self) -> Route:
+        """``route``: never None once built (a bare Route named by the label when none was given)."""
+        assert self.route is not None  # __post_init__ sets it
+        return self.route
+
     @classmethod
     def from_route(
         cls,
@@ -263,6 +269,12 @@ class CellSpec:
                 raise UsageError(f"--prompt-tokens must be >= 1, got {self.prompt_tokens}")
         if self.cell_timeout_s is not None and not self.cell_timeout_s > 0:
             raise UsageError(f"--cell-timeout must be > 0 s, got {self.cell_timeout_s}")
+
+    @property
+    def recorded_route(self) -> Route:
+        """``route``: never None once built (a bare Route named by the label when none was given)."""
+        assert self.route is not None  # __post_init__ sets it
+        return self.route
 
     @property
     def shape_key(self) -> tuple[int | None, int | None, PromptSpec]:
