@@ -129,10 +129,10 @@ def cell_warnings(
 ) -> list[W.BenchWarning]:
     cell = result.cell
     out: list[W.BenchWarning] = []
-    out += W.check_route_effect(cell.route_label, cell.route)
-    out += check_same_output(cell.route_label, cell.route)
-    out += W.check_partial_fallback(cell.route_label, cell.route)
-    out += W.check_stage_eps(cell.route, result.route_actual)
+    out += W.check_route_effect(cell.route_label, cell.recorded_route)
+    out += check_same_output(cell.route_label, cell.recorded_route)
+    out += W.check_partial_fallback(cell.route_label, cell.recorded_route)
+    out += W.check_stage_eps(cell.recorded_route, result.route_actual)
     if not result.samples:
         return out
     primary = cell.primary_metric
@@ -154,11 +154,11 @@ def cell_warnings(
         )
         m = get(primary)
         out += W.check_drift(primary, IV.by_invocation(result.samples, primary), m.short_unit or m.unit if m else "")
-    policy = cell.iterations
-    if policy.adaptive and result.stop_reason not in (None, "ci_target") and result.status == "ok":
+    target = cell.iterations.target_ci_pct  # None: a fixed policy
+    if target is not None and result.stop_reason not in (None, "ci_target") and result.status == "ok":
         half = (section or {}).get("primary", {}).get("half_width_pct")
         half = stats.ci_half_width_pct(values) if half is None else half
-        out += W.ci_not_reached(primary, half, policy.target_ci_pct, result.stop_reason, len(values))
+        out += W.ci_not_reached(primary, half, target, result.stop_reason, len(values))
     return out
 
 
@@ -177,17 +177,21 @@ def cell_record(
     cell = result.cell
     metrics, section = cell_statistics(result)
     summary = headline(result, metrics, section)
-    route = replace(cell.route, actual=dict(result.route_actual)) if result.route_actual else cell.route
+    route = (
+        replace(cell.recorded_route, actual=dict(result.route_actual)) if result.route_actual else cell.recorded_route
+    )
     roof = None
     if bandwidth is not None and cell.session.token_based and result.ok:
         from winml_perf.record.decode_roofline import HOST, NVIDIA_GPU, decode_roofline
         from winml_perf.record.device_bandwidth import working_set_bandwidth
 
+        prompt_tokens = result.prompt_info.get("tokens", cell.prompt_tokens)
+        assert prompt_tokens is not None and cell.max_new_tokens is not None  # a token cell that ran has both
         roof = decode_roofline(
             summary.get(DECODE_THROUGHPUT.name),
             cell.session.path,
             route.to_dict(),
-            result.prompt_info.get("tokens", cell.prompt_tokens),
+            prompt_tokens,
             cell.max_new_tokens,
             environment,
             {HOST: bandwidth, NVIDIA_GPU: gpu_bandwidth},
