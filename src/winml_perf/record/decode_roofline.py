@@ -42,7 +42,8 @@ def bound_fraction(bound_s: float, decode_tokens_per_s: float) -> float:
 def stage_ep(stage: Mapping[str, Any], actual: Mapping[str, Any]) -> str | None:
     """What ran the stage: the session's report, else the placement proof, else what the route asked."""
     placed = (stage.get("placement") or {}).get("ep_actual")
-    return actual.get(stage.get("stage")) or stage.get("ep_actual") or placed or stage.get("ep_after")
+    name = stage.get("stage")
+    return (actual.get(name) if name is not None else None) or stage.get("ep_actual") or placed or stage.get("ep_after")
 
 
 def _empty(note: str, db: DecodeBytes | None = None) -> dict[str, Any]:

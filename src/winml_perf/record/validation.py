@@ -80,7 +80,7 @@ def _first_error(d: Mapping) -> Any:
 
 def _raise_first_error(d: Mapping) -> None:
     """StoreError for the first (by path) place where ``d`` breaks the schema; nothing if none."""
-    cells = d.get("cells") if d.get("kind") == "run" and isinstance(d.get("cells"), list) else [d]
+    cells = d["cells"] if d.get("kind") == "run" and isinstance(d.get("cells"), list) else [d]
     checked = []
     for i, cell in enumerate(cells):
         stripped, bad = _steps_apart(cell) if isinstance(cell, Mapping) else (cell, None)

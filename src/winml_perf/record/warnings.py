@@ -296,7 +296,7 @@ def check_drift(metric: str, invocations: Sequence[Sequence[float]], unit: str) 
 def check_same_output(label: str, route: Route) -> list[BenchWarning]:
     """The warning for a route whose output_check found a difference."""
     check = route.output_check
-    if check is None or check.equal:
+    if check is None or check.first_difference is None:  # no check, or the outputs are equal (check.equal)
         return []
     pos = check.first_difference
     ref, got = check.config_token_ids, check.route_token_ids
