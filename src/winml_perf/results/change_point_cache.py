@@ -64,9 +64,10 @@ def _detector_sources() -> dict[str, Path]:
     todo = [changepoint]
     while todo:
         module = todo.pop()
-        if module.__name__ in seen or not getattr(module, "__file__", None):
+        file = getattr(module, "__file__", None)
+        if module.__name__ in seen or not file:
             continue
-        seen[module.__name__] = Path(module.__file__)
+        seen[module.__name__] = Path(file)
         for value in vars(module).values():
             owner = (
                 value if isinstance(value, ModuleType) else sys.modules.get(getattr(value, "__module__", None) or "")
@@ -106,7 +107,7 @@ class Search:
 
     def detect(self) -> list[dict]:
         """Run the detector (its public function) on this input: change points as dicts."""
-        values = [v if np.ndim(v) == 0 else list(v) for v in self.values]
+        values = [list(v) if isinstance(v, tuple) else v for v in self.values]  # per record: a median or a list
         found = changepoint.detect_change_points(values, list(self.run_ids), **dict(self.options))
         return [cp.to_dict() for cp in found]
 
@@ -158,11 +159,7 @@ def save(store: Store, found: Iterable[tuple[Search, list[dict]]], fingerprint: 
     ]
     if not rows or store.read_only:
         return 0
-    if store.location.dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    stmt = insert(mig.change_point_cache)
+    stmt = store.dialect_insert(mig.change_point_cache)
     stmt = stmt.on_conflict_do_update(
         index_elements=["series_key", "metric"],
         set_={

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy as sa
 
@@ -49,6 +49,9 @@ from winml_perf.results.location import (  # noqa: F401  (re-exported)
 from winml_perf.results.locking import WriterLock
 from winml_perf.results.rows import record_rows, restore_samples
 from winml_perf.support.errors import StoreError
+
+if TYPE_CHECKING:
+    from sqlalchemy.dialects import postgresql, sqlite
 
 #: How long a writer keeps retrying "database is locked" before giving up.
 WRITE_RETRY_DEADLINE_S = 120.0
@@ -252,7 +255,9 @@ class Store:
             with self._writer_turn(), self._write_conn() as conn, conn.begin():
                 record_id = conn.execute(insert.values(**rows.record)).scalar_one_or_none()
                 if record_id is None:  # stored before (same cell id): keep the first copy
-                    return int(self._id_of_uid(conn, rows.record["record_uid"]))
+                    first = self._id_of_uid(conn, rows.record["record_uid"])
+                    assert first is not None  # the insert met this uid, stored
+                    return int(first)
                 if rows.metrics:
                     conn.execute(mig.metrics.insert(), [{**m, "record_id": record_id} for m in rows.metrics])
                 if rows.samples:
@@ -271,12 +276,18 @@ class Store:
                 raise
             return existing
 
+    def dialect_insert(self, table: sa.Table) -> postgresql.Insert | sqlite.Insert:
+        """An INSERT into ``table`` in this store's dialect (each has its own ON CONFLICT clauses)."""
+        from sqlalchemy.dialects import postgresql, sqlite
+
+        return postgresql.insert(table) if self.location.dialect == "postgresql" else sqlite.insert(table)
+
     def _insert_ignoring_duplicates(self) -> Any:
-        if self.location.dialect == "postgresql":
-            from sqlalchemy.dialects.postgresql import insert
-        else:
-            from sqlalchemy.dialects.sqlite import insert
-        return insert(mig.records).on_conflict_do_nothing(index_elements=["record_uid"]).returning(mig.records.c.id)
+        return (
+            self.dialect_insert(mig.records)
+            .on_conflict_do_nothing(index_elements=["record_uid"])
+            .returning(mig.records.c.id)
+        )
 
     def write_records(self, records: Iterable[Mapping[str, Any]]) -> list[int]:
         return [self.write_record(r) for r in records]
@@ -460,6 +471,7 @@ def _now_utc() -> str:
 # -- opening ---------------------------------------------------------------------------------------
 def _read_only_store(loc: Location, applied: set[str]) -> Store:
     """A store file nobody can write here: read as it is (reading commands only)."""
+    assert loc.path is not None  # a SQLite location names its file
     if mig.pending(applied):
         raise StoreError(
             f"results store {loc.path} is read-only and has an older schema than this winml-perf reads",
@@ -478,6 +490,7 @@ def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = T
     ``--store`` is an error, not an empty store)."""
     loc = resolve_location(url_or_path)
     if loc.dialect == "sqlite":
+        assert loc.path is not None  # a SQLite location names its file
         applied = inspect_sqlite_file(loc.path)
         if applied is None and not create and not loc.path.exists():
             raise StoreError(
