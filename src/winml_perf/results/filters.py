@@ -36,7 +36,7 @@ def _bundle_condition(values: list[str]) -> sa.ColumnElement:
     r = mig.records.c
     names = [v for v in values if bundle_name(v) == v]
     paths = [v for v in values if bundle_name(v) != v]
-    conds = [r.bundle.in_(names)] if names else []
+    conds: list[sa.ColumnElement[bool]] = [r.bundle.in_(names)] if names else []
     conds += [sa.and_(r.bundle == bundle_name(v), r.bundle_path == v) for v in paths]
     return conds[0] if len(conds) == 1 else sa.or_(*conds)
 

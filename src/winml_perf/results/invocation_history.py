@@ -51,7 +51,7 @@ def invocation_histories(
     )
     sampled = _sampled(metrics)
 
-    def read(conn: sa.Connection) -> tuple[list, list]:
+    def read(conn: sa.Connection) -> tuple[Sequence[sa.Row], Sequence[sa.Row]]:
         head_rows = conn.execute(heads).all()
         # rows without stored invocations (none measured, or written without the column): the samples
         missing = sorted({row.id for row in head_rows if row.invocations is None and row.name in sampled})

@@ -175,11 +175,12 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
             record = json.loads(text)
             raw = record.get("samples") if isinstance(record.get("samples"), dict) else {}
             in_order = list(raw.get("iterations") or ()) + list(raw.get("warmup") or ())  # the rows' seq order
-            for row in by_record.get(rid, []):
-                sample = in_order[row["seq"]] if row["seq"] < len(in_order) else None
+            for sample_row in by_record.get(rid, []):
+                seq = sample_row["seq"]
+                sample = in_order[seq] if seq < len(in_order) else None
                 if isinstance(sample, dict) and isinstance(sample.get("invocation"), int):
-                    row["invocation"] = sample["invocation"]
-                    invocations.append({"rid": rid, "seq": row["seq"], "inv": sample["invocation"]})
+                    sample_row["invocation"] = sample["invocation"]
+                    invocations.append({"rid": rid, "seq": seq, "inv": sample["invocation"]})
             stored = without_restorable_samples(record, by_record.get(rid, []))
             new_text = (
                 text if stored is record else json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)

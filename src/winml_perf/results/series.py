@@ -173,7 +173,7 @@ def series_columns(
             )
         return {rid: [float(v) for v in values] for (rid, _), values in zip(rows, lists)}
 
-    def read(conn: sa.Connection) -> tuple[list, list, dict]:
+    def read(conn: sa.Connection) -> tuple[Sequence[sa.Row], Sequence[sa.Row], dict]:
         return (
             conn.execute(recs).all(),
             conn.execute(vals).all(),
