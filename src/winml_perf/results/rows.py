@@ -16,7 +16,7 @@ import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeGuard
 
 from winml_perf.model.metrics import CELL, METRICS
 from winml_perf.model.sample import IterationSample
@@ -155,7 +155,7 @@ def _metric_rows(record: Mapping[str, Any], measured: Sequence[Mapping[str, Any]
         row["invocations"] = invocations_text(per_invocation.get(name))
         rows.append(row)
     for m in METRICS:
-        value = finite(_get(record, m.record_path)) if m.source == CELL else None
+        value = finite(_get(record, m.record_path)) if m.source == CELL and m.record_path is not None else None
         if value is not None:
             rows.append(
                 {
@@ -204,7 +204,7 @@ def restore_samples(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
     return out
 
 
-def _has_both_phases(samples: Any) -> bool:
+def _has_both_phases(samples: Any) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(samples, Mapping) and set(samples) == {"warmup", "iterations"}
 
 

@@ -103,7 +103,8 @@ def select(store: Store, selector: str, flag: str, **filters: Any) -> Selection:
     if text in ("latest", "previous"):
         kinds = [(text, "")]
     elif ":" in text and text.split(":", 1)[0] in ("run", "commit", "version", "date"):
-        kinds = [tuple(text.split(":", 1))]
+        kind, value = text.split(":", 1)
+        kinds = [(kind, value)]
     else:
         kinds = [("run", text), ("commit", text), ("version", text)]
         if len(text) == 10 and text[4] == "-":
