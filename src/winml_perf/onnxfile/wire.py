@@ -118,6 +118,7 @@ def _varint(buf, pos: int) -> tuple[int, int]:
 def _fields(buf, start: int, end: int):
     """(field number, wire type, value) of one message: value is an int, or (start, end) of a length-delimited field."""
     pos = start
+    value: int | tuple[int, int] | None
     while pos < end:
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7

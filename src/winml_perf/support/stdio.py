@@ -38,7 +38,7 @@ def own_stdout() -> Iterator[None]:
         os.fdopen(real, "wb", buffering=0 if previous.line_buffering else -1),
         encoding=previous.encoding,
         errors=previous.errors,
-        line_buffering=previous.line_buffering,
+        line_buffering=bool(previous.line_buffering),  # TextIO types it int
         write_through=True,
     )
     sys.stdout = stream

@@ -261,8 +261,8 @@ def synthesize(spec: SynthSpec, out_dir: Path, force: bool = False, log=print) -
                 f"output folder {out_dir} exists and is not empty", "pass --force to replace it, or another -o"
             )
     t0 = time.perf_counter()
-    with tempfile.TemporaryDirectory(prefix="winml-synth-") as tmp:
-        tmp = Path(tmp)
+    with tempfile.TemporaryDirectory(prefix="winml-synth-") as tmp_name:
+        tmp = Path(tmp_name)
         hf_dir, build_dir = tmp / "hf", tmp / "bundle"
         log(f"making a random-weight {spec.architecture()} model of shape {spec.preset} (seed {spec.seed})")
         hf_config = make_hf_folder(spec, hf_dir)
