@@ -70,6 +70,7 @@ def default_jobs(records: int) -> int:
 
 def _index_row(s: Mapping[str, Any]) -> str:
     row, m = s["row"], get(s["metric"])
+    assert m is not None  # the index lists series of known metrics
     latest = s["latest"]
     value = ""
     if latest is not None:

@@ -182,6 +182,7 @@ def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool) -> str 
 def _card(metric: str, series: Sequence[_Series], primary: bool) -> tuple[str, int]:
     """One metric's card: a small multiple per series; (html, charts drawn)."""
     m = get(metric)
+    assert m is not None  # cards are drawn for known metrics
     parts, listed, charts = [], [], 0
     for s in series:
         marked = primary and metric == series_primary(s.row)

@@ -107,7 +107,7 @@ class Frame:
     ticks: list[tuple[float, str]]  # (fraction, YYYY-MM-DD)
 
     @classmethod
-    def of(cls, times: Sequence[float]) -> Frame:
+    def of(cls, times: Sequence[float] | np.ndarray) -> Frame:
         ts = np.asarray(times, dtype=float)
         t0, t1 = (float(ts.min()), float(ts.max())) if len(ts) else (0.0, 1.0)
         if t1 <= t0:
@@ -238,12 +238,12 @@ def draw(
     px_all = left + frame.frac * plot_w
     for cp in change_points:
         cx = float(px_all[cp["index"]])
-        t = datetime.fromtimestamp(frame.times[cp["index"]], UTC).strftime("%Y-%m-%d")
+        day = datetime.fromtimestamp(frame.times[cp["index"]], UTC).strftime("%Y-%m-%d")
         label = f"{cp['shift']:+.1%}"
         anchor = "end" if width - RIGHT - cx < 60 else "start"
         dx = -3 if anchor == "end" else 3
         out.append(
-            f'<g class="cp {escape(cp["direction"].replace(" ", "-"))}"><title>change point {t} (commit '
+            f'<g class="cp {escape(cp["direction"].replace(" ", "-"))}"><title>change point {day} (commit '
             f"{escape(str(cp.get('commit') or '?'))}): {escape(shift_text(cp))}"
             f' {escape(cp["direction"])}</title><line x1="{_fmt(cx)}" x2="{_fmt(cx)}" y1="{TOP}" y2="{_fmt(TOP + plot_h)}"/>'
             f'<text text-anchor="{anchor}" x="{_fmt(cx + dx)}" y="{TOP + 10}">{label}</text></g>'
