@@ -43,9 +43,11 @@ def _whole(node: dict, key: str, where: Path, default: int = 0) -> int:
 def token_facts(cfg: object, where: Path) -> TokenFacts:
     """Token facts of a parsed genai_config.json; BundleError (exit 2) for values of the wrong kind."""
     model = cfg.get("model") if isinstance(cfg, dict) else None
-    if not isinstance(model, dict):
+    if not isinstance(cfg, dict) or not isinstance(model, dict):
         raise BundleError(f"{where}: key model is missing or not an object", "a genai_config.json needs model.decoder")
-    search = cfg.get("search") if isinstance(cfg.get("search"), dict) else {}
+    search = cfg.get("search")
+    if not isinstance(search, dict):
+        search = {}
     context = _whole(model, "context_length", where) or _whole(search, "max_length", where)
     special: set[int] = set()
     for key in ("eos_token_id", "bos_token_id", "pad_token_id"):
@@ -57,7 +59,9 @@ def token_facts(cfg: object, where: Path) -> TokenFacts:
                 raise BundleError(
                     f"{where}: model.eos_token_id holds {v!r}, not a token id", "fix or regenerate the file"
                 )
-    decoder = model.get("decoder") if isinstance(model.get("decoder"), dict) else {}
+    decoder = model.get("decoder")
+    if not isinstance(decoder, dict):
+        decoder = {}
     layers, heads, head = (_whole(decoder, k, where) for k in ("num_hidden_layers", "num_key_value_heads", "head_size"))
     return TokenFacts(_whole(model, "vocab_size", where), context, frozenset(special), 2 * 4 * layers * heads * head)
 

@@ -324,7 +324,7 @@ def _check_fits_memory(planned: Sequence[PlannedInput]) -> None:
     sizes = {p.name: generated_bytes(p) for p in planned if p.source == "generated"}
     free = int(psutil.virtual_memory().available)
     if sum(sizes.values()) > free:
-        name = max(sizes, key=sizes.get)
+        name = max(sizes, key=sizes.__getitem__)
         shape = "x".join(str(d) for d in next(p.shape for p in planned if p.name == name))
         raise UsageError(
             f"--shape: input {name!r} of shape {shape} would take {sizes[name] / 2**30:,.1f} GiB to generate, "
@@ -347,6 +347,7 @@ def materialize(planned: Sequence[PlannedInput], seed: int = 0) -> dict[str, np.
     feeds: dict[str, np.ndarray] = {}
     for p in planned:
         if p.source == "file":
+            assert p.file is not None  # a "file" input names its file (plan_inputs)
             feeds[p.name] = np.ascontiguousarray(np.load(p.file, allow_pickle=False))
         else:
             kind = ORT_TO_NUMPY[p.onnx_type]
