@@ -2,7 +2,8 @@
 
 The wait has a deadline: the lock is tried without blocking and retried with short sleeps; after
 ``NOTICE_AFTER_S`` one line says who holds it, and at the deadline StoreLockTimeout (exit 2) names
-the lock file. The holder's pid is written into the lock file while it holds the lock.
+the lock file. The holder's pid is written into the lock file while it holds the lock. The lock
+itself is filelock's (one lock on every platform, as bundle/cache.py's Windows path uses).
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+
+from filelock import FileLock, Timeout
 
 from winml_perf.support.errors import StoreError
 
@@ -22,6 +23,8 @@ LOCK_TIMEOUT_S = 120.0
 LOCK_TIMEOUT_ENV = "WINML_PERF_STORE_LOCK_TIMEOUT"
 #: Seconds of waiting before the wait is announced.
 NOTICE_AFTER_S = 1.0
+#: Seconds between tries while the lock is held elsewhere.
+POLL_INTERVAL_S = 0.01
 
 
 class StoreLockTimeout(StoreError):
@@ -48,16 +51,23 @@ def _say(text: str) -> None:
 
 
 class WriterLock:
-    """An exclusive inter-process lock on a file (flock on POSIX, filelock elsewhere) with a
-    deadline; a thread lock in front of it makes one Store safe to share between threads. Re-entrant."""
+    """An exclusive inter-process lock on a file (filelock's FileLock: flock on POSIX, LockFileEx on
+    Windows) with a deadline; a thread lock in front of it makes one Store safe to share between
+    threads. Re-entrant. The lock file stays on release (waiters name it; the store's tests open it)."""
 
     def __init__(self, path: Path, timeout_s: float | None = None, notice: Callable[[str], None] = _say) -> None:
         self.path = path
         self.timeout_s = timeout_s
         self.notice = notice
-        self._fd: int | None = None
+        self._file_lock = FileLock(
+            str(path),
+            thread_local=False,
+            poll_interval=POLL_INTERVAL_S,
+            preserve_lock_file=True,
+            on_acquired=self._write_holder,
+        )
+        self._held_fd: int | None = None
         self._depth = 0
-        self._fallback: Any = None
         self._threads = threading.RLock()
 
     def __enter__(self) -> None:
@@ -72,6 +82,60 @@ class WriterLock:
             self._threads.release()
             raise
 
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self._depth -= 1
+            if self._depth == 0:
+                self._clear_holder()
+                self._file_lock.release()
+        finally:
+            self._threads.release()
+
+    def close(self) -> None:
+        """Nothing to close: filelock closes its descriptor on each release."""
+
+    def _acquire_file(self, timeout_s: float) -> None:
+        """Wait up to ``timeout_s``, saying once after ``NOTICE_AFTER_S`` who holds the lock."""
+        first_wait = min(NOTICE_AFTER_S, timeout_s)
+        if self._try_acquire(first_wait):
+            return
+        if timeout_s > first_wait:
+            self.notice(
+                f"waiting for the results store's lock {self.path}, held by {self._holder()} "
+                f"(gives up after {timeout_s:g} s)"
+            )
+            if self._try_acquire(timeout_s - first_wait):
+                return
+        raise self._timeout(timeout_s)
+
+    def _try_acquire(self, timeout_s: float) -> bool:
+        try:
+            self._file_lock.acquire(timeout=timeout_s)
+        except Timeout:
+            return False
+        except OSError as exc:
+            raise StoreError(
+                f"cannot open the results store's lock file {self.path}: {exc.strerror or exc}",
+                "pass --store with a path in a writable folder",
+            ) from None
+        return True
+
+    def _write_holder(self, fd: int) -> None:
+        """Called by filelock once the lock is ours: the lock file names this process."""
+        self._held_fd = fd
+        os.ftruncate(fd, 0)
+        os.lseek(fd, 0, os.SEEK_SET)
+        os.write(fd, str(os.getpid()).encode())
+
+    def _clear_holder(self) -> None:
+        """No stale pid for the next waiter to name."""
+        if self._held_fd is not None:
+            try:
+                os.ftruncate(self._held_fd, 0)
+            except OSError:
+                pass
+            self._held_fd = None
+
     def _timeout(self, waited: float) -> StoreLockTimeout:
         holder = self._holder()
         return StoreLockTimeout(
@@ -85,67 +149,3 @@ class WriterLock:
         except (OSError, UnicodeDecodeError):
             pid = ""
         return f"pid {pid}" if pid.isdigit() else "another process"
-
-    def _acquire_file(self, timeout_s: float) -> None:
-        try:
-            import fcntl
-        except ImportError:  # Windows
-            self._acquire_filelock(timeout_s)
-            return
-        if self._fd is None:
-            try:
-                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            except OSError as exc:
-                raise StoreError(
-                    f"cannot open the results store's lock file {self.path}: {exc.strerror or exc}",
-                    "pass --store with a path in a writable folder",
-                ) from None
-        t0 = time.monotonic()
-        delay, announced = 0.001, False
-        while True:
-            try:
-                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                pass
-            waited = time.monotonic() - t0
-            if waited >= timeout_s:
-                raise self._timeout(waited)
-            if not announced and waited >= NOTICE_AFTER_S:
-                self.notice(
-                    f"waiting for the results store's lock {self.path}, held by {self._holder()} "
-                    f"(gives up after {timeout_s:g} s)"
-                )
-                announced = True
-            time.sleep(min(delay, max(0.0, timeout_s - waited)))
-            delay = min(delay * 2, 0.02)
-        os.ftruncate(self._fd, 0)
-        os.pwrite(self._fd, str(os.getpid()).encode(), 0)
-
-    def _acquire_filelock(self, timeout_s: float) -> None:
-        from filelock import FileLock, Timeout
-
-        self._fallback = self._fallback or FileLock(str(self.path), poll_interval=0.002)
-        try:
-            self._fallback.acquire(timeout=timeout_s)
-        except Timeout:
-            raise self._timeout(timeout_s) from None
-
-    def __exit__(self, *exc: object) -> None:
-        try:
-            self._depth -= 1
-            if self._depth == 0:
-                if self._fallback is not None:
-                    self._fallback.release()
-                else:
-                    import fcntl
-
-                    os.ftruncate(self._fd, 0)  # no stale pid for the next waiter to name
-                    fcntl.flock(self._fd, fcntl.LOCK_UN)
-        finally:
-            self._threads.release()
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
