@@ -72,6 +72,13 @@ def _interrupted(signum: int) -> None:
     sys.exit(128 + signum)
 
 
+def _say(message: str) -> None:
+    """Every closing message goes out through the one mask: no password of a store URL in a log."""
+    from winml_perf.support.secrets import mask
+
+    print(mask(message), file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> None:
     from winml_perf.support.stdio import own_stdout
 
@@ -90,7 +97,7 @@ def _main(argv: list[str] | None) -> None:
             import traceback
 
             traceback.print_exc()
-        print(str(exc) if isinstance(exc, RunInterrupted) else f"error: {exc}", file=sys.stderr)
+        _say(str(exc) if isinstance(exc, RunInterrupted) else f"error: {exc}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:  # raised outside typer's own handling
         _interrupted(getattr(exc, "signum", signal.SIGINT))
@@ -104,9 +111,7 @@ def _main(argv: list[str] | None) -> None:
             sys.exit(EXIT_USAGE if isinstance(exc, _CLICK_USAGE_ERROR) else 1)
         if _verbose(args):
             raise
-        print(
-            f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)", file=sys.stderr
-        )
+        _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
         sys.exit(1)
     if _signals and code == 130:
         _interrupted(_signals[0])

@@ -25,6 +25,7 @@ from typing import Any
 from winml_perf.model.record_sections import Headline, MetricSummary, Policy, RecordSamples, RecordWarning, Shape
 from winml_perf.model.result import CellFailure, LoadPhases
 from winml_perf.model.route import Route
+from winml_perf.support import secrets
 from winml_perf.support.errors import StoreError
 
 #: Version of the record layout. Bump on any change a reader must know about, and describe it here:
@@ -164,6 +165,11 @@ class RunRecord:
     argv: tuple[str, ...] | None = None
     schema_version: int = SCHEMA_VERSION
     kind: str = "run"
+
+    def __post_init__(self) -> None:
+        # The one place a record gets its command line: passwords (a store URL's) never enter it.
+        if self.argv is not None:
+            object.__setattr__(self, "argv", secrets.mask_argv(self.argv))
 
     @property
     def ok(self) -> bool:
