@@ -13,6 +13,7 @@ from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.bundle.routing import plan_route
+from winml_perf.support.errors import BundleError
 
 CPU = "CPUExecutionProvider"
 
@@ -139,3 +140,28 @@ def test_bundle_prepare_registers_ep_library_before_compiling(monkeypatch):
     )
     target = bundle_cmd.target_for("qnn", None, ["qnn=/opt/qnn/libQnnHtp.so"])
     assert calls == [["qnn=/opt/qnn/libQnnHtp.so"]] and target.ep == "QNNExecutionProvider"
+
+
+def test_each_stage_is_compiled_at_the_level_it_loads_at_and_the_level_is_keyed(tmp_path):
+    """Issue 23 finding 2: ModelCompiler's default (ORT_DISABLE_ALL) made the NPU context stage fail to
+    load at genai's ORT_ENABLE_ALL. Failed before: jobs had no level and the key did not hold it."""
+    raw = pipeline_config()
+    raw["model"]["decoder"]["pipeline"][0]["context"]["session_options"] = {
+        "provider_options": [],
+        "graph_optimization_level": "ORT_ENABLE_BASIC",
+    }
+    raw["model"]["decoder"]["pipeline"][0]["context"]["filename"] = "context.onnx"
+    bundle = make_bundle(tmp_path, raw)
+    plan = plan_route(load_config(bundle), ep_target("qnn"), ["context", "iterator"])
+    jobs, _ = compiler.compile_jobs(plan)
+    levels = {j.stages: j.graph_optimization_level for j in jobs}
+    assert levels == {("context",): "basic", ("iterator",): "all"}  # iterator: onnxruntime-genai's default
+    assert all(j.key_dict()["graph_optimization_level"] == j.graph_optimization_level for j in jobs)
+
+
+def test_a_stage_level_onnxruntime_does_not_know_is_a_bundle_error_naming_the_key(tmp_path):
+    raw = pipeline_config()
+    raw["model"]["decoder"]["session_options"]["graph_optimization_level"] = "fast"
+    plan = plan_route(load_config(make_bundle(tmp_path, raw)), ep_target("qnn"), ["lm_head"])
+    with pytest.raises(BundleError, match="graph_optimization_level"):
+        compiler.compile_jobs(plan)

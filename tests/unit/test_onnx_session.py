@@ -244,3 +244,11 @@ def test_preflight_checks_without_target(model_dir, tmp_path):
     bad.write_bytes(b"\x00\x01garbage")
     with pytest.raises(BundleError, match="not an ONNX model"):
         preflight(bad, {})
+
+
+def test_preflight_accepts_the_fallback_rule_meant_for_the_target_session(model_dir):
+    """Issue 23 finding 5: the preflight CPU session inherited session.disable_cpu_ep_fallback=1 and
+    onnxruntime refused it ("Conflicting session configuration"), so every such run exited 2.
+    Failed before: preflight raised."""
+    out = preflight(model_dir / "mlp.onnx", {"session_config": {"session.disable_cpu_ep_fallback": "1"}})
+    assert [i["name"] for i in out["inputs"]] == ["x"]

@@ -29,6 +29,7 @@ from winml_perf.ep.table import emulator_of
 
 COMPAT_FILE = "compat.json"
 RECOMPILE = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
+NOT_ASKED = ("NO_INFO", "NO_DEVICE", "EMULATED_DEVICE")  # statuses of a question never put to onnxruntime
 _ERROR_CHARS = 400
 
 
@@ -97,12 +98,16 @@ def _hw(device) -> str:
     return str(getattr(kind, "name", kind)).rsplit(".", 1)[-1].lower()
 
 
-def load_error(model: Path, ep: str, options: Mapping[str, str]) -> str | None:
-    """Step 2: create a session on ``ep`` with ``options``; None when it loads, else onnxruntime's error."""
+def load_error(model: Path, ep: str, options: Mapping[str, str], level: str = "all") -> str | None:
+    """Step 2: create a session on ``ep`` with ``options`` at graph optimisation ``level`` (the stage's);
+    None when it loads, else onnxruntime's error."""
     import onnxruntime as ort
+
+    from winml_perf.session.onnx_options import graph_optimization_enum
 
     so = ort.SessionOptions()
     so.log_severity_level = 4
+    so.graph_optimization_level = graph_optimization_enum(level)
     devices = [d for d in ort.get_ep_devices() if d.ep_name == ep]
     if not devices:
         return f"no {ep} device here to load it on"
@@ -115,13 +120,15 @@ def load_error(model: Path, ep: str, options: Mapping[str, str]) -> str | None:
     return None
 
 
-def check(model: Path, ep: str, options: Mapping[str, str], asked: Verdict | None = None) -> Verdict:
+def check(
+    model: Path, ep: str, options: Mapping[str, str], asked: Verdict | None = None, level: str = "all"
+) -> Verdict:
     """onnxruntime's answer, and a session with the run's options when that answer is "unknown"."""
     asked = asked or ask_onnxruntime(model, ep)
     if asked.verdict != "unknown":
         return asked
-    error = load_error(model, ep, options)
-    why = f"onnxruntime answered {asked.status} ({asked.detail})"
+    error = load_error(model, ep, options, level)
+    why = _why_unknown(asked)
     if error is None:
         return Verdict(
             "verified", "session", asked.status, asked.info, f"{why}; a session with the run's options loads it"
@@ -129,6 +136,15 @@ def check(model: Path, ep: str, options: Mapping[str, str], asked: Verdict | Non
     return Verdict(
         "failed", "session", asked.status, asked.info, f"{why}; a session with the run's options fails: {error}"
     )
+
+
+def _why_unknown(asked: Verdict) -> str:
+    """Why onnxruntime's answer did not settle it, in words true to what happened."""
+    if asked.status in NOT_ASKED:
+        return f"onnxruntime was not asked ({asked.detail})"
+    if asked.status == "ERROR":
+        return f"onnxruntime could not answer ({asked.detail})"
+    return f"onnxruntime answered {asked.status} ({asked.detail})"
 
 
 # -- the memo of session verdicts, in the derived bundle --------------------------------------------

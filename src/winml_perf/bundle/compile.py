@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
 from winml_perf.model.route import CompileOutcome
+from winml_perf.support.errors import BundleError, UsageError
 
 RECOMPILE_STATUSES = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
 NO_NODES = "Unable to compile any nodes"  # onnxruntime's words under ERROR_IF_NO_NODES_COMPILED
@@ -34,6 +35,7 @@ class CompileJob:
     source: str  # the stages' model file, relative to the bundle
     ep: str  # canonical
     provider_options: dict = field(default_factory=dict)
+    graph_optimization_level: str = "all"  # the level the stages load at; the compile runs at it too
 
     @property
     def output(self) -> str:
@@ -45,6 +47,7 @@ class CompileJob:
             "source": self.source,
             "ep": self.ep,
             "provider_options": self.provider_options,
+            "graph_optimization_level": self.graph_optimization_level,
             "output": self.output,
         }
 
@@ -85,13 +88,41 @@ def compile_jobs(plan, compiles=None) -> tuple[list[CompileJob], list[CompileOut
             )
             continue
         options = next(iter(route.provider_options_after[0].values())) if route.provider_options_after else {}
-        ident = json.dumps([route.files[0], route.ep_after, options], sort_keys=True)
+        level = load_level(plan.config.raw, route.stage)
+        ident = json.dumps([route.files[0], route.ep_after, options, level], sort_keys=True)
         if ident in jobs:
             job = jobs[ident]
-            jobs[ident] = CompileJob(job.stages + (route.stage,), job.source, job.ep, job.provider_options)
+            jobs[ident] = replace(job, stages=job.stages + (route.stage,))
         else:
-            jobs[ident] = CompileJob((route.stage,), route.files[0], route.ep_after, dict(options))
+            jobs[ident] = CompileJob((route.stage,), route.files[0], route.ep_after, dict(options), level)
     return list(jobs.values()), notes
+
+
+def load_level(raw_config: dict, stage: str) -> str:
+    """The graph optimisation level onnxruntime-genai loads ``stage`` at: its session_options'
+    ``graph_optimization_level`` (its own, else the decoder's), else onnxruntime's default, all.
+
+    A stage compiled at a lower level than it loads at can fail to load: the loader constant-folds
+    a CPU node that feeds an EPContext partition, and QNN then counts fewer graph inputs than its
+    binary has (measured on the static NPU bundle's context stage)."""
+    from winml_perf.session.onnx_options import parse_graph_optimization_level
+
+    decoder = raw_config.get("model", {}).get("decoder", {})
+    pipeline = decoder.get("pipeline") or []
+    groups = pipeline if isinstance(pipeline, list) else [pipeline]
+    node = next((g[stage] for g in groups if isinstance(g, dict) and stage in g), None)
+    for owner in (node, decoder):
+        so = owner.get("session_options") if isinstance(owner, dict) else None
+        if isinstance(so, dict):
+            try:
+                return parse_graph_optimization_level(so.get("graph_optimization_level"))
+            except UsageError as exc:
+                raise BundleError(
+                    f"genai_config.json: stage {stage}: session_options.graph_optimization_level "
+                    f"{so.get('graph_optimization_level')!r} is not an onnxruntime level",
+                    "use ORT_DISABLE_ALL, ORT_ENABLE_BASIC, ORT_ENABLE_EXTENDED or ORT_ENABLE_ALL",
+                ) from exc
+    return parse_graph_optimization_level(None)
 
 
 def run_jobs(jobs: list[CompileJob], src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
@@ -101,14 +132,14 @@ def run_jobs(jobs: list[CompileJob], src_dir: Path, out_dir: Path, timeout_s: fl
 
 def filename_updates(outcomes: list[CompileOutcome]) -> dict[str, str]:
     """stage -> compiled file, for outcomes that compiled."""
-    return {stage: o.output for o in outcomes if o.status == "compiled" for stage in o.stages}
+    return {stage: o.compiled_output for o in outcomes if o.status == "compiled" for stage in o.stages}
 
 
 def compile_in_child(
     job: CompileJob, src_dir: Path, out_dir: Path, timeout_s: float, context: child.ChildContext | None = None
 ) -> CompileOutcome:
     out = out_dir / job.output
-    args = [str(src_dir / job.source), str(out), job.ep, json.dumps(job.provider_options)]
+    args = [str(src_dir / job.source), str(out), job.ep, json.dumps(job.provider_options), job.graph_optimization_level]
     result = child.run_module(CHILD_MODULE, args, context or child.ChildContext.from_parent(), timeout_s)
     ms = round(result.wall_s * 1000.0, 3)
     if result.exit.timed_out:
@@ -167,8 +198,10 @@ def _discard(path: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def _compile(src: str, out: str, ep: str, options_json: str) -> None:
+def _compile(src: str, out: str, ep: str, options_json: str, level: str) -> None:
     import onnxruntime as ort
+
+    from winml_perf.session.onnx_options import graph_optimization_enum
 
     options = {str(k): str(v) for k, v in json.loads(options_json).items()}
     so = ort.SessionOptions()
@@ -178,10 +211,16 @@ def _compile(src: str, out: str, ep: str, options_json: str) -> None:
     elif ep != "CPUExecutionProvider":
         so.add_provider(ep, options)
     flags = ort.OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED if _compiles(ep) else ort.OrtCompileApiFlags.NONE
-    ort.ModelCompiler(so, src, embed_compiled_data_into_model=False, flags=flags).compile_to_file(out)
+    ort.ModelCompiler(
+        so,
+        src,
+        embed_compiled_data_into_model=False,
+        flags=flags,
+        graph_optimization_level=graph_optimization_enum(level),
+    ).compile_to_file(out)
     from winml_perf.bundle.compat import check
 
-    verdict = check(Path(out), ep, options)  # a compiled model that does not load is a failed compile
+    verdict = check(Path(out), ep, options, level=level)  # a compiled model that does not load is a failed compile
     if not verdict.fit:
         raise RuntimeError(f"the compiled model does not load with these options: {verdict.detail}")
     print(json.dumps(verdict.to_dict()))
@@ -189,7 +228,7 @@ def _compile(src: str, out: str, ep: str, options_json: str) -> None:
 
 def main(argv: list[str]) -> int:
     """The compile child (plugins already registered by child.py): 0 when ``OUT`` was written."""
-    if len(argv) != 4:
-        print("usage: SRC OUT EP OPTIONS_JSON", file=sys.stderr)
+    if len(argv) != 5:
+        print("usage: SRC OUT EP OPTIONS_JSON LEVEL", file=sys.stderr)
         return 2
     return child.exit_status(lambda: _compile(*argv))

@@ -31,7 +31,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -41,6 +41,9 @@ from winml_perf.session import onnx_inputs
 from winml_perf.session.onnx_inputs import TensorInfo
 from winml_perf.session.onnx_options import graph_optimization_enum, parse_graph_optimization_level, parse_threads
 from winml_perf.support.errors import BundleError, EPUnavailableError
+
+if TYPE_CHECKING:
+    from winml_perf.ep.devices import Target
 
 CPU_EP = "CPUExecutionProvider"
 PARTIAL_FALLBACK = "ep_partial_fallback"
@@ -143,13 +146,13 @@ class OnnxSession:
         self._reset()
 
     def _reset(self) -> None:
-        self._session = None
-        self._binding = None
+        self._session: Any = None  # an onnxruntime InferenceSession once loaded (onnxruntime is untyped)
+        self._binding: Any = None  # its IOBinding
         self._values: dict = {}
         self._outputs_pinned = False
         self._feeds: dict[str, np.ndarray] = {}
         self._output_names: list[str] = []
-        self.target = None
+        self.target: Target | None = None
         self.ep_device: dict | None = None
         self.creation: str | None = None
         self.providers: list[str] = []
@@ -228,9 +231,10 @@ class OnnxSession:
             so.profile_file_prefix = self.profile_prefix
         return so
 
-    def _add_provider(self, so) -> list[str] | None:
+    def _add_provider(self, so) -> list[str | tuple[str, dict[str, str]]] | None:
         """Adds the target EP to ``so`` via its EP devices; returns a providers list for the
         legacy constructor when onnxruntime offers no EP device for it."""
+        assert self.target is not None and self.target.ep is not None  # load() resolves it; runtime winml names an EP
         import onnxruntime as ort
 
         ep, cls = self.target.ep, self.target.device
@@ -247,6 +251,7 @@ class OnnxSession:
         )
 
     def _create(self, model: Path, level: str):
+        assert self.target is not None and self.target.ep is not None  # load() resolves it; runtime winml names an EP
         import onnxruntime as ort
 
         so = self._session_options(level)
@@ -262,6 +267,7 @@ class OnnxSession:
         return session, (time.perf_counter() - t0) * 1000.0
 
     def _time_unprepared(self) -> float:
+        assert self.source_model is not None  # load() times the source model only when there is one
         source = Path(self.source_model)
         if not source.is_file():
             raise BundleError(
@@ -272,6 +278,7 @@ class OnnxSession:
         return ms
 
     def _after_create(self) -> None:
+        assert self.target is not None and self.target.ep is not None  # load() resolves it; runtime winml names an EP
         session = self._session
         self.providers = list(session.get_providers())
         if self.target.ep not in self.providers:
@@ -305,6 +312,7 @@ class OnnxSession:
         return counts
 
     def _placement_warnings(self) -> list[dict]:
+        assert self.target is not None and self.target.ep is not None  # load() resolves it; runtime winml names an EP
         ep = self.target.ep
         total = sum(self.node_assignment.values())
         elsewhere = {k: v for k, v in self.node_assignment.items() if k != ep}
@@ -329,6 +337,7 @@ class OnnxSession:
         return {name: ort.OrtValue.ortvalue_from_numpy(arr, device, 0) for name, arr in self._feeds.items()}
 
     def _bind(self) -> None:
+        assert self.target is not None and self.target.ep is not None  # load() resolves it; runtime winml names an EP
         session = self._session
         device = eps.io_device(self.target.ep)
         note = None
@@ -427,8 +436,11 @@ class OnnxSession:
 
     def actual_route(self) -> dict:
         """For the runner's end_cell: the EP that ran the model (stage 'model') and the description."""
-        ran = self.target.ep if self.target and self.target.ep in self.providers else (self.providers or [None])[0]
+        ran = self.target.ep if self.target and self.target.ep in self.providers else next(iter(self.providers), None)
         return {"model": ran, "session": self.describe()}
+
+
+DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
 
 
 def preflight(model_path: str | Path, options: Mapping[str, Any]) -> dict:
@@ -442,5 +454,9 @@ def preflight(model_path: str | Path, options: Mapping[str, Any]) -> dict:
         if k not in ("ep", "device", "io_binding", "prepared", "source_model", "provider_options")
     }
     opts.update(ep="cpu", graph_optimization_level="disable", record_assignment=False)
+    # The CPU session here is no EP's: a rule for the target EP's session would only make it fail
+    # (disable_cpu_ep_fallback on a CPU-only session is "Conflicting session configuration").
+    config = {k: v for k, v in dict(opts.get("session_config") or {}).items() if k != DISABLE_CPU_FALLBACK}
+    opts["session_config"] = config
     with OnnxSession(model_path, **opts) as session:
         return {"inputs": [p.to_dict() for p in session.planned], "outputs": [o.to_dict() for o in session.outputs]}

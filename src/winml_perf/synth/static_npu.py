@@ -2,7 +2,7 @@
 
 The dynamic ``transformer.onnx`` becomes two files over the same weights file: ``context`` takes
 exactly S prompt tokens, ``iterator`` one token; both have a fixed batch of 1 and a KV buffer of
-``kv_length`` positions. Both run on QNN's HTP backend with fp16 precision (which needs a
+``kv_length`` positions, and the KV head dimension is the config's ``head_size``. Both run on QNN's HTP backend with fp16 precision (which needs a
 ``soc_model``); embeddings and lm_head stay on CPU. SkipSimplifiedLayerNormalization, which QNN does
 not take, is written as Add + SimplifiedLayerNormalization, which it does.
 
@@ -28,17 +28,20 @@ def qnn_provider_options(soc_model: str) -> dict:
     return {"qnn": {"backend_type": "htp", "soc_model": str(soc_model), "enable_htp_fp16_precision": "1"}}
 
 
-def _fix_dims(model, seq: int, kv_length: int):
+def _fix_dims(model, seq: int, kv_length: int, head_size: int):
     """Copy of ``model`` with every named input/output dim made a number for this stage."""
     import copy
 
     fixed = copy.deepcopy(model)
     for value in [*fixed.graph.input, *fixed.graph.output]:
-        for dim in value.type.tensor_type.shape.dim:
+        dims = value.type.tensor_type.shape.dim
+        for axis, dim in enumerate(dims):
             name = dim.dim_param
             if not name:
                 continue
-            if name == "batch_size":
+            if _is_kv(value.name) and axis == len(dims) - 1:
+                size = head_size  # the builder names it kv_cache_dim; symbolic, QNN leaves GroupQueryAttention on CPU
+            elif name == "batch_size":
                 size = 1
             elif name == "sequence_length":
                 size = seq
@@ -53,6 +56,10 @@ def _fix_dims(model, seq: int, kv_length: int):
             dim.ClearField("dim_param")
             dim.dim_value = size
     return fixed
+
+
+def _is_kv(name: str) -> bool:
+    return name.startswith(("past_key_values.", "present."))
 
 
 def _split_skip_norms(model) -> None:
@@ -87,15 +94,16 @@ def make_static(build_dir: Path, prompt_length: int, kv_length: int, soc_model: 
     """Rewrite a pipeline bundle (made by synth_pipeline) into the static NPU layout, in place."""
     import onnx
 
+    cfg_path = build_dir / "genai_config.json"
+    cfg = json.loads(cfg_path.read_text())
+    head_size = int(cfg["model"]["decoder"]["head_size"])
     source = onnx.load(str(build_dir / TRANSFORMER), load_external_data=False)  # weights stay in their .data file
     _split_skip_norms(source)
     for filename, seq in ((CONTEXT, prompt_length), (ITERATOR, 1)):
         # No onnx.checker: it does not know onnxruntime's SimplifiedLayerNormalization (the builder's own files fail it too).
-        onnx.save_model(_fix_dims(source, seq, kv_length), str(build_dir / filename))
+        onnx.save_model(_fix_dims(source, seq, kv_length, head_size), str(build_dir / filename))
     (build_dir / TRANSFORMER).unlink()
 
-    cfg_path = build_dir / "genai_config.json"
-    cfg = json.loads(cfg_path.read_text())
     stages = cfg["model"]["decoder"]["pipeline"][0]
     for name, filename in (("context", CONTEXT), ("iterator", ITERATOR)):
         stages[name]["filename"] = filename
