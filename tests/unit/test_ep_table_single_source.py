@@ -15,6 +15,7 @@ from winml_perf.bundle.routing import plan_route
 from winml_perf.ep import options as epo
 from winml_perf.ep import table as eps
 from winml_perf.ep.devices import EPDevice
+from winml_perf.ep.effective import effective_options
 from winml_perf.record import device_bandwidth as bandwidth
 from winml_perf.support.errors import UsageError
 
@@ -42,11 +43,17 @@ FACTS = {
     QNN: {
         "compiles": True,
         "default_options": QNN_DEFAULT,
-        "option_keys": 35,
+        "option_keys": [("onnxruntime-qnn", "2.7.0", 46)],
         "emulated_on_cpu": "HTP",
         "install_package": "onnxruntime-qnn",
     },
-    OPENVINO: {"compiles": True, "device_type_option": True, "install_package": "onnxruntime-openvino"},
+    OPENVINO: {
+        "compiles": True,
+        "device_type_option": True,
+        "option_keys": [("onnxruntime-ep-openvino", "1.8.1", 15)],
+        "name_variants": (("AUTO", "OpenVINO's AUTO meta-device, which picks the device itself"),),
+        "install_package": "onnxruntime-openvino",
+    },
     "VitisAIExecutionProvider": {"compiles": True, "device_type_option": True},
     "DmlExecutionProvider": {"io_device": "dml", "install_package": "onnxruntime-directml"},
     WEBGPU: {"io_device": "webgpu", "install_package": "onnxruntime-ep-webgpu"},
@@ -60,7 +67,7 @@ def _facts(info: eps.EPInfo) -> dict:
     spellings = {"name", "alias", "genai_name", "devices", "extra_spellings"}
     out = {name: getattr(info, name) for name in defaults.keys() - spellings if getattr(info, name) != defaults[name]}
     if "option_keys" in out:
-        out["option_keys"] = len(out["option_keys"])
+        out["option_keys"] = [(t.package, t.version, len(t.keys)) for t in out["option_keys"]]
     return out
 
 
@@ -70,7 +77,7 @@ def test_the_entries_hold_the_facts_the_modules_used_to_keep(name):
 
 
 def test_qnn_keys_and_eps_outside_the_table():
-    assert {"backend_type", "backend_path", "soc_model", "htp_arch"} <= eps.EPS[QNN].option_keys
+    assert {"backend_type", "backend_path", "soc_model", "htp_arch"} <= eps.EPS[QNN].option_keys[0].keys
     assert eps.memory_of("TensorrtExecutionProvider") == eps.NVIDIA_GPU_MEMORY  # listed by onnxruntime-gpu
     assert eps.memory_of("AcmeExecutionProvider") == eps.DEVICE_MEMORY
     assert eps.io_device("AcmeExecutionProvider") == "cpu" and not eps.compiles("AcmeExecutionProvider")
@@ -121,13 +128,13 @@ def test_provider_options_come_from_the_entry(monkeypatch, tmp_path):
         monkeypatch,
         CUDA,
         default_options=(eps.DefaultOption("arena", "on", unless=("no_arena",)),),
-        option_keys=frozenset({"arena", "no_arena"}),
+        option_keys=(eps.OptionKeys("onnxruntime-gpu", "1.0", frozenset({"arena", "no_arena"})),),
         device_type_option=True,
     )
     assert epo.with_defaults(CUDA, {}) == {"arena": "on"}
     assert epo.with_defaults(CUDA, {"no_arena": "1"}) == {"no_arena": "1"}
     with pytest.raises(UsageError, match="has no provider option 'bogus'"):
-        epo.check_keys(CUDA, {"bogus": "1"})
+        effective_options(CUDA, "gpu", {"bogus": "1"}, version=lambda _ep: "1.0", names=lambda _ep: ())
     plan = plan_route(load_config(make_bundle(tmp_path, FLAT_CPU)), ep_target("cuda"))
     assert plan.stages[0].provider_options_after == ({"cuda": {"arena": "on", "device_type": "GPU"}},)
     assert eps.install_hint(CUDA) == "install onnxruntime-gpu (pip install onnxruntime-gpu)"

@@ -1,6 +1,7 @@
 """Derived bundles: ``<bundle>/_compiled/<ep-alias>-<hash12>/``, kept in the artifact cache (cache.py).
 
-What decides a derived bundle: the rewritten config, the identity of every source file (size,
+What decides a derived bundle: the rewritten config, the route's decided options (ep/effective.py:
+the user's ``--ep-option`` keys, ``device_type``, the EP name taken), the identity of every source file (size,
 mtime_ns, inode; plus a content hash with ``verify_sources``), the compile settings, and what the
 cache adds (runtime versions, its format). Every source file is linked (hard link, else symlink,
 else copy), so deriving costs the same for a 1 MB or a 10 GB bundle; the config is written anew,
@@ -33,6 +34,7 @@ from winml_perf.support.json_shapes import NUMBER, ListOf, Opt
 LABELS = {
     "config_sha256": "the rewritten config (genai_config.json or the route)",
     "compile": "compile settings",
+    "options": "the route's options (--ep-option, device_type, EP name)",
     "plugins": "plugin EP (package, version, SDK, library digest)",
 }
 OUTCOME_SHAPE = {
@@ -129,6 +131,7 @@ def derive_bundle(
     settings = {
         "config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
         "compile": [job.key_dict() for job in jobs],
+        "options": plan.options.key_dict() if plan.options else None,
         "plugins": plugin_identities(plan),
     }
     request = cache.Request(
@@ -179,7 +182,7 @@ def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFail
     names = "; ".join(f"{', '.join(o.stages)}: {o.status}" for o in bad)
     outcomes = tuple(
         o.to_dict()
-        if o.status in FAILED
+        if o.status != "compiled"  # failed, timed out, or nothing to compile: said as it was
         else {
             **o.to_dict(),
             "output": None,

@@ -22,6 +22,7 @@ from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
 from winml_perf.bundle.placement import derived_placement
 from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_route
+from winml_perf.ep.effective import effective_options
 from winml_perf.model.route import BUNDLE, CompileOutcome, Route, with_placements
 
 
@@ -33,8 +34,9 @@ def available_eps() -> set[str]:
 
 
 def plan_for(bundle: Path, target, stages: list[str] | None = None, ep_options: dict | None = None) -> RoutePlan:
-    """Load and validate the bundle's config, then plan the route (no writes, no EP checks)."""
-    return plan_route(load_config(Path(bundle)), target, stages, ep_options)
+    """Load and validate the bundle's config, then plan the route (no writes, no EP checks); the forced
+    EP's options are decided by ep/effective.py against the installed EP version and its names here."""
+    return plan_route(load_config(Path(bundle)), target, stages, ep_options, effective_options)
 
 
 def prepare_route(
@@ -95,6 +97,7 @@ def prepare_route(
         plan.requested if compiled else plan.route,
         with_placements(plan.stages, placed.stages),
         BUNDLE,
+        target={"options": plan.options.to_dict()} if plan.options else None,
         path=result.path,
         derived_path=result.path,
         cache=result.cache,

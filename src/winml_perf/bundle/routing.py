@@ -21,11 +21,12 @@ of EPs on this machine is checked by ``check_available`` against a set the calle
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from winml_perf.bundle.config import GenaiConfig, Stage
-from winml_perf.ep import options as epo
 from winml_perf.ep import table as eps
+from winml_perf.ep.effective import EffectiveOptions, effective_options
 from winml_perf.model.route import CPU, StageRoute
 from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError, WinmlPerfError
 
@@ -39,6 +40,7 @@ class RoutePlan:
     config: GenaiConfig = field(repr=False)  # the rewritten config (the source config at route "config")
     decoder_options_rewritten: bool = False
     warnings: tuple[str, ...] = ()
+    options: EffectiveOptions | None = None  # the forced EP's decided options (ep/effective.py); None: config, cpu
 
     @property
     def changed(self) -> bool:
@@ -57,6 +59,7 @@ class RoutePlan:
             "stages": [s.to_dict() for s in self.stages],
             "decoder_options_rewritten": self.decoder_options_rewritten,
             "warnings": list(self.warnings),
+            "options": self.options.to_dict() if self.options else None,
         }
 
 
@@ -71,11 +74,26 @@ def stage_ep(stage: Stage) -> tuple[str, bool]:
         return key, False
 
 
+Decide = Callable[[str, "str | None", Mapping[str, str], "str | None"], EffectiveOptions]
+
+
+def _decide_here_unasked(
+    ep: str, device: str | None, asked: Mapping[str, str], device_source: str | None
+) -> EffectiveOptions:
+    """effective_options without asking this machine (no installed version, no registered names)."""
+    return effective_options(ep, device, asked, device_source, version=lambda _ep: None, names=lambda _ep: ())
+
+
 def plan_route(
-    config: GenaiConfig, target, stages: list[str] | tuple[str, ...] | None = None, ep_options: dict | None = None
+    config: GenaiConfig,
+    target,
+    stages: list[str] | tuple[str, ...] | None = None,
+    ep_options: dict | None = None,
+    decide: Decide = _decide_here_unasked,
 ) -> RoutePlan:
     """The rewrite for ``target`` (a devices.Target) over ``stages`` (None: all), with ``ep_options``
-    (``--ep-option``) over each forced stage's options and the EP's defaults under them. Pure."""
+    (``--ep-option``) over each forced stage's options and the EP's defaults under them, as ``decide``
+    (ep/effective.py) rules. Pure unless ``decide`` asks the machine (bundle/prepare.py's does)."""
     kind = getattr(target, "kind", "config")
     if kind == "config":
         if stages:
@@ -101,14 +119,14 @@ def plan_route(
                 "--ep-option does not apply to the CPU EP (onnxruntime-genai takes no options for it)",
                 "drop --ep-option, or force an EP that takes options",
             )
-        epo.check_keys(ep, ep_options)
+    decided = None if ep == CPU else decide(ep, device, dict(ep_options or {}), getattr(target, "device_source", None))
     routes, updates = [], {}
     for stage in config.stages:
         before, _known = stage_ep(stage)
         if stage.name not in chosen:
             routes.append(_route(stage, before, before, stage.provider_options, False, "config"))
             continue
-        after, source = _forced_options(config, stage, ep, genai_key, device, ep_options or {})
+        after, source = _forced_options(config, stage, ep, genai_key, decided)
         updates[stage.name] = list(after)
         routes.append(_route(stage, before, ep, after, True, source))
     all_forced = len(chosen) == len(config.stages)
@@ -121,8 +139,8 @@ def plan_route(
             f"route {target.label} changes nothing: every chosen stage already runs on {eps.ep_alias(ep)} "
             "with these options, so the effective route is `config`"
         )
-        return RoutePlan(target.label, "config", ep, tuple(routes), rewritten, False, (warning,))
-    return RoutePlan(target.label, target.label, ep, tuple(routes), rewritten, decoder_opts is not None)
+        return RoutePlan(target.label, "config", ep, tuple(routes), rewritten, False, (warning,), decided)
+    return RoutePlan(target.label, target.label, ep, tuple(routes), rewritten, decoder_opts is not None, (), decided)
 
 
 def check_available(plan: RoutePlan, available: set[str] | frozenset[str], forced_hint: str = "") -> None:
@@ -170,8 +188,8 @@ def _chosen_stages(config: GenaiConfig, stages) -> set[str]:
     return set(stages)
 
 
-def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, device: str | None, asked: dict):
-    if ep == CPU:
+def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, decided: EffectiveOptions | None):
+    if decided is None:
         return (), "cpu"
     source, options, key = "default", None, genai_key
     if stage_ep(stage)[0] == ep:
@@ -182,9 +200,7 @@ def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, 
             if other.name != stage.name and other.provider_options and stage_ep(other)[0] == ep:
                 source, options = f"borrowed:{other.name}", other.options_for(other.provider_keys[0])
                 break
-    options = epo.with_defaults(ep, options or {}, asked)
-    options.update(epo.device_type_option(ep, device))
-    return ({key: options},), source
+    return ({key: decided.for_stage(options)},), source
 
 
 def _route(stage: Stage, before: str, after: str, options_after, forced: bool, source: str) -> StageRoute:

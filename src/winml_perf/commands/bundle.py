@@ -67,18 +67,21 @@ def parse_stages(stages: str | None) -> list[str] | None:
     return names
 
 
-def target_for(ep: str | None, device: str | None, ep_library: list[str] | None = None):
-    """The Target for these flags: ``--ep`` as asked (no availability check), ``--device`` resolved here.
-    ``--ep-library`` plugins are registered first, so compile children and device resolution see them."""
-    from winml_perf.ep.devices import Target, resolve_target
+def target_for(
+    ep: str | None, device: str | None, ep_library: list[str] | None = None, asked: dict[str, str] | None = None
+):
+    """The Target for these flags: ``--ep`` planned as `winml perf` runs it where the EP is here, else on
+    its home device (no availability check); ``--device`` resolved here. A ``device_type`` in ``asked``
+    (``--ep-option``) names the device. ``--ep-library`` plugins are registered first, so compile
+    children and device resolution see them."""
+    from winml_perf.ep.devices import Target, planned_target, resolve_target
+    from winml_perf.ep.effective import device_from_options
     from winml_perf.ep.plugins import register_plugin_eps
 
     if ep_library:
         register_plugin_eps(ep_library)
     if ep is not None:
-        canonical = eps.normalize_ep_name(ep)
-        concrete = device if device in ("cpu", "gpu", "npu") else None
-        return Target("ep", ep, device, canonical, concrete or eps.EPS[canonical].home_device)
+        return planned_target(ep, device_from_options(ep, device, asked), GENAI)
     if device is None or device == "config":
         return Target("config", None, device, None, None)
     return resolve_target(None, device, GENAI)
@@ -141,8 +144,9 @@ def show_command(
 ) -> None:
     """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
     _check_format(format)
-    target = target_for(ep, device, ep_library)
-    plan = plan_for(bundle, target, parse_stages(stages), parse_options(ep_option or ()))
+    asked = parse_options(ep_option or ())
+    target = target_for(ep, device, ep_library, asked)
+    plan = plan_for(bundle, target, parse_stages(stages), asked)
     route_stages = plan.stages
     if placement:
         from winml_perf.bundle.placement import measure_config
@@ -171,6 +175,8 @@ def show_command(
         return
     print(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}")
     print(tabulate(rows, headers=headers, tablefmt="github"))
+    for line in _target_lines(target, plan.options):
+        print(line)
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
 
@@ -216,11 +222,14 @@ def prepare_command(
         raise UsageError(
             f"--compile-timeout must be positive, not {compile_timeout}", "give seconds, e.g. --compile-timeout 600"
         )
-    target = target_for(ep, device, ep_library)
+    asked = parse_options(ep_option or ())
+    target = target_for(ep, device, ep_library, asked)
     if compile and ep is not None:
         from winml_perf.ep.devices import resolve_target
+        from winml_perf.ep.effective import device_from_options
 
-        target = resolve_target(ep, device, "winml-genai")  # compiling needs the EP and its device here
+        # compiling needs the EP and its device here
+        target = resolve_target(ep, device_from_options(ep, device, asked), "winml-genai")
     if bundle.suffix == ".onnx" and not bundle.is_dir():
         if stages:
             raise UsageError("--stages applies to genai bundles, not to an .onnx model", "drop --stages")
@@ -242,7 +251,7 @@ def prepare_command(
         verify_sources,
         require_available=False,
         compile_timeout_s=compile_timeout,
-        ep_options=parse_options(ep_option or ()),
+        ep_options=asked,
     )
     for w in route.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -258,10 +267,20 @@ def prepare_command(
         + f" placement={route.placement_cache or 'not cached'} ({route.placement_reason})",
         file=sys.stderr,
     )
+    for line in _target_lines(target, None, (route.target or {}).get("options")):
+        print(line, file=sys.stderr)
     for c in route.compile:
         print(f"compile {', '.join(c.stages)}: {c.status}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
     print(route.path)
     _fail_on_compile_failure(route)
+
+
+def _target_lines(target, options=None, recorded=None) -> list[str]:
+    """Where the forced route's device and options came from (ep/effective.py), one line each."""
+    from winml_perf.ep.effective import options_lines
+
+    lines = [f"device: {target.device} ({target.device_source})"] if getattr(target, "device_source", None) else []
+    return lines + options_lines(options.to_dict() if options is not None else recorded)
 
 
 def _fail_on_compile_failure(route) -> None:

@@ -299,6 +299,7 @@ class Target:
     requested_device: str | None
     ep: str | None
     device: str | None
+    device_source: str | None = None  # why this device, when not resolved against this machine's devices
 
     @property
     def label(self) -> str:
@@ -317,12 +318,18 @@ class Target:
             "requested_device": self.requested_device,
             "ep": self.ep,
             "device": self.device,
+            **({"device_source": self.device_source} if self.device_source else {}),
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Target:
         return cls(
-            data["kind"], data.get("requested_ep"), data.get("requested_device"), data.get("ep"), data.get("device")
+            data["kind"],
+            data.get("requested_ep"),
+            data.get("requested_device"),
+            data.get("ep"),
+            data.get("device"),
+            data.get("device_source"),
         )
 
 
@@ -361,3 +368,19 @@ def resolve_target(
     devs = _devices_or_list(devices)
     cls = resolve_device(word, devices=devs)
     return Target("device", None, device, resolve_eps(cls, devices=devs)[0], cls)
+
+
+def planned_target(
+    ep: str, device: str | None, runtime: str | Runtime, devices: Sequence[EPDevice] | None = None
+) -> Target:
+    """The target ``--ep X`` plans for without requiring X here (`winml bundle show|prepare`): where X is
+    available, exactly what ``resolve_target`` (what `winml perf` runs) gives; elsewhere a concrete
+    ``--device`` as asked, else X's home device, with ``device_source`` saying so."""
+    canonical = normalize_ep_name(ep)
+    devs = _devices_or_list(devices)
+    if any(d.ep_name == canonical for d in devs):
+        return resolve_target(ep, device, runtime, devs)
+    if device in ("cpu", "gpu", "npu"):
+        return Target("ep", ep, device, canonical, device, f"--device {device} ({canonical} is not available here)")
+    home = EPS[canonical].home_device
+    return Target("ep", ep, device, canonical, home, f"the home device of {ep_alias(canonical)} (not available here)")

@@ -7,7 +7,7 @@ bundle's cache key, of every compile job's key and of the record. Defaults fill 
 Which defaults and which keys each EP has is written in its entry in ``table.py``
 (``EPInfo.default_options``, ``EPInfo.option_keys``). An EP that ignores unknown keys silently (QNN,
 through every API: a session with ``bogus_key=1`` is created without a word, measured with
-onnxruntime-qnn 2.7.0) lists its keys there, and an unknown key is refused here.
+onnxruntime-qnn 2.7.0) lists its keys there per version, and ep/effective.py refuses an unknown key.
 """
 
 from __future__ import annotations
@@ -31,26 +31,6 @@ def parse_options(items: Iterable[str], where: str = "--ep-option") -> dict[str,
     return out
 
 
-def known_keys(ep: str) -> frozenset[str] | None:
-    """The provider option names ``ep`` (canonical) accepts, or None when they are not checked."""
-    info = EPS.get(ep)
-    return info.option_keys if info else None
-
-
-def check_keys(ep: str, options: Mapping[str, str], where: str = "--ep-option") -> None:
-    """UsageError for a key ``ep`` does not know (only EPs with a known key list are checked)."""
-    known = known_keys(ep)
-    if known is None:
-        return
-    unknown = sorted(set(options) - known)
-    if unknown:
-        raise UsageError(
-            f"{where} {unknown[0]}: {ep} has no provider option {unknown[0]!r} "
-            "(the EP would ignore it silently, so the run would not be what was asked)",
-            "use one of: " + ", ".join(sorted(known)),
-        )
-
-
 def with_defaults(ep: str, options: Mapping[str, str], asked: Mapping[str, str] | None = None) -> dict[str, str]:
     """The stage's options, then ``asked`` on top, then the EP's defaults for keys still missing."""
     out = {**dict(options), **dict(asked or {})}
@@ -64,10 +44,3 @@ def with_defaults(ep: str, options: Mapping[str, str], asked: Mapping[str, str] 
 def label_suffix(options: Mapping[str, str]) -> str:
     """``(htp_arch=73,soc_model=60)`` for a route label; empty without options."""
     return "(" + ",".join(f"{k}={v}" for k, v in sorted(options.items())) + ")" if options else ""
-
-
-def device_type_option(ep: str, device: str | None) -> dict[str, str]:
-    """``{"device_type": "NPU"}`` for an EP whose options carry the resolved device class (OpenVINO,
-    VitisAI); empty for other EPs or without a device."""
-    info = EPS.get(ep)
-    return {"device_type": device.upper()} if info and info.device_type_option and device else {}

@@ -32,9 +32,12 @@ Every other fact about an EP lives in its entry too, so adding an EP is one entr
 
 * ``compiles``: it writes EPContext models when compiled (QNN, OpenVINO, VitisAI, TensorRT-RTX);
 * ``default_options`` / ``option_keys``: provider options added when not given, and the option names it
-  accepts (``None``: not checked). QNN needs ``backend_type=htp``: without it the QNN EP cannot even be
-  created ("Could not determine default backend path for device"). QNN ignores unknown keys silently,
-  so its keys (the strings its library holds, onnxruntime-qnn 2.x) are checked;
+  parses, per plugin package version (empty: not checked; ep/effective.py checks against the installed
+  version's list, else the newest listed). QNN needs ``backend_type=htp``: without it the QNN EP cannot
+  even be created ("Could not determine default backend path for device"). QNN and OpenVINO ignore
+  unknown keys silently, so their keys are listed: read from the library of each version listed, each
+  QNN key confirmed by a session that logs parsing it (see the lists' comments);
+* ``name_variants``: other EP names the same library registers (``<name>.<variant>``) and what each is;
 * ``device_type_option``: its provider options carry ``device_type``, the resolved device class in
   upper case (OpenVINO, VitisAI);
 * ``io_device``: onnxruntime's Python device name for OrtValue / IOBinding placement (``cpu``: tensors
@@ -73,6 +76,15 @@ class DefaultOption:
 
 
 @dataclass(frozen=True)
+class OptionKeys:
+    """The provider option names one version of an EP's plugin package parses."""
+
+    package: str
+    version: str
+    keys: frozenset[str]
+
+
+@dataclass(frozen=True)
 class EPInfo:
     name: str
     alias: str
@@ -81,8 +93,9 @@ class EPInfo:
     compiles: bool = False
     extra_spellings: tuple[str, ...] = ()
     default_options: tuple[DefaultOption, ...] = ()
-    option_keys: frozenset[str] | None = None
+    option_keys: tuple[OptionKeys, ...] = ()
     device_type_option: bool = False
+    name_variants: tuple[tuple[str, str], ...] = ()
     io_device: str = "cpu"
     memory: str = DEVICE_MEMORY
     emulated_on_cpu: str | None = None
@@ -102,8 +115,13 @@ class EPInfo:
         }
 
 
-#: Provider option names of the QNN EP (onnxruntime-qnn 2.x; the strings its library holds).
-_QNN_OPTION_KEYS = frozenset(
+#: Provider option names onnxruntime-qnn 2.7.0 (QNN SDK 2.51.0) parses: the option strings its library holds,
+#: each confirmed by a session at log severity 0 given KEY=zz or KEY=1 (it logs the key or its value, or acts on
+#: it), except op_packages and enable_htp_spill_fill_buffer, whose strings sit among the parsed keys but whose
+#: probe values changed nothing visible.
+#: Not here although older lists had them: enable_htp_weight_sharing (no such string in the library) and
+#: htp_shared_memory_allocator (only enable_htp_shared_memory_allocator is read): 2.7.0 ignores both silently.
+_QNN_2_7_0_KEYS = frozenset(
     {
         "backend_type",
         "backend_path",
@@ -122,6 +140,7 @@ _QNN_OPTION_KEYS = frozenset(
         "offload_graph_io_quantization",
         "enable_htp_spill_fill_buffer",
         "enable_htp_shared_memory_allocator",
+        "enable_dx12_shared_memory_allocator",
         "dump_json_qnn_graph",
         "json_qnn_graph_dir",
         "op_affinity",
@@ -129,17 +148,49 @@ _QNN_OPTION_KEYS = frozenset(
         "extended_udma",
         "disable_file_mapped_weights",
         "skip_qnn_version_check",
+        "skip_backend_op_validation",
         "htp_bf16_enable",
         "enable_htp_graph_splitting",
+        "htp_graph_splitting_num_prepare_threads",
         "enable_htp_fp16_clamp_overflow",
+        "enable_htp_monolithic_lstm",
+        "enable_block_quant_weight_optimization",
         "dump_qnn_ir_dlc",
         "dump_qnn_ir_dlc_dir",
         "qnn_ir_backend_path",
+        "dump_qnn_ep_input_graph",
+        "dump_qnn_ep_input_graph_dir",
+        "enable_framework_op_trace",
+        "framework_op_trace_dir",
         "enable_vtcm_backup_buffer_sharing",
-        "enable_htp_weight_sharing",
-        "htp_shared_memory_allocator",
+        "htp_share_resource_optimization",
+        "htp_reused_io_limit_mb",
         "enable_htp_prepare_only",
+        "enable_htp_prepare_and_load",
         "num_graph_prepare_threads",
+        "genie_log_level",
+    }
+)
+
+#: Provider option names onnxruntime-ep-openvino 1.8.1 parses: the strings next to ``ParseProviderOptions``
+#: in libonnxruntime_providers_openvino_plugin.so (device_type is its own entry fact, device_type_option).
+_OPENVINO_1_8_1_KEYS = frozenset(
+    {
+        "device_type",
+        "device_id",
+        "device_luid",
+        "precision",
+        "num_of_threads",
+        "num_streams",
+        "cache_dir",
+        "load_config",
+        "model_priority",
+        "enable_opencl_throttling",
+        "enable_qdq_optimizer",
+        "enable_causallm",
+        "reshape_input",
+        "hint_enable_gqa",
+        "dump_subgraphs",
     }
 )
 
@@ -171,7 +222,7 @@ _TABLE: tuple[EPInfo, ...] = (
         ("npu", "gpu", "cpu"),
         compiles=True,
         default_options=(DefaultOption("backend_type", "htp", unless=("backend_path",)),),
-        option_keys=_QNN_OPTION_KEYS,
+        option_keys=(OptionKeys("onnxruntime-qnn", "2.7.0", _QNN_2_7_0_KEYS),),
         emulated_on_cpu="HTP",
         install_package="onnxruntime-qnn",
     ),
@@ -181,7 +232,9 @@ _TABLE: tuple[EPInfo, ...] = (
         "OpenVINO",
         ("npu", "gpu", "cpu"),
         compiles=True,
+        option_keys=(OptionKeys("onnxruntime-ep-openvino", "1.8.1", _OPENVINO_1_8_1_KEYS),),
         device_type_option=True,
+        name_variants=(("AUTO", "OpenVINO's AUTO meta-device, which picks the device itself"),),
         install_package="onnxruntime-openvino",
     ),
     EPInfo(

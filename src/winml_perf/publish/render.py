@@ -9,6 +9,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from winml_perf.ep.effective import options_lines
 from winml_perf.model import metrics as M
 from winml_perf.model.record import CellRecord, RunRecord
 from winml_perf.model.record_sections import Headline, RecordWarning
@@ -166,6 +167,7 @@ def _route_lines(cells: Sequence[CellRecord]) -> list[str]:
             lines.append(
                 f"  emulated: {', '.join(r.emulated)} ran on an emulator on the CPU here; these timings are not NPU speed"
             )
+        lines += [f"  {line}" for line in options_lines((r.target or {}).get("options"))]
         for s in r.stages:
             lines.append(f"  {s.stage}: {s.ep_before or 'config'} -> {s.ep_after}{_placement_text(s.placement)}")
         if r.derived_path:
