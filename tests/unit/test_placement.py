@@ -330,3 +330,15 @@ def test_strict_holds_the_config_route_to_the_eps_its_config_names():
     pl.enforce_strict(
         Route("config", "config", "config", (stage("context", WEBGPU, whole, forced=False),), BUNDLE, path="b")
     )
+
+
+def test_a_compiled_stage_is_counted_in_the_source_nodes_its_partitions_hold():
+    """Issue 23 finding 7: EPContext partitions were counted as nodes ("4 of 7 on CPU" where 4 of 33 ran there)."""
+    from winml_perf.bundle.placement import _nodes_of_compiled, summarize
+
+    qnn, cpu = "QNNExecutionProvider", "CPUExecutionProvider"
+    compiled = summarize("s", (), qnn, [(qnn, "EPContext", "com.microsoft")] * 3 + [(cpu, "Shape", "")] * 4)
+    source = summarize("s", (), qnn, [(qnn, "MatMul", "")] * 29 + [(cpu, "Shape", "")] * 4)
+    assert _nodes_of_compiled(compiled, source).nodes_per_ep == {qnn: 29, cpu: 4}
+    other = summarize("s", (), qnn, [(qnn, "MatMul", "")] * 30 + [(cpu, "Shape", "")] * 3)
+    assert _nodes_of_compiled(compiled, other) == compiled  # sessions disagree: shown as measured

@@ -40,7 +40,9 @@ from winml_perf.support import json_shapes
 from winml_perf.support.errors import BenchmarkFailure
 from winml_perf.support.json_shapes import NUMBER, DictOf, ListOf, Opt
 
-FORMAT_VERSION = 2  # 2: placement.json is sealed (json_shapes.write_sealed) and read by its shape
+FORMAT_VERSION = (
+    3  # 2: placement.json is sealed and read by its shape; 3: compiled stages counted in nodes, not partitions
+)
 PLACEMENT_FILE = "placement.json"
 STAGE_SHAPE = {
     "stage": str,
@@ -242,8 +244,46 @@ def measure_stage(folder: Path, config: GenaiConfig, stage: Stage) -> StagePlace
         str(so_dict.get("graph_optimization_level")),
     )
     if memo_key not in _MEMO:
-        _MEMO[memo_key] = _measure(model, ep, ep_options, entries, so_dict.get("graph_optimization_level"))
+        level = so_dict.get("graph_optimization_level")
+        measured = _measure(model, ep, ep_options, entries, level)
+        source = _compiled_from(Path(folder), stage.filename) if _has_partitions(measured) else None
+        if source is not None:  # count the nodes inside the EPContext partitions, not the partitions
+            measured = _nodes_of_compiled(measured, _measure(source, ep, ep_options, entries, level))
+        _MEMO[memo_key] = measured
     return replace(_MEMO[memo_key], stage=stage.name, files=stage.files)
+
+
+EPCONTEXT = "com.microsoft.EPContext"
+
+
+def _has_partitions(p: StagePlacement) -> bool:
+    return p.status == OK and any(EPCONTEXT in ops for ops in p.op_types_per_ep.values())
+
+
+def _compiled_from(folder: Path, filename: str) -> Path | None:
+    """The source model a compiled stage file was made from (the derived bundle's manifest says)."""
+    try:
+        manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    for outcome in manifest.get("compile") or []:
+        if isinstance(outcome, dict) and outcome.get("output") == filename and isinstance(outcome.get("source"), str):
+            return folder / outcome["source"]
+    return None
+
+
+def _nodes_of_compiled(compiled: StagePlacement, source: StagePlacement) -> StagePlacement:
+    """The compiled model's placement counted in nodes: each EPContext node stands for the nodes the
+    source model's session put on that EP. Kept as measured when the two sessions disagree on what
+    stayed off the EP (then the partitions are shown as they are: com.microsoft.EPContext)."""
+    if source.status != OK:
+        return compiled
+    outside = {ep: {op: n for op, n in ops.items() if op != EPCONTEXT} for ep, ops in compiled.op_types_per_ep.items()}
+    off_ep = {ep: ops for ep, ops in outside.items() if ep != compiled.ep and ops}
+    source_off = {ep: ops for ep, ops in source.op_types_per_ep.items() if ep != compiled.ep}
+    if off_ep != source_off:
+        return compiled
+    return replace(compiled, nodes_per_ep=dict(source.nodes_per_ep), op_types_per_ep=dict(source.op_types_per_ep))
 
 
 def _measure(model: Path, ep: str, ep_options: dict, entries: dict, level: str | None) -> StagePlacement:
