@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Issue 23's OpenVINO run on the lent H200 machine's Intel Xeon host (OpenVINO offers devices only on
+# Intel hardware, so neither here nor in CI): config vs --ep openvino vs --ep openvino --compile on the
+# flat int4 Qwen2.5-0.5B-shaped bundle, the placement, --explain of the difference, load times.
+#
+# The machine has no package index and a 64 MiB limit on what travels, so it takes two calls:
+#   1. carry .whl/ (cp312 wheels: onnxruntime, onnxruntime-genai, sqlalchemy, jsonschema + deps,
+#      typer 0.29 + pydantic, filelock, psutil, tabulate, rich) and run the step `setup-wheels`;
+#   2. carry .ov/ov-cpu.tar.xz (onnxruntime-ep-openvino 1.8.1 with only its CPU plugin: the GPU and NPU
+#      plugins, cache.json and the duplicate provider .so.1* copies removed; tar cJf packs it to ~20 MB)
+#      and run `setup-openvino,devices,measure,explain` (files written by call 1 stay while it is warm).
+# torch, transformers, numpy, pandas and onnx are on the machine's image (for `winml bundle synth`).
+#
+# Usage: benchmarks/gpu/h200_openvino.sh STEP[,STEP...] OUTDIR
+#   steps: setup-wheels setup-openvino devices measure explain
+# Overrides: FLAT (bundle path; built on first use), PROMPT_TOKENS, NEW_TOKENS, INVOCATIONS, ITERATIONS.
+set -euo pipefail
+steps=${1:?one or more of setup-wheels,setup-openvino,devices,measure,explain (comma-separated)}
+out=${2:?output folder}
+mkdir -p "$out"
+export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
+export WINML_PERF_STORE="$out/openvino.db"
+PY=${PYTHON:-python3}
+winml() { "$PY" -m winml_perf "$@"; }
+flat=${FLAT:-/tmp/q05-flat}
+shape=(--prompt-tokens "${PROMPT_TOKENS:-64}" --max-new-tokens "${NEW_TOKENS:-64}")
+policy=(--invocations "${INVOCATIONS:-5}" --iterations "${ITERATIONS:-3}" --warmup 1)
+build_flat() { [ -d "$flat" ] || winml bundle synth -o "$flat" --preset qwen2.5-0.5b -p int4 --force; }
+
+run_step() {
+  case "$1" in
+    setup-wheels)
+      "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+      ;;
+    setup-openvino)
+      tar xJf .ov/ov-cpu.tar.xz -C /tmp/site
+      ;;
+    devices)
+      lscpu | grep -E "Model name|^CPU\(s\)" | tee "$out/cpu.txt"
+      winml devices | tee "$out/devices.txt"
+      ;;
+    measure)
+      build_flat
+      winml bundle show "$flat" --ep openvino --placement | tee "$out/placement.txt"
+      # one interleaved run of config and the uncompiled forced route, then the compiled route
+      winml perf "$flat" --route config --route ep=openvino "${shape[@]}" "${policy[@]}" --check-outputs \
+        -o "$out/run-uncompiled.json" | tee "$out/perf-uncompiled.txt"
+      winml bundle prepare "$flat" --ep openvino --compile | tee "$out/prepare-compiled.txt"
+      winml perf "$flat" --route config --route ep=openvino --compile "${shape[@]}" "${policy[@]}" \
+        -o "$out/run-compiled.json" | tee "$out/perf-compiled.txt"
+      ;;
+    explain)
+      build_flat
+      winml perf "$flat" --route config --route ep=openvino "${shape[@]}" --invocations 1 --iterations 2 --explain \
+        -o "$out/explain.json" | tee "$out/explain.txt"
+      ;;
+    *)
+      echo "unknown step $1" >&2
+      exit 2
+      ;;
+  esac
+}
+
+IFS=, read -ra wanted <<< "$steps"
+for one in "${wanted[@]}"; do
+  echo "== $one ($(date -u +%T))" >&2
+  run_step "$one"
+done
