@@ -4,13 +4,16 @@ baseline run against a candidate run (a CI gate with --fail-on-regression)."""
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from winml_perf.commands.help_style import PlainTyper
 from winml_perf.publish.formats import FORMAT_HELP, check_format, human, json_text, table_text
 from winml_perf.support.errors import BenchmarkFailure, UsageError
+
+if TYPE_CHECKING:
+    from winml_perf.compare.runs import RunChange
 
 app = PlainTyper(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
 
@@ -59,6 +62,11 @@ def _p(p: float | None) -> str:
     return "<0.001" if p < 0.001 else f"{p:.3f}"
 
 
+def _gate_cell(row: RunChange) -> str:
+    """The table's gate column: REGRESSION, else the gate's verdict (empty without a gate)."""
+    return "REGRESSION" if row.regression else row.gate or ""
+
+
 ROUTES_HEAD = [
     "bundle",
     "testbed",
@@ -73,7 +81,19 @@ ROUTES_HEAD = [
     "rounds",
     "verdict",
 ]
-RUNS_HEAD = ["series", "metric", "n base", "n cand", "baseline", "candidate", "Δ %", "p", "verdict", "regression"]
+RUNS_HEAD = [
+    "series",
+    "metric",
+    "inv base",
+    "inv cand",
+    "baseline",
+    "candidate",
+    "Δ %",
+    "Δ 95% CI",
+    "p",
+    "verdict",
+    "gate",
+]
 
 
 @app.command("routes")
@@ -183,7 +203,7 @@ def runs_command(
         typer.Option(
             "--fail-on-regression",
             metavar="PCT",
-            help="Exit 1 when a series' newest runs start a significant change point worse than this (short history: the candidate's interval wholly beyond it), e.g. 5%.",
+            help="Exit 1 when the gate finds a regression worse than this in a candidate series' history: a significant change point among its newest runs, or every invocation of its newest run beyond the band of the earlier runs (short history: the candidate's interval wholly beyond the earlier runs' median). Needs its unit, e.g. 5%.",
         ),
     ] = None,
     force: Annotated[
@@ -199,16 +219,18 @@ def runs_command(
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
-    """A baseline against a candidate on the same testbed, bundle, route and shape: Δ% of the
-    medians, a Mann-Whitney U p-value and a verdict per metric."""
+    """A baseline against a candidate on the same testbed, bundle, route and shape, per metric over
+    invocations (fresh processes): the medians of the invocation medians, Δ% with its 95% interval,
+    a Mann-Whitney p-value over the invocation medians and the verdict the interval gives."""
     from winml_perf.commands.compare_store import compare_stored_runs
+    from winml_perf.compare.gate import explanation_lines
     from winml_perf.compare.text import key_label, metric_word, parse_pct
     from winml_perf.results.store import open_store
 
     _fmt(fmt)
     eq = parse_pct(equivalence, "--equivalence")
     assert eq is not None  # --equivalence has a default
-    gate = parse_pct(fail_on_regression, "--fail-on-regression")
+    gate = parse_pct(fail_on_regression, "--fail-on-regression", unit_required=True)
     with open_store(store, create=False) as s:
         report = compare_stored_runs(
             s,
@@ -238,9 +260,10 @@ def runs_command(
                 r.baseline_median,
                 r.candidate_median,
                 r.delta_pct,
+                r.interval_text().strip(" []"),
                 r.p_value,
                 r.verdict,
-                "REGRESSION" if r.regression else "",
+                _gate_cell(r),
             ]
             for r in report.rows
         ]
@@ -257,19 +280,22 @@ def runs_command(
                 human(r.baseline_median),
                 human(r.candidate_median),
                 _f(r.delta_pct, "+.2f"),
+                r.interval_text().strip(" []"),
                 _p(r.p_value),
                 r.verdict,
-                "REGRESSION" if r.regression else "",
+                _gate_cell(r),
             ]
             for r in report.rows
         ]
         sys.stdout.write(table_text(RUNS_HEAD, rows, fmt))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
+    for line in explanation_lines(report):
+        print(line, file=sys.stderr)
     if report.regressions:
         worst = report.regressions[0]
         raise BenchmarkFailure(
-            f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged by the change points of each"
-            f" series' history), e.g. {worst.sentence()}",
+            f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged on each candidate series'"
+            f" history), e.g. {worst.sentence()}",
             "investigate the candidate's commit and testbed",
         )

@@ -27,10 +27,12 @@ KEY_FIELDS = GROUP_FIELDS + ("series_key",)
 
 @dataclass(frozen=True)
 class MeasuredSample:
-    """One measured iteration: the round (or invocation round) it ran in and its metric values."""
+    """One measured iteration: the round (or invocation round) it ran in, its metric values and the
+    invocation (fresh process) of its cell it ran in (None in records made before invocations)."""
 
     round_index: int
     values: Mapping[str, float]  # comparable metric -> value; a metric without a value is absent
+    invocation: int | None = None
 
 
 @dataclass(frozen=True)
@@ -64,7 +66,8 @@ class Cell:
 def measured_sample(row: Mapping[str, Any]) -> MeasuredSample:
     """A measured sample row (the store's samples table) as a MeasuredSample."""
     values = {m: float(row[m]) for m in COMPARABLE_METRICS if row.get(m) is not None}
-    return MeasuredSample(int(row["round_index"]), values)
+    invocation = row.get("invocation")
+    return MeasuredSample(int(row["round_index"]), values, None if invocation is None else int(invocation))
 
 
 def stored_cell(row: Mapping[str, Any], samples: Iterable[Mapping[str, Any]], invocations: int | None) -> Cell:

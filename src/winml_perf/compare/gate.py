@@ -29,6 +29,7 @@ from typing import Any
 
 from winml_perf.compare.cells import Cell
 from winml_perf.compare.runs import RunChange, RunsReport
+from winml_perf.compare.text import key_label, metric_word
 from winml_perf.model.metrics import bigger_is_better, get
 from winml_perf.stats.changepoint import INSUFFICIENT, Verdict, judge_newest
 
@@ -148,3 +149,23 @@ def _with_verdict(row: RunChange, verdicts: Mapping[str, Verdict], compared: Seq
         return replace(row, regression=False, gate=COUNTED_ONCE, gate_reason=f"the inverse of {inverse}: judged there")
     v = verdicts[row.metric]
     return replace(row, regression=v.is_regression, gate=v.status, gate_reason=v.reason)
+
+
+def explanation_lines(report: RunsReport) -> list[str]:
+    """What a person needs beside the runs table: why a verdict is inconclusive, what the gate
+    judges, and its verdict with its reason for each judged series and metric."""
+    reasons = sorted({r.verdict_reason for r in report.rows if r.verdict_reason})
+    lines = [f"verdict inconclusive: {why}; measure with `winml perf --invocations 5` or more" for why in reasons]
+    if report.fail_threshold_pct is None:
+        return lines
+    lines.append(
+        f"gate --fail-on-regression {report.fail_threshold_pct:g}%: judges each candidate series' stored history"
+        f" (its newest {GATE_HISTORY} runs up to the candidate), whatever --baseline names; the table compares"
+        " the two selections"
+    )
+    lines += [
+        f"gate: {key_label(r.key)} {metric_word(r.metric)}: {r.gate}: {r.gate_reason}"
+        for r in report.rows
+        if r.gate is not None and r.gate != COUNTED_ONCE
+    ]
+    return lines

@@ -1,7 +1,10 @@
 """A baseline set of cells against a candidate set (two runs, commits, versions or dates; see
-results/selectors.py), matched on testbed x bundle x route x shape: Δ% of medians, a Mann-Whitney U
-p-value, a verdict, and whether it is a regression beyond a threshold (the pairwise flag;
-compare/gate.py replaces it by the change-point gate's verdict on each series' history).
+results/selectors.py), matched on testbed x bundle x route x shape, over invocations (fresh
+processes; stats/run_change.py): each side's median of invocation medians, Δ% between them with
+the exact 95 % interval of the shift, a Mann-Whitney p-value over the invocation medians, the
+verdict the interval gives, and whether it is a regression beyond a threshold (the pairwise flag;
+compare/gate.py replaces it by the gate's verdict on each series' history). A cell recorded before
+invocations existed counts as one invocation.
 
 It reads cells (compare/cells.py), never a store: `winml compare runs` gets both sets from store
 queries.
@@ -13,12 +16,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
-
 from winml_perf.compare.cells import KEY_FIELDS, Cell, MeasuredSample, choose_metrics
 from winml_perf.compare.text import key_label, metric_word
 from winml_perf.model.metrics import bigger_is_better
 from winml_perf.stats import significance as sig
+from winml_perf.stats.run_change import run_change
 from winml_perf.support.errors import StoreError, UsageError
 
 #: Selectors that pick a run of each series: a series with one run has no pair.
@@ -39,15 +41,17 @@ class RunChange:
     key: tuple
     candidate_key: tuple
     metric: str
-    n_baseline: int
+    n_baseline: int  # invocations a side (fresh processes; a cell without them counts as one)
     n_candidate: int
-    baseline_median: float
+    baseline_median: float  # the median of the side's invocation medians
     candidate_median: float
     delta_pct: float
+    delta_low_pct: float  # the exact 95 % interval of the shift (Hodges-Lehmann, Mann-Whitney)
+    delta_high_pct: float
     p_value: float
-    u: float
     verdict: str
     regression: bool
+    verdict_reason: str = ""  # why the verdict is inconclusive, when it is for too few invocations
     gate: str | None = None  # the gate's verdict (changepoint.Verdict.status), when gated
     gate_reason: str | None = None
 
@@ -62,8 +66,15 @@ class RunChange:
         )
         return (
             f"{key_label(self.key)} {metric_word(self.metric)}: {self.baseline_median:.4g} -> {self.candidate_median:.4g} "
-            f"({sign}{self.delta_pct:.2f}%, p={self.p_value:.3g}): {self.verdict}{flag}"
+            f"({sign}{self.delta_pct:.2f}%{self.interval_text()} over {self.n_baseline} vs {self.n_candidate}"
+            f" invocations): {self.verdict}{flag}"
         )
+
+    def interval_text(self) -> str:
+        """' [-9.3%, -4.1%]', or '' when there is no interval (too few invocations)."""
+        if not (math.isfinite(self.delta_low_pct) and math.isfinite(self.delta_high_pct)):
+            return ""
+        return f" [{self.delta_low_pct:+.1f}%, {self.delta_high_pct:+.1f}%]"
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -132,49 +143,71 @@ def _pair_groups(
     return [(k, k) for k in common]
 
 
-def samples_by_group(cells: Sequence[Cell], notes: list[str], side: str) -> dict[tuple, list[MeasuredSample]]:
-    """Group key -> the measured samples of one side's ok cells; failed cells counted in the notes."""
+#: One invocation's measured samples (a fresh process; a cell without invocations is one).
+Invocation = tuple[MeasuredSample, ...]
+
+
+def invocations_of_cell(cell: Cell) -> list[Invocation]:
+    """A cell's measured samples split by the invocation they ran in, in invocation order."""
+    by_invocation: dict[int, list[MeasuredSample]] = {}
+    for s in cell.samples:
+        by_invocation.setdefault(-1 if s.invocation is None else s.invocation, []).append(s)
+    return [tuple(v) for _, v in sorted(by_invocation.items())]
+
+
+def samples_by_group(cells: Sequence[Cell], notes: list[str], side: str) -> dict[tuple, list[Invocation]]:
+    """Group key -> the invocations of one side's ok cells; failed cells counted in the notes."""
     ok = [c for c in cells if c.ok]
     if len(ok) < len(cells):
         notes.append(f"{side}: {len(cells) - len(ok)} failed cell(s) left out")
-    out: dict[tuple, list[MeasuredSample]] = {}
+    out: dict[tuple, list[Invocation]] = {}
     for c in ok:
-        out.setdefault(c.key, []).extend(c.samples)
+        out.setdefault(c.key, []).extend(invocations_of_cell(c))
     return out
+
+
+def _flat(invocations: Sequence[Invocation]) -> list[MeasuredSample]:
+    return [s for inv in invocations for s in inv]
 
 
 def compare_samples(
     key: tuple,
     cand_key: tuple,
     metric: str,
-    base: Sequence[MeasuredSample],
-    cand: Sequence[MeasuredSample],
+    base: Sequence[Invocation],
+    cand: Sequence[Invocation],
     *,
     equivalence_pct: float,
     fail_threshold_pct: float | None,
 ) -> RunChange:
-    """One metric of one group: medians, Δ%, Mann-Whitney p, verdict, and the pairwise regression
-    flag (compare/gate.py replaces it by the change-point gate's verdict on the series)."""
-    b = [s.values[metric] for s in base if metric in s.values]
-    c = [s.values[metric] for s in cand if metric in s.values]
-    mb, mc = float(np.median(b)), float(np.median(c))
-    d = sig.delta_pct(mb, mc)
-    mw = sig.mann_whitney_u(c, b)
+    """One metric of one group over invocations (stats/run_change.py): medians, Δ% with its
+    interval, p, verdict, and the pairwise regression flag (compare/gate.py replaces it by the
+    gate's verdict on the series): a 'slower' verdict worse than the threshold."""
+
+    def values(invocations: Sequence[Invocation]) -> list[list[float]]:
+        out = [[s.values[metric] for s in inv if metric in s.values] for inv in invocations]
+        return [v for v in out if v]
+
     up = bigger_is_better(metric)
-    regression = fail_threshold_pct is not None and sig.is_regression(d, mw.p_value, up, fail_threshold_pct)
+    ch = run_change(values(base), values(cand), higher_is_better=up, equivalence=equivalence_pct / 100.0)
+    d = sig.delta_pct(ch.baseline, ch.candidate)
+    worse = -d if up else d
+    regression = fail_threshold_pct is not None and ch.verdict == sig.SLOWER and worse > fail_threshold_pct
     return RunChange(
         key,
         cand_key,
         metric,
-        len(b),
-        len(c),
-        mb,
-        mc,
+        ch.invocations_baseline,
+        ch.invocations_candidate,
+        ch.baseline,
+        ch.candidate,
         d,
-        mw.p_value,
-        mw.u,
-        sig.change_verdict(d, mw.p_value, up, equivalence_pct / 100.0),
+        ch.low * 100.0,
+        ch.high * 100.0,
+        ch.p_value,
+        ch.verdict,
         regression,
+        ch.why,
     )
 
 
@@ -223,7 +256,7 @@ def compare_runs(
             fail_threshold_pct=fail_threshold_pct,
         )
         for kb, kc in _pair_groups(base, cand, force, notes, per_series)
-        for metric in choose_metrics(metrics, base[kb], cand[kc])
+        for metric in choose_metrics(metrics, _flat(base[kb]), _flat(cand[kc]))
     ]
     if not rows:
         raise StoreError(
