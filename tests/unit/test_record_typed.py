@@ -114,4 +114,4 @@ def test_the_table_says_what_the_record_holds(adaptive_run, plain_run):
     assert "stopped by" in text and "against --target-ci 50%" in text
     assert "FAILED [ep=cpu|p8|n1] error:" in text
     headers, rows = run_rows(plain_run)
-    assert headers[1] == "median ms" and rows and all(r[1] is not None for r in rows)
+    assert headers[1] == "latency_ms" and rows and all(r[1] is not None for r in rows)

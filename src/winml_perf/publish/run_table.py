@@ -1,0 +1,244 @@
+"""The result table of a run: its columns once, for the screen and for the run's exports.
+
+Each column has the header a person reads, the name an export writes (a metric's own name, as the
+store and `results export` use), its value in a cell record and a rank: on a terminal narrower
+than the table, columns go from the highest rank down until it fits, and a line says which. A
+metric's column shows its median with the spread of its iterations beside it (σ as a percentage of
+the mean); exports carry the spread as ``<metric>_sd``. Iterations read the same on screen (``5x5``:
+invocations x iterations each) and in exports (``invocations``, ``iterations_per_invocation``,
+``iterations`` in all).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tabulate import tabulate
+
+from winml_perf.model import metrics as M
+from winml_perf.model.record import CellRecord
+from winml_perf.publish.formats import human
+
+#: Width assumed for a table written to a pipe or file without $COLUMNS: every column is kept.
+UNLIMITED = 10_000
+
+
+@dataclass(frozen=True)
+class Column:
+    head: str  # on screen and in markdown
+    name: str  # in csv: a metric's name where the column is one
+    value: Callable[[CellRecord], Any]
+    rank: int = 0  # 0: always shown; higher ranks leave a narrow terminal first
+    spread: str | None = None  # the metric whose σ is shown beside the value (and exported as _sd)
+
+
+def _metric(c: CellRecord, name: str) -> Any:
+    return c.summary.get(name)
+
+
+def _sd(c: CellRecord, name: str) -> float | None:
+    m = c.metrics.get(name)
+    return None if m is None else m.stdev
+
+
+def _cv(c: CellRecord, name: str) -> float | None:
+    m = c.metrics.get(name)
+    return None if m is None else m.cv_pct
+
+
+def per_invocation(c: CellRecord) -> int | None:
+    """Iterations each invocation ran, when they all ran as many (None when uneven or unknown)."""
+    n, k = c.summary.iterations, c.summary.invocations or 1
+    return None if n is None or n % k else n // k
+
+
+def iterations_text(c: CellRecord) -> str:
+    """'25' for one process, '5x5' for 5 invocations of 5 iterations, '23 in 5 inv.' when uneven."""
+    n, k = c.summary.iterations, c.summary.invocations or 1
+    if k <= 1 or n is None:
+        return str(n)
+    each = per_invocation(c)
+    return f"{k}x{each}" if each is not None else f"{n} in {k} inv."
+
+
+def covers(c: CellRecord) -> str:
+    """What a cell's CI covers: '5 proc' (over invocations) or 'in-proc' (one process)."""
+    return c.summary.primary_ci95_covers or "in-proc"
+
+
+EMULATED_MARK = " (emulated)"
+
+
+def _route(c: CellRecord) -> str:
+    """The route's label, marked when an EP of it ran on an emulator (never to be read as NPU speed)."""
+    return c.route.label + (EMULATED_MARK if c.route.emulated else "")
+
+
+def _metric_column(metric: M.Metric, rank: int, *, spread: bool = True) -> Column:
+    return Column(metric.label, metric.name, lambda c: _metric(c, metric.name), rank, metric.name if spread else None)
+
+
+def _headline_column(head: str, name: str, rank: int) -> Column:
+    return Column(head, name, lambda c: _metric(c, name), rank)
+
+
+def _rss_mib(c: CellRecord) -> float | None:
+    rss = c.memory.get(M.PEAK_RSS.name)
+    return None if rss is None else rss / 2**20
+
+
+CI_NAME = "ci95_half_width_pct"  # the export's name: the primary metric's, named in primary_ci_name
+
+
+def token_columns() -> list[Column]:
+    itl = [_headline_column("ITL p50 ms", f"{M.ITL.name}_p50", 6)] + [
+        _headline_column(q, f"{M.ITL.name}_{q}", 7) for q in ("p90", "p99")
+    ]
+    return [
+        Column("route", "route", _route),
+        Column("prompt", "prompt_tokens", lambda c: c.shape.prompt_tokens),
+        Column("new", "max_new_tokens", lambda c: c.shape.max_new_tokens),
+        _metric_column(M.TTFT, 2),
+        _metric_column(M.PROMPT_THROUGHPUT, 4),
+        _metric_column(M.DECODE_THROUGHPUT, 0),
+        *itl,
+        _metric_column(M.E2E, 4),
+        Column("iters", "iterations", lambda c: c.summary.iterations, 3),
+        Column("CI95", CI_NAME, lambda c: c.summary.primary_ci95_half_width_pct, 1),
+        Column("peak RSS MiB", "peak_rss_mib", _rss_mib, 5),
+    ]
+
+
+def latency_columns() -> list[Column]:
+    return [
+        Column("route", "route", _route),
+        _metric_column(M.LATENCY, 0),
+        Column("p90 ms", f"{M.LATENCY.name}_p90", lambda c: _pct(c, "p90"), 5),
+        Column("p99 ms", f"{M.LATENCY.name}_p99", lambda c: _pct(c, "p99"), 5),
+        _metric_column(M.INFERENCE_RATE, 3, spread=False),
+        Column("iters", "iterations", lambda c: c.summary.iterations, 2),
+        Column("CI95", CI_NAME, lambda c: c.summary.primary_ci95_half_width_pct, 1),
+        Column(M.MODEL_LOAD.label, M.MODEL_LOAD.name, lambda c: _load(c), 4),
+    ]
+
+
+def _pct(c: CellRecord, q: str) -> float | None:
+    m = c.metrics.get(M.LATENCY.name)
+    return None if m is None else getattr(m, q)
+
+
+def _load(c: CellRecord) -> float | None:
+    from winml_perf.model.spec import finite_or_none
+
+    return finite_or_none(getattr(c.load, M.MODEL_LOAD.name))
+
+
+def primary_ci_name(cells: Sequence[CellRecord]) -> str:
+    """The CI column's export name: '<primary metric>_ci95_half_width_pct'."""
+    primary = next((c.summary.primary_metric for c in cells if c.summary.primary_metric), None)
+    return f"{primary}_{CI_NAME}" if primary else CI_NAME
+
+
+# -- exports ---------------------------------------------------------------------------------------
+def export_rows(columns: Sequence[Column], cells: Sequence[CellRecord]) -> tuple[list[str], list[list[Any]]]:
+    """Headers (metric names) and raw rows: each spread column followed by ``<metric>_sd``, the
+    iterations by how many invocations ran them and how many each."""
+    heads: list[str] = []
+    for col in columns:
+        if col.name == "iterations":
+            heads += ["invocations", "iterations_per_invocation"]
+        heads.append(primary_ci_name(cells) if col.name == CI_NAME else col.name)
+        if col.spread:
+            heads.append(f"{col.spread}_sd")
+    rows = []
+    for c in cells:
+        row: list[Any] = []
+        for col in columns:
+            if col.name == "iterations":
+                row += [c.summary.invocations or 1, per_invocation(c)]
+            row.append(col.value(c))
+            if col.spread:
+                row.append(_sd(c, col.spread))
+        rows.append(row)
+    return heads, rows
+
+
+# -- the screen ------------------------------------------------------------------------------------
+def shown(col: Column, c: CellRecord, mixed_ci: bool) -> str:
+    """One cell of the screen table: rounded, '-' where nothing was measured, σ beside a metric."""
+    if col.name == "iterations":
+        return iterations_text(c)
+    v = col.value(c)
+    if col.name == CI_NAME:
+        return "-" if v is None else f"±{v:.1f}%" + (f" {covers(c)}" if mixed_ci else "")
+    text = "-" if v is None else human(v)
+    cv = _cv(c, col.spread) if col.spread and v is not None else None
+    return text if cv is None else f"{text} σ{cv:.1f}%"
+
+
+def ci_head(cells: Sequence[CellRecord]) -> str:
+    """'decode CI95 (5 proc)', 'decode CI95 in-proc'; without the coverage when rows differ."""
+    primary = next((c.summary.primary_metric for c in cells if c.summary.primary_metric), None)
+    metric = M.get(primary) if primary else None
+    word = f"{metric.word} " if metric else ""
+    kinds = {covers(c) for c in cells}
+    if len(kinds) != 1:
+        return f"{word}CI95"
+    kind = kinds.pop()
+    return f"{word}CI95 in-proc" if kind == "in-proc" else f"{word}CI95 ({kind})"
+
+
+def terminal_width() -> int:
+    """The terminal's columns ($COLUMNS first); UNLIMITED for a pipe or file without $COLUMNS."""
+    import os
+
+    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
+        return shutil.get_terminal_size((UNLIMITED, 24)).columns
+    return UNLIMITED
+
+
+def screen_rows(columns: Sequence[Column], cells: Sequence[CellRecord]) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows as a person reads them (the screen, markdown)."""
+    ci = ci_head(cells)
+    heads = [ci if col.name == CI_NAME else col.head for col in columns]
+    mixed = "(" not in ci and "in-proc" not in ci
+    return heads, [[shown(col, c, mixed) for col in columns] for c in cells]
+
+
+def wrapped(head: str) -> str:
+    """A header on two lines, split at the space that makes the longer line shortest."""
+    words = head.split(" ")
+    if len(words) < 2:
+        return head
+    cut = min(range(1, len(words)), key=lambda i: max(len(" ".join(words[:i])), len(" ".join(words[i:]))))
+    return " ".join(words[:cut]) + "\n" + " ".join(words[cut:])
+
+
+def _render(columns: Sequence[Column], cells: Sequence[CellRecord], wrap: bool) -> str:
+    heads, rows = screen_rows(columns, cells)
+    heads = [wrapped(h) for h in heads] if wrap else heads
+    return tabulate(rows, headers=heads, tablefmt="github", disable_numparse=True)
+
+
+def _width(text: str) -> int:
+    return max(map(len, text.splitlines()))
+
+
+def fitted_table(columns: Sequence[Column], cells: Sequence[CellRecord], width: int) -> tuple[str, list[str]]:
+    """The table within ``width`` columns, and the headers of the columns left out to fit it: the
+    headers go on two lines first, then columns leave, highest rank first (rank 0 always stays)."""
+    kept = list(columns)
+    dropped: list[str] = []
+    text = _render(kept, cells, wrap=False)
+    if _width(text) <= width:
+        return text, dropped
+    text = _render(kept, cells, wrap=True)
+    while _width(text) > width and any(col.rank for col in kept):
+        worst = max(range(len(kept)), key=lambda i: (kept[i].rank, i))
+        dropped.append(kept.pop(worst).head)
+        text = _render(kept, cells, wrap=True)
+    return text, dropped
