@@ -1,10 +1,9 @@
-"""The dashboard's SVG: nice ticks that never go below zero, date ticks, one marker per record with
+"""The dashboard's SVG: nice ticks that never go below zero, an x axis in run order labelled by commit, one marker per record with
 its hover text, the interval band, change points, and labels inside the drawing."""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
 
 import pytest
 
@@ -27,14 +26,33 @@ def test_a_throughput_near_zero_is_not_drawn_below_zero():
     assert svg.nice_ticks(0.5, 40.0)[0] == 0.0
 
 
-def test_date_ticks_are_round_days_or_months():
-    day = 86400.0
-    t0 = 1_700_000_000.0
-    short = svg.date_ticks(t0, t0 + 6 * day)
-    assert all(t % day == 0 for t in short) and len(short) <= 6
-    year = svg.date_ticks(t0, t0 + 365 * day)
-    labels = [datetime.fromtimestamp(t, UTC).strftime("%d") for t in year]
-    assert set(labels) == {"01"} and 2 <= len(year) <= 6
+def test_x_axis_is_run_order_labelled_with_each_records_commit_and_own_date():
+    # uneven times: a run at 19:14 on Dec 1, then two nights later, then a week later
+    times = ["2026-12-01T19:14:00Z", "2026-12-03T02:00:00Z", "2026-12-10T02:00:00Z"]
+    pts = [{"t": t, "v": 10.0 + i, "lo": None, "hi": None, "commit": f"abc{i}def0123"} for i, t in enumerate(times)]
+    out = svg.chart(pts, title="decode", unit="tokens/s")
+    commits = re.findall(r'<text class="xlab"[^>]*x="([\d.]+)"[^>]*>([^<]+)</text>', out)
+    dates = re.findall(r'<text class="xdate"[^>]*>([^<]+)</text>', out)
+    assert [c for _, c in commits] == ["abc0def", "abc1def", "abc2def"] and dates == ["12-01", "12-03", "12-10"]
+    xs = [float(x) for x, _ in commits]
+    assert abs((xs[1] - xs[0]) - (xs[2] - xs[1])) < 0.2  # evenly spaced: run order, not time
+    assert "12-02" not in out and "2026-12-02" not in out
+
+
+def test_one_record_draws_its_value_and_interval_in_every_chart():
+    (pt,) = _points(1)
+    for markers in (True, False):
+        out = svg.chart([pt], title="ttft", unit="ms", markers=markers)
+        assert out.count('class="whisker"') == 1
+        assert out.count('<circle class="dot"') == (0 if markers else 1)
+        assert out.count('<circle class="pt"') == (1 if markers else 0)
+
+
+def test_numbers_are_written_as_people_read_them():
+    pts = [{**p, "v": 33010.4 + i, "lo": 30970.2, "hi": 33950.9} for i, p in enumerate(_points(3))]
+    out = svg.chart(pts, title="prompt", unit="tokens/s")
+    assert "e+0" not in out and "33010 [30970, 33951]" in out
+    assert svg.tick_label(1234.5678) == "1235" and svg.tick_label(0.012345) == "0.01235"
 
 
 def _points(n: int, failed: int | None = None) -> list[dict]:

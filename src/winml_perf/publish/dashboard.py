@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.compare.text import shape_label
-from winml_perf.model.metrics import get
+from winml_perf.model.metrics import bigger_is_better, get
 from winml_perf.publish import dashboard_svg as svg
 from winml_perf.publish.dashboard_page import (
     CHANGE_WINDOW,
@@ -49,6 +49,7 @@ from winml_perf.publish.dashboard_page import (
     render_page,
     write_file,
 )
+from winml_perf.publish.formats import human
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results.series import series_list
 from winml_perf.results.store import Store
@@ -60,6 +61,8 @@ RECORDS_PER_JOB = 25_000
 MAX_JOBS = 8
 #: Freshly found change points kept in the store per write (bounded memory and transactions).
 KEEP_BATCH = 200
+#: A route within this fraction of config's value is shown as level with it.
+LEVEL_WITH_CONFIG = 0.02
 
 
 def default_jobs(records: int) -> int:
@@ -68,27 +71,54 @@ def default_jobs(records: int) -> int:
     return max(1, min(os.cpu_count() or 1, MAX_JOBS, records // RECORDS_PER_JOB))
 
 
-def _index_row(s: Mapping[str, Any]) -> str:
+def _config_key(s: Mapping[str, Any]) -> tuple:
+    row = s["row"]
+    return (row["testbed_id"], row["bundle"], row["prompt_tokens"], row["max_new_tokens"], s["metric"])
+
+
+def _config_values(summaries: Sequence[Mapping[str, Any]]) -> dict[tuple, float]:
+    """The newest value of the config route of each testbed x bundle x shape x metric."""
+    return {
+        _config_key(s): s["latest"]["value"][0]
+        for s in summaries
+        if s["row"]["route"] == "config" and s["latest"] is not None and s["latest"]["value"][0]
+    }
+
+
+def _ratio_cell(s: Mapping[str, Any], config: Mapping[tuple, float]) -> str:
+    """This route's newest value over config's ('×1.84'), coloured by which way is better."""
+    base = config.get(_config_key(s))
+    if s["row"]["route"] == "config" or base is None or s["latest"] is None:
+        return '<td class="num sub">–</td>'
+    ratio = s["latest"]["value"][0] / base
+    better = ratio > 1 if bigger_is_better(s["metric"]) else ratio < 1
+    kind = "level" if abs(ratio - 1) <= LEVEL_WITH_CONFIG else "improvement" if better else "regression"
+    return f'<td class="num {kind}">×{human(ratio, 3)}</td>'
+
+
+def _index_row(s: Mapping[str, Any], config: Mapping[tuple, float]) -> str:
     row, m = s["row"], get(s["metric"])
     assert m is not None  # the index lists series of known metrics
     latest = s["latest"]
     value = ""
     if latest is not None:
         med, lo, hi = latest["value"]
-        ci = f" [{lo:.4g}, {hi:.4g}]" if lo is not None and hi is not None else ""
-        value = f"{med:.4g}{ci} <span class='sub'>{escape(latest['created_utc'][:10])}</span>"
+        ci = f" [{human(lo)}, {human(hi)}]" if lo is not None and hi is not None else ""
+        value = f"{human(med)}{ci} <span class='sub'>{escape(latest['created_utc'][:10])}</span>"
     cp = s["cp"]
     cp_html = (
         f'<span class="{cp["direction"].replace(" ", "-")}">{escape(cp_text(cp))}</span>'
         if cp
         else '<span class="sub">none</span>'
     )
+    status_class = escape(s["status"].replace(" ", "-"))
     link = f"{page_path(row['testbed_id'], row['bundle'])}#s-{row['series_key']}"
     return (
         f'<tr data-testbed="{escape(str(row["testbed_id"]))}" data-route="{escape(str(row["route"]))}">'
         f'<td>{escape(str(row["testbed_id"]))}</td><td><a href="{escape(link)}">{escape(str(row["bundle"]))}</a></td>'
         f"<td>{escape(str(row['route']))}</td><td>{escape(shape_label(row['prompt_tokens'], row['max_new_tokens']))}</td>"
-        f'<td>{escape(m.label)}</td><td>{svg.sparkline(s["spark"])}</td><td class="num">{value}</td><td>{cp_html}</td>'
+        f'<td>{escape(m.label)}</td><td>{svg.sparkline(s["spark"])}</td><td class="num">{value}</td>'
+        f'{_ratio_cell(s, config)}<td class="status {status_class}">{escape(s["status"])}</td><td>{cp_html}</td>'
         f'<td class="num">{s["records"]}</td></tr>'
     )
 
@@ -144,20 +174,22 @@ def write_dashboard(
                 cpc.save(store, pending)
                 pending = []
         cpc.save(store, pending)
-        rows_html = "".join(_index_row(s) for s in summaries)
+        config = _config_values(summaries)
+        rows_html = "".join(_index_row(s, config) for s in summaries)
         testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries})
         routes = sorted({str(s["row"]["route"]) for s in summaries})
         table = (
             (
                 '<table class="index"><thead><tr><th>testbed</th><th>bundle</th><th>route</th><th>shape</th><th>metric</th>'
-                "<th>history</th><th>latest [95% CI]</th><th>newest change point</th><th>records</th></tr></thead>"
+                "<th>trend</th><th>latest [95% CI]</th><th>vs config</th><th>status</th><th>newest change point</th>"
+                "<th>records</th></tr></thead>"
                 f"<tbody>{rows_html}</tbody></table>"
             )
             if summaries
             else '<p class="empty">the store holds no records</p>'
         )
         body = (
-            f'<p class="sub">{len(summaries)} series, {total} records from {escape(store.display)}; generated {generated}.'
+            f'<p class="sub">{len(summaries)} series, {total} records; generated {generated}.'
             f" Change points: E-Divisive means over the newest {CHANGE_WINDOW} records of each series.</p>"
             + _filter("testbed", testbeds)
             + _filter("route", routes)

@@ -33,6 +33,8 @@ from winml_perf.stats.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE, shift_tex
 CHANGE_WINDOW = 120
 #: Newest values drawn in an index sparkline.
 SPARK_POINTS = 60
+#: A change point among a series' newest this many records gives it that status on the overview.
+RECENT_RECORDS = 10
 #: Metrics drawn on a testbed/bundle page, in table order.
 HISTORY_METRICS = tuple(m.name for m in METRICS if m.drawn)
 
@@ -131,7 +133,7 @@ def _read_series(store: Store, row: dict, filters: Mapping[str, Any], kept: Mapp
         **filters,
     )
     cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
-    frame = svg.Frame.of(svg.unix_seconds(cols.created_utc))
+    frame = svg.Frame.of(svg.unix_seconds(cols.created_utc), cols.git_commits)
     testbed = row["testbed_id"]
     tips = [
         svg.hover_text(t, commit, version, testbed, run)
@@ -158,7 +160,19 @@ def _summary(s: _Series) -> dict:
         "latest": latest,
         "cp": s.change_points[-1] if s.change_points else None,
         "records": len(s.cols),
+        "status": _status(s),
     }
+
+
+def _status(s: _Series) -> str:
+    """'failed' when the newest record failed; a change point's direction when one starts among the
+    newest RECENT_RECORDS records; else 'ok'."""
+    if len(s.cols) and not bool(s.cols.ok[-1]):
+        return "failed"
+    cp = s.change_points[-1] if s.change_points else None
+    if cp is not None and cp["index"] >= len(s.cols) - RECENT_RECORDS:
+        return str(cp["direction"])
+    return "ok"
 
 
 def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool) -> str | None:
@@ -173,7 +187,7 @@ def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool) -> str 
     else:  # records without this metric are left out, as if they were not there
         idx = np.flatnonzero(drawn)
         position = {int(i): k for k, i in enumerate(idx)}
-        frame, tips = svg.Frame.of(s.frame.times[idx]), [s.tips[i] for i in idx]
+        frame, tips = s.frame.subset(idx), [s.tips[i] for i in idx]
         v, lo, hi = v[idx], lo[idx], hi[idx]
         cps = [{**cp, "index": position[cp["index"]]} for cp in cps]
     return svg.draw(frame, v, lo, hi, title=title, unit=unit, change_points=cps, tips=tips if marked else None)

@@ -3,8 +3,11 @@ the 95 % interval as a band, the medians as a line with one marker per record (i
 names the date, commit, version and testbed), change points as marked verticals, and a sparkline.
 
 Axes: "nice" ticks (1, 2, 2.5 or 5 x 10^k; Heckbert, "Nice numbers for graph labels", Graphics Gems,
-1990) that never go below zero (every metric here is a time, a rate or a size); x ticks by date.
-Margins are sized from the longest tick label so no label is clipped.
+1990) that never go below zero (every metric here is a time, a rate or a size). The x axis is the
+records in run order, evenly spaced (a run is a commit tested, not a moment: nights with no run
+leave no gap, and a tick is a record's own commit and UTC date, never a date the run did not have).
+Margins are sized from the longest tick label so no label is clipped. Numbers are written by
+publish/formats.human, as every human output of winml-perf.
 
 Cost: a page of a year of nightlies draws ~25,000 points, so the data of a chart is written as
 integers in a scaled group (``DATA_UNITS``, strokes that do not scale) from numpy columns, and a
@@ -17,17 +20,20 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from html import escape
 from typing import Any
 
 import numpy as np
 
+from winml_perf.publish.formats import human
 from winml_perf.stats.changepoint import shift_text
 
 #: Width of one character of the 11 px axis font, for sizing margins (a generous estimate).
 CHAR_PX = 7.0
-WIDTH, HEIGHT, TOP, BOTTOM, RIGHT = 460, 200, 14, 34, 14
+WIDTH, HEIGHT, TOP, BOTTOM, RIGHT = 460, 210, 14, 40, 14
+#: Most labelled records on a chart's x axis.
+MAX_X_TICKS = 5
 
 
 def nice_step(span: float, count: int) -> float:
@@ -57,31 +63,12 @@ def tick_label(v: float) -> str:
         return f"{v / 1e6:g}M"
     if abs(v) >= 1e4:
         return f"{v / 1e3:g}k"
-    return f"{v:.4g}"
+    return human(v)
 
 
 def unix_seconds(texts: Sequence[str]) -> np.ndarray:
     """Stored UTC times ('YYYY-MM-DDTHH:MM:SS...') as Unix seconds (float), parsed in bulk."""
     return np.array([t[:19] for t in texts], dtype="datetime64[s]").astype(np.int64).astype(float)
-
-
-def date_ticks(t0: float, t1: float, count: int = 5) -> list[float]:
-    """Unix times of round dates (whole days, weeks or months) between t0 and t1."""
-    days = max((t1 - t0) / 86400, 1e-9)
-    step_days = next((d for d in (1, 2, 7, 14, 30, 61, 91, 182, 365) if days / d <= count), 730)
-    start = datetime.fromtimestamp(t0, UTC).replace(hour=0, minute=0, second=0, microsecond=0)
-    if step_days >= 30:
-        start = start.replace(day=1)
-    out, t = [], start
-    while t.timestamp() <= t1:
-        if t.timestamp() >= t0:
-            out.append(t.timestamp())
-        if step_days >= 30:
-            months = step_days // 30
-            t = (t.replace(day=1) + timedelta(days=32 * months)).replace(day=1)
-        else:
-            t += timedelta(days=step_days)
-    return out or [t0]
 
 
 def _fmt(v: float) -> str:
@@ -95,28 +82,33 @@ DATA_UNITS = 10_000
 
 @dataclass
 class Frame:
-    """The time axis of every chart of one series: the records' times and where each falls across
-    the plot (0..1), the date ticks, and each record's position in data units as text (shared by
-    all the series' charts)."""
+    """The x axis of every chart of one series: the records in run order, evenly spaced, with
+    their times and commits, the labelled records, and each record's position in data units as
+    text (shared by all the series' charts)."""
 
     times: np.ndarray  # Unix seconds per record
-    t0: float
-    t1: float
-    frac: np.ndarray
+    commits: list[str]
+    frac: np.ndarray  # where each record falls across the plot (0..1)
     x_text: list[str]
-    ticks: list[tuple[float, str]]  # (fraction, YYYY-MM-DD)
+    ticks: list[tuple[float, str, str]]  # (fraction, short commit or '#n', UTC date MM-DD)
 
     @classmethod
-    def of(cls, times: Sequence[float] | np.ndarray) -> Frame:
+    def of(cls, times: Sequence[float] | np.ndarray, commits: Sequence[Any] | None = None) -> Frame:
         ts = np.asarray(times, dtype=float)
-        t0, t1 = (float(ts.min()), float(ts.max())) if len(ts) else (0.0, 1.0)
-        if t1 <= t0:
-            t0, t1 = t0 - 43200, t1 + 43200
-        frac = (ts - t0) / (t1 - t0)
+        n = len(ts)
+        names = [str(c or "") for c in commits] if commits is not None else [""] * n
+        frac = np.linspace(0.0, 1.0, n) if n > 1 else np.full(n, 0.5)
+        shown = np.unique(np.rint(np.linspace(0, n - 1, min(n, MAX_X_TICKS)))).astype(int).tolist() if n else []
         ticks = [
-            ((t - t0) / (t1 - t0), datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d")) for t in date_ticks(t0, t1)
+            (float(frac[i]), names[i][:7] or f"#{i + 1}", datetime.fromtimestamp(ts[i], UTC).strftime("%m-%d"))
+            for i in shown
         ]
-        return cls(ts, t0, t1, frac, list(map(str, np.rint(frac * DATA_UNITS).astype(np.int64).tolist())), ticks)
+        x_text = list(map(str, np.rint(frac * DATA_UNITS).astype(np.int64).tolist()))
+        return cls(ts, names, frac, x_text, ticks)
+
+    def subset(self, idx: Sequence[int] | np.ndarray) -> Frame:
+        """The frame of some of the records (those that have a metric)."""
+        return Frame.of(self.times[idx], [self.commits[i] for i in idx])
 
 
 def _pairs(x_text: Sequence[str], y: np.ndarray) -> str:
@@ -141,7 +133,7 @@ def chart(
     testbed, run, status}; a failed record (v None) is a cross on the x axis. ``change_points``:
     {index (into points), shift, shift_low, shift_high, direction, shift_coverage (optional)}. ``markers``: a marker with a
     hover title per point (else the line and band only)."""
-    frame = Frame.of(unix_seconds([p["t"] for p in points]))
+    frame = Frame.of(unix_seconds([p["t"] for p in points]), [p.get("commit") for p in points])
     col = {k: np.array([np.nan if p.get(k) is None else p[k] for p in points], dtype=float) for k in ("v", "lo", "hi")}
     tips = (
         [hover_text(p["t"], p.get("commit"), p.get("version"), p.get("testbed"), p.get("run")) for p in points]
@@ -213,12 +205,13 @@ def draw(
             f'<line class="grid" x1="{_fmt(left)}" x2="{_fmt(width - RIGHT)}" y1="{_fmt(y(t))}" y2="{_fmt(y(t))}"/>'
             f'<text class="ylab" x="{_fmt(left - 5)}" y="{_fmt(y(t) + 4)}">{tick_label(t)}</text>'
         )
-    for f, label in frame.ticks:
+    for f, commit, day in frame.ticks:
         px = left + f * plot_w
         anchor = "start" if px - left < 35 else "end" if width - RIGHT - px < 35 else "middle"
         out.append(
             f'<line class="tick" x1="{_fmt(px)}" x2="{_fmt(px)}" y1="{_fmt(TOP + plot_h)}" y2="{_fmt(TOP + plot_h + 4)}"/>'
-            f'<text class="xlab" text-anchor="{anchor}" x="{_fmt(px)}" y="{_fmt(TOP + plot_h + 16)}">{label}</text>'
+            f'<text class="xlab" text-anchor="{anchor}" x="{_fmt(px)}" y="{_fmt(TOP + plot_h + 15)}">{escape(commit)}</text>'
+            f'<text class="xdate" text-anchor="{anchor}" x="{_fmt(px)}" y="{_fmt(TOP + plot_h + 27)}">{day}</text>'
         )
     out.append(f'<text class="unit" x="{_fmt(left)}" y="{TOP - 3}">{escape(unit)}</text>')
     out.append(
@@ -236,6 +229,8 @@ def draw(
         out.append(f'<polyline class="line" points="{_pairs(line_x, y_units(v[idx]))}"/>')
     out.append("</g>")
     px_all = left + frame.frac * plot_w
+    if ok.sum() == 1:  # no line through one record: its value, and its interval as a whisker
+        out.append(_solo(float(px_all[ok][0]), v[ok][0], lo[ok][0], hi[ok][0], y, dot=tips is None))
     for cp in change_points:
         cx = float(px_all[cp["index"]])
         day = datetime.fromtimestamp(frame.times[cp["index"]], UTC).strftime("%Y-%m-%d")
@@ -254,6 +249,16 @@ def draw(
     return "".join(out)
 
 
+def _solo(x: float, val: float, low: float, high: float, y: Any, dot: bool) -> str:
+    """The one record of a chart: a whisker over its interval (if any) and, unmarked, a dot."""
+    out = ""
+    if low == low and high == high:
+        out += f'<line class="whisker" x1="{x:.1f}" x2="{x:.1f}" y1="{y(low):.1f}" y2="{y(high):.1f}"/>'
+    if dot:
+        out += f'<circle class="dot" cx="{x:.1f}" cy="{y(val):.1f}" r="3"/>'
+    return out
+
+
 def _markers(
     px: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, tips: Sequence[str], y: Any, base: float, unit: str
 ) -> str:
@@ -267,11 +272,11 @@ def _markers(
             )
         elif low == low and high == high:
             out.append(
-                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {val:.4g} [{low:.4g}, {high:.4g}] {unit}</title></circle>'
+                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {human(val)} [{human(low)}, {human(high)}] {unit}</title></circle>'
             )
         else:
             out.append(
-                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {val:.4g} {unit}</title></circle>'
+                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {human(val)} {unit}</title></circle>'
             )
     return "".join(out)
 

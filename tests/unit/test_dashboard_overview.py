@@ -1,0 +1,56 @@
+"""The dashboard's overview (index.html): per testbed x bundle x route x shape the latest value
+with its interval in human numbers, a trend, the ratio to config and a status; nothing local."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.results_fakes import golden_cells, hex_id, make_cell
+from winml_perf.publish.dashboard import write_dashboard
+from winml_perf.results.store import open_store
+
+
+@pytest.fixture(scope="module")
+def index_html(tmp_path_factory):
+    root = tmp_path_factory.mktemp("overview")
+    with open_store(root / "private-folder" / "winml-perf.db") as store:
+        store.write_records(golden_cells())
+        store.write_record(make_cell(hex_id("solo"), bundle="bundles/solo", when="2025-01-05T02:00:00Z"))
+        fast = [0.0303, 0.0299, 0.0310, 0.0297, 0.0305, 0.0301]  # ~33000 tokens/s: e-notation under %.4g
+        store.write_record(make_cell(hex_id("fast"), bundle="bundles/fast", when="2025-01-05T02:00:00Z", step_ms=fast))
+        index = write_dashboard(store, root / "site")
+    return root, index.read_text()
+
+
+def _rows(html: str) -> list[str]:
+    return re.findall(r"<tr data-testbed=.*?</tr>", html)
+
+
+def test_no_local_path_in_the_page(index_html):
+    root, html = index_html
+    assert str(root) not in html and "private-folder" not in html and "winml-perf.db" not in html
+
+
+def test_values_are_human_numbers_never_exponents(index_html):
+    _, html = index_html
+    values = re.findall(r'<td class="num">([^<]*) <span', html)
+    assert values and all("e+" not in v and "e-" not in v for v in values)
+    assert all(re.fullmatch(r"[\d.]+( \[[\d.]+, [\d.]+\])?", v) for v in values), values
+    assert any(re.fullmatch(r"3\d{4} \[3\d{4}, 3\d{4}\]", v) for v in values), values  # 33010, not 3.301e+04
+
+
+def test_each_route_has_a_ratio_to_config_and_a_status(index_html):
+    _, html = index_html
+    head = re.search(r"<thead>.*?</thead>", html).group(0)
+    assert "vs config" in head and "status" in head and "trend" in head
+    rows = _rows(html)
+    config = [r for r in rows if 'data-route="config"' in r]
+    forced = [r for r in rows if 'data-route="config"' not in r]
+    assert all("–" in r for r in config)
+    ratios = [re.search(r'<td class="num (level|improvement|regression)">×([\d.]+)</td>', r) for r in forced]
+    assert any(ratios), forced
+    statuses = [re.search(r'<td class="status ([a-z -]+)">', r).group(1) for r in rows]
+    assert set(statuses) <= {"ok", "failed", "regression", "improvement", "lower-mode", "lower mode"}
+    assert "failed" in statuses  # the golden store's failed webgpu cell is its route's newest record
