@@ -1,4 +1,4 @@
-"""One help style for every command: options show their metavar (``N``, ``FILE``, ``NAME=PATH``) or
+"""One help style, and one numeric-flag check, for every command: options show their metavar (``N``, ``FILE``, ``NAME=PATH``) or
 nothing (flags), never typer's ``<bool>`` / ``<str>`` / ``<path>`` / ``<list[str]>``.
 
 Every app is a ``PlainTyper``: its groups and commands use the classes below. A value option states
@@ -37,6 +37,12 @@ class PlainHelpCommand(TyperCommand):
 
     def get_help_option(self, ctx: Any) -> Any:
         return _plain_help_option(super().get_help_option(ctx))
+
+    def invoke(self, ctx: Any) -> Any:
+        from winml_perf.commands.numeric_flags import check_params
+
+        check_params(ctx)  # every numeric flag within its bounds before the command runs
+        return super().invoke(ctx)
 
 
 class PlainHelpGroup(TyperGroup):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from winml_perf.model import flag_bounds
 from winml_perf.support.errors import UsageError
 
 RANGE = re.compile(r"^(\d+)-(\d+)([+*])(\d+)$")
@@ -31,6 +32,7 @@ def _range(flag: str, item: str, m: re.Match) -> list[int]:
         raise _bad(flag, item, "a range runs from a positive FIRST up to LAST >= FIRST")
     if (op == "+" and by < 1) or (op == "*" and by < 2):
         raise _bad(flag, item, "the step must be 1 or more (+) and the factor 2 or more (*)")
+    flag_bounds.check(flag, last, item)
     out, v = [], first
     while v <= last:
         out.append(v)
@@ -51,6 +53,7 @@ def parse_item(flag: str, item: str) -> list[int]:
         raise _bad(flag, item, "is neither an integer nor a range") from None
     if value <= 0:
         raise _bad(flag, item, "must be a positive integer")
+    flag_bounds.check(flag, value, item)
     return [value]
 
 

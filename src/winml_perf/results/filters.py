@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from winml_perf.model import flag_bounds
 from winml_perf.results import migrations as mig
 from winml_perf.results.rows import bundle_name, normalize_utc
 from winml_perf.support.errors import StoreError
@@ -85,6 +86,7 @@ def parse_when(value: Any, flag: str, end_of_day: bool = False, now: datetime | 
     text = str(value).strip()
     units = {"d": "days", "h": "hours", "m": "minutes", "w": "weeks"}
     if len(text) >= 2 and text[-1] in units and text[:-1].isdigit():
+        flag_bounds.check_age(flag, int(text[:-1]), flag_bounds.DAYS_PER_UNIT[text[-1]], text)
         now = now or datetime.now(UTC)
         return normalize_utc((now - timedelta(**{units[text[-1]]: int(text[:-1])})).isoformat())
     try:

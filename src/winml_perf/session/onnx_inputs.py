@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from winml_perf.model import flag_bounds
 from winml_perf.support.errors import UsageError
 
 ORT_TO_NUMPY: dict[str, Any] = {
@@ -116,6 +117,8 @@ def parse_dims(text: str, flag: str = "--shape") -> tuple[int, ...]:
         raise UsageError(f"{flag}: {text!r} is not a list of whole numbers", f"e.g. {flag} input=1x3x224x224") from None
     if any(d < 0 for d in dims):
         raise UsageError(f"{flag}: {text!r} has a negative dimension", "dimensions are 0 or more")
+    for d in dims:
+        flag_bounds.check(flag, d, text)
     return dims
 
 
