@@ -248,6 +248,15 @@ def perf(
             help="Fail a forced route when any node of a forced stage would run on CPU.",
         ),
     ] = False,
+    allow_uncompiled: Annotated[
+        bool,
+        typer.Option(
+            "--allow-uncompiled",
+            metavar="",
+            rich_help_panel=ROUTING,
+            help="With --compile: measure a route whose compile failed, labelled (uncompiled), instead of failing it.",
+        ),
+    ] = False,
     prompt: Annotated[
         str | None,
         typer.Option(metavar="TEXT", rich_help_panel=WORKLOAD, help="Prompt text (default: synthetic tokens)."),
@@ -551,6 +560,7 @@ def perf(
         no_store=no_store,
         check_outputs=check_outputs,
         strict=strict,
+        allow_uncompiled=allow_uncompiled,
         onnx_options=onnx_options,
         prepare_model=prepare,
         explain=explain,

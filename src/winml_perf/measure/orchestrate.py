@@ -112,6 +112,7 @@ class PerfRequest:
     no_store: bool = False
     check_outputs: bool = False
     strict: bool = False
+    allow_uncompiled: bool = False  # --compile: measure a failed compile's route, labelled (uncompiled)
     onnx_options: dict = field(default_factory=dict)
     prepare_model: bool = False
     explain: bool = False
@@ -141,6 +142,10 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
         label=rr.label,
         ep_options=options,
     )
+    if req.compile:
+        from winml_perf.bundle.compile_gate import settle_compile
+
+        route = settle_compile(route, req.allow_uncompiled)
     if req.strict:
         from winml_perf.bundle.placement import enforce_strict
 
