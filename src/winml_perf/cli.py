@@ -30,6 +30,25 @@ app = PlainTyper(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from winml_perf import __version__
+
+        print(f"winml-perf {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", metavar="", is_eager=True, callback=_print_version, help="Print the version and exit."
+    ),
+) -> None:
+    """Benchmark ONNX Runtime GenAI bundles and ONNX models, with EP routing as a measured variable."""
+
+
 app.command("perf", cls=PlainHelpCommand, epilog=perf.EPILOG)(perf.perf)
 app.command("devices")(devices.devices_command)
 app.add_typer(bundle.app, name="bundle")
@@ -79,6 +98,17 @@ def _say(message: str) -> None:
     print(mask(message), file=sys.stderr)
 
 
+def _drop_stdout() -> None:
+    """Point stdout at the null device, so that flushing what is left at exit raises nothing."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass
+    finally:
+        os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> None:
     from winml_perf.support.stdio import own_stdout
 
@@ -104,6 +134,9 @@ def _main(argv: list[str] | None) -> None:
     except SystemExit:
         raise
     except typer.Abort:
+        sys.exit(1)
+    except BrokenPipeError:  # stdout's reader left (`winml ... | head`): stop quietly, as rich's help does
+        _drop_stdout()
         sys.exit(1)
     except Exception as exc:  # command-line parsing errors, and anything unexpected
         if isinstance(exc, _CLICK_ERROR):

@@ -51,4 +51,7 @@ def own_stdout() -> Iterator[None]:
             pass
         sys.stdout = previous
         os.dup2(real, 1)
-        stream.close()  # closes the duplicate
+        try:
+            stream.close()  # closes the duplicate
+        except (OSError, ValueError):  # its reader is gone (`winml ... | head`): what is left goes nowhere
+            pass
