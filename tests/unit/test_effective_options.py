@@ -197,3 +197,19 @@ def test_one_name_needs_no_reason():
     decided = effective_options(OV, "cpu", {}, names=lambda _ep: (OV,))
     assert (decided.ep_name, decided.ep_name_reason) == (OV, None)
     assert effective.effective_options(CPU, "cpu", {}).device_type is None
+
+
+def test_perf_pins_the_device_from_device_type_and_records_the_decision(tmp_path, intel_host):
+    """perf's route (measure/orchestrate.py) reads the same decision: device_type=CPU pins the cpu
+    device, and the record's route.target holds the options, the EP name taken and why."""
+    from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, _genai_route
+
+    bundle = make_bundle(tmp_path, FLAT_CPU)
+    request = RouteRequest(ep="openvino", options=(("device_type", "CPU"),))
+    spec = _genai_route(PerfRequest(path=bundle, routes=(request,)), request, (), 0.0)
+    target = spec.route.target
+    assert target["device"] == "cpu" and target["options"]["device_type"] == "CPU"
+    assert target["options"]["device_type_source"] == "--ep-option"
+    assert target["options"]["ep_name"] == OV and OV_AUTO in target["options"]["ep_name_reason"]
+    (stage,) = spec.route.stages
+    assert stage.provider_options_after == ({"OpenVINO": {"device_type": "CPU"}},)

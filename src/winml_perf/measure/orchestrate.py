@@ -125,13 +125,14 @@ def _plugin_specs(registrations) -> tuple[str, ...]:
 def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
     from winml_perf.bundle.prepare import prepare_route
     from winml_perf.ep.devices import resolve_target
+    from winml_perf.ep.effective import device_from_options
 
-    target = resolve_target(rr.ep, rr.device, req.runtime)
+    forced = rr.ep is not None or rr.device not in (None, "config")
+    options = {**dict(req.ep_options), **dict(rr.options)} if forced else dict(rr.options or req.ep_options)
+    device = device_from_options(rr.ep, rr.device, options) if rr.ep else rr.device  # device_type=CPU pins cpu
+    target = resolve_target(rr.ep, device, req.runtime)
     if rr.stages and target.kind == "config":
         raise UsageError("--stages needs a forced route", "add --ep NAME or --device CLASS")
-    options = (
-        {**dict(req.ep_options), **dict(rr.options)} if target.kind != "config" else dict(rr.options or req.ep_options)
-    )
     route = prepare_route(
         req.path,
         target,
@@ -152,7 +153,7 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
         enforce_strict(route)
     route = replace(
         route,
-        target={**target.to_dict(), "ep_options": options},
+        target={**target.to_dict(), "ep_options": options, **(route.target or {})},  # + the decided options
         plugin_registration_ms=plugin_ms,
         emulated=_emulated(s.ep_after for s in route.stages),
     )
@@ -376,5 +377,6 @@ def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[Route
 
     checks = check_routes(str(req.path), routes, seed=req.seed)
     return [
-        replace(r, route=replace(r.route, output_check=checks[r.label])) if r.label in checks else r for r in routes
+        replace(r, route=replace(r.recorded_route, output_check=checks[r.label])) if r.label in checks else r
+        for r in routes
     ]
