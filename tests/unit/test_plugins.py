@@ -216,3 +216,46 @@ def test_installed_qnn_plugin_identity_names_package_sdk_and_digest():
     assert ident["package"] == "onnxruntime-qnn" and ident["version"] == qnn.build_and_package_info.__version__
     assert ident["sdk_version"] == qnn.build_and_package_info.qnn_version
     assert ident["library_path"] == qnn.get_library_path() and len(ident["library_sha256"]) == 64
+
+
+def _given_by_flag(monkeypatch, ep: str, path: str) -> None:
+    """``ep`` registered from ``--ep-library`` in a process that discovered nothing (a child, or discovery off)."""
+    registration = PluginRegistration(ep, path, "flag", 1.0)
+    monkeypatch.setattr(plugins, "registered_plugins", lambda: {ep: registration})
+    monkeypatch.setattr(plugins, "_PACKAGES", {})
+    monkeypatch.setitem(plugins._STATE, "discovered", [])
+
+
+def test_a_library_given_by_path_inside_a_package_is_recorded_with_its_package(tmp_path, monkeypatch):
+    """Issue 23 finding 7: --ep-library QNN=... was recorded with package, version and SDK None."""
+    _write_dist(tmp_path, "acme-qnn", "2.0.1", "acme_qnn", "class build_and_package_info:\n    qnn_version = '7.7'\n")
+    lib = tmp_path / "acme_qnn" / "libacme.so"
+    lib.write_bytes(b"lib")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.invalidate_caches()
+    _given_by_flag(monkeypatch, "AcmeQnnExecutionProvider", str(lib))
+    ident = plugins.plugin_identity("AcmeQnnExecutionProvider")
+    assert (ident["package"], ident["module"], ident["version"], ident["sdk_version"]) == (
+        "acme-qnn",
+        "acme_qnn",
+        "2.0.1",
+        "7.7",
+    )
+    assert "package_unknown" not in ident and ident["origin"] == "flag"
+
+
+def test_a_library_in_no_package_says_why_its_package_is_unknown(tmp_path, monkeypatch):
+    lib = tmp_path / "libloose.so"
+    lib.write_bytes(b"lib")
+    _given_by_flag(monkeypatch, "LooseExecutionProvider", str(lib))
+    ident = plugins.plugin_identity("LooseExecutionProvider")
+    assert ident["package"] is None and ident["version"] is None and ident["sdk_version"] is None
+    assert "lies in no Python package folder" in ident["package_unknown"] and str(tmp_path) in ident["package_unknown"]
+
+
+def test_the_installed_qnn_library_given_by_flag_names_its_package_and_sdk(monkeypatch):
+    qnn = pytest.importorskip("onnxruntime_qnn")
+    _given_by_flag(monkeypatch, "QNNExecutionProvider", qnn.get_library_path())
+    ident = plugins.plugin_identity("QNNExecutionProvider")
+    assert ident["package"] == "onnxruntime-qnn" and ident["version"] == qnn.build_and_package_info.__version__
+    assert ident["sdk_version"] == qnn.build_and_package_info.qnn_version == "2.51.0"

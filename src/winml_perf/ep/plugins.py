@@ -50,6 +50,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
+from winml_perf.ep.package_facts import module_version as _module_version
+from winml_perf.ep.package_facts import package_holding
+from winml_perf.ep.package_facts import sdk_version as _sdk_version
 from winml_perf.ep.table import is_known_ep, normalize_ep_name
 from winml_perf.support.errors import PluginError, UsageError
 
@@ -58,7 +61,6 @@ NO_DISCOVERY_ENV = "WINML_PERF_NO_PLUGIN_DISCOVERY"
 PACKAGE_PREFIX = "onnxruntime_ep_"  # the documented module prefix; other modules are found by their distribution
 #: Modules of onnxruntime itself: never candidates (importing them costs 100+ ms and they are no plugin).
 NOT_PLUGINS = frozenset({"onnxruntime", "onnxruntime_genai", "onnx"})
-SDK_VERSION_ATTRS = ("qnn_version", "sdk_version", "openvino_version", "dawn_version")
 
 
 @dataclass(frozen=True)
@@ -259,20 +261,6 @@ _PACKAGES: dict[str, dict] = {}  # EP name -> package facts of the discovered pl
 _DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns) -> sha256
 
 
-def _module_version(module) -> str | None:
-    info = getattr(module, "build_and_package_info", None)
-    return getattr(module, "__version__", None) or getattr(info, "__version__", None)
-
-
-def _sdk_version(module) -> str | None:
-    info = getattr(module, "build_and_package_info", None)
-    for attr in SDK_VERSION_ATTRS:
-        value = getattr(info, attr, None) or getattr(module, attr, None)
-        if isinstance(value, str):
-            return value
-    return None
-
-
 def library_digest(path: str) -> str | None:
     """sha256 of a library file, computed once per (path, size, mtime) in this process."""
     try:
@@ -297,9 +285,13 @@ def plugin_identity(ep_name: str) -> dict | None:
         return None
     facts = _PACKAGES.get(ep_name) if reg.origin.startswith("package:") else None
     facts = facts or _package_of_library(reg.library_path)
+    unknown = None
+    if facts is None:  # given by path: read the package whose folder holds the library, else say why not
+        facts, unknown = package_holding(reg.library_path)
     return {
         "ep_name": ep_name,
         **(facts or {"package": None, "module": None, "version": None, "sdk_version": None}),
+        **({"package_unknown": unknown} if unknown else {}),
         "library_path": reg.library_path,
         "library_sha256": library_digest(reg.library_path),
         "origin": reg.origin,
