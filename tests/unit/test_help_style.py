@@ -49,3 +49,19 @@ def test_every_value_option_declares_its_metavar(path):
         if isinstance(p, TyperOption) and not p.is_flag and not p.count and p.metavar is None
     ]
     assert not missing, f"winml {' '.join(path)}: give these a metavar: {missing}"
+
+
+@pytest.mark.parametrize("path", [p for p, c in COMMANDS if c.help], ids=lambda p: " ".join(p) or "winml")
+def test_help_paragraphs_are_not_hard_wrapped(path):
+    """A paragraph of help is one line of text, so the terminal wraps it at its own width (issue 28)."""
+    command = dict(COMMANDS)[path]
+    for paragraph in command.help.split("\n\n"):
+        assert paragraph.startswith("\b") or "\n" not in paragraph, paragraph
+    wide = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "400", "NO_COLOR": "1"})
+    first = command.help.split("\n\n")[0]
+    assert first.split(". ")[0] in wide.output  # the first sentence on one screen line
+
+
+def test_the_command_list_shows_each_summary_unbroken():
+    out = CliRunner().invoke(app, ["--help"], env={"COLUMNS": "400", "NO_COLOR": "1"}).output
+    assert "sparkline, latest value with its interval, newest change point" in out

@@ -18,6 +18,23 @@ def _no_type(ctx: Any) -> None:
     return None
 
 
+def reflowed(text: str | None) -> str | None:
+    """Help text with each paragraph on one line, so the terminal wraps it (a docstring's line
+    breaks would otherwise show mid-sentence: typer keeps them in rich mode); a paragraph that
+    starts with \\b keeps its lines."""
+    if not text:
+        return text
+    import inspect
+
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split("\n")) for p in paragraphs)
+
+
+def _reflow(command: Any) -> None:
+    command.help = reflowed(command.help)
+    command.short_help = reflowed(command.short_help)
+
+
 def _plain_help_option(option: Any) -> Any:
     if option is not None:
         option.metavar = ""  # a flag: no value to describe
@@ -29,6 +46,7 @@ class PlainHelpCommand(TyperCommand):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        _reflow(self)
         for param in self.params:
             if isinstance(param, TyperArgument):
                 param.display_type_rich = _no_type  # type: ignore[method-assign]  # the name column says what it is
@@ -47,6 +65,10 @@ class PlainHelpCommand(TyperCommand):
 
 class PlainHelpGroup(TyperGroup):
     """A group (``winml``, ``winml results``, ...) whose --help shows no type."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _reflow(self)
 
     def get_help_option(self, ctx: Any) -> Any:
         return _plain_help_option(super().get_help_option(ctx))
