@@ -14,6 +14,7 @@ from winml_perf.publish.exporters import Exporter, register
 if TYPE_CHECKING:
     from winml_perf.model.record import RunRecord
 from winml_perf.publish.exporters._rows import shape_text
+from winml_perf.publish.formats import human
 
 MARKDOWN_HEADERS = (
     "id",
@@ -32,22 +33,22 @@ MARKDOWN_HEADERS = (
 )
 
 
-def _num(value: Any, digits: int = 1) -> str:
+def _num(value: Any) -> str:
+    """A headline number as every human output writes it (publish/formats.human)."""
     from winml_perf.results.frame import clean
 
-    value = clean(value)
-    return "" if value is None else f"{value:.{digits}f}"
+    return human(clean(value))
 
 
-def _with_ci(row: Mapping[str, Any], metric: str, digits: int) -> str:
+def _with_ci(row: Mapping[str, Any], metric: str) -> str:
     from winml_perf.results.frame import clean
 
     med, lo, hi = (clean(row.get(k)) for k in (metric, f"{metric}_ci95_low", f"{metric}_ci95_high"))
     if med is None:
         return ""
     if lo is None or hi is None:
-        return f"{med:.{digits}f}"
-    return f"{med:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
+        return human(med)
+    return f"{human(med)} [{human(lo)}, {human(hi)}]"
 
 
 def summary_rows(df: Any) -> list[list[str]]:
@@ -67,10 +68,10 @@ def summary_rows(df: Any) -> list[list[str]]:
                 shape_text(row),
                 row["testbed_id"] or "",
                 row["status"],
-                _with_ci(row, DECODE_THROUGHPUT.name, 1),
-                _num(row.get(PROMPT_THROUGHPUT.name), 1),
-                _num(row.get(TTFT.name), 2),
-                _num(row.get(latency), 2),
+                _with_ci(row, DECODE_THROUGHPUT.name),
+                _num(row.get(PROMPT_THROUGHPUT.name)),
+                _num(row.get(TTFT.name)),
+                _num(row.get(latency)),
                 (row["git_commit"] or "")[:10],
             ]
         )
