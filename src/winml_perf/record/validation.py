@@ -13,13 +13,14 @@ from functools import lru_cache
 from typing import Any
 
 from winml_perf.model.record import SCHEMA_VERSION, load_schema
+from winml_perf.record import sane_numbers
 from winml_perf.record.bulk_check import BulkRule, bulk_rules, without_checked_arrays
 from winml_perf.support.errors import StoreError
 
 
 def _steps_apart(d: Mapping) -> tuple[Mapping, str | None]:
     """``d`` with every sample's decode_step_ms list emptied, after checking those lists here (an
-    array of numbers, the schema's rule) in one pass: jsonschema would descend into each of 10^5
+    array of numbers >= 0, the schema's rule) in one pass: jsonschema would descend into each of 10^5
     steps one by one. Returns the path of the first bad step list, if any."""
     samples = d.get("samples") if d.get("kind", "cell") == "cell" else None
     if not isinstance(samples, Mapping):
@@ -32,7 +33,7 @@ def _steps_apart(d: Mapping) -> tuple[Mapping, str | None]:
         for i, s in enumerate(items):
             steps = s.get("decode_step_ms") if isinstance(s, Mapping) else None
             if isinstance(steps, list):
-                if not all(type(x) in (float, int) for x in steps):
+                if not all(type(x) in (float, int) and x >= 0 for x in steps):
                     return d, f"samples/{phase}/{i}/decode_step_ms"
                 s = {**s, "decode_step_ms": []}
             out.append(s)
@@ -42,7 +43,15 @@ def _steps_apart(d: Mapping) -> tuple[Mapping, str | None]:
 
 def validate_record(d: Mapping) -> None:
     """Raise StoreError naming the first offending path when ``d`` (a cell or a run record dict)
-    does not match record.schema.json."""
+    does not match record.schema.json, or holds a number no measurement can be (NaN, infinite, past
+    64 bits) or nests too deep (record/sane_numbers.py: checked first, so the schema never sees them)."""
+    problem = sane_numbers.first_problem(d)
+    if problem is not None:
+        what = "run record" if d.get("kind") == "run" else "cell record"
+        raise StoreError(
+            f"{what} {d.get('run_id' if d.get('kind') == 'run' else 'cell_id', '?')} is not a record: at {problem}",
+            "store records made by winml-perf (bench/report.py); this one is damaged or from another tool",
+        )
     emptied = _with_long_arrays_checked(d)
     if emptied is not None and _first_error(emptied) is None:
         return
@@ -88,7 +97,7 @@ def _raise_first_error(d: Mapping) -> None:
             where = f"cells/{i}/{bad}" if cell is not d else bad
             raise StoreError(
                 f"record {d.get('run_id' if cell is not d else 'cell_id', '?')} does not match record.schema.json "
-                f"at {where}: an item is not a number",
+                f"at {where}: an item is not a number >= 0",
                 "store records made by winml-perf (bench/report.py); this one is damaged or from another tool",
             )
         checked.append(stripped)

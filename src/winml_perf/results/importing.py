@@ -4,15 +4,18 @@ its cells once."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from winml_perf.record.validation import validated_cell
+from winml_perf.results.location import SQLITE_HEADER
 from winml_perf.results.store import Store
 from winml_perf.support.errors import StoreError
+from winml_perf.support.json_input import read_json
+
+REMEDY = "pass the run record files `winml perf -o` wrote"
 
 
 @dataclass(frozen=True)
@@ -28,22 +31,16 @@ class ImportReport:
 
 def cells_of(path: Path) -> list[dict]:
     """The cell records in one file: a run record (kind 'run'), one cell record, or a JSON list of them."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise StoreError(
-            f"{path}: cannot read ({exc.strerror or exc})", "pass the run record files `winml perf -o` wrote"
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise StoreError(
-            f"{path}: not JSON ({exc.msg} at line {exc.lineno})", "pass the run record files `winml perf -o` wrote"
-        ) from None
+    data = _read(Path(path))
     items: Iterable[Any] = data if isinstance(data, list) else [data]
     cells: list[dict] = []
     for i, item in enumerate(items):
         kind = item.get("kind") if isinstance(item, dict) else None
         if kind == "run":
-            cells.extend(item.get("cells") or ())
+            run_cells = item.get("cells") or []
+            if not isinstance(run_cells, list):
+                raise StoreError(f"{path}: the run record's 'cells' is not a list", REMEDY)
+            cells.extend(run_cells)
         elif kind == "cell":
             cells.append(item)
         else:
@@ -53,6 +50,25 @@ def cells_of(path: Path) -> list[dict]:
                 "pass the run record files `winml perf -o` wrote",
             )
     return cells
+
+
+def _read(path: Path) -> Any:
+    """The JSON of a record file, read strictly (UTF-8, no duplicate keys, bounded nesting); a
+    store file or other binary is named as what it is."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read ({exc.strerror or exc})", REMEDY) from None
+    if head == SQLITE_HEADER:
+        raise StoreError(
+            f"{path} is an SQLite database (a results store), not a record file",
+            f"{REMEDY}; to read that store, pass it as --store",
+        )
+    try:
+        return read_json(path, StoreError)
+    except StoreError as exc:
+        raise StoreError(f"{exc.message} (not a record file)", REMEDY) from None
 
 
 def import_files(store: Store, paths: Sequence[Path]) -> ImportReport:

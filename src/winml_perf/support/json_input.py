@@ -71,6 +71,8 @@ def parse_json_text(text: str, where: str, error: type[WinmlPerfError] = BundleE
         ) from None
     except RecursionError:
         raise error(f"{where}: JSON nested too deeply to read", "fix or regenerate the file") from None
+    except ValueError as exc:  # an integer literal past Python's digit limit
+        raise error(f"{where}: unreadable JSON ({exc})", "fix or regenerate the file") from None
 
 
 def read_json(path: Path, error: type[WinmlPerfError] = BundleError) -> Any:
