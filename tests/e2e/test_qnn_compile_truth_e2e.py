@@ -66,3 +66,21 @@ def test_a_failed_compile_fails_the_cell_unless_allowed_and_then_the_label_says_
     assert allowed.returncode == 0, allowed.stderr[-3000:]
     (cell,) = json.loads(allowed.stdout)["cells"]
     assert cell["route"]["label"].endswith("(uncompiled)")
+
+
+def test_qnn_placement_of_the_context_stage_is_printed_per_node():
+    """Finding 7 (done-when): the context stage's QNN placement, one line per node from its session.
+    Failed before: no such flag (exit 2)."""
+    shown = run_winml(
+        "bundle", "show", NPU, "--ep", "qnn", "--stages", "context", "--placement-nodes", "--format", "json"
+    )
+    assert shown.returncode == 0, shown.stderr[-3000:]
+    doc = json.loads(shown.stdout[shown.stdout.index("{") :])  # libQnnHtp prints a LIBNATIVE line on stdout
+    nodes = {s["stage"]: s["nodes"] for s in doc["nodes"]}["context"]
+    counted = {s["stage"]: s["placement"]["nodes_per_ep"] for s in doc["stages"]}["context"]
+    per_ep: dict[str, int] = {}
+    for node in nodes:
+        per_ep[node["ep"]] = per_ep.get(node["ep"], 0) + 1
+    assert per_ep == counted and per_ep.get("QNNExecutionProvider", 0) >= 28, per_ep
+    on_cpu = {n["op_type"] for n in nodes if n["ep"] == "CPUExecutionProvider"}
+    assert on_cpu <= {"com.microsoft.GroupQueryAttention"}, on_cpu

@@ -224,15 +224,19 @@ def config_entries(session_options: Mapping[str, Any]) -> dict[str, str]:
 _MEMO: dict[tuple, StagePlacement] = {}
 
 
-def measure_stage(folder: Path, config: GenaiConfig, stage: Stage) -> StagePlacement:
-    """Open the stage's model as its config says and read where onnxruntime placed each node."""
-    ep = stage_ep(stage)[0]
+def stage_session(folder: Path, config: GenaiConfig, stage: Stage) -> tuple[Path, str, dict, dict, str | None]:
+    """How genai opens a stage: model path, EP, provider options, session config entries, optimisation level."""
     so_dict = stage_session_options(config, stage)
     ep_options = {}
     if stage.provider_options:
         ep_options = {k: str(v) for k, v in (next(iter(stage.provider_options[0].values())) or {}).items()}
-    entries = config_entries(so_dict)
-    model = Path(folder) / stage.filename
+    level = so_dict.get("graph_optimization_level")
+    return Path(folder) / stage.filename, stage_ep(stage)[0], ep_options, config_entries(so_dict), level
+
+
+def measure_stage(folder: Path, config: GenaiConfig, stage: Stage) -> StagePlacement:
+    """Open the stage's model as its config says and read where onnxruntime placed each node."""
+    model, ep, ep_options, entries, level = stage_session(folder, config, stage)
     st = model.stat()
     memo_key = (
         str(model.resolve()),
@@ -241,10 +245,9 @@ def measure_stage(folder: Path, config: GenaiConfig, stage: Stage) -> StagePlace
         ep,
         json.dumps(ep_options, sort_keys=True),
         json.dumps(entries, sort_keys=True),
-        str(so_dict.get("graph_optimization_level")),
+        str(level),
     )
     if memo_key not in _MEMO:
-        level = so_dict.get("graph_optimization_level")
         measured = _measure(model, ep, ep_options, entries, level)
         source = _compiled_from(Path(folder), stage.filename) if _has_partitions(measured) else None
         if source is not None:  # count the nodes inside the EPContext partitions, not the partitions
@@ -287,6 +290,18 @@ def _nodes_of_compiled(compiled: StagePlacement, source: StagePlacement) -> Stag
 
 
 def _measure(model: Path, ep: str, ep_options: dict, entries: dict, level: str | None) -> StagePlacement:
+    nodes = assigned_nodes(model, ep, ep_options, entries, level)
+    if isinstance(nodes, StagePlacement):
+        return nodes
+    assigned, used, session_ms = nodes
+    return summarize("", (), ep, [(e, op, domain) for e, _name, op, domain in assigned], used, session_ms)
+
+
+def assigned_nodes(
+    model: Path, ep: str, ep_options: dict, entries: dict, level: str | None
+) -> tuple[list[tuple[str, str, str, str]], tuple[str, ...], float] | StagePlacement:
+    """(EP, node name, op type, domain) per node as the session assigned it, the session's providers and
+    its creation ms; or a StagePlacement saying why no session opened."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -313,7 +328,7 @@ def _measure(model: Path, ep: str, ep_options: dict, entries: dict, level: str |
             session = ort.InferenceSession(str(model), sess_options=so, providers=providers)
         session_ms = round((time.perf_counter() - t0) * 1000.0, 3)
         assigned = [
-            (sub.ep_name, n.op_type, n.domain)
+            (sub.ep_name, n.name, n.op_type, n.domain)
             for sub in session.get_provider_graph_assignment_info()
             for n in sub.get_nodes()
         ]
@@ -322,7 +337,7 @@ def _measure(model: Path, ep: str, ep_options: dict, entries: dict, level: str |
         text = " ".join(str(exc).split())
         return StagePlacement("", (), ep, ERROR, error=f"{type(exc).__name__}: {text[:_ERROR_CHARS]}")
     del session
-    return summarize("", (), ep, assigned, used, session_ms)
+    return assigned, used, session_ms
 
 
 def _ep_devices(ep: str, device_type: str | None) -> list:

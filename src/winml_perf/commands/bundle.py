@@ -139,11 +139,19 @@ def show_command(
             help="open each stage's model on its EP and show where its nodes are placed (nodes per EP, ops that fall back to CPU)",
         ),
     ] = False,
+    placement_nodes: Annotated[
+        bool,
+        typer.Option(
+            "--placement-nodes",
+            help="with --placement: also one line per node (stage, node, op type, EP), as each stage's session assigned it",
+        ),
+    ] = False,
     ep_option: EpOptionOpt = None,
     ep_library: EpLibraryOpt = None,
 ) -> None:
     """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
     _check_format(format)
+    placement = placement or placement_nodes
     asked = parse_options(ep_option or ())
     target = target_for(ep, device, ep_library, asked)
     plan = plan_for(bundle, target, parse_stages(stages), asked)
@@ -152,6 +160,7 @@ def show_command(
         from winml_perf.bundle.placement import measure_config
 
         route_stages = with_placements(plan.stages, measure_config(plan.config))
+    nodes = _nodes_of(plan.config) if placement_nodes else None
     if format == "json":
         payload = {
             "bundle": str(bundle),
@@ -159,6 +168,7 @@ def show_command(
             "target": target.to_dict(),
             **plan.to_dict(),
             "stages": [s.to_dict() for s in route_stages],
+            **({"nodes": [n.to_dict() for n in nodes]} if nodes is not None else {}),
         }
         sys.stdout.write(json.dumps(payload, indent=2) + "\n")
         return
@@ -177,8 +187,19 @@ def show_command(
     print(tabulate(rows, headers=headers, tablefmt="github"))
     for line in _target_lines(target, plan.options):
         print(line)
+    if nodes is not None:
+        from winml_perf.bundle.placement_nodes import node_lines
+
+        print("\nplacement per node (stage, node, op type, EP), from each stage's session:")
+        print("\n".join(node_lines(nodes)))
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
+
+
+def _nodes_of(config):
+    from winml_perf.bundle.placement_nodes import stage_nodes
+
+    return stage_nodes(config)
 
 
 @app.command("prepare")
