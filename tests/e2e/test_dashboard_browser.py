@@ -1,7 +1,8 @@
 """The dashboard in a real headless browser (Debian's chromium): every page kind loads offline with
 no errors, the primary card of a testbed/bundle page draws one marker per record of the store, the
-filters work, and a screenshot of each page kind is kept (``$WINML_PERF_ARTIFACTS``, else
-``artifacts/`` under the repository: a CI artifact, git-ignored)."""
+filters work, and screenshots at the width of a 1400 px screen (the overview; a page of one record,
+of many records, of a change point) are checked pixel by pixel and kept (``$WINML_PERF_ARTIFACTS``,
+else ``artifacts/`` under the repository: a CI artifact, git-ignored)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,10 @@ import subprocess
 from html import unescape
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from tests.png_pixels import read_png
 from tests.results_fakes import golden_cells, hex_id, interleaved_run, make_cell, noisy
 from winml_perf.publish.dashboard import page_path, write_dashboard
 from winml_perf.results.store import open_store
@@ -36,6 +39,10 @@ CHROMIUM_FLAGS = (
     "--enable-logging=stderr",
     "--v=0",
 )
+#: The screen the dashboard is read on: its width, and a height that shows a page's cards.
+SCREEN_W, SCREEN_H = 1400, 2400
+BLUE = (9, 105, 218)  # #0969da: markers, lines, a lone record's dot and whisker
+RED = (207, 34, 46)  # #cf222e: a regression's change point, a failed status
 
 
 def chromium() -> str:
@@ -55,7 +62,14 @@ def _profile(tmp_path: Path) -> str:
 def render(page: Path, tmp_path: Path, fragment: str = "") -> tuple[dict[str, str], str, str]:
     """Load the page in headless chromium; the #winml-status attributes, the DOM and chromium's log."""
     proc = subprocess.run(
-        [chromium(), *CHROMIUM_FLAGS, _profile(tmp_path), "--dump-dom", page.as_uri() + fragment],
+        [
+            chromium(),
+            *CHROMIUM_FLAGS,
+            _profile(tmp_path),
+            f"--window-size={SCREEN_W},{SCREEN_H}",
+            "--dump-dom",
+            page.as_uri() + fragment,
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -76,7 +90,7 @@ def screenshot(page: Path, tmp_path: Path, name: str) -> Path:
             chromium(),
             *CHROMIUM_FLAGS,
             _profile(tmp_path),
-            "--window-size=1400,1100",
+            f"--window-size={SCREEN_W},{SCREEN_H}",
             f"--screenshot={out}",
             page.as_uri(),
         ],
@@ -172,13 +186,56 @@ def test_filters_hide_other_testbeds_and_routes(site, tmp_path):
     assert int(only_cpu["data-visible-charts"]) * 2 == int(every["data-visible-charts"]) > 0
 
 
-def test_screenshots_of_each_page_kind(site, tmp_path):
+def _like(shot: np.ndarray, colour: tuple[int, int, int], tolerance: int = 60) -> np.ndarray:
+    """Where the screenshot is (nearly) ``colour``: anti-aliased edges count."""
+    return np.abs(shot[..., :3].astype(int) - np.array(colour)).sum(axis=2) <= tolerance
+
+
+def _cards(status: dict[str, str]) -> dict[str, tuple[int, int]]:
+    """Each card's metric -> its top and bottom in px, as the page reported them."""
+    spans = (item.split(":") for item in status["data-cards"].split())
+    return {metric: tuple(int(x) for x in span.split("-")) for metric, span in spans}
+
+
+def test_screenshot_of_the_overview_uses_the_screen(site, tmp_path):
     index, _ = site
-    for name, page in (
-        ("index", index),
-        ("testbed-bundle", index.parent / page_path("tb-linux", "tiny-qwen2-pipeline")),
-    ):
-        assert screenshot(page, tmp_path, name).exists()
+    status, _, _ = render(index, tmp_path)
+    shot = read_png(screenshot(index, tmp_path, "overview"))
+    right_third = slice(SCREEN_W * 2 // 3, None)
+    assert shot.shape[1] == SCREEN_W and int(status["data-content-right"]) > SCREEN_W * 0.9
+    assert (shot[:, right_third, :3] < 160).all(axis=2).sum() > 500  # text and rules in the right third
+    assert _like(shot, RED)[:, right_third].any()  # the failed route's status and the regression
+
+
+def test_screenshot_of_many_records_fills_the_width(site, tmp_path):
+    index, _ = site
+    page = index.parent / page_path("tb-linux", "tiny-qwen2-pipeline")
+    status, _, _ = render(page, tmp_path)
+    shot = read_png(screenshot(page, tmp_path, "detail-many-records"))
+    assert int(status["data-content-right"]) > SCREEN_W * 0.9
+    assert _like(shot, BLUE)[:, SCREEN_W * 2 // 3 :].sum() > 200  # the second route's charts reach the right third
+
+
+def test_screenshot_of_one_record_draws_it_in_every_card(site, tmp_path):
+    index, _ = site
+    page = index.parent / page_path("tb-win", "other")
+    status, _, _ = render(page, tmp_path)
+    shot = read_png(screenshot(page, tmp_path, "detail-one-record"))
+    cards = {m: span for m, span in _cards(status).items() if span[1] <= shot.shape[0]}
+    assert len(cards) >= 4, status["data-cards"]
+    blue = _like(shot, BLUE)
+    for metric, (top, bottom) in cards.items():
+        assert blue[top:bottom].sum() > 10, f"the {metric} card draws nothing of its one record"
+
+
+def test_screenshot_of_a_change_point(site, tmp_path):
+    index, _ = site
+    page = index.parent / page_path("tb-linux", "tiny-qwen2-pipeline")
+    status, _, _ = render(page, tmp_path)
+    shot = read_png(screenshot(page, tmp_path, "detail-change-point"))
+    top, bottom = _cards(status)["decode_tokens_per_s"]
+    red = _like(shot, RED)[top:bottom]
+    assert red.sum(axis=0).max() > 40  # a dashed vertical line: the regression's change point
 
 
 def test_an_empty_store_renders_an_empty_page(tmp_path):

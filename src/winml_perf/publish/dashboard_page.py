@@ -35,6 +35,10 @@ CHANGE_WINDOW = 120
 SPARK_POINTS = 60
 #: A change point among a series' newest this many records gives it that status on the overview.
 RECENT_RECORDS = 10
+#: Width in px of a card's row of charts on a 1400 px screen (page and card margins taken off), and
+#: the most charts side by side: a card's charts share the row, so a page with one or two series
+#: fills the screen too; on a narrower screen the charts scale down (CSS).
+ROW_PX, ROW_GAP_PX, MAX_PER_ROW = 1330, 16, 3
 #: Metrics drawn on a testbed/bundle page, in table order.
 HISTORY_METRICS = tuple(m.name for m in METRICS if m.drawn)
 
@@ -175,11 +179,22 @@ def _status(s: _Series) -> str:
     return "ok"
 
 
-def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool) -> str | None:
+def _has(s: _Series, metric: str) -> bool:
+    """Whether an ok record of the series has a value of ``metric``."""
+    return bool((~np.isnan(s.cols.values[metric][0]) & s.cols.ok).any())
+
+
+def chart_width(charts: int) -> int:
+    """The width of each chart of a card with ``charts`` charts, so that a row of them fills ROW_PX."""
+    per_row = max(1, min(charts, MAX_PER_ROW))
+    return (ROW_PX - ROW_GAP_PX * (per_row - 1)) // per_row
+
+
+def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool, width: int) -> str | None:
     """The chart of ``metric`` of one series: ok records with a value, and failed records (crosses)."""
     v, lo, hi = s.cols.values[metric]
     drawn = ~s.cols.ok | ~np.isnan(v)
-    if not (~np.isnan(v) & s.cols.ok).any():
+    if not _has(s, metric):
         return None
     cps = s.change_points if marked else []
     if drawn.all():
@@ -190,7 +205,9 @@ def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool) -> str 
         frame, tips = s.frame.subset(idx), [s.tips[i] for i in idx]
         v, lo, hi = v[idx], lo[idx], hi[idx]
         cps = [{**cp, "index": position[cp["index"]]} for cp in cps]
-    return svg.draw(frame, v, lo, hi, title=title, unit=unit, change_points=cps, tips=tips if marked else None)
+    return svg.draw(
+        frame, v, lo, hi, title=title, unit=unit, change_points=cps, tips=tips if marked else None, width=width
+    )
 
 
 def _card(metric: str, series: Sequence[_Series], primary: bool) -> tuple[str, int]:
@@ -198,10 +215,11 @@ def _card(metric: str, series: Sequence[_Series], primary: bool) -> tuple[str, i
     m = get(metric)
     assert m is not None  # cards are drawn for known metrics
     parts, listed, charts = [], [], 0
+    width = chart_width(sum(_has(s, metric) for s in series))
     for s in series:
         marked = primary and metric == series_primary(s.row)
         label = series_label(s.row)
-        drawn = _chart(s, metric, m.unit, f"{m.label} {label}", marked)
+        drawn = _chart(s, metric, m.unit, f"{m.label} {label}", marked, width)
         if drawn is None:
             continue
         route = escape(str(s.row["route"]))

@@ -1,7 +1,9 @@
 /* winml-perf dashboard: the charts are inline SVG already; this script only runs the filters
  * (select[data-filter] hides elements whose data-<name> differs; index.html#testbed=X&route=Y
  * presets them) and reports into #winml-status what the page drew (data-points: markers of the
- * primary card or of the index, data-state, data-errors) for headless tests. */
+ * primary card or of the index, data-state, data-errors, data-cards: each card's metric and its
+ * vertical span in px, data-content-right: the right edge of the rightmost chart or table) for
+ * headless tests. */
 (function () {
   "use strict";
   var errors = [];
@@ -15,6 +17,16 @@
     status.setAttribute("data-points", String(primary ? primary.querySelectorAll(".pt").length : 0));
     status.setAttribute("data-rows", String(document.querySelectorAll("table.index tbody tr:not(.hidden)").length));
     status.setAttribute("data-visible-charts", String(document.querySelectorAll(".mult:not(.hidden) svg.chart").length));
+    var cards = [], right = 0;
+    document.querySelectorAll(".card").forEach(function (card) {
+      var box = card.getBoundingClientRect();
+      cards.push(card.getAttribute("data-metric") + ":" + Math.round(box.top + window.scrollY) + "-" + Math.round(box.bottom + window.scrollY));
+    });
+    document.querySelectorAll("svg.chart, table.index").forEach(function (node) {
+      right = Math.max(right, node.getBoundingClientRect().right);
+    });
+    status.setAttribute("data-cards", cards.join(" "));
+    status.setAttribute("data-content-right", String(Math.round(right)));
   }
 
   window.addEventListener("error", function (e) { errors.push(String(e.message || e)); report("error"); });
