@@ -127,7 +127,11 @@ def test_route_sentence_prints_an_asymmetric_ci_as_it_is():
     assert text.endswith(": faster")
     # a CI spanning 1 is never "faster", and says so
     assert sig.ci_verdict(0.14, 1.94) == sig.INCONCLUSIVE
-    assert _route_row(1.04, 0.14, 1.94, sig.INCONCLUSIVE).sentence().endswith("spans both sides; run more rounds)")
+    assert (
+        _route_row(1.04, 0.14, 1.94, sig.INCONCLUSIVE)
+        .sentence()
+        .endswith("spans both sides; raise --iterations (more rounds))")
+    )
     # symmetric at two decimals keeps the plain "±"
     assert "ran 1.84 ± 0.01 × faster than config" in _route_row(1.84, 1.83, 1.85, sig.FASTER).sentence()
 

@@ -47,6 +47,7 @@ class RouteComparison:
     n_candidate: int
     equivalence_pct: float
     pairing: str = ROUNDS  # what pairs the two routes: INVOCATIONS (fresh processes) or ROUNDS (in one process)
+    pooled_speedup: float = math.nan  # the same orientation from the pooled medians (what the table shows)
 
     @property
     def half_width(self) -> float:
@@ -106,12 +107,37 @@ class RouteComparison:
             return text + f": equivalent within ±{self.equivalence_pct:g}%"
         if self.verdict == sig.INCONCLUSIVE:
             if not self.enough:
-                return text + (
-                    f": inconclusive ({min(self.n_baseline, self.n_candidate)} iterations in {self.rounds} rounds are too few;"
-                    f" measure at least {sig.MIN_PAIRED_ROUNDS} interleaved rounds: more --iterations)"
-                )
-            return text + ": inconclusive (the 95% CI spans both sides; run more rounds)"
+                return text + f": inconclusive ({self._too_few()})"
+            return text + f": inconclusive (the 95% CI spans both sides; {self._remedy()})"
         return text + f": {self.verdict}"
+
+    def _remedy(self) -> str:
+        return "raise --invocations" if self.pairing == INVOCATIONS else "raise --iterations (more rounds)"
+
+    def _too_few(self) -> str:
+        if self.pairing == INVOCATIONS:
+            return f"{self.rounds} paired invocation(s) are too few for an interval; raise --invocations"
+        return (
+            f"{min(self.n_baseline, self.n_candidate)} iterations in {self.rounds} rounds are too few;"
+            f" measure at least {sig.MIN_PAIRED_ROUNDS} interleaved rounds: raise --iterations"
+        )
+
+    def pooled_note(self) -> str | None:
+        """Why the ratio differs from the table's medians, when it does by more than its interval
+        (or the equivalence band) allows: paired invocations, not pooled iterations."""
+        if self.pairing != INVOCATIONS or not (math.isfinite(self.pooled_speedup) and math.isfinite(self.speedup)):
+            return None
+        lo, hi = (self.ci_low, self.ci_high) if self.enough else (self.speedup, self.speedup)
+        band = 1.0 + self.equivalence_pct / 100.0
+        if lo / band <= self.pooled_speedup <= hi * band:
+            return None
+        p = self.pooled_speedup
+        pooled = f"{p:.2f} × faster" if p >= 1 else f"{1 / p:.2f} × slower"
+        return (
+            f"why not the table's medians ({pooled}): this ratio pairs each {self.route} invocation with the"
+            f" {self.baseline_route} invocation of its round and takes the median of the pairs' ratios; the"
+            f" table pools every iteration of a route. They differ when invocations differ; {self._remedy()}"
+        )
 
     def _pairs_text(self) -> str:
         return f"{self.rounds} paired invocations" if self.pairing == INVOCATIONS else f"{self.rounds} rounds"
@@ -247,6 +273,7 @@ def _compared(key: tuple, route: str, shape: _Shape, o: _Options) -> list[RouteC
     for metric in choose_metrics(o.metrics, base, cand):
         ci, pairing = route_ratio(base, cand, metric, invocations, resamples=o.resamples, seed=o.seed)
         s, lo, hi = sig.speedup_ci(ci, bigger_is_better(metric))
+        pooled = sig.speedup(_pooled_median(cand, metric) / _pooled_median(base, metric), bigger_is_better(metric))
         verdict = sig.ci_verdict(lo, hi, o.equivalence_pct / 100.0) if enough(ci, pairing) else sig.INCONCLUSIVE
         bundle, testbed_id, prompt_tokens, max_new_tokens = key
         out.append(
@@ -267,9 +294,15 @@ def _compared(key: tuple, route: str, shape: _Shape, o: _Options) -> list[RouteC
                 n_candidate=ci.n_candidate,
                 equivalence_pct=o.equivalence_pct,
                 pairing=pairing,
+                pooled_speedup=pooled,
             )
         )
     return out
+
+
+def _pooled_median(samples: Sequence[MeasuredSample], metric: str) -> float:
+    values = [s.values[metric] for s in samples if metric in s.values]
+    return float(np.median(values)) if values else math.nan
 
 
 def compare_routes(

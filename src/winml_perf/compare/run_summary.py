@@ -43,6 +43,9 @@ def summary_lines(report: RoutesReport) -> list[str]:
             lines.append(f"  {metric}:")
         short = short or not row.enough
         lines.append(f"    {row.sentence() if row.enough else row.point_sentence()}")
+        note = row.pooled_note()
+        if note:
+            lines.append(f"      {note}")
     if short:
         lines.append(
             "  no interval or verdict below 2 paired invocations: raise --invocations"
