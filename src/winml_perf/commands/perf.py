@@ -17,7 +17,7 @@ from winml_perf.support.output import check_output, write_output
 if TYPE_CHECKING:
     from winml_perf.model.record import RunRecord
 
-GENAI_ONLY = ("--stages", "--ep-option", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
+GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
 ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
 
 
@@ -587,6 +587,7 @@ def perf(
         from winml_perf.explain.text import run_explain_text
 
         print(run_explain_text(doc), end="", file=sys.stdout if fmt == "table" else sys.stderr)
+    sys.stdout.flush()  # the results first: a block-buffered stdout would put the next line inside them
     if outcome.store is not None and not outcome.store_errors:
         print(f"stored {len(run.cells)} record(s) in {outcome.store} (run {run.run_id})", file=sys.stderr)
     if outcome.store_errors:
@@ -641,6 +642,7 @@ def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
             print("\n".join(["", *summary]))
         return
     sys.stdout.write(run_text(run, fmt))
+    sys.stdout.flush()
     print(render_run(run, warnings_only=True), file=sys.stderr, end="")
     for line in summary:
         print(line, file=sys.stderr)

@@ -105,6 +105,22 @@ def _route_lines(cells: Sequence[CellRecord]) -> list[str]:
     return lines
 
 
+def output_check_lines(cells: Sequence[CellRecord]) -> list[str]:
+    """A line per route whose --check-outputs found the same greedy tokens as config (a difference
+    is a warning of its own)."""
+    lines, seen = [], set()
+    for c in cells:
+        check = c.route.output_check
+        if check is None or not check.equal or c.route.label in seen:
+            continue
+        seen.add(c.route.label)
+        lines.append(
+            f"outputs of {c.route.label} match config: the same {len(check.route_token_ids)} greedy tokens"
+            f" for a {check.prompt_tokens}-token prompt (seed {check.seed})"
+        )
+    return lines
+
+
 def warning_lines(cells: Sequence[CellRecord]) -> list[str]:
     """Warnings grouped by kind: one heading per kind with its remedy once, then the cells it
     concerns, each with its own detail; failed cells after them."""
@@ -152,7 +168,7 @@ def _stop_lines(cells: Sequence[CellRecord]) -> list[str]:
 def render_run(run: RunRecord, warnings_only: bool = False, width: int | None = None) -> str:
     """The run for a terminal ``width`` columns wide (default: this terminal's; publish/run_table.py)."""
     cells = run.cells
-    warnings = warning_lines(cells)
+    warnings = output_check_lines(cells) + warning_lines(cells)
     if warnings_only:
         return "".join(line + "\n" for line in warnings)
     parts = [f"{cells[0].bundle if cells else ''}  runtime={cells[0].runtime if cells else ''}  run={run.run_id[:12]}"]
