@@ -16,7 +16,8 @@ import typer
 
 from winml_perf.commands import bundle, compare, dashboard, devices, perf, results
 from winml_perf.commands.help_style import PlainHelpCommand, PlainTyper
-from winml_perf.support.errors import EXIT_USAGE, Interrupted, RunInterrupted, WinmlPerfError, signal_name
+from winml_perf.support import signals
+from winml_perf.support.errors import EXIT_USAGE, RunInterrupted, WinmlPerfError
 
 # At exit the interpreter's last collections walk every live object (~0.2 s with numpy, scipy and
 # onnxruntime loaded, after the results are out); frozen objects are skipped. Memory goes back to
@@ -67,15 +68,6 @@ def _verbose(argv: list[str]) -> bool:
     return "--verbose" in argv or "-v" in argv or os.environ.get("WINML_PERF_VERBOSE") == "1"
 
 
-#: Signals received during this command (typer turns the KeyboardInterrupt they raise into exit 130).
-_signals: list[int] = []
-
-
-def _raise_interrupted(signum: int, _frame: object) -> None:
-    _signals.append(signum)
-    raise Interrupted(signum)
-
-
 def _exit_code(result: object) -> int:
     """What typer's app(standalone_mode=False) handed back: None for success, else an exit code
     (typer returns a command's Exit, and 130 for a KeyboardInterrupt, instead of raising them)."""
@@ -85,8 +77,9 @@ def _exit_code(result: object) -> int:
 
 
 def _interrupted(signum: int) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C does not cut the message short
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    from winml_perf.support.errors import signal_name
+
+    signals.ignore()  # a second Ctrl-C does not cut the message short
     print(f"interrupted by {signal_name(signum)}", file=sys.stderr)
     sys.exit(128 + signum)
 
@@ -118,8 +111,7 @@ def main(argv: list[str] | None = None) -> None:
 
 def _main(argv: list[str] | None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
-    signal.signal(signal.SIGINT, _raise_interrupted)
-    signal.signal(signal.SIGTERM, _raise_interrupted)
+    signals.install()
     try:
         code = _exit_code(app(args=args, standalone_mode=False))
     except WinmlPerfError as exc:
@@ -139,6 +131,8 @@ def _main(argv: list[str] | None) -> None:
         _drop_stdout()
         sys.exit(1)
     except Exception as exc:  # command-line parsing errors, and anything unexpected
+        if signals.received() is not None:  # what a signal caused (an interrupted import) is the signal's
+            _interrupted(signals.received() or signal.SIGTERM)
         if isinstance(exc, _CLICK_ERROR):
             exc.show()  # type: ignore[attr-defined]  # _CLICK_ERROR is click's ClickException, found at run time
             sys.exit(EXIT_USAGE if isinstance(exc, _CLICK_USAGE_ERROR) else 1)
@@ -146,6 +140,6 @@ def _main(argv: list[str] | None) -> None:
             raise
         _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
         sys.exit(1)
-    if _signals and code == 130:
-        _interrupted(_signals[0])
+    if signals.received() is not None and code == 130:
+        _interrupted(signals.received() or signal.SIGINT)
     sys.exit(code)
