@@ -7,7 +7,9 @@ other EP a plain model already optimised at ``graph_optimization_level`` for tha
 writes the graph without running it; initializers over 1 KiB go to ``<output>.data``. An EPContext
 compile runs in a child process with a timeout (vendor compilers crash and hang); the optimised
 graph is written in this process (it is the same optimiser every session creation runs).
-A compile that fails is an error: nothing is written and nothing falls back.
+A compile that fails is an error: nothing is written and nothing falls back. So is an output that
+does not load on the EP with its provider options at the level it is loaded at (disable): each is
+load-checked before it is published.
 
 Where and when: in the artifact cache (cache.py), as ``<stem>-<alias>-<hash12>/`` under the model
 folder's ``_compiled/`` (or its cache folder when the folder is not writable). The key covers the EP,
@@ -161,6 +163,16 @@ def output_name(model: Path, kind: str, ep: str, level: str) -> str:
     return f"{model.stem}_{eps.ep_alias(ep)}_{suffix}.onnx"
 
 
+def plain_provider_options(target, asked: Mapping[str, str] | None):
+    """The route's one decision (ep/effective.py) for a plain model on ``target``: ``asked`` checked
+    against the EP's keys (unknown: exit 2), the EP's defaults added (QNN: backend_type=htp). `perf`
+    and `bundle prepare` both read it, so their prepared models share one cache key."""
+    from winml_perf.ep.effective import effective_options
+
+    decided = effective_options(target.ep, target.device, dict(asked or {}))
+    return decided, decided.for_stage({})
+
+
 # -- compile --------------------------------------------------------------------------------------
 def compile_model(
     src: str,
@@ -199,6 +211,12 @@ def compile_model(
         graph_optimization_level=graph_optimization_enum(level),
     )
     compiler.compile_to_file(str(out))
+    from winml_perf.bundle.compat import load_error
+
+    # A prepared model is loaded with optimisation disabled (OnnxSession): one that fails there is no model.
+    error = load_error(Path(out), ep, provider_options, "disable")
+    if error is not None:
+        raise RuntimeError(f"the prepared model does not load on {ep} with these options: {error}")
 
 
 CHILD_MODULE = "winml_perf.bundle.onnx_prepare"  # the module the compile child runs (its main())

@@ -263,6 +263,7 @@ def prepare_command(
             verify_sources,
             ep_library,
             format,
+            asked,
         )
     route = prepare_route(
         bundle,
@@ -325,16 +326,20 @@ def _prepare_onnx_model(
     verify_sources: bool,
     ep_library,
     format: str,
+    asked: dict[str, str],
 ) -> None:
-    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
     from winml_perf.session.onnx_options import parse_session_config
 
     if not model.is_file():
         raise UsageError(f"model {model} does not exist", "pass the path of an .onnx file")
+    if getattr(target, "ep", None) is None:
+        raise UsageError("preparing a plain .onnx model needs an EP", "add --ep NAME or --device CLASS")
     prepared = prepare_onnx(
         model,
         target,
         level,
+        provider_options=plain_provider_options(target, asked)[1],  # --ep-option, checked, with the EP's defaults
         session_config=parse_session_config(session_config or []),
         verify_sources=verify_sources,
         compile_timeout_s=compile_timeout,

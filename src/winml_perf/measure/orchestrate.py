@@ -161,7 +161,8 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
 
 
 def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
-    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.bundle.onnx_placement import model_placement
+    from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
     from winml_perf.ep.devices import resolve_target
     from winml_perf.model.spec import SessionSpec
     from winml_perf.session.onnx_session import preflight
@@ -169,7 +170,8 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
     if rr.stages:
         raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
     target = resolve_target(rr.ep, rr.device, ONNX)
-    options = {**req.onnx_options, "ep": rr.ep, "device": rr.device}
+    decided, provider_options = plain_provider_options(target, {**dict(req.ep_options), **dict(rr.options)})
+    options = {**req.onnx_options, "ep": rr.ep, "device": rr.device, "provider_options": provider_options}
     preflight(req.path, options)
     path, prepared, prepare_ms = req.path, None, None
     if req.prepare_model:
@@ -177,22 +179,35 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
             req.path,
             target,
             options["graph_optimization_level"],
+            provider_options=provider_options,
             session_config=options.get("session_config"),
             plugin_libraries=list(plugin_specs),
         )
         options |= prepared.session_options()
         path, prepare_ms = prepared.path, prepared.prepare_ms
+    placement = model_placement(
+        req.path,
+        target.ep,
+        provider_options,
+        options.get("session_config") or {},
+        options.get("graph_optimization_level"),
+    )
+    stage = StageRoute("model", (req.path.name,), None, target.ep, forced=True, placement=placement)
     route = Route(
         rr.label,
         rr.label,
         target.label,
-        (StageRoute("model", (req.path.name,), None, target.ep),),
+        (stage,),
         MODEL,
-        target=target.to_dict(),
+        target={**target.to_dict(), "ep_options": provider_options, "options": decided.to_dict()},
         plugin_registration_ms=plugin_ms,
         prepared=prepared.to_dict() if prepared else None,
         emulated=_emulated([target.ep]),
     )
+    if req.strict:
+        from winml_perf.bundle.placement import enforce_strict
+
+        enforce_strict(route)
     return RouteSpec(
         rr.label, SessionSpec(ONNX.name, str(path), plugin_specs, options), route, str(req.path), prepare_ms, None
     )

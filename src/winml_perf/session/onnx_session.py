@@ -437,6 +437,9 @@ class OnnxSession:
     def actual_route(self) -> dict:
         """For the runner's end_cell: the EP that ran the model (stage 'model') and the description."""
         ran = self.target.ep if self.target and self.target.ep in self.providers else next(iter(self.providers), None)
+        holders = [ep for ep, n in self.node_assignment.items() if n > 0]
+        if len(holders) == 1:  # the node assignment, not get_providers(), says what ran every node
+            ran = holders[0]
         return {"model": ran, "session": self.describe()}
 
 
