@@ -39,6 +39,13 @@ class SweepContext:
         if host is not None:
             host.close()
 
+    def kill_host(self, label: str) -> None:
+        """Stop the route's host now (an interrupt: its child does not finish its current request,
+        nor get the exit grace period a normal close waits for)."""
+        host = self.hosts.pop(label, None)
+        if host is not None:
+            getattr(host, "kill", host.close)()
+
     def deliver(self, result: CellResult) -> None:
         """A cell's final result: kept for the outcome and handed on at once."""
         self.results.append(result)

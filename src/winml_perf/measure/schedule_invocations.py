@@ -67,6 +67,9 @@ class InvocationsSchedule:
                         continue
                 ran.append(d.cell.key)
                 self._serve(host, d, k, load, load_share_s)
+        except KeyboardInterrupt:  # Ctrl-C: kill the child now, not after the exit grace period
+            self.context.kill_host(label)
+            raise
         finally:
             self.context.close_host(label)
         return ran
