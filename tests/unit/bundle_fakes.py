@@ -61,6 +61,25 @@ def pipeline_config(form: str = "list") -> dict:
     }
 
 
+def fake_model_bytes(payload: bytes) -> bytes:
+    """Bytes framed as a ModelProto holding one graph field (whole, for onnxfile/integrity.py), not a model."""
+    length, varint = len(payload), bytearray()
+    while True:
+        byte, length = length & 0x7F, length >> 7
+        varint.append(byte | (0x80 if length else 0))
+        if not length:
+            break
+    return b"\x3a" + bytes(varint) + payload
+
+
+def unframed(data: bytes) -> bytes:
+    """The payload of ``fake_model_bytes``."""
+    pos = 1
+    while data[pos] & 0x80:
+        pos += 1
+    return data[pos + 1 :]
+
+
 def make_bundle(root: Path, config: dict, name: str = "b", extra: dict[str, bytes] | None = None) -> Path:
     """A bundle folder holding ``config`` and a small fake file for every filename it names."""
     bundle = root / name
@@ -74,7 +93,7 @@ def make_bundle(root: Path, config: dict, name: str = "b", extra: dict[str, byte
     else:
         names = {decoder["filename"]}
     for n in sorted(names):
-        (bundle / n).write_bytes(b"fake onnx " + n.encode() * 50)
+        (bundle / n).write_bytes(fake_model_bytes(b"fake onnx " + n.encode() * 50))
         (bundle / f"{n}.data").write_bytes(b"\0" * 4096)
     (bundle / "tokenizer.json").write_text("{}")
     for rel, data in (extra or {}).items():

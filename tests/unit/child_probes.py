@@ -5,6 +5,7 @@ signal SIG  end by that signal
 report      print, as JSON: the plugins registered here, whether discovery ran, the env var
             WINML_PERF_PROBE, sys.path
 anything else: called as a compile child (SRC OUT EP OPTIONS): write the same report to OUT
+            (framed as a model file: bundle_fakes.unframed reads it back)
 """
 
 import json
@@ -35,8 +36,10 @@ def main(argv: list[str]) -> int:
     if command == "report":
         print(json.dumps(_report()))
         return 0
-    with open(argv[1], "w", encoding="utf-8") as f:
-        json.dump(_report(), f)
+    from tests.unit.bundle_fakes import fake_model_bytes
+
+    with open(argv[1], "wb") as f:  # framed as a whole model file, so the derived config accepts it
+        f.write(fake_model_bytes(json.dumps(_report()).encode()))
     return 0
 
 

@@ -8,7 +8,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.unit.bundle_fakes import ep_target, make_bundle, pipeline_config
+from tests.unit.bundle_fakes import ep_target, fake_model_bytes, make_bundle, pipeline_config, unframed
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.prepare import prepare_route
@@ -69,7 +69,7 @@ def test_compile_in_child_writes_ctx_model_and_rewrites_filenames(real_bundle):
 
 
 def test_compile_failure_falls_back_to_source_model(real_bundle):
-    (real_bundle / "lm_head.onnx").write_bytes(b"not an onnx model")
+    (real_bundle / "lm_head.onnx").write_bytes(fake_model_bytes(b"not an onnx model"))  # whole, but no model
     prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
     failed = [c for c in prepared.compile if c.status == "failed"]
     assert failed and failed[0].stages == ("lm_head",) and "keeps its source model" in failed[0].reason
@@ -123,7 +123,11 @@ def test_compile_child_receives_ep_library_plugins(real_bundle, monkeypatch):
     plugins.register_plugin_eps([f"webgpu={path}"], env={}, discover=False)  # what --ep-library does at the edge
     monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_probes")  # writes what it sees to OUT
     prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
-    reports = [json.loads((prepared.path / c.output).read_text()) for c in prepared.compile if c.status == "compiled"]
+    reports = [
+        json.loads(unframed((prepared.path / c.output).read_bytes()))
+        for c in prepared.compile
+        if c.status == "compiled"
+    ]
     assert len(reports) == 2
     for report in reports:
         assert report["registered"].get("WebGpuExecutionProvider") == path and report["discovered"] is False

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from tests.placement_models import strict_bundle
+from tests.unit.bundle_fakes import fake_model_bytes
 from winml_perf.bundle import placement as pl
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.prepare import prepare_route
@@ -192,7 +193,7 @@ def test_a_session_that_cannot_be_created_is_recorded_as_an_error(tmp_path):
     raw = json.loads((bundle / "genai_config.json").read_text())
     raw["model"]["decoder"]["session_options"]["graph_optimization_level"] = "ORT_ENABLE_ALL"
     (bundle / "genai_config.json").write_text(json.dumps(raw))
-    (bundle / "model.onnx").write_bytes(b"not an onnx model")
+    (bundle / "model.onnx").write_bytes(fake_model_bytes(b"not an onnx model"))  # whole, but no model
     [p] = pl.measure_config(load_config(bundle))
     assert p.status == pl.ERROR and p.error and p.nodes_per_ep == {}
 

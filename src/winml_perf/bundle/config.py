@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from winml_perf.onnxfile import integrity
 from winml_perf.support.errors import BundleError
 from winml_perf.support.json_input import read_json
 
@@ -309,3 +310,9 @@ def _check_file(bundle: Path, where: Path, stage: Stage) -> None:
             )
         if not os.access(path, os.R_OK):
             raise BundleError(f"{path}: stage `{stage.name}`'s model file cannot be read", "fix its permissions")
+        damaged = integrity.problem(path) if path.suffix == ".onnx" else None
+        if damaged:
+            raise BundleError(
+                f"{where}: stage `{stage.name}` names {name!r} ({stage.key_path}.filename), which {damaged}",
+                "restore the file (copy or download it again) or fix the filename",
+            )

@@ -48,7 +48,12 @@ def _check_common(req: Any) -> None:
 
 
 def _check_prompt(req: Any, bundle: Path) -> None:
-    from winml_perf.session.genai_session import has_chat_template, missing_tokenizer_file
+    from winml_perf.session.genai_session import (
+        TOKENIZER_REMEDY,
+        damaged_tokenizer_file,
+        has_chat_template,
+        missing_tokenizer_file,
+    )
 
     if req.prompt is not None and not req.prompt.strip():
         raise UsageError(
@@ -63,6 +68,9 @@ def _check_prompt(req: Any, bundle: Path) -> None:
                 f"{bundle} has no {missing}: --prompt needs the bundle's tokenizer",
                 "measure with --prompt-tokens N instead (synthetic tokens need no tokenizer)",
             )
+        damaged = damaged_tokenizer_file(bundle)
+        if damaged:
+            raise BundleError(f"{damaged}: --prompt needs the bundle's tokenizer", TOKENIZER_REMEDY)
     if req.apply_template and not has_chat_template(bundle):
         raise BundleError(
             f"{bundle} has no chat template (tokenizer_config.json chat_template, chat_template.jinja "

@@ -19,6 +19,7 @@ _CHAT_TEMPLATE_FILES = ("tokenizer_config.json", "chat_template.jinja", "chat_te
 #: onnxruntime-genai's tokenizer opens tokenizer_config.json, then one of these for the vocabulary.
 _TOKENIZER_CONFIG = "tokenizer_config.json"
 _VOCAB_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "sentencepiece.bpe.model")
+TOKENIZER_REMEDY = "restore the tokenizer files, or measure with --prompt-tokens N (synthetic tokens need none)"
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,26 @@ def missing_tokenizer_file(bundle: Path) -> str | None:
         return _TOKENIZER_CONFIG
     if not any((bundle / f).is_file() for f in _VOCAB_FILES):
         return _VOCAB_FILES[0]
+    return None
+
+
+def damaged_tokenizer_file(bundle: Path) -> str | None:
+    """What is wrong with a tokenizer file the bundle has (empty, not JSON, not an object), naming
+    the file; None when each reads. onnxruntime-genai would fail the cell without naming it."""
+    for name in (_TOKENIZER_CONFIG, *_VOCAB_FILES):
+        path = bundle / name
+        if not path.is_file():
+            continue
+        if path.stat().st_size == 0:
+            return f"{path} is empty (0 bytes)"
+        if path.suffix != ".json":
+            continue
+        try:
+            data = read_json(path)
+        except BundleError as exc:
+            return exc.message
+        if not isinstance(data, dict):
+            return f"{path} holds a JSON {type(data).__name__}, not the object a tokenizer file is"
     return None
 
 
@@ -185,6 +206,9 @@ class GenaiSession:
                     f"{self.bundle} has no {missing}: a text prompt needs the bundle's tokenizer",
                     "measure with --prompt-tokens N (synthetic tokens), or add the tokenizer files",
                 )
+            damaged = damaged_tokenizer_file(self.bundle)
+            if damaged:
+                raise BundleError(f"{damaged}: a text prompt needs the bundle's tokenizer", TOKENIZER_REMEDY)
             self._tokenizer = og.Tokenizer(model)
         return self._tokenizer
 
@@ -233,12 +257,13 @@ class GenaiSession:
         if n_prompt == 0 or max_new_tokens <= 0:
             raise ValueError("generate_timed needs at least one prompt token and one new token")
         total = n_prompt + max_new_tokens
+        clock = time.perf_counter
+        t_request = clock()  # a request pays the generator's creation before its prompt (request TTFT)
         params = og.GeneratorParams(model)
         params.set_search_options(max_length=total, min_length=total, do_sample=False)
         generator = og.Generator(model, params)
         tokens = np.asarray(prompt_ids, dtype=np.int32)
         steps = [0.0] * (max_new_tokens - 1)
-        clock = time.perf_counter
 
         try:  # zero-cost in CPython 3.11+ while nothing is raised
             t0 = clock()
@@ -280,4 +305,5 @@ class GenaiSession:
             decode_step_ms=tuple(s * 1000.0 for s in steps),
             e2e_ms=(t_end - t0) * 1000.0,
             token_ids=tuple(sequence[n_prompt:]),
+            generator_ms=(t0 - t_request) * 1000.0,
         )
