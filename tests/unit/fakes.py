@@ -124,6 +124,7 @@ class FakeSession:
             decode_step_ms=steps,
             e2e_ms=ttft_ms + sum(steps),
             token_ids=tuple(range(1, new_tokens + 1)),
+            generator_ms=None if self.o.get("generator_ms", 1.5) is None else float(self.o.get("generator_ms", 1.5)),
         )
 
     def actual_route(self) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import pickle
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -163,3 +164,22 @@ def test_a_measured_cell_records_every_table_metric_of_its_session():
     assert list(one.metrics) == [m.name for m in M.session_metrics(True) if not m.needs_decode_steps]
     for q in M.ITL.percentiles:
         assert four.summary[f"{M.ITL.name}_{q}"] == pytest.approx(10.0)  # every scripted decode step is 10 ms
+
+
+def test_request_ttft_adds_the_generators_creation_to_the_model_ttft():
+    """Issue 23 finding 12: generator creation (12.5 ms on tiny-qwen2) was in no metric."""
+    sample = IterationSample.from_timing(replace(TIMING, generator_ms=12.5))
+    assert sample.values["request_ttft_ms"] == pytest.approx(21.5) and sample.values["ttft_ms"] == 9.0
+    assert sample.values["generator_ms"] == 12.5
+    again = IterationSample.from_dict(sample.to_dict())
+    assert again.generator_ms == 12.5 and again.values["request_ttft_ms"] == pytest.approx(21.5)
+    unmeasured = IterationSample.from_timing(TIMING)  # an older session's timing: no generator_ms
+    assert math.isnan(unmeasured.values["request_ttft_ms"]) and "generator_ms" not in unmeasured.to_dict()
+    assert M.get("request_ttft_ms").source == M.ITERATION and M.get("request_ttft_ms").optional
+
+
+def test_a_cell_whose_session_did_not_time_the_generator_leaves_request_ttft_out():
+    routes = [RouteSpec("config", fake_spec(generator_ms=None), route=Route("config", requested="config"))]
+    cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=2))
+    run = run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, sample_memory=False)
+    assert "request_ttft_ms" not in run.cells[0].metrics and "ttft_ms" in run.cells[0].metrics

@@ -64,6 +64,8 @@ def test_cell_record_content(run):
     assert set(ok.metrics) == {
         "prompt_ms",
         "ttft_ms",
+        "request_ttft_ms",
+        "generator_ms",
         "e2e_ms",
         "prompt_tokens_per_s",
         "decode_tokens_per_s",

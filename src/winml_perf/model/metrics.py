@@ -53,6 +53,12 @@ def _raw(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
+def request_ttft_ms(generator_ms: float | None, ttft_ms: float | None) -> float:
+    """What a request waits for its first token: generator creation, prompt and first token (NaN
+    when the generator's creation was not measured)."""
+    return math.nan if generator_ms is None or ttft_ms is None else float(generator_ms) + float(ttft_ms)
+
+
 def _per_second(ms: float | None) -> float:
     return 1000.0 / ms if ms is not None and ms > 0 else math.nan
 
@@ -73,6 +79,7 @@ class Metric:
     record_path: str | None = None  # CELL: dotted path in the cell record
     percentiles: tuple[str, ...] = ()  # POOLED: the summary percentiles reported beside the median
     needs_decode_steps: bool = False  # left out when no iteration had a decode step (one new token)
+    optional: bool = False  # left out when no iteration measured it (every value NaN: older sessions, fakes)
     stored: bool = False  # a per-iteration column of the samples table (what compare tests)
     compared: bool = False  # compared by default (compare routes / runs, dashboard flags)
     exported: bool = False  # sent to benchmark dashboards (Bencher BMF, github-action-benchmark)
@@ -129,6 +136,30 @@ METRICS: tuple[Metric, ...] = (
         derive=lambda s: _raw(s.ttft_ms),
         short_unit="ms",
         **_HEADLINE,
+    ),
+    Metric(
+        "request_ttft_ms",
+        "ms",
+        LOWER,
+        "request TTFT ms",
+        "request TTFT",
+        ITERATION,
+        token=True,
+        derive=lambda s: request_ttft_ms(s.generator_ms, s.ttft_ms),
+        optional=True,
+        short_unit="ms",
+    ),
+    Metric(
+        "generator_ms",
+        "ms",
+        LOWER,
+        "generator ms",
+        "generator creation",
+        ITERATION,
+        token=True,
+        derive=lambda s: _raw(s.generator_ms),
+        optional=True,
+        short_unit="ms",
     ),
     Metric(
         "tpot_ms",

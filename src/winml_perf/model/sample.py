@@ -24,6 +24,8 @@ class GenerationTiming:
     (prefill plus the first ``generate_next_token``, which only samples).
     ``decode_step_ms``: one entry per later token (each a forward pass plus sampling).
     ``e2e_ms``: from the start of prefill to the last token.
+    ``generator_ms``: creating the generator (GeneratorParams, search options, Generator) before the
+    prompt: a request pays it, so request TTFT = generator_ms + ttft_ms.
     """
 
     prompt_tokens: int
@@ -33,6 +35,7 @@ class GenerationTiming:
     decode_step_ms: tuple[float, ...]
     e2e_ms: float
     token_ids: tuple[int, ...] = field(default=(), repr=False)
+    generator_ms: float | None = None
 
     @property
     def decode_ms(self) -> float:
@@ -45,6 +48,10 @@ def _finite_or_none(x: float | None) -> float | None:
         return None
     x = float(x)
     return x if math.isfinite(x) else None
+
+
+def _float_or_none(x: Any) -> float | None:
+    return None if x is None else float(x)
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,7 @@ class IterationSample:
     round_index: int = 0
     token_ids: tuple[int, ...] = field(default=(), repr=False)
     invocation: int = 0
+    generator_ms: float | None = None  # generator creation before the prompt (None: not measured)
 
     @cached_property
     def values(self) -> dict[str, float]:
@@ -83,6 +91,7 @@ class IterationSample:
             round_index=round_index,
             token_ids=tuple(int(t) for t in getattr(timing, "token_ids", ()) or ()),
             invocation=invocation,
+            generator_ms=_float_or_none(getattr(timing, "generator_ms", None)),
         )
 
     def to_dict(self, keep_token_ids: bool = False) -> dict[str, Any]:
@@ -97,6 +106,8 @@ class IterationSample:
             "decode_step_ms": [float(x) for x in self.decode_step_ms],
             "e2e_ms": _finite_or_none(self.e2e_ms),
         }
+        if self.generator_ms is not None:
+            d["generator_ms"] = _finite_or_none(self.generator_ms)
         if keep_token_ids:
             d["token_ids"] = list(self.token_ids)
         return d
@@ -114,4 +125,5 @@ class IterationSample:
             round_index=int(d.get("round_index", 0)),
             token_ids=tuple(d.get("token_ids") or ()),
             invocation=int(d.get("invocation", 0)),
+            generator_ms=d.get("generator_ms"),
         )

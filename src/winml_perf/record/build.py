@@ -4,6 +4,7 @@ headline numbers, warnings, output fingerprint, roofline. Pure functions of the 
 from __future__ import annotations
 
 import hashlib
+import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -45,6 +46,8 @@ def cell_statistics(result: CellResult) -> tuple[dict[str, stats.Summary], dict[
         if m.needs_decode_steps and not has_steps:
             continue
         values = metric_values(samples, m.name)
+        if m.optional and all(math.isnan(v) for v in values):
+            continue
         if m.source == POOLED:
             pcts = IV.itl_percentiles(samples)
             generations = sum(1 for s in samples if s.decode_step_ms)
