@@ -1,4 +1,8 @@
-"""--check-outputs: does a forced route generate the same greedy tokens as the bundle's config route?
+"""Is a route still the same model? --check-outputs (greedy tokens) and the teacher-forced
+equivalence check (issue 24: every step's logits against a reference, judged against the
+reference's own noise floor and precision band; the math in stats/equivalence.py).
+
+--check-outputs: does a forced route generate the same greedy tokens as the bundle's config route?
 
 Runs once per route before measuring (so the check's time never enters a measurement), with a
 fixed synthetic prompt: one short greedy generation on the source bundle, one on each forced route.
@@ -8,9 +12,14 @@ in every record of that route, with the first differing position.
 
 from __future__ import annotations
 
+import shutil
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from winml_perf.model.equivalence import Band, Equivalence, StageFigures
 from winml_perf.model.route import OutputCheck
 
 # Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
@@ -55,3 +64,133 @@ def check_routes(
             n_prompt, n_new, seed, tuple(reference), tuple(tokens), first_difference(reference, tokens)
         )
     return out
+
+
+# -- teacher-forced equivalence (issue 24) ------------------------------------------------------
+
+#: The reference's greedy continuation is this long; under 32 prompt tokens for the reason above.
+EQUIVALENCE_STEPS = 16
+CONFIG = "config"
+
+
+def _stage_outputs(path: str) -> list[tuple[str, list[str], bool, bool]]:
+    """(stage, its non-KV outputs, runs on the prompt, runs on token generation) in pipeline order;
+    [] for a flat bundle (its logits say all)."""
+    from winml_perf.bundle.config import load_config
+
+    config = load_config(Path(path))
+    if config.kind == "flat":
+        return []
+    nodes = config.raw["model"]["decoder"]["pipeline"]
+    nodes = nodes[0] if isinstance(nodes, list) else nodes
+    return [
+        (
+            s.name,
+            [o for o in nodes[s.name].get("outputs") or () if not o.startswith("present")],
+            s.run_on_prompt,
+            s.run_on_token_gen,
+        )
+        for s in config.stages
+    ]
+
+
+def _stage_steps(ref, run, name: str, on_prompt: bool, on_tokens: bool) -> list[int]:
+    """The steps at which this stage produced ``name`` and both sides could read it."""
+    steps = sorted(set(ref.outputs.get(name, {})) & set(run.outputs.get(name, {})))
+    return [k for k in steps if (k == 0 and on_prompt) or (k > 0 and on_tokens)]
+
+
+def _stage_figures(stage_outputs, ref, run) -> tuple[list[StageFigures], list[str]]:
+    """Each stage's first readable output against the reference's, at the steps the stage ran;
+    the stages with none readable (the generator keeps some outputs at some steps only)."""
+    from winml_perf.stats.equivalence import compare_tensors
+
+    figures, unobserved = [], []
+    for stage, names, on_prompt, on_tokens in stage_outputs:
+        found = [(n, _stage_steps(ref, run, n, on_prompt, on_tokens)) for n in names]
+        name, steps = next(((n, k) for n, k in found if k), (None, []))
+        if name is None:
+            unobserved.append(stage)
+            continue
+        a, b = [ref.outputs[name][k] for k in steps], [run.outputs[name][k] for k in steps]
+        figures.append(compare_tensors(stage, name, a, b))
+    return figures, unobserved
+
+
+def _band(name: str, change: str, path: Path, reference, prompt_ids: list[int], floor: float) -> Band:
+    from winml_perf.session.genai_logits import teacher_forced
+    from winml_perf.stats.equivalence import band_limit, compare_logits
+
+    try:
+        run = teacher_forced(path, prompt_ids, len(reference.continuation), reference.continuation)
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+    figures = compare_logits(reference.logits, run.logits)
+    return Band(name, change, figures, band_limit(figures, floor))
+
+
+def reference_bands(reference_path: str, reference, prompt_ids: list[int]) -> tuple[Band, Band | None]:
+    """The reference's noise floor (another graph optimisation level) and precision band (another
+    MatMulNBits accuracy level; None when it has no MatMulNBits)."""
+    from winml_perf.bundle.variants import NOISE_LEVEL, optimization_variant, precision_variant
+    from winml_perf.stats.equivalence import KL_NOISE_MIN
+
+    src = Path(reference_path)
+    noise = _band(
+        "noise floor",
+        f"graph_optimization_level {NOISE_LEVEL}",
+        optimization_variant(src),
+        reference,
+        prompt_ids,
+        KL_NOISE_MIN,
+    )
+    made = precision_variant(src)
+    precision = _band("precision", made[1], made[0], reference, prompt_ids, noise.kl_limit) if made else None
+    return noise, precision
+
+
+@dataclass(frozen=True)
+class EquivalenceRun:
+    """What judging the routes found, and what it cost (outside every timed iteration)."""
+
+    by_label: dict[str, Equivalence]
+    reference: str
+    cost_ms: float
+
+
+def judge_routes(
+    bundle: str,
+    routes: Sequence[Any],
+    seed: int = 0,
+    reference_bundle: str | None = None,
+    n_prompt: int = CHECK_PROMPT_TOKENS,
+    steps: int = EQUIVALENCE_STEPS,
+) -> EquivalenceRun:
+    """Every route (but the reference itself) against the reference: the config route (the bundle),
+    or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation."""
+    from winml_perf.session.genai_logits import teacher_forced
+    from winml_perf.session.genai_session import GenaiSession
+    from winml_perf.stats.equivalence import compare_logits, first_departing_stage, verdict
+
+    t0 = time.perf_counter()
+    ref_path = str(reference_bundle or bundle)
+    ref_label = f"bundle:{reference_bundle}" if reference_bundle else CONFIG
+    prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
+    stage_outputs = _stage_outputs(ref_path)
+    wanted = [n for _, names, _, _ in stage_outputs for n in names]
+    reference = teacher_forced(ref_path, prompt_ids, steps, outputs=wanted)
+    noise, precision = reference_bands(ref_path, reference, prompt_ids)
+    out: dict[str, Equivalence] = {}
+    for r in routes:
+        if r.label == ref_label:
+            continue
+        t1 = time.perf_counter()
+        run = teacher_forced(r.session.path, prompt_ids, steps, reference.continuation, outputs=wanted)
+        figures = compare_logits(reference.logits, run.logits)
+        stages, unobserved = _stage_figures(stage_outputs, reference, run)
+        bands = (noise, precision) if precision else (noise,)
+        out[r.label] = Equivalence(
+            ref_label, ref_path, str(r.session.path), n_prompt, seed, figures, verdict(figures, noise, precision),
+            bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
+        )  # fmt: skip
+    return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3))

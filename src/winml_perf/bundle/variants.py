@@ -1,0 +1,77 @@
+"""Variants of a bundle that change one thing, for measuring a reference's own bands (issue 24):
+another graph optimisation level (its noise floor), another MatMulNBits accuracy level (its
+precision band). Each variant is a temporary folder: every file of the bundle hard-linked (else copied), the config
+(and for the precision variant the rewritten .onnx headers) written anew. The source is never written.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from winml_perf.bundle.config import CONFIG_NAME, load_config
+
+NOISE_LEVEL = "ORT_DISABLE_ALL"
+#: MatMulNBits accuracy_level: 0 unset (fp32 activations here), 4 int8 activations.
+ACCURACY_LEVELS = (0, 4)
+
+
+def _linked_copy(bundle: Path, skip: set[str]) -> Path:
+    out = Path(tempfile.mkdtemp(prefix="winml-variant-"))
+    for entry in bundle.iterdir():
+        if entry.name in skip or entry.name.startswith("_compiled"):
+            continue
+        try:  # onnxruntime refuses external data behind a symlink that leaves the folder
+            os.link(entry.resolve(), out / entry.name)
+        except OSError:
+            shutil.copy2(entry.resolve(), out / entry.name)
+    return out
+
+
+def optimization_variant(bundle: Path, level: str = NOISE_LEVEL) -> Path:
+    """A folder loading ``bundle`` with every stage at graph optimisation ``level``."""
+    config = load_config(bundle)
+    names = ["decoder"] if config.kind == "flat" else list(config.stage_names)
+    variant = config.with_session_entries({n: {"graph_optimization_level": level} for n in names})
+    out = _linked_copy(bundle, {CONFIG_NAME})
+    (out / CONFIG_NAME).write_text(variant.dumps(), encoding="utf-8")
+    return out
+
+
+def accuracy_levels(bundle: Path) -> set[int]:
+    """The MatMulNBits accuracy levels the bundle's stage files use (empty: no MatMulNBits)."""
+    import onnx
+
+    levels: set[int] = set()
+    for name in {s.filename for s in load_config(bundle).stages}:
+        model = onnx.load(str(bundle / name), load_external_data=False)
+        for node in model.graph.node:
+            if node.op_type == "MatMulNBits":
+                level = next((a.i for a in node.attribute if a.name == "accuracy_level"), 0)
+                levels.add(int(level))
+    return levels
+
+
+def precision_variant(bundle: Path) -> tuple[Path, str] | None:
+    """A folder whose MatMulNBits nodes compute at the other accuracy level, and what changed;
+    None when the bundle has no MatMulNBits (no precision change to measure this way)."""
+    import onnx
+
+    levels = accuracy_levels(bundle)
+    if not levels:
+        return None
+    target = ACCURACY_LEVELS[0] if max(levels) == ACCURACY_LEVELS[1] else ACCURACY_LEVELS[1]
+    files = sorted({s.filename for s in load_config(bundle).stages})
+    out = _linked_copy(bundle, set(files))
+    for name in files:
+        model = onnx.load(str(bundle / name), load_external_data=False)  # external data stays linked
+        for node in model.graph.node:
+            if node.op_type != "MatMulNBits":
+                continue
+            kept = [a for a in node.attribute if a.name != "accuracy_level"]
+            del node.attribute[:]
+            node.attribute.extend([*kept, onnx.helper.make_attribute("accuracy_level", target)])
+        onnx.save(model, str(out / name))
+    return out, f"MatMulNBits accuracy_level {'/'.join(map(str, sorted(levels)))} -> {target}"

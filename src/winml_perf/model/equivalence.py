@@ -1,0 +1,173 @@
+"""A route's numerical equivalence to a reference: the teacher-forced figures, the reference's own
+bands, and the verdict (issue 24). ``to_dict``/``from_dict`` are the record's JSON edge (the
+``equivalence`` key of a cell record's route section, schemas/record.schema.json).
+
+The figures compare the logits of every step when both sides are fed the same tokens (the prompt,
+then the reference's greedy continuation), so one early argmax flip does not hide what follows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+#: Equivalence.verdict values.
+EQUIVALENT = "equivalent"
+WITHIN_PRECISION = "within precision tolerance"
+NOT_EQUIVALENT = "not equivalent"
+VERDICTS = (EQUIVALENT, WITHIN_PRECISION, NOT_EQUIVALENT)
+
+
+@dataclass(frozen=True)
+class LogitFigures:
+    """One route's logits against the reference's over ``steps`` teacher-forced steps."""
+
+    steps: int
+    kl_mean: float  # KL(reference || route), nats, mean over steps
+    kl_max: float
+    max_abs_delta: float  # max |Δlogit| over steps and vocabulary, over the reference's logit spread at that step
+    top1_agreement: float  # share of steps whose argmax agrees, 0..1
+    top5_overlap: float  # mean share of the reference's top 5 that the route's top 5 holds, 0..1
+    first_divergence: int | None  # first step whose argmax differs (where greedy would part); None: never
+    identical: bool  # every logit bit-equal
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "kl_mean": self.kl_mean,
+            "kl_max": self.kl_max,
+            "max_abs_delta": self.max_abs_delta,
+            "top1_agreement": self.top1_agreement,
+            "top5_overlap": self.top5_overlap,
+            "first_divergence": self.first_divergence,
+            "identical": self.identical,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LogitFigures:
+        fd = d.get("first_divergence")
+        return cls(
+            int(d["steps"]),
+            float(d["kl_mean"]),
+            float(d["kl_max"]),
+            float(d["max_abs_delta"]),
+            float(d["top1_agreement"]),
+            float(d["top5_overlap"]),
+            None if fd is None else int(fd),
+            bool(d["identical"]),
+        )
+
+
+@dataclass(frozen=True)
+class StageFigures:
+    """One pipeline stage's output (a tensor the generator exposes) against the reference's."""
+
+    stage: str
+    output: str
+    steps: int
+    max_abs: float
+    max_rel: float  # max |Δ| over the reference's max |value|
+    cosine_min: float  # lowest cosine similarity over steps
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "output": self.output,
+            "steps": self.steps,
+            "max_abs": self.max_abs,
+            "max_rel": self.max_rel,
+            "cosine_min": self.cosine_min,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StageFigures:
+        return cls(
+            str(d["stage"]),
+            str(d["output"]),
+            int(d["steps"]),
+            float(d["max_abs"]),
+            float(d["max_rel"]),
+            float(d["cosine_min"]),
+        )
+
+
+@dataclass(frozen=True)
+class Band:
+    """A band measured on the reference itself: what changing ``change`` alone does to its logits."""
+
+    name: str  # "noise floor" | "precision"
+    change: str  # e.g. "graph_optimization_level ORT_DISABLE_ALL", "MatMulNBits accuracy_level 0"
+    figures: LogitFigures
+    kl_limit: float  # the KL (mean) up to which a route sits inside this band
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "change": self.change, "figures": self.figures.to_dict(), "kl_limit": self.kl_limit}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Band:
+        return cls(str(d["name"]), str(d["change"]), LogitFigures.from_dict(d["figures"]), float(d["kl_limit"]))
+
+
+@dataclass(frozen=True)
+class Equivalence:
+    """A route judged against ``reference`` (a route label, or ``bundle:PATH``)."""
+
+    reference: str
+    reference_path: str
+    route_path: str
+    prompt_tokens: int
+    seed: int
+    figures: LogitFigures
+    verdict: str
+    bands: tuple[Band, ...] = ()
+    stages: tuple[StageFigures, ...] = ()
+    first_stage: str | None = None  # the first stage (in pipeline order) whose output departs beyond tolerance
+    unobserved_stages: tuple[
+        str, ...
+    ] = ()  # stages none of whose outputs the generator exposes (judged through later ones)
+    cost_ms: float = 0.0  # this route's share: its load and teacher-forced pass
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"Equivalence.verdict must be one of {VERDICTS}, not {self.verdict!r}")
+        object.__setattr__(self, "bands", tuple(self.bands))
+        object.__setattr__(self, "stages", tuple(self.stages))
+        object.__setattr__(self, "unobserved_stages", tuple(self.unobserved_stages))
+
+    @property
+    def equivalent(self) -> bool:
+        return self.verdict != NOT_EQUIVALENT
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "reference": self.reference,
+            "reference_path": self.reference_path,
+            "route_path": self.route_path,
+            "prompt_tokens": self.prompt_tokens,
+            "seed": self.seed,
+            "figures": self.figures.to_dict(),
+            "verdict": self.verdict,
+            "bands": [b.to_dict() for b in self.bands],
+            "stages": [s.to_dict() for s in self.stages],
+            "first_stage": self.first_stage,
+            "unobserved_stages": list(self.unobserved_stages),
+            "cost_ms": self.cost_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Equivalence:
+        return cls(
+            str(d["reference"]),
+            str(d["reference_path"]),
+            str(d["route_path"]),
+            int(d["prompt_tokens"]),
+            int(d["seed"]),
+            LogitFigures.from_dict(d["figures"]),
+            str(d["verdict"]),
+            tuple(Band.from_dict(b) for b in d.get("bands") or ()),
+            tuple(StageFigures.from_dict(s) for s in d.get("stages") or ()),
+            d.get("first_stage"),
+            tuple(str(s) for s in d.get("unobserved_stages") or ()),
+            float(d.get("cost_ms") or 0.0),
+        )

@@ -1,0 +1,126 @@
+"""Issue 24: teacher-forced logit figures, the verdict against the reference's bands, and that each
+route is judged on its own logits (never the reference's), stage by stage."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace as NS
+
+import numpy as np
+import pytest
+
+from winml_perf.measure import equivalence as eq
+from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, WITHIN_PRECISION, Band, Equivalence, LogitFigures
+from winml_perf.session import genai_logits
+from winml_perf.stats.equivalence import band_limit, compare_logits, compare_tensors, verdict
+
+RNG = np.random.default_rng(0)
+REF = RNG.normal(size=(8, 50)).astype(np.float32)
+
+
+def test_identical_logits_are_identical_with_zero_kl():
+    f = compare_logits(REF, REF.copy())
+    assert f.identical and f.kl_mean == 0 and f.top1_agreement == 1 and f.first_divergence is None
+
+
+def test_a_flipped_argmax_is_the_first_divergence():
+    other = REF.copy()
+    other[3, REF[3].argmin()] = REF[3].max() + 1.0
+    f = compare_logits(REF, other)
+    assert f.first_divergence == 3 and f.top1_agreement == pytest.approx(7 / 8) and f.kl_max > f.kl_mean > 0
+    assert f.max_abs_delta > 1 and f.top5_overlap < 1  # one logit moved by more than the step's spread
+
+
+def test_shapes_must_match():
+    with pytest.raises(ValueError, match="shapes differ"):
+        compare_logits(REF, REF[:4])
+
+
+def _band(name: str, kl: float, floor: float = 0.0) -> Band:
+    f = LogitFigures(8, kl, kl, 0.0, 1.0, 1.0, None, kl == 0)
+    return Band(name, "x", f, band_limit(f, floor))
+
+
+def test_verdict_is_judged_against_the_bands():
+    noise, precision = _band("noise floor", 0.0, 1e-6), _band("precision", 0.02)
+    near = compare_logits(REF, REF + np.float32(1e-4) * RNG.normal(size=REF.shape).astype(np.float32))
+    assert verdict(near, noise, precision) == EQUIVALENT
+    mid = compare_logits(REF, REF * np.float32(1.1))
+    assert mid.kl_mean <= precision.kl_limit and verdict(mid, noise, precision) == WITHIN_PRECISION
+    far = compare_logits(REF, RNG.normal(size=REF.shape))
+    assert verdict(far, noise, precision) == NOT_EQUIVALENT
+    assert verdict(mid, noise, None) == NOT_EQUIVALENT  # no precision band measured: no precision tolerance
+
+
+def test_tensor_figures():
+    s = compare_tensors("embeddings", "inputs_embeds", [REF], [REF * 1.01])
+    assert s.max_rel == pytest.approx(0.01, rel=1e-3) and s.cosine_min == pytest.approx(1.0)
+
+
+def _fake_teacher_forced(calls):
+    """Logits depend on the path: 'ref' and 'same' give REF, 'other' a perturbed copy."""
+
+    def run(path, prompt_ids, steps, continuation=None, outputs=()):
+        calls.append(str(path))
+        logits = (
+            REF
+            if str(path) in ("ref", "same")
+            else REF + np.float32(0.5) * RNG.normal(size=REF.shape).astype(np.float32)
+        )
+        seen = {"inputs_embeds": {k: logits[k] for k in range(steps)}, "hidden_states": {0: logits[0]}}
+        return genai_logits.TeacherForced(
+            str(path), logits, tuple(range(steps)), {n: seen[n] for n in outputs if n in seen}
+        )
+
+    return run
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    calls: list[str] = []
+    monkeypatch.setattr(genai_logits, "teacher_forced", _fake_teacher_forced(calls))
+    monkeypatch.setattr(eq, "reference_bands", lambda *a: (_band("noise floor", 0.0, 1e-6), _band("precision", 0.01)))
+    monkeypatch.setattr(
+        "winml_perf.session.genai_session.GenaiSession.synthetic_prompt", lambda self, n, seed=0: [10] * n
+    )
+    monkeypatch.setattr(eq, "_stage_outputs", lambda path: [
+        ("embeddings", ["inputs_embeds"], True, True),
+        ("context", ["hidden_states"], True, False),
+        ("iterator", ["hidden_states"], False, True),
+        ("lm_head", ["logits"], True, True),
+    ])  # fmt: skip
+    monkeypatch.setattr(
+        "winml_perf.session.genai_session.token_facts",
+        lambda cfg, where: NS(vocab_size=50, context_length=0, special_ids=frozenset()),
+    )
+    monkeypatch.setattr("winml_perf.session.genai_session.read_json", lambda p: {})
+    return calls
+
+
+def test_each_route_is_judged_on_its_own_path(fake):
+    routes = [
+        NS(label="config", session=NS(path="ref")),
+        NS(label="ep=cpu", session=NS(path="same")),
+        NS(label="ep=x", session=NS(path="other")),
+    ]
+    run = eq.judge_routes("ref", routes, steps=8)
+    assert fake == ["ref", "same", "other"]  # the reference once, then each route's own path; config is the reference
+    assert set(run.by_label) == {"ep=cpu", "ep=x"}
+    assert run.by_label["ep=cpu"].verdict == EQUIVALENT and run.by_label["ep=cpu"].figures.identical
+    bad = run.by_label["ep=x"]
+    assert bad.verdict == NOT_EQUIVALENT and bad.route_path == "other" and not bad.figures.identical
+
+
+def test_every_stage_is_accounted_for(fake):
+    run = eq.judge_routes("ref", [NS(label="ep=x", session=NS(path="other"))], steps=8)
+    e = run.by_label["ep=x"]
+    judged = [s.stage for s in e.stages]
+    assert judged == ["embeddings", "context"] and e.unobserved_stages == ("iterator", "lm_head")
+    assert e.stages[1].steps == 1  # context ran on the prompt only
+    assert e.first_stage == "embeddings"
+    assert Equivalence.from_dict(e.to_dict()) == e
+
+
+def test_a_reference_bundle_judges_config_too(fake):
+    routes = [NS(label="config", session=NS(path="same"))]
+    run = eq.judge_routes("ref", routes, reference_bundle="other", steps=8)
+    assert run.reference == "bundle:other" and run.by_label["config"].verdict == NOT_EQUIVALENT
