@@ -24,6 +24,9 @@ from winml_perf.model.result import CellResult, LoadPhases
 from winml_perf.model.spec import CellSpec
 from winml_perf.stats import sample_stats as stats
 
+#: Seconds of iterations per batch of a fixed count in a fresh invocation: how often progress moves.
+PROGRESS_INTERVAL_S = 0.5
+
 Reply = TypeVar("Reply")
 
 
@@ -139,6 +142,15 @@ class CellDriver:
             inv.next = decision.reason  # why this invocation is the last, or why another one follows
         return decision
 
+    def progress_batch(self) -> int:
+        """The next batch of a fixed count: about PROGRESS_INTERVAL_S of iterations (the first one
+        alone), so the progress display moves within an invocation instead of at its end."""
+        inv, total = self.state.invocations[-1], self.cell.iterations.iterations
+        if not inv.samples or inv.measure_s <= 0:
+            return 1
+        per_iteration_s = inv.measure_s / len(inv.samples)
+        return max(1, min(total, int(PROGRESS_INTERVAL_S / per_iteration_s)))
+
     def _decide(self, inv: Invocation) -> stopping.Decision:
         clock_s = self.state.spent_s if self.fresh_session_per_invocation else self.state.measure_s
         return stopping.decide(
@@ -221,7 +233,8 @@ class CellDriver:
         s = self.state
         if s.failure is not None:
             return s.failure.reason
-        counts = f"{len(s.samples)} it."
-        if self.fresh_session_per_invocation:
-            counts = f"{len(s.invocations)} inv. x {counts}"
+        n, k = len(s.samples), len(s.invocations)
+        counts = f"{n} it."
+        if self.fresh_session_per_invocation:  # as the table writes it: 5x400 is 5 inv. x 400 it.
+            counts = f"{k} inv. x {n // k} it." if k and n % k == 0 else f"{n} it. in {k} inv."
         return f"median {self.cell.primary_metric} {stats.median(s.values()):,.2f} ({counts}, {s.stop})"

@@ -55,7 +55,7 @@ class RichProgress:
 
     def __init__(self, console: Any = None) -> None:
         from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
         from rich.progress import Progress as _RichProgress
 
         self.console = console or Console(file=sys.stderr)
@@ -65,6 +65,8 @@ class RichProgress:
             MofNCompleteColumn(),
             TextColumn("{task.fields[median]}"),
             TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
             console=self.console,
             transient=False,
         )

@@ -90,11 +90,10 @@ class InvocationsSchedule:
     def _serve(self, host: Host, d: CellDriver, k: int, load: LoadReply, load_share_s: float) -> None:
         """One invocation of one cell on a loaded host: warmup, batches until the rule ends it, end."""
         if d.begin(host, k, load, load_share_s):
-            policy = d.cell.iterations
-            batch = 1 if policy.adaptive else policy.iterations
-            decision = d.measure(host, batch, k)
+            adaptive = d.cell.iterations.adaptive
+            decision = d.measure(host, 1 if adaptive else d.progress_batch(), k)
             while decision is not None and decision.action == "iteration":
-                decision = d.measure(host, batch, k)
+                decision = d.measure(host, 1 if adaptive else d.progress_batch(), k)
             if decision is not None:
                 d.end(host)
         if d.finished:
