@@ -71,6 +71,7 @@ class CellProgress:
     begin: BeginReply | None = None  # the first begin_cell reply: prompt info and ids, load
     end: EndReply | None = None  # the last end_cell reply: memory, the EPs that ran
     peak_rss: int | None = None  # the largest peak RSS any end_cell reply gave
+    peak_model_rss: int | None = None  # the largest peak RSS above the harness's own (memory.py)
     batches: int = 0
     measure_s: float = 0.0  # time of the measured iterations
     spent_s: float = 0.0  # all time charged to the cell (loads, warmups, iterations), against --cell-timeout

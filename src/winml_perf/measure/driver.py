@@ -164,9 +164,11 @@ class CellDriver:
         except ChildFailure as exc:
             self.fail(exc, "end")
             return False
-        rss = self.state.end.memory.get("peak_rss_bytes")
+        rss, model = (self.state.end.memory.get(k) for k in ("peak_rss_bytes", "model_rss_bytes"))
         if isinstance(rss, int):
             self.state.peak_rss = max(rss, self.state.peak_rss or 0)
+        if isinstance(model, int):
+            self.state.peak_model_rss = max(model, self.state.peak_model_rss or 0)
         return True
 
     def finish(self, memory_scope: str) -> CellResult:
@@ -216,6 +218,8 @@ class CellDriver:
         if memory:
             if self.state.peak_rss is not None:
                 memory["peak_rss_bytes"] = self.state.peak_rss
+            if self.state.peak_model_rss is not None:
+                memory["model_rss_bytes"] = self.state.peak_model_rss
             memory["scope"] = scope
         return memory
 

@@ -4,6 +4,11 @@ ru_maxrss, and NVIDIA device memory through NVML where it can be read (else omit
 The sampler wakes every ``interval_s`` for one cheap read (/proc via psutil); it never runs in the
 timing loop itself, but it does share the process. Sampling can miss a spike shorter than the
 interval: ru_maxrss (the kernel's own high-water mark of the whole process lifetime) covers that.
+
+The model's memory apart from the harness's: the RSS when sampling starts (before the session's
+libraries and the model are loaded: the interpreter and the harness's own libraries, which are far
+larger in the main process than in a child) is ``baseline_rss_bytes``, and ``model_rss_bytes`` is
+the peak above it.
 """
 
 from __future__ import annotations
@@ -91,6 +96,7 @@ class MemorySampler:
         self._peak_dev: int | None = None
         self._peak_dev_mine: int | None = None
         self._samples = 0
+        self._baseline_rss: int | None = None  # RSS before the session loaded: the harness's own
 
     def _sample(self) -> None:
         rss = int(self._proc.memory_info().rss)
@@ -117,6 +123,8 @@ class MemorySampler:
         """Start sampling; returns once the thread is parked in its wait, so its start-up (which
         needs the GIL) cannot land inside the first timed iteration."""
         if self._thread is None:
+            if self._baseline_rss is None:
+                self._baseline_rss = int(self._proc.memory_info().rss)
             self._sample()
             running = threading.Event()
             self._thread = threading.Thread(target=self._loop, args=(running,), name="winml-perf-memory", daemon=True)
@@ -144,6 +152,8 @@ class MemorySampler:
         with self._lock:
             out: dict[str, Any] = {
                 "peak_rss_bytes": self._peak_rss,
+                "baseline_rss_bytes": self._baseline_rss,
+                "model_rss_bytes": None if self._baseline_rss is None else max(0, self._peak_rss - self._baseline_rss),
                 "ru_maxrss_bytes": ru_maxrss_bytes(),
                 "rss_sample_count": self._samples,
                 "rss_sample_interval_s": self.interval_s,
