@@ -46,6 +46,7 @@ FACTS = {
         "option_keys": [("onnxruntime-qnn", "2.7.0", 46)],
         "emulated_on_cpu": "HTP",
         "install_package": "onnxruntime-qnn",
+        "device_free": [("onnxruntime-qnn", "2.7.0", True)],
     },
     OPENVINO: {
         "compiles": True,
@@ -56,7 +57,11 @@ FACTS = {
     },
     "VitisAIExecutionProvider": {"compiles": True, "device_type_option": True},
     "DmlExecutionProvider": {"io_device": "dml", "install_package": "onnxruntime-directml"},
-    WEBGPU: {"io_device": "webgpu", "install_package": "onnxruntime-ep-webgpu"},
+    WEBGPU: {
+        "io_device": "webgpu",
+        "install_package": "onnxruntime-ep-webgpu",
+        "device_free": [("onnxruntime-ep-webgpu", "0.4.0", False)],
+    },
     "MIGraphXExecutionProvider": {},
     "CoreMLExecutionProvider": {},
 }
@@ -68,6 +73,8 @@ def _facts(info: eps.EPInfo) -> dict:
     out = {name: getattr(info, name) for name in defaults.keys() - spellings if getattr(info, name) != defaults[name]}
     if "option_keys" in out:
         out["option_keys"] = [(t.package, t.version, len(t.keys)) for t in out["option_keys"]]
+    if "device_free" in out:
+        out["device_free"] = [(d.package, d.version, d.works) for d in out["device_free"]]
     return out
 
 

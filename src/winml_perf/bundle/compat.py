@@ -66,6 +66,8 @@ def ask_onnxruntime(model: Path, ep: str) -> Verdict:
             None,
             "cannot read its metadata: " + " ".join(str(exc).split())[:_ERROR_CHARS],
         )
+    if info is None:  # made device-free: the info sits under the name the EP was registered as then
+        info = _virtual_info(model, ep)
     if info is None:
         return Verdict("unknown", "onnxruntime", "NO_INFO", None, f"no ep_compatibility_info.{ep} in the model")
     registered_plugins()  # so a plugin EP's devices are listed
@@ -91,6 +93,16 @@ def ask_onnxruntime(model: Path, ep: str) -> Verdict:
     if status in RECOMPILE:
         return Verdict("recompile", "onnxruntime", status, info, f"checked against {len(devices)} device(s)")
     return Verdict("unknown", "onnxruntime", status, info, "onnxruntime cannot tell for the devices here")
+
+
+def _virtual_info(model: Path, ep: str) -> str | None:
+    """The info a device-free compile stored under ``ep_compatibility_info.<EP>.virtual``, read for ``ep``."""
+    from onnxruntime.capi import onnxruntime_pybind11_state as C
+
+    try:
+        return C.get_compatibility_info_from_model(str(model), ep + ".virtual")
+    except Exception:  # the first read already failed or succeeded on the same file
+        return None
 
 
 def _hw(device) -> str:

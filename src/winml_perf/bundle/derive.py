@@ -121,9 +121,17 @@ def clean(bundle: Path, on_wait=None) -> list[Path]:
 
 # -- derive ---------------------------------------------------------------------------------------
 def derive_bundle(
-    plan: RoutePlan, *, verify_sources: bool = False, compile: bool = False, compile_timeout_s: float = 600.0
+    plan: RoutePlan,
+    *,
+    verify_sources: bool = False,
+    compile: bool = False,
+    compile_timeout_s: float = 600.0,
+    runner=None,
+    no_recompile: bool = False,
 ) -> DeriveResult:
-    """The derived bundle for ``plan``: reused when fresh, else built and published atomically."""
+    """The derived bundle for ``plan``: reused when fresh, else built and published atomically.
+    ``runner`` compiles the jobs (default compile.run_jobs; device_free.runner compiles with no device);
+    ``no_recompile``: a route with stages to compile and no fresh derived bundle is refused (exit 2)."""
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
     identities = cache.source_identities(bundle, source_files(bundle), verify_sources)
@@ -138,9 +146,14 @@ def derive_bundle(
         bundle, eps.ep_alias(plan.ep) if plan.ep else "config", "derived bundle", settings, identities, LABELS, SHAPE
     )
     built: dict = {}
+    if no_recompile and jobs:
+        from winml_perf.bundle.travel import require_fresh
+
+        require_fresh(request, _compiled_stages_fit)
 
     def build(tmp: Path) -> dict:
-        built.update(_write(plan, bundle, tmp, [i["file"] for i in identities], jobs, compile_timeout_s))
+        files = [i["file"] for i in identities]
+        built.update(_write(plan, bundle, tmp, files, jobs, compile_timeout_s, runner or compiler.run_jobs))
         if any(o.status in FAILED for o in built["outcomes"]):
             raise _CompileFailed(built["outcomes"], built["compile_ms"])
         return {
@@ -207,12 +220,12 @@ def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFail
     )
 
 
-def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: list, timeout_s: float) -> dict:
+def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: list, timeout_s: float, runner) -> dict:
     """Fill ``tmp``: links to the sources, compiled stages, the rewritten config."""
     links, written = _link_tree(bundle, tmp, files)
     config, outcomes, compile_ms = plan.config, [], 0.0
     if jobs:
-        outcomes = compiler.run_jobs(jobs, bundle, tmp, timeout_s)
+        outcomes = runner(jobs, bundle, tmp, timeout_s)
         compile_ms = sum(o.compile_ms for o in outcomes)
         config = config.replace_filenames(compiler.filename_updates(outcomes))
         compat.remember(tmp, outcomes, config)  # the compile children's session verdicts: a hit needs no session

@@ -20,7 +20,7 @@ from winml_perf.bundle import cache
 from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
-from winml_perf.bundle.placement import derived_placement
+from winml_perf.bundle.placement import RoutePlacement, derived_placement
 from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_route
 from winml_perf.ep.effective import effective_options
 from winml_perf.model.route import BUNDLE, CompileOutcome, Route, with_placements
@@ -50,12 +50,16 @@ def prepare_route(
     compile_timeout_s: float = 600.0,
     label: str | None = None,
     ep_options: dict | None = None,
+    runner=None,
+    no_recompile: bool = False,
 ) -> Route:
     """The route for ``target`` (a devices.Target), ready to load from ``Route.path``; see the module doc.
 
     ``label`` names the route (default: the target's label). ``require_available=False`` (used by
     ``winml bundle prepare``) derives without checking that the stages' EPs exist here; the derived
-    bundle can then be carried to a machine that has them.
+    bundle can then be carried to a machine that has them. ``runner`` compiles the jobs
+    (device_free.runner: with no device, and then no placement sessions either: the compile's node
+    placement is in prepared.json); ``no_recompile`` refuses to compile (bundle/travel.py).
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
@@ -83,9 +87,17 @@ def prepare_route(
         )
     with cache.holding(bundle):  # no `bundle clean` between deriving and reading or saving the placement
         result = derive_bundle(
-            plan, verify_sources=verify_sources, compile=bool(jobs), compile_timeout_s=compile_timeout_s
+            plan,
+            verify_sources=verify_sources,
+            compile=bool(jobs),
+            compile_timeout_s=compile_timeout_s,
+            runner=runner,
+            no_recompile=no_recompile,
         )
-        placed = derived_placement(result.path, result.key)  # placement.json: a cache hit costs a file read
+        if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
+            placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
+        else:
+            placed = derived_placement(result.path, result.key)  # placement.json: a cache hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
     if result.cache == "hit":
         outcomes = _reuse_verdicts(result.path, outcomes)
@@ -113,23 +125,25 @@ def prepare_route(
 
 
 def _reuse_verdicts(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple[CompileOutcome, ...]:
-    """On a hit, each compiled stage's verdict as this reuse found it (onnxruntime, or the kept session verdict)."""
+    """On a hit, each compiled stage's verdict as this reuse found it (onnxruntime, or the kept session verdict);
+    a stage prepared device-free also says how it was made and whether this run matches ("prepared")."""
     from dataclasses import replace
 
-    from winml_perf.bundle import compat
+    from winml_perf.bundle import compat, device_free
 
     config = load_config(folder)
-    return tuple(
-        replace(
-            o,
-            compatibility=compat.check_stage(
-                folder, o.compiled_output, o.ep, compat.stage_options(config, o.stages[0])
-            ).to_dict(),
-        )
-        if o.status == "compiled"
-        else o
-        for o in outcomes
-    )
+    made = device_free.read_prepared(folder)
+    out = []
+    for o in outcomes:
+        if o.status != "compiled":
+            out.append(o)
+            continue
+        options = compat.stage_options(config, o.stages[0])
+        verdict = compat.check_stage(folder, o.compiled_output, o.ep, options).to_dict()
+        if o.compiled_output in made:
+            verdict["prepared"] = device_free.reuse_report(made[o.compiled_output], o.ep, options, verdict)
+        out.append(replace(o, compatibility=verdict))
+    return tuple(out)
 
 
 def _ms(t0: float) -> float:

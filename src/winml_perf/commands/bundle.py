@@ -231,9 +231,25 @@ def prepare_command(
     format: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json")] = "table",
     ep_library: EpLibraryOpt = None,
     ep_option: EpOptionOpt = None,
+    device_free: Annotated[
+        bool,
+        typer.Option(
+            "--device-free",
+            help="with --compile --ep X: compile with no X device (X's library registered as X.virtual in a child; "
+            "the target from --ep-option soc_model/htp_arch/device_type)",
+        ),
+    ] = False,
+    strict: Annotated[
+        bool,
+        typer.Option("--strict", help="with --device-free: fail the compile when a node would fall back to CPU"),
+    ] = False,
 ) -> None:
     """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
     _check_format(format, PREPARE_FORMATS)
+    if (device_free or strict) and (not compile or ep is None):
+        raise UsageError(
+            "--device-free and --strict need --compile and --ep X", "e.g. --ep qnn --compile --device-free"
+        )
     if ep is None and device in (None, "config") and not compile:
         raise UsageError(
             "winml bundle prepare needs --ep X, --device D or --compile (the config route compiled)",
@@ -245,7 +261,8 @@ def prepare_command(
         )
     asked = parse_options(ep_option or ())
     target = target_for(ep, device, ep_library, asked)
-    if compile and ep is not None:
+    runner = _device_free_runner(target.ep, strict) if device_free else None
+    if compile and ep is not None and not device_free:
         from winml_perf.ep.devices import resolve_target
         from winml_perf.ep.effective import device_from_options
 
@@ -254,6 +271,11 @@ def prepare_command(
     if bundle.suffix == ".onnx" and not bundle.is_dir():
         if stages:
             raise UsageError("--stages applies to genai bundles, not to an .onnx model", "drop --stages")
+        if device_free:
+            raise UsageError(
+                "--device-free applies to genai bundles in this version, not yet to an .onnx model",
+                "wrap the model in a bundle, or prepare it on a machine with the EP's device",
+            )
         return _prepare_onnx_model(
             bundle,
             target,
@@ -274,6 +296,7 @@ def prepare_command(
         require_available=False,
         compile_timeout_s=compile_timeout,
         ep_options=asked,
+        runner=runner,
     )
     for w in route.warnings:
         print(f"warning: {w}", file=sys.stderr)
@@ -293,8 +316,22 @@ def prepare_command(
         print(line, file=sys.stderr)
     for c in route.compile:
         print(f"compile {', '.join(c.stages)}: {c.status}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
+    if device_free and route.path is not None:
+        from winml_perf.bundle.device_free import placement_lines
+
+        for line in placement_lines(route.path):
+            print(line, file=sys.stderr)
     print(route.path)
     _fail_on_compile_failure(route)
+
+
+def _device_free_runner(ep: str | None, strict: bool):
+    """device_free.runner for ``ep``, after refusing (exit 2) an EP or version that cannot compile device-free."""
+    from winml_perf.bundle import device_free
+
+    assert ep is not None  # --device-free needs --ep (checked above)
+    device_free.refuse_unless_possible(ep)
+    return device_free.runner(strict)
 
 
 def _target_lines(target, options=None, recorded=None) -> list[str]:

@@ -85,6 +85,16 @@ class OptionKeys:
 
 
 @dataclass(frozen=True)
+class DeviceFree:
+    """Whether one version of an EP's plugin package compiles with no device (registered as ``<EP>.virtual``)."""
+
+    package: str
+    version: str
+    works: bool
+    why: str  # what was measured
+
+
+@dataclass(frozen=True)
 class EPInfo:
     name: str
     alias: str
@@ -100,6 +110,7 @@ class EPInfo:
     memory: str = DEVICE_MEMORY
     emulated_on_cpu: str | None = None
     install_package: str | None = None
+    device_free: tuple[DeviceFree, ...] = ()  # measured plugin versions: can they compile device-free?
 
     @property
     def home_device(self) -> str:
@@ -225,6 +236,9 @@ _TABLE: tuple[EPInfo, ...] = (
         option_keys=(OptionKeys("onnxruntime-qnn", "2.7.0", _QNN_2_7_0_KEYS),),
         emulated_on_cpu="HTP",
         install_package="onnxruntime-qnn",
+        device_free=(
+            DeviceFree("onnxruntime-qnn", "2.7.0", True, "QNNExecutionProvider.virtual compiles EPContext models"),
+        ),
     ),
     EPInfo(
         "OpenVINOExecutionProvider",
@@ -262,6 +276,15 @@ _TABLE: tuple[EPInfo, ...] = (
         ("gpu",),
         io_device="webgpu",
         install_package="onnxruntime-ep-webgpu",
+        device_free=(
+            DeviceFree(
+                "onnxruntime-ep-webgpu",
+                "0.4.0",
+                False,
+                "it predates the compile-only mode: compiling on its virtual GPU aborts the process "
+                "(an assertion in its BufferManager)",
+            ),
+        ),
     ),
     EPInfo("MIGraphXExecutionProvider", "migraphx", None, ("gpu",)),
     EPInfo("CoreMLExecutionProvider", "coreml", None, ("npu", "gpu", "cpu")),
