@@ -309,11 +309,16 @@ def render_page(title: str, heading: str, body: str, status: Mapping[str, Any]) 
 
 
 def write_file(path: Path, text: str) -> None:
-    """Write through a temporary name and a rename (a reader never sees half a page)."""
+    """Write through a temporary name and a rename (a reader never sees half a page); a write or
+    rename that fails (a full disk, a folder in the page's place) leaves no temporary file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name("." + path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 _STORES: dict[str, Store] = {}

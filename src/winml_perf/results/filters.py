@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import posixpath
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,10 +38,25 @@ def _bundle_condition(values: list[str]) -> sa.ColumnElement:
     names ``bundle``, the series index's first column (an OR with bare ``bundle_path`` would not)."""
     r = mig.records.c
     names = [v for v in values if bundle_name(v) == v]
-    paths = [v for v in values if bundle_name(v) != v]
+    paths = [_normal_path(v) for v in values if bundle_name(v) != v]
     conds: list[sa.ColumnElement[bool]] = [r.bundle.in_(names)] if names else []
-    conds += [sa.and_(r.bundle == bundle_name(v), r.bundle_path == v) for v in paths]
+    conds += [sa.and_(r.bundle == bundle_name(v), r.bundle_path.in_(_spellings(v))) for v in paths]
     return conds[0] if len(conds) == 1 else sa.or_(*conds)
+
+
+def _normal_path(value: str) -> str:
+    """``./b``, ``b/`` and ``b`` are one bundle; ``x/../b`` is ``b`` (the path as written, not resolved)."""
+    text = value.replace("\\", "/")
+    return posixpath.normpath(text) if text else value
+
+
+def _spellings(path: str) -> list[str]:
+    """How a store may hold the normalised ``path`` (written as the command line gave it, from here
+    or as an absolute path)."""
+    forms = {path, os.path.abspath(path), _normal_path(os.path.relpath(path))}
+    forms |= {f"./{p}" for p in forms if not p.startswith(("/", "."))}
+    forms |= {f"{p}/" for p in forms}
+    return sorted(forms)
 
 
 def _values(v: Any) -> list:
