@@ -19,6 +19,7 @@ from tabulate import tabulate
 
 from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
+from winml_perf.commands.bundle_travel import export_prepared, import_prepared
 from winml_perf.commands.help_style import PlainTyper
 from winml_perf.commands.synth import synth
 from winml_perf.ep import table as eps
@@ -33,6 +34,8 @@ PREPARE_FORMATS = ("table", "json")
 
 app = PlainTyper(help="Make, inspect, prepare and clean model bundles.", no_args_is_help=True)
 app.command("synth")(synth)
+app.command("export-prepared")(export_prepared)
+app.command("import-prepared")(import_prepared)
 
 # The route options `show` and `prepare` share, declared once.
 EpOpt = Annotated[

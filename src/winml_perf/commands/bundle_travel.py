@@ -1,0 +1,56 @@
+"""`winml bundle export-prepared | import-prepared`: carry a prepared route from a build server to a client."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from winml_perf.ep import table as eps
+from winml_perf.support.errors import UsageError
+
+
+def export_prepared(
+    derived: Annotated[
+        Path, typer.Argument(metavar="DERIVED", help="the derived bundle `winml bundle prepare --compile` printed")
+    ],
+    dest: Annotated[Path, typer.Argument(metavar="DEST", help="folder to write (export.json and compiled files)")],
+) -> None:
+    """Write a prepared route's compiled stages and what they were made from to DEST, to carry to another machine."""
+    from winml_perf.bundle.export_prepared import export
+
+    doc = export(derived, dest)
+    print(f"exported {len(doc['files'])} file(s) of {len(doc['jobs'])} compiled job(s) to {dest}", file=sys.stderr)
+    print(dest)
+
+
+def import_prepared(
+    bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", help="this machine's copy of the bundle")],
+    source: Annotated[Path, typer.Argument(metavar="EXPORT", help="a folder written by export-prepared")],
+) -> None:
+    """Derive BUNDLE's route from an export instead of compiling; `winml perf --ep X --compile` then finds it fresh."""
+    from winml_perf.bundle import compile as compiler
+    from winml_perf.bundle import export_prepared as ex
+    from winml_perf.bundle.prepare import plan_for, prepare_route
+    from winml_perf.ep.devices import planned_target
+    from winml_perf.ep.effective import device_from_options
+    from winml_perf.model.runtime import GENAI
+
+    if not (bundle / "genai_config.json").is_file():
+        raise UsageError(f"{bundle} holds no genai_config.json", "pass the bundle folder the export was made from")
+    doc = ex.read_export(source)
+    jobs_doc = doc.get("jobs") or []
+    if not jobs_doc:
+        raise UsageError(f"{source}/{ex.EXPORT_FILE} names no compile job", "export a route prepared with --compile")
+    ep = jobs_doc[0]["ep"]
+    asked = {str(k): str(v) for k, v in (doc["options"].get("asked") or {}).items()}
+    target = planned_target(eps.ep_alias(ep), device_from_options(eps.ep_alias(ep), None, asked), GENAI)
+    jobs, _notes = compiler.compile_jobs(plan_for(bundle, target, None, asked))
+    ex.check_here(doc, bundle, jobs)
+    route = prepare_route(
+        bundle, target, None, True, require_available=False, ep_options=asked, runner=ex.runner(source, doc)
+    )
+    print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) from {source}", file=sys.stderr)
+    print(route.path)
