@@ -29,11 +29,21 @@ def test_every_node_is_listed_with_its_name_op_type_and_the_ep_its_session_assig
     assert all(n.node for s in listed.values() for n in s.nodes)  # a node without a name shows as UNNAMED
 
 
-def test_a_stage_whose_session_fails_says_why_instead_of_listing_nodes(tiny_pipeline, bundle_copy):
-    folder = bundle_copy(tiny_pipeline)
-    (folder / "lm_head.onnx").write_bytes(b"not onnx")
-    by_stage = {s.stage: s for s in stage_nodes(load_config(folder))}
-    assert by_stage["lm_head"].nodes == () and by_stage["lm_head"].error and by_stage["context"].nodes
+def test_a_stage_whose_session_fails_says_why_instead_of_listing_nodes(tiny_pipeline, monkeypatch):
+    from winml_perf.bundle import placement_nodes
+    from winml_perf.model.route import ERROR, StagePlacement
+
+    real = placement_nodes.assigned_nodes
+
+    def failing_lm_head(model, ep, *rest):
+        if model.name == "lm_head.onnx":
+            return StagePlacement("", (), ep, ERROR, error="Fail: scripted session failure")
+        return real(model, ep, *rest)
+
+    monkeypatch.setattr(placement_nodes, "assigned_nodes", failing_lm_head)
+    by_stage = {s.stage: s for s in stage_nodes(load_config(tiny_pipeline))}
+    assert by_stage["lm_head"].nodes == () and by_stage["lm_head"].error == "Fail: scripted session failure"
+    assert by_stage["context"].nodes
     assert any(line.startswith("lm_head: no session") for line in node_lines(list(by_stage.values())))
 
 
