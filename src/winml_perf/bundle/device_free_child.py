@@ -29,13 +29,14 @@ INFO_KEY = "ep_compatibility_info."
 
 def node_placement(src: str, out: str) -> dict:
     """Where the compile put the nodes: source nodes absent from the compiled graph went into an
-    EPContext partition (the EP); nodes left in it stay on CPU."""
+    EPContext partition (the EP), except Constant nodes (folded into initializers); nodes left in it
+    stay on CPU. A node the optimizer fused away also counts as absent (at most the fused ones)."""
     import onnx
 
     source = onnx.load(src, load_external_data=False).graph.node
     compiled = onnx.load(out, load_external_data=False).graph.node
     kept = {n.name for n in compiled}
-    nodes = [[n.name, n.op_type, "ep"] for n in source if n.name not in kept]
+    nodes = [[n.name, n.op_type, "ep"] for n in source if n.name not in kept and n.op_type != "Constant"]
     nodes += [[n.name, n.op_type, "cpu"] for n in compiled if n.op_type != "EPContext"]
     cpu_ops = Counter(op for _, op, where in nodes if where == "cpu")
     return {
