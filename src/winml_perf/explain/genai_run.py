@@ -3,7 +3,9 @@
 onnxruntime-genai's runtime option ``enable_profiling`` reaches only the top-level decoder's run
 options (a pipeline's stage sessions never see it), so every stage gets session-level profiling
 instead: the copy's genai_config.json sets ``session_options.enable_profiling`` to a prefix of its
-own per stage, every other file is a symlink to the route's. onnxruntime writes one file per stage
+own per stage, every other file is a hard link to the route's (a copy across file systems): never a
+symlink, since onnxruntime-genai refuses external data that resolves outside the folder it loads (seen
+with OpenVINO on a derived bundle's ``model.onnx.data``). onnxruntime writes one file per stage
 session, ``<prefix>_<timestamp>.json``, holding every run of the session; the files are complete
 once the model is released. The copy and the files are deleted afterwards.
 
@@ -15,6 +17,7 @@ each stage's runs are split evenly between them and the warmup's are dropped.
 from __future__ import annotations
 
 import gc
+import os
 import shutil
 import tempfile
 from collections.abc import Sequence
@@ -29,15 +32,30 @@ from winml_perf.support.errors import BenchmarkFailure
 GENERATIONS = 2  # a warmup and the profiled generation, both recorded by the session profiler
 
 
+def _place(source: Path, target: Path) -> None:
+    """``target`` holds ``source``'s content inside the copy: a hard link, else a copy (another file system)."""
+    if source.is_dir():
+        shutil.copytree(source, target, copy_function=_link_or_copy)
+    else:
+        _link_or_copy(source, target)
+
+
+def _link_or_copy(source: str | Path, target: str | Path) -> None:
+    try:
+        os.link(Path(source).resolve(), target)
+    except OSError:
+        shutil.copy2(Path(source).resolve(), target)
+
+
 def profiling_copy(route_dir: Path, dest: Path) -> tuple[GenaiConfig, dict[str, Path]]:
-    """A copy of ``route_dir`` in ``dest`` (links, and a config with profiling on for every stage);
-    returns the route's config and each stage's profile prefix."""
+    """A copy of ``route_dir`` in ``dest`` (linked files, and a config with profiling on for every
+    stage); returns the route's config and each stage's profile prefix."""
     config = load_config(route_dir)
     bundle = dest / "bundle"
     bundle.mkdir(parents=True)
     for entry in route_dir.iterdir():
         if entry.name not in (CONFIG_NAME, "_compiled"):
-            (bundle / entry.name).symlink_to(entry.resolve())
+            _place(entry.resolve(), bundle / entry.name)
     prefixes = {s.name: dest / "profiles" / s.name for s in config.stages}
     (dest / "profiles").mkdir()
     profiled = config.with_session_entries({name: {"enable_profiling": str(p)} for name, p in prefixes.items()})
