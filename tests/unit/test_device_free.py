@@ -7,6 +7,7 @@ import pytest
 from winml_perf.bundle import device_free
 from winml_perf.bundle.compile import CompileJob
 from winml_perf.ep import child
+from winml_perf.model.route import CompileOutcome
 from winml_perf.support.errors import UsageError
 
 QNN, WEBGPU = "QNNExecutionProvider", "WebGpuExecutionProvider"
@@ -48,3 +49,28 @@ def test_the_reuse_report_says_ok_or_what_differs(monkeypatch):
     assert ok["matched"] == "ok"
     other = device_free.reuse_report(made, QNN, {"soc_model": "88", "backend_type": "htp"}, None)
     assert other["matched"] == "mismatch: soc_model 60 -> 88"
+
+
+def test_a_device_free_hit_opens_no_session_on_the_build_server(tmp_path, monkeypatch):
+    """Failed before: the hit checked the compiled stage with a session on the EP (its device), so a
+    build server without one recompiled every time."""
+    from tests.unit.bundle_fakes import FLAT_QNN, ep_target, make_bundle
+    from winml_perf.bundle import compat
+    from winml_perf.bundle.prepare import prepare_route
+
+    bundle = make_bundle(tmp_path, FLAT_QNN)
+
+    def fake(jobs, src_dir, out_dir, timeout_s):
+        for job in jobs:
+            (out_dir / job.output).write_bytes(b"compiled")
+        return [CompileOutcome(j.stages, j.source, j.ep, j.output, "compiled", "", 1.0) for j in jobs]
+
+    fake.checks_on_device = False  # type: ignore[attr-defined]
+
+    def no_device(*args, **kwargs):
+        raise AssertionError("a session was opened on the EP's device")
+
+    monkeypatch.setattr(compat, "check_stage", no_device)
+    first = prepare_route(bundle, ep_target("qnn"), compile=True, require_available=False, runner=fake)
+    again = prepare_route(bundle, ep_target("qnn"), compile=True, require_available=False, runner=fake)
+    assert (first.cache, again.cache) == ("miss", "hit") and again.path == first.path

@@ -166,8 +166,10 @@ def derive_bundle(
             "bytes_written": built["written"],
         }
 
+    # A device-free runner's hit is trusted on its key and contents: checking a compiled stage opens the EP's device.
+    on_device = getattr(runner, "checks_on_device", True)
     try:
-        entry = cache.get_or_build(request, build, _compiled_stages_fit)
+        entry = cache.get_or_build(request, build, _compiled_stages_fit if on_device else None)
     except _CompileFailed as failed:
         return _without_compile(plan, verify_sources, failed, t0)
     manifest = entry.manifest

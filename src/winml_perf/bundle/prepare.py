@@ -99,7 +99,7 @@ def prepare_route(
         else:
             placed = derived_placement(result.path, result.key)  # placement.json: a cache hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
-    if result.cache == "hit":
+    if result.cache == "hit" and getattr(runner, "checks_on_device", True):  # device-free: no session here
         outcomes = _reuse_verdicts(result.path, outcomes)
     compiled = any(o.status == "compiled" for o in outcomes)
     warnings = () if compiled else plan.warnings  # a route that compiles its stages changes what runs
