@@ -99,3 +99,25 @@ def test_webgpu_0_4_0_device_free_prepare_exits_2_naming_ep_and_version(bundle):
     assert done.returncode == 2, done.stderr[-3000:]
     assert "webgpu" in done.stderr and "onnxruntime-ep-webgpu 0.4.0" in done.stderr, done.stderr
     assert not (bundle / "_compiled").exists() or not any((bundle / "_compiled").glob("webgpu-*"))
+
+
+@pytest.mark.qnn
+@needs_qnn
+def test_a_plain_onnx_model_prepared_device_free_is_loaded_by_perf_prepare_with_a_hit(tmp_path):
+    """Failed before: no --device-free."""
+    from tests import models
+
+    model = models.mlp(tmp_path / "mlp.onnx")
+    opts = ("--ep", "qnn", "--ep-option", "soc_model=60")
+    done = run_winml("bundle", "prepare", model, *opts, "--compile", "--device-free", "--format", "json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(done.stdout[done.stdout.index("{") :])
+    made = json.loads((tmp_path / "_compiled" / os.path.basename(doc["folder"]) / "prepared.json").read_text())
+    (stage,) = made["stages"].values()
+    assert stage["made"] == "device-free" and stage["placement"]["cpu_nodes"] == 0, stage  # QNN claims the MLP whole
+    run = ("--iterations", "2", "--warmup", "1", "--invocations", "1", "--no-store", "--format", "json", "-q")
+    measured = run_winml("perf", model, *opts, "--prepare", *run)
+    assert measured.returncode == 0, measured.stderr[-3000:]
+    (cell,) = json.loads(measured.stdout[measured.stdout.index("{") :])["cells"]
+    assert cell["route"]["prepared"]["cache"] == "hit" and cell["route"]["prepared"]["key"] == doc["key"]
+    assert cell["route"]["actual"]["model"] == "QNNExecutionProvider"

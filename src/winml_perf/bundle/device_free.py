@@ -78,7 +78,8 @@ def runner(strict: bool):
     def run(jobs, src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
         outcomes, made = [], {}
         for job in jobs:
-            outcome, report = _compile_one(job, Path(src_dir), Path(out_dir), timeout_s, strict)
+            out = Path(out_dir) / job.output
+            outcome, report = _compile_one(job, Path(src_dir) / job.source, out, timeout_s, strict)
             outcomes.append(outcome)
             if report is not None:
                 made[job.output] = report
@@ -90,17 +91,17 @@ def runner(strict: bool):
     return run
 
 
-def _compile_one(job, src_dir: Path, out_dir: Path, timeout_s: float, strict: bool):
+def _compile_one(job, src: Path, out: Path, timeout_s: float, strict: bool, session_config: Mapping = {}):
     ident = _identity(job.ep) or {}
-    out = out_dir / job.output
     args = [
-        str(src_dir / job.source),
+        str(src),
         str(out),
         job.ep,
         str(ident.get("library_path")),
         json.dumps(job.provider_options),
         job.graph_optimization_level,
         "1" if strict else "0",
+        json.dumps(dict(session_config)),
     ]
     context = child.ChildContext((), {"WINML_PERF_NO_PLUGIN_DISCOVERY": "1"}, tuple(sys.path))
     result = child.run_module(CHILD_MODULE, args, context, timeout_s)
@@ -123,6 +124,24 @@ def _compile_one(job, src_dir: Path, out_dir: Path, timeout_s: float, strict: bo
     return CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "", ms), _provenance(
         job, ident, report, strict
     )
+
+
+def compile_plain(model: Path, out: Path, ep: str, level: str, options: Mapping, config: Mapping, timeout_s: float):
+    """A plain .onnx model compiled device-free to ``out``; its provenance in ``out``'s folder's prepared.json.
+    Returns the compile's milliseconds; a failed compile is a BundleError (exit 2) saying why."""
+    from winml_perf.bundle.compile import CompileJob
+    from winml_perf.support.errors import BundleError
+
+    job = CompileJob((model.stem,), model.name, ep, {str(k): str(v) for k, v in options.items()}, level)
+    strict = str(config.get("session.disable_cpu_ep_fallback")) == "1"
+    outcome, report = _compile_one(job, model, out, timeout_s, strict, config)
+    if report is None:
+        raise BundleError(
+            f"{model}: device-free compile for {eps.ep_alias(ep)}: {outcome.reason}", "nothing was written"
+        )
+    prepared = {"stages": {out.name: report}}
+    (out.parent / PREPARED_FILE).write_text(json.dumps(prepared, indent=2), encoding="utf-8")
+    return outcome.compile_ms
 
 
 def _provenance(job, ident: Mapping, report: dict, strict: bool) -> dict:

@@ -1,6 +1,6 @@
 """The device-free compile child: an EP library registered as ``<EP>.virtual``, one compile-only model.
 
-``main(SRC OUT EP LIBRARY OPTIONS_JSON LEVEL STRICT)`` runs in a fresh process with no plugin EP
+``main(SRC OUT EP LIBRARY OPTIONS_JSON LEVEL STRICT [CONFIG_JSON])`` runs in a fresh process with no plugin EP
 registered (device_free.py starts it). onnxruntime offers virtual devices for a library registered
 under a name ending in ``.virtual``; the model is compiled on those with ``ModelCompiler`` (nothing
 runs, no device is opened). STRICT=1 sets ``session.disable_cpu_ep_fallback``, which onnxruntime
@@ -61,7 +61,9 @@ def retarget(out: str, ep: str) -> str | None:
     return next((p.value for p in model.metadata_props if p.key == INFO_KEY + ep + VIRTUAL), None)
 
 
-def _compile(src: str, out: str, ep: str, library: str, options_json: str, level: str, strict: str) -> None:
+def _compile(
+    src: str, out: str, ep: str, library: str, options_json: str, level: str, strict: str, config_json: str = "{}"
+) -> None:
     import onnxruntime as ort
 
     from winml_perf.session.onnx_options import graph_optimization_enum
@@ -74,6 +76,8 @@ def _compile(src: str, out: str, ep: str, library: str, options_json: str, level
     so = ort.SessionOptions()
     so.log_severity_level = 3
     so.add_provider_for_devices(devices, {str(k): str(v) for k, v in json.loads(options_json).items()})
+    for key, value in json.loads(config_json).items():  # a plain model's --session-config
+        so.add_session_config_entry(str(key), str(value))
     if strict == "1":
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
     ort.ModelCompiler(
@@ -100,7 +104,7 @@ def _compile(src: str, out: str, ep: str, library: str, options_json: str, level
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 7:
-        print("usage: SRC OUT EP LIBRARY OPTIONS_JSON LEVEL STRICT", file=sys.stderr)
+    if len(argv) not in (7, 8):
+        print("usage: SRC OUT EP LIBRARY OPTIONS_JSON LEVEL STRICT [CONFIG_JSON]", file=sys.stderr)
         return 2
     return child.exit_status(lambda: _compile(*argv))

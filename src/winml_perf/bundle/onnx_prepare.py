@@ -294,11 +294,14 @@ def prepare_onnx(
     verify_sources: bool = False,
     compile_timeout_s: float = 600.0,
     plugin_libraries: Sequence[str] = (),
+    device_free: bool = False,
 ) -> PreparedModel:
     """The prepared model for ``target`` (a devices.Target of kind 'ep' or 'device'): reused when
     fresh, else compiled and published atomically (see the module doc). For a non-CPU EP, plugin
     EPs (installed packages, $WINML_PERF_EP_LIBRARIES, ``plugin_libraries`` 'NAME=PATH') are
-    registered here first; the compile child registers what this process has."""
+    registered here first; the compile child registers what this process has. ``device_free``: an
+    EPContext model compiled on the EP's virtual device (bundle/device_free.py), trusted on a hit
+    without asking the devices here."""
     from winml_perf.session.onnx_options import parse_graph_optimization_level
 
     t0 = time.perf_counter()
@@ -330,9 +333,15 @@ def prepare_onnx(
     timing = {}
 
     def build(tmp: Path) -> dict:
-        timing["compile_ms"] = _run_compile(
-            model, tmp / out, kind, target, level, provider_options, session_config, compile_timeout_s
-        )
+        if device_free:
+            from winml_perf.bundle.device_free import compile_plain
+
+            args = (target.ep, level, provider_options, session_config, compile_timeout_s)
+            timing["compile_ms"] = compile_plain(model, tmp / out, *args)
+        else:
+            timing["compile_ms"] = _run_compile(
+                model, tmp / out, kind, target, level, provider_options, session_config, compile_timeout_s
+            )
         return {
             "kind": kind,
             "ep": target.ep,
@@ -344,7 +353,7 @@ def prepare_onnx(
             "timings": dict(timing),
         }
 
-    entry = cache.get_or_build(request, build, _prepared_fits)
+    entry = cache.get_or_build(request, build, None if device_free else _prepared_fits)
     m = entry.manifest
     return PreparedModel(
         entry.folder / m["output"],

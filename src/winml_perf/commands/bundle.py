@@ -271,14 +271,11 @@ def prepare_command(
 
         # compiling needs the EP and its device here
         target = resolve_target(ep, device_from_options(ep, device, asked), "winml-genai")
+    if strict and bundle.suffix == ".onnx":  # a plain model's compile takes it as session config (and key)
+        session_config = [*(session_config or []), "session.disable_cpu_ep_fallback=1"]
     if bundle.suffix == ".onnx" and not bundle.is_dir():
         if stages:
             raise UsageError("--stages applies to genai bundles, not to an .onnx model", "drop --stages")
-        if device_free:
-            raise UsageError(
-                "--device-free applies to genai bundles in this version, not yet to an .onnx model",
-                "wrap the model in a bundle, or prepare it on a machine with the EP's device",
-            )
         return _prepare_onnx_model(
             bundle,
             target,
@@ -289,6 +286,7 @@ def prepare_command(
             ep_library,
             format,
             asked,
+            device_free,
         )
     route = prepare_route(
         bundle,
@@ -367,6 +365,7 @@ def _prepare_onnx_model(
     ep_library,
     format: str,
     asked: dict[str, str],
+    device_free: bool = False,
 ) -> None:
     from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
     from winml_perf.session.onnx_options import parse_session_config
@@ -384,6 +383,7 @@ def _prepare_onnx_model(
         verify_sources=verify_sources,
         compile_timeout_s=compile_timeout,
         plugin_libraries=list(ep_library or ()),
+        device_free=device_free,
     )
     if format == "json":
         sys.stdout.write(json.dumps(prepared.to_dict(), indent=2) + "\n")
