@@ -16,6 +16,7 @@ from typing import Any
 
 from tabulate import tabulate
 
+from winml_perf.publish.csv_cells import neutralise
 from winml_perf.support.errors import UsageError
 from winml_perf.support.indented_json import dumps_indented
 
@@ -67,8 +68,8 @@ def table_text(headers: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str) 
     if fmt == "csv":
         buf = io.StringIO()
         writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(headers)
-        writer.writerows([["" if v is None else v for v in r] for r in rows])
+        writer.writerow([neutralise(h) for h in headers])
+        writer.writerows([["" if v is None else neutralise(v) for v in r] for r in rows])
         return buf.getvalue()
     shown = [[_cell(v) for v in r] for r in rows]
     return (

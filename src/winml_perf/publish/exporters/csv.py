@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from winml_perf.publish.csv_cells import neutralise_frame
 from winml_perf.publish.exporters import Exporter, register
 
 if TYPE_CHECKING:
@@ -12,7 +13,7 @@ if TYPE_CHECKING:
 
 
 def to_csv(df: Any, **_: Any) -> str:
-    return df.to_csv(index=False, lineterminator="\n")
+    return neutralise_frame(df).to_csv(index=False, lineterminator="\n")
 
 
 def run_csv(run: RunRecord) -> str:
