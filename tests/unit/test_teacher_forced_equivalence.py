@@ -124,3 +124,16 @@ def test_a_reference_bundle_judges_config_too(fake):
     routes = [NS(label="config", session=NS(path="same"))]
     run = eq.judge_routes("ref", routes, reference_bundle="other", steps=8)
     assert run.reference == "bundle:other" and run.by_label["config"].verdict == NOT_EQUIVALENT
+
+
+def test_the_verdict_joins_the_closing_summary_and_the_screen_line(fake):
+    from winml_perf.compare.run_summary import route_verdicts
+
+    run = eq.judge_routes("ref", [NS(label="ep=x", session=NS(path="other"))], steps=8)
+    e = run.by_label["ep=x"]
+    doc = {"cells": [{"route": {"label": "ep=x", "equivalence": e.to_dict()}}, {"route": {"label": "config"}}]}
+    text = route_verdicts(doc)["ep=x"]
+    assert text.startswith("NOT equivalent: top-1") and "first at stage embeddings" in text
+    assert eq.equivalence_line("ep=x", e).startswith("ep=x ≉ config: not equivalent, KL ")
+    assert eq.wants_equivalence(None, 2, None) and not eq.wants_equivalence(None, 1, None)
+    assert eq.wants_equivalence(None, 1, "b") and not eq.wants_equivalence(False, 3, None)

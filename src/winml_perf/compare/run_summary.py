@@ -29,7 +29,27 @@ def summarize_routes(doc: Mapping[str, Any], baseline_route: str = BASELINE) -> 
     return RoutesReport(report.run_id, report.baseline_route, tuple(rows), report.notes)
 
 
-def summary_lines(report: RoutesReport) -> list[str]:
+def route_verdicts(doc: Mapping[str, Any]) -> dict[str, str]:
+    """{route label: its equivalence verdict, with the figures when not equivalent} from the run's cells."""
+    out: dict[str, str] = {}
+    for c in doc.get("cells") or ():
+        e = (c.get("route") or {}).get("equivalence")
+        if e and c["route"]["label"] not in out:
+            f = e["figures"]
+            text = (
+                e["verdict"] if e["verdict"] != "not equivalent" else f"NOT equivalent: top-1 {f['top1_agreement']:.0%}"
+            )
+            if f.get("first_divergence") is not None and e["verdict"] == "not equivalent":
+                text += f", diverges at step {f['first_divergence']}"
+            if e.get("first_stage") and e["verdict"] == "not equivalent":
+                text += f", first at stage {e['first_stage']}"
+            if e["reference"] != BASELINE:  # judged against another bundle than the speed's baseline
+                text += f" (against {e['reference']})"
+            out[c["route"]["label"]] = text
+    return out
+
+
+def summary_lines(report: RoutesReport, verdicts: Mapping[str, str] | None = None) -> list[str]:
     """'summary: routes against config ...' then, per metric, one sentence per route and shape:
     with its interval and verdict where the rounds support one, else the point ratio alone and
     one closing line on how many rounds an interval needs."""
@@ -42,7 +62,9 @@ def summary_lines(report: RoutesReport) -> list[str]:
             metric = row.metric
             lines.append(f"  {metric}:")
         short = short or not row.enough
-        lines.append(f"    {row.sentence() if row.enough else row.point_sentence()}")
+        verdict = (verdicts or {}).get(row.route)
+        sentence = row.sentence() if row.enough else row.point_sentence()
+        lines.append(f"    {sentence}, {verdict}" if verdict else f"    {sentence}")
         note = row.pooled_note()
         if note:
             lines.append(f"      {note}")

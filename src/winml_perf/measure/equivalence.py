@@ -194,3 +194,48 @@ def judge_routes(
             bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
         )  # fmt: skip
     return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3))
+
+
+def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: object) -> bool:
+    """On by default when the run has more than one route or names a reference bundle; --equivalence
+    forces it on, --no-equivalence off."""
+    return asked if asked is not None else (n_routes > 1 or reference_bundle is not None)
+
+
+def attach_equivalence(bundle: str, routes: list[Any], seed: int, reference_bundle: str | None) -> list[Any]:
+    """The routes with their Equivalence recorded; one line per route and the check's cost on stderr
+    (it runs before the sweep: nothing of it enters a timed iteration)."""
+    import sys
+    from dataclasses import replace
+
+    run = judge_routes(bundle, routes, seed=seed, reference_bundle=reference_bundle)
+    for label, e in run.by_label.items():
+        print(equivalence_line(label, e), file=sys.stderr)
+    print(
+        f"equivalence: {len(run.by_label)} route(s) against {run.reference} in {run.cost_ms / 1000:.1f} s, outside the timed iterations",
+        file=sys.stderr,
+    )
+    return [
+        replace(r, route=replace(r.recorded_route, equivalence=run.by_label[r.label])) if r.label in run.by_label else r
+        for r in routes
+    ]
+
+
+def equivalence_line(label: str, e: Equivalence) -> str:
+    """'ep=webgpu ≈ config: KL 2e-06, top-1 100 % over 16 steps' (≉ when not equivalent)."""
+    from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT
+
+    f = e.figures
+    mark = {EQUIVALENT: "≈", NOT_EQUIVALENT: "≉"}.get(e.verdict, "~")
+    text = f"{label} {mark} {e.reference}: {e.verdict}, "
+    text += (
+        "bit-identical logits"
+        if f.identical
+        else f"KL {f.kl_mean:.2g} (max {f.kl_max:.2g}), top-1 {f.top1_agreement:.0%}"
+    )
+    text += f" over {f.steps} steps"
+    if f.first_divergence is not None:
+        text += f", diverges at step {f.first_divergence}"
+    if e.first_stage:
+        text += f", first at stage {e.first_stage}"
+    return text

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, cast
 
+from winml_perf.model.equivalence import Equivalence
+
 CPU = "CPUExecutionProvider"
 #: StagePlacement.status: the session was created / could not be created / the EP is not in this process.
 OK, ERROR, UNAVAILABLE = "ok", "error", "unavailable"
@@ -312,6 +314,7 @@ class Route:
     prepared: Mapping[str, Any] | None = None  # bundle.onnx_prepare.PreparedModel.to_dict(), or None
     # added after preparing
     output_check: OutputCheck | None = None
+    equivalence: Equivalence | None = None  # teacher-forced logits against a reference (issue 24)
     actual: Mapping[str, str] | None = None  # what the session reported ran: {stage: EP} (or {"error": ...})
 
     def __post_init__(self) -> None:
@@ -368,6 +371,8 @@ class Route:
             d["prepared"] = dict(self.prepared) if self.prepared is not None else None
         if self.output_check is not None:
             d["output_check"] = self.output_check.to_dict()
+        if self.equivalence is not None:
+            d["equivalence"] = self.equivalence.to_dict()
         if self.actual:
             d["actual"] = dict(self.actual)
         return d
@@ -398,5 +403,6 @@ class Route:
             placement_ms=d.get("placement_ms"),
             prepared=dict(d["prepared"]) if d.get("prepared") is not None else None,
             output_check=OutputCheck.from_dict(check) if check else None,
+            equivalence=Equivalence.from_dict(d["equivalence"]) if d.get("equivalence") else None,
             actual=dict(d["actual"]) if d.get("actual") else None,
         )
