@@ -219,7 +219,7 @@ def test_load_returns_a_dataframe_and_samples(store_url):
 
 
 # -- concurrency -----------------------------------------------------------------------------------
-WRITERS, PER_WRITER = 8, 200
+WRITERS, PER_WRITER = 8, 50  # 8 writers at once is the contention; 50 each keeps them overlapping
 
 
 def test_eight_processes_writing_at_once_lose_nothing(store_url, tmp_path):

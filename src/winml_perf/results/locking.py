@@ -24,7 +24,7 @@ LOCK_TIMEOUT_ENV = "WINML_PERF_STORE_LOCK_TIMEOUT"
 #: Seconds of waiting before the wait is announced.
 NOTICE_AFTER_S = 1.0
 #: Seconds between tries while the lock is held elsewhere.
-POLL_INTERVAL_S = 0.01
+POLL_INTERVAL_S = 0.002
 
 
 class StoreLockTimeout(StoreError):
