@@ -137,3 +137,26 @@ def test_the_verdict_joins_the_closing_summary_and_the_screen_line(fake):
     assert eq.equivalence_line("ep=x", e).startswith("ep=x ≉ config: not equivalent, KL ")
     assert eq.wants_equivalence(None, 2, None) and not eq.wants_equivalence(None, 1, None)
     assert eq.wants_equivalence(None, 1, "b") and not eq.wants_equivalence(False, 3, None)
+
+
+def test_precision_variants_change_what_they_say(tmp_path):
+    import json
+    import shutil
+    from pathlib import Path
+
+    from winml_perf.bundle.variants import accuracy_levels, precision_variant
+
+    bundles = Path(__file__).resolve().parents[2] / "bundles"
+    out, change = precision_variant(bundles / "tiny-qwen2")
+    try:
+        assert change == "MatMulNBits accuracy_level 4 -> 0" and accuracy_levels(out) == {0}
+        assert accuracy_levels(bundles / "tiny-qwen2") == {4}  # the source is never written
+    finally:
+        shutil.rmtree(out)
+    out, change = precision_variant(bundles / "tiny-qwen2-npu")
+    try:
+        assert change == "QNN enable_htp_fp16_precision 1 -> 0"
+        text = json.dumps(json.loads((out / "genai_config.json").read_text()))
+        assert '"enable_htp_fp16_precision": "0"' in text and '"enable_htp_fp16_precision": "1"' not in text
+    finally:
+        shutil.rmtree(out)

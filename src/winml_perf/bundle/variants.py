@@ -55,13 +55,13 @@ def accuracy_levels(bundle: Path) -> set[int]:
 
 
 def precision_variant(bundle: Path) -> tuple[Path, str] | None:
-    """A folder whose MatMulNBits nodes compute at the other accuracy level, and what changed;
-    None when the bundle has no MatMulNBits (no precision change to measure this way)."""
+    """A folder whose MatMulNBits nodes compute at the other accuracy level (else whose QNN stages
+    flip enable_htp_fp16_precision), and what changed; None when neither applies."""
     import onnx
 
     levels = accuracy_levels(bundle)
     if not levels:
-        return None
+        return _qnn_fp16_variant(bundle)
     target = ACCURACY_LEVELS[0] if max(levels) == ACCURACY_LEVELS[1] else ACCURACY_LEVELS[1]
     files = sorted({s.filename for s in load_config(bundle).stages})
     out = _linked_copy(bundle, set(files))
@@ -75,3 +75,23 @@ def precision_variant(bundle: Path) -> tuple[Path, str] | None:
             node.attribute.extend([*kept, onnx.helper.make_attribute("accuracy_level", target)])
         onnx.save(model, str(out / name))
     return out, f"MatMulNBits accuracy_level {'/'.join(map(str, sorted(levels)))} -> {target}"
+
+
+def _qnn_fp16_variant(bundle: Path) -> tuple[Path, str] | None:
+    """The bundle with every QNN stage's enable_htp_fp16_precision flipped; None without QNN stages."""
+    config = load_config(bundle)
+    updates, was = {}, set()
+    for stage in config.stages:
+        options = stage.options_for("qnn")
+        if options is None:
+            continue
+        was.add(options.get("enable_htp_fp16_precision", "1"))
+        options["enable_htp_fp16_precision"] = "0" if options.get("enable_htp_fp16_precision", "1") == "1" else "1"
+        updates[stage.name] = [{"qnn": options}]
+    if not updates:
+        return None
+    out = _linked_copy(bundle, {CONFIG_NAME})
+    variant = config.with_provider_options(updates)
+    (out / CONFIG_NAME).write_text(variant.dumps(), encoding="utf-8")
+    now = "0" if was == {"1"} else "1"
+    return out, f"QNN enable_htp_fp16_precision {'/'.join(sorted(was))} -> {now}"
