@@ -33,7 +33,14 @@ def _numeric_paths(node, path=()) -> list[tuple]:
 
 
 PATHS = _numeric_paths(CELL)
-MEASURED_PATHS = [p for p in PATHS if p[0] in MEASURED and "round_index" not in p and "invocation" not in p]
+MEASURED_PATHS = [
+    p
+    for p in PATHS
+    if p[0] in MEASURED
+    and "round_index" not in p
+    and "invocation" not in p
+    and not str(p[-1]).endswith("ci95_low")  # an interval's low end may fall below zero
+]
 
 
 def _with(path: tuple, value) -> dict:
