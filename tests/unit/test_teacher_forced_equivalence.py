@@ -12,6 +12,7 @@ from winml_perf.measure import equivalence as eq
 from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, WITHIN_PRECISION, Band, Equivalence, LogitFigures
 from winml_perf.session import genai_logits
 from winml_perf.stats.equivalence import band_limit, compare_logits, compare_tensors, verdict
+from winml_perf.support.errors import BenchmarkFailure
 
 RNG = np.random.default_rng(0)
 REF = RNG.normal(size=(8, 50)).astype(np.float32)
@@ -61,10 +62,13 @@ def _fake_teacher_forced(calls):
 
     def run(path, prompt_ids, steps, continuation=None, outputs=()):
         calls.append(str(path))
+        if str(path) == "broken":
+            raise BenchmarkFailure("broken: the equivalence check's teacher-forced pass failed: no EP")
+        ref = np.resize(REF, (steps, REF.shape[1]))
         logits = (
-            REF
+            ref
             if str(path) in ("ref", "same")
-            else REF + np.float32(0.5) * RNG.normal(size=REF.shape).astype(np.float32)
+            else ref + np.float32(0.5) * RNG.normal(size=ref.shape).astype(np.float32)
         )
         seen = {"inputs_embeds": {k: logits[k] for k in range(steps)}, "hidden_states": {0: logits[0]}}
         return genai_logits.TeacherForced(
@@ -93,6 +97,7 @@ def fake(monkeypatch):
         lambda cfg, where: NS(vocab_size=50, context_length=0, special_ids=frozenset()),
     )
     monkeypatch.setattr("winml_perf.session.genai_session.read_json", lambda p: {})
+    monkeypatch.setattr("winml_perf.bundle.config.load_config", lambda p: NS(static_prompt_length=lambda: None))
     return calls
 
 
@@ -160,3 +165,11 @@ def test_precision_variants_change_what_they_say(tmp_path):
         assert '"enable_htp_fp16_precision": "0"' in text and '"enable_htp_fp16_precision": "1"' not in text
     finally:
         shutil.rmtree(out)
+
+
+def test_a_route_that_cannot_run_is_named_and_the_others_are_judged(fake, capsys):
+    routes = [NS(label="ep=bad", session=NS(path="broken")), NS(label="ep=x", session=NS(path="other"))]
+    run = eq.judge_routes("ref", routes, steps=8)
+    assert set(run.by_label) == {"ep=x"} and "no EP" in run.errors["ep=bad"]
+    out = eq.attach_equivalence("ref", [NS(label="ep=bad", session=NS(path="broken"))], 0, None)
+    assert "equivalence: ep=bad not judged: broken" in capsys.readouterr().err and out[0].label == "ep=bad"

@@ -21,6 +21,7 @@ from typing import Any
 
 from winml_perf.model.equivalence import Band, Equivalence, StageFigures
 from winml_perf.model.route import OutputCheck
+from winml_perf.support.errors import BenchmarkFailure
 
 # Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
 # fp32 (measured), which would turn a precision artefact of the driver into a false alarm.
@@ -156,6 +157,7 @@ class EquivalenceRun:
     by_label: dict[str, Equivalence]
     reference: str
     cost_ms: float
+    errors: dict[str, str]  # routes whose teacher-forced pass failed: why (their cells fail on their own)
 
 
 def judge_routes(
@@ -168,6 +170,7 @@ def judge_routes(
 ) -> EquivalenceRun:
     """Every route (but the reference itself) against the reference: the config route (the bundle),
     or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation."""
+    from winml_perf.bundle.config import load_config
     from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.session.genai_session import GenaiSession
     from winml_perf.stats.equivalence import compare_logits, first_departing_stage, verdict
@@ -175,17 +178,24 @@ def judge_routes(
     t0 = time.perf_counter()
     ref_path = str(reference_bundle or bundle)
     ref_label = f"bundle:{reference_bundle}" if reference_bundle else CONFIG
+    static = load_config(Path(bundle)).static_prompt_length()
+    n_prompt = static[1] if static else n_prompt  # a static-shape stage takes exactly its length
     prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
     stage_outputs = _stage_outputs(ref_path)
     wanted = [n for _, names, _, _ in stage_outputs for n in names]
     reference = teacher_forced(ref_path, prompt_ids, steps, outputs=wanted)
     noise, precision = reference_bands(ref_path, reference, prompt_ids)
     out: dict[str, Equivalence] = {}
+    errors: dict[str, str] = {}
     for r in routes:
         if r.label == ref_label:
             continue
         t1 = time.perf_counter()
-        run = teacher_forced(r.session.path, prompt_ids, steps, reference.continuation, outputs=wanted)
+        try:
+            run = teacher_forced(r.session.path, prompt_ids, steps, reference.continuation, outputs=wanted)
+        except BenchmarkFailure as exc:
+            errors[r.label] = exc.message
+            continue
         figures = compare_logits(reference.logits, run.logits)
         stages, unobserved = _stage_figures(stage_outputs, reference, run)
         bands = (noise, precision) if precision else (noise,)
@@ -193,7 +203,7 @@ def judge_routes(
             ref_label, ref_path, str(r.session.path), n_prompt, seed, figures, verdict(figures, noise, precision),
             bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
         )  # fmt: skip
-    return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3))
+    return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors)
 
 
 def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: object) -> bool:
@@ -208,9 +218,15 @@ def attach_equivalence(bundle: str, routes: list[Any], seed: int, reference_bund
     import sys
     from dataclasses import replace
 
-    run = judge_routes(bundle, routes, seed=seed, reference_bundle=reference_bundle)
+    try:
+        run = judge_routes(bundle, routes, seed=seed, reference_bundle=reference_bundle)
+    except BenchmarkFailure as exc:  # the reference itself could not run: no route is judged, and it says so
+        print(f"equivalence: not judged: {exc}", file=sys.stderr)
+        return routes
     for label, e in run.by_label.items():
         print(equivalence_line(label, e), file=sys.stderr)
+    for label, why in run.errors.items():
+        print(f"equivalence: {label} not judged: {why}", file=sys.stderr)
     print(
         f"equivalence: {len(run.by_label)} route(s) against {run.reference} in {run.cost_ms / 1000:.1f} s, outside the timed iterations",
         file=sys.stderr,
