@@ -83,9 +83,11 @@ def _refuse(path: Path, why: str) -> StoreError:
     )
 
 
-def inspect_sqlite_file(path: Path) -> set[str] | None:
+def inspect_sqlite_file(path: Path, check_pages: bool = False) -> set[str] | None:
     """Applied migration names of an existing store file; None for a fresh (absent or empty) file.
-    Raises StoreError for a directory, a non-SQLite or damaged file, or a foreign database."""
+    Raises StoreError for a directory, a non-SQLite or damaged file, or a foreign database.
+    ``check_pages`` (a writer, before its work): every page is read (PRAGMA quick_check), so a store
+    whose data pages every reader would refuse is refused before a run appends to it."""
     if path.is_dir():
         raise _refuse(path, "is a directory")
     if any(path == root or root in path.parents for root in PSEUDO_ROOTS):
@@ -107,7 +109,13 @@ def inspect_sqlite_file(path: Path) -> set[str] | None:
         raise _refuse(path, f"cannot be opened ({exc})") from None
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        return applied_from_tables(path, tables, lambda q: [r[0] for r in con.execute(q)], con)
+        applied = applied_from_tables(path, tables, lambda q: [r[0] for r in con.execute(q)], con)
+        if check_pages:
+            verdict = [r[0] for r in con.execute("PRAGMA quick_check(3)")]
+            if verdict != ["ok"]:
+                found = "; ".join(str(v).replace("\n", "; ") for v in verdict)
+                raise _refuse(path, f"is damaged ({found[:300]}), so every reader refuses it")
+        return applied
     except sqlite3.DatabaseError as exc:
         raise _refuse(path, f"is damaged or not a database ({exc})") from None
     finally:

@@ -491,7 +491,7 @@ def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = T
     loc = resolve_location(url_or_path)
     if loc.dialect == "sqlite":
         assert loc.path is not None  # a SQLite location names its file
-        applied = inspect_sqlite_file(loc.path)
+        applied = inspect_sqlite_file(loc.path, check_pages=create)  # a writer: refused before it works
         if applied is None and not create and not loc.path.exists():
             raise StoreError(
                 f"no results store at {loc.path}", f"run `winml perf` first, or pass --store / set {ENV_VAR}"
