@@ -123,3 +123,14 @@ def test_bundle_clean_on_a_linked_compiled_folder_exits_cleanly(winml, tiny_flat
     done = winml("bundle", "clean", bundle)
     assert done.returncode == 0, done.stderr
     assert "unexpected" not in done.stderr and _tree(outside) == ["keep.txt"]
+
+
+def test_the_compat_memo_is_never_written_through_a_planted_link(tmp_path, outside):
+    from winml_perf.bundle import compat
+
+    folder = tmp_path / "artifact"
+    folder.mkdir()
+    (folder / f".{compat.COMPAT_FILE}.{os.getpid()}").symlink_to(outside / "keep.txt")
+    compat.write_memo(folder, {"a": 1})
+    assert (outside / "keep.txt").read_text() == "not yours"
+    assert '"a": 1' in (folder / compat.COMPAT_FILE).read_text()

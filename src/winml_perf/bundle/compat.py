@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from winml_perf.bundle import no_follow
 from winml_perf.ep.table import emulator_of
 
 COMPAT_FILE = "compat.json"
@@ -196,7 +197,7 @@ def write_memo(folder: Path, memo: dict) -> None:
     """Atomically; the memo is optional (a folder we cannot write is verified again next time)."""
     tmp = Path(folder) / f".{COMPAT_FILE}.{os.getpid()}"
     try:
-        tmp.write_text(json.dumps(memo, indent=2), encoding="utf-8")
+        no_follow.write_new(tmp, json.dumps(memo, indent=2))  # a link planted there is not written through
         os.replace(tmp, Path(folder) / COMPAT_FILE)
     except OSError:
         tmp.unlink(missing_ok=True)
