@@ -121,3 +121,19 @@ def test_a_plain_onnx_model_prepared_device_free_is_loaded_by_perf_prepare_with_
     (cell,) = json.loads(measured.stdout[measured.stdout.index("{") :])["cells"]
     assert cell["route"]["prepared"]["cache"] == "hit" and cell["route"]["prepared"]["key"] == doc["key"]
     assert cell["route"]["actual"]["model"] == "QNNExecutionProvider"
+
+
+def test_a_plugin_that_aborts_in_the_compile_child_is_exit_2_naming_it_not_a_core_dump(tmp_path):
+    """The second defence, run for real: past the table's refusal, WebGPU 0.4.0's virtual GPU aborts the
+    child (SIGABRT); the user gets exit 2 naming the EP and version. Failed before: the child looked for
+    devices named WebGpuExecutionProvider.virtual, but WebGPU's virtual device keeps its factory's name."""
+    if importlib.util.find_spec("onnxruntime_ep_webgpu") is None:
+        pytest.skip("needs onnxruntime-ep-webgpu")
+    from winml_perf.bundle import device_free
+    from winml_perf.bundle.compile import CompileJob
+    from winml_perf.support.errors import UsageError
+
+    job = CompileJob(("decoder",), "model.onnx", "WebGpuExecutionProvider", {}, "all")
+    with pytest.raises(UsageError) as err:
+        device_free._compile_one(job, BUNDLES / "tiny-qwen2" / "model.onnx", tmp_path / "w_ctx.onnx", 120, False)
+    assert "onnxruntime-ep-webgpu" in str(err.value) and "SIGABRT" in str(err.value), str(err.value)

@@ -70,7 +70,8 @@ def _compile(
 
     name = ep + VIRTUAL
     ort.register_execution_provider_library(name, library)
-    devices = [d for d in ort.get_ep_devices() if d.ep_name == name]
+    # QNN's factory takes the registered name, WebGPU's keeps its own (measured); only this library is registered here
+    devices = [d for d in ort.get_ep_devices() if d.ep_name in (name, ep)]
     if not devices:
         raise RuntimeError(f"onnxruntime offers no virtual device for {name}")
     so = ort.SessionOptions()
