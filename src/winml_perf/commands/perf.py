@@ -257,6 +257,15 @@ def perf(
             help="With --compile: measure a route whose compile failed, labelled (uncompiled), instead of failing it.",
         ),
     ] = False,
+    no_recompile: Annotated[
+        bool,
+        typer.Option(
+            "--no-recompile",
+            metavar="",
+            rich_help_panel=ROUTING,
+            help="With --compile: use the prepared route (winml bundle prepare) or refuse saying why; never compile here.",
+        ),
+    ] = False,
     prompt: Annotated[
         str | None,
         typer.Option(metavar="TEXT", rich_help_panel=WORKLOAD, help="Prompt text (default: synthetic tokens)."),
@@ -289,6 +298,24 @@ def perf(
     seed: Annotated[
         int, typer.Option(metavar="N", rich_help_panel=WORKLOAD, help="Seed for synthetic prompts and the route order.")
     ] = DEFAULTS.seed,
+    equivalence: Annotated[
+        bool | None,
+        typer.Option(
+            "--equivalence/--no-equivalence",
+            rich_help_panel=WORKLOAD,
+            help="Judge each route's teacher-forced logits against the reference before measuring "
+            "(default: on with 2+ routes or --reference-bundle; docs/equivalence.md).",
+        ),
+    ] = None,
+    reference_bundle: Annotated[
+        Path | None,
+        typer.Option(
+            "--reference-bundle",
+            metavar="PATH",
+            rich_help_panel=WORKLOAD,
+            help="Judge every route against this bundle (same tokenizer), e.g. the fp32 build.",
+        ),
+    ] = None,
     check_outputs: Annotated[
         bool,
         typer.Option(
@@ -511,6 +538,8 @@ def perf(
             "--prepare": prepare,
         },
     )
+    if no_recompile and not compile:
+        raise UsageError("--no-recompile applies with --compile", "add --compile, or drop --no-recompile")
     onnx_options = {}
     if not chosen.token_based:
         if not bundle.exists():
@@ -559,8 +588,11 @@ def perf(
         store=store,
         no_store=no_store,
         check_outputs=check_outputs,
+        equivalence=equivalence,
+        reference_bundle=_reference_bundle(reference_bundle, equivalence, chosen.token_based),
         strict=strict,
         allow_uncompiled=allow_uncompiled,
+        no_recompile=no_recompile,
         onnx_options=onnx_options,
         prepare_model=prepare,
         explain=explain,
@@ -631,11 +663,11 @@ def _exports(
 def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
     """The run on stdout in ``fmt``; for formats other than table, warnings and the summary go to
     stderr so stdout stays machine-readable. ``doc``: the run's JSON document (the summary's input)."""
-    from winml_perf.compare.run_summary import summarize_routes, summary_lines
+    from winml_perf.compare.run_summary import route_verdicts, summarize_routes, summary_lines
     from winml_perf.publish.render import render_run
 
     report = summarize_routes(doc)
-    summary = summary_lines(report) if report is not None and report.rows else []
+    summary = summary_lines(report, route_verdicts(doc)) if report is not None and report.rows else []
     if fmt == "table":
         print(render_run(run))
         if summary:
@@ -661,3 +693,19 @@ def run_text(run: RunRecord, fmt: str) -> str:
     from winml_perf.publish.render import run_text as text
 
     return text(run, fmt)
+
+
+def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool) -> Path | None:
+    """--reference-bundle: a genai bundle folder, with the equivalence check on; else exit 2."""
+    if path is None:
+        return None
+    if equivalence is False or not token_based:
+        raise UsageError(
+            "--reference-bundle needs the equivalence check of a genai bundle",
+            "drop --no-equivalence (or --runtime winml), or drop --reference-bundle",
+        )
+    if not (path / "genai_config.json").is_file():
+        raise UsageError(
+            f"--reference-bundle {path}: no genai_config.json there", "pass a bundle folder with the same tokenizer"
+        )
+    return path

@@ -111,8 +111,11 @@ class PerfRequest:
     store: str | None = None
     no_store: bool = False
     check_outputs: bool = False
+    equivalence: bool | None = None  # teacher-forced equivalence; None: on with 2+ routes or a reference bundle
+    reference_bundle: Path | None = None  # --reference-bundle: judge every route against this bundle
     strict: bool = False
     allow_uncompiled: bool = False  # --compile: measure a failed compile's route, labelled (uncompiled)
+    no_recompile: bool = False  # --compile: use the prepared route or refuse (exit 2); never compile here
     onnx_options: dict = field(default_factory=dict)
     prepare_model: bool = False
     explain: bool = False
@@ -142,6 +145,7 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
         compile_timeout_s=req.compile_timeout_s,
         label=rr.label,
         ep_options=options,
+        no_recompile=req.no_recompile,
     )
     if req.compile:
         from winml_perf.bundle.compile_gate import settle_compile
@@ -296,7 +300,7 @@ def run_benchmark(
     if runtime_named(req.runtime).token_based:
         from winml_perf.bundle.config import load_config
 
-        _check_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else happens
+        req = at_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else happens
     validate_request(req, (DEFAULT_PROMPT_TOKENS,))  # flag values the bundle or machine cannot take: exit 2 now
     source = derived_from(req)
     with cache.holding(source) if source is not None else contextlib.nullcontext():  # no `bundle clean` under the run
@@ -323,6 +327,12 @@ def _prepare_and_measure(
     routes = prepare_routes(req)
     if req.check_outputs and runtime_named(req.runtime).token_based:
         routes = _with_output_checks(req, routes)
+    if runtime_named(req.runtime).token_based:
+        from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
+
+        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle):
+            ref = str(req.reference_bundle) if req.reference_bundle else None
+            routes = attach_equivalence(str(req.path), routes, req.seed, ref)
     cells = _cells(req, routes)
     store = None
     if not req.no_store:
@@ -371,20 +381,29 @@ def _prepare_and_measure(
     return outcome
 
 
-def _check_static_prompt(config, req: PerfRequest) -> None:
-    """A bundle with a static prompt length S takes only --prompt-tokens S."""
+def at_static_prompt(config, req: PerfRequest) -> PerfRequest:
+    """A bundle with a static prompt length S is measured at S when no --prompt-tokens is given
+    (a note on stderr says so), and takes only --prompt-tokens S when one is."""
     static = config.static_prompt_length()
     if static is None or req.prompt is not None:
-        return
+        return req
     stage, length = static
-    asked = req.prompt_tokens or (DEFAULT_PROMPT_TOKENS,)
-    wrong = [n for n in asked if n != length]
-    if wrong:
-        flag = "--prompt-tokens" if req.prompt_tokens else f"--prompt-tokens (default {DEFAULT_PROMPT_TOKENS})"
-        raise UsageError(
-            f"{flag} {','.join(map(str, wrong))}: stage `{stage}` of {req.path} has a static prompt length of {length} tokens",
-            f"pass --prompt-tokens {length}",
+    if req.prompt_tokens is None:
+        import sys
+
+        print(
+            f"note: stage `{stage}` of {req.path} has a static prompt length of {length} tokens: measuring at"
+            f" --prompt-tokens {length}",
+            file=sys.stderr,
         )
+        return replace(req, prompt_tokens=(length,))
+    wrong = [n for n in req.prompt_tokens if n != length]
+    if wrong:
+        raise UsageError(
+            f"--prompt-tokens {','.join(map(str, wrong))}: stage `{stage}` of {req.path} has a static prompt length of {length} tokens",
+            f"pass --prompt-tokens {length}, or leave it out",
+        )
+    return req
 
 
 def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
