@@ -142,8 +142,7 @@ def test_winml_perf_runs_the_config_route_at_the_static_length(qnn_library):
     [
         (("--prompt-tokens", "12"), "--prompt-tokens 12"),
         (("--prompt-tokens", "16,32"), "--prompt-tokens 32"),
-        ((), "--prompt-tokens (default 128) 128"),
-    ],
+    ],  # no --prompt-tokens: measured at the static length (tests/e2e/test_perf_terminal_e2e.py)
 )
 def test_a_prompt_length_the_static_shapes_cannot_take_is_exit_2_before_measuring(flags, shown):
     result = run_winml("perf", NPU, *flags, "--max-new-tokens", "4", "--iterations", "1", "--no-store", "-q")
