@@ -130,7 +130,18 @@ def test_held_store_lock_times_out_and_the_records_are_kept(tmp_path):
     db, out = tmp_path / "s.db", tmp_path / "run.json"
     assert (
         run_winml(
-            "perf", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "8", "--max-new-tokens", "2", "--store", db
+            "perf",
+            "--invocations",
+            "1",
+            TINY_FLAT,
+            "--iterations",
+            "1",
+            "--prompt-tokens",
+            "8",
+            "--max-new-tokens",
+            "2",
+            "--store",
+            db,
         ).returncode
         == 0
     )
@@ -140,6 +151,8 @@ def test_held_store_lock_times_out_and_the_records_are_kept(tmp_path):
     try:
         r = run_winml(
             "perf",
+            "--invocations",
+            "1",
             TINY_FLAT,
             "--iterations",
             "1",
@@ -183,7 +196,18 @@ def test_read_only_store_is_listed_not_called_damaged(tmp_path):
     db = folder / "s.db"
     assert (
         run_winml(
-            "perf", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "8", "--max-new-tokens", "2", "--store", db
+            "perf",
+            "--invocations",
+            "1",
+            TINY_FLAT,
+            "--iterations",
+            "1",
+            "--prompt-tokens",
+            "8",
+            "--max-new-tokens",
+            "2",
+            "--store",
+            db,
         ).returncode
         == 0
     )
@@ -192,7 +216,18 @@ def test_read_only_store_is_listed_not_called_damaged(tmp_path):
     try:
         r = run_winml("results", "list", "--store", db, "--format", "json")
         w = run_winml(
-            "perf", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "8", "--max-new-tokens", "2", "--store", db
+            "perf",
+            "--invocations",
+            "1",
+            TINY_FLAT,
+            "--iterations",
+            "1",
+            "--prompt-tokens",
+            "8",
+            "--max-new-tokens",
+            "2",
+            "--store",
+            db,
         )
     finally:
         if immutable:
@@ -208,7 +243,18 @@ def test_read_only_store_is_listed_not_called_damaged(tmp_path):
 def test_store_dev_null_refused_and_leaves_nothing_beside_it():
     before = set(os.listdir("/dev"))
     r = run_winml(
-        "perf", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "8", "--max-new-tokens", "2", "--store", "/dev/null"
+        "perf",
+        "--invocations",
+        "1",
+        TINY_FLAT,
+        "--iterations",
+        "1",
+        "--prompt-tokens",
+        "8",
+        "--max-new-tokens",
+        "2",
+        "--store",
+        "/dev/null",
     )
     assert r.returncode == 2 and "/dev/null" in r.stderr and "not a regular file" in r.stderr
     assert not {"null-journal", "null.lock", "null-wal", "null-shm"} & (set(os.listdir("/dev")) - before)
@@ -216,7 +262,18 @@ def test_store_dev_null_refused_and_leaves_nothing_beside_it():
 
 def test_store_in_an_unwritable_place_is_exit_2(tmp_path):
     (tmp_path / "file").write_text("")
-    r = run_winml("perf", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "8", "--store", tmp_path / "file" / "s.db")
+    r = run_winml(
+        "perf",
+        "--invocations",
+        "1",
+        TINY_FLAT,
+        "--iterations",
+        "1",
+        "--prompt-tokens",
+        "8",
+        "--store",
+        tmp_path / "file" / "s.db",
+    )
     assert r.returncode == 2 and "unexpected" not in r.stderr and "s.db" in r.stderr
 
 
@@ -224,7 +281,18 @@ def test_results_show_huge_id_is_no_record(tmp_path):
     db = tmp_path / "s.db"
     assert (
         run_winml(
-            "perf", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "8", "--max-new-tokens", "2", "--store", db
+            "perf",
+            "--invocations",
+            "1",
+            TINY_FLAT,
+            "--iterations",
+            "1",
+            "--prompt-tokens",
+            "8",
+            "--max-new-tokens",
+            "2",
+            "--store",
+            db,
         ).returncode
         == 0
     )
@@ -246,6 +314,8 @@ def test_bundle_without_tokenizer_measured_with_synthetic_tokens(no_tokenizer, r
     before = _digest(no_tokenizer)
     r = run_winml(
         "perf",
+        "--invocations",
+        "1",
         no_tokenizer,
         "--route",
         route,
@@ -267,7 +337,7 @@ def test_bundle_without_tokenizer_measured_with_synthetic_tokens(no_tokenizer, r
 
 @pytest.mark.parametrize("extra", [["--prompt", "hello"], ["--prompt", "hello", "--apply-template"]])
 def test_text_prompt_on_a_bundle_without_tokenizer_is_exit_2_naming_the_file(no_tokenizer, extra):
-    r = run_winml("perf", no_tokenizer, *extra, "--iterations", "1", "--no-store")
+    r = run_winml("perf", "--invocations", "1", no_tokenizer, *extra, "--iterations", "1", "--no-store")
     assert r.returncode == 2 and "tokenizer_config.json" in r.stderr and "--prompt-tokens" in r.stderr
 
 
@@ -300,13 +370,15 @@ def test_onnxruntime_genai_own_test_models_are_measured(tmp_path, name, route):
     (cell,) = r.json()["cells"]
     assert cell["status"] == "ok" and len(cell["samples"]["iterations"]) == 2
     assert _digest(bundle) == before
-    p = run_winml("perf", bundle, "--route", route, "--prompt", "hi", "--no-store")
+    p = run_winml("perf", "--invocations", "1", bundle, "--route", route, "--prompt", "hi", "--no-store")
     assert p.returncode == 2 and "tokenizer_config.json" in p.stderr
 
 
 # -- -o --------------------------------------------------------------------------------------------------
 def test_output_to_proc_refused_before_measuring(tmp_path):
-    r = run_winml("perf", TINY_FLAT, "--iterations", "1", "--no-store", "-o", "/proc/winml-perf.json")
+    r = run_winml(
+        "perf", "--invocations", "1", TINY_FLAT, "--iterations", "1", "--no-store", "-o", "/proc/winml-perf.json"
+    )
     assert r.returncode == 2 and "pseudo filesystem" in r.stderr and "stored" not in r.stderr and not r.stdout
 
 
@@ -316,6 +388,8 @@ def test_output_symlink_and_fifo_keep_what_they_are(tmp_path):
     os.mkfifo(fifo)
     r = run_winml(
         "perf",
+        "--invocations",
+        "1",
         TINY_FLAT,
         "--iterations",
         "1",
@@ -332,6 +406,8 @@ def test_output_symlink_and_fifo_keep_what_they_are(tmp_path):
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
     r = run_winml(
         "perf",
+        "--invocations",
+        "1",
         TINY_FLAT,
         "--iterations",
         "1",
@@ -352,7 +428,18 @@ def test_results_export_to_proc_refused(tmp_path):
     db = tmp_path / "s.db"
     assert (
         run_winml(
-            "perf", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "8", "--max-new-tokens", "2", "--store", db
+            "perf",
+            "--invocations",
+            "1",
+            TINY_FLAT,
+            "--iterations",
+            "1",
+            "--prompt-tokens",
+            "8",
+            "--max-new-tokens",
+            "2",
+            "--store",
+            db,
         ).returncode
         == 0
     )
@@ -380,7 +467,9 @@ def test_bad_genai_config_is_exit_2_naming_the_file(bundle_copy, content, why, c
         cfg.write_text(text)
     else:
         cfg.write_bytes(content)
-    r = run_winml(*command, b, *(["--no-store", "--iterations", "1"] if command == ["perf"] else []))
+    r = run_winml(
+        *command, b, *(["--no-store", "--iterations", "1", "--invocations", "1"] if command == ["perf"] else [])
+    )
     assert r.returncode == 2, r.stderr
     assert why in r.stderr and str(cfg) in r.stderr and "unexpected" not in r.stderr and "Traceback" not in r.stderr
 
@@ -398,7 +487,7 @@ def test_bad_genai_config_is_exit_2_naming_the_file(bundle_copy, content, why, c
     ],
 )
 def test_flag_values_refused_before_measuring(args, flag):
-    r = run_winml("perf", TINY_FLAT, "--iterations", "1", "--no-store", *args)
+    r = run_winml("perf", "--invocations", "1", TINY_FLAT, "--iterations", "1", "--no-store", *args)
     assert r.returncode == 2 and flag in r.stderr and not r.stdout and "unexpected" not in r.stderr
 
 
@@ -406,5 +495,7 @@ def test_shape_too_big_is_exit_2(tmp_path):
     from tests import models
 
     model = models.dynamic_batch(tmp_path / "dyn.onnx")
-    r = run_winml("perf", model, "--shape", "batch=100000000000", "--no-store", "--iterations", "1")
+    r = run_winml(
+        "perf", "--invocations", "1", model, "--shape", "batch=100000000000", "--no-store", "--iterations", "1"
+    )
     assert r.returncode == 2 and "--shape" in r.stderr and "memory" in r.stderr and "unexpected" not in r.stderr

@@ -15,6 +15,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.webgpu]
 
 WEBGPU = "WebGpuExecutionProvider"
 LEAN = (
+    "--invocations",
+    "1",
     "--prompt-tokens",
     "16",
     "--max-new-tokens",

@@ -157,7 +157,19 @@ def test_any_config_and_flags_end_in_0_1_or_2_without_a_crash(tmp_path_factory, 
     args = (
         ["bundle", "show", str(bundle)]
         if show
-        else ["perf", str(bundle), "--no-store", "--iterations", "1", "--warmup", "0", "--quiet", *_flags(flags)]
+        else [
+            "perf",
+            "--invocations",
+            "1",
+            str(bundle),
+            "--no-store",
+            "--iterations",
+            "1",
+            "--warmup",
+            "0",
+            "--quiet",
+            *_flags(flags),
+        ]
     )
     if not show and flags["--max-new-tokens"] is None:
         args += ["--max-new-tokens", "2"]

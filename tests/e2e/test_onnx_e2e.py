@@ -79,6 +79,8 @@ def test_cli_perf_onnx_with_io_binding(tmp_path, winml):
     model = models.multi_io(tmp_path / "multi.onnx")
     out = winml(
         "perf",
+        "--invocations",
+        "1",
         model,
         "--ep",
         "cpu",
@@ -109,7 +111,7 @@ def test_cli_perf_bad_inputs_exit_2(tmp_path, winml):
         ((model, "--ep", "cpu", "--input", f"x={tmp_path / 'x64.npy'}"), "float64"),
     ]
     for args, word in cases:
-        out = winml("perf", *args, "--iterations", "1", "--warmup", "0", "--format", "json")
+        out = winml("perf", "--invocations", "1", *args, "--iterations", "1", "--warmup", "0", "--format", "json")
         assert out.returncode == 2 and word in out.stderr, (args, out.returncode, out.stderr)
 
 
@@ -121,7 +123,19 @@ def test_cli_bundle_prepare_onnx(tmp_path, winml):
     assert second.returncode == 0 and json.loads(second.stdout)["cache"] == "hit"
     assert (tmp_path / "_compiled").is_dir()
     prepared = winml(
-        "perf", model, "--ep", "cpu", "--prepare", "--warmup", "0", "--iterations", "2", "--format", "json"
+        "perf",
+        "--invocations",
+        "1",
+        model,
+        "--ep",
+        "cpu",
+        "--prepare",
+        "--warmup",
+        "0",
+        "--iterations",
+        "2",
+        "--format",
+        "json",
     )
     assert prepared.returncode == 0, prepared.stderr
     session = list(_find(prepared.json(), "unprepared_session_create_ms"))
@@ -136,7 +150,7 @@ _WEBGPU_CHILD = r"""
 import json, sys
 import numpy as np
 from tests import models
-from winml_perf import plugins
+from winml_perf.ep import plugins
 from winml_perf.bundle.onnx_prepare import prepare_onnx
 from winml_perf.ep.devices import resolve_target
 from winml_perf.session.onnx_session import OnnxSession

@@ -54,6 +54,8 @@ def test_perf_json_has_metrics(winml, bundle, tmp_path):
 def test_perf_text_prompt_through_template(winml):
     r = winml(
         "perf",
+        "--invocations",
+        "1",
         TINY_FLAT,
         "--format",
         "json",
@@ -72,6 +74,8 @@ def test_perf_text_prompt_through_template(winml):
     assert cell["prompt"]["mode"] == "text" and cell["prompt"]["apply_template"] is True
     plain = winml(
         "perf",
+        "--invocations",
+        "1",
         TINY_FLAT,
         "--format",
         "json",
@@ -88,7 +92,9 @@ def test_perf_text_prompt_through_template(winml):
 
 
 def test_perf_table_goes_to_stdout(winml):
-    r = winml("perf", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "16", "--max-new-tokens", "4")
+    r = winml(
+        "perf", "--invocations", "1", TINY_FLAT, "--iterations", "1", "--prompt-tokens", "16", "--max-new-tokens", "4"
+    )
     assert r.returncode == 0, r.stderr
     assert "decode tok/s" in r.stdout and "TTFT" in r.stdout
 
@@ -143,7 +149,20 @@ def test_unknown_flag_is_a_usage_error(winml):
     assert r.returncode == 2 and "--warp-speed" in r.stderr and "Traceback" not in r.stderr
 
 
-LEAN = ("--format", "json", "--iterations", "1", "--warmup", "0", "--prompt-tokens", "8", "--max-new-tokens", "4")
+LEAN = (
+    "--format",
+    "json",
+    "--iterations",
+    "1",
+    "--invocations",
+    "1",
+    "--warmup",
+    "0",
+    "--prompt-tokens",
+    "8",
+    "--max-new-tokens",
+    "4",
+)
 
 
 @pytest.mark.parametrize("flag", [("--ep", "cpu"), ("--device", "cpu")], ids=["ep", "device"])

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.qnn]
 
 NPU = BUNDLES / "tiny-qwen2-npu"
 QNN = "QNNExecutionProvider"
-RUN = ("--max-new-tokens", "4", "--warmup", "1", "--iterations", "2", "--no-store", "-q")
+RUN = ("--max-new-tokens", "4", "--warmup", "1", "--iterations", "2", "--invocations", "1", "--no-store", "-q")
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -28,7 +28,7 @@ def test_the_store_password_is_in_no_output(winml, tiny_flat, pg_url, tmp_path):
     assert SECRET in store
     outputs = []
     perf = winml(
-        "perf", tiny_flat, "--store", store, "--format", "json", "-o", tmp_path / "run.json",
+        "perf", "--invocations", "1", tiny_flat, "--store", store, "--format", "json", "-o", tmp_path / "run.json",
         "--export-csv", tmp_path / "run.csv", "--export-jsonl", tmp_path / "run.jsonl",
         "--export-markdown", tmp_path / "run.md", "--iterations", "2", "--max-new-tokens", "4",
         "--prompt-tokens", "8", cwd=tmp_path,

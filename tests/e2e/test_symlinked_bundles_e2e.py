@@ -15,7 +15,20 @@ import pytest
 
 from tests.conftest import TINY_FLAT, TINY_PIPELINE
 
-LEAN = ("--format", "json", "--iterations", "1", "--warmup", "0", "--prompt-tokens", "8", "--max-new-tokens", "4")
+LEAN = (
+    "--format",
+    "json",
+    "--iterations",
+    "1",
+    "--invocations",
+    "1",
+    "--warmup",
+    "0",
+    "--prompt-tokens",
+    "8",
+    "--max-new-tokens",
+    "4",
+)
 
 
 def hf_snapshot(src: Path, hf: Path, rev: str = "rev1") -> Path:

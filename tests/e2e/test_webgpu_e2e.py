@@ -33,6 +33,8 @@ CPU = "CPUExecutionProvider"
 ALL_STAGES = {"embeddings", "context", "iterator", "lm_head"}
 # Short runs: 16-token prompts (WebGPU over lavapipe matches CPU's greedy tokens below 32 prompt tokens).
 LEAN = (
+    "--invocations",
+    "1",
     "--prompt-tokens",
     "16",
     "--max-new-tokens",
