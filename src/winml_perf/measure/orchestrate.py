@@ -189,6 +189,7 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
         )
         options |= prepared.session_options()
         path, prepare_ms = prepared.path, prepared.prepare_ms
+    assert target.ep is not None  # runtime winml refuses --device config, so its target names an EP
     placement = model_placement(
         req.path,
         target.ep,

@@ -22,7 +22,9 @@ class TeacherForced:
     path: str
     logits: np.ndarray  # steps x vocabulary, float32
     continuation: tuple[int, ...]  # the token fed after each step (the greedy choice, or the one given)
-    outputs: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)  # stage output name -> {step: last position}
+    outputs: dict[str, dict[int, np.ndarray]] = field(
+        default_factory=dict
+    )  # stage output name -> {step: last position}
     load_ms: float = 0.0
     run_ms: float = 0.0
 
