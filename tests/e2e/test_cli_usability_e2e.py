@@ -256,7 +256,7 @@ def test_compare_runs_rounds_numbers_and_heads_every_column(store_path):
     )
     assert r.returncode == 0, r.stderr
     head, rule, *rows = r.stdout.splitlines()
-    assert head.split()[-1] == "regression"
+    assert head.split()[-1] == "gate"  # the gate's verdict per row (issue 28: was "regression")
     for m in re.finditer(r"-+", rule):  # every column has a header above it
         assert head[m.start() : m.end()].strip(), (m.start(), head)
     assert rows
