@@ -17,7 +17,7 @@ import typer
 from winml_perf.commands import bundle, compare, dashboard, devices, perf, results
 from winml_perf.commands.help_style import PlainHelpCommand, PlainTyper
 from winml_perf.support import signals
-from winml_perf.support.errors import EXIT_USAGE, RunInterrupted, WinmlPerfError
+from winml_perf.support.errors import EXIT_USAGE, RunInterrupted, WinmlPerfError, environment_error
 
 # At exit the interpreter's last collections walk every live object (~0.2 s with numpy, scipy and
 # onnxruntime loaded, after the results are out); frozen objects are skipped. Memory goes back to
@@ -130,6 +130,17 @@ def _main(argv: list[str] | None) -> None:
     except BrokenPipeError:  # stdout's reader left (`winml ... | head`): stop quietly, as rich's help does
         _drop_stdout()
         sys.exit(1)
+    except OSError as exc:  # a full disk or a read-only folder is the machine's state, not a bug: exit 2
+        if signals.received() is not None:
+            _interrupted(signals.received() or signal.SIGTERM)
+        usage = environment_error(exc)
+        if usage is None or _verbose(args):
+            _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
+            if _verbose(args):
+                raise
+            sys.exit(1)
+        _say(f"error: {usage}")
+        sys.exit(usage.exit_code)
     except Exception as exc:  # command-line parsing errors, and anything unexpected
         if signals.received() is not None:  # what a signal caused (an interrupted import) is the signal's
             _interrupted(signals.received() or signal.SIGTERM)

@@ -5,6 +5,8 @@ Exit codes: 0 success, 1 a benchmark or regression failure, 2 bad input or usage
 
 from __future__ import annotations
 
+import errno
+
 EXIT_OK = 0
 EXIT_FAILURE = 1
 EXIT_USAGE = 2
@@ -92,3 +94,27 @@ class BenchmarkFailure(WinmlPerfError):
     """The benchmark ran but failed: a crashed cell, a regression beyond the gate, a strict check."""
 
     exit_code = EXIT_FAILURE
+
+
+#: errnos of a place the machine will not let us write: the disk, a quota, a read-only or forbidden folder
+_ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC: "no space left on the device",
+    errno.EDQUOT: "the disk quota is used up",
+    errno.EROFS: "the file system is read-only",
+    errno.EACCES: "permission denied",
+    errno.EPERM: "operation not permitted",
+}
+
+
+def environment_error(exc: OSError) -> UsageError | None:
+    """The usage error an OSError of the machine's own making is (a full disk, a read-only folder),
+    naming the path; None for any other OSError."""
+    what = _ENVIRONMENT_ERRNOS.get(exc.errno or -1)
+    if what is None:
+        return None
+    where = exc.filename or "a file winml-perf was writing"
+    return UsageError(
+        f"{where}: {what} (errno {exc.errno})",
+        "free space or fix the folder's permissions, or point --store / -o elsewhere; "
+        "records stored before this error are kept (each cell is stored in its own transaction)",
+    )
