@@ -495,7 +495,11 @@ def test_shape_too_big_is_exit_2(tmp_path):
     from tests import models
 
     model = models.dynamic_batch(tmp_path / "dyn.onnx")
+    # within a dimension's range (int32), too big for this machine's memory
+    r = run_winml("perf", "--invocations", "1", model, "--shape", "batch=2000000000", "--no-store", "--iterations", "1")
+    assert r.returncode == 2 and "--shape" in r.stderr and "memory" in r.stderr and "unexpected" not in r.stderr
+    # beyond a dimension's range: refused by the flag bounds before any memory is counted
     r = run_winml(
         "perf", "--invocations", "1", model, "--shape", "batch=100000000000", "--no-store", "--iterations", "1"
     )
-    assert r.returncode == 2 and "--shape" in r.stderr and "memory" in r.stderr and "unexpected" not in r.stderr
+    assert r.returncode == 2 and "--shape" in r.stderr and "out of range" in r.stderr and "unexpected" not in r.stderr
