@@ -49,7 +49,7 @@ def test_import_is_idempotent_by_record_id_and_refuses_bad_files(tmp_path):
     notjson = tmp_path / "notes.txt"
     notjson.write_text("hello")
     r = run_winml("results", "import", notjson, "--store", store)
-    assert r.returncode == 2 and "notes.txt: not JSON" in r.stderr
+    assert r.returncode == 2 and "notes.txt: malformed JSON" in r.stderr and "not a record file" in r.stderr
     other = tmp_path / "other.json"
     other.write_text(json.dumps({"kind": "something"}))
     r = run_winml("results", "import", other, "--store", store)
