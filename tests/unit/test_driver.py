@@ -14,9 +14,9 @@ from tests.unit.fakes import fake_spec, open_fake_session
 from winml_perf.measure import stopping
 from winml_perf.measure.context import SweepContext
 from winml_perf.measure.driver import CellDriver
-from winml_perf.measure.hosts import LocalHost
+from winml_perf.measure.hosting.local import LocalHost
+from winml_perf.measure.hosting.replies import BatchReply, BeginReply, EndReply, ErrorReply, LoadReply
 from winml_perf.measure.progress import NullProgress
-from winml_perf.measure.replies import BatchReply, BeginReply, EndReply, ErrorReply, LoadReply
 from winml_perf.measure.schedule_invocations import InvocationsSchedule
 from winml_perf.measure.schedule_rounds import RoundsSchedule
 from winml_perf.model.metrics import metric_values

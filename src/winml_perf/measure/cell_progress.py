@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from winml_perf.measure.replies import BeginReply, EndReply
+from winml_perf.measure.hosting.replies import BeginReply, EndReply
 from winml_perf.model.metrics import metric_values
 from winml_perf.model.result import CellFailure
 from winml_perf.model.sample import IterationSample

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from winml_perf.measure.hosts import Host, new_host
+from winml_perf.measure.hosting.local import Host, new_host
 from winml_perf.measure.progress import Progress
 from winml_perf.model.result import CellResult
 from winml_perf.model.spec import SessionSpec

@@ -17,9 +17,9 @@ from typing import Any, TypeVar
 from winml_perf.measure import stopping
 from winml_perf.measure.cell_progress import CellProgress, Invocation, utc_now
 from winml_perf.measure.context import SweepContext
-from winml_perf.measure.hosts import Host, cell_failure
-from winml_perf.measure.isolate import ChildFailure, ChildTimeout
-from winml_perf.measure.replies import LoadReply
+from winml_perf.measure.hosting.isolate import ChildFailure, ChildTimeout
+from winml_perf.measure.hosting.local import Host, cell_failure
+from winml_perf.measure.hosting.replies import LoadReply
 from winml_perf.model.result import CellResult, LoadPhases
 from winml_perf.model.spec import CellSpec
 from winml_perf.stats import sample_stats as stats

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from winml_perf.measure.context import SweepContext
-from winml_perf.measure.isolate import ChildCrashed, ChildTimeout
+from winml_perf.measure.hosting.isolate import ChildCrashed, ChildTimeout
 from winml_perf.measure.progress import NullProgress, Progress
 from winml_perf.measure.schedule_invocations import InvocationsSchedule
 from winml_perf.measure.schedule_rounds import RoundsSchedule

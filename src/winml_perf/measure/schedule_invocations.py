@@ -21,8 +21,8 @@ from collections.abc import Sequence
 
 from winml_perf.measure.context import SweepContext
 from winml_perf.measure.driver import CellDriver
-from winml_perf.measure.hosts import Host
-from winml_perf.measure.replies import LoadReply
+from winml_perf.measure.hosting.local import Host
+from winml_perf.measure.hosting.replies import LoadReply
 from winml_perf.model.spec import CellSpec
 
 

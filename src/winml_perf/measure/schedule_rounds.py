@@ -18,7 +18,7 @@ from dataclasses import replace
 
 from winml_perf.measure.context import SweepContext
 from winml_perf.measure.driver import CellDriver
-from winml_perf.measure.hosts import Host
+from winml_perf.measure.hosting.local import Host
 from winml_perf.model.result import CellFailure
 from winml_perf.model.spec import CellSpec, IterationPolicy
 

@@ -14,8 +14,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from winml_perf.measure.hosting.replies import BatchReply, BeginReply, EndReply, LoadReply
 from winml_perf.measure.memory import MemorySampler
-from winml_perf.measure.replies import BatchReply, BeginReply, EndReply, LoadReply
 from winml_perf.model.sample import IterationSample
 from winml_perf.model.spec import CellSpec, PromptSpec, SessionSpec
 from winml_perf.session.factory import register_plugins

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from winml_perf.ep import child
-from winml_perf.measure.replies import BatchReply, BeginReply, EndReply, ErrorReply, LoadReply
+from winml_perf.measure.hosting.replies import BatchReply, BeginReply, EndReply, ErrorReply, LoadReply
 from winml_perf.model.spec import CellSpec, SessionSpec
 
 #: Seconds to wait for a child to exit on its own after "exit" before terminating it.
@@ -74,7 +74,7 @@ def _error_reply(exc: BaseException) -> tuple[str, ErrorReply]:
 
 def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory: bool) -> None:
     """Entry point of the child: serve requests until "exit" or EOF."""
-    from winml_perf.measure.host import SessionHost
+    from winml_perf.measure.hosting.session_host import SessionHost
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
     host = SessionHost(spec, session_factory, sample_memory=sample_memory)

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from winml_perf.measure.host import SessionHost
-from winml_perf.measure.isolate import ChildError, ChildFailure, ChildHost, ChildTimeout
-from winml_perf.measure.replies import BatchReply, BeginReply, EndReply, LoadReply
+from winml_perf.measure.hosting.isolate import ChildError, ChildFailure, ChildHost, ChildTimeout
+from winml_perf.measure.hosting.replies import BatchReply, BeginReply, EndReply, LoadReply
+from winml_perf.measure.hosting.session_host import SessionHost
 from winml_perf.model.result import CellFailure
 from winml_perf.model.spec import CellSpec, SessionSpec
 
