@@ -12,12 +12,12 @@ also printed within +-5); recall = hits / shifts, precision = hits / detections;
 points per 1,000 runs are counted on the shift-free series of the same noise.
 
 Methods, all on the same series:
-- ``median``: E-Divisive (stats/changepoint.py) on each run's median of its invocations (the
+- ``median``: E-Divisive (stats/series/changepoint.py) on each run's median of its invocations (the
   first input of issue 15).
 - ``pooled``: candidate (a), E-Divisive over every invocation, runs permuted
   (benchmarks/changepoint_pooled.py).
 - ``mode-aware``: candidate (b) and the product's method: ``detect_change_points`` given each run's
-  invocations (stats/run_levels.py); level and mode-share change points both count.
+  invocations (stats/series/run_levels.py); level and mode-share change points both count.
 - ``rolling``: the dashboard's former test (results/significance.rolling_flags: every run against
   the pooled raw iterations of the previous 5 runs, Mann-Whitney p < 0.05 and beyond 5 %).
 - ``otava`` / ``otava-mode-aware``: Apache Otava (``compute_change_points``, its defaults) in its
@@ -43,8 +43,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 from changepoint_pooled import detect_pooled  # noqa: E402
 from changepoint_sim import LENGTH, NOISES, SHARE, SHIFT_SIZES, make_cases  # noqa: E402
-from winml_perf.stats.changepoint import detect_change_points  # noqa: E402
-from winml_perf.stats.run_levels import mode_aware_levels  # noqa: E402
+from winml_perf.stats.series.changepoint import detect_change_points  # noqa: E402
+from winml_perf.stats.series.run_levels import mode_aware_levels  # noqa: E402
 from winml_perf.stats.significance import rolling_flags  # noqa: E402
 
 TOLERANCE, LOOSE = 2, 5

@@ -19,7 +19,7 @@ import time
 import numpy as np
 
 from winml_perf.publish.dashboard_page import CHANGE_WINDOW
-from winml_perf.stats.changepoint import detect_change_points
+from winml_perf.stats.series.changepoint import detect_change_points
 
 
 def fleet_like(count: int, runs: int, invocations: int, seed: int) -> list[list[np.ndarray]]:

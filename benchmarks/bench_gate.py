@@ -17,7 +17,7 @@ compare/gate.py calls it), under the noise models of benchmarks/changepoint_sim.
   ``called_a_mode_share_change`` the share of them whose change point is of the modes' share, not
   of the level (a misreading: every step here moves both modes alike); ``caught_on_its_night`` the
   share of series failed on the step's own night, ``by_band`` the share of first verdicts made by
-  the first-night rule (stats/history_band.py) rather than a change point.
+  the first-night rule (stats/series/history_band.py) rather than a change point.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 
 from changepoint_sim import NOISES, simulate
 from winml_perf.compare.gate import GATE_HISTORY
-from winml_perf.stats.changepoint import BY_BAND, GATE_ALPHA, MODE_SHARE, judge_newest
+from winml_perf.stats.series.changepoint import BY_BAND, GATE_ALPHA, MODE_SHARE, judge_newest
 
 STEP_SIZES = (0.05, 0.10, 0.20, 0.25, 0.30, 0.63)
 AFTER = 20  # nights judged from a step on

@@ -3,7 +3,7 @@
     python benchmarks/bench_shift_interval.py [--noise h200-testbed] [--invocations 10] [--series 40] [--seed 5]
 
 A change point reports its shift, the step over the 10 runs either side, with a 95 % interval
-(stats/step_size.py; before: the whole segments' medians, bootstrapped). That interval is
+(stats/series/step_size.py; before: the whole segments' medians, bootstrapped). That interval is
 computed as if the split had been fixed in advance, but the split is the one that maximised the
 divergence, and the gate reads it on the night the change point first passes its test. This
 counts, for level change points found within +-2 runs of a true step (series and noise of
@@ -32,7 +32,7 @@ import numpy as np
 
 from changepoint_sim import LENGTH, NOISES, SHIFT_SIZES, measure, shift_steps, true_levels
 from winml_perf.compare.gate import GATE_HISTORY
-from winml_perf.stats.changepoint import LEVEL, detect_change_points, judge_newest
+from winml_perf.stats.series.changepoint import LEVEL, detect_change_points, judge_newest
 
 TOLERANCE = 2
 GATE_STEPS = (0.05, 0.10, 0.20)

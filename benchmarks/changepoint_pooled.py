@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from winml_perf.stats.changepoint import DEFAULT_ALPHA, DEFAULT_MIN_SIZE, DEFAULT_PERMUTATIONS, DEFAULT_SEED
+from winml_perf.stats.series.changepoint import DEFAULT_ALPHA, DEFAULT_MIN_SIZE, DEFAULT_PERMUTATIONS, DEFAULT_SEED
 
 _BATCH_ELEMENTS = 4_000_000
 

@@ -21,7 +21,7 @@ from winml_perf.results import change_point_cache as cpc
 from winml_perf.results import migrations as mig
 from winml_perf.results.importing import import_files
 from winml_perf.results.store import open_store
-from winml_perf.stats import changepoint
+from winml_perf.stats.series import changepoint
 
 pytestmark = pytest.mark.e2e
 
@@ -212,10 +212,10 @@ def test_a_changed_detector_searches_every_series_again(store_url, tmp_path, mon
 
 
 def test_the_fingerprint_follows_the_detector_code(tmp_path, monkeypatch):
-    assert "winml_perf.stats.changepoint" in cpc._detector_sources()
+    assert "winml_perf.stats.series.changepoint" in cpc._detector_sources()
     fake = tmp_path / "changepoint.py"
     fake.write_text("# method A\n")
-    monkeypatch.setattr(cpc, "_detector_sources", lambda: {"winml_perf.stats.changepoint": fake})
+    monkeypatch.setattr(cpc, "_detector_sources", lambda: {"winml_perf.stats.series.changepoint": fake})
     cpc.detector_fingerprint.cache_clear()
     try:
         first = cpc.detector_fingerprint()

@@ -26,7 +26,7 @@ from winml_perf.results import migrations as mig
 from winml_perf.results.invocation_history import invocation_histories
 from winml_perf.results.series import series_columns
 from winml_perf.results.store import open_store
-from winml_perf.stats import changepoint
+from winml_perf.stats.series import changepoint
 from winml_perf.support.errors import UsageError
 
 pytestmark = pytest.mark.e2e

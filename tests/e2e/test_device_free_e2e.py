@@ -129,8 +129,8 @@ def test_a_plugin_that_aborts_in_the_compile_child_is_exit_2_naming_it_not_a_cor
     devices named WebGpuExecutionProvider.virtual, but WebGPU's virtual device keeps its factory's name."""
     if importlib.util.find_spec("onnxruntime_ep_webgpu") is None:
         pytest.skip("needs onnxruntime-ep-webgpu")
-    from winml_perf.bundle import device_free
-    from winml_perf.bundle.compile import CompileJob
+    from winml_perf.bundle.epcontext import device_free
+    from winml_perf.bundle.epcontext.compile import CompileJob
     from winml_perf.support.errors import UsageError
 
     job = CompileJob(("decoder",), "model.onnx", "WebGpuExecutionProvider", {}, "all")

@@ -13,7 +13,7 @@ import pytest
 from tests import models
 from tests.unit.bundle_fakes import ep_target, fake_model_bytes, make_bundle, pipeline_config
 from winml_perf.bundle import cache, cache_contents, derive
-from winml_perf.bundle import compile as compiler
+from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.onnx_prepare import prepare_onnx
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.ep.devices import Target

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from winml_perf.stats import changepoint as cp
+from winml_perf.stats.series import changepoint as cp
 from winml_perf.support.errors import UsageError
 
 

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from tests.conftest import BUNDLES
-from winml_perf.bundle import compat
+from winml_perf.bundle.epcontext import compat
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.ep.devices import Target
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from winml_perf.bundle import compat
+from winml_perf.bundle.epcontext import compat
 
 
 @pytest.mark.parametrize("status", compat.NOT_ASKED)

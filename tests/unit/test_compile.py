@@ -9,8 +9,8 @@ import pytest
 from onnx import TensorProto, helper
 
 from tests.unit.bundle_fakes import ep_target, fake_model_bytes, make_bundle, pipeline_config, unframed
-from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
+from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.bundle.routing import plan_route
 from winml_perf.support.errors import BundleError
@@ -101,7 +101,7 @@ def test_compatibility_without_info_is_not_checked(real_bundle):
 
 def test_incompatible_compiled_stage_is_recompiled(real_bundle, monkeypatch):
     first = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
-    from winml_perf.bundle import compat
+    from winml_perf.bundle.epcontext import compat
 
     monkeypatch.setattr(
         compat,

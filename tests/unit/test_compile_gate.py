@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from winml_perf.bundle.compile_gate import UNCOMPILED_MARK, settle_compile
+from winml_perf.bundle.epcontext.gate import UNCOMPILED_MARK, settle_compile
 from winml_perf.model.route import BUNDLE, CompileOutcome, Route
 from winml_perf.support.errors import EXIT_FAILURE, BenchmarkFailure
 

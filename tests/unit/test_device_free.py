@@ -1,11 +1,11 @@
-"""Issue 26: device-free compile decisions that need no EP (bundle/device_free.py)."""
+"""Issue 26: device-free compile decisions that need no EP (bundle/epcontext/device_free.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from winml_perf.bundle import device_free
-from winml_perf.bundle.compile import CompileJob
+from winml_perf.bundle.epcontext import device_free
+from winml_perf.bundle.epcontext.compile import CompileJob
 from winml_perf.ep import child
 from winml_perf.model.route import CompileOutcome
 from winml_perf.support.errors import UsageError
@@ -55,7 +55,7 @@ def test_a_device_free_hit_opens_no_session_on_the_build_server(tmp_path, monkey
     """Failed before: the hit checked the compiled stage with a session on the EP (its device), so a
     build server without one recompiled every time."""
     from tests.unit.bundle_fakes import FLAT_QNN, ep_target, make_bundle
-    from winml_perf.bundle import compat
+    from winml_perf.bundle.epcontext import compat
     from winml_perf.bundle.prepare import prepare_route
 
     bundle = make_bundle(tmp_path, FLAT_QNN)

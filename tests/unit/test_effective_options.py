@@ -158,7 +158,7 @@ def test_options_and_device_type_are_in_the_cache_key(tmp_path):
 
 
 def test_the_plan_stages_and_compile_jobs_read_one_decision(tmp_path):
-    from winml_perf.bundle import compile as compiler
+    from winml_perf.bundle.epcontext import compile as compiler
 
     plan = plan_for(make_bundle(tmp_path, FLAT_CPU), ep_target("qnn", "npu"), ep_options={"soc_model": "60"})
     assert plan.options is not None

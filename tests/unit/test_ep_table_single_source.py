@@ -9,8 +9,8 @@ import importlib
 import pytest
 
 from tests.unit.bundle_fakes import FLAT_CPU, ep_target, make_bundle
-from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
+from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.routing import plan_route
 from winml_perf.ep import options as epo
 from winml_perf.ep import table as eps

@@ -1,11 +1,11 @@
-"""The gate's first-night rule (stats/history_band.py) and judge_newest using it (issue 28)."""
+"""The gate's first-night rule (stats/series/history_band.py) and judge_newest using it (issue 28)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from winml_perf.stats import changepoint as cp
-from winml_perf.stats.history_band import beyond_band
+from winml_perf.stats.series import changepoint as cp
+from winml_perf.stats.series.history_band import beyond_band
 
 
 def _nights(seed: int, nights: int, level: float = 100.0, invocations: int = 10) -> list[list[float]]:

@@ -126,7 +126,7 @@ def test_bundle_clean_on_a_linked_compiled_folder_exits_cleanly(winml, tiny_flat
 
 
 def test_the_compat_memo_is_never_written_through_a_planted_link(tmp_path, outside):
-    from winml_perf.bundle import compat
+    from winml_perf.bundle.epcontext import compat
 
     folder = tmp_path / "artifact"
     folder.mkdir()

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests import models
-from winml_perf.bundle import cache, compat
+from winml_perf.bundle import cache
+from winml_perf.bundle.epcontext import compat
 from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
 from winml_perf.ep.devices import Target
 from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, _onnx_route

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from winml_perf.stats import changepoint as cp
-from winml_perf.stats.run_levels import _comb_anchors, _padded, mode_aware_levels
+from winml_perf.stats.series import changepoint as cp
+from winml_perf.stats.series.run_levels import _comb_anchors, _padded, mode_aware_levels
 
 
 def _mixed(
@@ -115,7 +115,7 @@ def _reference_levels(values, window: int = 5):
     import math
 
     from winml_perf.stats.modes import detect_modes
-    from winml_perf.stats.run_levels import CLIP, TIE
+    from winml_perf.stats.series.run_levels import CLIP, TIE
 
     logs = [np.log(np.atleast_1d(np.asarray(v, dtype=float))) for v in values]
     n = len(logs)

@@ -8,8 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from winml_perf.stats import changepoint as cp
-from winml_perf.stats.step_size import _u_cdf, step
+from winml_perf.stats.series import changepoint as cp
+from winml_perf.stats.series.step_size import _u_cdf, step
 
 
 @pytest.mark.parametrize("m, n", [(1, 1), (2, 3), (3, 4), (4, 4), (5, 2)])

@@ -22,7 +22,7 @@ def test_every_offered_name_is_its_submodules_object():
 
 def test_the_detector_and_the_dashboard_page_import_without_scipy():
     code = (
-        "import sys, winml_perf.stats.changepoint, winml_perf.publish.dashboard_page; "
+        "import sys, winml_perf.stats.series.changepoint, winml_perf.publish.dashboard_page; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')[:3])"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()

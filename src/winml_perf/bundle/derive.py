@@ -8,7 +8,7 @@ else copy), so deriving costs the same for a 1 MB or a 10 GB bundle; the config 
 never through a link. A source that is a symlink (a Hugging Face snapshot's link into ``blobs/``,
 a file in a linked sub-folder) is linked as its resolved target, never as the link itself.
 
-A compiled stage is trusted only while it is fit to reuse here (bundle/compat.py: onnxruntime's answer,
+A compiled stage is trusted only while it is fit to reuse here (bundle/epcontext/compat.py: onnxruntime's answer,
 else a session with the run's options, kept in compat.json). A compile that fails is never published: the route then runs the
 derived bundle without compiled stages (its own artifact), and the outcomes say which compile
 failed; the next run tries the compile again. The source bundle is never written.
@@ -23,9 +23,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from winml_perf.bundle import cache, compat
-from winml_perf.bundle import compile as compiler
+from winml_perf.bundle import cache
 from winml_perf.bundle.config import CONFIG_NAME
+from winml_perf.bundle.epcontext import compat
+from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.routing import RoutePlan
 from winml_perf.ep import table as eps
 from winml_perf.model.route import CompileOutcome
@@ -147,7 +148,7 @@ def derive_bundle(
     )
     built: dict = {}
     if no_recompile and jobs:
-        from winml_perf.bundle.travel import require_fresh
+        from winml_perf.bundle.epcontext.travel import require_fresh
 
         require_fresh(request, _compiled_stages_fit)
 
@@ -271,7 +272,7 @@ def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict, int]:
 
 # -- freshness ------------------------------------------------------------------------------------
 def _compiled_stages_fit(folder: Path, manifest: dict) -> str | None:
-    """None while every compiled stage is fit to reuse here (bundle/compat.py), else why it must be recompiled."""
+    """None while every compiled stage is fit to reuse here (bundle/epcontext/compat.py), else why it must be recompiled."""
     from winml_perf.bundle.config import load_config
 
     config = None

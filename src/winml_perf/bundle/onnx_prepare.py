@@ -211,7 +211,7 @@ def compile_model(
         graph_optimization_level=graph_optimization_enum(level),
     )
     compiler.compile_to_file(str(out))
-    from winml_perf.bundle.compat import load_error
+    from winml_perf.bundle.epcontext.compat import load_error
 
     # A prepared model is loaded with optimisation disabled (OnnxSession): one that fails there is no model.
     error = load_error(Path(out), ep, provider_options, "disable")
@@ -276,7 +276,7 @@ def _prepared_fits(folder: Path, manifest: dict) -> str | None:
         return f"{folder.name} has no valid manifest (its output {manifest['output']!r} is not one of its files); rebuilding"
     if manifest["kind"] != "epcontext":
         return None
-    from winml_perf.bundle import compile as compiler
+    from winml_perf.bundle.epcontext import compile as compiler
 
     status, detail = compiler.compatibility(folder / manifest["output"], manifest["ep"])
     if status in compiler.RECOMPILE_STATUSES:
@@ -300,7 +300,7 @@ def prepare_onnx(
     fresh, else compiled and published atomically (see the module doc). For a non-CPU EP, plugin
     EPs (installed packages, $WINML_PERF_EP_LIBRARIES, ``plugin_libraries`` 'NAME=PATH') are
     registered here first; the compile child registers what this process has. ``device_free``: an
-    EPContext model compiled on the EP's virtual device (bundle/device_free.py), trusted on a hit
+    EPContext model compiled on the EP's virtual device (bundle/epcontext/device_free.py), trusted on a hit
     without asking the devices here."""
     from winml_perf.session.onnx_options import parse_graph_optimization_level
 
@@ -334,7 +334,7 @@ def prepare_onnx(
 
     def build(tmp: Path) -> dict:
         if device_free:
-            from winml_perf.bundle.device_free import compile_plain
+            from winml_perf.bundle.epcontext.device_free import compile_plain
 
             args = (target.ep, level, provider_options, session_config, compile_timeout_s)
             timing["compile_ms"] = compile_plain(model, tmp / out, *args)

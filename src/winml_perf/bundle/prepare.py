@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 
 from winml_perf.bundle import cache
-from winml_perf.bundle import compile as compiler
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
+from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.placement import RoutePlacement, derived_placement
 from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_route
 from winml_perf.ep.effective import effective_options
@@ -59,7 +59,7 @@ def prepare_route(
     ``winml bundle prepare``) derives without checking that the stages' EPs exist here; the derived
     bundle can then be carried to a machine that has them. ``runner`` compiles the jobs
     (device_free.runner: with no device, and then no placement sessions either: the compile's node
-    placement is in prepared.json); ``no_recompile`` refuses to compile (bundle/travel.py).
+    placement is in prepared.json); ``no_recompile`` refuses to compile (bundle/epcontext/travel.py).
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
@@ -129,7 +129,7 @@ def _reuse_verdicts(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple
     a stage prepared device-free also says how it was made and whether this run matches ("prepared")."""
     from dataclasses import replace
 
-    from winml_perf.bundle import compat, device_free
+    from winml_perf.bundle.epcontext import compat, device_free
 
     config = load_config(folder)
     made = device_free.read_prepared(folder)

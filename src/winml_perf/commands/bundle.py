@@ -318,7 +318,7 @@ def prepare_command(
     for c in route.compile:
         print(f"compile {', '.join(c.stages)}: {c.status}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
     if device_free and route.path is not None:
-        from winml_perf.bundle.device_free import placement_lines
+        from winml_perf.bundle.epcontext.device_free import placement_lines
 
         for line in placement_lines(route.path):
             print(line, file=sys.stderr)
@@ -328,7 +328,7 @@ def prepare_command(
 
 def _device_free_runner(ep: str | None, strict: bool):
     """device_free.runner for ``ep``, after refusing (exit 2) an EP or version that cannot compile device-free."""
-    from winml_perf.bundle import device_free
+    from winml_perf.bundle.epcontext import device_free
 
     assert ep is not None  # --device-free needs --ep (checked above)
     device_free.refuse_unless_possible(ep)

@@ -19,7 +19,7 @@ def export_prepared(
     dest: Annotated[Path, typer.Argument(metavar="DEST", help="folder to write (export.json and compiled files)")],
 ) -> None:
     """Write a prepared route's compiled stages and what they were made from to DEST, to carry to another machine."""
-    from winml_perf.bundle.export_prepared import export
+    from winml_perf.bundle.epcontext.export import export
 
     doc = export(derived, dest)
     print(f"exported {len(doc['files'])} file(s) of {len(doc['jobs'])} compiled job(s) to {dest}", file=sys.stderr)
@@ -31,8 +31,8 @@ def import_prepared(
     source: Annotated[Path, typer.Argument(metavar="EXPORT", help="a folder written by export-prepared")],
 ) -> None:
     """Derive BUNDLE's route from an export instead of compiling; `winml perf --ep X --compile` then finds it fresh."""
-    from winml_perf.bundle import compile as compiler
-    from winml_perf.bundle import export_prepared as ex
+    from winml_perf.bundle.epcontext import compile as compiler
+    from winml_perf.bundle.epcontext import export as ex
     from winml_perf.bundle.prepare import plan_for, prepare_route
     from winml_perf.ep.devices import planned_target
     from winml_perf.ep.effective import device_from_options

@@ -1,5 +1,5 @@
 """The regression gate of ``winml compare runs --fail-on-regression``: judge the candidate's newest
-run of each series by the change points of the series' history (stats/changepoint.py
+run of each series by the change points of the series' history (stats/series/changepoint.py
 ``judge_newest``), not by one night against another.
 
 - History: each record's per-invocation medians of the metric (results/invocation_history.py; a
@@ -8,7 +8,7 @@ run of each series by the change points of the series' history (stats/changepoin
   their invocations. The window bounds the cost (the detector is quadratic in the runs) and is far
   longer than the newest runs the gate judges.
 - The detector gets every run's invocations, so its levels are mode-aware and a change in the share
-  of the slow mode is judged too (stats/run_levels.py): with at least ``changepoint.MIN_HISTORY``
+  of the slow mode is judged too (stats/series/run_levels.py): with at least ``changepoint.MIN_HISTORY``
   runs, a regression when a significant change point of either kind starts among the newest runs
   and its shift is worse than the threshold. With fewer: when the candidate's 95 % interval lies
   wholly beyond the threshold on the worse side of the earlier runs' median.
@@ -31,7 +31,7 @@ from winml_perf.compare.cells import Cell
 from winml_perf.compare.runs import RunChange, RunsReport
 from winml_perf.compare.text import key_label, metric_word
 from winml_perf.model.metrics import bigger_is_better, get
-from winml_perf.stats.changepoint import INSUFFICIENT, Verdict, judge_newest
+from winml_perf.stats.series.changepoint import INSUFFICIENT, Verdict, judge_newest
 
 COUNTED_ONCE = "counted once"
 #: Newest records of a series the gate reads (about six weeks of nightlies; the newest 10 are judged).

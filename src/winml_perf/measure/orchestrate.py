@@ -148,7 +148,7 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
         no_recompile=req.no_recompile,
     )
     if req.compile:
-        from winml_perf.bundle.compile_gate import settle_compile
+        from winml_perf.bundle.epcontext.gate import settle_compile
 
         route = settle_compile(route, req.allow_uncompiled)
     if req.strict:

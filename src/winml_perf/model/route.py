@@ -204,7 +204,9 @@ class CompileOutcome:
     status: str  # "compiled" | "nothing to compile" | "failed" | "timeout"
     reason: str = ""
     compile_ms: float = 0.0
-    compatibility: Mapping[str, Any] | None = None  # bundle.compat.Verdict.to_dict(): verdict, source, status, info
+    compatibility: Mapping[str, Any] | None = (
+        None  # bundle.epcontext.compat.Verdict.to_dict(): verdict, source, status, info
+    )
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {

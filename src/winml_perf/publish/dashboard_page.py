@@ -26,7 +26,7 @@ from winml_perf.publish import dashboard_svg as svg
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results.series import SeriesColumns, series_columns
 from winml_perf.results.store import Store, open_store
-from winml_perf.stats.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE, shift_text
+from winml_perf.stats.series.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE, shift_text
 
 #: Newest ok records of a series searched for change points (four months of nightlies; the
 #: detector's cost grows with the square of the records it searches).

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from winml_perf.publish.formats import human
-from winml_perf.stats.changepoint import shift_text
+from winml_perf.stats.series.changepoint import shift_text
 
 #: Width of one character of the 11 px axis font, for sizing margins (a generous estimate).
 CHAR_PX = 7.0

@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from winml_perf.results import migrations as mig
 from winml_perf.results.series import SeriesColumns
 from winml_perf.results.store import Store
-from winml_perf.stats import changepoint
+from winml_perf.stats.series import changepoint
 
 #: Bumped when what a row holds changes shape (the detector's own changes are in its fingerprint).
 #: 2: the input is each record's per-invocation medians where it has them (was: its median).

@@ -5,7 +5,7 @@ with more iterations (Kalibera & Jones 2013; stats/hierarchical.py), so a test o
 iterations of five processes treats 25 correlated values as 25 independent ones and calls
 identical code "faster, p < 0.001". Here each invocation gives one estimate (its median), and the
 change is the Hodges-Lehmann shift between the two sides' estimates with the exact interval that
-inverts the Mann-Whitney test (stats/step_size.py); the p-value is that test's over the same
+inverts the Mann-Whitney test (stats/series/step_size.py); the p-value is that test's over the same
 estimates. The verdict reads the interval: within the equivalence band, wholly better or worse, or
 inconclusive, and says so when too few invocations make a 95 % interval impossible (4 a side at
 least).
@@ -22,8 +22,8 @@ import numpy as np
 from winml_perf.stats.arrays import Values
 from winml_perf.stats.hierarchical import invocation_medians
 from winml_perf.stats.quantile_intervals import CONFIDENCE_LEVEL
+from winml_perf.stats.series.step_size import step
 from winml_perf.stats.significance import EQUIVALENCE, INCONCLUSIVE, ci_verdict, mann_whitney_u, speedup
-from winml_perf.stats.step_size import step
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from winml_perf.support.errors import BundleError, UsageError
 
 RECOMPILE_STATUSES = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
 NO_NODES = "Unable to compile any nodes"  # onnxruntime's words under ERROR_IF_NO_NODES_COMPILED
-CHILD_MODULE = "winml_perf.bundle.compile"  # the module the compile child runs (its main())
+CHILD_MODULE = "winml_perf.bundle.epcontext.compile"  # the module the compile child runs (its main())
 
 
 @dataclass(frozen=True)
@@ -186,8 +186,8 @@ def _verdict(stdout: str) -> dict | None:
 def compatibility(model_path: Path, ep: str) -> tuple[str, str]:
     """(status, detail): onnxruntime's own answer for a compiled model and the ``ep`` devices here;
     ``NOT_CHECKED`` when the model carries no compatibility info or no device of that EP is present
-    (bundle/compat.py then verifies with a session)."""
-    from winml_perf.bundle.compat import ask_onnxruntime
+    (bundle/epcontext/compat.py then verifies with a session)."""
+    from winml_perf.bundle.epcontext.compat import ask_onnxruntime
 
     v = ask_onnxruntime(Path(model_path), ep)
     return ("NOT_CHECKED" if v.status in ("NO_INFO", "NO_DEVICE") else v.status), v.detail
@@ -218,7 +218,7 @@ def _compile(src: str, out: str, ep: str, options_json: str, level: str) -> None
         flags=flags,
         graph_optimization_level=graph_optimization_enum(level),
     ).compile_to_file(out)
-    from winml_perf.bundle.compat import check
+    from winml_perf.bundle.epcontext.compat import check
 
     verdict = check(Path(out), ep, options, level=level)  # a compiled model that does not load is a failed compile
     if not verdict.fit:

@@ -17,7 +17,8 @@ import json
 import shutil
 from pathlib import Path
 
-from winml_perf.bundle import cache, compat, device_free
+from winml_perf.bundle import cache
+from winml_perf.bundle.epcontext import compat, device_free
 from winml_perf.model.route import CompileOutcome
 from winml_perf.support.errors import BundleError, UsageError
 

@@ -64,9 +64,9 @@ from typing import Any
 import numpy as np
 
 from winml_perf.stats.arrays import Values
-from winml_perf.stats.history_band import beyond_band
-from winml_perf.stats.run_levels import as_runs, mode_aware_levels
-from winml_perf.stats.step_size import step
+from winml_perf.stats.series.history_band import beyond_band
+from winml_perf.stats.series.run_levels import as_runs, mode_aware_levels
+from winml_perf.stats.series.step_size import step
 from winml_perf.support.errors import UsageError
 
 #: Significance level of each segment's permutation test (tuned on the development seed of
@@ -509,7 +509,7 @@ def judge_newest(
     ``candidate_interval`` (the newest run's interval) against the median of the earlier runs'
     estimates (their invocations' median when invocations are given).
 
-    First night (stats/history_band.py): with at least MIN_HISTORY runs of invocations and no
+    First night (stats/series/history_band.py): with at least MIN_HISTORY runs of invocations and no
     regression by change point, a regression (or an improvement, when nothing else changed) when
     every invocation of the newest run lies beyond the band of the earlier runs' invocations by
     more than ``threshold``: change points need runs after a step, this rule does not."""
@@ -541,7 +541,7 @@ def judge_newest(
 
 
 def _judge_by_band(values: Sequence[Any], higher_is_better: bool, threshold: float) -> Verdict | None:
-    """The first-night rule (stats/history_band.py) on runs of invocation estimates; None when it
+    """The first-night rule (stats/series/history_band.py) on runs of invocation estimates; None when it
     does not decide (no invocations, or the newest run not wholly beyond the band)."""
     if not _has_invocations(values):
         return None

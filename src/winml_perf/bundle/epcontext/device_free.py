@@ -28,7 +28,7 @@ from winml_perf.ep import table as eps
 from winml_perf.model.route import CompileOutcome
 from winml_perf.support.errors import UsageError
 
-CHILD_MODULE = "winml_perf.bundle.device_free_child"
+CHILD_MODULE = "winml_perf.bundle.epcontext.device_free_child"
 PREPARED_FILE = "prepared.json"
 TARGET_KEYS = ("soc_model", "htp_arch", "device_type", "backend_type")  # the options that describe the target
 _VERSION_KEYS = ("package", "version", "sdk_version")
@@ -129,7 +129,7 @@ def _compile_one(job, src: Path, out: Path, timeout_s: float, strict: bool, sess
 def compile_plain(model: Path, out: Path, ep: str, level: str, options: Mapping, config: Mapping, timeout_s: float):
     """A plain .onnx model compiled device-free to ``out``; its provenance in ``out``'s folder's prepared.json.
     Returns the compile's milliseconds; a failed compile is a BundleError (exit 2) saying why."""
-    from winml_perf.bundle.compile import CompileJob
+    from winml_perf.bundle.epcontext.compile import CompileJob
     from winml_perf.support.errors import BundleError
 
     job = CompileJob((model.stem,), model.name, ep, {str(k): str(v) for k, v in options.items()}, level)
