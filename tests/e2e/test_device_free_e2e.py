@@ -123,12 +123,16 @@ def test_a_plain_onnx_model_prepared_device_free_is_loaded_by_perf_prepare_with_
     assert cell["route"]["actual"]["model"] == "QNNExecutionProvider"
 
 
-def test_a_plugin_that_aborts_in_the_compile_child_is_exit_2_naming_it_not_a_core_dump(tmp_path):
+def test_a_plugin_that_aborts_in_the_compile_child_is_exit_2_naming_it_not_a_core_dump(tmp_path, monkeypatch):
     """The second defence, run for real: past the table's refusal, WebGPU 0.4.0's virtual GPU aborts the
     child (SIGABRT); the user gets exit 2 naming the EP and version. Failed before: the child looked for
     devices named WebGpuExecutionProvider.virtual, but WebGPU's virtual device keeps its factory's name."""
     if importlib.util.find_spec("onnxruntime_ep_webgpu") is None:
         pytest.skip("needs onnxruntime-ep-webgpu")
+    # the scenario is a machine with no Vulkan driver: hide the software one .ci/run provides (with a
+    # driver, WebGPU's virtual device compiles instead of aborting)
+    for name in ("VK_DRIVER_FILES", "VK_ICD_FILENAMES", "ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER"):
+        monkeypatch.delenv(name, raising=False)
     from winml_perf.bundle.epcontext import device_free
     from winml_perf.bundle.epcontext.compile import CompileJob
     from winml_perf.support.errors import UsageError
