@@ -180,9 +180,12 @@ def memo_key(folder: Path, files: list[str], ep: str, options: Mapping[str, str]
 
 
 def compiled_files(folder: Path, output: str) -> list[str]:
-    """The compiled model and its side files (``<stem>_qnn.bin`` ...)."""
-    stem = Path(output).stem
-    return sorted(p.name for p in Path(folder).iterdir() if p.name == output or p.name.startswith(stem + "_"))
+    """The compiled model and its side files (``<stem>_qnn.bin`` ..., its external data ``<output>.data``)."""
+    return sorted(p.name for p in Path(folder).iterdir() if is_compiled_file(p.name, output))
+
+
+def is_compiled_file(name: str, output: str) -> bool:
+    return name == output or name.startswith(Path(output).stem + "_") or name.startswith(output + ".")
 
 
 def read_memo(folder: Path) -> dict:

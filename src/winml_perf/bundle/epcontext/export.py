@@ -106,7 +106,7 @@ def runner(folder: Path, doc: dict):
     def run(jobs, src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
         outcomes = []
         for job in jobs:
-            names = [n for n in doc["files"] if n == job.output or n.startswith(Path(job.output).stem + "_")]
+            names = [n for n in doc["files"] if compat.is_compiled_file(n, job.output)]
             for name in names:
                 shutil.copy2(Path(folder) / name, Path(out_dir) / name)
                 if cache.file_sha256(Path(out_dir) / name) != doc["files"][name]:

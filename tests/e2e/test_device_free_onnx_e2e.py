@@ -1,0 +1,57 @@
+"""Issue 26, plain .onnx models: the device-free compile child with a lowered size limit (large models
+get external data), the perf record's `prepared` provenance, and export/import of a prepared model."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import BUNDLES
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.qnn,
+    pytest.mark.skipif(importlib.util.find_spec("onnxruntime_qnn") is None, reason="needs onnxruntime-qnn"),
+]
+
+QNN = "QNNExecutionProvider"
+SOC60 = {"backend_type": "htp", "soc_model": "60"}
+
+# The device-free child as device_free.py starts it, with protobuf's limit lowered to 100 kB (the tiny
+# model and its external data weigh 640 kB), so the compile and the re-save take the large-model path.
+_CHILD = """
+import json, sys
+import onnxruntime_qnn
+from winml_perf.bundle.epcontext import device_free_child as c
+c.INLINE_LIMIT_BYTES = 100_000
+lib = onnxruntime_qnn.get_library_path()
+sys.exit(c.main([sys.argv[1], sys.argv[2], "QNNExecutionProvider", lib, sys.argv[3], "all", "0", "{}"]))
+"""
+_LOAD = """
+import json, sys
+from pathlib import Path
+from winml_perf.ep.plugins import registered_plugins
+from winml_perf.bundle.epcontext.compat import load_error
+registered_plugins()
+print(json.dumps(load_error(Path(sys.argv[1]), "QNNExecutionProvider", json.loads(sys.argv[2]), "all")))
+"""
+
+
+def _python(script: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=300)
+
+
+def test_a_model_over_the_size_limit_is_compiled_device_free_with_external_data_and_loads_on_qnn(tmp_path):
+    """Failed before: the child compiled and re-saved every model inline (a 2 GB model could not be written)."""
+    out = tmp_path / "decoder_qnn_ctx.onnx"
+    done = _python(_CHILD, BUNDLES / "tiny-qwen2" / "model.onnx", out, json.dumps(SOC60))
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["compatibility_info"].endswith(":0:60:0:0"), report
+    assert out.stat().st_size < 100_000 < (tmp_path / "decoder_qnn_ctx.onnx.data").stat().st_size
+    loaded = _python(_LOAD, out, json.dumps(SOC60))  # the running EP (not .virtual) takes it, weights read back
+    assert loaded.returncode == 0 and loaded.stdout.strip().splitlines()[-1] == "null", loaded.stdout + loaded.stderr
