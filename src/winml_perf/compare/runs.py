@@ -22,6 +22,7 @@ from winml_perf.model.metrics import bigger_is_better
 from winml_perf.stats import significance as sig
 from winml_perf.stats.run_change import run_change
 from winml_perf.support.errors import StoreError, UsageError
+from winml_perf.support.human_numbers import human
 
 #: Selectors that pick a run of each series: a series with one run has no pair.
 PER_SERIES_SELECTORS = ("latest", "previous")
@@ -65,7 +66,7 @@ class RunChange:
             else ""
         )
         return (
-            f"{key_label(self.key)} {metric_word(self.metric)}: {self.baseline_median:.4g} -> {self.candidate_median:.4g} "
+            f"{key_label(self.key)} {metric_word(self.metric)}: {human(self.baseline_median)} -> {human(self.candidate_median)} "
             f"({sign}{self.delta_pct:.2f}%{self.interval_text()} over {self.n_baseline} vs {self.n_candidate}"
             f" invocations): {self.verdict}{flag}"
         )

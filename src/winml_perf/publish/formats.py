@@ -2,7 +2,8 @@
 
 - ``table``: aligned columns for a terminal; ``markdown``: a GitHub table; ``csv``: one header
   row, then rows; ``json``: one document (indented); ``jsonl``: one JSON object per line.
-- Human output rounds numbers to meaningful digits (``human``); JSON and JSONL carry them raw.
+- Human output (table, markdown) writes numbers with ``human`` (support/human_numbers.py: four
+  significant digits, an SI suffix from 10 000 on); CSV, JSON and JSONL carry them raw.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -18,13 +18,12 @@ from tabulate import tabulate
 
 from winml_perf.publish.csv_cells import neutralise
 from winml_perf.support.errors import UsageError
+from winml_perf.support.human_numbers import SIGNIFICANT, human  # noqa: F401  (re-exported)
 from winml_perf.support.indented_json import dumps_indented
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 #: Help text of a --format option taking the whole vocabulary.
 FORMAT_HELP = "table, json, jsonl, csv or markdown."
-#: Significant digits of a human number (below 10 000; above it every integer digit is kept).
-SIGNIFICANT = 4
 
 
 def check_format(fmt: str, allowed: Sequence[str] = FORMATS, flag: str = "--format") -> str:
@@ -32,26 +31,6 @@ def check_format(fmt: str, allowed: Sequence[str] = FORMATS, flag: str = "--form
     if fmt not in allowed:
         raise UsageError(f"{flag} {fmt!r} is not one of {', '.join(allowed)}", f"pass {flag} {allowed[0]}")
     return fmt
-
-
-def human(value: Any, digits: int = SIGNIFICANT) -> str:
-    """A number as a person reads it: ``digits`` significant digits, never an exponent, no
-    trailing noise (15645.4916 -> '15645', 0.0123456 -> '0.01235', 1.5 -> '1.500' stays '1.5')."""
-    if value is None or isinstance(value, bool):
-        return "" if value is None else str(value)
-    if isinstance(value, int):
-        return str(value)
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    if not math.isfinite(x):
-        return ""
-    if x == 0:
-        return "0"
-    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
-    text = f"{x:.{min(decimals, 12)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def _cell(value: Any) -> str:

@@ -68,6 +68,7 @@ from winml_perf.stats.series.history_band import beyond_band
 from winml_perf.stats.series.run_levels import as_runs, mode_aware_levels
 from winml_perf.stats.series.step_size import step
 from winml_perf.support.errors import UsageError
+from winml_perf.support.human_numbers import human
 
 #: Significance level of each segment's permutation test (tuned on the development seed of
 #: benchmarks/bench_changepoint.py: 0.02 gave the best recall at the same false rate as 0.005-0.01).
@@ -457,7 +458,7 @@ def _judge_by_interval(
     floor, ceiling = base * (1.0 - threshold), base * (1.0 + threshold)
     worse_beyond = high < floor if higher_is_better else low > ceiling
     better_beyond = low > ceiling if higher_is_better else high < floor
-    where = f"interval [{low:.4g}, {high:.4g}] vs baseline {base:.4g} (median of {len(x) - 1} runs) ±{threshold:.1%}"
+    where = f"interval [{human(low)}, {human(high)}] vs baseline {human(base)} (median of {len(x) - 1} runs) ±{threshold:.1%}"
     if worse_beyond:
         return Verdict(REGRESSION, BY_INTERVAL, f"{where}: wholly on the worse side")
     if better_beyond:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from winml_perf.stats.arrays import Values
+from winml_perf.support.human_numbers import human
 
 #: Fewest invocations the newest run needs for "all of them" to say something.
 MIN_BAND_INVOCATIONS = 3
@@ -40,7 +41,7 @@ class BandJudgement:
         side = "below" if self.margin < 0 else "above"
         return (
             f"all {self.invocations} invocations of the newest run lie {abs(self.margin):.1%} or more {side} the band"
-            f" of the {self.runs} earlier runs [{self.low:.4g}, {self.high:.4g}], beyond the {threshold:.1%} threshold"
+            f" of the {self.runs} earlier runs [{human(self.low)}, {human(self.high)}], beyond the {threshold:.1%} threshold"
         )
 
 

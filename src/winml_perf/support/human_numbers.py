@@ -1,0 +1,44 @@
+"""The one formatter of measured numbers for a person (tables, sentences, the dashboard); machine
+formats (CSV, JSON, the store) keep full precision and never pass through it."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: Significant digits of a human number (README "Results" states the rule).
+SIGNIFICANT = 4
+#: Suffixes of 10^3, 10^6, 10^9 and 10^12 in a human number of 10 000 or more.
+SI_SUFFIXES = ("k", "M", "G", "T")
+
+
+def human(value: Any, digits: int = SIGNIFICANT) -> str:
+    """A measured number as a person reads it, ``digits`` significant digits and no exponent.
+
+    Below 10 000 a plain decimal without trailing zeros (0.0123456 -> '0.01235', 1.5 -> '1.5',
+    123.456 -> '123.5', 1234.56 -> '1235'); from 10 000 on an SI suffix with all ``digits`` digits
+    kept (128983 -> '129.0k', 28691.7 -> '28.69k', 9999.6 -> '10.00k', 1.29e6 -> '1.290M'), so a
+    column's magnitudes stand apart and its width stays even. An ``int`` is a count or an id and
+    is written whole; None and non-finite numbers are ''. Beyond the 'T' range: e-notation."""
+    if value is None or isinstance(value, bool):
+        return "" if value is None else str(value)
+    if isinstance(value, int):
+        return str(value)
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if not math.isfinite(x):
+        return ""
+    if x == 0:
+        return "0"
+    x = float(f"{x:.{digits - 1}e}")  # rounded first: 9999.6 is 1.000e4, and takes the 'k'
+    exponent = math.floor(math.log10(abs(x)))
+    if exponent >= digits and exponent < 3 * (len(SI_SUFFIXES) + 1):
+        group = exponent // 3
+        scaled = x / 10 ** (3 * group)
+        return f"{scaled:.{digits - 1 - (exponent - 3 * group)}f}{SI_SUFFIXES[group - 1]}"
+    if exponent >= digits:  # beyond the largest suffix
+        return f"{x:.{digits - 1}e}"
+    text = f"{x:.{min(max(0, digits - 1 - exponent), 12)}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
