@@ -318,11 +318,12 @@ class Route:
     output_check: OutputCheck | None = None
     equivalence: Equivalence | None = None  # teacher-forced logits against a reference (issue 24)
     actual: Mapping[str, str] | None = None  # what the session reported ran: {stage: EP} (or {"error": ...})
+    aliases: tuple[str, ...] = ()  # other --route labels that resolved to this very route: measured once, as this
 
     def __post_init__(self) -> None:
         if self.kind not in (None, BUNDLE, MODEL):
             raise ValueError(f"Route.kind must be {BUNDLE!r}, {MODEL!r} or None, not {self.kind!r}")
-        for name in ("stages", "warnings", "compile", "emulated"):
+        for name in ("stages", "warnings", "compile", "emulated", "aliases"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         for name in ("path", "derived_path"):
             if getattr(self, name) is not None:
@@ -332,6 +333,13 @@ class Route:
     def resolved(self) -> bool:
         """True when the route was resolved (what was asked, what it became, its stages), not only named."""
         return self.requested is not None or bool(self.stages)
+
+    @property
+    def runs_as_config(self) -> bool:
+        """True for a genai route that loads exactly the config: the config route, or a forced route whose
+        plan moved no stage and changed no option (bundle/routing.py) and compiled nothing."""
+        compiled = any(c.status == "compiled" for c in self.compile)
+        return self.kind == BUNDLE and self.effective == "config" and not compiled
 
     @property
     def placements(self) -> tuple[StagePlacement, ...]:
@@ -377,6 +385,8 @@ class Route:
             d["equivalence"] = self.equivalence.to_dict()
         if self.actual:
             d["actual"] = dict(self.actual)
+        if self.aliases:
+            d["aliases"] = list(self.aliases)
         return d
 
     @classmethod
@@ -407,4 +417,5 @@ class Route:
             output_check=OutputCheck.from_dict(check) if check else None,
             equivalence=Equivalence.from_dict(d["equivalence"]) if d.get("equivalence") else None,
             actual=dict(d["actual"]) if d.get("actual") else None,
+            aliases=_tuple(d.get("aliases")),
         )
