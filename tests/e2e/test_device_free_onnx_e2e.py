@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from tests.conftest import BUNDLES
+from tests.conftest import BUNDLES, run_winml
 
 pytestmark = [
     pytest.mark.e2e,
@@ -55,3 +55,47 @@ def test_a_model_over_the_size_limit_is_compiled_device_free_with_external_data_
     assert out.stat().st_size < 100_000 < (tmp_path / "decoder_qnn_ctx.onnx.data").stat().st_size
     loaded = _python(_LOAD, out, json.dumps(SOC60))  # the running EP (not .virtual) takes it, weights read back
     assert loaded.returncode == 0 and loaded.stdout.strip().splitlines()[-1] == "null", loaded.stdout + loaded.stderr
+
+
+QNN60 = ("--ep", "qnn", "--ep-option", "soc_model=60")
+RUN = ("--iterations", "2", "--warmup", "1", "--invocations", "1", "--no-store", "--format", "json", "-q")
+
+
+def _json(stdout: str) -> dict:
+    return json.loads(stdout[stdout.index("{") :])
+
+
+def _prepared_of(done) -> dict:
+    assert done.returncode == 0, done.stderr[-3000:]
+    (cell,) = _json(done.stdout)["cells"]
+    return cell["route"]["prepared"]
+
+
+@pytest.fixture
+def mlp(tmp_path):
+    from tests import models
+
+    return models.mlp(tmp_path / "mlp.onnx")
+
+
+def test_perf_of_a_plain_model_records_how_its_compiled_model_was_made_and_whether_it_matched(mlp):
+    """Failed before: a plain model's record had no provenance (prepared held no 'compatibility')."""
+    done = run_winml("bundle", "prepare", mlp, *QNN60, "--compile", "--device-free", "--format", "json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _json(done.stdout)["compatibility"]["verdict"] == "unknown"  # the build server has no device to ask
+    hit = _prepared_of(run_winml("perf", mlp, *QNN60, "--prepare", *RUN))  # another process
+    assert hit["cache"] == "hit", hit["cache_reason"]
+    compat = hit["compatibility"]
+    assert compat["verdict"] == "verified" and compat["info"].endswith(":0:60:0:0"), compat  # .virtual key, read
+    built = compat["prepared"]["built"]
+    assert built["made"] == "device-free" and built["registered_as"] == QNN + ".virtual", built
+    assert built["version"] == "2.7.0" and built["sdk_version"] and built["target_options"]["soc_model"] == "60"
+    assert compat["prepared"]["matched"] == "ok", compat["prepared"]
+    # soc_model changed in the running options: recompiled here, on the device, and the reason kept
+    soc88 = _prepared_of(run_winml("perf", mlp, "--ep", "qnn", "--ep-option", "soc_model=88", "--prepare", *RUN))
+    assert soc88["cache"] == "miss" and "soc_model 60 -> 88" in soc88["cache_reason"], soc88["cache_reason"]
+    made = soc88["compatibility"]["prepared"]["built"]
+    assert made["made"] == "on-device" and made["target_options"]["soc_model"] == "88", made
+    assert (
+        soc88["compatibility"]["info"].endswith(":0:88:0:0") and soc88["compatibility"]["prepared"]["matched"] == "ok"
+    )

@@ -17,7 +17,11 @@ device class, kind, level, provider options and session config; the identity of 
 of every external-data file it names; and, for an optimised model at level ``layout``/``all``
 (whose kernels and layouts depend on the CPU), the host's CPU model; the cache adds the runtime
 versions and its format. An EPContext model is trusted only while onnxruntime's compatibility check
-against the EP devices here does not ask for a recompile.
+against the EP devices here does not ask for a recompile and a session with the run's options loads it
+(a verdict kept in the folder's compat.json); a prepare with ``device_free`` opens no session. Each
+EPContext model's provenance (device-free or on-device, EP package, version, SDK, target options,
+compatibility info) is kept in the folder's prepared.json, and ``compatibility`` says whether this
+machine matches it (bundle/epcontext/onnx_reuse.py).
 
 Load a prepared model with ``OnnxSession(prepared.path, ep=..., **prepared.session_options())``:
 graph optimisation disabled, and the source model timed too for prepared-vs-unprepared creation.
@@ -41,7 +45,7 @@ from winml_perf.ep import table as eps
 from winml_perf.support.errors import BundleError, EPUnavailableError
 from winml_perf.support.json_shapes import Opt
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: a compiled model's provenance in prepared.json
 KINDS = ("epcontext", "optimized")
 SHAPE = {"kind": str, "ep": str, "device": Opt(str), "output": str, "graph_optimization_level": str}
 EXTERNAL_THRESHOLD_BYTES = 1024
@@ -64,6 +68,7 @@ class PreparedModel:
     compile_ms: float
     files: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    compatibility: dict | None = None  # an EPContext model's verdict here and how it was made (epcontext/onnx_reuse.py)
 
     def session_options(self) -> dict:
         """Options to merge into ``SessionSpec.options`` / ``OnnxSession`` kwargs for this model."""
@@ -85,6 +90,7 @@ class PreparedModel:
             "compile_ms": self.compile_ms,
             "files": list(self.files),
             "warnings": list(self.warnings),
+            "compatibility": self.compatibility,
         }
 
 
@@ -267,21 +273,21 @@ def _run_compile(
 
 
 # -- cache ----------------------------------------------------------------------------------------
-def _prepared_fits(folder: Path, manifest: dict) -> str | None:
-    """None for a known kind whose output is one of its files, unless it is an EPContext model
-    onnxruntime asks to recompile for the devices here."""
+def _valid(folder: Path, manifest: dict) -> str | None:
+    """None for a known kind whose output is one of its files."""
     if manifest["kind"] not in KINDS:
         return f"{folder.name} has no valid manifest (kind {manifest['kind']!r} is not one of {', '.join(KINDS)}); rebuilding"
     if manifest["output"] not in manifest["files"]:
         return f"{folder.name} has no valid manifest (its output {manifest['output']!r} is not one of its files); rebuilding"
-    if manifest["kind"] != "epcontext":
-        return None
-    from winml_perf.bundle.epcontext import compile as compiler
-
-    status, detail = compiler.compatibility(folder / manifest["output"], manifest["ep"])
-    if status in compiler.RECOMPILE_STATUSES:
-        return f"{manifest['output']} is {status} for the {eps.ep_alias(manifest['ep'])} devices here ({detail}); recompiling"
     return None
+
+
+def _fits(device_free: bool, provider_options: Mapping[str, str], seen: dict):
+    """The cache's check: a valid manifest, and (with a device here) a compiled model fit for it."""
+    from winml_perf.bundle.epcontext.onnx_reuse import fits_check
+
+    here = None if device_free else fits_check(provider_options, seen)
+    return lambda folder, manifest: _valid(folder, manifest) or (here(folder, manifest) if here else None)
 
 
 def prepare_onnx(
@@ -330,7 +336,8 @@ def prepare_onnx(
         shape=SHAPE,
     )
     out = output_name(model, kind, target.ep, level)
-    timing = {}
+    timing: dict = {}
+    seen: dict = {}  # the verdict the cache's check reached on a hit
 
     def build(tmp: Path) -> dict:
         if device_free:
@@ -342,6 +349,8 @@ def prepare_onnx(
             timing["compile_ms"] = _run_compile(
                 model, tmp / out, kind, target, level, provider_options, session_config, compile_timeout_s
             )
+            if kind == "epcontext":
+                _write_made_here(tmp / out, model, target.ep, provider_options, session_config)
         return {
             "kind": kind,
             "ep": target.ep,
@@ -353,8 +362,16 @@ def prepare_onnx(
             "timings": dict(timing),
         }
 
-    entry = cache.get_or_build(request, build, None if device_free else _prepared_fits)
+    entry = cache.get_or_build(request, build, _fits(device_free, provider_options, seen))
     m = entry.manifest
+    compatibility = None
+    if m["kind"] == "epcontext":
+        from winml_perf.bundle.epcontext import onnx_reuse
+
+        verdict = seen.get("verdict")
+        if entry.cache == "miss" and not device_free:  # compiled here: the compile's load check passed
+            verdict = onnx_reuse.compiled_verdict(entry.folder, m["output"], m["ep"], provider_options)
+        compatibility = onnx_reuse.compatibility(entry.folder, m["output"], m["ep"], provider_options, verdict)
     return PreparedModel(
         entry.folder / m["output"],
         model,
@@ -369,6 +386,17 @@ def prepare_onnx(
         _ms(t0),
         timing.get("compile_ms", 0.0),
         tuple(m["files"]),
+        compatibility=compatibility,
+    )
+
+
+def _write_made_here(output: Path, model: Path, ep: str, provider_options, session_config) -> None:
+    from winml_perf.bundle.epcontext import device_free, onnx_reuse
+
+    strict = str(session_config.get("session.disable_cpu_ep_fallback")) == "1"
+    made = onnx_reuse.made_here(output, [model.stem], ep, provider_options, strict)
+    (output.parent / device_free.PREPARED_FILE).write_text(
+        json.dumps({"stages": {output.name: made}}, indent=2), encoding="utf-8"
     )
 
 

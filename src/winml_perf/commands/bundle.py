@@ -394,6 +394,19 @@ def _prepare_onnx_model(
         f"prepare={d.get('prepare_ms') or 0:.0f} ms",
         file=sys.stderr,
     )
+    compat = d.get("compatibility") or {}
+    if compat:
+        made = (compat.get("prepared") or {}).get("built") or {}
+        print(
+            f"compatibility: {compat.get('verdict')} ({compat.get('detail')}); made {made.get('made')} "
+            f"on {made.get('registered_as')}, matched {(compat.get('prepared') or {}).get('matched')}",
+            file=sys.stderr,
+        )
+    if device_free:
+        from winml_perf.bundle.epcontext.device_free import placement_lines
+
+        for line in placement_lines(prepared.folder):
+            print(line, file=sys.stderr)
     print(prepared.path)
 
 

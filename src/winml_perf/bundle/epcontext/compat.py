@@ -206,8 +206,9 @@ def write_memo(folder: Path, memo: dict) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def check_stage(folder: Path, output: str, ep: str, options: Mapping[str, str]) -> Verdict:
-    """``check`` of one compiled stage in a derived bundle, through the memo of earlier verdicts."""
+def check_stage(folder: Path, output: str, ep: str, options: Mapping[str, str], level: str = "all") -> Verdict:
+    """``check`` of one compiled stage in a derived bundle (a session at ``level``), through the memo of earlier
+    verdicts."""
     asked = ask_onnxruntime(Path(folder) / output, ep)  # cheap, and always asked: its "recompile" wins
     if asked.verdict != "unknown":
         return asked
@@ -219,7 +220,7 @@ def check_stage(folder: Path, output: str, ep: str, options: Mapping[str, str]) 
         return Verdict(
             v["verdict"], "memo", v["status"], v.get("info"), f"{v.get('detail', '')} (verdict kept in {COMPAT_FILE})"
         )
-    verdict = check(Path(folder) / output, ep, options, asked)
+    verdict = check(Path(folder) / output, ep, options, asked, level)
     if verdict.fit:  # kept; a failed verdict is not, so the rebuilt artifact is verified afresh
         memo[output] = {"key": key, "verdict": verdict.to_dict()}
         write_memo(folder, memo)
