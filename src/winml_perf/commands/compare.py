@@ -4,16 +4,13 @@ baseline run against a candidate run (a CI gate with --fail-on-regression)."""
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from winml_perf.commands.help_style import PlainTyper
-from winml_perf.publish.formats import FORMAT_HELP, check_format, human, json_text, table_text
+from winml_perf.publish.formats import FORMAT_HELP, check_format, json_text, table_text
 from winml_perf.support.errors import BenchmarkFailure, UsageError
-
-if TYPE_CHECKING:
-    from winml_perf.compare.runs import RunChange
 
 app = PlainTyper(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
 
@@ -47,26 +44,6 @@ def _fmt(fmt: str) -> None:
     check_format(fmt)
 
 
-def _f(x: float | None, spec: str) -> str:
-    import math
-
-    return "" if x is None or (isinstance(x, float) and not math.isfinite(x)) else format(x, spec)
-
-
-def _p(p: float | None) -> str:
-    """A p-value for a person: three decimals, '<0.001' below them."""
-    import math
-
-    if p is None or not math.isfinite(p):
-        return ""
-    return "<0.001" if p < 0.001 else f"{p:.3f}"
-
-
-def _gate_cell(row: RunChange) -> str:
-    """The table's gate column: REGRESSION, else the gate's verdict (empty without a gate)."""
-    return "REGRESSION" if row.regression else row.gate or ""
-
-
 ROUTES_HEAD = [
     "bundle",
     "testbed",
@@ -93,7 +70,7 @@ RUNS_HEAD = [
     "p",
     "verdict",
     "gate",
-]
+]  # publish/runs_table.HEAD, read without importing the comparison code
 
 
 @app.command("routes")
@@ -224,7 +201,7 @@ def runs_command(
     a Mann-Whitney p-value over the invocation medians and the verdict the interval gives."""
     from winml_perf.commands.compare_store import compare_stored_runs
     from winml_perf.compare.gate import explanation_lines
-    from winml_perf.compare.text import key_label, metric_word, parse_pct
+    from winml_perf.compare.text import key_label, parse_pct
     from winml_perf.results.store import open_store
 
     _fmt(fmt)
@@ -251,6 +228,8 @@ def runs_command(
     elif fmt == "jsonl":
         sys.stdout.write(json_text(report.to_dict()["changes"], "jsonl"))
     elif fmt == "csv":
+        from winml_perf.publish.runs_table import gate_cell
+
         rows = [
             [
                 key_label(r.key),
@@ -263,31 +242,21 @@ def runs_command(
                 r.interval_text().strip(" []"),
                 r.p_value,
                 r.verdict,
-                _gate_cell(r),
+                gate_cell(r),
             ]
             for r in report.rows
         ]
         sys.stdout.write(table_text(RUNS_HEAD, rows, "csv"))
+    elif fmt == "table":  # fitted to the terminal (publish/runs_table.py says what gives way)
+        from winml_perf.publish.run_table import terminal_width
+        from winml_perf.publish.runs_table import fitted_runs_table
+
+        print(f"baseline: {report.baseline}\ncandidate: {report.candidate}", file=sys.stderr)
+        sys.stdout.write(fitted_runs_table(report, terminal_width()))
     else:
-        if fmt == "table":
-            print(f"baseline: {report.baseline}\ncandidate: {report.candidate}", file=sys.stderr)
-        rows = [
-            [
-                key_label(r.key),
-                metric_word(r.metric),
-                r.n_baseline,
-                r.n_candidate,
-                human(r.baseline_median),
-                human(r.candidate_median),
-                _f(r.delta_pct, "+.2f"),
-                r.interval_text().strip(" []"),
-                _p(r.p_value),
-                r.verdict,
-                _gate_cell(r),
-            ]
-            for r in report.rows
-        ]
-        sys.stdout.write(table_text(RUNS_HEAD, rows, fmt))
+        from winml_perf.publish.runs_table import human_rows
+
+        sys.stdout.write(table_text(RUNS_HEAD, human_rows(report), fmt))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
     for line in explanation_lines(report):

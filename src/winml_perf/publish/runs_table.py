@@ -1,0 +1,135 @@
+"""The `compare runs` table for a terminal: it fits the terminal's width as the perf table does
+(publish/run_table.py), and never wraps inside a cell.
+
+When the whole table is wider than the terminal, in this order until it fits:
+
+1. the headers go on two lines;
+2. the parts of the series label that every row shares (bundle, route, shape, testbed) leave the
+   cells and are named once above the table;
+3. columns leave, one at a time: ``p``, ``inv cand``, ``inv base``, ``Δ 95% CI``, ``candidate``,
+   ``baseline``. ``series``, ``metric``, ``Δ %``, ``verdict`` and ``gate`` always stay.
+
+A line under the table names what left; ``--format markdown`` or ``csv`` has every column.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from winml_perf.compare.runs import RunChange, RunsReport
+from winml_perf.compare.text import metric_word, shape_label
+from winml_perf.publish.run_table import wrapped
+from winml_perf.support.human_numbers import human
+
+HEAD = ["series", "metric", "inv base", "inv cand", "baseline", "candidate", "Δ %", "Δ 95% CI", "p", "verdict", "gate"]
+#: Columns in the order they leave a narrow terminal (the others always stay).
+DROP_ORDER = ("p", "inv cand", "inv base", "Δ 95% CI", "candidate", "baseline")
+#: What a series label is made of, in its order ('tiny-qwen2 config p16 n8 @tb-linux').
+LABEL_PARTS = ("bundle", "route", "shape", "testbed")
+#: Columns of numbers: right-aligned.
+NUMERIC = frozenset({"inv base", "inv cand", "baseline", "candidate", "Δ %", "p"})
+
+
+def _p(p: float | None) -> str:
+    """A p-value for a person: three decimals, '<0.001' below them."""
+    if p is None or not math.isfinite(p):
+        return ""
+    return "<0.001" if p < 0.001 else f"{p:.3f}"
+
+
+def gate_cell(row: RunChange) -> str:
+    """The table's gate column: REGRESSION, else the gate's verdict (empty without a gate)."""
+    return "REGRESSION" if row.regression else row.gate or ""
+
+
+def label_parts(key: Sequence[Any]) -> dict[str, str]:
+    """A group key (compare/cells.py KEY_FIELDS) as the parts of its label."""
+    testbed, bundle, route, p, n = key[:5]
+    return {"bundle": str(bundle), "route": str(route), "shape": shape_label(p, n), "testbed": f"@{testbed}"}
+
+
+def human_rows(report: RunsReport) -> list[list[str]]:
+    """Every column of every row as a person reads it (the table and markdown)."""
+    return [
+        [
+            " ".join(label_parts(r.key).values()),
+            metric_word(r.metric),
+            str(r.n_baseline),
+            str(r.n_candidate),
+            human(r.baseline_median),
+            human(r.candidate_median),
+            "" if not math.isfinite(r.delta_pct) else f"{r.delta_pct:+.2f}",
+            r.interval_text().strip(" []"),
+            _p(r.p_value),
+            r.verdict,
+            gate_cell(r),
+        ]
+        for r in report.rows
+    ]
+
+
+def _render(heads: Sequence[str], rows: Sequence[Sequence[str]], wrap: bool) -> str:
+    """Columns two spaces apart, numbers right-aligned; with ``wrap`` a header wider than every
+    cell of its column goes on two lines. A cell is never cut or wrapped."""
+    widths = [max((len(r[i]) for r in rows), default=0) for i in range(len(heads))]
+    split = [wrapped(h).split("\n") if wrap and len(h) > w else [h] for h, w in zip(heads, widths)]
+    widths = [max(w, *(len(part) for part in lines)) for w, lines in zip(widths, split)]
+    right = [heads[i] in NUMERIC for i in range(len(heads))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
+
+    depth = max(len(lines) for lines in split)
+    head_lines = [line([lines[k] if k < len(lines) else "" for lines in split]) for k in range(depth)]
+    return "\n".join([*head_lines, line(["-" * w for w in widths]), *(line(r) for r in rows)])
+
+
+def _width(text: str) -> int:
+    return max(map(len, text.splitlines()), default=0)
+
+
+def _shared_parts(report: RunsReport) -> list[str]:
+    """The label parts every row has alike (none when there is a single part left to show)."""
+    parts = [label_parts(r.key) for r in report.rows]
+    return [k for k in LABEL_PARTS if parts and len({p[k] for p in parts}) == 1]
+
+
+def fitted_runs_table(report: RunsReport, width: int) -> str:
+    """The table within ``width`` columns (the module docstring says what gives way first), with
+    the series parts every row shares named above it and what left named below it."""
+    heads, rows = list(HEAD), human_rows(report)
+    text = _render(heads, rows, wrap=False)
+    if _width(text) <= width:
+        return text + "\n"
+    text = _render(heads, rows, wrap=True)
+    above: list[str] = []
+    shared = _shared_parts(report) if _width(text) > width else []
+    if shared:
+        keep = [k for k in LABEL_PARTS if k not in shared]
+        for row, r in zip(rows, report.rows):
+            parts = label_parts(r.key)
+            row[0] = " ".join(parts[k] for k in keep) or parts["bundle"]
+        if not keep:  # one series: its bundle stays in the cells
+            shared.remove("bundle")
+        above.append(f"every series: {' '.join(label_parts(report.rows[0].key)[k] for k in shared)}")
+        text = _render(heads, rows, wrap=True)
+    dropped: list[str] = []
+    for name in DROP_ORDER:
+        if _width(text) <= width:
+            break
+        i = heads.index(name)
+        heads.pop(i)
+        for row in rows:
+            row.pop(i)
+        dropped.append(name)
+        text = _render(heads, rows, wrap=True)
+    below = (
+        [f"(left out to fit {width} columns: {', '.join(dropped)}; --format markdown or csv has every column)"]
+        if dropped
+        else []
+    )
+    prose = [textwrap.fill(line, width, break_long_words=False) for line in (*above, *below)]  # between words
+    return "\n".join([*prose[: len(above)], text, *prose[len(above) :]]) + "\n"
