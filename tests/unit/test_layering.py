@@ -17,7 +17,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("support",),  # JSON input, stdio, child processes, errors
     ("model",),  # the typed spine: routes, metrics, samples, specs, the record, Defaults
     ("stats", "onnxfile"),  # pure math; .onnx readers
-    ("ep",),  # the EP table, devices, plugins
+    ("ep", "power"),  # the EP table, devices, plugins; energy meters and the power state
     ("session",),  # sessions over onnxruntime / onnxruntime-genai
     ("bundle", "synth"),  # genai config, routing, derived bundles, compile; synthetic bundles
     ("explain",),  # profiles of a route
@@ -25,7 +25,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("results",),  # the store
     ("measure",),  # orchestrate, sweep, the cell driver and its schedules
     ("compare",),  # routes, runs, the gate
-    ("publish",),  # text tables, exports, the dashboard
+    ("publish", "tune"),  # text tables, exports, the dashboard; `winml tune` (search, prune, race)
     ("commands",),  # Typer apps
     ("cli",),  # mounts the apps
     ("__main__",),  # python -m winml_perf

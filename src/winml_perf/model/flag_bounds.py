@@ -88,6 +88,11 @@ BOUNDS: dict[str, Bound] = {
     "--shape": Bound(0, 2**31 - 1, "input=1x3x224x224", unit="in each dimension"),
     "--intra-op-threads": _count(MAX_THREADS, "4", low=0),
     "--inter-op-threads": _count(MAX_THREADS, "1", low=0),
+    # winml tune
+    "--max-ttft-ms": Bound(0, WEEK_S * 1000, "200", low_open=True, unit="ms"),
+    "--min-placement": Bound(0, 1, "0.5", unit="(share of a stage's nodes)"),
+    "--max-device-crossings": _count(1024, "1", low=0),
+    "--max-rounds": _count(10_000, "30", low=2),
     # results, dashboard
     "--limit": _count(2**31 - 1, "20"),
     "--jobs": _count(256, "4"),

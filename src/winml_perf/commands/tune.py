@@ -1,0 +1,148 @@
+"""`winml tune BUNDLE`: which route should I ship? Per-stage EP assignments pruned, raced, ranked."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, UsageError
+
+EPILOG = "Example: winml tune bundles/tiny-qwen2-pipeline --eps cpu,webgpu --budget 300s --emit /tmp/best"
+TUNE_REPORTS = Path("results") / "tune"
+
+
+def _ep_options(items: list[str]) -> dict[str, dict[str, str]]:
+    """--ep-option EP:KEY=VALUE (repeatable) -> {EP: {KEY: VALUE}}."""
+    from winml_perf.ep.options import parse_options
+
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        ep, sep, pair = item.partition(":")
+        if not sep or not ep.strip():
+            raise UsageError(f"--ep-option {item!r} is not EP:KEY=VALUE", "e.g. --ep-option qnn:soc_model=60")
+        out.setdefault(ep.strip(), {}).update(parse_options([pair], f"--ep-option {ep.strip()}:"))
+    return out
+
+
+def tune_command(
+    bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", help="A genai bundle folder (genai_config.json).")],
+    eps: Annotated[
+        str | None,
+        typer.Option(metavar="EP[,EP]", help="EPs to assign to the stages (default: every EP with a device here)."),
+    ] = None,
+    ep_option: Annotated[
+        list[str] | None,
+        typer.Option(metavar="EP:KEY=VALUE", help="An option of an EP's forced routes (repeatable)."),
+    ] = None,
+    objective: Annotated[
+        str, typer.Option(metavar="WHAT", help="decode (tok/s), ttft, e2e or request_ttft (ms).")
+    ] = "decode",
+    max_ttft_ms: Annotated[
+        float | None, typer.Option(metavar="MS", help="Constraint: a route's TTFT median at most this.")
+    ] = None,
+    budget: Annotated[
+        str, typer.Option(metavar="300s|20000tok", help="Wall time or tokens the tune may spend.")
+    ] = "300s",
+    min_placement: Annotated[
+        float,
+        typer.Option(metavar="SHARE", help="Prune a route whose forced stage keeps fewer of its nodes on its EP."),
+    ] = 0.5,
+    max_device_crossings: Annotated[
+        int | None, typer.Option(metavar="N", help="Prune assignments whose data crosses devices more often.")
+    ] = None,
+    compile: Annotated[bool, typer.Option("--compile", metavar="", help="EPContext-compile forced stages.")] = False,
+    ep_library: Annotated[
+        list[str] | None, typer.Option(metavar="NAME=PATH", help="A plugin EP library (repeatable).")
+    ] = None,
+    equivalence: Annotated[
+        bool,
+        typer.Option(
+            "--equivalence/--no-equivalence", metavar="", help="Prune routes not equivalent to config (default on)."
+        ),
+    ] = True,
+    prompt_tokens: Annotated[
+        int | None, typer.Option(metavar="N", help="Prompt length (default 16, or the bundle's static one).")
+    ] = None,
+    max_new_tokens: Annotated[int, typer.Option(metavar="N", help="Tokens generated per iteration.")] = 32,
+    iterations: Annotated[int, typer.Option(metavar="N", help="Measured iterations in each invocation.")] = 5,
+    warmup: Annotated[int, typer.Option(metavar="N", help="Warmup iterations in each invocation.")] = 1,
+    max_rounds: Annotated[int, typer.Option(metavar="N", help="At most this many race rounds.")] = 30,
+    seed: Annotated[int, typer.Option(metavar="N", help="Seeds the prompt and each round's order.")] = 0,
+    store: Annotated[str | None, typer.Option(metavar="PATH|URL", help="Results store (as winml perf).")] = None,
+    no_store: Annotated[bool, typer.Option("--no-store", metavar="", help="Store nothing.")] = False,
+    emit: Annotated[Path | None, typer.Option(metavar="DIR", help="Write the winner as a bundle in DIR (new).")] = None,
+    report: Annotated[
+        Path | None, typer.Option(metavar="FILE", help="The tune report (JSON); default results/tune/<time>.json.")
+    ] = None,
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json on stdout.")] = "table",
+) -> None:
+    """Search per-stage EP assignments of a bundle, race them with 95 % intervals, name the winner."""
+    from winml_perf.tune.goal import objective_metric, parse_budget
+    from winml_perf.tune.session import TuneRequest, run_tune
+    from winml_perf.tune.standings import table_text
+
+    if fmt not in ("table", "json"):
+        raise UsageError(f"--format {fmt!r} is not known for tune", "use table or json")
+    objective_metric(objective)
+    if store and no_store:
+        raise UsageError("--store and --no-store both given", "pass one of them")
+    if not (bundle / "genai_config.json").is_file():
+        raise UsageError(f"{bundle}: no genai_config.json there", "pass a genai bundle folder")
+    if report is None and not no_store:
+        TUNE_REPORTS.mkdir(parents=True, exist_ok=True)
+        report = TUNE_REPORTS / f"tune-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-seed{seed}.json"
+    if report is not None:
+        from winml_perf.support.output import check_output
+
+        check_output(report, "--report")
+    request = TuneRequest(
+        bundle=bundle,
+        budget=parse_budget(budget),
+        eps=tuple(w.strip() for w in (eps or "").split(",") if w.strip()),
+        ep_options=_ep_options(ep_option or []),
+        objective=objective,
+        max_ttft_ms=max_ttft_ms,
+        min_placement=min_placement,
+        max_crossings=max_device_crossings,
+        compile=compile,
+        ep_libraries=tuple(ep_library or ()),
+        equivalence=equivalence,
+        seed=seed,
+        prompt_tokens=prompt_tokens,
+        max_new_tokens=max_new_tokens,
+        iterations=iterations,
+        warmup=warmup,
+        max_rounds=max_rounds,
+        store=store,
+        no_store=no_store,
+        emit=emit,
+        report=report,
+    )
+    outcome = run_tune(request, argv=sys.argv[1:])
+    metric = objective_metric(objective)
+    if fmt == "json":
+        print(json.dumps(outcome.to_dict(request), indent=2))
+    else:
+        race = outcome.race
+        print(table_text(outcome.standings, metric))
+        print(
+            f"\n{race.rounds} round(s), {race.tokens} tokens, {race.elapsed_s():.0f} s"
+            f" of {request.budget.describe()}; stopped: {race.stopped}"
+        )
+        print(f"verdict: {outcome.verdict.text}")
+    sys.stdout.flush()
+    if outcome.emitted:
+        print(f"emitted {outcome.verdict.winner} as a bundle in {emit} ({len(outcome.emitted)} files)", file=sys.stderr)
+    if report is not None:
+        print(f"tune report: {report}", file=sys.stderr)
+    if outcome.store is not None:
+        print(f"cells stored in {outcome.store} (runs {', '.join(outcome.run_ids) or 'none'})", file=sys.stderr)
+    if outcome.interrupted is not None:
+        raise RunInterrupted(outcome.interrupted, f"kept {outcome.race.rounds} finished round(s); standings above")
+    if outcome.store_errors:
+        raise BenchmarkFailure(f"{len(outcome.store_errors)} cell(s) could not be stored: {outcome.store_errors[0]}")

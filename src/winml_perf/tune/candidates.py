@@ -1,0 +1,126 @@
+"""The candidates of a tune: every per-stage assignment of the EPs given, and the one route each is
+measured as.
+
+A route forces one EP on a set of stages and leaves the rest as the bundle's config places them
+(`--route "ep=webgpu;stages=context,iterator"`). So an assignment is measured as the config route
+when it is the config's own, as ``ep=E;stages=S`` when every stage it changes goes to one EP E, and
+is pruned (with that reason) when it changes stages to two different EPs: no single route holds it.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from winml_perf.measure.orchestrate import RouteRequest
+from winml_perf.support.errors import UsageError
+
+CONFIG_LABEL = "config"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One per-stage assignment (stage -> canonical EP, pipeline order) and its route; ``route`` is
+    None when no single route holds it, and ``why_not`` says why."""
+
+    assignment: tuple[tuple[str, str], ...]
+    route: RouteRequest | None
+    why_not: str | None = None
+
+    @property
+    def label(self) -> str:
+        return self.route.label if self.route is not None else assignment_text(self.assignment)
+
+
+def assignment_text(assignment: Sequence[tuple[str, str]]) -> str:
+    """'embeddings=cpu,context=webgpu,...' with EP aliases."""
+    from winml_perf.ep.table import ep_alias
+
+    return ",".join(f"{stage}={ep_alias(ep)}" for stage, ep in assignment)
+
+
+def canonical_eps(words: Sequence[str]) -> list[str]:
+    """--eps words -> canonical EP names, in the order given, each once; exit 2 for an unknown one."""
+    from winml_perf.ep.table import is_known_ep, normalize_ep_name, valid_names_text
+
+    out: list[str] = []
+    for word in words:
+        if not is_known_ep(word):
+            raise UsageError(f"--eps {word!r} is not a known EP", f"use one of {valid_names_text()}")
+        name = normalize_ep_name(word)
+        if name not in out:
+            out.append(name)
+    if not out:
+        raise UsageError("--eps names no EP", "e.g. --eps cpu,webgpu")
+    return out
+
+
+def config_assignment(bundle: Path) -> tuple[tuple[str, str], ...]:
+    """(stage, EP) as the bundle's genai_config.json places each stage, in pipeline order."""
+    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.routing import stage_ep
+
+    return tuple((stage.name, stage_ep(stage)[0]) for stage in load_config(bundle).stages)
+
+
+def enumerate_candidates(
+    config: Sequence[tuple[str, str]], eps: Sequence[str], options: Mapping[str, Mapping[str, str]]
+) -> list[Candidate]:
+    """Config first, then every other assignment of ``eps`` to the stages (EP-major, then the fewest
+    changed stages first); ``options``: per canonical EP, the options its forced routes carry."""
+    from winml_perf.ep.table import ep_alias
+
+    stages = [s for s, _ in config]
+    placed = dict(config)
+    out = [Candidate(tuple(config), RouteRequest())]
+    seen = {tuple(config)}
+    for choice in itertools.product(eps, repeat=len(stages)):
+        assignment = tuple(zip(stages, choice))
+        if assignment in seen:
+            continue
+        seen.add(assignment)
+        changed = [(s, ep) for s, ep in assignment if placed[s] != ep]
+        forced = {ep for _, ep in changed}
+        if len(forced) > 1:
+            out.append(
+                Candidate(
+                    assignment,
+                    None,
+                    "it moves stages to two EPs ("
+                    + ", ".join(f"{s} to {ep_alias(ep)}" for s, ep in changed)
+                    + "); one route forces one EP",
+                )
+            )
+            continue
+        (ep,) = forced
+        chosen = tuple(s for s, _ in changed)
+        # Forcing every stage is the plain `ep=E` route.
+        route_stages = () if len(chosen) == len(stages) else chosen
+        route = RouteRequest(ep=ep_alias(ep), stages=route_stages, options=tuple(sorted(options.get(ep, {}).items())))
+        out.append(Candidate(assignment, route))
+    return [out[0], *sorted(out[1:], key=lambda c: _order(c, eps))]
+
+
+def _order(c: Candidate, eps: Sequence[str]) -> tuple:
+    return (c.route is None, len(c.route.stages) if c.route and c.route.stages else 99, c.label)
+
+
+def device_crossings(
+    assignment: Sequence[tuple[str, str]], on_prompt: Mapping[str, bool], on_tokens: Mapping[str, bool]
+) -> int:
+    """How often data crosses from one device class to another along the pipeline: adjacent stages
+    (in pipeline order) on different home devices, counted on the prompt path (stages that run on
+    the prompt) and on the token path (stages that run on token generation); the larger count."""
+    from winml_perf.ep.table import ep_info, is_known_ep
+
+    def device(ep: str) -> str:
+        return ep_info(ep).home_device if is_known_ep(ep) else ep
+
+    def crossings(path: list[str]) -> int:
+        return sum(1 for a, b in itertools.pairwise(path) if a != b)
+
+    prompt = [device(ep) for s, ep in assignment if on_prompt.get(s, True)]
+    tokens = [device(ep) for s, ep in assignment if on_tokens.get(s, True)]
+    return max(crossings(prompt), crossings(tokens))

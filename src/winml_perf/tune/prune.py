@@ -1,0 +1,161 @@
+"""Pruning before anything is measured: each candidate that cannot win is set aside with its reason.
+
+In order, cheapest first: no single route holds the assignment; its stages cross devices more often
+than --max-device-crossings allows; the route cannot be prepared or its compile fails; a stage it
+forces onto an EP keeps less than --min-placement of its nodes there (the rest fall back); and,
+once for every survivor together, the teacher-forced equivalence check says it is not the same
+model as the config route ("within precision tolerance" stays in the race, shown as such).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from winml_perf.measure.orchestrate import PerfRequest
+from winml_perf.model.route import OK
+from winml_perf.support.errors import WinmlPerfError
+from winml_perf.tune.candidates import Candidate, device_crossings
+
+#: Pruning reasons, by the check that gave them.
+UNROUTABLE, CROSSINGS, PREPARE, PLACEMENT, EQUIVALENCE = "route", "crossings", "prepare", "placement", "equivalence"
+
+
+@dataclass(frozen=True)
+class Pruned:
+    label: str
+    check: str  # UNROUTABLE | CROSSINGS | PREPARE | PLACEMENT | EQUIVALENCE
+    reason: str
+
+    def line(self) -> str:
+        return f"pruned {self.label}: {self.check}: {self.reason}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"route": self.label, "check": self.check, "reason": self.reason}
+
+
+@dataclass(frozen=True)
+class Survivor:
+    """A candidate prepared for measuring: its RouteSpec (with its equivalence verdict once judged)."""
+
+    candidate: Candidate
+    spec: Any  # model.spec.RouteSpec
+
+    @property
+    def label(self) -> str:
+        return str(self.spec.label)
+
+    @property
+    def equivalence(self) -> str | None:
+        e = self.spec.recorded_route.equivalence
+        return None if e is None else str(e.verdict)
+
+
+@dataclass(frozen=True)
+class PruneSettings:
+    bundle: Path
+    min_placement: float
+    max_crossings: int | None
+    compile: bool = False
+    ep_libraries: tuple[str, ...] = ()
+    seed: int = 0
+    equivalence: bool = True
+
+
+def placement_problem(spec: Any, min_placement: float) -> str | None:
+    """Why a forced stage cannot hold its EP: its session failed there, or fewer than
+    ``min_placement`` of its nodes stay on the EP asked; None when every forced stage holds it."""
+    for stage in spec.recorded_route.stages:
+        p = stage.placement
+        if not stage.forced or p is None:
+            continue
+        if p.status != OK:
+            return f"stage {stage.stage}: no session on {p.ep} ({p.error or p.status})"
+        held = p.nodes_per_ep.get(p.ep, 0)
+        if p.nodes and held / p.nodes < min_placement:
+            return (
+                f"stage {stage.stage}: {held} of {p.nodes} nodes on {p.ep}, the rest fall back"
+                f" (--min-placement {min_placement:g})"
+            )
+    return None
+
+
+def prepare_one(settings: PruneSettings, candidate: Candidate) -> Any:
+    """The candidate's RouteSpec, prepared (derived bundle, compile, placement) as `winml perf` does."""
+    from winml_perf.measure.orchestrate import prepare_routes
+
+    assert candidate.route is not None
+    req = PerfRequest(
+        path=settings.bundle, routes=(candidate.route,), ep_libraries=settings.ep_libraries, compile=settings.compile
+    )
+    (spec,) = prepare_routes(req)
+    return spec
+
+
+def prune(
+    settings: PruneSettings,
+    candidates: Sequence[Candidate],
+    stage_paths: tuple[dict[str, bool], dict[str, bool]],
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> tuple[list[Survivor], list[Pruned]]:
+    """(survivors, pruned) of ``candidates`` (config first: it is the reference and is never pruned).
+    ``stage_paths``: which stages run on the prompt and on token generation. Each reason is said."""
+    survivors: list[Survivor] = []
+    pruned: list[Pruned] = []
+
+    def drop(label: str, check: str, reason: str) -> None:
+        pruned.append(Pruned(label, check, reason))
+        say(pruned[-1].line())
+
+    for i, c in enumerate(candidates):
+        if c.route is None:
+            drop(c.label, UNROUTABLE, c.why_not or "no route holds it")
+            continue
+        crossings = device_crossings(c.assignment, *stage_paths)
+        if i > 0 and settings.max_crossings is not None and crossings > settings.max_crossings:
+            drop(c.label, CROSSINGS, f"{crossings} device crossings > --max-device-crossings {settings.max_crossings}")
+            continue
+        try:
+            spec = prepare_one(settings, c)
+        except WinmlPerfError as exc:
+            if i == 0:
+                raise  # the config route is the reference: the tune cannot go on without it
+            check = "compile" if settings.compile and "compile" in str(exc).lower() else PREPARE
+            drop(c.label, check, str(exc).splitlines()[0])
+            continue
+        problem = placement_problem(spec, settings.min_placement) if i > 0 else None
+        if problem:
+            drop(c.label, PLACEMENT, problem)
+            continue
+        survivors.append(Survivor(c, spec))
+    if settings.equivalence and len(survivors) > 1:
+        survivors = _judged(settings, survivors, drop, say)
+    return survivors, pruned
+
+
+def _judged(settings: PruneSettings, survivors: list[Survivor], drop, say) -> list[Survivor]:
+    """The survivors equivalent to the config route (or within its precision tolerance), each with
+    its verdict recorded on its route; the others dropped with the check's figures."""
+    from winml_perf.measure.equivalence import equivalence_line, judge_routes
+    from winml_perf.model.equivalence import NOT_EQUIVALENT
+
+    run = judge_routes(str(settings.bundle), [s.spec for s in survivors], seed=settings.seed)
+    kept = [survivors[0]]
+    for s in survivors[1:]:
+        if s.label in run.errors:
+            drop(s.label, EQUIVALENCE, f"its teacher-forced pass failed: {run.errors[s.label]}")
+            continue
+        e = run.by_label.get(s.label)
+        if e is None:
+            kept.append(s)
+            continue
+        if e.verdict == NOT_EQUIVALENT:
+            drop(s.label, EQUIVALENCE, equivalence_line(s.label, e).splitlines()[0])
+            continue
+        say(equivalence_line(s.label, e).splitlines()[0])
+        route = replace(s.spec.recorded_route, equivalence=e)
+        kept.append(replace(s, spec=replace(s.spec, route=route)))
+    return kept

@@ -1,0 +1,225 @@
+"""The race: successive elimination over paired fresh-process invocations (F-race style).
+
+Each round runs one invocation of every route still in the race, in a seeded shuffled order, so a
+slow drift of the machine hits the routes of a round alike and cancels in their ratio (the round
+pairs them, as `winml perf --invocations` pairs its routes). After each round the leader is the
+route with the best ratio to config; a route whose 95 % interval of the ratio to the leader lies
+wholly on the worse side of 1 is dropped (and one whose TTFT interval lies wholly above
+--max-ttft-ms). Config always runs: every ratio is stated against it. The race stops when no route
+but config is left, when one route is left against config and its interval has a side, at
+--max-rounds, or before a round the budget cannot pay for.
+
+The ratios and intervals come from compare.routes.invocation_ratio (stats.paired_ratio underneath);
+nothing here computes an interval of its own. How a round is measured is the ``measure`` seam:
+rounds.py runs the real thing, tests and benchmarks pass known speeds.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from winml_perf.compare.routes import invocation_ratio
+from winml_perf.model.metrics import bigger_is_better
+from winml_perf.stats import significance as sig
+from winml_perf.tune.candidates import CONFIG_LABEL
+from winml_perf.tune.goal import TTFT_METRIC, Budget
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """What one round measured: per route, per metric, the iteration values of its invocation;
+    ``tokens`` processed (prompt + generated, warmups included); routes whose cell failed, with why."""
+
+    values: Mapping[str, Mapping[str, Sequence[float]]]
+    tokens: int
+    failed: Mapping[str, str] = field(default_factory=dict)
+
+
+#: measure(round_index, labels in the order to run them) -> RoundResult
+Measure = Callable[[int, Sequence[str]], RoundResult]
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """A route's ratio to another, oriented so > 1 means better on the objective; its 95 % interval
+    (nan when the pairs are too few) over ``pairs`` paired invocations."""
+
+    estimate: float
+    low: float
+    high: float
+    pairs: int
+
+    @property
+    def has_interval(self) -> bool:
+        return self.pairs >= 2 and math.isfinite(self.low) and math.isfinite(self.high)
+
+    @property
+    def worse(self) -> bool:
+        return self.has_interval and self.high < 1.0
+
+    @property
+    def better(self) -> bool:
+        return self.has_interval and self.low > 1.0
+
+
+@dataclass
+class RaceSettings:
+    objective: str  # the metric ranked by (goal.OBJECTIVES)
+    budget: Budget
+    seed: int = 0
+    min_rounds: int = 2
+    max_rounds: int = 30
+    max_ttft_ms: float | None = None
+    tokens_per_invocation: int = 0  # the plan's tokens in one invocation: the first round's projection
+
+
+class Race:
+    """The race's state; ``run()`` advances it. An interrupt leaves every finished round in it."""
+
+    def __init__(
+        self,
+        labels: Sequence[str],
+        settings: RaceSettings,
+        measure: Measure,
+        clock: Callable[[], float] = time.monotonic,
+        on_round: Callable[[Race], None] | None = None,
+    ) -> None:
+        assert labels and labels[0] == CONFIG_LABEL, "config runs first in the list and always"
+        self.settings = settings
+        self.measure = measure
+        self.clock = clock
+        self.on_round = on_round
+        self.started = clock()
+        self.alive: list[str] = list(labels)
+        self.labels: list[str] = list(labels)
+        self.dropped: dict[str, str] = {}
+        self.data: dict[str, dict[int, Mapping[str, Sequence[float]]]] = {label: {} for label in labels}
+        self.rounds = 0
+        self.tokens = 0
+        self.stopped: str | None = None
+        self._rng = random.Random(settings.seed)
+        self._last_round = (0.0, 0, 0)  # seconds, tokens, routes
+
+    # -- the loop ----------------------------------------------------------------------------------
+    def run(self) -> Race:
+        while (reason := self.stop_reason()) is None:
+            order = self._rng.sample(self.alive, len(self.alive))
+            t0 = self.clock()
+            result = self.measure(self.rounds, order)
+            self._last_round = (self.clock() - t0, result.tokens, len(order))
+            self.tokens += result.tokens
+            for label in order:
+                if label in result.failed:
+                    self._drop(label, f"its cell failed in round {self.rounds + 1}: {result.failed[label]}")
+                elif label in result.values:
+                    self.data[label][self.rounds] = result.values[label]
+            self.rounds += 1
+            if CONFIG_LABEL in self.dropped:
+                self.stopped = "the config route failed: no ratio can be stated"
+                return self
+            self._eliminate()
+            if self.on_round is not None:
+                self.on_round(self)
+        self.stopped = reason
+        return self
+
+    def elapsed_s(self) -> float:
+        return self.clock() - self.started
+
+    def stop_reason(self) -> str | None:
+        s = self.settings
+        others = [x for x in self.alive if x != CONFIG_LABEL]
+        if not others:
+            return "no route but config is left"
+        if self.rounds >= s.max_rounds:
+            return f"--max-rounds {s.max_rounds} reached"
+        if len(others) == 1 and self.rounds >= s.min_rounds:
+            sp = self.speedup(others[0])
+            if sp.better or sp.worse:
+                return f"{others[0]} against config has a side at 95 %"
+        seconds, tokens, routes = self._last_round
+        n = len(self.alive)
+        if s.budget.seconds is not None:
+            next_s = seconds / routes * n if routes else 0.0
+            if self.elapsed_s() + next_s > s.budget.seconds:
+                return f"the budget ({s.budget.describe()}) cannot pay for another round"
+        if s.budget.tokens is not None:
+            next_tokens = tokens / routes * n if routes else s.tokens_per_invocation * n
+            if self.tokens + next_tokens > s.budget.tokens:
+                return f"the budget ({s.budget.describe()}) cannot pay for another round"
+        return None
+
+    def time_left_s(self) -> float | None:
+        b = self.settings.budget.seconds
+        return None if b is None else max(b - self.elapsed_s(), 0.0)
+
+    # -- ratios ------------------------------------------------------------------------------------
+    def series(self, label: str, metric: str) -> dict[int, list[float]]:
+        return {k: list(v[metric]) for k, v in self.data[label].items() if metric in v and len(v[metric])}
+
+    def speedup(self, label: str, against: str = CONFIG_LABEL, metric: str | None = None) -> Speedup:
+        """``label`` over ``against`` on the objective (or ``metric``), oriented so > 1 is better."""
+        metric = metric or self.settings.objective
+        if label == against:
+            return Speedup(1.0, 1.0, 1.0, self.rounds)
+        ci = invocation_ratio(self.series(against, metric), self.series(label, metric))
+        s, lo, hi = sig.speedup_ci(ci, bigger_is_better(metric))
+        return Speedup(s, lo, hi, ci.rounds)
+
+    def ttft_interval(self, label: str) -> tuple[float, float, float] | None:
+        """(median, low, high) of the route's TTFT over its invocations (stats.median_interval)."""
+        from winml_perf.stats import median_interval
+
+        rounds = self.series(label, TTFT_METRIC)
+        if not rounds:
+            return None
+        iv = median_interval([rounds[k] for k in sorted(rounds)])
+        return iv.estimate, iv.low, iv.high
+
+    def meets_constraint(self, label: str) -> bool:
+        """Whether the route's TTFT median is within --max-ttft-ms (always, without the flag)."""
+        bound = self.settings.max_ttft_ms
+        if bound is None:
+            return True
+        ttft = self.ttft_interval(label)
+        return ttft is not None and ttft[0] <= bound
+
+    def leader(self) -> str:
+        """The best route still racing by its ratio to config, among those within the constraint."""
+        pool = [x for x in self.alive if self.meets_constraint(x)] or list(self.alive)
+        return max(pool, key=lambda x: (_finite(self.speedup(x).estimate), x == CONFIG_LABEL))
+
+    def _eliminate(self) -> None:
+        if self.rounds < self.settings.min_rounds:
+            return
+        bound = self.settings.max_ttft_ms
+        if bound is not None:
+            for label in [x for x in self.alive if x != CONFIG_LABEL]:
+                ttft = self.ttft_interval(label)
+                if ttft is not None and math.isfinite(ttft[1]) and ttft[1] > bound:
+                    self._drop(
+                        label,
+                        f"TTFT {ttft[0]:.4g} ms [{ttft[1]:.4g}, {ttft[2]:.4g}] lies above --max-ttft-ms {bound:g}",
+                    )
+        lead = self.leader()
+        for label in [x for x in self.alive if x not in (CONFIG_LABEL, lead)]:
+            sp = self.speedup(label, lead)
+            if sp.worse:
+                self._drop(
+                    label,
+                    f"worse than {lead}: {sp.estimate:.3g}× [{sp.low:.3g}, {sp.high:.3g}]"
+                    f" over {sp.pairs} paired invocations (round {self.rounds})",
+                )
+
+    def _drop(self, label: str, why: str) -> None:
+        if label in self.alive:
+            self.alive.remove(label)
+        self.dropped[label] = why
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else -math.inf

@@ -1,0 +1,237 @@
+"""run_tune(request): candidates -> prune -> race -> standings and verdict -> report (and --emit)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from winml_perf.support.errors import UsageError
+from winml_perf.tune.goal import TTFT_METRIC, Budget, objective_metric
+
+
+@dataclass(frozen=True)
+class TuneRequest:
+    bundle: Path
+    budget: Budget
+    eps: tuple[str, ...] = ()  # EP words; empty: every EP with a device here
+    ep_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # EP word -> its options
+    objective: str = "decode"
+    max_ttft_ms: float | None = None
+    min_placement: float = 0.5
+    max_crossings: int | None = None
+    compile: bool = False
+    ep_libraries: tuple[str, ...] = ()
+    equivalence: bool = True
+    seed: int = 0
+    prompt_tokens: int | None = None
+    max_new_tokens: int = 32
+    iterations: int = 5
+    warmup: int = 1
+    max_rounds: int = 30
+    store: str | None = None
+    no_store: bool = False
+    emit: Path | None = None
+    report: Path | None = None
+
+
+@dataclass
+class TuneOutcome:
+    standings: list
+    verdict: Any
+    pruned: list
+    race: Any
+    emitted: list[str] = field(default_factory=list)
+    store: str | None = None
+    store_errors: list[str] = field(default_factory=list)
+    run_ids: list[str] = field(default_factory=list)
+    interrupted: int | None = None
+
+    def to_dict(self, request: TuneRequest) -> dict:
+        return {
+            "kind": "tune",
+            "bundle": str(request.bundle),
+            "objective": request.objective,
+            "budget": request.budget.describe(),
+            "seed": request.seed,
+            "rounds": self.race.rounds,
+            "tokens": self.race.tokens,
+            "elapsed_s": round(self.race.elapsed_s(), 3),
+            "stopped": self.race.stopped,
+            "interrupted": self.interrupted,
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
+            "standings": [s.to_dict() for s in self.standings],
+            "pruned": [p.to_dict() for p in self.pruned],
+            "run_ids": self.run_ids,
+            "store": self.store,
+        }
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def _eps(request: TuneRequest) -> list[str]:
+    from winml_perf.ep.devices import available_eps
+    from winml_perf.ep.plugins import register_plugin_eps
+    from winml_perf.tune.candidates import canonical_eps
+
+    register_plugin_eps(list(request.ep_libraries))
+    here = available_eps()
+    if not request.eps:
+        return here
+    chosen = canonical_eps(request.eps)
+    missing = [e for e in chosen if e not in here]
+    if missing:
+        raise UsageError(
+            f"--eps {', '.join(missing)}: no device of this EP here (here: {', '.join(here)})",
+            "drop it from --eps, or install its package (`winml devices` lists what is here)",
+        )
+    return chosen
+
+
+def _options(request: TuneRequest) -> dict[str, dict[str, str]]:
+    from winml_perf.ep.table import normalize_ep_name
+
+    return {normalize_ep_name(word): dict(opts) for word, opts in request.ep_options.items()}
+
+
+def _stage_paths(bundle: Path) -> tuple[dict[str, bool], dict[str, bool]]:
+    from winml_perf.bundle.config import load_config
+
+    stages = load_config(bundle).stages
+    return {s.name: s.run_on_prompt for s in stages}, {s.name: s.run_on_token_gen for s in stages}
+
+
+def progress_line(race) -> str:
+    lead = race.leader()
+    sp = race.speedup(lead)
+    left = race.time_left_s()
+    budget = (
+        f"{left:.0f} s left" if left is not None else f"{max(race.settings.budget.tokens - race.tokens, 0)} tokens left"
+    )
+    return (
+        f"tune: round {race.rounds}: {len(race.alive)} racing, {len(race.dropped)} dropped, {budget};"
+        f" leader {lead} {sp.estimate:.3g}× config"
+    )
+
+
+def run_tune(
+    request: TuneRequest,
+    argv: Sequence[str] | None = None,
+    measure_factory: Callable[..., Any] | None = None,
+    say: Callable[[str], None] = _say,
+) -> TuneOutcome:
+    """The whole tune; ``measure_factory(specs, request, metrics, store)`` may replace the real rounds."""
+    from winml_perf.bundle import cache
+    from winml_perf.bundle.config import load_config
+
+    t0 = time.monotonic()
+    config = load_config(request.bundle)  # a bad bundle: exit 2 before anything else
+    metric = objective_metric(request.objective)
+    if request.emit is not None:
+        from winml_perf.tune.emit import check_emit_dir
+
+        check_emit_dir(request.emit)
+    static = config.static_prompt_length()
+    prompt_tokens = request.prompt_tokens or (static[1] if static else 16)
+    if static and prompt_tokens != static[1]:
+        raise UsageError(
+            f"--prompt-tokens {prompt_tokens}: stage `{static[0]}` has a static prompt length of {static[1]} tokens",
+            f"pass --prompt-tokens {static[1]}, or leave it out",
+        )
+    with cache.holding(request.bundle):
+        return _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens)
+
+
+def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> TuneOutcome:
+    from winml_perf.tune.candidates import config_assignment, enumerate_candidates
+    from winml_perf.tune.prune import PruneSettings, prune
+    from winml_perf.tune.race import Race, RaceSettings
+    from winml_perf.tune.rounds import RealRounds, Shape
+
+    eps = _eps(request)
+    candidates = enumerate_candidates(config_assignment(request.bundle), eps, _options(request))
+    say(f"tune: {len(candidates)} candidate assignments of {', '.join(eps)} to the stages of {request.bundle}")
+    settings = PruneSettings(
+        request.bundle,
+        request.min_placement,
+        request.max_crossings,
+        request.compile,
+        tuple(request.ep_libraries),
+        request.seed,
+        request.equivalence,
+    )
+    survivors, pruned = prune(settings, candidates, _stage_paths(request.bundle), say)
+    equivalence = {s.label: s.equivalence for s in survivors}
+    say(f"tune: {len(survivors)} route(s) to race, {len(pruned)} pruned, after {time.monotonic() - t0:.1f} s")
+    shape = Shape(prompt_tokens, request.max_new_tokens, request.iterations, request.warmup)
+    metrics = tuple(dict.fromkeys((metric, TTFT_METRIC)))
+    store = None
+    if not request.no_store:
+        from winml_perf.results.store import open_store
+
+        store = open_store(request.store)
+    specs = {s.label: s.spec for s in survivors}
+    if measure_factory is not None:
+        measure = measure_factory(specs, request, metrics, store)
+    else:
+        measure = RealRounds(specs, shape, metrics, request.seed, store, argv)
+    race = Race(
+        [s.label for s in survivors],
+        RaceSettings(
+            metric,
+            request.budget,
+            request.seed,
+            max_rounds=request.max_rounds,
+            max_ttft_ms=request.max_ttft_ms,
+            tokens_per_invocation=shape.tokens_per_invocation,
+        ),
+        measure,
+        on_round=lambda r: say(progress_line(r)),
+    )
+    race.started = t0  # the budget counts from the start, pruning included
+    outcome = TuneOutcome([], None, pruned, race, store=None if store is None else store.display)
+    try:
+        race.run()
+    except KeyboardInterrupt as exc:
+        import signal
+
+        outcome.interrupted = int(getattr(exc, "signum", signal.SIGINT))
+        race.stopped = "interrupted"
+    finally:
+        if store is not None:
+            store.close()
+        outcome.store_errors = list(getattr(measure, "store_errors", []))
+        outcome.run_ids = list(getattr(measure, "run_ids", []))
+    return _conclude(request, outcome, equivalence, specs)
+
+
+def _conclude(request: TuneRequest, outcome: TuneOutcome, equivalence, specs) -> TuneOutcome:
+    from winml_perf.tune.standings import standings, verdict
+
+    race = outcome.race
+    outcome.standings = standings(race, outcome.pruned, equivalence)
+    outcome.verdict = verdict(race, equivalence, request.objective)
+    if request.emit is not None and outcome.interrupted is None:
+        from winml_perf.tune.emit import emit_bundle
+
+        winner = outcome.verdict.winner
+        sp = race.speedup(winner)
+        about = {
+            "route": winner,
+            "source_bundle": str(request.bundle),
+            "objective": request.objective,
+            "speedup_vs_config": [sp.estimate, sp.low, sp.high],
+            "pairs": sp.pairs,
+            "equivalence": equivalence.get(winner),
+            "verdict": outcome.verdict.text,
+        }
+        outcome.emitted = emit_bundle(Path(specs[winner].session.path), request.emit, about)
+    if request.report is not None:
+        request.report.write_text(json.dumps(outcome.to_dict(request), indent=2) + "\n", encoding="utf-8")
+    return outcome

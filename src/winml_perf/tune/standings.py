@@ -1,0 +1,136 @@
+"""The answer of a tune: every candidate ranked (its ratio to config with the 95 % interval over
+paired invocations, its equivalence verdict, why it left the race) and one verdict sentence."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+
+from winml_perf.tune.candidates import CONFIG_LABEL
+from winml_perf.tune.prune import Pruned
+from winml_perf.tune.race import Race, Speedup
+
+#: Verdict.kind values.
+SHIP_CONFIG, WINNER, NO_BETTER, TIED = "ship config", "winner", "no route beats config", "tied"
+
+
+@dataclass(frozen=True)
+class Standing:
+    rank: int | None  # None: pruned, never measured
+    route: str
+    status: str  # "leader" | "racing" | "dropped" | "pruned"
+    speedup: float | None  # over config, > 1 better on the objective
+    low: float | None
+    high: float | None
+    pairs: int
+    equivalence: str | None  # the verdict against config; "reference" for config itself
+    why: str  # why it left the race, or what it was when the race stopped
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str  # SHIP_CONFIG | WINNER | NO_BETTER | TIED
+    winner: str  # the route to ship (config unless a route beats it; the leader when tied)
+    text: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _num(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def standings(race: Race, pruned: Sequence[Pruned], equivalence: Mapping[str, str | None]) -> list[Standing]:
+    """Racing routes first (best ratio first), then dropped ones (best first), then pruned ones."""
+    lead = race.leader()
+
+    def row(label: str, status: str, why: str) -> Standing:
+        sp = race.speedup(label)
+        if label == CONFIG_LABEL:  # the reference: its ratio is 1 by definition, no interval
+            return Standing(
+                None, label, status, 1.0, None, None, len(race.series(label, race.settings.objective)), "reference", why
+            )
+        eq = equivalence.get(label)
+        return Standing(None, label, status, _num(sp.estimate), _num(sp.low), _num(sp.high), sp.pairs, eq, why)
+
+    def key(s: Standing) -> float:
+        return -(s.speedup if s.speedup is not None else -math.inf)
+
+    racing = sorted(
+        (
+            row(x, "leader" if x == lead else "racing", "" if x == lead else "not shown worse than the leader")
+            for x in race.alive
+        ),
+        key=key,
+    )
+    dropped = sorted((row(x, "dropped", why) for x, why in race.dropped.items()), key=key)
+    ranked = [Standing(**{**s.to_dict(), "rank": i + 1}) for i, s in enumerate(racing + dropped)]
+    return ranked + [
+        Standing(None, p.label, "pruned", None, None, None, 0, None, f"{p.check}: {p.reason}") for p in pruned
+    ]
+
+
+def _ratio_text(sp: Speedup) -> str:
+    if not sp.has_interval:
+        return f"{sp.estimate:.2f}× (too few paired invocations for an interval)"
+    return f"{sp.estimate:.2f}× [{sp.low:.2f}, {sp.high:.2f}]"
+
+
+def verdict(race: Race, equivalence: Mapping[str, str | None], objective_word: str) -> Verdict:
+    """Ship config, a winner, no route beating config within the budget, or the top two tied."""
+    better = "faster" if objective_word == "decode" else f"better on {objective_word}"
+    lead = race.leader()
+    others = [x for x in race.alive if x != CONFIG_LABEL]
+    if lead == CONFIG_LABEL:
+        if not others:
+            return Verdict(SHIP_CONFIG, CONFIG_LABEL, "ship config: every other route was pruned or shown worse")
+        return Verdict(
+            NO_BETTER, CONFIG_LABEL, f"no route beats config within the budget ({len(others)} not yet shown worse)"
+        )
+    sp = race.speedup(lead)
+    if not sp.better:
+        return Verdict(
+            NO_BETTER, CONFIG_LABEL, f"no route beats config within the budget (leader {lead}: {_ratio_text(sp)})"
+        )
+    runner_up = max((x for x in others if x != lead), key=lambda x: _finite(race.speedup(x).estimate), default=None)
+    if runner_up is not None and not race.speedup(runner_up, lead).worse:
+        return Verdict(
+            TIED,
+            lead,
+            f"top two tied within their intervals: {lead} {_ratio_text(sp)} and {runner_up}"
+            f" {_ratio_text(race.speedup(runner_up))} against config",
+        )
+    eq = equivalence.get(lead) or "equivalence not judged"
+    return Verdict(
+        WINNER, lead, f"{lead} is {sp.estimate:.2f}× {better} than config [{sp.low:.2f}, {sp.high:.2f}], {eq}"
+    )
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else -math.inf
+
+
+def table_text(rows: Sequence[Standing], metric: str) -> str:
+    """The ranked table as plain text."""
+    head = ("#", "route", f"{metric} vs config (95% CI)", "pairs", "equivalence", "status", "why")
+    body = []
+    for s in rows:
+        if s.speedup is None:
+            ratio = "-"
+        elif s.route == CONFIG_LABEL:
+            ratio = "1 (reference)"
+        elif s.low is None or s.high is None:
+            ratio = f"{s.speedup:.3f}×"
+        else:
+            ratio = f"{s.speedup:.3f}× [{s.low:.3f}, {s.high:.3f}]"
+        body.append(
+            ("" if s.rank is None else str(s.rank), s.route, ratio, str(s.pairs), s.equivalence or "-", s.status, s.why)
+        )
+    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *body]]
+    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])

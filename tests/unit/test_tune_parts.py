@@ -1,0 +1,120 @@
+"""winml tune's parts apart from the race: the candidate assignments and the route each becomes,
+device crossings, --budget parsing, placement pruning and --emit's folder."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import SimpleNamespace
+
+import pytest
+
+from winml_perf.support.errors import UsageError
+from winml_perf.tune.candidates import device_crossings, enumerate_candidates
+from winml_perf.tune.goal import Budget, parse_budget
+
+CPU, GPU, NPU = "CPUExecutionProvider", "WebGpuExecutionProvider", "QNNExecutionProvider"
+STAGES = ("embeddings", "context", "iterator", "lm_head")
+
+
+def _config(*eps):
+    return tuple(zip(STAGES, eps))
+
+
+def test_every_assignment_of_two_eps_over_a_cpu_config_is_one_route():
+    cands = enumerate_candidates(_config(CPU, CPU, CPU, CPU), [CPU, GPU], {})
+    assert len(cands) == 16 and cands[0].label == "config"
+    assert all(c.route is not None for c in cands)
+    labels = {c.label for c in cands}
+    assert "ep=webgpu" in labels and "ep=webgpu[context,iterator]" in labels  # all stages: the plain route
+    assert len(labels) == 16
+
+
+def test_an_assignment_moving_stages_to_two_eps_is_set_aside_with_why():
+    cands = enumerate_candidates(_config(CPU, NPU, NPU, CPU), [CPU, NPU], {})
+    assert len(cands) == 16
+    unroutable = [c for c in cands if c.route is None]
+    # {embeddings -> qnn, context -> cpu}: one route forces one EP
+    assert unroutable and all("two EPs" in (c.why_not or "") for c in unroutable)
+    routed = {c.label for c in cands if c.route is not None}
+    assert {"config", "ep=cpu[context,iterator]", "ep=qnn[embeddings]"} <= routed
+
+
+def test_per_ep_options_ride_on_that_eps_routes():
+    cands = enumerate_candidates(_config(CPU, CPU, CPU, CPU), [CPU, NPU], {NPU: {"soc_model": "60"}})
+    forced = [c for c in cands if c.route is not None and c.route.ep == "qnn"]
+    assert forced and all(dict(c.route.options) == {"soc_model": "60"} for c in forced)
+    assert "(soc_model=60)" in forced[0].label
+
+
+def test_device_crossings_count_the_worse_of_the_prompt_and_token_paths():
+    on_prompt = {"embeddings": True, "context": True, "iterator": False, "lm_head": True}
+    on_tokens = {"embeddings": True, "context": False, "iterator": True, "lm_head": True}
+    assert device_crossings(_config(CPU, CPU, CPU, CPU), on_prompt, on_tokens) == 0
+    assert device_crossings(_config(CPU, GPU, CPU, CPU), on_prompt, on_tokens) == 2  # prompt: cpu>gpu>cpu
+    assert device_crossings(_config(GPU, CPU, GPU, CPU), on_prompt, on_tokens) == 1  # both: one
+    assert device_crossings(_config(CPU, CPU, GPU, CPU), on_prompt, on_tokens) == 2  # tokens: cpu>gpu>cpu
+
+
+@pytest.mark.parametrize(
+    "text,budget",
+    [("300s", Budget(seconds=300)), ("5m", Budget(seconds=300)), ("20000tok", Budget(tokens=20000))],
+)
+def test_budget_parses_seconds_minutes_and_tokens(text, budget):
+    assert parse_budget(text) == budget
+
+
+@pytest.mark.parametrize("text", ["", "300", "-5s", "0s", "1.5tok", "300h"])
+def test_a_bad_budget_names_the_flag(text):
+    with pytest.raises(UsageError, match="--budget"):
+        parse_budget(text)
+
+
+def _spec(stage, ep, per_ep, status="ok", forced=True):
+    placement = SimpleNamespace(ep=ep, status=status, error=None, nodes_per_ep=per_ep, nodes=sum(per_ep.values()))
+    return SimpleNamespace(
+        recorded_route=SimpleNamespace(stages=[SimpleNamespace(stage=stage, forced=forced, placement=placement)])
+    )
+
+
+def test_placement_prunes_a_stage_whose_nodes_mostly_fall_back():
+    from winml_perf.tune.prune import placement_problem
+
+    assert placement_problem(_spec("lm_head", GPU, {GPU: 1, CPU: 5}), 0.5) == (
+        f"stage lm_head: 1 of 6 nodes on {GPU}, the rest fall back (--min-placement 0.5)"
+    )
+    assert placement_problem(_spec("context", GPU, {GPU: 23, CPU: 6}), 0.5) is None
+    assert "no session" in placement_problem(_spec("context", GPU, {}, status="error"), 0.5)
+    assert placement_problem(_spec("context", GPU, {CPU: 6}, forced=False), 0.5) is None  # config's own stage
+
+
+def test_emit_links_the_weights_copies_the_config_and_writes_nothing_outside(tmp_path):
+    from winml_perf.tune.emit import emit_bundle
+
+    src = tmp_path / "derived"
+    (src / "_compiled" / "x").mkdir(parents=True)
+    (src / "genai_config.json").write_text('{"model": {}}')
+    (src / "model.onnx.data").write_bytes(b"w" * 64)
+    (src / "manifest.json").write_text("{}")
+    (src / "_compiled" / "x" / "other.onnx").write_bytes(b"x")
+    dest = tmp_path / "out" / "best"
+    dest.parent.mkdir()
+    before = sorted(p for p in tmp_path.rglob("*") if dest not in p.parents and p != dest)
+    written = emit_bundle(src, dest, {"route": "ep=cpu"})
+    assert sorted(written) == ["genai_config.json", "model.onnx.data", "tune.json"]
+    assert os.path.samefile(dest / "model.onnx.data", src / "model.onnx.data")  # a hard link, not a copy
+    assert not os.path.samefile(dest / "genai_config.json", src / "genai_config.json")
+    assert json.loads((dest / "tune.json").read_text())["route"] == "ep=cpu"
+    after = sorted(p for p in tmp_path.rglob("*") if dest not in p.parents and p != dest)
+    assert before == after
+
+
+def test_emit_refuses_a_folder_that_holds_something(tmp_path):
+    from winml_perf.tune.emit import check_emit_dir
+
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "f").write_text("x")
+    with pytest.raises(UsageError, match="--emit"):
+        check_emit_dir(tmp_path / "full")
+    with pytest.raises(UsageError, match="does not exist"):
+        check_emit_dir(tmp_path / "no" / "such")

@@ -1,0 +1,160 @@
+"""winml tune's race over a fake measurement seam with known route speeds: it must pick the fastest,
+drop a slow route early, call a tie a tie, never race a route the equivalence check refused, stay
+within its budget, and on an interrupt keep the rounds it measured and print the standings."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from winml_perf.tune.candidates import CONFIG_LABEL
+from winml_perf.tune.goal import Budget
+from winml_perf.tune.race import Race, RaceSettings, RoundResult
+from winml_perf.tune.standings import NO_BETTER, SHIP_CONFIG, TIED, WINNER, standings, verdict
+
+DECODE = "decode_tokens_per_s"
+TOKENS_PER_INVOCATION = 200
+
+
+class FakeRounds:
+    """Each route's decode tok/s is its known speed times a round's drift (shared by the routes of
+    a round, as a machine's drift is) and per-iteration noise; every invocation costs 1 s."""
+
+    def __init__(self, speeds: dict[str, float], noise: float = 0.03, seed: int = 0, ttft: dict | None = None):
+        self.speeds, self.noise, self.ttft = speeds, noise, ttft or {}
+        self.rng = np.random.default_rng(seed)
+        self.now = 0.0
+        self.invocations: dict[str, int] = dict.fromkeys(speeds, 0)
+
+    def clock(self) -> float:
+        return self.now
+
+    def __call__(self, k: int, labels) -> RoundResult:
+        drift = float(self.rng.lognormal(0.0, 0.05))
+        values = {}
+        for label in labels:
+            self.invocations[label] += 1
+            self.now += 1.0
+            decode = self.speeds[label] * drift * self.rng.lognormal(0.0, self.noise, 5)
+            ttft = self.ttft.get(label, 10.0) * self.rng.lognormal(0.0, self.noise, 5)
+            values[label] = {DECODE: decode.tolist(), "ttft_ms": ttft.tolist()}
+        return RoundResult(values, TOKENS_PER_INVOCATION * len(labels))
+
+
+def race(speeds, budget=Budget(seconds=10_000), max_rounds=30, seed=0, noise=0.03, **kw) -> tuple[Race, FakeRounds]:
+    fake = FakeRounds(speeds, noise=noise, seed=seed, ttft=kw.pop("ttft", None))
+    settings = RaceSettings(
+        DECODE, budget, seed, max_rounds=max_rounds, tokens_per_invocation=TOKENS_PER_INVOCATION, **kw
+    )
+    return Race(list(speeds), settings, fake, clock=fake.clock).run(), fake
+
+
+SPEEDS = {CONFIG_LABEL: 100.0, "ep=a": 150.0, "ep=b": 120.0, "ep=slow": 20.0}
+
+
+def test_the_race_picks_the_fastest_route_and_says_by_how_much():
+    r, _ = race(SPEEDS)
+    v = verdict(r, {"ep=a": "equivalent"}, "decode")
+    assert v.kind == WINNER and v.winner == "ep=a"
+    sp = r.speedup("ep=a")
+    assert sp.low <= 1.5 <= sp.high and sp.low > 1.0
+    assert "ep=a is 1.5" in v.text and "equivalent" in v.text
+
+
+def test_a_slow_route_is_dropped_early_and_costs_fewer_invocations():
+    r, fake = race({**SPEEDS, "ep=b": 147.0})  # a and b close: the race goes on after slow is dropped
+    assert "ep=slow" in r.dropped and "worse than" in r.dropped["ep=slow"]
+    assert fake.invocations["ep=slow"] <= 3  # dropped once two or three pairs show it
+    assert fake.invocations["ep=slow"] < fake.invocations["ep=a"]
+
+
+def test_routes_of_the_same_speed_are_declared_tied_not_ranked():
+    r, _ = race({CONFIG_LABEL: 100.0, "ep=a": 150.0, "ep=b": 150.0}, max_rounds=8)
+    v = verdict(r, {}, "decode")
+    assert v.kind == TIED and "top two tied" in v.text
+    assert {"ep=a", "ep=b"} <= set(r.alive)
+
+
+def test_config_as_the_fastest_is_shipped():
+    r, _ = race({CONFIG_LABEL: 100.0, "ep=a": 50.0, "ep=b": 30.0})
+    v = verdict(r, {}, "decode")
+    assert v.kind == SHIP_CONFIG and v.winner == CONFIG_LABEL
+
+
+def test_a_route_no_better_than_config_within_the_budget_is_not_a_winner():
+    r, _ = race({CONFIG_LABEL: 100.0, "ep=a": 100.0}, max_rounds=6, seed=1)
+    v = verdict(r, {}, "decode")
+    assert v.kind == NO_BETTER and v.winner == CONFIG_LABEL
+
+
+@pytest.mark.parametrize("budget", [Budget(tokens=20_000), Budget(seconds=60)])
+def test_the_race_stays_within_its_budget(budget):
+    r, fake = race({CONFIG_LABEL: 100.0, "ep=a": 101.0, "ep=b": 100.5, "ep=c": 100.2}, budget=budget)
+    assert r.stopped is not None and "budget" in r.stopped
+    if budget.tokens is not None:
+        assert r.tokens <= budget.tokens
+    else:
+        assert fake.now <= budget.seconds
+
+
+def test_a_route_over_the_ttft_bound_is_dropped_and_never_leads():
+    r, _ = race(SPEEDS, max_ttft_ms=50.0, ttft={"ep=a": 120.0})
+    assert "ep=a" in r.dropped and "--max-ttft-ms" in r.dropped["ep=a"]
+    assert verdict(r, {}, "decode").winner == "ep=b"
+
+
+def test_standings_rank_racing_then_dropped_then_pruned_with_reasons():
+    from winml_perf.tune.prune import Pruned
+
+    r, _ = race(SPEEDS)
+    rows = standings(r, [Pruned("ep=x", "placement", "stage lm_head: 0 of 3 nodes")], {})
+    assert rows[0].route == "ep=a" and rows[0].status == "leader"
+    assert [s.status for s in rows][-1] == "pruned" and "placement" in rows[-1].why
+    dropped = next(s for s in rows if s.route == "ep=slow")
+    assert dropped.status == "dropped" and dropped.speedup is not None and dropped.speedup < 0.5
+
+
+def test_the_same_seed_gives_the_same_race():
+    a, _ = race(SPEEDS, seed=7)
+    b, _ = race(SPEEDS, seed=7)
+    assert a.dropped == b.dropped and a.rounds == b.rounds
+    assert math.isclose(a.speedup("ep=a").estimate, b.speedup("ep=a").estimate)
+
+
+def test_a_route_the_equivalence_check_refuses_never_races_even_when_fastest(monkeypatch, tmp_path):
+    from winml_perf.measure import equivalence as eq
+    from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT
+    from winml_perf.tune import prune as prune_mod
+    from winml_perf.tune.candidates import Candidate
+
+    def fake_spec(label):
+        from winml_perf.model.spec import RouteSpec, SessionSpec
+
+        return RouteSpec(label, SessionSpec("winml-genai", str(tmp_path)))
+
+    judged = {"ep=wrong": NOT_EQUIVALENT, "ep=a": EQUIVALENT}
+
+    def judge_routes(bundle, routes, seed=0, **kw):
+        return SimpleNamespace(
+            by_label={r.label: SimpleNamespace(verdict=judged[r.label]) for r in routes if r.label in judged},
+            errors={},
+        )
+
+    monkeypatch.setattr(eq, "judge_routes", judge_routes)
+    monkeypatch.setattr(eq, "equivalence_line", lambda label, e: f"{label}: {e.verdict}")
+    monkeypatch.setattr(prune_mod, "prepare_one", lambda settings, c: fake_spec(c.route.label))
+    from winml_perf.measure.orchestrate import RouteRequest
+
+    cands = [Candidate((), RouteRequest())] + [
+        Candidate((("s", x),), RouteRequest(ep=x.removeprefix("ep="))) for x in ("ep=wrong", "ep=a")
+    ]
+    settings = prune_mod.PruneSettings(tmp_path, 0.5, None)
+    survivors, pruned = prune_mod.prune(settings, cands, ({}, {}), say=lambda line: None)
+    assert [p.label for p in pruned] == ["ep=wrong"] and pruned[0].check == "equivalence"
+    labels = [s.label for s in survivors]
+    assert "ep=wrong" not in labels
+    r, _ = race({x: {"config": 100.0, "ep=a": 110.0}[x] for x in labels})
+    assert verdict(r, {}, "decode").winner in labels
