@@ -18,8 +18,9 @@ LEAN = ("--invocations", "1", "--prompt-tokens", "16", "--max-new-tokens", "4", 
 RUN = (*LEAN, "--no-store", "--format", "json", "-q")
 
 
-def perturbed_copy(src: Path, dst: Path, scale: float = 0.03) -> Path:
-    """A copy of ``src`` whose float weights are each scaled by a factor drawn from N(1, scale)."""
+def perturbed_copy(src: Path, dst: Path, scale: float = 0.03, prefix: str = "") -> Path:
+    """A copy of ``src`` whose float weights (those whose name starts with ``prefix``) are each scaled
+    by a factor drawn from N(1, scale)."""
     import onnx
     from onnx import numpy_helper
 
@@ -29,7 +30,7 @@ def perturbed_copy(src: Path, dst: Path, scale: float = 0.03) -> Path:
         model = onnx.load(str(path))
         for init in model.graph.initializer:
             a = numpy_helper.to_array(init)
-            if a.dtype.kind == "f":
+            if a.dtype.kind == "f" and init.name.startswith(prefix):
                 init.CopyFrom(
                     numpy_helper.from_array((a * (1 + scale * rng.standard_normal(a.shape))).astype(a.dtype), init.name)
                 )
@@ -47,38 +48,61 @@ def _equivalence(result) -> dict[str, dict]:
     return {c["route"]["label"]: c["route"].get("equivalence") for c in result.json()["cells"]}
 
 
+# ep=qnn (QNN's HTP emulator takes a Gather and a Cast of the tiny bundles) really differs from config;
+# ep=cpu on these CPU bundles is the config route, measured once and never judged against itself
 @pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
-def test_ep_cpu_is_judged_equivalent_to_config_by_default(bundle):
-    result = run_winml("perf", bundle, "--route", "config", "--route", "ep=cpu", *RUN)
+def test_ep_qnn_is_judged_equivalent_to_config_by_default(bundle):
+    result = run_winml("perf", bundle, "--route", "config", "--route", "ep=qnn", *RUN)
     eq = _equivalence(result)
     assert eq["config"] is None  # the reference is not judged against itself
-    e = eq["ep=cpu"]
+    e = eq["ep=qnn"]
     assert e["verdict"] == "equivalent" and e["reference"] == "config" and e["figures"]["steps"] == 16
     assert e["route_path"] != e["reference_path"]  # the derived bundle, not the reference again
     assert [b["name"] for b in e["bands"]] == ["noise floor", "precision"]
     assert e["bands"][1]["figures"]["kl_mean"] > 0  # the precision change really changed the reference
-    assert "ep=cpu ≈ config: equivalent" in result.stderr and "outside the timed iterations" in result.stderr
+    assert "ep=qnn ≈ config: equivalent" in result.stderr and "outside the timed iterations" in result.stderr
     if bundle == TINY_PIPELINE:
         judged = [s["stage"] for s in e["stages"]]
         assert judged == ["embeddings", "context", "lm_head"] and e["unobserved_stages"] == ["iterator"]
+    layers = e["layers"]  # both decoder layers read, bit-equal to the reference's, nothing departs
+    assert [f["layer"] for f in layers["figures"]] == [0, 1] and layers["first_departing"] is None
+    assert all(f["max_abs"] == 0 for f in layers["figures"]) and layers["band"] == "precision"
+    assert "layers: bit-identical at every layer" in result.stderr
 
 
 @pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
 def test_a_perturbed_reference_bundle_is_not_equivalent(bundle, tmp_path):
     ref = perturbed_copy(bundle, tmp_path / "perturbed")
-    result = run_winml("perf", bundle, "--route", "config", "--route", "ep=cpu", "--reference-bundle", ref, *RUN)
+    result = run_winml("perf", bundle, "--route", "config", "--route", "ep=qnn", "--reference-bundle", ref, *RUN)
     eq = _equivalence(result)
-    for label in ("config", "ep=cpu"):
+    for label in ("config", "ep=qnn"):
         e = eq[label]
         assert e["verdict"] == "not equivalent", e["figures"]
         assert e["reference"] == f"bundle:{ref}" and not e["figures"]["identical"]
         if bundle == TINY_PIPELINE:
             assert e["first_stage"] == "embeddings"  # the perturbed embedding matrix departs first
+        assert e["layers"]["first_departing"] == 0  # layer 0's weights moved too
     assert "NOT equivalent" in result.stderr or "≉" in result.stderr
 
 
+@pytest.mark.parametrize(
+    "bundle,layer", [(TINY_FLAT, 0), (TINY_FLAT, 1), (TINY_PIPELINE, 1)], ids=["flat-0", "flat-1", "pipeline-1"]
+)
+def test_a_reference_perturbed_in_one_layer_names_that_layer(bundle, layer, tmp_path):
+    # each weight of that one layer x N(1, 0.3): far outside the int8/fp32 precision band at that layer
+    ref = perturbed_copy(bundle, tmp_path / "one-layer", scale=0.3, prefix=f"model.layers.{layer}.")
+    result = run_winml("perf", bundle, "--route", "config", "--reference-bundle", ref, *RUN)
+    e = _equivalence(result)["config"]
+    layers = e["layers"]
+    assert e["verdict"] == "not equivalent" and [f["layer"] for f in layers["figures"]] == [0, 1]
+    assert layers["first_departing"] == layer and layers["first_differing"] == layer
+    assert layers["pattern"] == "jump"
+    assert layers["first_departing_stage"] == ("decoder" if bundle == TINY_FLAT else "context/iterator")
+    assert f"parts at layer {layer}" in result.stderr
+
+
 def test_no_equivalence_turns_it_off():
-    result = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "ep=cpu", "--no-equivalence", *RUN)
+    result = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "ep=qnn", "--no-equivalence", *RUN)
     assert set(_equivalence(result).values()) == {None}
     assert "≈" not in result.stderr
 

@@ -78,10 +78,25 @@ def _fake_teacher_forced(calls):
     return run
 
 
+def _fake_layer_profile(calls):
+    """Layer outputs depend on the path: 'other' departs at layer 2 of 4, the rest are REF's."""
+
+    def profile(path, tokens, embeds=None):
+        calls.append(f"layers:{path}")
+        values = {k: np.resize(REF, (1, len(tokens), REF.shape[1])) * (k + 1) for k in range(4)}
+        if str(path) == "other":
+            values = {k: v * (1.5 if k >= 2 else 1.0) for k, v in values.items()}
+        stage = dict.fromkeys(values, "decoder")
+        return eq.LayerProfile(values, stage, dict.fromkeys(values, "t"), (), None, len(tokens), 1.0)
+
+    return profile
+
+
 @pytest.fixture
 def fake(monkeypatch):
     calls: list[str] = []
     monkeypatch.setattr(genai_logits, "teacher_forced", _fake_teacher_forced(calls))
+    monkeypatch.setattr(eq, "layer_profile", _fake_layer_profile(calls))
     monkeypatch.setattr(eq, "reference_bands", lambda *a: (_band("noise floor", 0.0, 1e-6), _band("precision", 0.01)))
     monkeypatch.setattr(
         "winml_perf.session.genai_session.GenaiSession.synthetic_prompt", lambda self, n, seed=0: [10] * n
@@ -108,11 +123,17 @@ def test_each_route_is_judged_on_its_own_path(fake):
         NS(label="ep=x", session=NS(path="other")),
     ]
     run = eq.judge_routes("ref", routes, steps=8)
-    assert fake == ["ref", "same", "other"]  # the reference once, then each route's own path; config is the reference
+    # the reference once, then each route's own path (logits, then layers); config is the reference
+    assert fake == ["ref", "layers:ref", "same", "layers:same", "other", "layers:other"]
     assert set(run.by_label) == {"ep=cpu", "ep=x"}
-    assert run.by_label["ep=cpu"].verdict == EQUIVALENT and run.by_label["ep=cpu"].figures.identical
+    same = run.by_label["ep=cpu"]
+    assert same.verdict == EQUIVALENT and same.figures.identical and same.layers.first_differing is None
     bad = run.by_label["ep=x"]
     assert bad.verdict == NOT_EQUIVALENT and bad.route_path == "other" and not bad.figures.identical
+    assert [f.layer for f in bad.layers.figures] == [0, 1, 2, 3]  # no layer skipped
+    assert bad.layers.first_departing == 2 and bad.layers.pattern == "jump" and bad.layers.first_differing == 2
+    assert "layers: parts at layer 2 (decoder) by jump" in eq.equivalence_line("ep=x", bad)
+    assert eq.judge_routes("ref", routes[2:], steps=8, layers=False).by_label["ep=x"].layers is None
 
 
 def test_every_stage_is_accounted_for(fake):

@@ -7,6 +7,7 @@ precision band). Each variant is a temporary folder: every file of the bundle ha
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -95,3 +96,61 @@ def _qnn_fp16_variant(bundle: Path) -> tuple[Path, str] | None:
     (out / CONFIG_NAME).write_text(variant.dumps(), encoding="utf-8")
     now = "0" if was == {"1"} else "1"
     return out, f"QNN enable_htp_fp16_precision {'/'.join(sorted(was))} -> {now}"
+
+
+# -- layer taps (issue 24: where two routes part inside a model) --------------------------------
+
+#: The node that normalises what enters decoder layer N (or the final norm after the last layer), as
+#: onnxruntime-genai's model builder names it. Layer N-1's output (the residual stream) is its input
+#: (a plain norm after a separate Add) or its fourth output, the input+skip sum (a fused skip norm).
+LAYER_BOUNDARY = re.compile(r"^/model/layers\.(\d+)/(input_layernorm|final_norm_layernorm)/")
+_SKIP_NORMS = {"SkipSimplifiedLayerNormalization", "SkipLayerNormalization"}
+_NORMS = {"SimplifiedLayerNormalization", "LayerNormalization", "RMSNormalization"}
+SUM_OUTPUT = 3  # a skip norm's input+skip(+bias) sum
+
+
+def layer_tensors(model, add: bool = False) -> dict[int, str]:
+    """{decoder layer k: the tensor holding its output, the residual stream entering layer k+1} of an
+    onnx ModelProto; empty when the graph holds no decoder layers (or hides them in an EPContext node).
+    With ``add``, a fused skip norm that does not output its sum is given that output (named after it)."""
+    out: dict[int, str] = {}
+    for node in model.graph.node:
+        m = LAYER_BOUNDARY.match(node.name)
+        if not m or int(m.group(1)) == 0 or int(m.group(1)) - 1 in out:
+            continue
+        if node.op_type in _NORMS and node.input:
+            out[int(m.group(1)) - 1] = node.input[0]
+        elif node.op_type in _SKIP_NORMS:
+            if len(node.output) <= SUM_OUTPUT or not node.output[SUM_OUTPUT]:
+                if not add:
+                    continue
+                while len(node.output) <= SUM_OUTPUT:
+                    node.output.append("")
+                node.output[SUM_OUTPUT] = f"{node.name}/residual_sum"
+            out[int(m.group(1)) - 1] = node.output[SUM_OUTPUT]
+    return dict(sorted(out.items()))
+
+
+def tapped_copy(folder: Path, filename: str) -> tuple[Path, dict[int, str]]:
+    """A temporary folder holding ``folder`` (hard links) whose ``filename`` also outputs each decoder
+    layer's output, and {layer: tensor}; the folder is removed by the caller. The source is never written."""
+    import onnx
+
+    model = onnx.load(str(folder / filename), load_external_data=False)  # external data stays linked
+    taps = layer_tensors(model, add=True)
+    out = _linked_copy(folder, {filename})
+    have = {o.name for o in model.graph.output}
+    model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(t) for t in taps.values() if t not in have)
+    onnx.save(model, str(out / filename))
+    return out, taps
+
+
+def stage_session_entries(config, stage_name: str) -> dict:
+    """The session_options a stage loads with (its own, else the decoder's), as genai_config.json says."""
+    decoder = config.raw["model"]["decoder"]
+    if config.kind == "flat":
+        return dict(decoder.get("session_options") or {})
+    nodes = decoder["pipeline"]
+    nodes = nodes[0] if isinstance(nodes, list) else nodes
+    own = nodes[stage_name].get("session_options")
+    return dict(own if isinstance(own, dict) else decoder.get("session_options") or {})

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from winml_perf.model.equivalence import Band, Equivalence, StageFigures
+from winml_perf.model.equivalence import Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
 from winml_perf.support.errors import BenchmarkFailure
 
@@ -118,21 +118,30 @@ def _stage_figures(stage_outputs, ref, run) -> tuple[list[StageFigures], list[st
     return figures, unobserved
 
 
-def _band(name: str, change: str, path: Path, reference, prompt_ids: list[int], floor: float) -> Band:
+def _band(
+    name: str, change: str, path: Path, reference, prompt_ids: list[int], floor: float, layers: LayerBands | None = None
+) -> Band:
     from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import band_limit, compare_logits
+    from winml_perf.stats.layer_equivalence import band_errors
 
     try:
         run = teacher_forced(path, prompt_ids, len(reference.continuation), reference.continuation)
+        if layers is not None:  # the same change's error at each decoder layer
+            profile = layer_profile(path, layers.tokens, layers.reference.embeds)
+            layers.errors[name] = band_errors(layers.reference.values, profile.values)
     finally:
         shutil.rmtree(path, ignore_errors=True)
     figures = compare_logits(reference.logits, run.logits)
     return Band(name, change, figures, band_limit(figures, floor))
 
 
-def reference_bands(reference_path: str, reference, prompt_ids: list[int]) -> tuple[Band, Band | None]:
+def reference_bands(
+    reference_path: str, reference, prompt_ids: list[int], layers: LayerBands | None = None
+) -> tuple[Band, Band | None]:
     """The reference's noise floor (another graph optimisation level) and precision band (another
-    MatMulNBits accuracy level; None when it has no MatMulNBits)."""
+    MatMulNBits accuracy level; None when it has no MatMulNBits); with ``layers``, each band's
+    relative error at every decoder layer too."""
     from winml_perf.bundle.variants import NOISE_LEVEL, optimization_variant, precision_variant
     from winml_perf.stats.equivalence import KL_NOISE_MIN
 
@@ -144,10 +153,140 @@ def reference_bands(reference_path: str, reference, prompt_ids: list[int]) -> tu
         reference,
         prompt_ids,
         KL_NOISE_MIN,
+        layers,
     )
     made = precision_variant(src)
-    precision = _band("precision", made[1], made[0], reference, prompt_ids, noise.kl_limit) if made else None
+    precision = _band("precision", made[1], made[0], reference, prompt_ids, noise.kl_limit, layers) if made else None
     return noise, precision
+
+
+# -- layer-by-layer localisation (issue 24) -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerProfile:
+    """Each decoder layer's output of one bundle over one full-sequence pass."""
+
+    values: dict[int, Any]  # layer -> 1 x S x hidden
+    stage_of: dict[int, str]
+    tensor_of: dict[int, str]
+    unobserved: tuple[str, ...]  # "stage: why"
+    embeds: Any  # the inputs_embeds the transformer stages were fed (None for a flat bundle)
+    tokens: int
+    ms: float
+
+
+@dataclass
+class LayerBands:
+    """The reference's layer profile and, filled by reference_bands, each band's error per layer."""
+
+    tokens: list[int]
+    reference: LayerProfile
+    errors: dict[str, dict[int, float]]
+
+
+def _stage_ep(stage) -> tuple[str, dict]:
+    from winml_perf.ep.table import ep_from_genai_provider
+
+    if not stage.provider_options:
+        return "CPUExecutionProvider", {}
+    key, options = next(iter(stage.provider_options[0].items()))
+    return ep_from_genai_provider(key), dict(options)
+
+
+def _stage_node(config, name: str) -> dict:
+    decoder = config.raw["model"]["decoder"]
+    if config.kind == "flat":
+        return decoder
+    nodes = decoder["pipeline"]
+    return (nodes[0] if isinstance(nodes, list) else nodes)[name]
+
+
+def layer_profile(folder: str | Path, tokens: list[int], embeds: Any = None) -> LayerProfile:
+    """One full-sequence pass of every stage file holding decoder layers (a temporary copy with each
+    layer's output added as a graph output), on the stage's own EP and options as its genai_config
+    says. A pipeline's transformer stages are fed ``embeds`` (else its own embeddings stage's output),
+    so a route's transformer is judged on exactly the reference's input."""
+    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.variants import stage_session_entries, tapped_copy
+    from winml_perf.onnxfile.header import input_shapes
+    from winml_perf.session.layer_outputs import KvShape, run_full_sequence
+
+    t0 = time.perf_counter()
+    folder = Path(folder)
+    config = load_config(folder)
+    decoder = config.raw["model"]["decoder"]
+    kv = KvShape(int(decoder.get("num_key_value_heads") or decoder["num_attention_heads"]), int(decoder["head_size"]))
+    values: dict[int, Any] = {}
+    stage_of: dict[int, str] = {}
+    tensor_of: dict[int, str] = {}
+    unobserved: list[str] = []
+    groups: dict[str, list] = {}
+    for stage in config.stages:
+        groups.setdefault(stage.filename, []).append(stage)
+    for filename, stages in groups.items():
+        label = "/".join(s.name for s in stages) if config.kind == "pipeline" else "decoder"
+        ep, options = _stage_ep(stages[0])
+        entries = stage_session_entries(config, stages[0].name)
+        shapes = input_shapes(folder / filename)
+        if config.kind == "pipeline" and "input_ids" in shapes and embeds is None:  # the embeddings stage
+            out = (_stage_node(config, stages[0].name).get("outputs") or ["inputs_embeds"])[0]
+            try:
+                embeds = run_full_sequence(folder / filename, ep, options, entries, tokens, [out], kv).outputs[out]
+            except BenchmarkFailure as exc:
+                unobserved.append(f"{label}: {exc.message}")
+            continue
+        if not any(n.startswith("past_key_values") for n in shapes):
+            continue  # neither a decoder nor a transformer stage (lm_head): no layers
+        dims = shapes.get("input_ids") or shapes.get("inputs_embeds") or ()
+        n = len(tokens) if embeds is None or "input_ids" in shapes else int(embeds.shape[1])
+        if len(dims) >= 2 and isinstance(dims[1], int) and dims[1] < n:
+            if dims[1] == 1:
+                unobserved.append(f"{label}: takes one token per run (static shapes), no full-sequence pass")
+                continue
+            n = dims[1]
+        if "inputs_embeds" in shapes and embeds is None:
+            unobserved.append(f"{label}: no embeddings to feed it")
+            continue
+        tapped, taps = tapped_copy(folder, filename)
+        try:
+            if not taps:
+                unobserved.append(f"{label}: no decoder layer readable in {filename} (compiled into an EPContext node)")
+                continue
+            run = run_full_sequence(
+                tapped / filename,
+                ep,
+                options,
+                entries,
+                tokens[:n],
+                list(taps.values()),
+                kv,
+                None if "input_ids" in shapes else embeds[:, :n],
+            )
+        except BenchmarkFailure as exc:
+            unobserved.append(f"{label}: {exc.message}")
+            continue
+        finally:
+            shutil.rmtree(tapped, ignore_errors=True)
+        for k, tensor in taps.items():
+            if k not in values:
+                values[k], stage_of[k], tensor_of[k] = run.outputs[tensor], label, tensor
+    ms = (time.perf_counter() - t0) * 1000.0
+    return LayerProfile(values, stage_of, tensor_of, tuple(unobserved), embeds, len(tokens), ms)
+
+
+def judge_layers(ref: LayerBands, route: LayerProfile) -> Layers:
+    """A route's layer profile against the reference's, limits from the widest band measured."""
+    from winml_perf.stats.layer_equivalence import first_departing, first_differing, layer_figures, pattern
+
+    band = next((b for b in ("precision", "noise floor") if ref.errors.get(b)), "none")
+    figures = layer_figures(route.stage_of, route.tensor_of, ref.reference.values, route.values, ref.errors.get(band))
+    depart = first_departing(figures)
+    unobserved = tuple(dict.fromkeys((*ref.reference.unobserved, *route.unobserved)))
+    return Layers(
+        route.tokens, band, tuple(figures), depart.layer if depart else None, depart.stage if depart else None,
+        first_differing(figures), pattern(figures), unobserved, round(route.ms, 3),
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -167,9 +306,12 @@ def judge_routes(
     reference_bundle: str | None = None,
     n_prompt: int = CHECK_PROMPT_TOKENS,
     steps: int = EQUIVALENCE_STEPS,
+    *,
+    layers: bool = True,
 ) -> EquivalenceRun:
     """Every route (but the reference itself) against the reference: the config route (the bundle),
-    or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation."""
+    or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation; with ``layers``,
+    each decoder layer's output too (one full-sequence pass over the same tokens)."""
     from winml_perf.bundle.config import load_config
     from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.session.genai_session import GenaiSession
@@ -184,7 +326,11 @@ def judge_routes(
     stage_outputs = _stage_outputs(ref_path)
     wanted = [n for _, names, _, _ in stage_outputs for n in names]
     reference = teacher_forced(ref_path, prompt_ids, steps, outputs=wanted)
-    noise, precision = reference_bands(ref_path, reference, prompt_ids)
+    layer_bands = None
+    if layers:
+        tokens = [*prompt_ids, *reference.continuation[: steps - 1]]
+        layer_bands = LayerBands(tokens, layer_profile(ref_path, tokens), {})
+    noise, precision = reference_bands(ref_path, reference, prompt_ids, layer_bands)
     out: dict[str, Equivalence] = {}
     errors: dict[str, str] = {}
     for r in routes:
@@ -199,9 +345,15 @@ def judge_routes(
         figures = compare_logits(reference.logits, run.logits)
         stages, unobserved = _stage_figures(stage_outputs, reference, run)
         bands = (noise, precision) if precision else (noise,)
+        where = None
+        if layer_bands is not None:
+            where = judge_layers(
+                layer_bands, layer_profile(r.session.path, layer_bands.tokens, layer_bands.reference.embeds)
+            )
         out[r.label] = Equivalence(
             ref_label, ref_path, str(r.session.path), n_prompt, seed, figures, verdict(figures, noise, precision),
             bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
+            where,
         )  # fmt: skip
     return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors)
 
@@ -254,4 +406,27 @@ def equivalence_line(label: str, e: Equivalence) -> str:
         text += f", diverges at step {f.first_divergence}"
     if e.first_stage:
         text += f", first at stage {e.first_stage}"
+    if e.layers is not None:
+        text += "\n  " + layers_line(e.layers)
+    return text
+
+
+def layers_line(layers: Layers) -> str:
+    """'layers: parts at layer 3 (context/iterator), jump: rel. 0.21 against limit 0.018; 24 layers, max rel 0.5'."""
+    figs = layers.figures
+    if not figs:
+        return "layers: none observed" + (f" ({'; '.join(layers.unobserved)})" if layers.unobserved else "")
+    worst = max(f.max_rel for f in figs)
+    span = f"{len(figs)} layer(s) against the reference's {layers.band} band, max rel. error {worst:.2g}"
+    if layers.first_departing is None:
+        head = "layers: inside the band at every layer" if worst > 0 else "layers: bit-identical at every layer"
+    else:
+        f = next(x for x in figs if x.layer == layers.first_departing)
+        head = (
+            f"layers: parts at layer {f.layer} ({f.stage}) by {layers.pattern}: rel. error {f.max_rel:.2g} "
+            f"against limit {f.limit:.2g}, cosine {f.cosine_min:.4f}"
+        )
+    text = f"{head}; {span}"
+    if layers.unobserved:
+        text += f"; unobserved: {'; '.join(layers.unobserved)}"
     return text

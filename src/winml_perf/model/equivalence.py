@@ -17,6 +17,9 @@ EQUIVALENT = "equivalent"
 WITHIN_PRECISION = "within precision tolerance"
 NOT_EQUIVALENT = "not equivalent"
 VERDICTS = (EQUIVALENT, WITHIN_PRECISION, NOT_EQUIVALENT)
+#: Layers.pattern values: the error grew through the layers, or jumped at the departing one.
+GROWTH = "growth"
+JUMP = "jump"
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,130 @@ class Band:
 
 
 @dataclass(frozen=True)
+class LayerFigures:
+    """One decoder layer's output (over every position of a full-sequence pass) against the reference's."""
+
+    stage: str  # the stage holding the layer ("decoder" for a flat bundle)
+    layer: int
+    tensor: str
+    positions: int
+    max_abs: float
+    max_rel: float  # max |Δ| over the reference's max |value|, per position
+    cosine_min: float
+    limit: float  # the relative error up to which this layer sits inside the reference's band
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "layer": self.layer,
+            "tensor": self.tensor,
+            "positions": self.positions,
+            "max_abs": self.max_abs,
+            "max_rel": self.max_rel,
+            "cosine_min": self.cosine_min,
+            "limit": self.limit,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> LayerFigures:
+        return cls(
+            str(d["stage"]),
+            int(d["layer"]),
+            str(d["tensor"]),
+            int(d["positions"]),
+            float(d["max_abs"]),
+            float(d["max_rel"]),
+            float(d["cosine_min"]),
+            float(d["limit"]),
+        )
+
+
+@dataclass(frozen=True)
+class Layers:
+    """Layer-by-layer localisation: where a route parts from the reference inside the model."""
+
+    tokens: int  # the full-sequence pass's length (prompt and the fed continuation)
+    band: str  # the reference's band whose per-layer errors set the limits ("precision" | "noise floor" | "none")
+    figures: tuple[LayerFigures, ...]
+    first_departing: int | None  # first layer beyond its limit
+    first_departing_stage: str | None
+    first_differing: int | None  # first layer not bit-equal
+    pattern: str | None  # GROWTH | JUMP | None (no layer departs)
+    unobserved: tuple[str, ...] = ()  # "stage: why" for stages whose layers could not be read
+    cost_ms: float = 0.0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "figures", tuple(self.figures))
+        object.__setattr__(self, "unobserved", tuple(self.unobserved))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tokens": self.tokens,
+            "band": self.band,
+            "figures": [f.to_dict() for f in self.figures],
+            "first_departing": self.first_departing,
+            "first_departing_stage": self.first_departing_stage,
+            "first_differing": self.first_differing,
+            "pattern": self.pattern,
+            "unobserved": list(self.unobserved),
+            "cost_ms": self.cost_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Layers:
+        def opt_int(v: Any) -> int | None:
+            return None if v is None else int(v)
+
+        return cls(
+            int(d["tokens"]),
+            str(d["band"]),
+            tuple(LayerFigures.from_dict(f) for f in d.get("figures") or ()),
+            opt_int(d.get("first_departing")),
+            d.get("first_departing_stage"),
+            opt_int(d.get("first_differing")),
+            d.get("pattern"),
+            tuple(str(u) for u in d.get("unobserved") or ()),
+            float(d.get("cost_ms") or 0.0),
+        )
+
+
+@dataclass(frozen=True)
+class StagePrecision:
+    """What precision one stage of a route really computes in, read from what is run."""
+
+    stage: str
+    ep: str  # canonical EP name
+    matmulnbits_accuracy_levels: tuple[int, ...]  # from the stage .onnx actually loaded; () without MatMulNBits
+    options: tuple[tuple[str, str], ...]  # the EP's provider options that set precision, as given
+    compute: str  # e.g. "fp32", "fp16 (enable_htp_fp16_precision 1)", "int8 activations (accuracy_level 4)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "ep": self.ep,
+            "matmulnbits_accuracy_levels": list(self.matmulnbits_accuracy_levels),
+            "options": dict(self.options),
+            "compute": self.compute,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> StagePrecision:
+        return cls(
+            str(d["stage"]),
+            str(d["ep"]),
+            tuple(int(x) for x in d.get("matmulnbits_accuracy_levels") or ()),
+            tuple(sorted((str(k), str(v)) for k, v in (d.get("options") or {}).items())),
+            str(d["compute"]),
+        )
+
+
+def precision_class(stages: tuple[StagePrecision, ...]) -> str:
+    """One line naming a route's precision: each distinct stage compute, e.g. 'CPU int8 activations'."""
+    seen = dict.fromkeys(f"{s.ep.replace('ExecutionProvider', '')} {s.compute}" for s in stages)
+    return "; ".join(seen) or "unknown"
+
+
+@dataclass(frozen=True)
 class Equivalence:
     """A route judged against ``reference`` (a route label, or ``bundle:PATH``)."""
 
@@ -127,6 +254,9 @@ class Equivalence:
         str, ...
     ] = ()  # stages none of whose outputs the generator exposes (judged through later ones)
     cost_ms: float = 0.0  # this route's share: its load and teacher-forced pass
+    layers: Layers | None = None  # layer-by-layer localisation; None when not measured
+    precision: tuple[StagePrecision, ...] = ()  # what each stage of the route computes in
+    reference_precision: tuple[StagePrecision, ...] = ()  # likewise for the reference
 
     def __post_init__(self) -> None:
         if self.verdict not in VERDICTS:
@@ -134,6 +264,12 @@ class Equivalence:
         object.__setattr__(self, "bands", tuple(self.bands))
         object.__setattr__(self, "stages", tuple(self.stages))
         object.__setattr__(self, "unobserved_stages", tuple(self.unobserved_stages))
+        object.__setattr__(self, "precision", tuple(self.precision))
+        object.__setattr__(self, "reference_precision", tuple(self.reference_precision))
+
+    @property
+    def precision_class(self) -> str:
+        return precision_class(self.precision)
 
     @property
     def equivalent(self) -> bool:
@@ -153,6 +289,11 @@ class Equivalence:
             "first_stage": self.first_stage,
             "unobserved_stages": list(self.unobserved_stages),
             "cost_ms": self.cost_ms,
+            "layers": None if self.layers is None else self.layers.to_dict(),
+            "precision": [p.to_dict() for p in self.precision],
+            "precision_class": self.precision_class,
+            "reference_precision": [p.to_dict() for p in self.reference_precision],
+            "reference_precision_class": precision_class(self.reference_precision),
         }
 
     @classmethod
@@ -170,4 +311,7 @@ class Equivalence:
             d.get("first_stage"),
             tuple(str(s) for s in d.get("unobserved_stages") or ()),
             float(d.get("cost_ms") or 0.0),
+            None if d.get("layers") is None else Layers.from_dict(d["layers"]),
+            tuple(StagePrecision.from_dict(p) for p in d.get("precision") or ()),
+            tuple(StagePrecision.from_dict(p) for p in d.get("reference_precision") or ()),
         )

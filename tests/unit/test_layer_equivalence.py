@@ -1,0 +1,110 @@
+"""Issue 24, layer-by-layer localisation: the first layer beyond the reference's own band is the one
+named, a jump is told from growth, every layer both sides observed is judged, and the tapped copy of
+a stage reads each layer's residual stream without writing the source bundle."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+
+from winml_perf.bundle.variants import layer_tensors, tapped_copy
+from winml_perf.model.equivalence import GROWTH, JUMP, Layers
+from winml_perf.stats.layer_equivalence import (
+    LAYER_REL_FLOOR,
+    band_errors,
+    first_departing,
+    first_differing,
+    layer_figures,
+    pattern,
+)
+
+BUNDLES = Path(__file__).resolve().parents[2] / "bundles"
+RNG = np.random.default_rng(0)
+REF = {k: RNG.normal(size=(1, 8, 16)).astype(np.float32) for k in range(6)}
+
+
+def _scaled(rel: dict[int, float]) -> dict[int, np.ndarray]:
+    """REF with layer k's first element at every position moved by rel[k] of that position's largest |value|."""
+    out = {}
+    for k, v in REF.items():
+        w = v.astype(np.float64)
+        w[..., 0] += rel.get(k, 0.0) * np.abs(v).max(axis=-1)
+        out[k] = w
+    return out
+
+
+def _figures(route_rel: dict[int, float], band_rel: dict[int, float]):
+    band = band_errors(REF, _scaled(band_rel))
+    return layer_figures(dict.fromkeys(REF, "decoder"), dict.fromkeys(REF, "t"), REF, _scaled(route_rel), band)
+
+
+def test_the_layer_that_jumps_is_named():
+    band = {k: 1e-3 * 2**k for k in REF}  # a precision change growing through the layers
+    figs = _figures({0: 1e-3, 1: 2e-3, 2: 4e-3, 3: 0.5, 4: 0.6, 5: 0.7}, band)
+    assert [f.layer for f in figs] == list(REF)  # every layer judged
+    assert first_departing(figs).layer == 3 and pattern(figs) == JUMP
+
+
+def test_growth_through_the_layers_is_not_a_jump():
+    band = {k: 1e-3 for k in REF}
+    figs = _figures({k: 1e-3 * 2.5**k for k in REF}, band)  # beyond the band from layer 1 on, 2.5x a layer
+    assert first_departing(figs).layer == 1 and pattern(figs) == GROWTH
+
+
+def test_inside_the_band_nothing_departs_and_bit_equal_layers_are_told():
+    band = {k: 0.01 for k in REF}
+    figs = _figures({2: 0.005}, band)
+    assert first_departing(figs) is None and pattern(figs) is None and first_differing(figs) == 2
+    assert all(f.limit == pytest.approx(0.02, rel=1e-3) for f in figs)
+
+
+def test_a_bit_equal_band_falls_back_to_the_floor():
+    figs = _figures({0: LAYER_REL_FLOOR / 2, 1: 0.05}, {})
+    assert figs[0].limit == LAYER_REL_FLOOR and first_departing(figs).layer == 1 and pattern(figs) == JUMP
+
+
+def test_layers_round_trip_the_records_json():
+    figs = _figures({3: 0.5}, {k: 1e-3 for k in REF})
+    d = first_departing(figs)
+    layers = Layers(
+        31, "precision", tuple(figs), d.layer, d.stage, first_differing(figs), pattern(figs), ("x: y",), 1.5
+    )
+    assert Layers.from_dict(layers.to_dict()) == layers
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "bundle,filename",
+    [
+        ("tiny-qwen2", "model.onnx"),
+        ("tiny-qwen2-pipeline", "transformer.onnx"),
+        ("tiny-qwen2-npu", "transformer_context.onnx"),
+    ],
+)
+def test_taps_read_each_layers_residual_stream_and_never_write_the_source(bundle, filename):
+    src = BUNDLES / bundle / filename
+    before = _sha(src)
+    out, taps = tapped_copy(src.parent, filename)
+    try:
+        assert sorted(taps) == [0, 1]  # both decoder layers of the tiny bundles
+        model = onnx.load(str(out / filename), load_external_data=False)
+        outputs = {o.name for o in model.graph.output}
+        assert set(taps.values()) <= outputs
+        # layer k's tap is the residual sum entering layer k+1, never a norm output (which would
+        # carry layer k+1's norm weight and blame layer k for it)
+        produced_by = {o: n for n in model.graph.node for o in n.output}
+        for tensor in taps.values():
+            assert not tensor.endswith("/output_0") or produced_by[tensor].op_type == "Add"
+    finally:
+        shutil.rmtree(out)
+    assert _sha(src) == before
+    # without add, a fused last skip norm that outputs no sum is not tapped: the copy added it
+    assert set(layer_tensors(onnx.load(str(src), load_external_data=False))) <= set(taps)
