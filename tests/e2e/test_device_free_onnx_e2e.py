@@ -99,3 +99,52 @@ def test_perf_of_a_plain_model_records_how_its_compiled_model_was_made_and_wheth
     assert (
         soc88["compatibility"]["info"].endswith(":0:88:0:0") and soc88["compatibility"]["prepared"]["matched"] == "ok"
     )
+
+
+@pytest.fixture
+def machines(tmp_path):
+    """Machine A's and machine B's copy of one model (other folders, so other inodes: never a hit by copying)."""
+    from tests import models
+
+    a = models.mlp(tmp_path / "a" / "mlp.onnx")
+    (tmp_path / "b").mkdir()
+    b = tmp_path / "b" / "mlp.onnx"
+    b.write_bytes(a.read_bytes())
+    return a, b, tmp_path / "carried"
+
+
+def _last_line(done) -> str:
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+def test_a_plain_model_prepared_device_free_travels_export_import_and_perf_on_b_hits_with_ok(machines):
+    """Failed before: export-prepared took genai derived bundles only ('holds no compiled stage', exit 2)."""
+    a, b, carried = machines
+    prepared = _last_line(run_winml("bundle", "prepare", a, *QNN60, "--compile", "--device-free"))
+    _last_line(run_winml("bundle", "export-prepared", prepared, carried))
+    doc = json.loads((carried / "export.json").read_text())
+    assert doc["model"] == "mlp.onnx" and doc["settings"]["provider_options"]["soc_model"] == "60", doc
+    imported = run_winml("bundle", "import-prepared", b, carried)
+    assert _last_line(imported).startswith(str(b.parent / "_compiled")), imported.stdout
+    assert "matched ok" in imported.stderr, imported.stderr[-2000:]
+    hit = _prepared_of(run_winml("perf", b, *QNN60, "--prepare", *RUN))
+    assert hit["cache"] == "hit", hit["cache_reason"]
+    compat = hit["compatibility"]
+    assert compat["verdict"] == "verified" and compat["info"].endswith(":0:60:0:0"), compat
+    built = compat["prepared"]["built"]
+    assert built["made"] == "device-free" and built["imported_from"] == str(carried.resolve()), built
+    assert compat["prepared"]["matched"] == "ok", compat["prepared"]
+
+
+def test_importing_a_plain_model_export_into_a_changed_model_is_exit_2_and_writes_nothing(machines):
+    a, b, carried = machines
+    prepared = _last_line(run_winml("bundle", "prepare", a, *QNN60, "--compile", "--device-free"))
+    _last_line(run_winml("bundle", "export-prepared", prepared, carried))
+    with open(b, "ab") as f:
+        f.write(b"\0")
+    done = run_winml("bundle", "import-prepared", b, carried)
+    assert done.returncode == 2 and "mlp.onnx" in done.stderr and "not the model" in done.stderr, done.stderr[-2000:]
+    assert not list(b.parent.glob("_compiled/mlp-qnn-*"))
+    wrong = run_winml("bundle", "import-prepared", BUNDLES / "tiny-qwen2", carried)  # a model's export, a bundle
+    assert wrong.returncode == 2 and "import-prepared MODEL.onnx EXPORT" in wrong.stderr, wrong.stderr[-2000:]

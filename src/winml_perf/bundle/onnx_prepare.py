@@ -35,9 +35,10 @@ import platform
 import re
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from winml_perf.bundle import cache
 from winml_perf.ep import child
@@ -301,13 +302,15 @@ def prepare_onnx(
     compile_timeout_s: float = 600.0,
     plugin_libraries: Sequence[str] = (),
     device_free: bool = False,
+    importer: Callable[[Path, str], Any] | None = None,
 ) -> PreparedModel:
     """The prepared model for ``target`` (a devices.Target of kind 'ep' or 'device'): reused when
     fresh, else compiled and published atomically (see the module doc). For a non-CPU EP, plugin
     EPs (installed packages, $WINML_PERF_EP_LIBRARIES, ``plugin_libraries`` 'NAME=PATH') are
     registered here first; the compile child registers what this process has. ``device_free``: an
     EPContext model compiled on the EP's virtual device (bundle/epcontext/device_free.py), trusted on a hit
-    without asking the devices here."""
+    without asking the devices here. ``importer(tmp, output)``: writes the model from an export instead of
+    compiling (bundle/epcontext/export_onnx.py) and returns its compat verdict here."""
     from winml_perf.session.onnx_options import parse_graph_optimization_level
 
     t0 = time.perf_counter()
@@ -340,7 +343,9 @@ def prepare_onnx(
     seen: dict = {}  # the verdict the cache's check reached on a hit
 
     def build(tmp: Path) -> dict:
-        if device_free:
+        if importer is not None:
+            seen["verdict"] = importer(tmp, out)
+        elif device_free:
             from winml_perf.bundle.epcontext.device_free import compile_plain
 
             args = (target.ep, level, provider_options, session_config, compile_timeout_s)
@@ -369,7 +374,9 @@ def prepare_onnx(
         from winml_perf.bundle.epcontext import onnx_reuse
 
         verdict = seen.get("verdict")
-        if entry.cache == "miss" and not device_free:  # compiled here: the compile's load check passed
+        if (
+            entry.cache == "miss" and not device_free and importer is None
+        ):  # compiled here: the compile's load check passed
             verdict = onnx_reuse.compiled_verdict(entry.folder, m["output"], m["ep"], provider_options)
         compatibility = onnx_reuse.compatibility(entry.folder, m["output"], m["ep"], provider_options, verdict)
     return PreparedModel(

@@ -194,7 +194,7 @@ def reuse_report(made: Mapping, ep: str, options: Mapping[str, str], verdict: Ma
     diffs += [f"{k} {before.get(k)} -> {now.get(k)}" for k in sorted(before | now) if before.get(k) != now.get(k)]
     if verdict is not None and verdict.get("verdict") not in ("compatible", "verified"):
         diffs.append(f"compatibility {verdict.get('verdict')}: {verdict.get('detail')}")
-    made_keys = ("made", "registered_as", "host", "created_utc", "onnxruntime", "compatibility_info")
+    made_keys = ("made", "registered_as", "host", "created_utc", "onnxruntime", "compatibility_info", "imported_from")
     return {
         "built": {**{k: made.get(k) for k in made_keys}, **built, "target_options": before},
         "running": running,

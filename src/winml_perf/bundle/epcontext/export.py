@@ -68,7 +68,8 @@ def read_export(folder: Path) -> dict:
         raise UsageError(
             f"{folder}/{EXPORT_FILE} cannot be read ({exc})", "pass a folder written by winml bundle export-prepared"
         ) from exc
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("options"), dict):
+    body = doc.get("options") if isinstance(doc, dict) and "options" in doc else (doc or {}).get("settings")
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(body, dict):  # a route or a model
         raise UsageError(f"{folder}/{EXPORT_FILE} is not an export of format {FORMAT}", "export it again")
     return doc
 

@@ -1,0 +1,151 @@
+"""Carry a prepared plain .onnx model (an EPContext model) from machine A to machine B.
+
+``export_model(FOLDER, DEST)``: FOLDER is the prepared model's cache folder (or the model file in it,
+which `winml bundle prepare MODEL.onnx` prints). DEST gets copies of the compiled files and
+prepared.json, and export.json: what decides the model (EP, level, provider options, session config),
+the sha256 of the source model and its external data, of each compiled file, and the EP package
+that compiled it. ``import_model(MODEL, DEST)`` checks on B that the model is the one exported, that
+the plugin EP here is the same package version and SDK, and that B decides the same options; then the
+exported files go through the prepared-model cache in place of a compile, after onnxruntime (or,
+where it cannot tell, a session with the options at level disable) accepts them for the running EP
+(the ``.virtual`` compatibility key of a device-free compile read under its name). `winml perf
+MODEL.onnx --ep X --prepare` with the same options then finds it: a hit. Anything that differs is
+exit 2 naming it, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from winml_perf.bundle import cache
+from winml_perf.bundle.epcontext import compat, device_free
+from winml_perf.bundle.epcontext.export import EXPORT_FILE, read_export
+from winml_perf.ep import table as eps
+from winml_perf.support.errors import BundleError, UsageError
+
+KIND = "onnx-model"
+SETTINGS = ("kind", "ep", "graph_optimization_level", "provider_options", "session_config")
+
+
+def is_prepared_model(manifest: dict) -> bool:
+    return "output" in manifest and "kind" in manifest and "model" in manifest.get("source", {})
+
+
+def export_model(folder: Path, manifest: dict, dest: Path) -> dict:
+    """Write ``dest`` from a prepared model's cache ``folder`` (its ``manifest``)."""
+    from winml_perf.bundle.onnx_prepare import source_files
+
+    if manifest["kind"] != "epcontext":
+        raise BundleError(
+            f"{folder} holds an optimised model ({manifest['kind']}), made for this host's CPU; only compiled "
+            "(EPContext) models travel",
+            "prepare it with --compile for an EP that compiles (QNN, OpenVINO, VitisAI, TensorRT-RTX), or prepare "
+            "the optimised model on the client",
+        )
+    made = device_free.read_prepared(folder).get(manifest["output"])
+    if not made:
+        raise BundleError(
+            f"{folder} has no {device_free.PREPARED_FILE} saying how {manifest['output']} was made",
+            "prepare it again (winml bundle prepare MODEL.onnx --ep X --compile [--device-free])",
+        )
+    model = Path(manifest["source"]["model"])
+    dest.mkdir(parents=True, exist_ok=True)
+    files: dict[str, str] = {}
+    for name in compat.compiled_files(folder, manifest["output"]):
+        shutil.copy2(folder / name, dest / name)
+        files[name] = cache.file_sha256(dest / name)
+    shutil.copy2(folder / device_free.PREPARED_FILE, dest / device_free.PREPARED_FILE)
+    doc = {
+        "format": 1,
+        "kind": KIND,
+        "model": model.name,
+        "sources": {rel: cache.file_sha256(model.parent / rel) for rel in source_files(model)},
+        "settings": {k: manifest["components"].get(k) for k in SETTINGS},
+        "plugins": {manifest["ep"]: {k: made.get(k) for k in device_free._VERSION_KEYS}},
+        "output": manifest["output"],
+        "files": files,
+    }
+    (dest / EXPORT_FILE).write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    return doc
+
+
+def import_model(model: Path, source: Path):
+    """The PreparedModel of ``model`` made from the export in ``source`` (or the one already imported)."""
+    from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx, source_files
+    from winml_perf.ep.devices import resolve_target
+    from winml_perf.ep.plugins import register_plugin_eps
+    from winml_perf.model.runtime import ONNX
+
+    doc = read_export(source)
+    if doc.get("kind") != KIND or not isinstance(doc.get("settings"), dict):
+        raise UsageError(
+            f"{source}/{EXPORT_FILE} is the export of a genai bundle's route, not of a prepared .onnx model",
+            "import it into the bundle folder: winml bundle import-prepared BUNDLE EXPORT",
+        )
+    want = doc["settings"]
+    model = Path(model).resolve()
+    if model.name != doc.get("model") or {rel: _sha(model.parent / rel) for rel in source_files(model)} != doc.get(
+        "sources"
+    ):
+        raise UsageError(
+            f"import-prepared: {model} (and its external data) is not the model {doc.get('model')} the export was "
+            "compiled from",
+            "import into a copy of the same model file",
+        )
+    register_plugin_eps([])
+    ep = want["ep"]
+    _same_plugin(doc, ep)
+    target = resolve_target(eps.ep_alias(ep), None, ONNX)  # as `winml perf MODEL --ep X` resolves it here
+    _, options = plain_provider_options(target, want.get("provider_options") or {})
+    if dict(options) != want.get("provider_options"):
+        raise UsageError(
+            f"import-prepared: the {eps.ep_alias(ep)} options decided here {dict(options)} are not the exported "
+            f"{want.get('provider_options')}",
+            "compile on this machine (winml bundle prepare MODEL.onnx --ep X --compile)",
+        )
+
+    def write(tmp: Path, output: str):
+        if output != doc.get("output"):
+            raise UsageError(f"import-prepared: the export holds {doc.get('output')}, not {output}", "export it again")
+        for name, digest in doc["files"].items():
+            shutil.copy2(Path(source) / name, tmp / name)
+            if cache.file_sha256(tmp / name) != digest:
+                raise UsageError(f"import-prepared: {source}/{name} changed since export", "export it again")
+        made = device_free.read_prepared(source)
+        stages = {k: {**v, "imported_from": str(Path(source).resolve())} for k, v in made.items()}
+        (tmp / device_free.PREPARED_FILE).write_text(json.dumps({"stages": stages}, indent=2), encoding="utf-8")
+        verdict = compat.check(tmp / output, ep, options, level="disable")  # the running EP's name, here
+        if not verdict.fit:
+            raise UsageError(
+                f"import-prepared: {output} does not fit the {eps.ep_alias(ep)} device here "
+                f"({verdict.verdict}: {verdict.detail}); nothing was imported",
+                "compile on this machine (winml bundle prepare MODEL.onnx --ep X --compile)",
+            )
+        return verdict
+
+    return prepare_onnx(
+        model,
+        target,
+        want["graph_optimization_level"],
+        provider_options=options,
+        session_config=want.get("session_config") or {},
+        importer=write,
+    )
+
+
+def _sha(path: Path) -> str | None:
+    return cache.file_sha256(path) if path.is_file() else None
+
+
+def _same_plugin(doc: dict, ep: str) -> None:
+    made = (doc.get("plugins") or {}).get(ep) or {}
+    here = device_free._identity(ep) or {}
+    differs = [f"{k} {made.get(k)} -> {here.get(k)}" for k in device_free._VERSION_KEYS if made.get(k) != here.get(k)]
+    if differs:
+        raise UsageError(
+            f"import-prepared: the export was compiled by another {eps.ep_alias(ep)} ({'; '.join(differs)})",
+            "compile on this machine (winml bundle prepare MODEL.onnx --ep X --compile), or install the exported "
+            "version",
+        )
