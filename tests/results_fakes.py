@@ -89,6 +89,7 @@ def make_cell(
     status: str = "ok",
     peak_rss_bytes: int = 200_000_000,
     index: int = 0,
+    equivalence: dict | None = None,
 ) -> dict:
     """One schema-valid cell record. ``step_ms``: one decode-step time per iteration; ``rounds``:
     their round_index (default 0, 1, 2, ...)."""
@@ -132,7 +133,7 @@ def make_cell(
         "status": status,
         "runtime": "winml-genai",
         "bundle": bundle,
-        "route": {"label": route},
+        "route": {"label": route, **({"equivalence": equivalence} if equivalence else {})},
         "shape": {
             "prompt_tokens": prompt_tokens,
             "max_new_tokens": max_new_tokens,
@@ -169,6 +170,24 @@ def make_cell(
         "wall_s": 1.0,
         "measure_s": 0.5,
     }
+
+
+def logits_equivalence(
+    verdict: str,
+    kl_mean: float,
+    top1: float,
+    first_divergence: int | None = None,
+    first_stage: str | None = None,
+    reference: str = "config",
+) -> dict:
+    """A route.equivalence of the teacher-forced kind (model/equivalence.py), figures chosen here."""
+    from winml_perf.model.equivalence import Equivalence, LogitFigures
+
+    figures = LogitFigures(16, kl_mean, 3 * kl_mean, 0.1, top1, 0.9, first_divergence, kl_mean == 0)
+    return Equivalence(
+        reference, "bundles/tiny-qwen2", "bundles/tiny-qwen2/_compiled/x", 16, 0, figures, verdict,
+        first_stage=first_stage, cost_ms=1000.0,
+    ).to_dict()  # fmt: skip
 
 
 def interleaved_run(
@@ -227,6 +246,11 @@ GOLDEN_STEPS_A = {
     "ep=cpu": [2.01, 2.01, 1.99, 2.41, 2.00, 2.00, 2.02, 2.01],
     "ep=webgpu": [1.09, 1.10, 1.07, 1.31, 1.09, 1.08, 1.11, 1.09],
 }
+#: Each route's equivalence in run A: ep=cpu bit-identical to config; ep=webgpu faster but NOT the same model.
+GOLDEN_EQUIVALENCE_A = {
+    "ep=cpu": logits_equivalence("equivalent", 0.0, 1.0),
+    "ep=webgpu": logits_equivalence("not equivalent", 0.81, 0.44, first_divergence=1, first_stage="context"),
+}
 #: The next night: config decode about 10 % slower (a regression), same shape and testbed.
 GOLDEN_STEPS_B = [2.21, 2.20, 2.23, 2.19, 2.22, 2.20, 2.24, 2.21]
 
@@ -242,6 +266,7 @@ def golden_cells() -> list[dict]:
             commit="aaaa1111aaaa",
             version="0.1.0",
             peak_rss_bytes=300_000_000 + i,
+            equivalence=GOLDEN_EQUIVALENCE_A.get(r),
         )
         for i, (r, steps) in enumerate(GOLDEN_STEPS_A.items())
     ]

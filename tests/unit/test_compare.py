@@ -122,14 +122,14 @@ def _route_row(speedup, lo, hi, verdict):
 
 def test_route_sentence_prints_an_asymmetric_ci_as_it_is():
     # CI [1.01, 1.94] lies wholly above 1: "faster" is right, and "1.04 ± 0.90" would read as a CI down to 0.14
-    text = _route_row(1.04, 1.01, 1.94, sig.ci_verdict(1.01, 1.94)).sentence()
+    text = _route_row(1.04, 1.01, 1.94, sig.ci_verdict(1.01, 1.94)).speed_sentence()
     assert "ran 1.04 +0.90/−0.03 × faster than config" in text and "±" not in text.split(":")[0]
     assert text.endswith(": faster")
     # a CI spanning 1 is never "faster", and says so
     assert sig.ci_verdict(0.14, 1.94) == sig.INCONCLUSIVE
     assert (
         _route_row(1.04, 0.14, 1.94, sig.INCONCLUSIVE)
-        .sentence()
+        .speed_sentence()
         .endswith("spans both sides; raise --iterations (more rounds))")
     )
     # symmetric at two decimals keeps the plain "±"
@@ -137,10 +137,10 @@ def test_route_sentence_prints_an_asymmetric_ci_as_it_is():
 
 
 def test_route_sentence_direction_follows_the_verdict_not_a_point_outside_the_ci():
-    slower = _route_row(1.01, 0.5, 0.99, sig.SLOWER).sentence()
+    slower = _route_row(1.01, 0.5, 0.99, sig.SLOWER).speed_sentence()
     assert "× slower than config" in slower and slower.endswith(": slower")
     assert "ran 0.99 " in slower  # 1 / 1.01 on the "times slower" scale
-    faster = _route_row(0.99, 1.01, 2.0, sig.FASTER).sentence()
+    faster = _route_row(0.99, 1.01, 2.0, sig.FASTER).speed_sentence()
     assert "× faster than config" in faster and faster.endswith(": faster")
 
 

@@ -27,6 +27,6 @@ def test_a_paired_ratio_far_from_the_pooled_medians_says_why():
 def test_no_note_when_the_medians_agree_and_the_invocation_remedy_names_its_flag():
     agree = _row(0.98, 0.96, 1.01, sig.INCONCLUSIVE, pooled=0.985)
     assert agree.pooled_note() is None
-    assert agree.sentence().endswith("spans both sides; raise --invocations)")
+    assert agree.speed_sentence().endswith("spans both sides; raise --invocations)")
     one = _row(0.9, float("nan"), float("nan"), sig.INCONCLUSIVE, pooled=0.9, pairs=1)
     assert "raise --invocations" in one.sentence() and "--iterations" not in one.sentence()

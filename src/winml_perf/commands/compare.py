@@ -57,6 +57,8 @@ ROUTES_HEAD = [
     "CI high",
     "rounds",
     "verdict",
+    "equivalence",
+    "equivalence against",
 ]
 RUNS_HEAD = [
     "series",
@@ -155,7 +157,9 @@ def routes_command(
                 r.ci_low,
                 r.ci_high,
                 r.rounds,
-                r.verdict,
+                r.verdict_shown(),
+                r.equivalence.label(),  # 'not checked' when the run did not judge the route
+                r.equivalence.reference or "",
             ]
             for r in report.rows
         ]
@@ -232,7 +236,7 @@ def runs_command(
 
         rows = [
             [
-                key_label(r.key),
+                report.label(r.key),
                 r.metric,
                 r.n_baseline,
                 r.n_candidate,
@@ -265,6 +269,6 @@ def runs_command(
         worst = report.regressions[0]
         raise BenchmarkFailure(
             f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged on each candidate series'"
-            f" history), e.g. {worst.sentence()}",
+            f" history), e.g. {worst.sentence(report.label(worst.key))}",
             "investigate the candidate's commit and testbed",
         )

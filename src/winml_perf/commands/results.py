@@ -51,16 +51,39 @@ StatusOpt = Annotated[str | None, typer.Option("--status", metavar="STATUS", hel
 CommitOpt = Annotated[
     str | None, typer.Option("--commit", metavar="SHA", help="Only records of this git commit (prefix).")
 ]
+VerdictOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--verdict",
+        metavar="VERDICT",
+        help="Only records whose route's equivalence verdict is this: equivalent, within-precision, not-equivalent or not-checked.",
+    ),
+]
 
 
 def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
     check_format(fmt, allowed)
 
 
-def _filters(bundle, route, testbed, run, since, until, status, commit) -> dict:  # noqa: ANN001
+def _verdict(verdict: str | None) -> str | None:
+    """--verdict as the stored verdict (model/equivalence_view.py); exit 2 naming the words otherwise."""
+    from winml_perf.model.equivalence_view import VERDICT_WORDS
+
+    if verdict is None:
+        return None
+    if verdict.strip().lower() not in VERDICT_WORDS:
+        raise UsageError(
+            f"--verdict {verdict!r} is not an equivalence verdict",
+            "pass --verdict equivalent, within-precision, not-equivalent or not-checked",
+        )
+    return VERDICT_WORDS[verdict.strip().lower()]
+
+
+def _filters(bundle, route, testbed, run, since, until, status, commit, verdict=None) -> dict:  # noqa: ANN001
     if status is not None and status not in ("ok", "failed"):
         raise UsageError(f"--status {status!r} is not ok or failed", "pass --status ok or --status failed")
     return {
+        "verdict": _verdict(verdict),
         "bundle": bundle,
         "route": route,
         "testbed": testbed,
@@ -97,6 +120,7 @@ def list_command(
     until: UntilOpt = None,
     status: StatusOpt = None,
     commit: CommitOpt = None,
+    verdict: VerdictOpt = None,
     limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="Only the newest N records.")] = None,
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)] = "table",
 ) -> None:
@@ -106,7 +130,7 @@ def list_command(
     _check_format(fmt)
     if limit is not None and limit < 1:
         raise UsageError(f"--limit must be >= 1, got {limit}")
-    df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit), limit)
+    df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit, verdict), limit)
     if fmt == "table":
         print(f"{len(df)} record(s) in {where}", file=sys.stderr)
         if len(df):
@@ -131,6 +155,7 @@ def _metric_rows(rec: dict) -> list[list]:
 
 def _show_table(row: dict) -> str:
     from winml_perf.compare.text import shape_label
+    from winml_perf.model.equivalence_view import view_of_record
 
     rec = row["record"]
     lines = [
@@ -142,6 +167,7 @@ def _show_table(row: dict) -> str:
     ]
     if rec.get("failure"):
         lines.append(f"  failure: {rec['failure'].get('kind')}: {rec['failure'].get('message')}")
+    lines.append(f"  equivalence: {view_of_record(rec).text()}")
     rows = _metric_rows(rec)
     if rows:
         lines.append(table_text(METRIC_HEAD, rows, "table").rstrip("\n"))
@@ -244,6 +270,7 @@ def export_command(
     until: UntilOpt = None,
     status: StatusOpt = None,
     commit: CommitOpt = None,
+    verdict: VerdictOpt = None,
 ) -> None:
     """Export stored records. bmf and gab take the newest ok record of each bundle x route x shape
     (one testbed); each metric's direction comes from its name (throughputs up, times down)."""
@@ -261,7 +288,7 @@ def export_command(
         from winml_perf.support.output import check_output
 
         check_output(output)  # before reading the store
-    df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit))
+    df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit, verdict))
     if df.empty:
         raise UsageError(
             f"the export selects no records in {where}", "loosen the filters; `winml results list` shows what is stored"

@@ -9,9 +9,10 @@ Comparisons never open a store: they take these cells.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from winml_perf.model.equivalence_view import EquivalenceView, view_of_row
 from winml_perf.model.metrics import METRICS, get
 from winml_perf.results.rows import record_rows
 from winml_perf.support.errors import UsageError
@@ -52,6 +53,8 @@ class Cell:
     status: str
     invocations: int | None  # invocations the cell ran (1 for records made before them); None: not read
     samples: tuple[MeasuredSample, ...]
+    equivalence: EquivalenceView = field(default_factory=EquivalenceView)  # the route's verdict (issue 24)
+    bundle_id: str | None = None  # the bundle's content digest (record/bundle_identity.py); None before ids
 
     @property
     def ok(self) -> bool:
@@ -84,9 +87,11 @@ def stored_cell(row: Mapping[str, Any], samples: Iterable[Mapping[str, Any]], in
         prompt_tokens=row.get("prompt_tokens"),
         max_new_tokens=row.get("max_new_tokens"),
         series_key=row.get("series_key"),
+        bundle_id=row.get("bundle_id"),
         status=str(row.get("status") or "ok"),
         invocations=invocations,
         samples=tuple(measured_sample(s) for s in samples),
+        equivalence=view_of_row(row),
     )
 
 

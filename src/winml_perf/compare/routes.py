@@ -15,12 +15,13 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
 from winml_perf.compare.cells import Cell, MeasuredSample, choose_metrics
 from winml_perf.compare.text import metric_word, shape_label
+from winml_perf.model.equivalence_view import NOT_CHECKED, EquivalenceView
 from winml_perf.model.metrics import bigger_is_better
 from winml_perf.stats import significance as sig
 from winml_perf.support.errors import UsageError
@@ -48,6 +49,31 @@ class RouteComparison:
     equivalence_pct: float
     pairing: str = ROUNDS  # what pairs the two routes: INVOCATIONS (fresh processes) or ROUNDS (in one process)
     pooled_speedup: float = math.nan  # the same orientation from the pooled medians (what the table shows)
+    # the route's numerical equivalence (issue 24): is the faster route still the same model?
+    equivalence: EquivalenceView = EquivalenceView()
+
+    @property
+    def not_equivalent(self) -> bool:
+        """The route computes something else than its reference: its speed wins nothing."""
+        return self.equivalence.not_equivalent
+
+    def verdict_shown(self) -> str:
+        """The speed verdict, marked when the route is not equivalent ('faster (NOT numerically equivalent)')."""
+        return f"{self.verdict} (NOT numerically equivalent)" if self.not_equivalent else self.verdict
+
+    def equivalence_text(self) -> str:
+        """'numerically equivalent to config', 'NOT numerically equivalent to config (top-1 44 %, ...)',
+        'within precision tolerance of config (KL ...)', 'numerical equivalence not checked'."""
+        e = self.equivalence
+        if not e.checked:
+            return "numerical equivalence not checked"
+        ref = e.reference or "?"
+        if e.verdict == "equivalent":
+            return f"numerically equivalent to {ref}"
+        figures = f" ({e.figures_text()})" if e.figures_text() else ""
+        if e.not_equivalent:
+            return f"NOT numerically equivalent to {ref}{figures}"
+        return f"{e.verdict} of {ref}{figures}"
 
     @property
     def half_width(self) -> float:
@@ -61,16 +87,17 @@ class RouteComparison:
         ci = sig.RatioCI(self.speedup, self.ci_low, self.ci_high, self.rounds, self.n_baseline, self.n_candidate, 0)
         return enough(ci, self.pairing)
 
-    def point_sentence(self) -> str:
+    def point_sentence(self, equivalence: bool = True) -> str:
         """The point ratio alone, for a comparison too small for an interval: 'ep=cpu decode: 1.15 ×
-        slower than config (p4 n4, 3 rounds)'."""
+        slower than config (p4 n4, 3 rounds)' (then the equivalence verdict, unless told not to)."""
         if not math.isfinite(self.speedup):
-            return self.sentence()
+            return self.sentence() if equivalence else self.speed_sentence(marked=False)
         s, _, _ = self._oriented()
         direction = "slower than" if self._slower() else "faster than"
         return (
             f"{self.route} {metric_word(self.metric)}: {s:.2f} × {direction} {self.baseline_route} "
             f"({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self._pairs_text()})"
+            + (f"; {self.equivalence_text()}" if equivalence else "")
         )
 
     def _slower(self) -> bool:
@@ -92,7 +119,12 @@ class RouteComparison:
         return f"± {up}" if up == down else f"+{up}/−{down}"
 
     def sentence(self) -> str:
-        """'ep=webgpu decode ran 1.84 ± 0.05 × faster than config (p16 n32): faster'."""
+        """'ep=webgpu decode ran 1.84 ± 0.05 × faster than config (p16 n32): faster; equivalent against
+        config' (the speed verdict marked 'NOT equivalent' when the route computes something else)."""
+        return f"{self.speed_sentence()}; {self.equivalence_text()}"
+
+    def speed_sentence(self, marked: bool = True) -> str:
+        """The ratio and its speed verdict; ``marked``: 'NOT equivalent' beside the verdict of such a route."""
         if not math.isfinite(self.speedup):
             return f"{self.route} {metric_word(self.metric)}: no paired rounds with {self.baseline_route}"
         s, _, _ = self._oriented()
@@ -109,7 +141,7 @@ class RouteComparison:
             if not self.enough:
                 return text + f": inconclusive ({self._too_few()})"
             return text + f": inconclusive (the 95% CI spans both sides; {self._remedy()})"
-        return text + f": {self.verdict}"
+        return text + f": {self.verdict_shown() if marked else self.verdict}"
 
     def _remedy(self) -> str:
         return "raise --invocations" if self.pairing == INVOCATIONS else "raise --iterations (more rounds)"
@@ -144,6 +176,8 @@ class RouteComparison:
 
     def to_dict(self) -> dict:
         d = asdict(self)
+        d.pop("equivalence")
+        d.update(self.equivalence.columns())  # equivalence_verdict, _reference and the key figures
         d["half_width"] = self.half_width
         d["sentence"] = self.sentence()
         return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
@@ -224,6 +258,7 @@ class _Shape:
 
     samples: dict[str, list[MeasuredSample]]
     several: dict[str, bool]
+    equivalence: dict[str, EquivalenceView] = field(default_factory=dict)  # route -> its newest cell's verdict
 
 
 def _wanted_routes(run_id: str, ok: Sequence[Cell], baseline_route: str, routes: Sequence[str] | None) -> list[str]:
@@ -249,6 +284,7 @@ def _shapes(ok: Sequence[Cell]) -> dict[tuple, _Shape]:
         shape = shapes.setdefault((c.bundle, c.testbed_id, c.prompt_tokens, c.max_new_tokens), _Shape({}, {}))
         shape.samples.setdefault(str(c.route), []).extend(c.samples)
         shape.several[str(c.route)] = (c.invocations or 1) > 1
+        shape.equivalence[str(c.route)] = c.equivalence  # cells come oldest first: the newest stays
     return shapes
 
 
@@ -295,6 +331,7 @@ def _compared(key: tuple, route: str, shape: _Shape, o: _Options) -> list[RouteC
                 equivalence_pct=o.equivalence_pct,
                 pairing=pairing,
                 pooled_speedup=pooled,
+                equivalence=shape.equivalence.get(route, EquivalenceView()),
             )
         )
     return out
@@ -336,4 +373,20 @@ def compare_routes(
         for route in wanted:
             if shape.samples.get(route):
                 rows += _compared(key, route, shape, options)
+    notes.append(equivalence_note(rows))
     return RoutesReport(run_id, baseline_route, tuple(rows), tuple(notes))
+
+
+def equivalence_note(rows: Sequence[RouteComparison]) -> str:
+    """What the equivalence verdicts beside the ratios are judged against."""
+    refs = sorted({r.equivalence.reference or "?" for r in rows if r.equivalence.checked})
+    unchecked = sorted({r.route for r in rows if not r.equivalence.checked})
+    text = (
+        f"equivalence: whether each route computes the same model as {', '.join(refs)} (its outputs judged"
+        " before the timed iterations; docs/equivalence.md); a route NOT equivalent wins nothing, whatever its speed"
+        if refs
+        else "equivalence: no route of this run was judged against a reference"
+    )
+    if unchecked:
+        text += f"; {NOT_CHECKED}: {', '.join(unchecked)} (run with two or more routes, or --equivalence)"
+    return text

@@ -12,6 +12,7 @@ from typing import Any
 
 from winml_perf.compare.cells import cells_of_run
 from winml_perf.compare.routes import INVOCATIONS, RoutesReport, compare_routes
+from winml_perf.model.equivalence_view import view_of
 from winml_perf.model.metrics import sort_key
 from winml_perf.stats import significance as sig
 
@@ -30,22 +31,24 @@ def summarize_routes(doc: Mapping[str, Any], baseline_route: str = BASELINE) -> 
 
 
 def route_verdicts(doc: Mapping[str, Any]) -> dict[str, str]:
-    """{route label: its equivalence verdict, with the figures when not equivalent} from the run's cells."""
+    """{route label: its equivalence verdict, with the figures when not equivalent} from the run's
+    cells (either shape of route.equivalence: logits of a bundle, outputs of a plain ONNX model)."""
     out: dict[str, str] = {}
     for c in doc.get("cells") or ():
         e = (c.get("route") or {}).get("equivalence")
-        if e and c["route"]["label"] not in out:
-            f = e["figures"]
-            text = (
-                e["verdict"] if e["verdict"] != "not equivalent" else f"NOT equivalent: top-1 {f['top1_agreement']:.0%}"
-            )
-            if f.get("first_divergence") is not None and e["verdict"] == "not equivalent":
-                text += f", diverges at step {f['first_divergence']}"
-            if e.get("first_stage") and e["verdict"] == "not equivalent":
-                text += f", first at stage {e['first_stage']}"
-            if e["reference"] != BASELINE:  # judged against another bundle than the speed's baseline
-                text += f" (against {e['reference']})"
-            out[c["route"]["label"]] = text
+        label = c["route"]["label"]
+        if not e or label in out:
+            continue
+        v = view_of(e)
+        text = v.verdict
+        if v.not_equivalent:
+            figures = ([f"top-1 {v.top1_agreement:.0%}"] if v.top1_agreement is not None else []) + [
+                p for p in v.figures_text().split(", ") if p and not p.startswith(("KL ", "top-1 "))
+            ]
+            text = "NOT equivalent" + (f": {', '.join(figures)}" if figures else "")
+        if v.reference != BASELINE:  # judged against another bundle than the speed's baseline
+            text += f" (against {v.reference})"
+        out[label] = text
     return out
 
 
@@ -63,7 +66,7 @@ def summary_lines(report: RoutesReport, verdicts: Mapping[str, str] | None = Non
             lines.append(f"  {metric}:")
         short = short or not row.enough
         verdict = (verdicts or {}).get(row.route)
-        sentence = row.sentence() if row.enough else row.point_sentence()
+        sentence = row.speed_sentence(marked=False) if row.enough else row.point_sentence(equivalence=False)
         lines.append(f"    {sentence}, {verdict}" if verdict else f"    {sentence}")
         note = row.pooled_note()
         if note:

@@ -2,8 +2,9 @@
 results/dashboard_svg.py, a few lines of inline JS for the filters; no network) written to ``<out>/``.
 
 - ``index.html``: one row per series (testbed x bundle x route x shape x options, ``series_key``) with
-  a sparkline of its primary metric, the newest value and its 95 % interval, and its newest change
-  point (size of the shift and its interval); a testbed and a route filter.
+  a sparkline of its primary metric, the newest value and its 95 % interval, its ratio to config with
+  the newest record's equivalence verdict beside it, and its newest change point (size of the shift
+  and its interval); a testbed and a route filter.
 - ``pages/<testbed>/<bundle>.html`` (results/dashboard_page.py): the full history of each series of
   that testbed and bundle: a card per metric with the series of the sweep (routes x shapes) as small
   multiples, the interval as a band, the change points of the primary metric marked and listed; a
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.compare.text import shape_label
+from winml_perf.model.equivalence_view import view_of_row
 from winml_perf.model.metrics import bigger_is_better, get
 from winml_perf.publish import dashboard_svg as svg
 from winml_perf.publish.dashboard_page import (
@@ -96,6 +98,14 @@ def _ratio_cell(s: Mapping[str, Any], config: Mapping[tuple, float]) -> str:
     return f'<td class="num {kind}">×{human(ratio, 3)}</td>'
 
 
+def equivalence_cell(row: Mapping[str, Any]) -> str:
+    """The newest record's equivalence verdict beside the ratio ('NOT equivalent' marked, 'not checked')."""
+    view = view_of_row(row)
+    kind = view.verdict.replace(" ", "-")
+    against = f' title="against {escape(view.reference)}"' if view.reference else ""
+    return f'<td class="equivalence {kind}"{against}>{escape(view.label())}</td>'
+
+
 def _index_row(s: Mapping[str, Any], config: Mapping[tuple, float]) -> str:
     row, m = s["row"], get(s["metric"])
     assert m is not None  # the index lists series of known metrics
@@ -118,7 +128,7 @@ def _index_row(s: Mapping[str, Any], config: Mapping[tuple, float]) -> str:
         f'<td>{escape(str(row["testbed_id"]))}</td><td><a href="{escape(link)}">{escape(str(row["bundle"]))}</a></td>'
         f"<td>{escape(str(row['route']))}</td><td>{escape(shape_label(row['prompt_tokens'], row['max_new_tokens']))}</td>"
         f'<td>{escape(m.label)}</td><td>{svg.sparkline(s["spark"])}</td><td class="num">{value}</td>'
-        f'{_ratio_cell(s, config)}<td class="status {status_class}">{escape(s["status"])}</td><td>{cp_html}</td>'
+        f'{_ratio_cell(s, config)}{equivalence_cell(row)}<td class="status {status_class}">{escape(s["status"])}</td><td>{cp_html}</td>'
         f'<td class="num">{s["records"]}</td></tr>'
     )
 
@@ -181,7 +191,7 @@ def write_dashboard(
         table = (
             (
                 '<table class="index"><thead><tr><th>testbed</th><th>bundle</th><th>route</th><th>shape</th><th>metric</th>'
-                "<th>trend</th><th>latest [95% CI]</th><th>vs config</th><th>status</th><th>newest change point</th>"
+                "<th>trend</th><th>latest [95% CI]</th><th>vs config</th><th>equivalence</th><th>status</th><th>newest change point</th>"
                 "<th>records</th></tr></thead>"
                 f"<tbody>{rows_html}</tbody></table>"
             )

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from winml_perf.compare.text import shape_label
+from winml_perf.model.equivalence_view import view_of_row
 from winml_perf.model.metrics import METRICS, bigger_is_better, get, primary_metric
 from winml_perf.publish import dashboard_svg as svg
 from winml_perf.results import change_point_cache as cpc
@@ -61,6 +62,16 @@ def cp_text(cp: Mapping[str, Any]) -> str:
     if cp.get("kind") == MODE_SHARE:  # the runs' lower mode got more (or less) frequent
         text += f" (lower mode in {cp['share_before']:.0%} → {cp['share_after']:.0%} of invocations)"
     return text
+
+
+def equivalence_badge(row: Mapping[str, Any]) -> str:
+    """The series' newest equivalence verdict beside its label ('NOT equivalent' marked, 'not checked')."""
+    view = view_of_row(row)
+    against = f" against {view.reference}" if view.reference else ""
+    return (
+        f'<span class="equivalence {view.verdict.replace(" ", "-")}" title="equivalence{escape(against)}">'
+        f"{escape(view.label())}</span>"
+    )
 
 
 def series_label(row: Mapping[str, Any]) -> str:
@@ -223,8 +234,9 @@ def _card(metric: str, series: Sequence[_Series], primary: bool) -> tuple[str, i
         if drawn is None:
             continue
         route = escape(str(s.row["route"]))
+        verdict = equivalence_badge(s.row)
         parts.append(
-            f'<div class="mult" data-route="{route}" id="s-{s.row["series_key"]}"><h4>{escape(label)}</h4>{drawn}</div>'
+            f'<div class="mult" data-route="{route}" id="s-{s.row["series_key"]}"><h4>{escape(label)} {verdict}</h4>{drawn}</div>'
         )
         listed += [
             f'<li class="{cp["direction"].replace(" ", "-")}" data-route="{route}">{escape(label)} · '

@@ -23,6 +23,7 @@ from winml_perf.publish.run_table import (
     screen_rows,
     terminal_width,
     token_columns,
+    with_equivalence,
 )
 
 
@@ -43,7 +44,7 @@ def _covers(c: CellRecord) -> str:
 
 def _columns(run: RunRecord) -> list[Column]:
     token = any(runtime_named(c.runtime).token_based for c in run.cells)
-    return token_columns() if token else latency_columns()
+    return with_equivalence(token_columns() if token else latency_columns(), run.cells)
 
 
 def run_rows(run: RunRecord) -> tuple[list[str], list[list[Any]]]:

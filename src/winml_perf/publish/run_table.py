@@ -20,6 +20,8 @@ from typing import Any
 from tabulate import tabulate
 
 from winml_perf.model import metrics as M
+from winml_perf.model.equivalence_view import COLUMNS as EQUIVALENCE_COLUMNS
+from winml_perf.model.equivalence_view import VERDICT_COLUMN, EquivalenceView, view_of
 from winml_perf.model.record import CellRecord
 from winml_perf.publish.formats import human
 
@@ -97,6 +99,23 @@ def _model_mib(c: CellRecord) -> float | None:
     return None if rss is None else rss / 2**20
 
 
+def equivalence_of(c: CellRecord) -> EquivalenceView:
+    """The cell's route equivalence verdict and key figures ('not checked' without a check)."""
+    e = c.route.equivalence
+    return view_of(e.to_dict() if e is not None else None)
+
+
+#: The route's equivalence verdict beside its speed (on screen when a cell of the run was judged).
+EQUIVALENCE_COLUMN = Column("equivalence", VERDICT_COLUMN, lambda c: equivalence_of(c).verdict, 2)
+
+
+def with_equivalence(columns: list[Column], cells: Sequence[CellRecord]) -> list[Column]:
+    """``columns`` with the equivalence verdict after the route when any cell's route was judged."""
+    if not any(c.route.equivalence is not None for c in cells):
+        return columns
+    return [columns[0], EQUIVALENCE_COLUMN, *columns[1:]]
+
+
 CI_NAME = "ci95_half_width_pct"  # the export's name: the primary metric's, named in primary_ci_name
 
 
@@ -153,7 +172,9 @@ def primary_ci_name(cells: Sequence[CellRecord]) -> str:
 # -- exports ---------------------------------------------------------------------------------------
 def export_rows(columns: Sequence[Column], cells: Sequence[CellRecord]) -> tuple[list[str], list[list[Any]]]:
     """Headers (metric names) and raw rows: each spread column followed by ``<metric>_sd``, the
-    iterations by how many invocations ran them and how many each."""
+    iterations by how many invocations ran them and how many each; then the route's equivalence
+    verdict and key figures (model/equivalence_view.COLUMNS, as the store names them)."""
+    columns = [col for col in columns if col.name != VERDICT_COLUMN]
     heads: list[str] = []
     for col in columns:
         if col.name == "iterations":
@@ -170,8 +191,8 @@ def export_rows(columns: Sequence[Column], cells: Sequence[CellRecord]) -> tuple
             row.append(col.value(c))
             if col.spread:
                 row.append(_sd(c, col.spread))
-        rows.append(row)
-    return heads, rows
+        rows.append(row + list(equivalence_of(c).columns().values()))
+    return heads + list(EQUIVALENCE_COLUMNS), rows
 
 
 # -- the screen ------------------------------------------------------------------------------------
@@ -179,6 +200,8 @@ def shown(col: Column, c: CellRecord, mixed_ci: bool) -> str:
     """One cell of the screen table: rounded, '-' where nothing was measured, σ beside a metric."""
     if col.name == "iterations":
         return iterations_text(c)
+    if col.name == VERDICT_COLUMN:
+        return equivalence_of(c).label()  # 'NOT equivalent' in capitals, 'not checked' without a check
     v = col.value(c)
     if col.name == CI_NAME:
         return "-" if v is None else f"±{v:.1f}%" + (f" {covers(c)}" if mixed_ci else "")

@@ -29,6 +29,7 @@ FILTER_KEYS = (
     "max_new_tokens",
     "ids",
     "series",
+    "verdict",
     "limit",
 )
 
@@ -82,6 +83,7 @@ def apply_filters(stmt: sa.Select, filters: Mapping[str, Any]) -> sa.Select:
         "prompt_tokens": r.prompt_tokens,
         "max_new_tokens": r.max_new_tokens,
         "ids": r.id,
+        "verdict": r.equivalence_verdict,  # model/equivalence_view.VIEW_VERDICTS
     }
     for key, col in simple.items():
         if key in f:

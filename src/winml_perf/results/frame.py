@@ -16,6 +16,8 @@ from typing import Any
 
 import pandas as pd
 
+from winml_perf.model.equivalence_view import COLUMNS as EQUIVALENCE_COLUMNS
+from winml_perf.model.equivalence_view import NOT_CHECKED, VERDICT_COLUMN
 from winml_perf.model.metrics import POOLED, get, sort_key
 
 RECORD_COLUMNS = (
@@ -38,6 +40,7 @@ RECORD_COLUMNS = (
     "genai_version",
     "schema_version",
     "n_samples",
+    *EQUIVALENCE_COLUMNS,  # the route's equivalence verdict and key figures (model/equivalence_view.py)
 )
 #: Statistics beside each metric's median in a frame.
 METRIC_STATS = ("ci95_low", "ci95_high", "cv_pct", "n")
@@ -70,6 +73,8 @@ def frame(records: Sequence[Mapping[str, Any]], metrics: Sequence[Mapping[str, A
             if any(f"{name}_{s}" in r for r in by_record.values()):
                 columns.append(f"{name}_{s}")
     rows = [{**{c: r.get(c) for c in RECORD_COLUMNS}, **by_record.get(r["id"], {})} for r in records]
+    for row in rows:  # a record without a check says so, never blank
+        row[VERDICT_COLUMN] = row[VERDICT_COLUMN] or NOT_CHECKED
     df = pd.DataFrame(rows, columns=columns)
     for c in (
         "id",
@@ -77,6 +82,7 @@ def frame(records: Sequence[Mapping[str, Any]], metrics: Sequence[Mapping[str, A
         "max_new_tokens",
         "schema_version",
         "n_samples",
+        "equivalence_first_divergence_step",
         *(c for c in columns if c.endswith("_n")),
     ):
         df[c] = df[c].astype("Int64")

@@ -30,6 +30,9 @@ Tables (one schema for SQLite and PostgreSQL):
 - ``metrics.invocations`` (0006): JSON list of the record's per-invocation medians of a
   per-iteration metric (``rows.invocation_medians``), NULL when its samples carry no invocation:
   the mode-aware input of change points (gate and dashboard) without reading the samples.
+- ``records.equivalence_*`` (0007): the verdict and key figures of the record's ``route.equivalence``
+  (model/equivalence_view.py; verdict 'not checked' without one), filled from the stored JSON, so
+  listings, filters and exports show them beside the speed without parsing every record.
 """
 
 from __future__ import annotations
@@ -266,12 +269,57 @@ def _m0006_metric_invocations(conn: sa.Connection) -> None:
     conn.execute(sa.text("ANALYZE metrics"))
 
 
+def equivalence_columns() -> list[sa.Column]:
+    """The ``records.equivalence_*`` columns of 0007, in model/equivalence_view.COLUMNS order."""
+    return [
+        sa.Column("equivalence_verdict", sa.String(40), nullable=True),
+        sa.Column("equivalence_reference", sa.Text, nullable=True),
+        sa.Column("equivalence_kind", sa.String(20), nullable=True),
+        sa.Column("equivalence_kl_mean", sa.Float, nullable=True),
+        sa.Column("equivalence_top1_agreement", sa.Float, nullable=True),
+        sa.Column("equivalence_first_divergence_step", sa.Integer, nullable=True),
+        sa.Column("equivalence_first_stage", sa.String(200), nullable=True),
+        sa.Column("equivalence_max_abs_error", sa.Float, nullable=True),
+        sa.Column("equivalence_max_rel_error", sa.Float, nullable=True),
+        sa.Column("equivalence_cosine_min", sa.Float, nullable=True),
+    ]
+
+
+def _m0007_equivalence_columns(conn: sa.Connection) -> None:
+    """Add the ``records.equivalence_*`` columns and fill them from each record's JSON (records
+    without a check read 'not checked')."""
+    import json
+
+    from winml_perf.model.equivalence_view import view_of_record
+
+    columns = equivalence_columns()
+    dialect = conn.dialect
+    for c in columns:
+        conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN {c.name} {c.type.compile(dialect=dialect)}"))
+    names = [c.name for c in columns]
+    sets = ", ".join(f"{n} = :{n}" for n in names)
+    last = 0
+    while True:
+        batch = conn.execute(
+            sa.text("SELECT id, record_json FROM records WHERE id > :last ORDER BY id LIMIT :n"),
+            {"last": last, "n": MIGRATION_CHUNK},
+        ).all()
+        if not batch:
+            break
+        last = batch[-1][0]
+        updates = [{"rid": rid, **view_of_record(json.loads(text)).columns()} for rid, text in batch]
+        conn.execute(sa.text(f"UPDATE records SET {sets} WHERE id = :rid"), updates)
+    conn.execute(sa.text("CREATE INDEX ix_records_equivalence_verdict ON records (equivalence_verdict)"))
+
+
 # The current schema, for queries (never used to create tables: migrations do that).
 metadata = sa.MetaData()
 schema_migrations, records, metrics, samples = _v1_tables(metadata)
 records.append_column(sa.Column("series_key", sa.String(SERIES_KEY_LENGTH), nullable=True))
 samples.append_column(sa.Column("invocation", sa.Integer, nullable=True))
 metrics.append_column(sa.Column("invocations", sa.Text, nullable=True))
+for _column in equivalence_columns():
+    records.append_column(_column)
 change_point_cache = _v4_change_point_cache(metadata)
 
 
@@ -289,6 +337,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0004_change_point_cache", _m0004_change_point_cache),
     Migration("0005_series_covering_indexes", _m0005_series_covering_indexes),
     Migration("0006_metric_invocations", _m0006_metric_invocations),
+    Migration("0007_equivalence_columns", _m0007_equivalence_columns),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
+from winml_perf.model.equivalence_view import view_of_record
 from winml_perf.model.metrics import CELL, METRICS
 from winml_perf.model.sample import IterationSample
 from winml_perf.support.errors import StoreError
@@ -324,6 +325,7 @@ def record_rows(record: Mapping[str, Any]) -> RecordRows:
         "genai_version": _str(versions.get("onnxruntime-genai")),
         "n_samples": len(measured),
         "series_key": series_key(record),
+        **view_of_record(record).columns(),  # the verdict and key figures of route.equivalence (issue 24)
         "record_json": canonical,
     }
     return RecordRows(record=row, metrics=_metric_rows(record, measured), samples=measured + warmup)

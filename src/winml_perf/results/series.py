@@ -30,7 +30,8 @@ IDENTITY_CHUNK = 900
 
 def series_list(store: Store, **filters: Any) -> list[dict]:
     """One row per series the filters select: its key, identity columns (testbed, bundle, route,
-    runtime, shape), records and newest time. Counting reads the series index alone; the identity
+    runtime, shape), the equivalence verdict and reference of its newest ok record (else its newest),
+    records and newest time. Counting reads the series index alone; the identity
     columns, the same for every record of a series, come from each series' newest record."""
     r = mig.records.c
     counts = apply_filters(
@@ -39,24 +40,36 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
             sa.func.count().label("records"),
             sa.func.max(r.created_utc).label("newest"),
             sa.func.max(r.id).label("last_id"),
+            sa.func.max(sa.case((r.status == "ok", r.id), else_=None)).label("last_ok_id"),
         ),
         filters,
     )
     counts = counts.where(r.series_key.is_not(None)).group_by(r.series_key)
     ident = (r.id, r.testbed_id, r.bundle, r.route, r.runtime, r.prompt_tokens, r.max_new_tokens)
+    judged = (r.id, r.equivalence_verdict, r.equivalence_reference)
+
+    def by_ids(conn: sa.Connection, cols: tuple, wanted: list[int]) -> dict[int, dict]:
+        out: dict[int, dict] = {}
+        ids = sorted(set(wanted))
+        for k in range(0, len(ids), IDENTITY_CHUNK):
+            for x in conn.execute(sa.select(*cols).where(r.id.in_(ids[k : k + IDENTITY_CHUNK]))):
+                out[x.id] = dict(x._mapping)
+        return out
 
     def read(conn: sa.Connection) -> list[dict]:
         rows = [dict(x._mapping) for x in conn.execute(counts)]
-        by_id: dict[int, dict] = {}
-        ids = sorted(row["last_id"] for row in rows)
-        for k in range(0, len(ids), IDENTITY_CHUNK):
-            for x in conn.execute(sa.select(*ident).where(r.id.in_(ids[k : k + IDENTITY_CHUNK]))):
-                by_id[x.id] = dict(x._mapping)
+        by_id = by_ids(conn, ident, [row["last_id"] for row in rows])
+        # the equivalence verdict of the newest ok record (whose value the overview shows), else the newest's
+        verdicts = by_ids(conn, judged, [row["last_ok_id"] or row["last_id"] for row in rows])
         out = []
         for row in rows:
-            idn = by_id[row.pop("last_id")]
+            idn = dict(by_id[row["last_id"]])
             idn.pop("id")
-            out.append({"series_key": row["series_key"], **idn, "records": row["records"], "newest": row["newest"]})
+            verdict = dict(verdicts[row["last_ok_id"] or row["last_id"]])
+            verdict.pop("id")
+            out.append(
+                {"series_key": row["series_key"], **idn, **verdict, "records": row["records"], "newest": row["newest"]}
+            )
         return out
 
     return store.read(read)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from winml_perf.model.equivalence_view import view_of_row
 from winml_perf.model.metrics import bigger_is_better, unit
 from winml_perf.publish.exporters import Exporter, register
 from winml_perf.publish.exporters._rows import benchmark_name, dashboard_metrics, interval, latest_per_series
@@ -27,6 +28,7 @@ def _entry(row: dict, metric: str) -> dict:
         lo, hi = ci
         entry["range"] = f"± {max(row[metric] - lo, hi - row[metric]):.6g}"
     extra = [f"testbed: {row['testbed_id']}", f"run: {row['run_id']}", f"commit: {row['git_commit']}"]
+    extra.append(f"equivalence: {view_of_row(row).text()}")  # 'NOT equivalent (...) against config', 'not checked'
     if clean(row.get(f"{metric}_n")) is not None:
         extra.append(f"n: {row[f'{metric}_n']}")
     entry["extra"] = "\n".join(extra)

@@ -1,5 +1,5 @@
-"""``markdown``: a compact table of the headline numbers (the rows `winml results list` prints).
-A run: its result table."""
+"""``markdown``: a compact table of the headline numbers (the rows `winml results list` prints),
+with each route's equivalence verdict beside them. A run: its result table."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from tabulate import tabulate
 
+from winml_perf.model.equivalence_view import view_of_row
 from winml_perf.model.metrics import DECODE_THROUGHPUT, E2E, LATENCY, PROMPT_THROUGHPUT, TTFT
 from winml_perf.publish.exporters import Exporter, register
 
@@ -29,6 +30,7 @@ MARKDOWN_HEADERS = (
     PROMPT_THROUGHPUT.label,
     TTFT.label,
     E2E.label,
+    "equivalence",
     "commit",
 )
 
@@ -72,6 +74,7 @@ def summary_rows(df: Any) -> list[list[str]]:
                 _num(row.get(PROMPT_THROUGHPUT.name)),
                 _num(row.get(TTFT.name)),
                 _num(row.get(latency)),
+                view_of_row(row).label(),  # the route's equivalence verdict; 'not checked' without one
                 (row["git_commit"] or "")[:10],
             ]
         )
