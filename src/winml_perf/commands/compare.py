@@ -205,7 +205,7 @@ def runs_command(
     a Mann-Whitney p-value over the invocation medians and the verdict the interval gives."""
     from winml_perf.commands.compare_store import compare_stored_runs
     from winml_perf.compare.gate import explanation_lines
-    from winml_perf.compare.text import key_label, parse_pct
+    from winml_perf.compare.text import parse_pct
     from winml_perf.results.store import open_store
 
     _fmt(fmt)

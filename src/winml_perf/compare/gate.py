@@ -29,7 +29,7 @@ from typing import Any
 
 from winml_perf.compare.cells import Cell
 from winml_perf.compare.runs import RunChange, RunsReport
-from winml_perf.compare.text import key_label, metric_word
+from winml_perf.compare.text import metric_word
 from winml_perf.model.metrics import bigger_is_better, get
 from winml_perf.stats.series.changepoint import INSUFFICIENT, Verdict, judge_newest
 
@@ -164,7 +164,7 @@ def explanation_lines(report: RunsReport) -> list[str]:
         " the two selections"
     )
     lines += [
-        f"gate: {key_label(r.key)} {metric_word(r.metric)}: {r.gate}: {r.gate_reason}"
+        f"gate: {report.label(r.key)} {metric_word(r.metric)}: {r.gate}: {r.gate_reason}"
         for r in report.rows
         if r.gate is not None and r.gate != COUNTED_ONCE
     ]

@@ -13,11 +13,11 @@ queries.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
 from winml_perf.compare.cells import KEY_FIELDS, Cell, MeasuredSample, choose_metrics
-from winml_perf.compare.text import key_label, metric_word
+from winml_perf.compare.text import bundle_labels, key_label, metric_word
 from winml_perf.model.metrics import bigger_is_better
 from winml_perf.stats import significance as sig
 from winml_perf.stats.run_change import run_change
@@ -56,7 +56,8 @@ class RunChange:
     gate: str | None = None  # the gate's verdict (changepoint.Verdict.status), when gated
     gate_reason: str | None = None
 
-    def sentence(self) -> str:
+    def sentence(self, label: str | None = None) -> str:
+        """The change in one line; ``label``: the series as the report names it (RunsReport.label)."""
         sign = "+" if self.delta_pct >= 0 else ""
         flag = (
             f"  REGRESSION ({self.gate_reason})"
@@ -66,7 +67,7 @@ class RunChange:
             else ""
         )
         return (
-            f"{key_label(self.key)} {metric_word(self.metric)}: {human(self.baseline_median)} -> {human(self.candidate_median)} "
+            f"{label or key_label(self.key)} {metric_word(self.metric)}: {human(self.baseline_median)} -> {human(self.candidate_median)} "
             f"({sign}{self.delta_pct:.2f}%{self.interval_text()} over {self.n_baseline} vs {self.n_candidate}"
             f" invocations): {self.verdict}{flag}"
         )
@@ -93,6 +94,12 @@ class RunsReport:
     fail_threshold_pct: float | None
     equivalence_pct: float
     notes: tuple[str, ...] = field(default=())
+    bundles: Mapping[tuple, str] = field(default_factory=dict)  # group key -> its bundle's label
+
+    def label(self, key: tuple) -> str:
+        """A group key as this report names it: its bundle's id beside the name where two bundles
+        of the report share a name (compare/text.bundle_labels)."""
+        return key_label(key, self.bundles.get(tuple(key)))
 
     @property
     def regressions(self) -> tuple[RunChange, ...]:
@@ -111,7 +118,12 @@ class RunsReport:
 
 
 def _pair_groups(
-    base: dict[tuple, list], cand: dict[tuple, list], force: bool, notes: list[str], per_series: bool = False
+    base: dict[tuple, list],
+    cand: dict[tuple, list],
+    force: bool,
+    notes: list[str],
+    per_series: bool = False,
+    label: Callable[[tuple], str] = key_label,
 ) -> list[tuple[tuple, tuple]]:
     common = sorted(set(base) & set(cand), key=str)
     only_b = sorted(set(base) - set(cand), key=str)
@@ -120,14 +132,14 @@ def _pair_groups(
         return [(k, k) for k in common]
     if per_series and common:  # previous/latest of each series: a series with one run has no pair
         notes.extend(
-            [f"not compared (one run of this series so far): {key_label(k)}" for k in only_c]
-            + [f"not compared (no ok cell in its latest run): {key_label(k)}" for k in only_b]
+            [f"not compared (one run of this series so far): {label(k)}" for k in only_c]
+            + [f"not compared (no ok cell in its latest run): {label(k)}" for k in only_b]
         )
         return [(k, k) for k in common]
     if not force:
         what = "; ".join(
-            [f"only in baseline: {key_label(k)}" for k in only_b[:3]]
-            + [f"only in candidate: {key_label(k)}" for k in only_c[:3]]
+            [f"only in baseline: {label(k)}" for k in only_b[:3]]
+            + [f"only in candidate: {label(k)}" for k in only_c[:3]]
         )
         raise UsageError(
             f"baseline and candidate do not measure the same testbed, bundle, route and shape ({what})",
@@ -135,11 +147,11 @@ def _pair_groups(
         )
     if not common and len(base) == 1 and len(cand) == 1:
         (kb,), (kc,) = base, cand
-        notes.append(f"--force: comparing {key_label(kb)} with {key_label(kc)}")
+        notes.append(f"--force: comparing {label(kb)} with {label(kc)}")
         return [(kb, kc)]
     notes.extend(
-        [f"--force: not compared, only in baseline: {key_label(k)}" for k in only_b]
-        + [f"--force: not compared, only in candidate: {key_label(k)}" for k in only_c]
+        [f"--force: not compared, only in baseline: {label(k)}" for k in only_b]
+        + [f"--force: not compared, only in candidate: {label(k)}" for k in only_c]
     )
     return [(k, k) for k in common]
 
@@ -246,6 +258,9 @@ def compare_runs(
     _check_groups("--baseline", baseline, base)
     _check_groups("--candidate", candidate, cand)
     per_series = baseline.selector in PER_SERIES_SELECTORS and candidate.selector in PER_SERIES_SELECTORS
+    cells = (*baseline.cells, *candidate.cells)
+    names = bundle_labels((c.bundle, c.bundle_id) for c in cells)
+    bundles = {c.key: names[(c.bundle, c.bundle_id or None)] for c in cells}
     rows = [
         compare_samples(
             kb,
@@ -256,7 +271,7 @@ def compare_runs(
             equivalence_pct=equivalence_pct,
             fail_threshold_pct=fail_threshold_pct,
         )
-        for kb, kc in _pair_groups(base, cand, force, notes, per_series)
+        for kb, kc in _pair_groups(base, cand, force, notes, per_series, lambda k: key_label(k, bundles.get(k)))
         for metric in choose_metrics(metrics, _flat(base[kb]), _flat(cand[kc]))
     ]
     if not rows:
@@ -264,5 +279,5 @@ def compare_runs(
             "nothing to compare: no metric has samples on both sides", "check the selections with `winml results list`"
         )
     return RunsReport(
-        baseline.meaning, candidate.meaning, tuple(rows), fail_threshold_pct, equivalence_pct, tuple(notes)
+        baseline.meaning, candidate.meaning, tuple(rows), fail_threshold_pct, equivalence_pct, tuple(notes), bundles
     )

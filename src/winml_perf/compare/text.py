@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from winml_perf.model.metrics import get
@@ -26,10 +27,36 @@ def shape_label(prompt_tokens: Any, max_new_tokens: Any) -> str:
     return " ".join(parts) or "-"
 
 
-def key_label(key: Sequence[Any]) -> str:
-    """A group key (compare/cells.py KEY_FIELDS) for a person: 'bundle route p16 n32 @testbed'."""
-    testbed, bundle, route, p, n = key[:5]
-    return f"{bundle} {route} {shape_label(p, n)} @{testbed}"
+def key_label(key: Sequence[Any], bundle: str | None = None) -> str:
+    """A group key (compare/cells.py KEY_FIELDS) for a person: 'bundle route p16 n32 @testbed';
+    ``bundle``: the bundle's label in place of its name (``bundle_labels``)."""
+    testbed, name, route, p, n = key[:5]
+    return f"{bundle or name} {route} {shape_label(p, n)} @{testbed}"
+
+
+#: Hex digits of a bundle id in a label ('tiny-qwen2 (a1b2c3)'); more where two ids begin alike.
+LABEL_ID_DIGITS = 6
+NO_ID = "no id"
+
+
+def bundle_labels(pairs: Iterable[tuple[Any, Any]]) -> dict[tuple[Any, Any], str]:
+    """(bundle name, bundle id) -> the label a person reads: the name alone while one bundle of
+    those given has it; 'name (a1b2c3)' for each of several bundles named alike, 'name (no id)' for
+    records made before bundles had ids (record/bundle_identity.py). Look labels up by
+    ``(name, bundle_id or None)``."""
+    ids_of: dict[Any, set[Any]] = defaultdict(set)
+    for name, bundle_id in pairs:
+        ids_of[name].add(bundle_id or None)
+    out: dict[tuple[Any, Any], str] = {}
+    for name, ids in ids_of.items():
+        known = sorted(i for i in ids if i)
+        digits = LABEL_ID_DIGITS
+        while len({i[:digits] for i in known}) < len(known):
+            digits += 1
+        for bundle_id in ids:
+            tag = bundle_id[:digits] if bundle_id else NO_ID
+            out[(name, bundle_id)] = str(name) if len(ids) == 1 else f"{name} ({tag})"
+    return out
 
 
 def parse_pct(value: float | str | None, flag: str, *, unit_required: bool = False) -> float | None:

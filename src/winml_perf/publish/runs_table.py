@@ -45,17 +45,18 @@ def gate_cell(row: RunChange) -> str:
     return "REGRESSION" if row.regression else row.gate or ""
 
 
-def label_parts(key: Sequence[Any]) -> dict[str, str]:
-    """A group key (compare/cells.py KEY_FIELDS) as the parts of its label."""
-    testbed, bundle, route, p, n = key[:5]
-    return {"bundle": str(bundle), "route": str(route), "shape": shape_label(p, n), "testbed": f"@{testbed}"}
+def label_parts(key: Sequence[Any], bundle: str | None = None) -> dict[str, str]:
+    """A group key (compare/cells.py KEY_FIELDS) as the parts of its label; ``bundle``: the bundle's
+    label in the report (with its id where two bundles share a name)."""
+    testbed, name, route, p, n = key[:5]
+    return {"bundle": bundle or str(name), "route": str(route), "shape": shape_label(p, n), "testbed": f"@{testbed}"}
 
 
 def human_rows(report: RunsReport) -> list[list[str]]:
     """Every column of every row as a person reads it (the table and markdown)."""
     return [
         [
-            " ".join(label_parts(r.key).values()),
+            " ".join(label_parts(r.key, report.bundles.get(r.key)).values()),
             metric_word(r.metric),
             str(r.n_baseline),
             str(r.n_candidate),
@@ -93,7 +94,7 @@ def _width(text: str) -> int:
 
 def _shared_parts(report: RunsReport) -> list[str]:
     """The label parts every row has alike (none when there is a single part left to show)."""
-    parts = [label_parts(r.key) for r in report.rows]
+    parts = [label_parts(r.key, report.bundles.get(r.key)) for r in report.rows]
     return [k for k in LABEL_PARTS if parts and len({p[k] for p in parts}) == 1]
 
 
@@ -110,11 +111,13 @@ def fitted_runs_table(report: RunsReport, width: int) -> str:
     if shared:
         keep = [k for k in LABEL_PARTS if k not in shared]
         for row, r in zip(rows, report.rows):
-            parts = label_parts(r.key)
+            parts = label_parts(r.key, report.bundles.get(r.key))
             row[0] = " ".join(parts[k] for k in keep) or parts["bundle"]
         if not keep:  # one series: its bundle stays in the cells
             shared.remove("bundle")
-        above.append(f"every series: {' '.join(label_parts(report.rows[0].key)[k] for k in shared)}")
+        above.append(
+            f"every series: {' '.join(label_parts(report.rows[0].key, report.bundles.get(report.rows[0].key))[k] for k in shared)}"
+        )
         text = _render(heads, rows, wrap=True)
     dropped: list[str] = []
     for name in DROP_ORDER:
