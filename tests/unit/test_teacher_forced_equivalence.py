@@ -9,7 +9,15 @@ import numpy as np
 import pytest
 
 from winml_perf.measure import equivalence as eq
-from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, WITHIN_PRECISION, Band, Equivalence, LogitFigures
+from winml_perf.model.equivalence import (
+    EQUIVALENT,
+    NOT_EQUIVALENT,
+    WITHIN_PRECISION,
+    Band,
+    Equivalence,
+    LogitFigures,
+    StagePrecision,
+)
 from winml_perf.session import genai_logits
 from winml_perf.stats.equivalence import band_limit, compare_logits, compare_tensors, verdict
 from winml_perf.support.errors import BenchmarkFailure
@@ -97,6 +105,9 @@ def fake(monkeypatch):
     calls: list[str] = []
     monkeypatch.setattr(genai_logits, "teacher_forced", _fake_teacher_forced(calls))
     monkeypatch.setattr(eq, "layer_profile", _fake_layer_profile(calls))
+    monkeypatch.setattr(
+        eq, "_precision", lambda path: (StagePrecision("decoder", "CPUExecutionProvider", (4,), (), f"at {path}"),)
+    )
     monkeypatch.setattr(eq, "reference_bands", lambda *a: (_band("noise floor", 0.0, 1e-6), _band("precision", 0.01)))
     monkeypatch.setattr(
         "winml_perf.session.genai_session.GenaiSession.synthetic_prompt", lambda self, n, seed=0: [10] * n
@@ -133,6 +144,8 @@ def test_each_route_is_judged_on_its_own_path(fake):
     assert [f.layer for f in bad.layers.figures] == [0, 1, 2, 3]  # no layer skipped
     assert bad.layers.first_departing == 2 and bad.layers.pattern == "jump" and bad.layers.first_differing == 2
     assert "layers: parts at layer 2 (decoder) by jump" in eq.equivalence_line("ep=x", bad)
+    # each side's precision is read from its own files
+    assert bad.precision_class == "decoder: CPU at other" and "decoder: CPU at ref" in eq.equivalence_line("ep=x", bad)
     assert eq.judge_routes("ref", routes[2:], steps=8, layers=False).by_label["ep=x"].layers is None
 
 

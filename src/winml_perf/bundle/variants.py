@@ -154,3 +154,67 @@ def stage_session_entries(config, stage_name: str) -> dict:
     nodes = nodes[0] if isinstance(nodes, list) else nodes
     own = nodes[stage_name].get("session_options")
     return dict(own if isinstance(own, dict) else decoder.get("session_options") or {})
+
+
+# -- what precision a bundle's stages compute in (issue 24) ---------------------------------------
+
+#: The MatMulNBits accuracy_level attribute as the contrib op defines it: the least precision of input A.
+ACCURACY_MEANING = {0: "unset", 1: "fp32 A", 2: "fp16 A", 3: "bf16 A", 4: "int8 A"}
+#: Provider options that set an EP's compute precision, by EP (the option names those EPs parse).
+PRECISION_OPTIONS = {
+    "QNNExecutionProvider": ("enable_htp_fp16_precision", "htp_bf16_enable", "enable_htp_fp16_clamp_overflow"),
+    "OpenVINOExecutionProvider": ("precision", "load_config"),
+}
+QNN_FP16_DEFAULT = "1"
+
+
+def _model_facts(path: Path) -> tuple[tuple[int, ...], str, bool]:
+    """(MatMulNBits accuracy levels, float type of the graph's float inputs/weights, compiled) of one
+    .onnx file, from its header (weights stay on disk)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    levels = sorted(
+        {
+            int(next((a.i for a in n.attribute if a.name == "accuracy_level"), 0))
+            for n in model.graph.node
+            if n.op_type == "MatMulNBits"
+        }
+    )
+    types = {v.type.tensor_type.elem_type for v in model.graph.input} | {i.data_type for i in model.graph.initializer}
+    dtype = "fp16" if onnx.TensorProto.FLOAT16 in types else "bf16" if onnx.TensorProto.BFLOAT16 in types else "fp32"
+    compiled = any(n.op_type == "EPContext" for n in model.graph.node)
+    return tuple(levels), dtype, compiled
+
+
+def _compute(ep: str, levels: tuple[int, ...], dtype: str, compiled: bool, options: dict[str, str]) -> str:
+    parts = [f"{dtype} model"]
+    if levels:
+        parts.append("MatMulNBits accuracy_level " + "/".join(f"{x} ({ACCURACY_MEANING.get(x, '?')})" for x in levels))
+    if compiled:
+        parts.append("compiled (EPContext)")
+    if ep == "QNNExecutionProvider":
+        fp16 = options.get("enable_htp_fp16_precision", QNN_FP16_DEFAULT) == "1"
+        parts.append(f"HTP {'fp16' if fp16 else 'fp32'} (enable_htp_fp16_precision {'1' if fp16 else '0'})")
+    elif ep == "OpenVINOExecutionProvider":
+        given = [f"{k} {options[k]}" for k in PRECISION_OPTIONS[ep] if k in options]
+        parts.append(", ".join(given) if given else "the device's default inference precision (no precision option)")
+    return ", ".join(parts)
+
+
+def bundle_precision(folder: Path) -> tuple:
+    """Each stage's StagePrecision: its EP, the accuracy levels of the .onnx it loads, the precision
+    options it is given, and one line of what it computes in."""
+    from winml_perf.ep.table import ep_from_genai_provider
+    from winml_perf.model.equivalence import StagePrecision
+
+    config = load_config(folder)
+    out = []
+    for stage in config.stages:
+        key, options = next(iter(stage.provider_options[0].items())) if stage.provider_options else ("cpu", {})
+        ep = ep_from_genai_provider(key)
+        levels, dtype, compiled = _model_facts(folder / stage.filename)
+        given = {k: str(options[k]) for k in PRECISION_OPTIONS.get(ep, ()) if k in options}
+        compute = _compute(ep, levels, dtype, compiled, {k: str(v) for k, v in options.items()})
+        out.append(StagePrecision(stage.name, ep, levels, tuple(sorted(given.items())), compute))
+    return tuple(out)

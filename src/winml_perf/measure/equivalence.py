@@ -275,6 +275,13 @@ def layer_profile(folder: str | Path, tokens: list[int], embeds: Any = None) -> 
     return LayerProfile(values, stage_of, tensor_of, tuple(unobserved), embeds, len(tokens), ms)
 
 
+def _precision(folder: str | Path) -> tuple:
+    """What each stage of the bundle at ``folder`` computes in, read from the files it loads."""
+    from winml_perf.bundle.variants import bundle_precision
+
+    return bundle_precision(Path(folder))
+
+
 def judge_layers(ref: LayerBands, route: LayerProfile) -> Layers:
     """A route's layer profile against the reference's, limits from the widest band measured."""
     from winml_perf.stats.layer_equivalence import first_departing, first_differing, layer_figures, pattern
@@ -331,6 +338,7 @@ def judge_routes(
         tokens = [*prompt_ids, *reference.continuation[: steps - 1]]
         layer_bands = LayerBands(tokens, layer_profile(ref_path, tokens), {})
     noise, precision = reference_bands(ref_path, reference, prompt_ids, layer_bands)
+    ref_precision = _precision(ref_path)
     out: dict[str, Equivalence] = {}
     errors: dict[str, str] = {}
     for r in routes:
@@ -353,7 +361,7 @@ def judge_routes(
         out[r.label] = Equivalence(
             ref_label, ref_path, str(r.session.path), n_prompt, seed, figures, verdict(figures, noise, precision),
             bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
-            where,
+            where, _precision(r.session.path), ref_precision,
         )  # fmt: skip
     return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors)
 
@@ -391,7 +399,7 @@ def attach_equivalence(bundle: str, routes: list[Any], seed: int, reference_bund
 
 def equivalence_line(label: str, e: Equivalence) -> str:
     """'ep=webgpu ≈ config: KL 2e-06, top-1 100 % over 16 steps' (≉ when not equivalent)."""
-    from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT
+    from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, precision_class
 
     f = e.figures
     mark = {EQUIVALENT: "≈", NOT_EQUIVALENT: "≉"}.get(e.verdict, "~")
@@ -408,6 +416,8 @@ def equivalence_line(label: str, e: Equivalence) -> str:
         text += f", first at stage {e.first_stage}"
     if e.layers is not None:
         text += "\n  " + layers_line(e.layers)
+    if e.precision:
+        text += f"\n  precision: {label} {e.precision_class} | {e.reference} {precision_class(e.reference_precision)}"
     return text
 
 

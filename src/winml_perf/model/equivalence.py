@@ -231,9 +231,12 @@ class StagePrecision:
 
 
 def precision_class(stages: tuple[StagePrecision, ...]) -> str:
-    """One line naming a route's precision: each distinct stage compute, e.g. 'CPU int8 activations'."""
-    seen = dict.fromkeys(f"{s.ep.replace('ExecutionProvider', '')} {s.compute}" for s in stages)
-    return "; ".join(seen) or "unknown"
+    """One line naming what a route computes in, stages grouped by it:
+    'embeddings/lm_head: CPU fp32 model; context/iterator: CPU fp32 model, MatMulNBits accuracy_level 4 (int8 A)'."""
+    groups: dict[str, list[str]] = {}
+    for s in stages:
+        groups.setdefault(f"{s.ep.removesuffix('ExecutionProvider')} {s.compute}", []).append(s.stage)
+    return "; ".join(f"{'/'.join(names)}: {what}" for what, names in groups.items()) or "unknown"
 
 
 @dataclass(frozen=True)
