@@ -12,10 +12,18 @@
 # torch, transformers, numpy, pandas and onnx are on the machine's image (for `winml bundle synth`).
 #
 # Usage: benchmarks/gpu/h200_openvino.sh STEP[,STEP...] OUTDIR
-#   steps: setup-wheels setup-openvino devices measure explain
-# Overrides: FLAT (bundle path; built on first use), PROMPT_TOKENS, NEW_TOKENS, INVOCATIONS, ITERATIONS.
+#   steps: setup-wheels setup-openvino devices measure explain tune tune-check
+#   tune (issue 25): `winml tune` of the pipeline int4 Qwen2.5-0.5B-shaped bundle (built on first use into
+#     $PIPELINE, as h200_webgpu.sh builds /tmp/q05-pipeline) over cpu,webgpu,openvino, budget $TUNE_BUDGET
+#     (default 300s, preparation included), searching $TUNE_STAGES (default context,iterator: 7 routes;
+#     TUNE_STAGES= searches all four stages), the winner emitted into $out/tune-best. Needs the WebGPU
+#     wheel in .whl/ and, for NVIDIA's Vulkan ICD, .gl/ (as h200_webgpu.sh); writes tune.txt, tune.json.
+#   tune-check: the emitted bundle against the source's config, alternating fresh `winml perf` runs,
+#     paired (benchmarks/tune_reproduce.py): does its ratio fall in the tune's interval? tune-check.txt.
+# Overrides: FLAT (bundle path; built on first use), PROMPT_TOKENS, NEW_TOKENS, INVOCATIONS, ITERATIONS,
+#   PIPELINE, TUNE_BUDGET, TUNE_STAGES, SEED, PAIRS.
 set -euo pipefail
-steps=${1:?one or more of setup-wheels,setup-openvino,devices,measure,explain (comma-separated)}
+steps=${1:?one or more of setup-wheels,setup-openvino,devices,measure,explain,tune,tune-check (comma-separated)}
 out=${2:?output folder}
 mkdir -p "$out"
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
@@ -26,6 +34,17 @@ flat=${FLAT:-/tmp/q05-flat}
 shape=(--prompt-tokens "${PROMPT_TOKENS:-64}" --max-new-tokens "${NEW_TOKENS:-64}")
 policy=(--invocations "${INVOCATIONS:-5}" --iterations "${ITERATIONS:-3}" --warmup 1)
 build_flat() { [ -d "$flat" ] || winml bundle synth -o "$flat" --preset qwen2.5-0.5b -p int4 --force; }
+pipeline=${PIPELINE:-/tmp/q05-pipeline}
+build_pipeline() {
+  [ -d "$pipeline" ] || winml bundle synth -o "$pipeline" --preset qwen2.5-0.5b -p int4 --pipeline --quantize-lm-head --force
+}
+webgpu_env() {  # NVIDIA's Vulkan ICD for the WebGPU EP, as h200_webgpu.sh sets it up
+  if [ -d .gl ] && [ ! -e /tmp/.gl-done ]; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; touch /tmp/.gl-done; fi
+  if [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+  fi
+}
 
 run_step() {
   case "$1" in
@@ -53,6 +72,23 @@ run_step() {
       build_flat
       winml perf "$flat" --route config --route ep=openvino "${shape[@]}" --invocations 1 --iterations 2 --explain \
         -o "$out/explain.json" | tee "$out/explain.txt"
+      ;;
+    tune)
+      build_pipeline
+      webgpu_env
+      winml devices | tee "$out/tune-devices.txt"
+      rm -rf "$out/tune-best"
+      searched=${TUNE_STAGES-context,iterator}
+      stages=(); [ -z "$searched" ] || stages=(--stages "$searched")
+      winml tune "$pipeline" --eps cpu,webgpu,openvino ${stages[@]+"${stages[@]}"} \
+        --budget "${TUNE_BUDGET:-300s}" --prompt-tokens "${PROMPT_TOKENS:-64}" --max-new-tokens "${NEW_TOKENS:-64}" \
+        --iterations "${ITERATIONS:-3}" --warmup 1 --seed "${SEED:-0}" --emit "$out/tune-best" \
+        --report "$out/tune.json" | tee "$out/tune.txt"
+      ;;
+    tune-check)
+      webgpu_env
+      "$PY" benchmarks/tune_reproduce.py "$out/tune-best" --pairs "${PAIRS:-5}" -- "${shape[@]}" \
+        --iterations "${ITERATIONS:-3}" --warmup 1 | tee "$out/tune-check.txt"
       ;;
     *)
       echo "unknown step $1" >&2

@@ -118,3 +118,20 @@ def test_emit_refuses_a_folder_that_holds_something(tmp_path):
         check_emit_dir(tmp_path / "full")
     with pytest.raises(UsageError, match="does not exist"):
         check_emit_dir(tmp_path / "no" / "such")
+
+
+def test_stages_limits_the_search_and_an_unknown_stage_names_the_flag():
+    cands = enumerate_candidates(_config(CPU, CPU, CPU, CPU), [CPU, GPU], {}, ("context", "iterator"))
+    assert {c.label for c in cands} == {
+        "config",
+        "ep=webgpu[context]",
+        "ep=webgpu[iterator]",
+        "ep=webgpu[context,iterator]",
+    }
+    with pytest.raises(UsageError, match="--stages decoder"):
+        enumerate_candidates(_config(CPU, CPU, CPU, CPU), [CPU, GPU], {}, ("decoder",))
+
+
+def test_host_memory_eps_do_not_cross_devices_with_cpu():
+    every = {s: True for s in STAGES}
+    assert device_crossings(_config(CPU, NPU, CPU, CPU), every, every) == 0  # QNN takes I/O on the host

@@ -35,6 +35,10 @@ def tune_command(
         str | None,
         typer.Option(metavar="EP[,EP]", help="EPs to assign to the stages (default: every EP with a device here)."),
     ] = None,
+    stages: Annotated[
+        str | None,
+        typer.Option(metavar="NAME[,NAME]", help="Search only these stages; the others stay as config has them."),
+    ] = None,
     ep_option: Annotated[
         list[str] | None,
         typer.Option(metavar="EP:KEY=VALUE", help="An option of an EP's forced routes (repeatable)."),
@@ -104,6 +108,7 @@ def tune_command(
         bundle=bundle,
         budget=parse_budget(budget),
         eps=tuple(w.strip() for w in (eps or "").split(",") if w.strip()),
+        stages=tuple(w.strip() for w in (stages or "").split(",") if w.strip()),
         ep_options=_ep_options(ep_option or []),
         objective=objective,
         max_ttft_ms=max_ttft_ms,

@@ -66,17 +66,27 @@ def config_assignment(bundle: Path) -> tuple[tuple[str, str], ...]:
 
 
 def enumerate_candidates(
-    config: Sequence[tuple[str, str]], eps: Sequence[str], options: Mapping[str, Mapping[str, str]]
+    config: Sequence[tuple[str, str]],
+    eps: Sequence[str],
+    options: Mapping[str, Mapping[str, str]],
+    searched: Sequence[str] = (),
 ) -> list[Candidate]:
-    """Config first, then every other assignment of ``eps`` to the stages (EP-major, then the fewest
-    changed stages first); ``options``: per canonical EP, the options its forced routes carry."""
+    """Config first, then every other assignment of ``eps`` to the stages (the fewest changed stages
+    first); ``options``: per canonical EP, the options its forced routes carry; ``searched``: only
+    these stages take another EP (--stages; empty: every stage), the others stay as config has them."""
     from winml_perf.ep.table import ep_alias
 
     stages = [s for s, _ in config]
     placed = dict(config)
+    unknown = [s for s in searched if s not in placed]
+    if unknown:
+        raise UsageError(
+            f"--stages {','.join(unknown)}: the bundle has no such stage", f"its stages: {', '.join(stages)}"
+        )
     out = [Candidate(tuple(config), RouteRequest())]
     seen = {tuple(config)}
-    for choice in itertools.product(eps, repeat=len(stages)):
+    choices = [list(eps) if not searched or s in searched else [placed[s]] for s in stages]
+    for choice in itertools.product(*choices):
         assignment = tuple(zip(stages, choice))
         if assignment in seen:
             continue
@@ -110,13 +120,15 @@ def _order(c: Candidate, eps: Sequence[str]) -> tuple:
 def device_crossings(
     assignment: Sequence[tuple[str, str]], on_prompt: Mapping[str, bool], on_tokens: Mapping[str, bool]
 ) -> int:
-    """How often data crosses from one device class to another along the pipeline: adjacent stages
-    (in pipeline order) on different home devices, counted on the prompt path (stages that run on
-    the prompt) and on the token path (stages that run on token generation); the larger count."""
-    from winml_perf.ep.table import ep_info, is_known_ep
+    """How often data crosses from one device to another along the pipeline: adjacent stages (in
+    pipeline order) whose EPs take their inputs and outputs on different devices (ep/table.py's
+    io_device: CPU, OpenVINO and QNN on the host, WebGPU on its GPU), counted on the prompt path
+    (stages that run on the prompt) and on the token path (stages that run on token generation);
+    the larger count."""
+    from winml_perf.ep.table import io_device, is_known_ep
 
     def device(ep: str) -> str:
-        return ep_info(ep).home_device if is_known_ep(ep) else ep
+        return io_device(ep) if is_known_ep(ep) else ep
 
     def crossings(path: list[str]) -> int:
         return sum(1 for a, b in itertools.pairwise(path) if a != b)

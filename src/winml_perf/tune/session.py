@@ -19,6 +19,7 @@ class TuneRequest:
     bundle: Path
     budget: Budget
     eps: tuple[str, ...] = ()  # EP words; empty: every EP with a device here
+    stages: tuple[str, ...] = ()  # --stages: only these stages are searched; empty: every stage
     ep_options: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # EP word -> its options
     objective: str = "decode"
     max_ttft_ms: float | None = None
@@ -33,6 +34,7 @@ class TuneRequest:
     iterations: int = 5
     warmup: int = 1
     max_rounds: int = 30
+    min_rounds: int = 2  # rounds before the first elimination (= max_rounds: every route measured alike)
     store: str | None = None
     no_store: bool = False
     emit: Path | None = None
@@ -155,7 +157,7 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
     from winml_perf.tune.rounds import RealRounds, Shape
 
     eps = _eps(request)
-    candidates = enumerate_candidates(config_assignment(request.bundle), eps, _options(request))
+    candidates = enumerate_candidates(config_assignment(request.bundle), eps, _options(request), request.stages)
     say(f"tune: {len(candidates)} candidate assignments of {', '.join(eps)} to the stages of {request.bundle}")
     settings = PruneSettings(
         request.bundle,
@@ -187,6 +189,7 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
             metric,
             request.budget,
             request.seed,
+            min_rounds=request.min_rounds,
             max_rounds=request.max_rounds,
             max_ttft_ms=request.max_ttft_ms,
             tokens_per_invocation=shape.tokens_per_invocation,
