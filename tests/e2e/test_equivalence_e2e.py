@@ -110,3 +110,18 @@ def test_no_equivalence_turns_it_off():
 def test_a_reference_bundle_without_a_config_is_exit_2(tmp_path):
     result = run_winml("perf", TINY_FLAT, "--reference-bundle", tmp_path, *RUN)
     assert result.returncode == 2 and "--reference-bundle" in result.stderr and "genai_config.json" in result.stderr
+
+
+def test_reference_route_judges_the_other_routes_against_it():
+    result = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "ep=qnn", "--reference", "ep=qnn", *RUN)
+    eq = _equivalence(result)
+    assert eq["ep=qnn"] is None  # the reference is not judged against itself
+    e = eq["config"]
+    assert e["reference"] == "ep=qnn" and e["route_path"] == str(TINY_FLAT)
+    assert e["reference_path"] != e["route_path"] and "_compiled" in e["reference_path"]  # ep=qnn's derived folder
+    assert "config ≈ ep=qnn" in result.stderr and "against ep=qnn" in result.stderr
+
+
+def test_a_reference_that_is_not_one_of_the_routes_is_exit_2():
+    result = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "ep=qnn", "--reference", "ep=webgpu", *RUN)
+    assert result.returncode == 2 and "--reference ep=webgpu" in result.stderr and "config, ep=qnn" in result.stderr

@@ -316,6 +316,15 @@ def perf(
             help="Judge every route against this bundle (same tokenizer), e.g. the fp32 build.",
         ),
     ] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(
+            "--reference",
+            metavar="ROUTE",
+            rich_help_panel=WORKLOAD,
+            help="Judge every other route against this one of the run's routes (e.g. ep=cpu); default config.",
+        ),
+    ] = None,
     check_outputs: Annotated[
         bool,
         typer.Option(
@@ -590,6 +599,9 @@ def perf(
         check_outputs=check_outputs,
         equivalence=equivalence,
         reference_bundle=_reference_bundle(reference_bundle, equivalence, chosen.token_based),
+        reference_route=_reference_route(
+            reference, _routes(route or [], ep, device, stages), reference_bundle, equivalence, chosen.token_based
+        ),
         strict=strict,
         allow_uncompiled=allow_uncompiled,
         no_recompile=no_recompile,
@@ -693,6 +705,29 @@ def run_text(run: RunRecord, fmt: str) -> str:
     from winml_perf.publish.render import run_text as text
 
     return text(run, fmt)
+
+
+def _reference_route(
+    label: str | None, routes, reference_bundle: Path | None, equivalence: bool | None, token_based: bool
+) -> str | None:
+    """--reference ROUTE: one of the run's --route labels (the check on); else exit 2 naming them."""
+    from winml_perf.measure.orchestrate import parse_route
+
+    if label is None:
+        return None
+    if reference_bundle is not None or equivalence is False or not token_based:
+        raise UsageError(
+            "--reference cannot be combined with --reference-bundle, --no-equivalence or --runtime winml",
+            "keep --reference alone, with a genai bundle",
+        )
+    labels = [r.label for r in routes]
+    wanted = parse_route(label).label if label.strip() else label
+    if wanted not in labels:
+        raise UsageError(
+            f"--reference {label}: not one of this run's routes ({', '.join(labels)})",
+            "pass one of them, e.g. --route config --route ep=cpu --reference ep=cpu",
+        )
+    return wanted
 
 
 def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool) -> Path | None:

@@ -315,6 +315,7 @@ def judge_routes(
     steps: int = EQUIVALENCE_STEPS,
     *,
     layers: bool = True,
+    reference_route: str | None = None,
 ) -> EquivalenceRun:
     """Every route (but the reference itself) against the reference: the config route (the bundle),
     or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation; with ``layers``,
@@ -327,6 +328,9 @@ def judge_routes(
     t0 = time.perf_counter()
     ref_path = str(reference_bundle or bundle)
     ref_label = f"bundle:{reference_bundle}" if reference_bundle else CONFIG
+    if reference_route is not None:  # one of the run's routes, as prepared (its own derived folder)
+        chosen = reference_of(routes, reference_route)
+        ref_path, ref_label = str(chosen.session.path), chosen.label
     static = load_config(Path(bundle)).static_prompt_length()
     n_prompt = static[1] if static else n_prompt  # a static-shape stage takes exactly its length
     prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
@@ -366,20 +370,33 @@ def judge_routes(
     return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors)
 
 
+def reference_of(routes: Sequence[Any], label: str) -> Any:
+    """The route whose label (or one of its aliases: labels that resolved to the same route) is ``label``."""
+    for r in routes:
+        aliases = getattr(getattr(r, "recorded_route", None), "aliases", ()) or ()
+        if label == r.label or label in aliases:
+            return r
+    raise ValueError(f"--reference {label}: not one of this run's routes ({', '.join(r.label for r in routes)})")
+
+
 def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: object) -> bool:
     """On by default when the run has more than one route or names a reference bundle; --equivalence
     forces it on, --no-equivalence off."""
     return asked if asked is not None else (n_routes > 1 or reference_bundle is not None)
 
 
-def attach_equivalence(bundle: str, routes: list[Any], seed: int, reference_bundle: str | None) -> list[Any]:
+def attach_equivalence(
+    bundle: str, routes: list[Any], seed: int, reference_bundle: str | None, reference_route: str | None = None
+) -> list[Any]:
     """The routes with their Equivalence recorded; one line per route and the check's cost on stderr
     (it runs before the sweep: nothing of it enters a timed iteration)."""
     import sys
     from dataclasses import replace
 
     try:
-        run = judge_routes(bundle, routes, seed=seed, reference_bundle=reference_bundle)
+        run = judge_routes(
+            bundle, routes, seed=seed, reference_bundle=reference_bundle, reference_route=reference_route
+        )
     except BenchmarkFailure as exc:  # the reference itself could not run: no route is judged, and it says so
         print(f"equivalence: not judged: {exc}", file=sys.stderr)
         return routes

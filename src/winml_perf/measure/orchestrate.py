@@ -113,6 +113,7 @@ class PerfRequest:
     check_outputs: bool = False
     equivalence: bool | None = None  # teacher-forced equivalence; None: on with 2+ routes or a reference bundle
     reference_bundle: Path | None = None  # --reference-bundle: judge every route against this bundle
+    reference_route: str | None = None  # --reference ROUTE: judge every other route against this one of the run's
     strict: bool = False
     allow_uncompiled: bool = False  # --compile: measure a failed compile's route, labelled (uncompiled)
     no_recompile: bool = False  # --compile: use the prepared route or refuse (exit 2); never compile here
@@ -352,9 +353,9 @@ def _prepare_and_measure(
     if runtime_named(req.runtime).token_based:
         from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
 
-        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle):
+        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
             ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_equivalence(str(req.path), routes, req.seed, ref)
+            routes = attach_equivalence(str(req.path), routes, req.seed, ref, req.reference_route)
     cells = _cells(req, routes)
     store = None
     if not req.no_store:
