@@ -36,6 +36,8 @@ SUFFIX_UNITS = {
     "tokens_per_s": "tokens/s",
     "inferences_per_s": "inferences/s",
     "_fraction": "fraction",
+    "_j_per_token": "J/token",
+    "_w": "W",
 }
 
 

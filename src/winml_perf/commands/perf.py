@@ -388,6 +388,14 @@ def perf(
             help="Adaptive: at most this many seconds per cell (loads, warmups and iterations).",
         ),
     ] = DEFAULTS.max_time_s,
+    duration: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TIME",
+            rich_help_panel=MEASUREMENT,
+            help="Sustained run: generate for TIME (90s, 10m) and record tokens/s, energy and memory over time.",
+        ),
+    ] = None,
     rounds: Annotated[
         int | None,
         typer.Option(
@@ -526,6 +534,7 @@ def perf(
     ] = None,
 ) -> None:
     """Benchmark token throughput and latency of a bundle (or the latency of an ONNX model)."""
+    from winml_perf.commands.duration_flag import sustained_policy
     from winml_perf.commands.sweep_values import sweep_values
     from winml_perf.measure.orchestrate import PerfRequest, run_benchmark
     from winml_perf.publish.formats import check_format
@@ -588,7 +597,9 @@ def perf(
         warmup=_warmup(warmup),
         iterations=_iterations(
             iterations, target_ci, min_iterations, max_iterations, max_time, invocations, max_invocations
-        ),
+        )
+        if duration is None
+        else sustained_policy(duration, target_ci, invocations),
         rounds=_positive(rounds, "--rounds") if rounds is not None else None,
         isolate=isolate,
         cell_timeout_s=cell_timeout,

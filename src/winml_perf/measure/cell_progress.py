@@ -79,6 +79,10 @@ class CellProgress:
     failure: CellFailure | None = None
     started_utc: str = ""
     t0: float = 0.0
+    energy_readings: list[Any] = field(default_factory=list)  # power.accounting.PhaseReading per phase occurrence
+    idle_marks: tuple[tuple[float, float], ...] = ()  # the first invocation's quiet window
+    power_state: dict[str, Any] = field(default_factory=dict)  # at the cell's first begin
+    timeline: list[dict[str, Any]] = field(default_factory=list)  # a sustained run: one point per batch
 
     @property
     def finished(self) -> bool:

@@ -27,10 +27,19 @@ class SweepContext:
     hosts: dict[str, Host] = field(default_factory=dict)  # route label -> its live host
     results: list[CellResult] = field(default_factory=list)
     order: list[dict[str, Any]] = field(default_factory=list)  # one entry per round, as the record's sweep.order
+    meters: dict[str, Any] = field(default_factory=dict)  # route label -> its EnergyMeter (power/meters.py)
+    meter_notes: dict[str, dict[str, Any]] = field(default_factory=dict)  # route label -> what it covers, or why none
+    power_states: dict[str, dict[str, Any]] = field(default_factory=dict)  # route label -> its first cell's power state
 
     def open_host(self, label: str, spec: SessionSpec) -> Host:
         """A new host for the route ``label``, kept as its live host."""
-        host = new_host(spec, self.session_factory, isolate=self.isolate, sample_memory=self.sample_memory)
+        host = new_host(
+            spec,
+            self.session_factory,
+            isolate=self.isolate,
+            sample_memory=self.sample_memory,
+            meter=self.meters.get(label),
+        )
         self.hosts[label] = host
         return host
 

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 from winml_perf.measure import stopping
 from winml_perf.measure.cell_progress import CellProgress, Invocation, utc_now
 from winml_perf.measure.context import SweepContext
+from winml_perf.measure.energy import cell as energy
 from winml_perf.measure.hosting.isolate import ChildFailure, ChildTimeout
 from winml_perf.measure.hosting.local import Host, cell_failure
 from winml_perf.measure.hosting.replies import LoadReply
@@ -110,6 +111,12 @@ class CellDriver:
             self.fail(exc, "warmup")
             return False
         self.state.begin = self.state.begin or reply
+        if not self.state.idle_marks:
+            self.state.idle_marks = reply.idle_marks
+        if not self.state.power_state:
+            self.state.power_state = energy.power_state_of(
+                self.cell, self.context.meter_notes.get(self.cell.route_label)
+            )
         self.state.warmups += [replace(s, invocation=inv.index) for s in reply.warmup_samples]
         inv.warmed, inv.warmup_iterations, inv.warmup_s = True, len(reply.warmup_samples), reply.warmup_s
         inv.cost_s = load_share_s + reply.warmup_s
@@ -127,6 +134,9 @@ class CellDriver:
             self.fail(exc, "measure")
             return None
         inv.samples += [replace(s, invocation=inv.index) for s in reply.samples]
+        self.state.energy_readings += energy.readings_of_batch(reply.samples, reply.energy_marks, inv.index)
+        if self.cell.iterations.duration_s is not None:
+            self.state.timeline.append(energy.timeline_point(self.state.measure_s, reply, getattr(host, "pid", None)))
         inv.measure_s += reply.wall_s
         self.state.measure_s += reply.wall_s
         self.state.batches += 1
@@ -211,6 +221,8 @@ class CellDriver:
             explain=dict(explain),
             invocations=tuple(inv.figure(self.cell.primary_metric) for inv in s.invocations),
             invocation_kind="process" if self.context.isolate else "session",
+            energy=energy.cell_section(self.context, self.cell.route_label, s),
+            timeline=tuple(s.timeline),
         )
 
     def _memory(self, scope: str) -> dict[str, Any]:

@@ -44,7 +44,9 @@ class SweepRunner:
         on_result: Callable[[CellResult], None] | None = None,
         sample_memory: bool = True,
         explainer: Callable[..., dict] | None = None,
+        meters: tuple[dict, dict] = ({}, {}),
     ) -> None:
+        """``meters``: (route label -> EnergyMeter, route label -> its note), see measure/sweep.py."""
         self.cells = list(cells)
         self.rounds = rounds
         self.context = SweepContext(
@@ -55,6 +57,8 @@ class SweepRunner:
             rng=random.Random(seed),
             explainer=explainer,  # (cell, prompt_ids, timeout_s) -> explain section, after the measured iterations
             on_result=on_result,
+            meters=dict(meters[0]),
+            meter_notes=dict(meters[1]),
         )
 
     @property

@@ -29,6 +29,7 @@ STOP_CI_TARGET = "ci_target"
 STOP_MAX_ITERATIONS = "max_iterations"
 STOP_MAX_TIME = "max_time"
 STOP_MAX_INVOCATIONS = "max_invocations"
+STOP_DURATION = "duration"
 
 
 @dataclass(frozen=True)
@@ -57,6 +58,10 @@ def decide(
     time counted against ``max_time_s``."""
     k = len(invocations)
     here = len(invocations[-1]) if k else 0
+    if policy.duration_s is not None:  # a sustained run: measured time, not a count or a target
+        if spent_s >= policy.duration_s:
+            return Decision("stop", STOP_DURATION)
+        return Decision("iteration", f"{spent_s:.0f} of {policy.duration_s:g} s")
     target = policy.target_ci_pct  # None: a fixed policy (IterationPolicy.adaptive)
     if target is None:
         return _fixed(policy, k, here)
@@ -126,6 +131,8 @@ def stop_reason(policy: IterationPolicy, values: Sequence[float], spent_s: float
 def next_batch(policy: IterationPolicy, done: int, batch: int) -> int:
     """Iterations to run in the next batch of ``batch``, never past the cap: ``done`` counts this
     invocation's iterations against a fixed count, all of them against ``max_iterations``."""
+    if policy.duration_s is not None:  # a sustained run has no count: its duration stops it
+        return max(1, batch)
     limit = policy.max_iterations if policy.adaptive else policy.iterations
     return max(0, min(batch, limit - done))
 

@@ -70,6 +70,48 @@ def _gpu_bandwidth_or_none(
         return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
 
 
+def route_meters(
+    cells: Sequence[CellSpec], environment: Mapping[str, Any], given: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Each route's energy meter (the meters covering the devices its stages ran on, read as one
+    counter) and a note: what it covers, or why there is none. ``given``: route label -> meter (tests)."""
+    from winml_perf.power.meters import CPU, GPU, SumMeter, meters_for
+    from winml_perf.record.device_bandwidth import HOST, NVIDIA_GPU, stage_device
+
+    meters: dict[str, Any] = {}
+    notes: dict[str, dict[str, Any]] = {}
+    for cell in cells:
+        label = cell.route_label
+        if label in notes:
+            continue
+        if given is not None:
+            found, why = ([given[label]], []) if label in given else ([], ["no meter given for this route"])
+        elif not cell.session.token_based:
+            found, why = [], ["energy per token is measured for generation sessions only"]
+        else:
+            kinds = {stage_device(s.ran_on(), environment).device for s in cell.recorded_route.stages}
+            device = {HOST: CPU, NVIDIA_GPU: GPU}
+            if not kinds or any(k not in device for k in kinds):
+                found, why = [], [f"the route's stages run on a device no meter here covers ({sorted(kinds)})"]
+            else:
+                found, why = [], []
+                for kind in sorted(kinds):
+                    ok, no = meters_for(device[kind])
+                    found, why = found + ok, why + no
+        if why or not found:
+            notes[label] = {"why_not": "; ".join(why) or "no energy meter"}
+            continue
+        meter = found[0] if len(found) == 1 else SumMeter(found)
+        meters[label] = meter
+        notes[label] = {
+            "name": meter.name,
+            "covers": meter.covers,
+            "resolution_j": meter.resolution_j,
+            "update_period_s": meter.update_period_s,
+        }
+    return meters, notes
+
+
 def _explainer(enabled: bool):
     if not enabled:
         return None
@@ -102,12 +144,14 @@ def run_sweep(
     sample_memory: bool = True,
     keep_token_ids: bool = False,
     explain: bool = False,
+    energy_meters: Mapping[str, Any] | None = None,
 ) -> RunRecord:
     """Measure every cell and return the run's record; ``on_cell_done(record)`` is called as soon as
     each cell is final (store it there). ``isolate=None`` isolates when there is more than one route.
     ``environment``: collect_environment() of this run (collected here when None).
     ``roofline``: add decode's fraction of the memory-bandwidth bound (bandwidth measured once per machine, cached).
-    ``explain``: after each cell's measured iterations, profile its route apart (bench/explain_cell.py)."""
+    ``explain``: after each cell's measured iterations, profile its route apart (bench/explain_cell.py).
+    ``energy_meters``: route label -> EnergyMeter to use instead of the host's (tests)."""
     cells = list(cells)
     routes = _unique(c.route_label for c in cells)
     if isolate is None:
@@ -153,6 +197,7 @@ def run_sweep(
         on_result=on_result,
         sample_memory=sample_memory,
         explainer=_explainer(explain),
+        meters=route_meters(cells, environment, energy_meters),
     )
 
     def record(order: Sequence[Mapping], interrupted: str | None = None) -> RunRecord:

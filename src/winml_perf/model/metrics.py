@@ -272,6 +272,27 @@ METRICS: tuple[Metric, ...] = (
     Metric("prepare_ms", "ms", LOWER, "prepare ms", "prepare", CELL, record_path="load.prepare_ms"),
     Metric("compile_ms", "ms", LOWER, "compile ms", "compile", CELL, record_path="load.compile_ms"),
     Metric(
+        "prefill_j_per_token",
+        "J/token",
+        LOWER,
+        "prefill J/token",
+        "prefill energy",
+        CELL,
+        record_path="energy.prefill_j_per_token",
+        exported=True,
+    ),
+    Metric(
+        "decode_j_per_token",
+        "J/token",
+        LOWER,
+        "decode J/token",
+        "decode energy",
+        CELL,
+        record_path="energy.decode_j_per_token",
+        exported=True,
+    ),
+    Metric("idle_w", "W", LOWER, "idle W", "idle power", CELL, record_path="energy.idle_w"),
+    Metric(
         "roofline_fraction",
         "fraction",
         HIGHER,
@@ -303,6 +324,8 @@ _SUFFIX_UNITS = (
     ("_bytes", "bytes"),
     ("_per_s", "1/s"),
     ("_fraction", "fraction"),
+    ("_j_per_token", "J/token"),
+    ("_w", "W"),
     ("_s", "s"),
 )
 

@@ -97,6 +97,9 @@ class CellRecord:
     explain: Mapping[str, Any] | None = None  # with --explain: per-phase stage/operator breakdown (explain/)
     invocations: tuple[Mapping[str, Any], ...] = ()  # per invocation: index, load, iterations, medians
     uncertainty: Mapping[str, Any] = field(default_factory=dict)  # intervals and what they cover
+    energy: Mapping[str, Any] = field(default_factory=dict)  # J/token per phase or why not, idle, power state
+    sustained: Mapping[str, Any] | None = None  # --duration: the series over time and what it found
+    bundle_id: str | None = None  # the bundle's content digest (record/bundle_identity.py); None before it
     schema_version: int = SCHEMA_VERSION
     kind: str = "cell"
 
@@ -119,10 +122,12 @@ class CellRecord:
             failure=None if self.failure is None else self.failure.to_dict(),
             invocations=[dict(copied(i)) for i in self.invocations],
         )
-        for key in ("prompt", "memory", "environment", "output", "uncertainty"):
+        for key in ("prompt", "memory", "environment", "output", "uncertainty", "energy"):
             d[key] = dict(copied(d[key]))
-        for key in ("roofline", "explain"):
+        for key in ("roofline", "explain", "sustained"):
             d[key] = copied(d[key])
+        if d["bundle_id"] is None:  # unknown: left out, as records made before it
+            del d["bundle_id"]
         return d
 
     def to_json(self, indent: int | None = None) -> str:
@@ -148,6 +153,7 @@ class CellRecord:
             failure=None if failure is None else CellFailure.from_dict(failure),
             invocations=tuple(values.get("invocations") or ()),
             uncertainty=dict(values.get("uncertainty") or {}),
+            energy=dict(values.get("energy") or {}),
             schema_version=SCHEMA_VERSION,  # read older layouts into the current one
         )
         return cls(**values)

@@ -95,6 +95,8 @@ class CellResult:
     explain: dict[str, Any] = field(default_factory=dict)  # bench/explain_cell.py, with --explain
     invocations: tuple[dict[str, Any], ...] = ()  # per invocation: index, round, pid, load, iterations, medians
     invocation_kind: str = "process"  # what one invocation is: a fresh "process", or a fresh "session" in process
+    energy: dict[str, Any] = field(default_factory=dict)  # J/token per phase or why not, idle, power state
+    timeline: tuple[dict[str, Any], ...] = ()  # a sustained run (--duration): one point per batch
 
     @property
     def ok(self) -> bool:

@@ -126,10 +126,13 @@ class IterationPolicy:
     # without the command line, which asks for DEFAULTS.invocations.
     invocations: int = 1
     max_invocations: int = 1
+    duration_s: float | None = None  # a sustained run: generate until this much measured time has passed
 
     def __post_init__(self) -> None:
         if self.invocations < 1:
             raise UsageError(f"--invocations must be >= 1, got {self.invocations}", "pass --invocations 1 or more")
+        if self.duration_s is not None and not self.duration_s > 0:
+            raise UsageError(f"--duration must be longer than 0 s, got {self.duration_s}")
         if self.target_ci_pct is None:
             if self.iterations < 1:
                 raise UsageError(f"--iterations must be >= 1, got {self.iterations}")

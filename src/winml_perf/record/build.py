@@ -17,6 +17,7 @@ from winml_perf.model.result import CellResult
 from winml_perf.model.sample import IterationSample
 from winml_perf.model.spec import finite_or_none
 from winml_perf.record import warnings as W
+from winml_perf.record.bundle_identity import bundle_id
 from winml_perf.record.warnings import check_same_output
 from winml_perf.stats import cell_intervals as IV
 from winml_perf.stats import sample_stats as stats
@@ -136,6 +137,7 @@ def cell_warnings(
     out += check_same_output(cell.route_label, cell.recorded_route)
     out += W.check_partial_fallback(cell.route_label, cell.recorded_route)
     out += W.check_stage_eps(cell.recorded_route, result.route_actual)
+    out += W.check_power_state(cell.route_label, result.energy.get("power_state_differs"))
     if not result.samples:
         return out
     primary = cell.primary_metric
@@ -208,6 +210,7 @@ def cell_record(
         status=result.status,
         runtime=cell.session.runtime,
         bundle=cell.bundle,
+        bundle_id=bundle_id(cell.bundle),
         route=route,
         shape=Shape(result.prompt_info.get("tokens", cell.prompt_tokens), cell.max_new_tokens, cell.prompt_tokens),
         prompt={**cell.prompt.to_dict(), **result.prompt_info},
@@ -230,7 +233,19 @@ def cell_record(
         explain=dict(result.explain) or None,
         invocations=tuple(invocation_figures(result)),
         uncertainty=section,
+        energy=dict(result.energy),
+        sustained=sustained_section(result),
     )
+
+
+def sustained_section(result: CellResult) -> dict[str, Any] | None:
+    """A sustained run's series and findings (stats/series/sustained.py); None for other runs."""
+    duration = result.cell.iterations.duration_s
+    if duration is None or not result.timeline:
+        return None
+    from winml_perf.stats.series.sustained import analyse
+
+    return analyse(result.timeline, duration)
 
 
 def record_warning(w: W.BenchWarning) -> RecordWarning:

@@ -29,6 +29,7 @@ OUTPUT_MISMATCH = "output_mismatch"
 PARTIAL_CPU_FALLBACK = "partial_cpu_fallback"
 BIMODAL = "bimodal"
 DRIFT = "drift"
+POWER_STATE_DIFFERS = "power_state_differs"
 CODES = (
     HIGH_CV,
     SLOW_FIRST_ITERATION,
@@ -41,6 +42,7 @@ CODES = (
     PARTIAL_CPU_FALLBACK,
     BIMODAL,
     DRIFT,
+    POWER_STATE_DIFFERS,
 )
 
 
@@ -190,6 +192,23 @@ def check_stage_eps(route: Route, actual: Mapping[str, Any] | None = None) -> li
                     {"stage": s.stage, "asked": asked, "ran": ran},
                 )
             )
+    return out
+
+
+def check_power_state(label: str, differs: Mapping[str, Mapping[str, Any]] | None) -> list[BenchWarning]:
+    """Interleaved routes that ran in different power states (governor, GPU performance state,
+    power limit, AC/battery): their comparison mixes the route with the state."""
+    out = []
+    for other, keys in (differs or {}).items():
+        said = ", ".join(f"{k} {v[0]} here, {v[1]} there" for k, v in keys.items())
+        out.append(
+            BenchWarning(
+                POWER_STATE_DIFFERS,
+                f"{label} ran in another power state than {other}: {said}",
+                "pin the governor, clocks and power limit (and stay on AC) for the whole sweep, then rerun",
+                {"other": other, "keys": {k: list(v) for k, v in keys.items()}},
+            )
+        )
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -244,11 +244,15 @@ class GenaiSession:
         return ids[:n_tokens]
 
     # -- measurement -----------------------------------------------------------------------------
-    def generate_timed(self, prompt_ids: Sequence[int], max_new_tokens: int) -> GenerationTiming:
+    def generate_timed(
+        self, prompt_ids: Sequence[int], max_new_tokens: int, mark: Callable[[], object] | None = None
+    ) -> GenerationTiming:
         """One greedy generation of exactly ``max_new_tokens`` tokens after ``prompt_ids``.
 
         The loop holds nothing but the onnxruntime-genai calls and ``perf_counter``; the token
-        count is checked after the clock stops.
+        count is checked after the clock stops. ``mark`` (an energy meter's read) is called at the
+        phase boundaries: before the prompt, after the first token, after the last; the middle
+        call's time is left out of the decode steps and of e2e.
         """
         import onnxruntime_genai as og
 
@@ -266,18 +270,28 @@ class GenaiSession:
         steps = [0.0] * (max_new_tokens - 1)
 
         try:  # zero-cost in CPython 3.11+ while nothing is raised
+            if mark is not None:
+                before = clock()
+                mark()
+                t_request += clock() - before  # nor in the generator's creation
             t0 = clock()
             generator.append_tokens(tokens)
             t1 = clock()
             generator.generate_next_token()
             t2 = clock()
             prev = t2
+            if mark is not None:
+                mark()
+                prev = clock()
+            marked = prev - t2  # the mark's time is in no phase (0 without a mark)
             for i in range(max_new_tokens - 1):
                 generator.generate_next_token()
                 now = clock()
                 steps[i] = now - prev
                 prev = now
             t_end = prev
+            if mark is not None:
+                mark()
         except Exception as exc:  # onnxruntime-genai raises RuntimeError with the EP's message
             raise BenchmarkFailure(
                 f"{self.bundle}: onnxruntime-genai failed while generating: {str(exc).strip().splitlines()[0]}",
@@ -303,7 +317,7 @@ class GenaiSession:
             prompt_ms=(t1 - t0) * 1000.0,
             ttft_ms=(t2 - t0) * 1000.0,
             decode_step_ms=tuple(s * 1000.0 for s in steps),
-            e2e_ms=(t_end - t0) * 1000.0,
+            e2e_ms=(t_end - t0 - marked) * 1000.0,
             token_ids=tuple(sequence[n_prompt:]),
             generator_ms=(t0 - t_request) * 1000.0,
         )

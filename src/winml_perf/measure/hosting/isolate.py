@@ -72,12 +72,12 @@ def _error_reply(exc: BaseException) -> tuple[str, ErrorReply]:
     )
 
 
-def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory: bool) -> None:
+def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory: bool, meter: Any = None) -> None:
     """Entry point of the child: serve requests until "exit" or EOF."""
     from winml_perf.measure.hosting.session_host import SessionHost
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops us
-    host = SessionHost(spec, session_factory, sample_memory=sample_memory)
+    host = SessionHost(spec, session_factory, sample_memory=sample_memory, meter=meter)
     try:
         while True:
             try:
@@ -114,11 +114,17 @@ class ChildHost:
     optional ``timeout_s`` (None waits forever)."""
 
     def __init__(
-        self, spec: SessionSpec, session_factory: Callable, sample_memory: bool = True, context: str = "spawn"
+        self,
+        spec: SessionSpec,
+        session_factory: Callable,
+        sample_memory: bool = True,
+        context: str = "spawn",
+        meter: Any = None,
     ) -> None:
         self.spec = spec
         self.session_factory = session_factory
         self.sample_memory = sample_memory
+        self.meter = meter  # picklable until read: the child opens its own
         self._start_method = context
         self._worker: child.Worker | None = None
         self.load_info: LoadReply | None = None
@@ -135,7 +141,7 @@ class ChildHost:
         context = child.ChildContext.from_parent(self.spec.plugin_libraries)
         self._worker = worker = child.Worker(
             child_main,
-            (self.spec, self.session_factory, self.sample_memory),
+            (self.spec, self.session_factory, self.sample_memory, self.meter),
             context,
             f"winml-perf-cell:{self.spec.path}",
             self._start_method,

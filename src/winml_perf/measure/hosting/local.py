@@ -5,6 +5,7 @@ A host's failure becomes the cell's CellFailure here."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from winml_perf.measure.hosting.isolate import ChildError, ChildFailure, ChildHost, ChildTimeout
 from winml_perf.measure.hosting.replies import BatchReply, BeginReply, EndReply, LoadReply
@@ -53,10 +54,13 @@ class LocalHost(SessionHost):
 Host = ChildHost | LocalHost
 
 
-def new_host(spec: SessionSpec, session_factory: Callable, *, isolate: bool, sample_memory: bool) -> Host:
-    """A host for a route's session: in a child process of its own with isolation, else in this one."""
+def new_host(
+    spec: SessionSpec, session_factory: Callable, *, isolate: bool, sample_memory: bool, meter: Any = None
+) -> Host:
+    """A host for a route's session: in a child process of its own with isolation, else in this one.
+    ``meter``: the energy meter it reads at phase boundaries (None: energy not measured)."""
     cls = ChildHost if isolate else LocalHost
-    return cls(spec, session_factory, sample_memory=sample_memory)
+    return cls(spec, session_factory, sample_memory=sample_memory, meter=meter)
 
 
 def cell_failure(exc: ChildFailure, phase: str, cell: CellSpec | None = None) -> CellFailure:

@@ -32,6 +32,7 @@ class BeginReply:
     first_generation_ms: float | None  # the session's very first call, whichever cell made it
     session_reused: bool  # an earlier cell already ran in this session
     load: LoadReply
+    idle_marks: tuple[tuple[float, float], ...] = ()  # (time s, energy J) polls of a quiet window before the warmup
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,8 @@ class BatchReply:
 
     samples: tuple[IterationSample, ...]
     wall_s: float
+    #: per sample: (time s, energy J) at its phase boundaries
+    energy_marks: tuple[tuple[tuple[float, float], ...], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,15 @@ class SessionHost:
     """Opens one session from a SessionSpec and serves cells: begin_cell, run_batch, end_cell."""
 
     def __init__(
-        self, spec: SessionSpec, session_factory: Callable[[SessionSpec], Any], sample_memory: bool = True
+        self,
+        spec: SessionSpec,
+        session_factory: Callable[[SessionSpec], Any],
+        sample_memory: bool = True,
+        meter: Any = None,  # a power.meters.EnergyMeter read at each generation's phase boundaries
     ) -> None:
         self.spec = spec
+        self.meter: Any = meter if spec.token_based else None
+        self._marks: list[tuple[float, float]] = []
         self.session_factory = session_factory
         self.session: Any = None
         self.memory = MemorySampler() if sample_memory else None
@@ -86,7 +92,11 @@ class SessionHost:
         t0 = time.perf_counter() if first else 0.0
         if self.spec.token_based:
             assert cell is not None  # begin_cell names the cell before any token iteration
-            timing = self.session.generate_timed(self._prompt_ids, cell.max_new_tokens)
+            if self.meter is None:
+                timing = self.session.generate_timed(self._prompt_ids, cell.max_new_tokens)
+            else:
+                self._marks = []
+                timing = self.session.generate_timed(self._prompt_ids, cell.max_new_tokens, mark=self._mark)
             sample = IterationSample.from_timing(timing, round_index)
         else:
             sample = IterationSample(latency_ms=float(self.session.run_timed()), round_index=round_index)
@@ -94,6 +104,21 @@ class SessionHost:
             self._first_generation_ms = (time.perf_counter() - t0) * 1000.0
         self._calls += 1
         return sample
+
+    def _mark(self) -> None:
+        self._marks.append((time.perf_counter(), self.meter.read()))
+
+    def _idle_window(self) -> tuple[tuple[float, float], ...]:
+        """Poll the meter through a quiet window (nothing runs): idle power and the counter's steps."""
+        from winml_perf.power.meters import IDLE_POLL_S, IDLE_WINDOW_S
+
+        marks, end = [], time.perf_counter() + IDLE_WINDOW_S
+        while True:
+            now = time.perf_counter()
+            marks.append((now, self.meter.read()))
+            if now >= end:
+                return tuple(marks)
+            time.sleep(IDLE_POLL_S)
 
     def begin_cell(self, cell: CellSpec) -> BeginReply:
         """Build the prompt and run the cell's warmup; returns prompt info, warmup samples and the
@@ -106,6 +131,7 @@ class SessionHost:
             self._prompt_ids, prompt_info = build_prompt_ids(self.session, cell.prompt, cell.prompt_tokens)
         else:
             self._prompt_ids, prompt_info = [], {"mode": "inputs"}
+        idle = self._idle_window() if self.meter is not None else ()
         warm = cell.warmup
         samples: list[IterationSample] = []
         t0 = time.perf_counter()
@@ -126,15 +152,21 @@ class SessionHost:
             first_generation_ms=self._first_generation_ms,
             session_reused=reused,
             load=load,
+            idle_marks=idle,
         )
 
     def run_batch(self, n: int, round_index: int, warmup: int = 0) -> BatchReply:
         """Run ``warmup`` discarded then ``n`` measured iterations of the current cell."""
         for _ in range(warmup):
             self._one(-1)
+        marks: list[tuple[tuple[float, float], ...]] = []
+        samples: list[IterationSample] = []
         t0 = time.perf_counter()
-        samples = tuple(self._one(round_index) for _ in range(n))
-        return BatchReply(samples, time.perf_counter() - t0)
+        for _ in range(n):
+            samples.append(self._one(round_index))
+            marks.append(tuple(self._marks))
+        wall_s = time.perf_counter() - t0
+        return BatchReply(tuple(samples), wall_s, tuple(marks) if self.meter is not None else ())
 
     def end_cell(self) -> EndReply:
         """Memory figures of the cell and what the session says actually ran (when it can)."""
