@@ -356,6 +356,12 @@ def _prepare_and_measure(
         if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
             ref = str(req.reference_bundle) if req.reference_bundle else None
             routes = attach_equivalence(str(req.path), routes, req.seed, ref, req.reference_route)
+    else:  # a plain ONNX model: every route's outputs against the reference route's (session/onnx_outputs.py)
+        from winml_perf.measure.equivalence import wants_equivalence
+        from winml_perf.session.onnx_outputs import attach_outputs
+
+        if wants_equivalence(req.equivalence, len(routes), None):
+            routes = attach_outputs(routes, str(req.path), req.onnx_options)
     cells = _cells(req, routes)
     store = None
     if not req.no_store:

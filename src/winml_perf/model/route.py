@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from winml_perf.model.equivalence import Equivalence
+from winml_perf.model.output_equivalence import OutputEquivalence, route_equivalence_from_dict
 
 CPU = "CPUExecutionProvider"
 #: StagePlacement.status: the session was created / could not be created / the EP is not in this process.
@@ -316,7 +317,7 @@ class Route:
     prepared: Mapping[str, Any] | None = None  # bundle.onnx_prepare.PreparedModel.to_dict(), or None
     # added after preparing
     output_check: OutputCheck | None = None
-    equivalence: Equivalence | None = None  # teacher-forced logits against a reference (issue 24)
+    equivalence: Equivalence | OutputEquivalence | None = None  # logits (genai) or outputs (plain ONNX): issue 24
     actual: Mapping[str, str] | None = None  # what the session reported ran: {stage: EP} (or {"error": ...})
     aliases: tuple[str, ...] = ()  # other --route labels that resolved to this very route: measured once, as this
 
@@ -415,7 +416,7 @@ class Route:
             placement_ms=d.get("placement_ms"),
             prepared=dict(d["prepared"]) if d.get("prepared") is not None else None,
             output_check=OutputCheck.from_dict(check) if check else None,
-            equivalence=Equivalence.from_dict(d["equivalence"]) if d.get("equivalence") else None,
+            equivalence=route_equivalence_from_dict(d["equivalence"]) if d.get("equivalence") else None,
             actual=dict(d["actual"]) if d.get("actual") else None,
             aliases=_tuple(d.get("aliases")),
         )
