@@ -153,6 +153,11 @@ def _metric_rows(rec: dict) -> list[list]:
     ]
 
 
+def _bundle_id_text(row: dict) -> str:
+    """' (bundle id a1b2c3d4e5f6)' when the record has one (record/bundle_identity.py)."""
+    return f" (bundle id {row['bundle_id']})" if row.get("bundle_id") else ""
+
+
 def _show_table(row: dict) -> str:
     from winml_perf.compare.text import shape_label
     from winml_perf.model.equivalence_view import view_of_record
@@ -160,7 +165,7 @@ def _show_table(row: dict) -> str:
     rec = row["record"]
     lines = [
         f"record {row['id']}  cell {row['record_uid']}  run {row['run_id']}",
-        f"  {row['bundle']}  route {row['route']}  {shape_label(row['prompt_tokens'], row['max_new_tokens'])}  "
+        f"  {row['bundle']}{_bundle_id_text(row)}  route {row['route']}  {shape_label(row['prompt_tokens'], row['max_new_tokens'])}  "
         f"runtime {row['runtime']}  status {row['status']}",
         f"  testbed {row['testbed_id']} ({row['hostname']})  at {row['created_utc']}  commit {row['git_commit']}  "
         f"winml-perf {row['winml_perf_version']}  onnxruntime {row['onnxruntime_version']}  genai {row['genai_version']}",

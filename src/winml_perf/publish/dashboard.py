@@ -36,7 +36,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from winml_perf.compare.text import shape_label
+from winml_perf.compare.text import bundle_labels, shape_label
 from winml_perf.model.equivalence_view import view_of_row
 from winml_perf.model.metrics import bigger_is_better, get
 from winml_perf.publish import dashboard_svg as svg
@@ -163,6 +163,8 @@ def write_dashboard(
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     groups: dict[tuple, list[dict]] = defaultdict(list)
     selected = series_list(store, **filters)
+    names = bundle_labels((r["bundle"], r.get("bundle_id")) for r in selected)  # bundles named alike: own pages
+    selected = [{**r, "bundle": names[(r["bundle"], r.get("bundle_id") or None)]} for r in selected]
     for row in selected:
         groups[(row["testbed_id"], row["bundle"])].append(row)
     page_jobs = [

@@ -33,6 +33,8 @@ Tables (one schema for SQLite and PostgreSQL):
 - ``records.equivalence_*`` (0007): the verdict and key figures of the record's ``route.equivalence``
   (model/equivalence_view.py; verdict 'not checked' without one), filled from the stored JSON, so
   listings, filters and exports show them beside the speed without parsing every record.
+- ``records.bundle_id`` (0008): the bundle's content digest (``record.bundle_id``), part of the
+  series identity when known; NULL for records made before it, whose series stay as they were.
 """
 
 from __future__ import annotations
@@ -312,12 +314,21 @@ def _m0007_equivalence_columns(conn: sa.Connection) -> None:
     conn.execute(sa.text("CREATE INDEX ix_records_equivalence_verdict ON records (equivalence_verdict)"))
 
 
+BUNDLE_ID_LENGTH = 40
+
+
+def _m0008_bundle_id(conn: sa.Connection) -> None:
+    """Add ``records.bundle_id``: NULL for the records stored so far (their JSON has none)."""
+    conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN bundle_id VARCHAR({BUNDLE_ID_LENGTH})"))
+
+
 # The current schema, for queries (never used to create tables: migrations do that).
 metadata = sa.MetaData()
 schema_migrations, records, metrics, samples = _v1_tables(metadata)
 records.append_column(sa.Column("series_key", sa.String(SERIES_KEY_LENGTH), nullable=True))
 samples.append_column(sa.Column("invocation", sa.Integer, nullable=True))
 metrics.append_column(sa.Column("invocations", sa.Text, nullable=True))
+records.append_column(sa.Column("bundle_id", sa.String(BUNDLE_ID_LENGTH), nullable=True))
 for _column in equivalence_columns():
     records.append_column(_column)
 change_point_cache = _v4_change_point_cache(metadata)
@@ -338,6 +349,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0005_series_covering_indexes", _m0005_series_covering_indexes),
     Migration("0006_metric_invocations", _m0006_metric_invocations),
     Migration("0007_equivalence_columns", _m0007_equivalence_columns),
+    Migration("0008_bundle_id", _m0008_bundle_id),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -257,6 +257,8 @@ def series_identity(record: Mapping[str, Any]) -> dict:
         "prompt_tokens": _int(first(record, "shape.prompt_tokens")),
         "max_new_tokens": _int(first(record, "shape.max_new_tokens")),
     }
+    if record.get("bundle_id"):  # another bundle of the same name is another series (none before ids)
+        ident["bundle_id"] = _str(record.get("bundle_id"))
     options = _get(record, "policy.session.options")
     if isinstance(options, Mapping) and record.get("runtime") == "winml":
         ident["session"] = {
@@ -314,6 +316,7 @@ def record_rows(record: Mapping[str, Any]) -> RecordRows:
         "hostname": _str(first(record, "environment.hostname")),
         "bundle": bundle_name(bundle),
         "bundle_path": bundle,
+        "bundle_id": _str(record.get("bundle_id")),
         "route": _str(first(record, "route.label")),
         "runtime": _str(record.get("runtime")),
         "prompt_tokens": _int(first(record, "shape.prompt_tokens")),

@@ -1,0 +1,65 @@
+"""A bundle's identity beyond its folder name: a digest of what it holds, so two bundles named alike
+(/a/tiny-qwen2, /b/tiny-qwen2) with different weights are different series, and one bundle moved
+to another folder or machine stays the same series.
+
+The digest covers every file of a bundle folder (genai_config.json, the .onnx models and their
+external data, the tokenizer), by relative path, size and sha256; folders whose name starts with
+``_`` or ``.`` are the harness's own (``_compiled/``) or hidden, and left out. For a plain .onnx
+model: the file and its external data beside it (``model.onnx.data``, ``model.onnx_data``,
+``model.data``, ``model.bin``). Each file is
+read once per process while its size, mtime and inode stay the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from functools import lru_cache
+from pathlib import Path
+
+#: Hex digits of the stored identity (48 bits: a clash between two bundles of one store is ~1e-10).
+ID_LENGTH = 12
+_CHUNK = 1 << 20
+
+
+def _files(root: Path) -> list[tuple[str, Path]]:
+    """(relative path with '/', path) of the files that make up the bundle at ``root``."""
+    if root.is_file():
+        data = {f"{root.stem}.data", f"{root.stem}.bin"}  # model.onnx.data, model.onnx_data, model.data
+        return sorted(
+            (p.name, p)
+            for p in root.parent.iterdir()
+            if p.is_file() and (p.name.startswith(root.name) or p.name in data)
+        )
+    out = []
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith(("_", "."))]
+        for name in names:
+            if not name.startswith("."):
+                path = Path(folder) / name
+                out.append((path.relative_to(root).as_posix(), path))
+    return sorted(out)
+
+
+@lru_cache(maxsize=4096)
+def _file_sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    """The file's sha256; the stat figures key the memo, so an edited file is read again."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def bundle_id(path: str | os.PathLike[str]) -> str | None:
+    """The bundle's content digest (ID_LENGTH hex digits), or None when it cannot be read."""
+    try:
+        entries = []
+        for rel, p in _files(Path(path)):
+            st = p.stat()
+            entries.append(f"{rel}\0{st.st_size}\0{_file_sha256(str(p), st.st_size, st.st_mtime_ns, st.st_ino)}\n")
+    except OSError:
+        return None
+    if not entries:
+        return None
+    return hashlib.sha256("".join(entries).encode()).hexdigest()[:ID_LENGTH]

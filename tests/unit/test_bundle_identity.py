@@ -1,0 +1,113 @@
+"""A bundle's identity beyond its folder name (issue 28): a digest of its content, stored with each
+record (records.bundle_id, migration 0008), part of the series identity, and shown beside the name
+only where two bundles of what is listed share one."""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.conftest import TINY_FLAT
+from tests.results_fakes import hex_id, make_cell
+from winml_perf.cli import app
+from winml_perf.compare.text import bundle_labels
+from winml_perf.model.record import CellRecord
+from winml_perf.record.bundle_identity import bundle_id
+from winml_perf.record.validation import validated_cell
+from winml_perf.results import load
+from winml_perf.results.rows import series_key
+from winml_perf.results.store import open_store
+from winml_perf.support.errors import WinmlPerfError
+
+ID_A, ID_B = "a1b2c3d4e5f6", "0f0e0d0c0b0a"
+
+
+@pytest.fixture
+def copies(tmp_path):
+    def copy(where: str):
+        dst = tmp_path / where / "tiny-qwen2"
+        shutil.copytree(TINY_FLAT, dst, ignore=shutil.ignore_patterns("_compiled"))
+        return dst
+
+    return copy
+
+
+def test_the_same_content_in_another_folder_is_the_same_bundle(copies):
+    a, b = copies("a"), copies("b")
+    assert bundle_id(a) == bundle_id(b) == bundle_id(TINY_FLAT)  # TINY_FLAT's _compiled/ is not content
+    (b / "_compiled").mkdir()
+    (b / "_compiled" / "x.onnx").write_bytes(b"derived")
+    assert bundle_id(b) == bundle_id(a)
+
+
+def test_other_weights_under_the_same_name_are_another_bundle(copies):
+    a, b = copies("a"), copies("b")
+    data = b / "model.onnx.data"
+    raw = bytearray(data.read_bytes())
+    raw[len(raw) // 2] ^= 0x01  # one bit of one weight; size and name unchanged
+    data.write_bytes(bytes(raw))
+    assert bundle_id(b) != bundle_id(a)
+    assert bundle_id(a / "model.onnx") != bundle_id(b / "model.onnx")  # a plain model counts its external data
+    assert bundle_id(a / "nothing-here") is None
+
+
+def test_labels_name_the_id_only_where_names_clash():
+    labels = bundle_labels([("tiny-qwen2", ID_A), ("tiny-qwen2", ID_B), ("phi", ID_A), ("old", None)])
+    assert labels[("phi", ID_A)] == "phi" and labels[("old", None)] == "old"
+    assert (
+        labels[("tiny-qwen2", ID_A)] == "tiny-qwen2 (a1b2c3)" and labels[("tiny-qwen2", ID_B)] == "tiny-qwen2 (0f0e0d)"
+    )
+    legacy = bundle_labels([("tiny-qwen2", ID_A), ("tiny-qwen2", None)])
+    assert legacy[("tiny-qwen2", None)] == "tiny-qwen2 (no id)"
+    alike = bundle_labels([("m", "abcdef012345"), ("m", "abcdef999999")])
+    assert alike[("m", "abcdef012345")] == "m (abcdef0)" and alike[("m", "abcdef999999")] == "m (abcdef9)"
+
+
+def _cell(name: str, bid: str | None, when: str = "2025-01-01T02:00:00Z", path: str = "/a") -> dict:
+    cell = make_cell(hex_id(name, bid, when, path), bundle=f"{path}/tiny-qwen2", when=when)
+    if bid is not None:
+        cell["bundle_id"] = bid
+    return cell
+
+
+def test_the_record_carries_its_id_and_the_schema_checks_it():
+    cell = validated_cell(_cell("r", ID_A))
+    assert CellRecord.from_dict(cell).to_dict()["bundle_id"] == ID_A
+    assert "bundle_id" not in CellRecord.from_dict(_cell("r", None)).to_dict()  # unknown: left out
+    with pytest.raises(WinmlPerfError, match="bundle_id"):
+        validated_cell(_cell("r", "not-a-digest"))
+
+
+def test_bundles_named_alike_are_two_series_and_one_moved_stays_one(tmp_path):
+    a1, b, a2 = _cell("a1", ID_A), _cell("b", ID_B, path="/b"), _cell("a2", ID_A, "2025-01-02T02:00:00Z", "/elsewhere")
+    assert series_key(a1) == series_key(a2) != series_key(b)
+    with open_store(tmp_path / "s.db") as store:
+        store.write_records([a1, b, a2])
+        df = load(store)
+    assert list(df["bundle_id"]) == [ID_A, ID_B, ID_A]
+    listed = CliRunner().invoke(app, ["results", "list", "--store", str(tmp_path / "s.db")])
+    assert listed.stdout.count("tiny-qwen2 (a1b2c3)") == 2 and listed.stdout.count("tiny-qwen2 (0f0e0d)") == 1
+
+
+def test_an_old_store_gains_the_column_and_keeps_its_series(tmp_path):
+    db = tmp_path / "old.db"
+    old = _cell("old", None)
+    with open_store(db) as store:
+        store.write_record(old)
+    con = sqlite3.connect(db)  # the store as the code before migration 0008 left it
+    con.execute("ALTER TABLE records DROP COLUMN bundle_id")
+    con.execute("DELETE FROM schema_migrations WHERE name = '0008_bundle_id'")
+    con.commit()
+    con.close()
+    with open_store(db) as store:
+        assert "0008_bundle_id" in store.applied_migrations()
+        (row,) = store.records()
+        assert row["bundle_id"] is None and row["series_key"] == series_key(old)
+        store.write_record(_cell("new", ID_A, "2025-01-02T02:00:00Z"))
+        keys = [r["series_key"] for r in store.records()]
+    assert keys[0] != keys[1]  # content now known: its own series; the old one stays as it was
+    listed = CliRunner().invoke(app, ["results", "list", "--store", str(db)])
+    assert "tiny-qwen2 (no id)" in listed.stdout and "tiny-qwen2 (a1b2c3)" in listed.stdout
