@@ -75,7 +75,9 @@ def test_soc_model_changed_in_the_running_options_is_detected_and_recompiled(bun
     assert measured.returncode == 0, measured.stderr[-3000:]
     got = _compiled(measured.stdout)
     assert got["route"]["cache"] == "miss" and "soc_model" in got["route"]["cache_reason"], got["route"]
-    assert "prepared" not in got["outcome"].get("compatibility", {})  # compiled here, on the device
+    made = got["outcome"]["compatibility"]["prepared"]  # compiled here, on the device, and the record says so
+    assert made["built"]["made"] == "on-device" and made["built"]["target_options"]["soc_model"] == "88", made
+    assert made["built"]["compatibility_info"].endswith(":0:88:0:0") and made["matched"] == "ok", made
 
 
 @pytest.mark.qnn

@@ -398,12 +398,11 @@ def prepare_onnx(
 
 
 def _write_made_here(output: Path, model: Path, ep: str, provider_options, session_config) -> None:
-    from winml_perf.bundle.epcontext import device_free, onnx_reuse
+    from winml_perf.bundle.epcontext import provenance
 
     strict = str(session_config.get("session.disable_cpu_ep_fallback")) == "1"
-    made = onnx_reuse.made_here(output, [model.stem], ep, provider_options, strict)
-    (output.parent / device_free.PREPARED_FILE).write_text(
-        json.dumps({"stages": {output.name: made}}, indent=2), encoding="utf-8"
+    provenance.write(
+        output.parent, {output.name: provenance.made_here(output, [model.stem], ep, provider_options, strict)}
     )
 
 

@@ -101,6 +101,8 @@ def prepare_route(
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
     if result.cache == "hit" and getattr(runner, "checks_on_device", True):  # device-free: no session here
         outcomes = _reuse_verdicts(result.path, outcomes)
+    else:  # just compiled (its verdict from the compile child), or device-free (none): how each was made
+        outcomes = _with_provenance(result.path, outcomes)
     compiled = any(o.status == "compiled" for o in outcomes)
     warnings = () if compiled else plan.warnings  # a route that compiles its stages changes what runs
     return Route(
@@ -143,6 +145,35 @@ def _reuse_verdicts(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple
         if o.compiled_output in made:
             verdict["prepared"] = device_free.reuse_report(made[o.compiled_output], o.ep, options, verdict)
         out.append(replace(o, compatibility=verdict))
+    return tuple(out)
+
+
+def _with_provenance(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple[CompileOutcome, ...]:
+    """Each compiled stage's verdict as it stands (None: not checked, device-free) with how it was made ("prepared")."""
+    from dataclasses import replace
+
+    from winml_perf.bundle.epcontext import compat, device_free
+
+    made = device_free.read_prepared(folder)
+    if not any(o.status == "compiled" and o.compiled_output in made for o in outcomes):
+        return outcomes
+    config = load_config(folder)
+    out = []
+    for o in outcomes:
+        if o.status != "compiled" or o.compiled_output not in made:
+            out.append(o)
+            continue
+        options = compat.stage_options(config, o.stages[0])
+        verdict = dict(o.compatibility) if isinstance(o.compatibility, dict) else None
+        shown = verdict or {
+            "verdict": "unknown",
+            "source": "none",
+            "status": "NOT_CHECKED",
+            "info": made[o.compiled_output].get("compatibility_info"),
+            "detail": "prepared device-free: no device here to check it on",
+        }
+        shown["prepared"] = device_free.reuse_report(made[o.compiled_output], o.ep, options, verdict)
+        out.append(replace(o, compatibility=shown))
     return tuple(out)
 
 

@@ -126,8 +126,19 @@ def load_level(raw_config: dict, stage: str) -> str:
 
 
 def run_jobs(jobs: list[CompileJob], src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
+    """Each job in a compile child on this machine's device; how each compiled file was made goes to prepared.json."""
+    from winml_perf.bundle.epcontext import provenance
+
     context = child.ChildContext.from_parent()
-    return [compile_in_child(job, Path(src_dir), Path(out_dir), timeout_s, context) for job in jobs]
+    outcomes = [compile_in_child(job, Path(src_dir), Path(out_dir), timeout_s, context) for job in jobs]
+    made = {
+        job.output: provenance.made_here(Path(out_dir) / job.output, job.stages, job.ep, job.provider_options)
+        for job, o in zip(jobs, outcomes)
+        if o.status == "compiled"
+    }
+    if made:
+        provenance.write(out_dir, made)
+    return outcomes
 
 
 def filename_updates(outcomes: list[CompileOutcome]) -> dict[str, str]:
