@@ -2,7 +2,7 @@
 
 Each route's session is opened once, outside every timed iteration, and runs one inference on the
 inputs its options make (fixed: the run's seed and shapes, or the ``--input`` files); every output
-is compared with the reference route's (the math and the thresholds in stats/output_equivalence.py).
+is compared with the reference route's (the math and the thresholds in stats/outputs/equivalence.py).
 The two sides must have been fed the same arrays: a route fed anything else is not judged.
 """
 
@@ -58,7 +58,7 @@ def same_feeds(a: Mapping[str, np.ndarray], b: Mapping[str, np.ndarray]) -> bool
 def judge_inference(reference: Inference, route: Inference) -> list[OutputFigures]:
     """Every output of the reference against the route's (a missing one, or one the reference has
     not, is not equivalent)."""
-    from winml_perf.stats.output_equivalence import compare_output
+    from winml_perf.stats.outputs.equivalence import compare_output
 
     figures = []
     for name, ref in reference.outputs.items():
@@ -90,7 +90,7 @@ class OutputsRun:
 def judge_outputs(reference: OutputsTarget, routes: Sequence[OutputsTarget]) -> OutputsRun:
     """Every route but the reference itself against the reference's outputs on the same inputs.
     A reference that cannot run raises (WinmlPerfError): no route is judged then."""
-    from winml_perf.stats.output_equivalence import route_verdict
+    from winml_perf.stats.outputs.equivalence import route_verdict
 
     t0 = time.perf_counter()
     ref = infer_once(reference)
