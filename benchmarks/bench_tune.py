@@ -107,7 +107,6 @@ def simulated(trials: int, cap: int = 30) -> None:
 
 
 def real(bundle: Path, flags: list[str]) -> None:
-    from winml_perf.commands.tune import _ep_options  # noqa: F401  (the flags are parsed as the CLI does)
     from winml_perf.tune.goal import parse_budget
     from winml_perf.tune.session import TuneRequest, run_tune
 

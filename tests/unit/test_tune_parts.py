@@ -135,3 +135,39 @@ def test_stages_limits_the_search_and_an_unknown_stage_names_the_flag():
 def test_host_memory_eps_do_not_cross_devices_with_cpu():
     every = {s: True for s in STAGES}
     assert device_crossings(_config(CPU, NPU, CPU, CPU), every, every) == 0  # QNN takes I/O on the host
+
+
+@pytest.mark.parametrize(
+    "args,named",
+    [
+        (["--budget", "5h"], "--budget"),
+        (["--objective", "fastest"], "--objective"),
+        (["--eps", "cpu,nosuchep"], "--eps 'nosuchep'"),
+        (["--stages", "decoder", "--eps", "cpu"], "--stages decoder"),
+        (["--ep-option", "soc_model=60"], "--ep-option"),
+        (["--min-placement", "1.5"], "--min-placement"),
+    ],
+)
+def test_bad_tune_input_is_exit_2_naming_the_flag_before_anything_is_measured(capsys, args, named):
+    from tests.conftest import TINY_PIPELINE
+    from winml_perf import cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(TINY_PIPELINE), "--no-store", *args])
+    assert ended.value.code == 2
+    assert named in capsys.readouterr().err
+
+
+def test_tune_refuses_a_folder_without_a_bundle_and_an_emit_folder_in_use(capsys, tmp_path):
+    from tests.conftest import TINY_PIPELINE
+    from winml_perf import cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(tmp_path), "--no-store"])
+    assert ended.value.code == 2 and "no genai_config.json" in capsys.readouterr().err
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "x").write_text("x")
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(TINY_PIPELINE), "--no-store", "--emit", str(tmp_path / "taken")])
+    assert ended.value.code == 2 and "--emit" in capsys.readouterr().err
+    assert (tmp_path / "taken" / "x").read_text() == "x"
