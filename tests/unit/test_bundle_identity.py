@@ -54,6 +54,27 @@ def test_other_weights_under_the_same_name_are_another_bundle(copies):
     assert bundle_id(a / "nothing-here") is None
 
 
+def test_large_weights_are_known_by_their_size_and_spread_samples(tmp_path):
+    from winml_perf.record.bundle_identity import FULL_HASH_BYTES
+
+    def bundle(where: str, poke: int | None = None, size: int = FULL_HASH_BYTES + (8 << 20)):
+        folder = tmp_path / where / "big"
+        folder.mkdir(parents=True)
+        (folder / "genai_config.json").write_text("{}")
+        with open(folder / "model.onnx.data", "wb") as f:  # sparse: no disk is spent on the zeros
+            f.truncate(size)
+            if poke is not None:
+                f.seek(poke)
+                f.write(b"\x01")
+        return folder
+
+    same = bundle_id(bundle("a"))
+    assert same == bundle_id(bundle("b")) and same is not None
+    assert bundle_id(bundle("first-byte", poke=0)) != same  # the first and last bytes are sampled
+    assert bundle_id(bundle("last-byte", poke=FULL_HASH_BYTES + (8 << 20) - 1)) != same
+    assert bundle_id(bundle("longer", size=FULL_HASH_BYTES + (9 << 20))) != same
+
+
 def test_labels_name_the_id_only_where_names_clash():
     labels = bundle_labels([("tiny-qwen2", ID_A), ("tiny-qwen2", ID_B), ("phi", ID_A), ("old", None)])
     assert labels[("phi", ID_A)] == "phi" and labels[("old", None)] == "old"

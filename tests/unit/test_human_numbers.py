@@ -104,3 +104,9 @@ def test_the_dashboard_overview_writes_suffixed_values(fast_store, tmp_path):
         index = write_dashboard(store, tmp_path / "site").read_text()
     values = re.findall(r'<td class="num">([^<]*) <span', index)
     assert any(re.fullmatch(rf"33\.\d\dk \[{SUFFIXED}, {SUFFIXED}\]", v) for v in values), values
+
+
+def test_the_progress_line_writes_the_running_median_as_the_table_will():
+    from winml_perf.measure.progress import _fmt
+
+    assert _fmt("decode_tokens_per_s", 128983.0) == "129.0k tok/s"

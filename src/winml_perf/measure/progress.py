@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Protocol
 
 from winml_perf.model.metrics import get
+from winml_perf.support.human_numbers import human
 
 if TYPE_CHECKING:
     from rich.progress import TaskID
@@ -47,7 +48,7 @@ def _fmt(metric: str, value: float) -> str:
         return "-"
     m = get(metric)
     unit = m.short_unit if m else ""
-    return f"{value:,.2f} {unit}".strip()
+    return f"{human(value)} {unit}".strip()  # as the table will show it
 
 
 class RichProgress:

@@ -6,8 +6,13 @@ The digest covers every file of a bundle folder (genai_config.json, the .onnx mo
 external data, the tokenizer), by relative path, size and sha256; folders whose name starts with
 ``_`` or ``.`` are the harness's own (``_compiled/``) or hidden, and left out. For a plain .onnx
 model: the file and its external data beside it (``model.onnx.data``, ``model.onnx_data``,
-``model.data``, ``model.bin``). Each file is
-read once per process while its size, mtime and inode stay the same.
+``model.data``, ``model.bin``).
+
+A file up to FULL_HASH_BYTES is hashed whole; a larger one (a model's weights) by its size and
+SAMPLES chunks of SAMPLE_BYTES spread evenly from its first byte to its last, so a multi-GB bundle
+costs about 16 MiB of reading per file instead of the whole file each run; a re-export or
+re-quantization changes weights throughout and is seen, a single edited byte between samples of
+a large file is not. Each file is read once per process while its size, mtime and inode stay the same.
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ from pathlib import Path
 
 #: Hex digits of the stored identity (48 bits: a clash between two bundles of one store is ~1e-10).
 ID_LENGTH = 12
-_CHUNK = 1 << 20
+#: Files up to this size are hashed whole; larger ones by evenly spread samples.
+FULL_HASH_BYTES = 64 << 20
+SAMPLES = 16
+SAMPLE_BYTES = 1 << 20
 
 
 def _files(root: Path) -> list[tuple[str, Path]]:
@@ -42,12 +50,20 @@ def _files(root: Path) -> list[tuple[str, Path]]:
 
 
 @lru_cache(maxsize=4096)
-def _file_sha256(path: str, size: int, mtime_ns: int, inode: int) -> str:
-    """The file's sha256; the stat figures key the memo, so an edited file is read again."""
+def _file_digest(path: str, size: int, mtime_ns: int, inode: int) -> str:
+    """The file's sha256 (whole, or of its size and samples past FULL_HASH_BYTES); the stat figures
+    key the memo, so an edited file is read again."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
+        if size <= FULL_HASH_BYTES:
+            while chunk := f.read(SAMPLE_BYTES):
+                h.update(chunk)
+        else:
+            h.update(f"sampled {size}\0".encode())
+            last = size - SAMPLE_BYTES
+            for k in range(SAMPLES):
+                f.seek(last * k // (SAMPLES - 1))
+                h.update(f.read(SAMPLE_BYTES))
     return h.hexdigest()
 
 
@@ -57,7 +73,7 @@ def bundle_id(path: str | os.PathLike[str]) -> str | None:
         entries = []
         for rel, p in _files(Path(path)):
             st = p.stat()
-            entries.append(f"{rel}\0{st.st_size}\0{_file_sha256(str(p), st.st_size, st.st_mtime_ns, st.st_ino)}\n")
+            entries.append(f"{rel}\0{st.st_size}\0{_file_digest(str(p), st.st_size, st.st_mtime_ns, st.st_ino)}\n")
     except OSError:
         return None
     if not entries:
