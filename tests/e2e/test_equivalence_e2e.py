@@ -125,3 +125,34 @@ def test_reference_route_judges_the_other_routes_against_it():
 def test_a_reference_that_is_not_one_of_the_routes_is_exit_2():
     result = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "ep=qnn", "--reference", "ep=webgpu", *RUN)
     assert result.returncode == 2 and "--reference ep=webgpu" in result.stderr and "config, ep=qnn" in result.stderr
+
+
+NPU = TINY_FLAT.parent / "tiny-qwen2-npu"  # context/iterator on QNN's HTP emulator, fp16 precision asked
+NPU_RUN = ("--invocations", "1", "--max-new-tokens", "4", "--warmup", "1", "--iterations", "1", "--no-store")
+NPU_RUN = (*NPU_RUN, "--format", "json", "-q")
+
+
+def test_ep_cpu_against_the_htp_emulator_is_judged_in_the_fp16_band_measured_on_the_cpu_ep():
+    result = run_winml("perf", NPU, "--route", "config", "--route", "ep=cpu", *NPU_RUN)
+    e = _equivalence(result)["ep=cpu"]
+    precision = e["bands"][1]
+    # the emulator ignores enable_htp_fp16_precision, so the band is the same change made on the CPU EP
+    assert (
+        "fp32 -> fp16 (converted), both on the CPU EP" in precision["change"]
+        and "changed nothing" in precision["change"]
+    )
+    assert precision["figures"]["kl_mean"] > 0 and not e["figures"]["identical"]
+    assert e["verdict"] == "within precision tolerance", (e["figures"], precision)
+    layers = e["layers"]  # each layer's departure sits inside the fp16 band's at that layer
+    assert [f["layer"] for f in layers["figures"]] == [0, 1] and layers["first_departing"] is None
+    assert all(0 < f["max_rel"] <= f["limit"] for f in layers["figures"])
+    assert layers["unobserved"] == ["iterator: takes one token per run (static shapes), no full-sequence pass"]
+    assert "HTP fp16 (enable_htp_fp16_precision 1)" in e["reference_precision_class"]
+
+
+def test_qnn_compiled_route_is_judged_and_its_epcontext_layers_are_unobserved():
+    result = run_winml("perf", NPU, "--route", "config", "--route", "ep=qnn", "--compile", *NPU_RUN)
+    e = _equivalence(result)["ep=qnn"]
+    assert e["verdict"] == "equivalent" and e["route_path"] != e["reference_path"]
+    assert e["layers"]["figures"] == [] and any("EPContext" in u for u in e["layers"]["unobserved"])
+    assert "compiled (EPContext)" in e["precision_class"]

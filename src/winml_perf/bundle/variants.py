@@ -218,3 +218,57 @@ def bundle_precision(folder: Path) -> tuple:
         compute = _compute(ep, levels, dtype, compiled, {k: str(v) for k, v in options.items()})
         out.append(StagePrecision(stage.name, ep, levels, tuple(sorted(given.items())), compute))
     return tuple(out)
+
+
+# -- an fp16 precision band measured on the CPU EP (issue 24: an EP that ignores its precision flip) --
+
+
+def _load_with_data(path: Path):
+    """The model at ``path`` with its external weights read in (onnx's own loader refuses a data file
+    with several hard links, which every derived folder here makes)."""
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    for tensor in model.graph.initializer:
+        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        info = {e.key: e.value for e in tensor.external_data}
+        with open(path.parent / info["location"], "rb") as f:
+            f.seek(int(info.get("offset", 0)))
+            tensor.raw_data = f.read(int(info["length"])) if "length" in info else f.read()
+        del tensor.external_data[:]
+        tensor.data_location = onnx.TensorProto.DEFAULT
+    return model
+
+
+def fp16_declared_stages(bundle: Path) -> list[str]:
+    """The stages whose EP options ask for fp16 compute (QNN enable_htp_fp16_precision, default 1)."""
+    out = []
+    for stage in load_config(bundle).stages:
+        options = stage.options_for("qnn") or stage.options_for("QNN")
+        if options is not None and str(options.get("enable_htp_fp16_precision", QNN_FP16_DEFAULT)) == "1":
+            out.append(stage.name)
+    return out
+
+
+def fp16_cpu_variants(bundle: Path) -> tuple[Path, Path, str] | None:
+    """Two temporary folders that differ only in precision, both on the CPU EP: the stages that declare
+    fp16 compute as they are (fp32) and converted to fp16 (onnxruntime.transformers.float16, inputs and
+    outputs kept fp32 so the stages still chain), and what changed; None when no stage declares fp16."""
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    stages = fp16_declared_stages(bundle)
+    if not stages:
+        return None
+    config = load_config(bundle)
+    on_cpu = config.with_provider_options({name: [] for name in stages})
+    files = sorted({config.stage(name).filename for name in stages})
+    fp32 = _linked_copy(bundle, {CONFIG_NAME})
+    fp16 = _linked_copy(bundle, {CONFIG_NAME, *files})
+    for folder in (fp32, fp16):
+        (folder / CONFIG_NAME).write_text(on_cpu.dumps(), encoding="utf-8")
+    for name in files:
+        half = convert_float_to_float16(_load_with_data(bundle / name), keep_io_types=True, disable_shape_infer=True)
+        onnx.save(half, str(fp16 / name), save_as_external_data=True, location=f"{name}.fp16.data")
+    return fp32, fp16, f"stages {'/'.join(stages)} fp32 -> fp16 (converted), both on the CPU EP"

@@ -142,7 +142,7 @@ def reference_bands(
     """The reference's noise floor (another graph optimisation level) and precision band (another
     MatMulNBits accuracy level; None when it has no MatMulNBits); with ``layers``, each band's
     relative error at every decoder layer too."""
-    from winml_perf.bundle.variants import NOISE_LEVEL, optimization_variant, precision_variant
+    from winml_perf.bundle.variants import NOISE_LEVEL, fp16_cpu_variants, optimization_variant, precision_variant
     from winml_perf.stats.equivalence import KL_NOISE_MIN
 
     src = Path(reference_path)
@@ -157,7 +157,44 @@ def reference_bands(
     )
     made = precision_variant(src)
     precision = _band("precision", made[1], made[0], reference, prompt_ids, noise.kl_limit, layers) if made else None
+    if precision is None or precision.figures.identical:  # no precision change, or one the EP ignores
+        pair = fp16_cpu_variants(src)
+        if pair is not None:
+            ignored = f"; {precision.change} changed nothing" if precision is not None else ""
+            precision = _pair_band(
+                "precision", pair[2] + ignored, pair[0], pair[1], reference, prompt_ids, noise.kl_limit, layers
+            )
     return noise, precision
+
+
+def _pair_band(
+    name: str,
+    change: str,
+    before: Path,
+    after: Path,
+    reference,
+    prompt_ids: list[int],
+    floor: float,
+    layers: LayerBands | None,
+) -> Band:
+    """A band measured between two variants of the reference that differ only in ``change`` (not
+    against the reference itself: the change cannot be made where the reference runs)."""
+    from winml_perf.session.genai_logits import teacher_forced
+    from winml_perf.stats.equivalence import band_limit, compare_logits
+    from winml_perf.stats.layer_equivalence import band_errors
+
+    try:
+        a = teacher_forced(before, prompt_ids, len(reference.continuation), reference.continuation)
+        b = teacher_forced(after, prompt_ids, len(reference.continuation), reference.continuation)
+        if layers is not None:
+            pa = layer_profile(before, layers.tokens, layers.reference.embeds)
+            pb = layer_profile(after, layers.tokens, layers.reference.embeds)
+            layers.errors[name] = band_errors(pa.values, pb.values)
+    finally:
+        shutil.rmtree(before, ignore_errors=True)
+        shutil.rmtree(after, ignore_errors=True)
+    figures = compare_logits(a.logits, b.logits)
+    return Band(name, change, figures, band_limit(figures, floor))
 
 
 # -- layer-by-layer localisation (issue 24) -----------------------------------------------------
