@@ -106,7 +106,7 @@ def test_perf_formats_exports_merged_sweeps_and_the_closing_summary(tmp_path, bu
         "--route",
         "config",
         "--route",
-        "ep=cpu",
+        "ep=qnn",
         "--prompt-tokens",
         "4",
         "--prompt-tokens",
@@ -137,8 +137,8 @@ def test_perf_formats_exports_merged_sweeps_and_the_closing_summary(tmp_path, bu
     assert sorted({(c["route"]["label"], c["shape"]["prompt_tokens"]) for c in cells}) == [
         ("config", 4),
         ("config", 8),
-        ("ep=cpu", 4),
-        ("ep=cpu", 8),
+        ("ep=qnn", 4),
+        ("ep=qnn", 8),
     ]  # both --prompt-tokens ran
     record = json.loads(files["json"].read_text())
     assert record == json.loads((tmp_path / "o.json").read_text()) and len(record["cells"]) == 4
@@ -153,7 +153,7 @@ def test_perf_formats_exports_merged_sweeps_and_the_closing_summary(tmp_path, bu
     # the closing summary (stderr: stdout is machine-readable): per metric, each route against config
     assert "summary: routes against config" in r.stderr
     assert re.search(
-        r"ep=cpu decode ran \d+\.\d\d (± \d+\.\d\d|\+\d+\.\d\d/−\d+\.\d\d) × (faster than|slower than|as fast as) config "
+        r"ep=qnn decode ran \d+\.\d\d (± \d+\.\d\d|\+\d+\.\d\d/−\d+\.\d\d) × (faster than|slower than|as fast as) config "
         r"\(p4 n3, 6 rounds\)",
         r.stderr,
     ), r.stderr
@@ -167,7 +167,7 @@ def test_perf_table_ends_with_the_summary_and_bad_exports_fail_before_measuring(
         "--route",
         "config",
         "--route",
-        "ep=cpu",
+        "ep=qnn",
         "--max-new-tokens",
         "2",
         "--prompt-tokens",
@@ -181,7 +181,7 @@ def test_perf_table_ends_with_the_summary_and_bad_exports_fail_before_measuring(
     )
     assert r.returncode == 0, r.stderr
     tail = r.stdout[r.stdout.index("summary: routes against config") :]
-    assert "ep=cpu decode: " in tail and "(p4 n2, 3 rounds)" in tail  # 3 rounds: the point ratio, no interval
+    assert "ep=qnn decode: " in tail and "(p4 n2, 3 rounds)" in tail  # 3 rounds: the point ratio, no interval
     assert "no interval or verdict below 5 paired rounds" in tail and "±" not in tail and "/−" not in tail
     same = tmp_path / "x.json"
     r = run_winml("perf", TINY_FLAT, "--no-store", "--export-json", same, "-o", same, cwd=tmp_path)

@@ -82,7 +82,7 @@ def test_signal_keeps_finished_cells_kills_children_exits_128_plus_signal(bundle
             "--route",
             "config",
             "--route",
-            "ep=cpu",
+            "ep=qnn",
             "--prompt-tokens",
             "8",
             "--max-new-tokens",
@@ -113,7 +113,7 @@ def test_signal_keeps_finished_cells_kills_children_exits_128_plus_signal(bundle
     assert last.startswith(f"interrupted by {signal.Signals(sig).name}: 2 finished cell(s)") and str(out) in last
     doc = json.loads(out.read_text())
     assert doc["status"] == "failed" and doc["sweep"]["interrupted"] == signal.Signals(sig).name
-    assert sorted(c["cell_key"] for c in doc["cells"]) == ["config|p8|n2", "ep=cpu|p8|n2"]
+    assert sorted(c["cell_key"] for c in doc["cells"]) == ["config|p8|n2", "ep=qnn|p8|n2"]
     assert _stored(db) == 2
     gone = psutil.wait_procs(children, timeout=30)[1]
     assert not gone, f"children left running: {[p.pid for p in gone]}"

@@ -297,7 +297,7 @@ def test_two_routes_over_invocations_compare_over_paired_invocations(winml, bund
         "--route",
         "config",
         "--route",
-        "ep=cpu",
+        "ep=qnn",
         "--invocations",
         "3",
         "--iterations",

@@ -262,7 +262,7 @@ def test_a_real_sweep_lands_in_the_store_and_compares(tmp_path):
         "--route",
         "config",
         "--route",
-        "ep=cpu",
+        "ep=qnn",
         "--iterations",
         "6",
         "--warmup",
@@ -281,9 +281,9 @@ def test_a_real_sweep_lands_in_the_store_and_compares(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     rows = winml("results", "list", "--store", store, "--format", "json").json()
-    assert sorted(x["route"] for x in rows) == ["config", "ep=cpu"] and {x["n_samples"] for x in rows} == {6}
+    assert sorted(x["route"] for x in rows) == ["config", "ep=qnn"] and {x["n_samples"] for x in rows} == {6}
     assert len({x["run_id"] for x in rows}) == 1
     data = winml("compare", "routes", "--store", store, "--format", "json").json()
     decode = next(c for c in data["comparisons"] if c["metric"] == "decode_tokens_per_s")
-    assert decode["route"] == "ep=cpu" and decode["rounds"] == 6 and decode["speedup"] > 0
+    assert decode["route"] == "ep=qnn" and decode["rounds"] == 6 and decode["speedup"] > 0
     assert decode["verdict"] in ("faster", "slower", "equivalent", "inconclusive")

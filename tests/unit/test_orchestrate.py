@@ -73,15 +73,15 @@ def _request(path: Path, **kw) -> PerfRequest:
 def test_two_routes_run_interleaved_and_are_stored(tmp_path):
     store = tmp_path / "s.db"
     out = run_benchmark(
-        _request(TINY_PIPELINE, routes=(RouteRequest(), RouteRequest(ep="cpu", stages=("context",))), store=str(store))
+        _request(TINY_PIPELINE, routes=(RouteRequest(), RouteRequest(ep="qnn", stages=("context",))), store=str(store))
     )
     labels = [c.route.label for c in out.run.cells]
-    assert labels == ["config", "ep=cpu[context]"] and out.store_errors == []
+    assert labels == ["config", "ep=qnn[context]"] and out.store_errors == []
     from winml_perf.results import load
 
     assert len(load(str(store))) == 2
     order = out.run.sweep["order"]
-    assert order and all(set(o["order"]) == {"config|p8|n4", "ep=cpu[context]|p8|n4"} for o in order)
+    assert order and all(set(o["order"]) == {"config|p8|n4", "ep=qnn[context]|p8|n4"} for o in order)
 
 
 def test_a_cell_that_cannot_be_stored_does_not_stop_the_sweep(tmp_path, monkeypatch):
