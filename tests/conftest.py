@@ -100,10 +100,33 @@ def unchanged():
     return _check
 
 
+@pytest.fixture(scope="session")
+def _host_probes(tmp_path_factory) -> Path:
+    """This machine's bandwidth figures (the DRAM probe, the working sets of 256 KiB-2 MiB that the
+    tiny bundles' steps need), probed for real once per session in a child process. Each test's cache
+    starts with them, so `winml perf` does not re-probe in every test; the probes themselves are
+    tested in tests/unit/test_environment.py, test_decode_roofline.py and tests/e2e/test_measure_e2e.py."""
+    folder = tmp_path_factory.mktemp("host-probes")
+    code = (
+        "from winml_perf.record import device_bandwidth as b, roofline as r\n"
+        "r.cached_bandwidth()\n"
+        "for k in range(4): b.working_set_bandwidth(b.WORKING_SET_MIN_BYTES << k)"
+    )
+    env = {**os.environ, "WINML_PERF_CACHE_DIR": str(folder)}
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
+    return folder
+
+
 @pytest.fixture(autouse=True)
-def _isolated_store(tmp_path_factory, monkeypatch):
-    """Every test (and every `winml` subprocess it starts) writes results to a private store."""
+def _isolated_store(tmp_path_factory, monkeypatch, _host_probes):
+    """Every test (and every `winml` subprocess it starts) writes results to a private store, and
+    has a private cache that starts with the session's host probes."""
+    import shutil
+
     store = tmp_path_factory.mktemp("store") / "winml-perf.db"
     monkeypatch.setenv("WINML_PERF_STORE", str(store))
-    monkeypatch.setenv("WINML_PERF_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    cache = tmp_path_factory.mktemp("cache")
+    for probe in _host_probes.iterdir():
+        shutil.copy2(probe, cache / probe.name)
+    monkeypatch.setenv("WINML_PERF_CACHE_DIR", str(cache))
     return store
