@@ -37,14 +37,46 @@ def dashboard_command(
             help="Worker processes writing pages (default: by store size, at most the CPUs).",
         ),
     ] = None,
+    sustained: Annotated[
+        Path | None,
+        typer.Option(
+            "--sustained",
+            metavar="RUN.json",
+            help="Draw a sustained run's record (winml perf --duration -o RUN.json) into DIR/sustained.html; no store.",
+        ),
+    ] = None,
 ) -> None:
     """Write a static HTML dashboard: an index of every series (sparkline, latest value with its
     interval, newest change point) and a page per testbed x bundle with the full history, the
     interval as a band and change points marked. Change points found are kept in the store, so the
     next build searches only series with new records."""
+    if sustained is not None:
+        print(f"wrote {write_sustained(sustained, output, title)}", file=sys.stderr)
+        return
     from winml_perf.publish.dashboard import write_dashboard
     from winml_perf.results.store import open_store
 
     with open_store(store, create=False) as s:
         path = write_dashboard(s, output, title=title, jobs=jobs, bundle=bundle, testbed=testbed, since=since)
     print(f"wrote {path}", file=sys.stderr)
+
+
+def write_sustained(record: Path, output: Path, title: str) -> Path:
+    """DIR/sustained.html from a run record with sustained cells; exit 2 when it has none."""
+    from winml_perf.publish.dashboard_page import write_file
+    from winml_perf.publish.sustained_chart import sustained_page
+    from winml_perf.support.errors import UsageError
+    from winml_perf.support.json_input import read_json
+
+    run = read_json(record, UsageError)
+    if not isinstance(run, dict) or run.get("kind") != "run":
+        raise UsageError(f"--sustained {record}: not a run record", "pass the -o file of `winml perf --duration`")
+    page, charts = sustained_page(run, title)
+    if not charts:
+        raise UsageError(
+            f"--sustained {record}: no cell has a sustained series",
+            "record one with `winml perf BUNDLE --duration 10m -o RUN.json`",
+        )
+    path = output / "sustained.html"
+    write_file(path, page)
+    return path

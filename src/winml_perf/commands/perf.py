@@ -263,7 +263,8 @@ def perf(
             "--no-recompile",
             metavar="",
             rich_help_panel=ROUTING,
-            help="With --compile: use the prepared route (winml bundle prepare) or refuse saying why; never compile here.",
+            help="With --compile (or --prepare, an .onnx model): use what winml bundle prepare made, or refuse "
+            "saying why; never compile here.",
         ),
     ] = False,
     prompt: Annotated[
@@ -556,8 +557,11 @@ def perf(
             "--prepare": prepare,
         },
     )
-    if no_recompile and not compile:
-        raise UsageError("--no-recompile applies with --compile", "add --compile, or drop --no-recompile")
+    if no_recompile and not (compile or prepare):
+        raise UsageError(
+            "--no-recompile applies with --compile (a bundle) or --prepare (an .onnx model)",
+            "add --compile or --prepare, or drop --no-recompile",
+        )
     onnx_options = {}
     if not chosen.token_based:
         if not bundle.exists():
@@ -601,7 +605,7 @@ def perf(
         if duration is None
         else sustained_policy(duration, target_ci, invocations),
         rounds=_positive(rounds, "--rounds") if rounds is not None else None,
-        isolate=isolate,
+        isolate=True if isolate is None and duration is not None else isolate,  # RSS over time: the session's alone
         cell_timeout_s=cell_timeout,
         seed=seed,
         quiet=quiet or not sys.stderr.isatty(),

@@ -89,8 +89,11 @@ def route_meters(
         elif not cell.session.token_based:
             found, why = [], ["energy per token is measured for generation sessions only"]
         else:
-            kinds = {stage_device(s.ran_on(), environment).device for s in cell.recorded_route.stages}
-            device = {HOST: CPU, NVIDIA_GPU: GPU}
+            kinds = {
+                _meter_device(s.ran_on(), stage_device(s.ran_on(), environment).device)
+                for s in cell.recorded_route.stages
+            }
+            device = {HOST: CPU, NVIDIA_GPU: GPU, GPU: GPU}
             if not kinds or any(k not in device for k in kinds):
                 found, why = [], [f"the route's stages run on a device no meter here covers ({sorted(kinds)})"]
             else:
@@ -110,6 +113,17 @@ def route_meters(
             "update_period_s": meter.update_period_s,
         }
     return meters, notes
+
+
+def _meter_device(ep: str | None, device: str) -> str:
+    """The stage's device for choosing a meter: as stage_device found it, or, where ep_devices did
+    not name the adapter, a GPU for an EP whose only device class is gpu (WebGPU: its board's meter)."""
+    from winml_perf.ep import table as eps
+    from winml_perf.record.device_bandwidth import UNKNOWN
+
+    if device == UNKNOWN and ep and eps.is_known_ep(ep) and eps.ep_info(ep).devices == ("gpu",):
+        return "gpu"
+    return device
 
 
 def _explainer(enabled: bool):
