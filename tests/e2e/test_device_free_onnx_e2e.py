@@ -79,7 +79,8 @@ def mlp(tmp_path):
 
 
 def test_perf_of_a_plain_model_records_how_its_compiled_model_was_made_and_whether_it_matched(mlp):
-    """Failed before: a plain model's record had no provenance (prepared held no 'compatibility')."""
+    """Failed before: a plain model's record had no provenance (prepared held no 'compatibility'), and
+    --no-recompile was refused with --prepare ('applies with --compile')."""
     done = run_winml("bundle", "prepare", mlp, *QNN60, "--compile", "--device-free", "--format", "json")
     assert done.returncode == 0, done.stderr[-3000:]
     assert _json(done.stdout)["compatibility"]["verdict"] == "unknown"  # the build server has no device to ask
@@ -91,8 +92,14 @@ def test_perf_of_a_plain_model_records_how_its_compiled_model_was_made_and_wheth
     assert built["made"] == "device-free" and built["registered_as"] == QNN + ".virtual", built
     assert built["version"] == "2.7.0" and built["sdk_version"] and built["target_options"]["soc_model"] == "60"
     assert compat["prepared"]["matched"] == "ok", compat["prepared"]
-    # soc_model changed in the running options: recompiled here, on the device, and the reason kept
-    soc88 = _prepared_of(run_winml("perf", mlp, "--ep", "qnn", "--ep-option", "soc_model=88", "--prepare", *RUN))
+    # soc_model changed in the running options: refused with --no-recompile (nothing compiled), else
+    # recompiled here, on the device, and the reason kept
+    opts88 = ("--ep", "qnn", "--ep-option", "soc_model=88", "--prepare")
+    refused = run_winml("perf", mlp, *opts88, "--no-recompile", *RUN)
+    assert refused.returncode == 2 and "soc_model 60 -> 88" in refused.stderr, refused.stderr[-2000:]
+    assert "--no-recompile: no prepared route fits" in refused.stderr
+    assert len(list(mlp.parent.glob("_compiled/mlp-qnn-*"))) == 1  # only the device-free one
+    soc88 = _prepared_of(run_winml("perf", mlp, *opts88, *RUN))
     assert soc88["cache"] == "miss" and "soc_model 60 -> 88" in soc88["cache_reason"], soc88["cache_reason"]
     made = soc88["compatibility"]["prepared"]["built"]
     assert made["made"] == "on-device" and made["target_options"]["soc_model"] == "88", made

@@ -303,6 +303,7 @@ def prepare_onnx(
     plugin_libraries: Sequence[str] = (),
     device_free: bool = False,
     importer: Callable[[Path, str], Any] | None = None,
+    no_recompile: bool = False,
 ) -> PreparedModel:
     """The prepared model for ``target`` (a devices.Target of kind 'ep' or 'device'): reused when
     fresh, else compiled and published atomically (see the module doc). For a non-CPU EP, plugin
@@ -310,7 +311,8 @@ def prepare_onnx(
     registered here first; the compile child registers what this process has. ``device_free``: an
     EPContext model compiled on the EP's virtual device (bundle/epcontext/device_free.py), trusted on a hit
     without asking the devices here. ``importer(tmp, output)``: writes the model from an export instead of
-    compiling (bundle/epcontext/export_onnx.py) and returns its compat verdict here."""
+    compiling (bundle/epcontext/export_onnx.py) and returns its compat verdict here. ``no_recompile``: a
+    model not prepared, or not fit here, is exit 2 saying why, and nothing is compiled."""
     from winml_perf.session.onnx_options import parse_graph_optimization_level
 
     t0 = time.perf_counter()
@@ -367,7 +369,12 @@ def prepare_onnx(
             "timings": dict(timing),
         }
 
-    entry = cache.get_or_build(request, build, _fits(device_free, provider_options, seen))
+    check = _fits(device_free, provider_options, seen)
+    if no_recompile:
+        from winml_perf.bundle.epcontext.travel import require_fresh
+
+        require_fresh(request, check)
+    entry = cache.get_or_build(request, build, check)
     m = entry.manifest
     compatibility = None
     if m["kind"] == "epcontext":

@@ -116,7 +116,7 @@ class PerfRequest:
     reference_route: str | None = None  # --reference ROUTE: judge every other route against this one of the run's
     strict: bool = False
     allow_uncompiled: bool = False  # --compile: measure a failed compile's route, labelled (uncompiled)
-    no_recompile: bool = False  # --compile: use the prepared route or refuse (exit 2); never compile here
+    no_recompile: bool = False  # --compile / --prepare: use what was prepared or refuse (exit 2); never compile here
     onnx_options: dict = field(default_factory=dict)
     prepare_model: bool = False
     explain: bool = False
@@ -187,6 +187,7 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
             provider_options=provider_options,
             session_config=options.get("session_config"),
             plugin_libraries=list(plugin_specs),
+            no_recompile=req.no_recompile,
         )
         options |= prepared.session_options()
         path, prepare_ms = prepared.path, prepared.prepare_ms

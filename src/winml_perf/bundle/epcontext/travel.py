@@ -27,6 +27,6 @@ def require_fresh(request: cache.Request, check) -> None:
     reason = cache.miss_reason(root, request, components, stale or "absent")
     raise UsageError(
         f"--no-recompile: no prepared route fits this run ({reason}); nothing was compiled",
-        "prepare it for these options (winml bundle prepare BUNDLE --ep X --compile [--device-free] with the "
+        "prepare it for these options (winml bundle prepare BUNDLE|MODEL.onnx --ep X --compile [--device-free] with the "
         "same --ep-option), or drop --no-recompile to compile here",
     )
