@@ -9,10 +9,14 @@
 #   2. carry .ov/ov-cpu.tar.xz (onnxruntime-ep-openvino 1.8.1 with only its CPU plugin: the GPU and NPU
 #      plugins, cache.json and the duplicate provider .so.1* copies removed; tar cJf packs it to ~20 MB)
 #      and run `setup-openvino,devices,measure,explain` (files written by call 1 stay while it is warm).
+# Issue 24's step `equivalence` (the WebGPU EP wheel and the OpenVINO EP installed): config vs ep=webgpu vs
+# ep=openvino (and OpenVINO at precision FP32) judged from teacher-forced logits and each decoder layer's
+# output, then the same routes against the reference's own MatMulNBits accuracy_level 0 build (fp32
+# activations); verdicts, band figures and the first departing layer in $out/equivalence*.txt (~4-6 min).
 # torch, transformers, numpy, pandas and onnx are on the machine's image (for `winml bundle synth`).
 #
 # Usage: benchmarks/gpu/h200_openvino.sh STEP[,STEP...] OUTDIR
-#   steps: setup-wheels setup-openvino devices measure explain tune tune-check
+#   steps: setup-wheels setup-openvino devices measure explain equivalence tune tune-check
 #   tune (issue 25): `winml tune` of the pipeline int4 Qwen2.5-0.5B-shaped bundle (built on first use into
 #     $PIPELINE, as h200_webgpu.sh builds /tmp/q05-pipeline) over cpu,webgpu,openvino, budget $TUNE_BUDGET
 #     (default 300s, preparation included), searching $TUNE_STAGES (default context,iterator: 7 routes;
@@ -89,6 +93,21 @@ run_step() {
       webgpu_env
       "$PY" benchmarks/tune_reproduce.py "$out/tune-best" --pairs "${PAIRS:-5}" -- "${shape[@]}" \
         --iterations "${ITERATIONS:-3}" --warmup 1 | tee "$out/tune-check.txt"
+      ;;
+    equivalence)
+      build_flat
+      # few timed iterations: the judging runs before the sweep, outside every timed iteration
+      eq_shape=(--prompt-tokens 16 --max-new-tokens 4 --warmup 1 --iterations 1 --invocations 1)
+      ov32="ep=openvino;options=precision=FP32"
+      winml perf "$flat" --route config --route ep=webgpu --route ep=openvino --route "$ov32" "${eq_shape[@]}" \
+        -o "$out/equivalence.json" 2>&1 | tee "$out/equivalence-perf.txt" || true
+      "$PY" benchmarks/gpu/equivalence_report.py "$out/equivalence.json" | tee "$out/equivalence.txt"
+      # the reference computing with fp32 activations (MatMulNBits accuracy_level 4 -> 0): which route is closer?
+      acc0=$("$PY" -c "import sys; from pathlib import Path; from winml_perf.bundle.variants import precision_variant; print(precision_variant(Path(sys.argv[1]))[0])" "$flat")
+      winml perf "$flat" --route config --route ep=webgpu --route ep=openvino --route "$ov32" "${eq_shape[@]}" \
+        --reference-bundle "$acc0" -o "$out/equivalence-acc0.json" 2>&1 | tee "$out/equivalence-acc0-perf.txt" || true
+      "$PY" benchmarks/gpu/equivalence_report.py "$out/equivalence-acc0.json" | tee "$out/equivalence-acc0.txt"
+      rm -rf "$acc0"
       ;;
     *)
       echo "unknown step $1" >&2

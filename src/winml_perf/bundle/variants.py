@@ -190,7 +190,8 @@ def _model_facts(path: Path) -> tuple[tuple[int, ...], str, bool]:
 def _compute(ep: str, levels: tuple[int, ...], dtype: str, compiled: bool, options: dict[str, str]) -> str:
     parts = [f"{dtype} model"]
     if levels:
-        parts.append("MatMulNBits accuracy_level " + "/".join(f"{x} ({ACCURACY_MEANING.get(x, '?')})" for x in levels))
+        text = "MatMulNBits accuracy_level " + "/".join(f"{x} ({ACCURACY_MEANING.get(x, '?')})" for x in levels)
+        parts.append(text if ep == "CPUExecutionProvider" else f"{text} as written (the EP's kernel decides)")
     if compiled:
         parts.append("compiled (EPContext)")
     if ep == "QNNExecutionProvider":

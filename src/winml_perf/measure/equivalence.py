@@ -259,6 +259,7 @@ def layer_profile(folder: str | Path, tokens: list[int], embeds: Any = None) -> 
     tensor_of: dict[int, str] = {}
     unobserved: list[str] = []
     groups: dict[str, list] = {}
+    longest = 0  # the longest pass run (a static stage takes fewer tokens)
     for stage in config.stages:
         groups.setdefault(stage.filename, []).append(stage)
     for filename, stages in groups.items():
@@ -305,11 +306,12 @@ def layer_profile(folder: str | Path, tokens: list[int], embeds: Any = None) -> 
             continue
         finally:
             shutil.rmtree(tapped, ignore_errors=True)
+        longest = max(longest, n)
         for k, tensor in taps.items():
             if k not in values:
                 values[k], stage_of[k], tensor_of[k] = run.outputs[tensor], label, tensor
     ms = (time.perf_counter() - t0) * 1000.0
-    return LayerProfile(values, stage_of, tensor_of, tuple(unobserved), embeds, len(tokens), ms)
+    return LayerProfile(values, stage_of, tensor_of, tuple(unobserved), embeds, longest, ms)
 
 
 def _precision(folder: str | Path) -> tuple:
