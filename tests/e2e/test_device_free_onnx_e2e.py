@@ -57,6 +57,27 @@ def test_a_model_over_the_size_limit_is_compiled_device_free_with_external_data_
     assert loaded.returncode == 0 and loaded.stdout.strip().splitlines()[-1] == "null", loaded.stdout + loaded.stderr
 
 
+# The on-device compile child of a genai route (compile.py), the same lowered limit.
+_ON_DEVICE = """
+import sys
+from winml_perf.ep.plugins import registered_plugins
+from winml_perf.bundle.epcontext import compile as c, device_free_child as d
+registered_plugins()
+d.INLINE_LIMIT_BYTES = 100_000
+c._compile(sys.argv[1], sys.argv[2], "QNNExecutionProvider", sys.argv[3], "all")
+"""
+
+
+def test_a_model_over_the_size_limit_compiled_on_the_device_gets_external_data_and_loads(tmp_path):
+    """Failed before: the on-device compile wrote every model inline (636 kB here)."""
+    out = tmp_path / "decoder_qnn_ctx.onnx"
+    done = _python(_ON_DEVICE, BUNDLES / "tiny-qwen2" / "model.onnx", out, json.dumps(SOC60))
+    assert done.returncode == 0, done.stderr[-3000:]
+    verdict = json.loads(done.stdout.strip().splitlines()[-1])
+    assert verdict["verdict"] == "verified", verdict  # a session with the options loaded it, weights read back
+    assert out.stat().st_size < 100_000 < (tmp_path / "decoder_qnn_ctx.onnx.data").stat().st_size
+
+
 QNN60 = ("--ep", "qnn", "--ep-option", "soc_model=60")
 RUN = ("--iterations", "2", "--warmup", "1", "--invocations", "1", "--no-store", "--format", "json", "-q")
 

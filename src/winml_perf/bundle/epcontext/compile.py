@@ -7,6 +7,9 @@ that share one source file, EP and options are compiled once. A stage on any oth
 the outcome says why. Before a compiled model is reused, ``compatibility`` asks onnxruntime whether
 the EP devices present here still run it well.
 
+A source over ``device_free_child.INLINE_LIMIT_BYTES`` (near protobuf's 2 GB) is compiled with its
+initializers in ``<output>.data``.
+
 Each compile runs as ``main(SRC OUT EP OPTIONS_JSON)`` in a child started by child.py, which hands
 it the plugin EP libraries this process registered (``--ep-library`` included), so a plugin EP given
 only by that flag compiles too.
@@ -222,12 +225,15 @@ def _compile(src: str, out: str, ep: str, options_json: str, level: str) -> None
     elif ep != "CPUExecutionProvider":
         so.add_provider(ep, options)
     flags = ort.OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED if _compiles(ep) else ort.OrtCompileApiFlags.NONE
+    from winml_perf.bundle.epcontext.device_free_child import external_options
+
     ort.ModelCompiler(
         so,
         src,
         embed_compiled_data_into_model=False,
         flags=flags,
         graph_optimization_level=graph_optimization_enum(level),
+        **external_options(src, out),  # a source near protobuf's 2 GB: its compiled model's weights in <out>.data
     ).compile_to_file(out)
     from winml_perf.bundle.epcontext.compat import check
 

@@ -86,6 +86,17 @@ def source_bytes(src: str) -> int:
     return path.stat().st_size + sum((path.parent / rel).stat().st_size for rel in external_data_files(path))
 
 
+def external_options(src: str, out: str) -> dict:
+    """ModelCompiler arguments that write ``out``'s initializers to ``<out>.data`` when ``src`` is over the limit
+    (written inline, its compiled model would pass protobuf's); none otherwise."""
+    if source_bytes(src) <= INLINE_LIMIT_BYTES:
+        return {}
+    return {
+        "external_initializers_file_path": Path(out).name + ".data",
+        "external_initializers_size_threshold": EXTERNAL_MIN_BYTES,
+    }
+
+
 def _compile(
     src: str, out: str, ep: str, library: str, options_json: str, level: str, strict: str, config_json: str = "{}"
 ) -> None:
@@ -106,19 +117,13 @@ def _compile(
         so.add_session_config_entry(str(key), str(value))
     if strict == "1":
         so.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
-    external = {}
-    if source_bytes(src) > INLINE_LIMIT_BYTES:  # written inline, the compiled model would pass protobuf's limit
-        external = {
-            "external_initializers_file_path": Path(out).name + ".data",
-            "external_initializers_size_threshold": EXTERNAL_MIN_BYTES,
-        }
     ort.ModelCompiler(
         so,
         src,
         embed_compiled_data_into_model=False,
         flags=ort.OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED,
         graph_optimization_level=graph_optimization_enum(level),
-        **external,
+        **external_options(src, out),
     ).compile_to_file(out)
     placement = node_placement(src, out)
     device = devices[0].device
