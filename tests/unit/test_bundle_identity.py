@@ -4,6 +4,7 @@ only where two bundles of what is listed share one."""
 
 from __future__ import annotations
 
+import json
 import shutil
 import sqlite3
 
@@ -132,3 +133,20 @@ def test_an_old_store_gains_the_column_and_keeps_its_series(tmp_path):
     assert keys[0] != keys[1]  # content now known: its own series; the old one stays as it was
     listed = CliRunner().invoke(app, ["results", "list", "--store", str(db)])
     assert "tiny-qwen2 (no id)" in listed.stdout and "tiny-qwen2 (a1b2c3)" in listed.stdout
+
+
+def test_a_label_selects_its_bundle_as_listings_show_it(tmp_path):
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        store.write_records([_cell("a", ID_A), _cell("b", ID_B, path="/b"), _cell("old", None, path="/c")])
+
+    def ids(bundle: str) -> list:
+        with open_store(db, create=False) as store:
+            df = load(store, bundle=bundle)
+        return list(df["bundle_id"]) if "bundle_id" in df else [None] * len(df)
+
+    assert ids("tiny-qwen2 (a1b2c3)") == [ID_A] and ids("tiny-qwen2 (0f0e0d)") == [ID_B]
+    assert ids("tiny-qwen2 (no id)") == [None] and len(ids("tiny-qwen2")) == 3
+    args = ["results", "list", "--store", str(db), "--bundle", "tiny-qwen2 (0f0e0d)", "--format", "json"]
+    listed = CliRunner().invoke(app, args)
+    assert [r["bundle_id"] for r in json.loads(listed.stdout)] == [ID_B], listed.output

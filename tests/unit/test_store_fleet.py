@@ -99,7 +99,7 @@ def _store_at_schema_2(url: str, cells: list[dict]) -> None:
         _, records_v1, metrics_v1, _ = mig._v1_tables(sa.MetaData())
         for i, cell in enumerate(cells, 1):
             rows = record_rows(cell)
-            old = {k: v for k, v in rows.record.items() if k != "series_key"}
+            old = {k: v for k, v in rows.record.items() if k in records_v1.c}  # no later column
             old["record_json"] = json.dumps(cell, sort_keys=True, separators=(",", ":"))
             conn.execute(records_v1.insert().values(id=i, **old))
             conn.execute(

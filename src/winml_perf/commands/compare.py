@@ -34,7 +34,14 @@ EquivalenceOpt = Annotated[
     str, typer.Option("--equivalence", metavar="PCT", help="Differences within this band count as equivalent, e.g. 2%.")
 ]
 FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)]
-BundleOpt = Annotated[str | None, typer.Option("--bundle", metavar="BUNDLE", help="Only this bundle (name or path).")]
+BundleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bundle",
+        metavar="BUNDLE",
+        help="Only this bundle: its name, its path, or name (a1b2c3) as listings label it.",
+    ),
+]
 TestbedOpt = Annotated[str | None, typer.Option("--testbed", metavar="ID", help="Only this testbed id.")]
 PromptOpt = Annotated[int | None, typer.Option("--prompt-tokens", metavar="N", help="Only this prompt length.")]
 NewOpt = Annotated[int | None, typer.Option("--max-new-tokens", metavar="N", help="Only this number of new tokens.")]

@@ -24,7 +24,14 @@ StoreOpt = Annotated[
         help="Results store: a file path or postgresql:// URL (default $WINML_PERF_STORE, else results/winml-perf.db).",
     ),
 ]
-BundleOpt = Annotated[str | None, typer.Option("--bundle", metavar="BUNDLE", help="Only this bundle (name or path).")]
+BundleOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bundle",
+        metavar="BUNDLE",
+        help="Only this bundle: its name, its path, or name (a1b2c3) as listings label it.",
+    ),
+]
 RouteOpt = Annotated[
     str | None, typer.Option("--route", metavar="ROUTE", help="Only this route (config, ep=cpu, device=gpu, ...).")
 ]

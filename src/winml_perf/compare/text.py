@@ -8,6 +8,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from winml_perf.model.metrics import get
+from winml_perf.results.rows import NO_BUNDLE_ID
 from winml_perf.support.errors import UsageError
 
 
@@ -36,7 +37,6 @@ def key_label(key: Sequence[Any], bundle: str | None = None) -> str:
 
 #: Hex digits of a bundle id in a label ('tiny-qwen2 (a1b2c3)'); more where two ids begin alike.
 LABEL_ID_DIGITS = 6
-NO_ID = "no id"
 
 
 def bundle_labels(pairs: Iterable[tuple[Any, Any]]) -> dict[tuple[Any, Any], str]:
@@ -54,7 +54,7 @@ def bundle_labels(pairs: Iterable[tuple[Any, Any]]) -> dict[tuple[Any, Any], str
         while len({i[:digits] for i in known}) < len(known):
             digits += 1
         for bundle_id in ids:
-            tag = bundle_id[:digits] if bundle_id else NO_ID
+            tag = bundle_id[:digits] if bundle_id else NO_BUNDLE_ID
             out[(name, bundle_id)] = str(name) if len(ids) == 1 else f"{name} ({tag})"
     return out
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -12,7 +13,7 @@ import sqlalchemy as sa
 
 from winml_perf.model import flag_bounds
 from winml_perf.results import migrations as mig
-from winml_perf.results.rows import bundle_name, normalize_utc
+from winml_perf.results.rows import NO_BUNDLE_ID, bundle_name, normalize_utc
 from winml_perf.support.errors import StoreError
 
 FILTER_KEYS = (
@@ -34,13 +35,26 @@ FILTER_KEYS = (
 )
 
 
+#: A bundle as listings label it where two share a name (compare/text.bundle_labels).
+LABELLED = re.compile(rf"(?P<name>.+) \((?P<id>[0-9a-f]{{6,12}}|{NO_BUNDLE_ID})\)")
+
+
 def _bundle_condition(values: list[str]) -> sa.ColumnElement:
-    """A bundle given by name matches its name; given by path, its name and that path. Every branch
+    """A bundle given by name matches its name; given by path, its name and that path; given as a
+    label, 'name (a1b2c3)', that name with a bundle id starting so ('name (no id)': none). Every branch
     names ``bundle``, the series index's first column (an OR with bare ``bundle_path`` would not)."""
     r = mig.records.c
+    labelled = [m for v in values if (m := LABELLED.fullmatch(v))]  # 'name (a1b2c3)' as listings show it
+    values = [v for v in values if not LABELLED.fullmatch(v)]
     names = [v for v in values if bundle_name(v) == v]
     paths = [_normal_path(v) for v in values if bundle_name(v) != v]
     conds: list[sa.ColumnElement[bool]] = [r.bundle.in_(names)] if names else []
+    conds += [
+        sa.and_(
+            r.bundle == m["name"], r.bundle_id.is_(None) if m["id"] == NO_BUNDLE_ID else r.bundle_id.startswith(m["id"])
+        )
+        for m in labelled
+    ]
     conds += [sa.and_(r.bundle == bundle_name(v), r.bundle_path.in_(_spellings(v))) for v in paths]
     return conds[0] if len(conds) == 1 else sa.or_(*conds)
 

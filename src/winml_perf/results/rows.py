@@ -88,6 +88,10 @@ def normalize_utc(value: Any) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+#: A record's bundle without a content digest (stored before bundle ids), as labels and filters say it.
+NO_BUNDLE_ID = "no id"
+
+
 def bundle_name(path: str | None) -> str | None:
     """A bundle's display name: the last component of its path."""
     if not path:
