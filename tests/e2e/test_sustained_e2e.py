@@ -1,0 +1,54 @@
+"""Issue 29 on bundles/tiny-qwen2 with the real runtime: a short sustained run (`--duration 5s`)
+records tokens/s and RSS over time, says energy was not measured and why (this machine has no
+meter), draws its chart; a bad --duration exits 2 naming the flag before anything runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BUNDLES, run_winml
+from winml_perf.record.validation import validate_record
+
+pytestmark = [pytest.mark.e2e]
+
+
+def test_a_sustained_run_records_its_series_and_why_energy_was_not_measured(tmp_path: Path):
+    out = tmp_path / "run.json"
+    args = (
+        "--duration",
+        "5s",
+        "--prompt-tokens",
+        "8",
+        "--max-new-tokens",
+        "8",
+        "--warmup",
+        "1",
+        "--no-store",
+        "--no-isolate",
+    )
+    result = run_winml("perf", BUNDLES / "tiny-qwen2", *args, "-o", out, "-q")
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = json.loads(out.read_text())
+    validate_record(run)
+    (cell,) = run["cells"]
+    assert cell["stop_reason"] == "duration" and cell["measure_s"] >= 5.0
+    windows = cell["sustained"]["windows"]
+    assert len(windows) >= 8 and all(w["tokens_per_s"] > 0 and w["rss_bytes"] > 0 for w in windows)
+    assert cell["sustained"]["rss_slope_bytes_per_min"]["method"] == "theil_sen"
+    energy = cell["energy"]
+    if energy["status"] == "not measured":  # no RAPL, no GPU here: the reason, and no number
+        assert energy["reason"] and "prefill_j_per_token" not in energy
+    site = tmp_path / "site"
+    drawn = run_winml("dashboard", "--sustained", out, "-o", site)
+    assert drawn.returncode == 0, drawn.stderr
+    page = (site / "sustained.html").read_text()
+    assert 'data-charts="2"' in page or 'data-charts="3"' in page
+
+
+def test_a_bad_duration_exits_2_naming_the_flag(tmp_path: Path):
+    result = run_winml("perf", BUNDLES / "tiny-qwen2", "--duration", "5x", "--no-store", "-o", tmp_path / "r.json")
+    assert result.returncode == 2 and "--duration" in result.stderr
+    assert not (tmp_path / "r.json").exists()
