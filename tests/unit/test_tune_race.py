@@ -158,3 +158,17 @@ def test_a_route_the_equivalence_check_refuses_never_races_even_when_fastest(mon
     assert "ep=wrong" not in labels
     r, _ = race({x: {"config": 100.0, "ep=a": 110.0}[x] for x in labels})
     assert verdict(r, {}, "decode").winner in labels
+
+
+def test_a_dearer_round_than_the_last_is_priced_in_so_a_slow_spell_does_not_overrun_the_budget():
+    class Slowing(FakeRounds):
+        def __call__(self, k, labels):
+            result = super().__call__(k, labels)
+            self.now += 30.0 if k % 2 == 0 else 0.0  # rounds 1, 3, ... are slow (a busy machine)
+            return result
+
+    fake = Slowing({CONFIG_LABEL: 100.0, "ep=a": 100.0, "ep=b": 100.0})
+    settings = RaceSettings(DECODE, Budget(seconds=68), 0, tokens_per_invocation=TOKENS_PER_INVOCATION)
+    r = Race(list(fake.speeds), settings, fake, clock=fake.clock).run()
+    # priced at the last round only, round 3 would start at 36 s (after a fast round 2) and end at 69 s
+    assert fake.now <= 68 and r.rounds >= 1 and "budget" in (r.stopped or "")

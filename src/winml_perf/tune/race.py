@@ -28,6 +28,9 @@ from winml_perf.stats import significance as sig
 from winml_perf.tune.candidates import CONFIG_LABEL
 from winml_perf.tune.goal import TTFT_METRIC, Budget
 
+#: The next round's time is projected at this multiple of the dearest round's time per route.
+ROUND_TIME_MARGIN = 1.25
+
 
 @dataclass(frozen=True)
 class RoundResult:
@@ -103,6 +106,7 @@ class Race:
         self.stopped: str | None = None
         self._rng = random.Random(settings.seed)
         self._last_round = (0.0, 0, 0)  # seconds, tokens, routes
+        self._slowest_route_s = 0.0  # the dearest round's seconds per route: what the next may cost
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> Race:
@@ -111,6 +115,7 @@ class Race:
             t0 = self.clock()
             result = self.measure(self.rounds, order)
             self._last_round = (self.clock() - t0, result.tokens, len(order))
+            self._slowest_route_s = max(self._slowest_route_s, self._last_round[0] / len(order))
             self.tokens += result.tokens
             for label in order:
                 if label in result.failed:
@@ -141,10 +146,11 @@ class Race:
             sp = self.speedup(others[0])
             if sp.better or sp.worse:
                 return f"{others[0]} against config has a side at 95 %"
-        seconds, tokens, routes = self._last_round
+        _, tokens, routes = self._last_round
         n = len(self.alive)
         if s.budget.seconds is not None:
-            next_s = seconds / routes * n if routes else 0.0
+            # priced at the dearest round so far, plus a margin: rounds on a busy machine vary
+            next_s = self._slowest_route_s * n * ROUND_TIME_MARGIN
             if self.elapsed_s() + next_s > s.budget.seconds:
                 return f"the budget ({s.budget.describe()}) cannot pay for another round"
         if s.budget.tokens is not None:
