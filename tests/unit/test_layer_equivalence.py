@@ -108,3 +108,38 @@ def test_taps_read_each_layers_residual_stream_and_never_write_the_source(bundle
     assert _sha(src) == before
     # without add, a fused last skip norm that outputs no sum is not tapped: the copy added it
     assert set(layer_tensors(onnx.load(str(src), load_external_data=False))) <= set(taps)
+
+
+def _builder_like_graph(n_layers: int) -> onnx.ModelProto:
+    """A graph named as onnxruntime-genai's model builder names a fused decoder (Qwen2.5-0.5B: 24 layers):
+    layer 0's input norm, then per layer a skip norm whose 4th output feeds the next, a final skip norm
+    that outputs no sum."""
+    from onnx import TensorProto, helper
+
+    nodes = [helper.make_node("SimplifiedLayerNormalization", ["x", "w"], ["/model/layers.0/input_layernorm/output_0"],
+                              name="/model/layers.0/input_layernorm/LayerNorm")]  # fmt: skip
+    residual = "x"
+    for n in range(1, n_layers + 1):
+        kind = "final_norm_layernorm" if n == n_layers else "input_layernorm"
+        outs = [f"/model/layers.{n}/{kind}/output_0"]
+        if n < n_layers:
+            outs += ["", "", f"/model/layers.{n}/{kind}/output_3"]
+        nodes.append(helper.make_node("SkipSimplifiedLayerNormalization", [residual, "d", "w"], outs,
+                                      name=f"/model/layers.{n}/{kind}/SkipLayerNorm", domain="com.microsoft"))  # fmt: skip
+        residual = outs[-1]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info(t, TensorProto.FLOAT, [1, 4]) for t in ("x", "d", "w")],
+        [helper.make_tensor_value_info(nodes[-1].output[0], TensorProto.FLOAT, [1, 4])],
+    )
+    return helper.make_model(graph)
+
+
+def test_every_layer_of_a_24_layer_decoder_is_tapped_in_order():
+    model = _builder_like_graph(24)
+    taps = layer_tensors(model, add=True)
+    assert sorted(taps) == list(range(24))
+    assert taps[0] == "/model/layers.1/input_layernorm/output_3"  # layer 0's residual sum, not a norm output
+    assert taps[23] == "/model/layers.24/final_norm_layernorm/SkipLayerNorm/residual_sum"  # given its sum output
+    assert list(model.graph.node[-1].output)[3] == taps[23]
