@@ -12,7 +12,20 @@ from tests.conftest import BUNDLES, run_winml
 
 pytestmark = [pytest.mark.e2e, pytest.mark.qnn]
 
-RUN = ("--prompt-tokens", "16", "--max-new-tokens", "4", "--warmup", "1", "--iterations", "2", "--no-store", "-q")
+RUN = (
+    "--prompt-tokens",
+    "16",
+    "--max-new-tokens",
+    "4",
+    "--warmup",
+    "1",
+    "--iterations",
+    "2",
+    "--invocations",
+    "1",
+    "--no-store",
+    "-q",
+)
 SOC60 = ("--ep", "qnn", "--compile", "--ep-option", "soc_model=60")
 
 

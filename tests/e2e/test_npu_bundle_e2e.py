@@ -130,6 +130,8 @@ def test_winml_perf_runs_the_config_route_at_the_static_length(qnn_library):
         "1",
         "--iterations",
         "1",
+        "--invocations",
+        "1",
         "--no-store",
         "-q",
     )

@@ -16,7 +16,20 @@ from winml_perf.onnxfile.header import input_shapes
 pytestmark = [pytest.mark.e2e, pytest.mark.qnn]
 
 NPU = BUNDLES / "tiny-qwen2-npu"
-RUN = ("--prompt-tokens", "16", "--max-new-tokens", "4", "--warmup", "1", "--iterations", "2", "--no-store", "-q")
+RUN = (
+    "--prompt-tokens",
+    "16",
+    "--max-new-tokens",
+    "4",
+    "--warmup",
+    "1",
+    "--iterations",
+    "2",
+    "--invocations",
+    "1",
+    "--no-store",
+    "-q",
+)
 
 
 @pytest.fixture(scope="module", autouse=True)
