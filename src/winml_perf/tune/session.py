@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -229,7 +230,7 @@ def _conclude(request: TuneRequest, outcome: TuneOutcome, equivalence, specs) ->
             "route": winner,
             "source_bundle": str(request.bundle),
             "objective": request.objective,
-            "speedup_vs_config": [sp.estimate, sp.low, sp.high],
+            "speedup_vs_config": [x if math.isfinite(x) else None for x in (sp.estimate, sp.low, sp.high)],
             "pairs": sp.pairs,
             "equivalence": equivalence.get(winner),
             "verdict": outcome.verdict.text,
