@@ -150,3 +150,14 @@ def test_a_label_selects_its_bundle_as_listings_show_it(tmp_path):
     args = ["results", "list", "--store", str(db), "--bundle", "tiny-qwen2 (0f0e0d)", "--format", "json"]
     listed = CliRunner().invoke(app, args)
     assert [r["bundle_id"] for r in json.loads(listed.stdout)] == [ID_B], listed.output
+
+
+@pytest.mark.parametrize("fmt", ["bmf", "gab-bigger"])
+def test_dashboard_exports_keep_bundles_named_alike_apart(tmp_path, fmt):
+    from winml_perf.publish import exporters
+
+    with open_store(tmp_path / "s.db") as store:
+        store.write_records([_cell("a", ID_A), _cell("b", ID_B, path="/b")])
+        df = load(store)
+    text = exporters.export(df, fmt)
+    assert "tiny-qwen2 (a1b2c3) config p16 n8" in text and "tiny-qwen2 (0f0e0d) config p16 n8" in text, text

@@ -25,8 +25,9 @@ def shape_text(row: Mapping[str, Any]) -> str:
 
 
 def latest_per_series(df: pd.DataFrame) -> pd.DataFrame:
-    """The newest ok record of each bundle x route x shape; an error when the frame mixes testbeds
-    (dashboards key results by testbed themselves)."""
+    """The newest ok record of each bundle x route x shape (a bundle by its id too, named 'name
+    (a1b2c3)' where two share a name); an error when the frame mixes testbeds (dashboards key
+    results by testbed themselves)."""
     ok = df[df["status"] == "ok"]
     testbeds = sorted({str(t) for t in ok["testbed_id"].dropna()})
     if len(testbeds) > 1:
@@ -35,7 +36,15 @@ def latest_per_series(df: pd.DataFrame) -> pd.DataFrame:
             "export one testbed at a time: add --testbed ID",
         )
     ok = ok.sort_values(["created_utc", "id"])
-    return ok.groupby(list(SERIES_FIELDS), dropna=False, sort=False).tail(1).sort_values(list(SERIES_FIELDS) + ["id"])
+    fields = [*SERIES_FIELDS, *(["bundle_id"] if "bundle_id" in ok else [])]  # bundles named alike stay apart
+    latest = ok.groupby(fields, dropna=False, sort=False).tail(1).sort_values(list(SERIES_FIELDS) + ["id"])
+    if "bundle_id" not in latest:
+        return latest
+    from winml_perf.compare.text import bundle_labels
+
+    pairs = [(b, i if isinstance(i, str) else None) for b, i in zip(latest["bundle"], latest["bundle_id"])]
+    names = bundle_labels(pairs)  # the benchmark's name carries the id where two names clash
+    return latest.assign(bundle=[names[p] for p in pairs])
 
 
 def benchmark_name(row: Mapping[str, Any]) -> str:
