@@ -216,3 +216,17 @@ def test_the_dashboard_shows_the_verdict_beside_the_ratio(golden_store, tmp_path
     assert f">{NOT_CHECKED}</td>" in config
     page = (index.parent / "pages" / "tb-linux" / "tiny-qwen2.html").read_text()
     assert re.search(r'ep=webgpu · p16 n8 <span class="equivalence not-equivalent"[^>]*>NOT equivalent</span>', page)
+
+
+def test_a_baseline_judged_against_another_bundle_is_named_in_the_note():
+    from winml_perf.compare.cells import cells_of_run
+    from winml_perf.compare.routes import compare_routes
+
+    run = hex_id("baseline-judged")
+    moved = logits_equivalence("not equivalent", 0.9, 0.5, reference="bundle:/tmp/moved")
+    cells = [make_cell(run, route=r, index=i, equivalence=moved) for i, r in enumerate(("config", "ep=webgpu"))]
+    report = compare_routes(cells_of_run({"cells": cells}), run)
+    assert all(r.not_equivalent and "NOT numerically equivalent" in r.verdict_shown() for r in report.rows)
+    (note,) = [n for n in report.notes if n.startswith("equivalence:")]
+    assert "the same model as bundle:/tmp/moved" in note
+    assert "the baseline config itself: NOT equivalent against bundle:/tmp/moved" in note

@@ -373,12 +373,16 @@ def compare_routes(
         for route in wanted:
             if shape.samples.get(route):
                 rows += _compared(key, route, shape, options)
-    notes.append(equivalence_note(rows))
+    baseline_views = [v for sh in shapes.values() for r, v in sh.equivalence.items() if r == baseline_route]
+    notes.append(equivalence_note(rows, baseline_route, baseline_views))
     return RoutesReport(run_id, baseline_route, tuple(rows), tuple(notes))
 
 
-def equivalence_note(rows: Sequence[RouteComparison]) -> str:
-    """What the equivalence verdicts beside the ratios are judged against."""
+def equivalence_note(
+    rows: Sequence[RouteComparison], baseline_route: str = "config", baseline: Sequence[EquivalenceView] = ()
+) -> str:
+    """What the equivalence verdicts beside the ratios are judged against (and the baseline's own
+    verdict when it was judged too, against another bundle)."""
     refs = sorted({r.equivalence.reference or "?" for r in rows if r.equivalence.checked})
     unchecked = sorted({r.route for r in rows if not r.equivalence.checked})
     text = (
@@ -387,6 +391,9 @@ def equivalence_note(rows: Sequence[RouteComparison]) -> str:
         if refs
         else "equivalence: no route of this run was judged against a reference"
     )
+    judged = [v for v in baseline if v.checked]
+    if judged:
+        text += f"; the baseline {baseline_route} itself: {judged[-1].label()} against {judged[-1].reference or '?'}"
     if unchecked:
         text += f"; {NOT_CHECKED}: {', '.join(unchecked)} (run with two or more routes, or --equivalence)"
     return text
