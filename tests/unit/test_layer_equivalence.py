@@ -143,3 +143,41 @@ def test_every_layer_of_a_24_layer_decoder_is_tapped_in_order():
     assert taps[0] == "/model/layers.1/input_layernorm/output_3"  # layer 0's residual sum, not a norm output
     assert taps[23] == "/model/layers.24/final_norm_layernorm/SkipLayerNorm/residual_sum"  # given its sum output
     assert list(model.graph.node[-1].output)[3] == taps[23]
+
+
+def test_each_stage_says_what_precision_it_computes_in_from_the_file_it_loads():
+    from winml_perf.bundle.variants import bundle_precision
+
+    flat = {p.stage: p for p in bundle_precision(BUNDLES / "tiny-qwen2")}
+    assert flat["decoder"].matmulnbits_accuracy_levels == (4,) and flat["decoder"].ep == "CPUExecutionProvider"
+    npu = {p.stage: p for p in bundle_precision(BUNDLES / "tiny-qwen2-npu")}
+    assert npu["context"].ep == "QNNExecutionProvider" and dict(npu["context"].options) == {
+        "enable_htp_fp16_precision": "1"
+    }
+    assert "HTP fp16" in npu["context"].compute and npu["embeddings"].ep == "CPUExecutionProvider"
+
+
+def test_the_fp16_band_variants_differ_only_in_the_precision_of_the_fp16_stages():
+    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.variants import fp16_cpu_variants
+
+    assert fp16_cpu_variants(BUNDLES / "tiny-qwen2") is None  # no stage asks for fp16
+    src = BUNDLES / "tiny-qwen2-npu" / "transformer_context.onnx"
+    before = _sha(src)
+    fp32, fp16, change = fp16_cpu_variants(BUNDLES / "tiny-qwen2-npu")
+    try:
+        assert "context/iterator fp32 -> fp16" in change
+        for folder in (fp32, fp16):  # both on the CPU EP
+            assert all(not s.provider_options for s in load_config(folder).stages)
+        half = onnx.load(str(fp16 / "transformer_context.onnx"), load_external_data=False)
+        kinds = {i.data_type for i in half.graph.initializer}
+        assert onnx.TensorProto.FLOAT16 in kinds
+        assert {i.type.tensor_type.elem_type for i in half.graph.input} <= {
+            onnx.TensorProto.FLOAT,
+            onnx.TensorProto.INT64,
+        }
+        assert _sha(fp32 / "transformer_context.onnx") == before  # the fp32 side is the file as it is
+    finally:
+        shutil.rmtree(fp32)
+        shutil.rmtree(fp16)
+    assert _sha(src) == before

@@ -286,7 +286,11 @@ def layer_profile(folder: str | Path, tokens: list[int], embeds: Any = None) -> 
         if "inputs_embeds" in shapes and embeds is None:
             unobserved.append(f"{label}: no embeddings to feed it")
             continue
-        tapped, taps = tapped_copy(folder, filename)
+        try:  # a file the tap cannot rewrite leaves its layers unobserved, said why; the run goes on
+            tapped, taps = tapped_copy(folder, filename)
+        except Exception as exc:  # onnx raises its own error types for files it cannot read or write
+            unobserved.append(f"{label}: cannot add layer outputs to {filename}: {type(exc).__name__}: {exc}")
+            continue
         try:
             if not taps:
                 unobserved.append(f"{label}: no decoder layer readable in {filename} (compiled into an EPContext node)")
