@@ -64,7 +64,7 @@ class CellDriver:
     def announce(self) -> None:
         """Show the cell in the progress display."""
         policy = self.cell.iterations
-        planned = None if policy.adaptive else policy.iterations * policy.invocations
+        planned = None if policy.adaptive or policy.duration_s else policy.iterations * policy.invocations
         self.context.progress.cell_started(self.cell.key, planned)
 
     def call(self, fn: Callable[..., Reply], *args: Any) -> Reply:
@@ -141,7 +141,7 @@ class CellDriver:
         self.state.measure_s += reply.wall_s
         self.state.batches += 1
         values = self.state.values()
-        planned = None if policy.adaptive else policy.iterations * policy.invocations
+        planned = None if policy.adaptive or policy.duration_s else policy.iterations * policy.invocations
         self.context.progress.cell_advanced(
             self.cell.key, len(values), planned, self.cell.primary_metric, stats.median(values)
         )
