@@ -3,6 +3,7 @@ route is judged on its own logits (never the reference's), stage by stage."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from types import SimpleNamespace as NS
 
 import numpy as np
@@ -144,6 +145,8 @@ def test_each_route_is_judged_on_its_own_path(fake):
     assert [f.layer for f in bad.layers.figures] == [0, 1, 2, 3]  # no layer skipped
     assert bad.layers.first_departing == 2 and bad.layers.pattern == "jump" and bad.layers.first_differing == 2
     assert "layers: parts at layer 2 (decoder) by jump" in eq.equivalence_line("ep=x", bad)
+    within = replace(bad, verdict=WITHIN_PRECISION)  # a verdict in a band names that band's change
+    assert "judged in the band of x (KL limit" in eq.equivalence_line("ep=x", within)
     # each side's precision is read from its own files
     assert bad.precision_class == "decoder: CPU at other" and "decoder: CPU at ref" in eq.equivalence_line("ep=x", bad)
     assert eq.judge_routes("ref", routes[2:], steps=8, layers=False).by_label["ep=x"].layers is None

@@ -459,7 +459,7 @@ def attach_equivalence(
 
 def equivalence_line(label: str, e: Equivalence) -> str:
     """'ep=webgpu ≈ config: KL 2e-06, top-1 100 % over 16 steps' (≉ when not equivalent)."""
-    from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, precision_class
+    from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, WITHIN_PRECISION, precision_class
 
     f = e.figures
     mark = {EQUIVALENT: "≈", NOT_EQUIVALENT: "≉"}.get(e.verdict, "~")
@@ -474,6 +474,9 @@ def equivalence_line(label: str, e: Equivalence) -> str:
         text += f", diverges at step {f.first_divergence}"
     if e.first_stage:
         text += f", first at stage {e.first_stage}"
+    band = next((b for b in e.bands if b.name == "precision"), None)
+    if e.verdict == WITHIN_PRECISION and band is not None:  # the precision class it was judged in
+        text += f"; judged in the band of {band.change} (KL limit {band.kl_limit:.2g})"
     if e.layers is not None:
         text += "\n  " + layers_line(e.layers)
     if e.precision:
