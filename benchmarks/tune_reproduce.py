@@ -36,8 +36,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("emitted", type=Path)
     ap.add_argument("--pairs", type=int, default=5)
-    ap.add_argument("perf_flags", nargs="*", help="after --: flags for every `winml perf` run")
-    args = ap.parse_args()
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = ap.parse_args(argv[:cut])
+    args.perf_flags = argv[cut + 1 :]  # after --: flags for every `winml perf` run
     about = json.loads((args.emitted / "tune.json").read_text(encoding="utf-8"))
     metric = OBJECTIVES[about["objective"]]
     source = Path(about["source_bundle"])
