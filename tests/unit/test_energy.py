@@ -77,6 +77,9 @@ def test_no_meter_means_not_measured_with_the_reason_and_no_number():
     section = A.cell_energy({"why_not": "no RAPL zone under /sys/class/powercap"}, _readings(2, 5, 1, 1, 40.0), None)
     assert section == {"status": A.NOT_MEASURED, "reason": "no RAPL zone under /sys/class/powercap"}
     assert A.cell_energy(None, [], None)["status"] == A.NOT_MEASURED
+    meter = {"covers": "GPU 0 board", "resolution_j": 0.001, "update_period_s": 0.1}
+    failed = A.cell_energy(meter, [], None)  # a meter, but the cell read no generation (it failed at load)
+    assert failed["status"] == A.NOT_MEASURED and "prefill_j_per_token" not in failed
 
 
 class _Clock:

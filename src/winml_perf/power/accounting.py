@@ -148,6 +148,12 @@ def cell_energy(
     if meter is None or meter.get("why_not"):
         why = (meter or {}).get("why_not") or "no energy meter covers this route's devices"
         return {"status": NOT_MEASURED, "reason": why}
+    if not readings:
+        return {
+            "status": NOT_MEASURED,
+            "reason": "no generation was read (the cell measured none)",
+            "meter": dict(meter),
+        }
     idle_w = (idle or {}).get("idle_w")
     period = float(meter["update_period_s"])
     phases = {p: phase_energy(readings, p, period, idle_w) for p in PHASES}
