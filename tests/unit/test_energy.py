@@ -18,6 +18,7 @@ from winml_perf.model.sample import GenerationTiming
 from winml_perf.model.spec import CellSpec, IterationPolicy, PromptSpec, WarmupPolicy
 from winml_perf.power import accounting as A
 from winml_perf.power import meters, state
+from winml_perf.publish.energy_lines import energy_lines
 from winml_perf.record.validation import validate_record
 from winml_perf.record.warnings import POWER_STATE_DIFFERS, check_power_state
 from winml_perf.results.rows import record_rows
@@ -216,6 +217,8 @@ def test_energy_per_token_through_the_seam_matches_the_powers_the_session_drew(m
     stored = {row["name"]: row["median"] for row in record_rows(doc).metrics}
     assert stored["decode_j_per_token"] == pytest.approx(dec["j_per_token"])
     assert stored["idle_w"] == pytest.approx(e["idle_w"])
+    (line,) = energy_lines([rec])  # the run's text output
+    assert "fake board" in line and "decode" in line and "J/token" in line and "idle" in line
 
 
 def test_a_route_without_a_meter_records_not_measured_and_why():
@@ -261,3 +264,5 @@ def test_a_sustained_run_finds_a_slowdown_injected_halfway():
     assert s["rss_slope_bytes_per_min"]["low"] <= s["rss_slope_bytes_per_min"]["slope"]
     validate_record(rec.to_dict())
     assert not math.isnan(s["tokens_per_s_slope_per_min"]["slope"])
+    (line,) = energy_lines([rec])
+    assert "sustained 6 s" in line and f"{cp['shift']:+.1%}" in line

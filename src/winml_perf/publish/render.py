@@ -13,6 +13,7 @@ from winml_perf.model.record_sections import RecordWarning
 from winml_perf.model.route import StagePlacement
 from winml_perf.model.runtime import runtime_named
 from winml_perf.model.spec import finite_or_none
+from winml_perf.publish.energy_lines import energy_lines
 from winml_perf.publish.formats import json_text, table_text
 from winml_perf.publish.run_table import (
     Column,
@@ -184,5 +185,6 @@ def render_run(run: RunRecord, warnings_only: bool = False, width: int | None = 
                 f"(left out to fit {width} columns: {', '.join(dropped)}; --format markdown or --export-csv has every column)"
             )
         parts += _stop_lines(ok)
+        parts += energy_lines(ok)
     parts += warnings
     return "\n".join(parts)

@@ -1,0 +1,60 @@
+"""The lines a run's text output adds for energy and sustained runs (docs/energy.md): each metered
+cell's J/token per phase with its interval and idle power; each sustained cell's tokens/s over
+time, its change points and its RSS slope. Nothing for a cell without either (its record says
+why energy was not measured)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from winml_perf.model.record import CellRecord
+
+
+def _interval(d: Mapping[str, Any] | None) -> str:
+    if not d or d.get("low") is None or d.get("high") is None:
+        return ""
+    return f" [{d['low']:.4g}, {d['high']:.4g}]"
+
+
+def _phase(name: str, p: Mapping[str, Any]) -> str:
+    if p.get("status") != "measured":
+        return f"{name} {p.get('status')} ({p.get('reason')})"
+    return f"{name} {p['j_per_token']:.4g} J/token{_interval(p.get('j_per_token_interval'))}"
+
+
+def _slope(s: Mapping[str, Any] | None, scale: float, unit: str) -> str:
+    if not s:
+        return "-"
+    return f"{s['slope'] / scale:+.3g} {unit}/min [{s['low'] / scale:+.3g}, {s['high'] / scale:+.3g}]"
+
+
+def energy_lines(cells: Sequence[CellRecord]) -> list[str]:
+    lines = []
+    for c in cells:
+        e = c.energy or {}
+        if e.get("status") == "measured":
+            meter = e.get("meter") or {}
+            idle = e.get("idle_w")
+            lines.append(
+                f"[{c.cell_key}] energy ({meter.get('covers')}, 95% intervals): "
+                + "; ".join(_phase(p, e.get(p) or {}) for p in ("prefill", "decode"))
+                + ("" if idle is None else f"; idle {idle:.4g} W")
+            )
+        s = c.sustained
+        if s:
+            rates = [w["tokens_per_s"] for w in s.get("windows") or [] if w.get("tokens_per_s") is not None]
+            cps = s.get("change_points")
+            found = (
+                "not searched"
+                if cps is None
+                else ", ".join(f"{cp['shift']:+.1%} at {cp['t_s']:.0f} s" for cp in cps) or "none"
+            )
+            lines.append(
+                f"[{c.cell_key}] sustained {s['duration_s']:g} s: generated tokens/s median "
+                f"{statistics.median(rates) if rates else float('nan'):.4g} over {len(rates)} windows of "
+                f"{s['window_s']:g} s; change points: {found}; "
+                f"RSS {_slope(s.get('rss_slope_bytes_per_min'), 1 << 20, 'MiB')}"
+            )
+    return lines
