@@ -13,6 +13,9 @@
 #       .gl/ = Debian's libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2 (NVIDIA's Vulkan ICD needs them)
 # Work steps (each delegates to the per-issue script, same OUT): equivalence (issue 24, h200_openvino.sh),
 # tune (issue 25, h200_openvino.sh), energy-* (issue 29, h200_energy.sh: its own step names after the dash).
+# The device returns at most 8 files from $OUT: give OUT as a scratch folder and pack it afterwards with
+#   tar czf $OUT/results.tgz --exclude='*.onnx*' --exclude='*.bin' -C SCRATCH .
+# Overrides for a dry run elsewhere: FLAT, PIPELINE (bundle paths; built on first use), PYTHON.
 set -euo pipefail
 steps=${1:?comma-separated steps: setup-wheels bundles setup-openvino setup-webgpu equivalence tune energy-STEP}
 out=${2:?output folder}
@@ -20,6 +23,8 @@ mkdir -p "$out"
 here=$(cd "$(dirname "$0")" && pwd)
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
+flat=${FLAT:-/tmp/q05-flat}
+pipeline=${PIPELINE:-/tmp/q05-pipeline}
 winml() { "$PY" -m winml_perf "$@"; }
 vulkan_env() {
   if [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
@@ -34,9 +39,9 @@ run_step() {
       "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
       ;;
     bundles)
-      [ -d /tmp/q05-flat ] || winml bundle synth -o /tmp/q05-flat --preset qwen2.5-0.5b -p int4 --force
-      [ -d /tmp/q05-pipeline ] || winml bundle synth -o /tmp/q05-pipeline --preset qwen2.5-0.5b -p int4 --pipeline --quantize-lm-head --force
-      du -sh /tmp/q05-flat /tmp/q05-pipeline | tee "$out/bundles.txt"
+      [ -d "$flat" ] || winml bundle synth -o "$flat" --preset qwen2.5-0.5b -p int4 --force
+      [ -d "$pipeline" ] || winml bundle synth -o "$pipeline" --preset qwen2.5-0.5b -p int4 --pipeline --quantize-lm-head --force
+      du -sh "$flat" "$pipeline" | tee "$out/bundles.txt"
       ;;
     setup-openvino)
       tar xJf .ov/ov-cpu.tar.xz -C /tmp/site
@@ -50,11 +55,11 @@ run_step() {
       ;;
     equivalence | tune)
       vulkan_env
-      FLAT=/tmp/q05-flat PIPELINE=/tmp/q05-pipeline bash "$here/h200_openvino.sh" "$1" "$out"
+      FLAT=$flat PIPELINE=$pipeline bash "$here/h200_openvino.sh" "$1" "$out"
       ;;
     energy-*)
       vulkan_env
-      FLAT=/tmp/q05-flat bash "$here/h200_energy.sh" "${1#energy-}" "$out"
+      FLAT=$flat SKIP_SETUP=1 bash "$here/h200_energy.sh" "${1#energy-}" "$out"
       ;;
     *)
       echo "unknown step $1" >&2
