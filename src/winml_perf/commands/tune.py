@@ -81,7 +81,8 @@ def tune_command(
     no_store: Annotated[bool, typer.Option("--no-store", metavar="", help="Store nothing.")] = False,
     emit: Annotated[Path | None, typer.Option(metavar="DIR", help="Write the winner as a bundle in DIR (new).")] = None,
     report: Annotated[
-        Path | None, typer.Option(metavar="FILE", help="The tune report (JSON); default results/tune/tune-UTCTIME-seedN.json.")
+        Path | None,
+        typer.Option(metavar="FILE", help="The tune report (JSON); default results/tune/tune-UTCTIME-seedN.json."),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json on stdout.")] = "table",
 ) -> None:
