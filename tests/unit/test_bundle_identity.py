@@ -5,6 +5,7 @@ only where two bundles of what is listed share one."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 
@@ -161,3 +162,11 @@ def test_dashboard_exports_keep_bundles_named_alike_apart(tmp_path, fmt):
         df = load(store)
     text = exporters.export(df, fmt)
     assert "tiny-qwen2 (a1b2c3) config p16 n8" in text and "tiny-qwen2 (0f0e0d) config p16 n8" in text, text
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_only_regular_files_count_so_a_fifo_or_device_never_blocks_it(copies):
+    a, b = copies("a"), copies("b")
+    os.mkfifo(b / "pipe")  # opening it to read would wait for a writer forever
+    (b / "zeros.bin").symlink_to("/dev/zero")  # reading it would never end
+    assert bundle_id(b) == bundle_id(a)

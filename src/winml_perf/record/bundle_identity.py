@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from functools import lru_cache
 from pathlib import Path
 
@@ -56,8 +57,7 @@ def _file_digest(path: str, size: int, mtime_ns: int, inode: int) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
         if size <= FULL_HASH_BYTES:
-            while chunk := f.read(SAMPLE_BYTES):
-                h.update(chunk)
+            h.update(f.read(size))  # what stat said; a file growing meanwhile is read again next time
         else:
             h.update(f"sampled {size}\0".encode())
             last = size - SAMPLE_BYTES
@@ -73,6 +73,8 @@ def bundle_id(path: str | os.PathLike[str]) -> str | None:
         entries = []
         for rel, p in _files(Path(path)):
             st = p.stat()
+            if not stat.S_ISREG(st.st_mode):  # a FIFO or device (/dev/zero) would never end
+                continue
             entries.append(f"{rel}\0{st.st_size}\0{_file_digest(str(p), st.st_size, st.st_mtime_ns, st.st_ino)}\n")
     except OSError:
         return None
