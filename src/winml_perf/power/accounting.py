@@ -156,6 +156,8 @@ def cell_energy(
         }
     idle_w = (idle or {}).get("idle_w")
     period = float(meter["update_period_s"])
+    if idle and idle.get("window_s"):  # the window's ends can each be one update stale
+        idle = {**idle, "counter_bound_pct": 100.0 * period / idle["window_s"]}
     phases = {p: phase_energy(readings, p, period, idle_w) for p in PHASES}
     return {
         "status": MEASURED,
