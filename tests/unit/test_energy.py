@@ -9,6 +9,7 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
@@ -22,6 +23,7 @@ from winml_perf.publish.energy_lines import energy_lines
 from winml_perf.record.validation import validate_record
 from winml_perf.record.warnings import POWER_STATE_DIFFERS, check_power_state
 from winml_perf.results.rows import record_rows
+from winml_perf.stats.series import sustained
 
 
 # -- the accounting, pure ------------------------------------------------------------------------
@@ -268,3 +270,19 @@ def test_a_sustained_run_finds_a_slowdown_injected_halfway():
     assert not math.isnan(s["tokens_per_s_slope_per_min"]["slope"])
     (line,) = energy_lines([rec])
     assert "sustained 6 s" in line and f"{cp['shift']:+.1%}" in line
+
+
+def test_windows_of_an_even_run_have_no_change_point_and_a_memory_leak_has_its_slope():
+    """Pure: 60 s of batches at 100 tokens/s with 3 % noise and RSS growing 1 MiB a minute."""
+    rng = np.random.default_rng(7)
+    points = [
+        {"t_s": i * 0.5, "wall_s": 0.5, "tokens": int(50 * (1 + rng.normal(0, 0.03))), "rss_bytes": 10**8 + i * 8738}
+        for i in range(120)
+    ]
+    s = sustained.analyse(points, 60.0)
+    assert s["window_s"] == 0.5 and len(s["windows"]) == 120
+    assert s["change_points"] == []
+    rss = s["rss_slope_bytes_per_min"]
+    assert rss["low"] <= rss["slope"] <= rss["high"] and rss["slope"] == pytest.approx(8738 * 120, rel=0.01)
+    short = sustained.analyse(points[:8], 60.0)
+    assert short["change_points"] is None and "need at least" in short["change_points_note"]

@@ -86,4 +86,15 @@ def analyse(points: Sequence[Mapping[str, Any]], duration_s: float) -> dict[str,
     out["rss_slope_bytes_per_min"] = slope([t for t, _ in mem], [m for _, m in mem])
     power = [(w["t_s"], w["power_w"]) for w in ws if w["power_w"] is not None]
     out["power_slope_w_per_min"] = slope([t for t, _ in power], [p for _, p in power])
-    return out
+    return _json_safe(out)
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities as None (a record is JSON without NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
