@@ -86,7 +86,8 @@ def analyse(points: Sequence[Mapping[str, Any]], duration_s: float) -> dict[str,
     out["rss_slope_bytes_per_min"] = slope([t for t, _ in mem], [m for _, m in mem])
     power = [(w["t_s"], w["power_w"]) for w in ws if w["power_w"] is not None]
     out["power_slope_w_per_min"] = slope([t for t, _ in power], [p for _, p in power])
-    return _json_safe(out)
+    safe: dict[str, Any] = _json_safe(out)
+    return safe
 
 
 def _json_safe(value: Any) -> Any:
