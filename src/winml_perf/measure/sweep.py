@@ -84,6 +84,7 @@ def route_meters(
         label = cell.route_label
         if label in notes:
             continue
+        devices: list[str] = []
         if given is not None:
             found, why = ([given[label]], []) if label in given else ([], ["no meter given for this route"])
         elif not cell.session.token_based:
@@ -98,6 +99,7 @@ def route_meters(
                 found, why = [], [f"the route's stages run on a device no meter here covers ({sorted(kinds)})"]
             else:
                 found, why = [], []
+                devices = sorted({device[k] for k in kinds})
                 for kind in sorted(kinds):
                     ok, no = meters_for(device[kind])
                     found, why = found + ok, why + no
@@ -111,6 +113,7 @@ def route_meters(
             "covers": meter.covers,
             "resolution_j": meter.resolution_j,
             "update_period_s": meter.update_period_s,
+            "devices": devices,
         }
     return meters, notes
 

@@ -17,7 +17,9 @@ def readings_of_batch(
 ) -> list[accounting.PhaseReading]:
     """Each generation's prefill and decode occurrences (no marks: energy not measured, none)."""
     out: list[accounting.PhaseReading] = []
-    for sample, m in zip(samples, marks, strict=False):
+    if not marks:
+        return out
+    for sample, m in zip(samples, marks, strict=True):
         if len(m) == 3:
             out += accounting.readings_of(m, sample.prompt_tokens or 0, sample.new_tokens or 0, invocation)
     return out
@@ -53,7 +55,7 @@ def timeline_point(elapsed_s: float, reply: Any, pid: int | None) -> dict[str, A
 def power_state_of(cell: CellSpec, note: Mapping[str, Any] | None) -> dict[str, Any]:
     """The power state at the cell's start; the GPU's when its meter covers a GPU."""
     options = [o for stage in cell.recorded_route.stages for o in stage.provider_options_after]
-    gpu = "GPU" in str((note or {}).get("covers", ""))
+    gpu = "gpu" in (note or {}).get("devices", ())
     return state.power_state(options, gpu=gpu)
 
 
