@@ -14,7 +14,8 @@ import pytest
 from scipy.stats import t as student_t
 
 from tests.unit.fakes import FAKE_ENV, fake_spec
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import route_meters, run_sweep
+from winml_perf.model.route import CPU, Route, StageRoute
 from winml_perf.model.sample import GenerationTiming
 from winml_perf.model.spec import CellSpec, IterationPolicy, PromptSpec, WarmupPolicy
 from winml_perf.power import accounting as A
@@ -286,3 +287,27 @@ def test_windows_of_an_even_run_have_no_change_point_and_a_memory_leak_has_its_s
     assert rss["low"] <= rss["slope"] <= rss["high"] and rss["slope"] == pytest.approx(8738 * 120, rel=0.01)
     short = sustained.analyse(points[:8], 60.0)
     assert short["change_points"] is None and "need at least" in short["change_points_note"]
+
+
+def test_each_route_gets_the_meters_of_the_devices_its_stages_ran_on(tmp_path: Path, monkeypatch):
+    """The CPU EP's route: the CPU packages' RAPL (here: none, and why); a WebGPU stage the EP
+    devices do not place: the GPU's NVML (here: not available, and why); a plain session: none."""
+
+    def route_cell(label: str, ep: str) -> CellSpec:
+        route = Route(label, label, label, (StageRoute("decoder", (), CPU, ep),))
+        return CellSpec(label, fake_spec(), 8, 4, PromptSpec(), WarmupPolicy(count=0), IterationPolicy(), route=route)
+
+    cells = [route_cell("config", "CPUExecutionProvider"), route_cell("ep=webgpu", "WebGpuExecutionProvider")]
+    monkeypatch.setattr(meters, "POWERCAP", tmp_path / "no-powercap")
+    monkeypatch.setattr(meters, "nvidia_gpus", lambda: [meters.FakeMeter(covers="GPU 0 board", why_not="no NVML here")])
+    found, notes = route_meters(cells, FAKE_ENV)
+    assert found == {}
+    assert notes["config"]["why_not"].startswith("no RAPL zone under")
+    assert notes["ep=webgpu"]["why_not"] == "GPU 0 board: no NVML here"
+    monkeypatch.setattr(meters, "nvidia_gpus", lambda: [meters.FakeMeter(covers="GPU 0 board")])
+    found, notes = route_meters(cells, FAKE_ENV)
+    assert list(found) == ["ep=webgpu"] and notes["ep=webgpu"]["devices"] == ["gpu"]
+    plain = CellSpec(
+        "config", fake_spec(runtime="winml"), None, None, PromptSpec(), WarmupPolicy(count=0), IterationPolicy()
+    )
+    assert "generation sessions only" in route_meters([plain], FAKE_ENV)[1]["config"]["why_not"]

@@ -210,9 +210,10 @@ def nvidia_gpus() -> list[NvmlMeter]:
 CPU, GPU = "cpu", "gpu"
 
 
-def meters_for(device: str, *, powercap: Path = POWERCAP) -> tuple[list[EnergyMeter], list[str]]:
+def meters_for(device: str, *, powercap: Path | None = None) -> tuple[list[EnergyMeter], list[str]]:
     """(the readable meters covering ``device`` ("cpu" | "gpu" | other), why each other one is not)."""
     candidates: list[EnergyMeter]
+    powercap = POWERCAP if powercap is None else powercap
     if device == CPU:
         candidates = list(rapl_packages(powercap))
         if not candidates:
