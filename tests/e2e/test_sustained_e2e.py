@@ -52,3 +52,8 @@ def test_a_bad_duration_exits_2_naming_the_flag(tmp_path: Path):
     result = run_winml("perf", BUNDLES / "tiny-qwen2", "--duration", "5x", "--no-store", "-o", tmp_path / "r.json")
     assert result.returncode == 2 and "--duration" in result.stderr
     assert not (tmp_path / "r.json").exists()
+
+
+def test_duration_is_refused_for_a_plain_onnx_model():
+    result = run_winml("perf", BUNDLES / "tiny-qwen2" / "model.onnx", "--duration", "5s", "--no-store")
+    assert result.returncode == 2 and "--duration" in result.stderr and "winml-genai" in result.stderr

@@ -17,7 +17,7 @@ from winml_perf.support.output import check_output, write_output
 if TYPE_CHECKING:
     from winml_perf.model.record import RunRecord
 
-GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template")
+GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template", "--duration")
 ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
 
 
@@ -551,6 +551,7 @@ def perf(
             "--prompt": prompt is not None,
             "--prompt-tokens": bool(prompt_tokens),
             "--apply-template": apply_template,
+            "--duration": duration is not None,
             "--shape": bool(shape),
             "--input": bool(input),
             "--io-binding": io_binding,
