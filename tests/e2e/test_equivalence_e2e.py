@@ -96,9 +96,12 @@ def test_a_reference_perturbed_in_one_layer_names_that_layer(bundle, layer, tmp_
     layers = e["layers"]
     assert e["verdict"] == "not equivalent" and [f["layer"] for f in layers["figures"]] == [0, 1]
     assert layers["first_departing"] == layer and layers["first_differing"] == layer
-    assert layers["pattern"] == "jump"
-    assert layers["first_departing_stage"] == ("decoder" if bundle == TINY_FLAT else "context/iterator")
-    assert f"parts at layer {layer}" in result.stderr
+    # fed the reference's input, that layer alone computes something else: its own error is beyond its band
+    assert layers["first_wrong"] == layer and layers["pattern"] == "jump"
+    own = [f["local_rel"] > f["local_limit"] for f in layers["figures"]]
+    assert own == [k == layer for k in (0, 1)]
+    assert layers["first_wrong_stage"] == ("decoder" if bundle == TINY_FLAT else "context/iterator")
+    assert f"layer {layer} ({layers['first_wrong_stage']}) computes something else" in result.stderr
 
 
 def test_no_equivalence_turns_it_off():

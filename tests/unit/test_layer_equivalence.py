@@ -92,7 +92,7 @@ def _sha(path: Path) -> str:
 def test_taps_read_each_layers_residual_stream_and_never_write_the_source(bundle, filename):
     src = BUNDLES / bundle / filename
     before = _sha(src)
-    out, taps = tapped_copy(src.parent, filename)
+    out, taps, _ = tapped_copy(src.parent, filename)
     try:
         assert sorted(taps) == [0, 1]  # both decoder layers of the tiny bundles
         model = onnx.load(str(out / filename), load_external_data=False)
@@ -181,3 +181,33 @@ def test_the_fp16_band_variants_differ_only_in_the_precision_of_the_fp16_stages(
         shutil.rmtree(fp32)
         shutil.rmtree(fp16)
     assert _sha(src) == before
+
+
+def test_a_layer_that_computes_something_else_is_named_where_the_accumulated_error_hides_it():
+    from winml_perf.stats.layer_equivalence import LocalPasses, first_wrong
+
+    band = {k: 0.2 * (k + 1) for k in REF}  # a wide accumulated band, as deep random-weight models have
+    local = LocalPasses(REF, _scaled({3: 0.3}), {k: 0.002 for k in REF})  # only layer 3's own output moved
+    figs = layer_figures(
+        dict.fromkeys(REF, "decoder"), dict.fromkeys(REF, "t"), REF, _scaled({3: 0.3, 4: 0.3}), band, local
+    )
+    assert first_departing(figs) is None  # the accumulated error sits inside the band at every layer
+    assert first_wrong(figs).layer == 3 and pattern(figs) == JUMP
+    near = LocalPasses(REF, _scaled({k: 0.004 for k in REF}), {k: 0.002 for k in REF})  # 2x the band: precision
+    figs = layer_figures({}, {}, REF, _scaled({}), band, near)
+    assert first_wrong(figs) is None and pattern(figs) is None
+
+
+def test_teacher_inputs_feed_every_later_layer_the_reference_output():
+    from winml_perf.bundle.variants import teacher_inputs
+
+    model = onnx.load(str(BUNDLES / "tiny-qwen2" / "model.onnx"), load_external_data=False)
+    taps = layer_tensors(model, add=True)
+    inputs = teacher_inputs(model, taps)
+    assert list(inputs) == [0]  # layer 1, the last, feeds no layer
+    fed = inputs[0]
+    readers = [n for n in model.graph.node if fed in n.input]
+    assert {n.op_type for n in readers} == {"SkipSimplifiedLayerNormalization", "SimplifiedLayerNormalization"}
+    assert all(taps[0] not in n.input for n in model.graph.node)  # nothing reads layer 0's own output any more
+    declared = next(i for i in model.graph.input if i.name == fed)
+    assert declared.type.tensor_type.shape.dim[-1].dim_value == 128  # the hidden size, static

@@ -88,13 +88,15 @@ def _fake_teacher_forced(calls):
 
 
 def _fake_layer_profile(calls):
-    """Layer outputs depend on the path: 'other' departs at layer 2 of 4, the rest are REF's."""
+    """Layer outputs depend on the path: 'other' computes layer 2 of 4 differently (so, accumulated,
+    layers 2 and 3 depart; fed the reference's input, layer 2 alone), the rest are REF's."""
 
-    def profile(path, tokens, embeds=None):
-        calls.append(f"layers:{path}")
+    def profile(path, tokens, embeds=None, teacher=None):
+        calls.append(f"layers:{path}" + (":local" if teacher is not None else ""))
         values = {k: np.resize(REF, (1, len(tokens), REF.shape[1])) * (k + 1) for k in range(4)}
         if str(path) == "other":
-            values = {k: v * (1.5 if k >= 2 else 1.0) for k, v in values.items()}
+            moved = {2} if teacher is not None else {2, 3}
+            values = {k: v * (1.5 if k in moved else 1.0) for k, v in values.items()}
         stage = dict.fromkeys(values, "decoder")
         return eq.LayerProfile(values, stage, dict.fromkeys(values, "t"), (), None, len(tokens), 1.0)
 
@@ -136,7 +138,11 @@ def test_each_route_is_judged_on_its_own_path(fake):
     ]
     run = eq.judge_routes("ref", routes, steps=8)
     # the reference once, then each route's own path (logits, then layers); config is the reference
-    assert fake == ["ref", "layers:ref", "same", "layers:same", "other", "layers:other"]
+    assert fake == [
+        "ref", "layers:ref", "layers:ref:local",
+        "same", "layers:same", "layers:same:local",
+        "other", "layers:other", "layers:other:local",
+    ]  # fmt: skip
     assert set(run.by_label) == {"ep=cpu", "ep=x"}
     same = run.by_label["ep=cpu"]
     assert same.verdict == EQUIVALENT and same.figures.identical and same.layers.first_differing is None
@@ -144,7 +150,9 @@ def test_each_route_is_judged_on_its_own_path(fake):
     assert bad.verdict == NOT_EQUIVALENT and bad.route_path == "other" and not bad.figures.identical
     assert [f.layer for f in bad.layers.figures] == [0, 1, 2, 3]  # no layer skipped
     assert bad.layers.first_departing == 2 and bad.layers.pattern == "jump" and bad.layers.first_differing == 2
-    assert "layers: parts at layer 2 (decoder) by jump" in eq.equivalence_line("ep=x", bad)
+    assert bad.layers.first_wrong == 2  # fed the reference's input, layer 2 alone computes something else
+    assert [f.local_rel > 0 for f in bad.layers.figures] == [False, False, True, False]
+    assert "layers: layer 2 (decoder) computes something else" in eq.equivalence_line("ep=x", bad)
     within = replace(bad, verdict=WITHIN_PRECISION)  # a verdict in a band names that band's change
     assert "judged in the band of x (KL limit" in eq.equivalence_line("ep=x", within)
     # each side's precision is read from its own files

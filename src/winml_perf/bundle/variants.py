@@ -131,18 +131,79 @@ def layer_tensors(model, add: bool = False) -> dict[int, str]:
     return dict(sorted(out.items()))
 
 
-def tapped_copy(folder: Path, filename: str) -> tuple[Path, dict[int, str]]:
+def tapped_copy(folder: Path, filename: str, teacher: bool = False) -> tuple[Path, dict[int, str], dict[int, str]]:
     """A temporary folder holding ``folder`` (hard links) whose ``filename`` also outputs each decoder
-    layer's output, and {layer: tensor}; the folder is removed by the caller. The source is never written."""
+    layer's output: the folder, {layer: tensor} and, with ``teacher``, {layer k: the graph input that
+    now stands for layer k's output wherever a later layer reads it} (see teacher_inputs). The folder
+    is removed by the caller. The source is never written."""
     import onnx
 
     model = onnx.load(str(folder / filename), load_external_data=False)  # external data stays linked
     taps = layer_tensors(model, add=True)
+    inputs = teacher_inputs(model, taps) if teacher else {}
     out = _linked_copy(folder, {filename})
     have = {o.name for o in model.graph.output}
     model.graph.output.extend(onnx.helper.make_empty_tensor_value_info(t) for t in taps.values() if t not in have)
     onnx.save(model, str(out / filename))
-    return out, taps
+    return out, taps, inputs
+
+
+def teacher_inputs(model, taps: dict[int, str]) -> dict[int, str]:
+    """Rewires ``model`` so that every layer after k reads layer k's output from a new graph input
+    (fed the reference's value), while layer k's own output is still computed and tapped: each layer
+    then runs on exactly the reference's input, and its error is its own, not its predecessors'.
+    A fused skip norm's normalised output is recomputed from the input (SimplifiedLayerNormalization,
+    same weight and epsilon). Returns {k: input name}; the last layer feeds no layer."""
+    import onnx
+    from onnx import helper
+
+    producer = {out: node for node in model.graph.node for out in node.output if out}
+    weights = {i.name: i.data_type for i in model.graph.initializer}
+    shape = _residual_shape(model)
+    added: dict[int, str] = {}
+    last = max(taps, default=-1)
+    for k, tensor in taps.items():
+        node = producer.get(tensor)
+        if k == last or node is None:
+            continue
+        name = f"{tensor}/teacher"
+        dtype = onnx.TensorProto.FLOAT
+        for other in model.graph.node:
+            if other is not node and tensor in other.input:
+                other.input[:] = [name if x == tensor else x for x in other.input]
+                if other.op_type in _NORMS and len(other.input) > 1:
+                    dtype = weights.get(other.input[1], dtype)
+        if node.op_type in _SKIP_NORMS:  # its normalised output feeds layer k+1: recompute it from the input
+            normed, dtype = node.output[0], weights.get(node.input[2], dtype)
+            node.output[0] = f"{normed}/own"
+            eps = [a for a in node.attribute if a.name == "epsilon"]
+            norm = helper.make_node(
+                "SimplifiedLayerNormalization", [name, node.input[2]], [normed], name=f"{node.name}/teacher", axis=-1
+            )
+            norm.attribute.extend(eps)
+            index = list(model.graph.node).index(node)
+            model.graph.node.insert(index + 1, norm)
+        model.graph.input.append(helper.make_tensor_value_info(name, dtype, shape))
+        added[k] = name
+    return added
+
+
+def _residual_shape(model) -> list | None:
+    """The residual stream's shape as the graph declares its input (inputs_embeds; else input_ids and
+    the hidden size of the first norm weight), static dims kept: an EP that needs static shapes (QNN)
+    keeps the layers it took."""
+    dims = {
+        i.name: [d.dim_value if d.HasField("dim_value") else d.dim_param for d in i.type.tensor_type.shape.dim]
+        for i in model.graph.input
+    }
+    if "inputs_embeds" in dims:
+        return dims["inputs_embeds"]
+    hidden = next(
+        (list(i.dims)[-1] for n in model.graph.node if n.op_type in _NORMS | _SKIP_NORMS
+         for i in model.graph.initializer if i.name in n.input[1:]),
+        None,
+    )  # fmt: skip
+    return [*dims["input_ids"], hidden] if "input_ids" in dims and hidden else None
 
 
 def stage_session_entries(config, stage_name: str) -> dict:

@@ -15,11 +15,11 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from winml_perf.model.equivalence import Band, Equivalence, Layers, StageFigures
+from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
 from winml_perf.support.errors import BenchmarkFailure
 
@@ -123,13 +123,11 @@ def _band(
 ) -> Band:
     from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import band_limit, compare_logits
-    from winml_perf.stats.layer_equivalence import band_errors
 
     try:
         run = teacher_forced(path, prompt_ids, len(reference.continuation), reference.continuation)
         if layers is not None:  # the same change's error at each decoder layer
-            profile = layer_profile(path, layers.tokens, layers.reference.embeds)
-            layers.errors[name] = band_errors(layers.reference.values, profile.values)
+            layers.add_band(name, None, layers.passes(path))
     finally:
         shutil.rmtree(path, ignore_errors=True)
     figures = compare_logits(reference.logits, run.logits)
@@ -181,15 +179,12 @@ def _pair_band(
     against the reference itself: the change cannot be made where the reference runs)."""
     from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import band_limit, compare_logits
-    from winml_perf.stats.layer_equivalence import band_errors
 
     try:
         a = teacher_forced(before, prompt_ids, len(reference.continuation), reference.continuation)
         b = teacher_forced(after, prompt_ids, len(reference.continuation), reference.continuation)
         if layers is not None:
-            pa = layer_profile(before, layers.tokens, layers.reference.embeds)
-            pb = layer_profile(after, layers.tokens, layers.reference.embeds)
-            layers.errors[name] = band_errors(pa.values, pb.values)
+            layers.add_band(name, layers.passes(before), layers.passes(after))
     finally:
         shutil.rmtree(before, ignore_errors=True)
         shutil.rmtree(after, ignore_errors=True)
@@ -215,11 +210,38 @@ class LayerProfile:
 
 @dataclass
 class LayerBands:
-    """The reference's layer profile and, filled by reference_bands, each band's error per layer."""
+    """The reference's layer profile (accumulated, and each layer fed the reference's own input) and,
+    filled by reference_bands, each band's error per layer in both."""
 
     tokens: list[int]
     reference: LayerProfile
     errors: dict[str, dict[int, float]]
+    local: LayerProfile | None = None
+    local_errors: dict[str, dict[int, float]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, path: str | Path, tokens: list[int]) -> LayerBands:
+        reference = layer_profile(path, tokens)
+        return cls(tokens, reference, {}, layer_profile(path, tokens, reference.embeds, teacher=reference.values))
+
+    def passes(self, path: str | Path) -> tuple[LayerProfile, LayerProfile]:
+        """The bundle at ``path``: its accumulated pass and its layer-by-layer pass on the reference's input."""
+        embeds = self.reference.embeds
+        return (
+            layer_profile(path, self.tokens, embeds),
+            layer_profile(path, self.tokens, embeds, teacher=self.reference.values),
+        )
+
+    def add_band(
+        self, name: str, before: tuple[LayerProfile, LayerProfile] | None, after: tuple[LayerProfile, LayerProfile]
+    ) -> None:
+        """A band's error per layer: ``after`` against ``before`` (None: against the reference)."""
+        from winml_perf.stats.layer_equivalence import band_errors
+
+        base = before or (self.reference, self.local)
+        self.errors[name] = band_errors(base[0].values, after[0].values)
+        if base[1] is not None:
+            self.local_errors[name] = band_errors(base[1].values, after[1].values)
 
 
 def _stage_ep(stage) -> tuple[str, dict]:
@@ -239,11 +261,15 @@ def _stage_node(config, name: str) -> dict:
     return (nodes[0] if isinstance(nodes, list) else nodes)[name]
 
 
-def layer_profile(folder: str | Path, tokens: list[int], embeds: Any = None) -> LayerProfile:
+def layer_profile(
+    folder: str | Path, tokens: list[int], embeds: Any = None, teacher: dict[int, Any] | None = None
+) -> LayerProfile:
     """One full-sequence pass of every stage file holding decoder layers (a temporary copy with each
     layer's output added as a graph output), on the stage's own EP and options as its genai_config
     says. A pipeline's transformer stages are fed ``embeds`` (else its own embeddings stage's output),
-    so a route's transformer is judged on exactly the reference's input."""
+    so a route's transformer is judged on exactly the reference's input. With ``teacher`` ({layer:
+    the reference's output}), every layer reads its predecessor's output from there: each layer's
+    own error, given the reference's input."""
     from winml_perf.bundle.config import load_config
     from winml_perf.bundle.variants import stage_session_entries, tapped_copy
     from winml_perf.onnxfile.header import input_shapes
@@ -287,13 +313,16 @@ def layer_profile(folder: str | Path, tokens: list[int], embeds: Any = None) -> 
             unobserved.append(f"{label}: no embeddings to feed it")
             continue
         try:  # a file the tap cannot rewrite leaves its layers unobserved, said why; the run goes on
-            tapped, taps = tapped_copy(folder, filename)
+            tapped, taps, inputs = tapped_copy(folder, filename, teacher=teacher is not None)
         except Exception as exc:  # onnx raises its own error types for files it cannot read or write
             unobserved.append(f"{label}: cannot add layer outputs to {filename}: {type(exc).__name__}: {exc}")
             continue
         try:
             if not taps:
                 unobserved.append(f"{label}: no decoder layer readable in {filename} (compiled into an EPContext node)")
+                continue
+            if teacher is not None and not set(inputs) <= set(teacher):
+                unobserved.append(f"{label}: no reference output to feed layers {sorted(set(inputs) - set(teacher))}")
                 continue
             run = run_full_sequence(
                 tapped / filename,
@@ -304,6 +333,7 @@ def layer_profile(folder: str | Path, tokens: list[int], embeds: Any = None) -> 
                 list(taps.values()),
                 kv,
                 None if "input_ids" in shapes else embeds[:, :n],
+                {name: teacher[k][:, :n] for k, name in inputs.items()} if teacher is not None else None,
             )
         except BenchmarkFailure as exc:
             unobserved.append(f"{label}: {exc.message}")
@@ -325,17 +355,32 @@ def _precision(folder: str | Path) -> tuple:
     return bundle_precision(Path(folder))
 
 
-def judge_layers(ref: LayerBands, route: LayerProfile) -> Layers:
-    """A route's layer profile against the reference's, limits from the widest band measured."""
-    from winml_perf.stats.layer_equivalence import first_departing, first_differing, layer_figures, pattern
+def judge_layers(ref: LayerBands, route: LayerProfile, route_local: LayerProfile | None = None) -> Layers:
+    """A route's layer profile against the reference's, limits from the widest band measured; with
+    ``route_local``, each layer's own error too (fed the reference's input)."""
+    from winml_perf.stats.layer_equivalence import (
+        LocalPasses,
+        first_departing,
+        first_differing,
+        first_wrong,
+        layer_figures,
+        pattern,
+    )
 
     band = next((b for b in ("precision", "noise floor") if ref.errors.get(b)), "none")
-    figures = layer_figures(route.stage_of, route.tensor_of, ref.reference.values, route.values, ref.errors.get(band))
-    depart = first_departing(figures)
+    local = None
+    if ref.local is not None and route_local is not None:
+        local = LocalPasses(ref.local.values, route_local.values, ref.local_errors.get(band) or {})
+    figures = layer_figures(
+        route.stage_of, route.tensor_of, ref.reference.values, route.values, ref.errors.get(band), local
+    )
+    depart, wrong = first_departing(figures), first_wrong(figures)
     unobserved = tuple(dict.fromkeys((*ref.reference.unobserved, *route.unobserved)))
+    ms = route.ms + (route_local.ms if route_local is not None else 0.0)
     return Layers(
         route.tokens, band, tuple(figures), depart.layer if depart else None, depart.stage if depart else None,
-        first_differing(figures), pattern(figures), unobserved, round(route.ms, 3),
+        first_differing(figures), pattern(figures), unobserved, round(ms, 3),
+        wrong.layer if wrong else None, wrong.stage if wrong else None,
     )  # fmt: skip
 
 
@@ -383,7 +428,7 @@ def judge_routes(
     layer_bands = None
     if layers:
         tokens = [*prompt_ids, *reference.continuation[: steps - 1]]
-        layer_bands = LayerBands(tokens, layer_profile(ref_path, tokens), {})
+        layer_bands = LayerBands.of(ref_path, tokens)
     noise, precision = reference_bands(ref_path, reference, prompt_ids, layer_bands)
     ref_precision = _precision(ref_path)
     out: dict[str, Equivalence] = {}
@@ -402,11 +447,12 @@ def judge_routes(
         bands = (noise, precision) if precision else (noise,)
         where = None
         if layer_bands is not None:
-            where = judge_layers(
-                layer_bands, layer_profile(r.session.path, layer_bands.tokens, layer_bands.reference.embeds)
-            )
+            where = judge_layers(layer_bands, *layer_bands.passes(r.session.path))
+        judged = verdict(figures, noise, precision)
+        if where is not None and where.first_wrong is not None:  # a layer computes something else
+            judged = NOT_EQUIVALENT
         out[r.label] = Equivalence(
-            ref_label, ref_path, str(r.session.path), n_prompt, seed, figures, verdict(figures, noise, precision),
+            ref_label, ref_path, str(r.session.path), n_prompt, seed, figures, judged,
             bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
             where, _precision(r.session.path), ref_precision,
         )  # fmt: skip
@@ -459,7 +505,7 @@ def attach_equivalence(
 
 def equivalence_line(label: str, e: Equivalence) -> str:
     """'ep=webgpu ≈ config: KL 2e-06, top-1 100 % over 16 steps' (≉ when not equivalent)."""
-    from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, WITHIN_PRECISION, precision_class
+    from winml_perf.model.equivalence import EQUIVALENT, WITHIN_PRECISION, precision_class
 
     f = e.figures
     mark = {EQUIVALENT: "≈", NOT_EQUIVALENT: "≉"}.get(e.verdict, "~")
@@ -491,7 +537,15 @@ def layers_line(layers: Layers) -> str:
         return "layers: none observed" + (f" ({'; '.join(layers.unobserved)})" if layers.unobserved else "")
     worst = max(f.max_rel for f in figs)
     span = f"{len(figs)} layer(s) against the reference's {layers.band} band, max rel. error {worst:.2g}"
-    if layers.first_departing is None:
+    wrong = next((x for x in figs if x.layer == layers.first_wrong), None)
+    if wrong is not None and wrong.local_rel is not None:
+        head = (
+            f"layers: layer {wrong.layer} ({wrong.stage}) computes something else: its own error, fed the "
+            f"reference's input, rel. {wrong.local_rel:.2g} against limit {wrong.local_limit:.2g}"
+        )
+        if layers.first_departing is not None:
+            head += f"; accumulated error beyond the band from layer {layers.first_departing}"
+    elif layers.first_departing is None:
         head = "layers: inside the band at every layer" if worst > 0 else "layers: bit-identical at every layer"
     else:
         f = next(x for x in figs if x.layer == layers.first_departing)

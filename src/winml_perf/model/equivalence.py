@@ -124,6 +124,10 @@ class LayerFigures:
     max_rel: float  # max |Δ| over the reference's max |value|, per position
     cosine_min: float
     limit: float  # the relative error up to which this layer sits inside the reference's band
+    # the layer's own error: fed the reference's output of the layer before (None: not measured)
+    local_rel: float | None = None
+    local_cosine_min: float | None = None
+    local_limit: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -135,6 +139,9 @@ class LayerFigures:
             "max_rel": self.max_rel,
             "cosine_min": self.cosine_min,
             "limit": self.limit,
+            "local_rel": self.local_rel,
+            "local_cosine_min": self.local_cosine_min,
+            "local_limit": self.local_limit,
         }
 
     @classmethod
@@ -148,7 +155,14 @@ class LayerFigures:
             float(d["max_rel"]),
             float(d["cosine_min"]),
             float(d["limit"]),
+            _opt_float(d.get("local_rel")),
+            _opt_float(d.get("local_cosine_min")),
+            _opt_float(d.get("local_limit")),
         )
+
+
+def _opt_float(v: Any) -> float | None:
+    return None if v is None else float(v)
 
 
 @dataclass(frozen=True)
@@ -161,9 +175,11 @@ class Layers:
     first_departing: int | None  # first layer beyond its limit
     first_departing_stage: str | None
     first_differing: int | None  # first layer not bit-equal
-    pattern: str | None  # GROWTH | JUMP | None (no layer departs)
+    pattern: str | None  # JUMP (a layer's own error beyond its band) | GROWTH (only the accumulated) | None
     unobserved: tuple[str, ...] = ()  # "stage: why" for stages whose layers could not be read
     cost_ms: float = 0.0
+    first_wrong: int | None = None  # first layer whose own error (fed the reference's input) is beyond its band
+    first_wrong_stage: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "figures", tuple(self.figures))
@@ -180,6 +196,8 @@ class Layers:
             "pattern": self.pattern,
             "unobserved": list(self.unobserved),
             "cost_ms": self.cost_ms,
+            "first_wrong": self.first_wrong,
+            "first_wrong_stage": self.first_wrong_stage,
         }
 
     @classmethod
@@ -197,6 +215,8 @@ class Layers:
             d.get("pattern"),
             tuple(str(u) for u in d.get("unobserved") or ()),
             float(d.get("cost_ms") or 0.0),
+            opt_int(d.get("first_wrong")),
+            d.get("first_wrong_stage"),
         )
 
 

@@ -121,13 +121,20 @@ def run_full_sequence(
     wanted: Sequence[str],
     kv: KvShape,
     embeds: np.ndarray | None = None,
+    given: Mapping[str, np.ndarray] | None = None,
 ) -> StagePass:
-    """``wanted`` tensors (float32) of one pass of ``model`` over ``tokens``; BenchmarkFailure naming
-    the model when onnxruntime cannot create or run it."""
+    """``wanted`` tensors (float32) of one pass of ``model`` over ``tokens`` (``given``: inputs fed as
+    they are, cast to the input's type); BenchmarkFailure naming the model when onnxruntime cannot
+    create or run it."""
     t0 = time.perf_counter()
+    given = dict(given or {})
     try:
         session = open_session(model, ep, provider_options, entries)
-        feeds = full_sequence_feeds(session.get_inputs(), tokens, embeds, kv)
+        inputs = session.get_inputs()
+        feeds = full_sequence_feeds([i for i in inputs if i.name not in given], tokens, embeds, kv)
+        for info in inputs:
+            if info.name in given:
+                feeds[info.name] = np.asarray(given[info.name]).astype(_DTYPES.get(info.type, np.float32))
         values = session.run(list(wanted), feeds)
     except BenchmarkFailure:
         raise
