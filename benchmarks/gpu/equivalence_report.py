@@ -37,13 +37,22 @@ def report(doc: dict) -> str:
         layers = e.get("layers")
         if layers:
             lines.append(
-                f"   layers ({layers['tokens']} tokens, limits from the {layers['band']} band): first departing "
-                f"{layers['first_departing']} ({layers['first_departing_stage']}), by {layers['pattern']}; "
+                f"   layers ({layers['tokens']} tokens, limits from the {layers['band']} band): computes something "
+                f"else first at layer {layers.get('first_wrong')} ({layers.get('first_wrong_stage')}); accumulated "
+                f"error first beyond the band at layer {layers['first_departing']}; pattern {layers['pattern']}; "
                 f"first not bit-equal {layers['first_differing']}"
             )
+            lines.append(
+                "     layer: accumulated rel (limit, x) cosine | own rel, fed the reference's input (limit, x)"
+            )
             lines.extend(
-                f"     layer {x['layer']:>2}: rel {x['max_rel']:.3g} limit {x['limit']:.3g} "
-                f"({x['max_rel'] / x['limit']:.2f}x) cosine {x['cosine_min']:.5f}"
+                f"     layer {x['layer']:>2}: {x['max_rel']:.3g} ({x['limit']:.3g}, {x['max_rel'] / x['limit']:.2f}x) "
+                f"{x['cosine_min']:.5f} | "
+                + (
+                    f"{x['local_rel']:.3g} ({x['local_limit']:.3g}, {x['local_rel'] / x['local_limit']:.2f}x)"
+                    if x.get("local_rel") is not None
+                    else "not measured"
+                )
                 for x in layers["figures"]
             )
             lines.extend(f"     unobserved: {u}" for u in layers.get("unobserved") or [])

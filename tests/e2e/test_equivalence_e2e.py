@@ -159,3 +159,76 @@ def test_qnn_compiled_route_is_judged_and_its_epcontext_layers_are_unobserved():
     assert e["verdict"] == "equivalent" and e["route_path"] != e["reference_path"]
     assert e["layers"]["figures"] == [] and any("EPContext" in u for u in e["layers"]["unobserved"])
     assert "compiled (EPContext)" in e["precision_class"]
+
+
+def deep_copy(src: Path, dst: Path, n_layers: int) -> Path:
+    """A copy of the flat tiny bundle with ``n_layers`` decoder layers: layer 1's nodes and weights cloned
+    for layers 1..n-1 (named as the model builder names them), the final norm after the last, KV inputs
+    and outputs per layer, genai_config's num_hidden_layers set. Depth as Qwen2.5-0.5B's, tiny widths."""
+    import copy
+    import json
+
+    import onnx
+
+    from winml_perf.bundle.variants import _load_with_data
+
+    def rename(text: str, k: int) -> str:
+        text = text.replace("/model/layers.0/", "\0").replace("/model/layers.1/", f"/model/layers.{k}/")
+        text = text.replace("model.layers.1.", f"model.layers.{k}.").replace(
+            "past_key_values.1.", f"past_key_values.{k}."
+        )
+        return text.replace("present.1.", f"present.{k}.").replace("\0", f"/model/layers.{k - 1}/")
+
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("_compiled", "model.onnx*"))
+    model = _load_with_data(src / "model.onnx")
+    g = model.graph
+    layer1 = [x for x in g.node if x.name.startswith("/model/layers.1/")]
+    final = next(x for x in g.node if "final_norm_layernorm" in x.name)
+    head = [x for x in g.node if x.name.startswith("/lm_head")]
+    nodes = [x for x in g.node if x not in layer1 and x is not final and x not in head] + layer1
+    weights = [i for i in g.initializer if i.name.startswith("model.layers.1.")]
+    kv = [v for coll in (g.input, g.output) for v in coll if ".1." in v.name]
+    for k in range(2, n_layers):
+        for node in layer1:
+            c = copy.deepcopy(node)
+            c.name, c.input[:], c.output[:] = (
+                rename(c.name, k),
+                [rename(t, k) for t in c.input],
+                [rename(t, k) for t in c.output],
+            )
+            nodes.append(c)
+        for w in weights:
+            c = copy.deepcopy(w)
+            c.name = rename(w.name, k)
+            g.initializer.append(c)
+        for v in kv:
+            c = copy.deepcopy(v)
+            c.name = rename(v.name, k)
+            (g.input if v in g.input else g.output).append(c)
+    last = f"/model/layers.{n_layers}/"
+    final.name = final.name.replace("/model/layers.2/", last)
+    final.input[:] = [t.replace("/model/layers.1/", f"/model/layers.{n_layers - 1}/") for t in final.input]
+    final.input[2] = final.input[2].replace("model.layers.2.", f"model.layers.{n_layers}.")
+    for i in g.initializer:
+        i.name = i.name.replace("model.layers.2.final", f"model.layers.{n_layers}.final")
+    final.output[:] = [t.replace("/model/layers.2/", last) for t in final.output]
+    for node in head:
+        node.input[:] = [t.replace("/model/layers.2/", last) for t in node.input]
+    del g.node[:]
+    g.node.extend([*nodes, final, *head])
+    onnx.save(model, str(dst / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
+    config = json.loads((dst / "genai_config.json").read_text())
+    config["model"]["decoder"]["num_hidden_layers"] = n_layers
+    (dst / "genai_config.json").write_text(json.dumps(config, indent=4))
+    return dst
+
+
+def test_a_wrong_layer_deep_in_a_12_layer_model_is_named(tmp_path):
+    deep = deep_copy(TINY_FLAT, tmp_path / "deep", 12)
+    ref = perturbed_copy(deep, tmp_path / "deep-7", scale=0.3, prefix="model.layers.7.")
+    result = run_winml("perf", deep, "--route", "config", "--reference-bundle", ref, *RUN)
+    e = _equivalence(result)["config"]
+    layers = e["layers"]
+    assert [f["layer"] for f in layers["figures"]] == list(range(12))  # no layer skipped
+    assert layers["first_differing"] == 7 and layers["first_wrong"] == 7 and layers["pattern"] == "jump"
+    assert e["verdict"] == "not equivalent" and "layer 7 (decoder) computes something else" in result.stderr
