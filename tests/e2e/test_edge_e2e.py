@@ -90,7 +90,7 @@ def test_signal_keeps_finished_cells_kills_children_exits_128_plus_signal(bundle
             "--invocations",
             "1",
             "--iterations",
-            "3000",
+            "300",  # the second group, 300 x 900 tokens, lasts far longer than the wait for the first
             "--warmup",
             "0",
             "--store",
