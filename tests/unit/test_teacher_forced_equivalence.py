@@ -76,7 +76,7 @@ def _fake_teacher_forced(calls):
         ref = np.resize(REF, (steps, REF.shape[1]))
         logits = (
             ref
-            if str(path) in ("ref", "same")
+            if str(path) in ("ref", "same", "no-layers")
             else ref + np.float32(0.5) * RNG.normal(size=ref.shape).astype(np.float32)
         )
         seen = {"inputs_embeds": {k: logits[k] for k in range(steps)}, "hidden_states": {0: logits[0]}}
@@ -93,6 +93,8 @@ def _fake_layer_profile(calls):
 
     def profile(path, tokens, embeds=None, teacher=None):
         calls.append(f"layers:{path}" + (":local" if teacher is not None else ""))
+        if str(path) == "no-layers":
+            raise OSError("cannot write the tapped copy")
         values = {k: np.resize(REF, (1, len(tokens), REF.shape[1])) * (k + 1) for k in range(4)}
         if str(path) == "other":
             moved = {2} if teacher is not None else {2, 3}
@@ -218,3 +220,10 @@ def test_a_route_that_cannot_run_is_named_and_the_others_are_judged(fake, capsys
     assert set(run.by_label) == {"ep=x"} and "no EP" in run.errors["ep=bad"]
     out = eq.attach_equivalence("ref", [NS(label="ep=bad", session=NS(path="broken"))], 0, None)
     assert "equivalence: ep=bad not judged: broken" in capsys.readouterr().err and out[0].label == "ep=bad"
+
+
+def test_a_route_whose_layer_pass_fails_is_judged_on_its_logits_and_says_why(fake):
+    run = eq.judge_routes("ref", [NS(label="ep=y", session=NS(path="no-layers"))], steps=8)
+    e = run.by_label["ep=y"]
+    assert e.verdict == EQUIVALENT and e.layers.figures == ()
+    assert e.layers.unobserved == ("this route's pass failed: OSError: cannot write the tapped copy",)

@@ -127,7 +127,7 @@ def _band(
     try:
         run = teacher_forced(path, prompt_ids, len(reference.continuation), reference.continuation)
         if layers is not None:  # the same change's error at each decoder layer
-            layers.add_band(name, None, layers.passes(path))
+            layers.measure_band(name, None, path)
     finally:
         shutil.rmtree(path, ignore_errors=True)
     figures = compare_logits(reference.logits, run.logits)
@@ -184,7 +184,7 @@ def _pair_band(
         a = teacher_forced(before, prompt_ids, len(reference.continuation), reference.continuation)
         b = teacher_forced(after, prompt_ids, len(reference.continuation), reference.continuation)
         if layers is not None:
-            layers.add_band(name, layers.passes(before), layers.passes(after))
+            layers.measure_band(name, before, after)
     finally:
         shutil.rmtree(before, ignore_errors=True)
         shutil.rmtree(after, ignore_errors=True)
@@ -218,6 +218,7 @@ class LayerBands:
     errors: dict[str, dict[int, float]]
     local: LayerProfile | None = None
     local_errors: dict[str, dict[int, float]] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)  # what could not be measured, and why
 
     @classmethod
     def of(cls, path: str | Path, tokens: list[int]) -> LayerBands:
@@ -231,6 +232,14 @@ class LayerBands:
             layer_profile(path, self.tokens, embeds),
             layer_profile(path, self.tokens, embeds, teacher=self.reference.values),
         )
+
+    def measure_band(self, name: str, before: str | Path | None, after: str | Path) -> None:
+        """add_band over the bundles at ``before`` (None: the reference) and ``after``; a failure leaves
+        this band without layer figures and says why (the layers are then judged against the floor)."""
+        try:
+            self.add_band(name, self.passes(before) if before is not None else None, self.passes(after))
+        except Exception as exc:  # onnx/onnxruntime raise their own types; the logit band stands without it
+            self.failures.append(f"{name} band: {type(exc).__name__}: {exc}")
 
     def add_band(
         self, name: str, before: tuple[LayerProfile, LayerProfile] | None, after: tuple[LayerProfile, LayerProfile]
@@ -355,6 +364,10 @@ def _precision(folder: str | Path) -> tuple:
     return bundle_precision(Path(folder))
 
 
+def _unjudged(tokens: int, why: str) -> Layers:
+    return Layers(tokens, "none", (), None, None, None, None, (why,))
+
+
 def judge_layers(ref: LayerBands, route: LayerProfile, route_local: LayerProfile | None = None) -> Layers:
     """A route's layer profile against the reference's, limits from the widest band measured; with
     ``route_local``, each layer's own error too (fed the reference's input)."""
@@ -375,7 +388,7 @@ def judge_layers(ref: LayerBands, route: LayerProfile, route_local: LayerProfile
         route.stage_of, route.tensor_of, ref.reference.values, route.values, ref.errors.get(band), local
     )
     depart, wrong = first_departing(figures), first_wrong(figures)
-    unobserved = tuple(dict.fromkeys((*ref.reference.unobserved, *route.unobserved)))
+    unobserved = tuple(dict.fromkeys((*ref.reference.unobserved, *route.unobserved, *ref.failures)))
     ms = route.ms + (route_local.ms if route_local is not None else 0.0)
     return Layers(
         route.tokens, band, tuple(figures), depart.layer if depart else None, depart.stage if depart else None,
@@ -425,10 +438,13 @@ def judge_routes(
     stage_outputs = _stage_outputs(ref_path)
     wanted = [n for _, names, _, _ in stage_outputs for n in names]
     reference = teacher_forced(ref_path, prompt_ids, steps, outputs=wanted)
-    layer_bands = None
+    layer_bands, layer_failure = None, None
     if layers:
         tokens = [*prompt_ids, *reference.continuation[: steps - 1]]
-        layer_bands = LayerBands.of(ref_path, tokens)
+        try:
+            layer_bands = LayerBands.of(ref_path, tokens)
+        except Exception as exc:  # the logits are judged without the layers, and the run says why
+            layer_failure = f"layers not judged: the reference's pass failed: {type(exc).__name__}: {exc}"
     noise, precision = reference_bands(ref_path, reference, prompt_ids, layer_bands)
     ref_precision = _precision(ref_path)
     out: dict[str, Equivalence] = {}
@@ -447,7 +463,12 @@ def judge_routes(
         bands = (noise, precision) if precision else (noise,)
         where = None
         if layer_bands is not None:
-            where = judge_layers(layer_bands, *layer_bands.passes(r.session.path))
+            try:
+                where = judge_layers(layer_bands, *layer_bands.passes(r.session.path))
+            except Exception as exc:  # this route's layers are unobserved, said why; its logits are judged
+                where = _unjudged(len(layer_bands.tokens), f"this route's pass failed: {type(exc).__name__}: {exc}")
+        elif layer_failure is not None:
+            where = _unjudged(0, layer_failure)
         judged = verdict(figures, noise, precision)
         if where is not None and where.first_wrong is not None:  # a layer computes something else
             judged = NOT_EQUIVALENT
