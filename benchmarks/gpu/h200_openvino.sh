@@ -25,7 +25,7 @@
 #   tune-check: the emitted bundle against the source's config, alternating fresh `winml perf` runs,
 #     paired (benchmarks/tune_reproduce.py): does its ratio fall in the tune's interval? tune-check.txt.
 # Overrides: FLAT (bundle path; built on first use), PROMPT_TOKENS, NEW_TOKENS, INVOCATIONS, ITERATIONS,
-#   PIPELINE, TUNE_BUDGET, TUNE_STAGES, SEED, PAIRS.
+#   PIPELINE, TUNE_BUDGET, TUNE_STAGES, TUNE_EPS, SEED, PAIRS.
 set -euo pipefail
 steps=${1:?one or more of setup-wheels,setup-openvino,devices,measure,explain,tune,tune-check (comma-separated)}
 out=${2:?output folder}
@@ -84,7 +84,7 @@ run_step() {
       rm -rf "$out/tune-best"
       searched=${TUNE_STAGES-context,iterator}
       stages=(); [ -z "$searched" ] || stages=(--stages "$searched")
-      winml tune "$pipeline" --eps cpu,webgpu,openvino ${stages[@]+"${stages[@]}"} \
+      winml tune "$pipeline" --eps "${TUNE_EPS:-cpu,webgpu,openvino}" ${stages[@]+"${stages[@]}"} \
         --budget "${TUNE_BUDGET:-300s}" --prompt-tokens "${PROMPT_TOKENS:-64}" --max-new-tokens "${NEW_TOKENS:-64}" \
         --iterations "${ITERATIONS:-3}" --warmup 1 --seed "${SEED:-0}" --emit "$out/tune-best" \
         --report "$out/tune.json" | tee "$out/tune.txt"
