@@ -20,12 +20,14 @@
 #   tune (issue 25): `winml tune` of the pipeline int4 Qwen2.5-0.5B-shaped bundle (built on first use into
 #     $PIPELINE, as h200_webgpu.sh builds /tmp/q05-pipeline) over cpu,webgpu,openvino, budget $TUNE_BUDGET
 #     (default 300s, preparation included), searching $TUNE_STAGES (default context,iterator: 7 routes;
-#     TUNE_STAGES= searches all four stages), the winner emitted into $out/tune-best. Needs the WebGPU
-#     wheel in .whl/ and, for NVIDIA's Vulkan ICD, .gl/ (as h200_webgpu.sh); writes tune.txt, tune.json.
+#     TUNE_STAGES= searches all four stages), the winner emitted into $TUNE_EMIT (/tmp/q05-tune-best).
+#     Needs the WebGPU wheel in /tmp/site and, for NVIDIA's Vulkan ICD, .gl/ (as h200_webgpu.sh); writes
+#     tune.txt (devices, then the table and verdict), tune.json (the report), tune-best.json and
+#     tune-best-genai_config.json (the emitted winner's).
 #   tune-check: the emitted bundle against the source's config, alternating fresh `winml perf` runs,
 #     paired (benchmarks/tune_reproduce.py): does its ratio fall in the tune's interval? tune-check.txt.
 # Overrides: FLAT (bundle path; built on first use), PROMPT_TOKENS, NEW_TOKENS, INVOCATIONS, ITERATIONS,
-#   PIPELINE, TUNE_BUDGET, TUNE_STAGES, TUNE_EPS, SEED, PAIRS.
+#   PIPELINE, TUNE_BUDGET, TUNE_STAGES, TUNE_EPS, TUNE_EMIT, SEED, PAIRS.
 set -euo pipefail
 steps=${1:?one or more of setup-wheels,setup-openvino,devices,measure,explain,tune,tune-check (comma-separated)}
 out=${2:?output folder}
@@ -39,6 +41,7 @@ shape=(--prompt-tokens "${PROMPT_TOKENS:-64}" --max-new-tokens "${NEW_TOKENS:-64
 policy=(--invocations "${INVOCATIONS:-5}" --iterations "${ITERATIONS:-3}" --warmup 1)
 build_flat() { [ -d "$flat" ] || winml bundle synth -o "$flat" --preset qwen2.5-0.5b -p int4 --force; }
 pipeline=${PIPELINE:-/tmp/q05-pipeline}
+tune_best=${TUNE_EMIT:-/tmp/q05-tune-best}  # the winner `winml tune --emit` writes
 build_pipeline() {
   [ -d "$pipeline" ] || winml bundle synth -o "$pipeline" --preset qwen2.5-0.5b -p int4 --pipeline --quantize-lm-head --force
 }
@@ -80,18 +83,21 @@ run_step() {
     tune)
       build_pipeline
       webgpu_env
-      winml devices | tee "$out/tune-devices.txt"
-      rm -rf "$out/tune-best"
+      winml devices | tee "$out/tune.txt"
+      rm -rf "$tune_best"
       searched=${TUNE_STAGES-context,iterator}
       stages=(); [ -z "$searched" ] || stages=(--stages "$searched")
       winml tune "$pipeline" --eps "${TUNE_EPS:-cpu,webgpu,openvino}" ${stages[@]+"${stages[@]}"} \
         --budget "${TUNE_BUDGET:-300s}" --prompt-tokens "${PROMPT_TOKENS:-64}" --max-new-tokens "${NEW_TOKENS:-64}" \
-        --iterations "${ITERATIONS:-3}" --warmup 1 --seed "${SEED:-0}" --emit "$out/tune-best" \
-        --report "$out/tune.json" | tee "$out/tune.txt"
+        --iterations "${ITERATIONS:-3}" --warmup 1 --seed "${SEED:-0}" --emit "$tune_best" \
+        --report "$out/tune.json" | tee -a "$out/tune.txt"
+      # the emitted bundle's weights stay out of $out (the device returns few, small files)
+      cp "$tune_best/tune.json" "$out/tune-best.json"
+      cp "$tune_best/genai_config.json" "$out/tune-best-genai_config.json"
       ;;
     tune-check)
       webgpu_env
-      "$PY" benchmarks/tune_reproduce.py "$out/tune-best" --pairs "${PAIRS:-5}" -- "${shape[@]}" \
+      "$PY" benchmarks/tune_reproduce.py "$tune_best" --pairs "${PAIRS:-5}" -- "${shape[@]}" \
         --iterations "${ITERATIONS:-3}" --warmup 1 | tee "$out/tune-check.txt"
       ;;
     equivalence)
