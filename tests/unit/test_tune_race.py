@@ -172,3 +172,45 @@ def test_a_dearer_round_than_the_last_is_priced_in_so_a_slow_spell_does_not_over
     r = Race(list(fake.speeds), settings, fake, clock=fake.clock).run()
     # priced at the last round only, round 3 would start at 36 s (after a fast round 2) and end at 69 s
     assert fake.now <= 68 and r.rounds >= 1 and "budget" in (r.stopped or "")
+
+
+def test_ctrl_c_in_the_race_exits_130_keeping_the_rounds_and_printing_the_standings(monkeypatch, capsys):
+    """Through the real command: pruning and the rounds faked, the interrupt raised by the seam in round 3."""
+    import signal
+
+    from tests.conftest import TINY_PIPELINE
+    from winml_perf import cli
+    from winml_perf.measure.orchestrate import RouteRequest
+    from winml_perf.model.spec import RouteSpec, SessionSpec
+    from winml_perf.support.errors import Interrupted
+    from winml_perf.tune import prune as prune_mod
+    from winml_perf.tune import rounds as rounds_mod
+    from winml_perf.tune import session as session_mod
+    from winml_perf.tune.candidates import Candidate
+
+    labels = {CONFIG_LABEL: 100.0, "ep=webgpu[context]": 100.5, "ep=webgpu[lm_head]": 10.0}  # undecided at round 2
+
+    def fake_prune(settings, candidates, stage_paths, say):
+        spec = lambda label: RouteSpec(label, SessionSpec("winml-genai", str(TINY_PIPELINE)))  # noqa: E731
+        return [prune_mod.Survivor(Candidate((), RouteRequest()), spec(x)) for x in labels], []
+
+    class InterruptedRounds(FakeRounds):
+        def __init__(self, *args, **kwargs):
+            super().__init__(labels)
+
+        def __call__(self, k, order):
+            if k == 2:
+                raise Interrupted(signal.SIGINT)
+            return super().__call__(k, order)
+
+    monkeypatch.setattr(session_mod, "_eps", lambda request: ["CPUExecutionProvider", "WebGpuExecutionProvider"])
+    monkeypatch.setattr(prune_mod, "prune", fake_prune)
+    monkeypatch.setattr(rounds_mod, "RealRounds", InterruptedRounds)
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(TINY_PIPELINE), "--no-store", "--eps", "cpu,webgpu", "--budget", "600s"])
+    out, err = capsys.readouterr()
+    assert ended.value.code == 130
+    assert "ep=webgpu[context]" in out and "vs config (95% CI)" in out  # the standings
+    assert "2 round(s)" in out and "stopped: interrupted" in out  # the two finished rounds are kept
+    assert "ep=webgpu[lm_head]" in out and "worse than" in out
+    assert "interrupted by SIGINT" in err
