@@ -56,6 +56,19 @@ def test_phases_aggregate_energy_and_tokens_per_invocation_with_an_interval_over
     assert dec["j_per_token"] == pytest.approx(20.0 / 50) and "j_per_token_above_idle" not in dec
 
 
+def test_the_reported_point_lies_inside_its_interval_when_occurrences_are_skewed():
+    # Seen on the H200 (issue 29): one invocation whose prefills read the counter's 100 ms steps
+    # unevenly; the pooled ratio of sums (0.0926 J/token) fell outside the interval of the
+    # per-occurrence values ([0.0856, 0.0871]). The point must be the interval's own estimate.
+    joules = [8.6] * 17 + [30.0] * 3  # three occurrences caught extra counter steps
+    readings = [A.PhaseReading(A.PREFILL, j, 0.33, 100, 0) for j in joules]
+    pre = A.phase_energy(readings, A.PREFILL, 0.1, None)
+    interval = pre["j_per_token_interval"]
+    assert interval["low"] <= pre["j_per_token"] <= interval["high"]
+    assert pre["j_per_token_pooled"] == pytest.approx(sum(joules) / (100 * len(joules)))
+    assert not interval["low"] <= pre["j_per_token_pooled"] <= interval["high"]  # the case that misled
+
+
 def test_one_invocation_gives_the_within_process_interval_over_its_occurrences():
     readings = [A.PhaseReading(A.DECODE, 20.0 + i % 3, 1.0, 50, 0) for i in range(12)]
     dec = A.phase_energy(readings, A.DECODE, 0.1, None)

@@ -126,8 +126,10 @@ def _per_token(invocations: list[list[PhaseReading]], idle_w: float | None, key:
     else:
         groups = [[value([r]) for r in invocations[0]]]
     interval = median_interval(groups)
+    # The point reported is the interval's own estimate, so it always lies inside its interval (a
+    # ratio of sums can fall outside an interval of per-occurrence values); the pooled ratio is kept.
     pooled = value([r for rs in invocations for r in rs])
-    return {key: pooled, f"{key}_interval": interval.to_dict()}
+    return {key: interval.estimate, f"{key}_interval": interval.to_dict(), f"{key}_pooled": pooled}
 
 
 def _median(xs: Sequence[float]) -> float | None:
