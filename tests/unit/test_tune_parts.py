@@ -24,25 +24,27 @@ def _config(*eps):
 def test_every_assignment_of_two_eps_over_a_cpu_config_is_one_route():
     cands = enumerate_candidates(_config(CPU, CPU, CPU, CPU), [CPU, GPU], {})
     assert len(cands) == 16 and cands[0].label == "config"
-    assert all(c.route is not None for c in cands)
+    assert not any(c.route.assign for c in cands)  # a CPU config over two EPs moves stages to one EP only
     labels = {c.label for c in cands}
     assert "ep=webgpu" in labels and "ep=webgpu[context,iterator]" in labels  # all stages: the plain route
     assert len(labels) == 16
 
 
-def test_an_assignment_moving_stages_to_two_eps_is_set_aside_with_why():
-    cands = enumerate_candidates(_config(CPU, NPU, NPU, CPU), [CPU, NPU], {})
-    assert len(cands) == 16
-    unroutable = [c for c in cands if c.route is None]
-    # {embeddings -> qnn, context -> cpu}: one route forces one EP
-    assert unroutable and all("two EPs" in (c.why_not or "") for c in unroutable)
-    routed = {c.label for c in cands if c.route is not None}
-    assert {"config", "ep=cpu[context,iterator]", "ep=qnn[embeddings]"} <= routed
+def test_an_assignment_moving_stages_to_two_eps_is_a_per_stage_route():
+    cands = enumerate_candidates(_config(CPU, NPU, NPU, CPU), [CPU, NPU], {NPU: {"soc_model": "60"}})
+    assert len(cands) == 16 and len({c.label for c in cands}) == 16
+    mixed = {c.label: c for c in cands if c.route.assign}
+    # {embeddings -> qnn, context -> cpu}: each changed stage named with its own EP, the rest left to config
+    route = mixed["stages=embeddings:qnn,context:cpu(qnn:soc_model=60)"].route
+    assert route.assign == (("embeddings", "qnn"), ("context", "cpu"))
+    assert dict(route.options) == {"qnn:soc_model": "60"}  # each option scoped to its EP
+    assert len(mixed) == 9  # every assignment that changes stages to both EPs
+    assert {"config", "ep=cpu[context,iterator]", "ep=qnn(soc_model=60)[embeddings]"} <= {c.label for c in cands}
 
 
 def test_per_ep_options_ride_on_that_eps_routes():
     cands = enumerate_candidates(_config(CPU, CPU, CPU, CPU), [CPU, NPU], {NPU: {"soc_model": "60"}})
-    forced = [c for c in cands if c.route is not None and c.route.ep == "qnn"]
+    forced = [c for c in cands if c.route.ep == "qnn"]
     assert forced and all(dict(c.route.options) == {"soc_model": "60"} for c in forced)
     assert "(soc_model=60)" in forced[0].label
 

@@ -1,7 +1,8 @@
 """Derived bundles: ``<bundle>/_compiled/<ep-alias>-<hash12>/``, kept in the artifact cache (cache.py).
 
-What decides a derived bundle: the rewritten config, the route's decided options (ep/effective.py:
-the user's ``--ep-option`` keys, ``device_type``, the EP name taken), the identity of every source file (size,
+What decides a derived bundle: the rewritten config (every stage's EP and options: a per-stage route's
+whole mapping), the route's decided options (ep/effective.py: the user's ``--ep-option`` keys,
+``device_type``, the EP name taken; each EP's for a per-stage route), the identity of every source file (size,
 mtime_ns, inode; plus a content hash with ``verify_sources``), the compile settings, and what the
 cache adds (runtime versions, its format). Every source file is linked (hard link, else symlink,
 else copy), so deriving costs the same for a 1 MB or a 10 GB bundle; the config is written anew,
@@ -100,6 +101,11 @@ def plugin_identities(plan: RoutePlan) -> dict:
     return out
 
 
+def _folder_prefix(plan: RoutePlan) -> str:
+    """The derived folder's name before its hash: the forced EP, ``stages`` for a per-stage route, else ``config``."""
+    return eps.ep_alias(plan.ep) if plan.ep else "stages" if plan.assignment else "config"
+
+
 def source_files(bundle: Path) -> list[str]:
     """Relative paths of every file of the bundle, outside ``_compiled/``, sorted. Linked sub-folders
     are followed (each real folder once, so a link loop ends)."""
@@ -140,12 +146,10 @@ def derive_bundle(
     settings = {
         "config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
         "compile": [job.key_dict() for job in jobs],
-        "options": plan.options.key_dict() if plan.options else None,
+        "options": plan.options_key(),
         "plugins": plugin_identities(plan),
     }
-    request = cache.Request(
-        bundle, eps.ep_alias(plan.ep) if plan.ep else "config", "derived bundle", settings, identities, LABELS, SHAPE
-    )
+    request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, identities, LABELS, SHAPE)
     built: dict = {}
     if no_recompile and jobs:
         from winml_perf.bundle.epcontext.travel import require_fresh

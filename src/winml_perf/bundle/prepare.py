@@ -14,14 +14,17 @@ placement.json, so a cache hit reads it instead of opening sessions).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.placement import RoutePlacement, derived_placement
-from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_route
+from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_assignment, plan_route
 from winml_perf.ep.effective import effective_options
 from winml_perf.model.route import BUNDLE, CompileOutcome, Route, with_placements
 
@@ -33,10 +36,29 @@ def available_eps() -> set[str]:
     return set(devices.available_eps())
 
 
-def plan_for(bundle: Path, target, stages: list[str] | None = None, ep_options: dict | None = None) -> RoutePlan:
+def plan_for(
+    bundle: Path,
+    target,
+    stages: list[str] | None = None,
+    ep_options: dict | None = None,
+    per_stage: PerStage | None = None,
+) -> RoutePlan:
     """Load and validate the bundle's config, then plan the route (no writes, no EP checks); the forced
-    EP's options are decided by ep/effective.py against the installed EP version and its names here."""
-    return plan_route(load_config(Path(bundle)), target, stages, ep_options, effective_options)
+    EP's options are decided by ep/effective.py against the installed EP version and its names here.
+    ``per_stage`` plans a per-stage route instead (``target`` and ``stages`` then unused)."""
+    config = load_config(Path(bundle))
+    if per_stage is not None:
+        return plan_assignment(config, per_stage.label, per_stage.targets, per_stage.ep_options, effective_options)
+    return plan_route(config, target, stages, ep_options, effective_options)
+
+
+@dataclass(frozen=True)
+class PerStage:
+    """A per-stage route as asked: its label, stage -> devices.Target (kind 'ep'), canonical EP -> its options."""
+
+    label: str
+    targets: Mapping[str, Any]
+    ep_options: Mapping[str, Mapping[str, str]]
 
 
 def prepare_route(
@@ -52,6 +74,7 @@ def prepare_route(
     ep_options: dict | None = None,
     runner=None,
     no_recompile: bool = False,
+    per_stage: PerStage | None = None,
 ) -> Route:
     """The route for ``target`` (a devices.Target), ready to load from ``Route.path``; see the module doc.
 
@@ -60,10 +83,11 @@ def prepare_route(
     bundle can then be carried to a machine that has them. ``runner`` compiles the jobs
     (device_free.runner: with no device, and then no placement sessions either: the compile's node
     placement is in prepared.json); ``no_recompile`` refuses to compile (bundle/epcontext/travel.py).
+    ``per_stage``: a route that puts each of its stages on its own EP (routing.plan_assignment).
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
-    plan = plan_for(bundle, target, stages, ep_options)
+    plan = plan_for(bundle, target, stages, ep_options, per_stage)
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
     label = label or plan.requested
@@ -111,7 +135,7 @@ def prepare_route(
         plan.requested if compiled else plan.route,
         with_placements(plan.stages, placed.stages),
         BUNDLE,
-        target={"options": plan.options.to_dict()} if plan.options else None,
+        target=_decided(plan),
         path=result.path,
         derived_path=result.path,
         cache=result.cache,
@@ -124,6 +148,15 @@ def prepare_route(
         placement_reason=placed.reason,
         placement_ms=placed.placement_ms,
     )
+
+
+def _decided(plan: RoutePlan) -> dict | None:
+    """The decided options the record keeps: the forced EP's, or each EP's of a per-stage route."""
+    if plan.options is not None:
+        return {"options": plan.options.to_dict()}
+    if plan.options_per_ep:
+        return {"options_per_ep": {o.ep: o.to_dict() for o in plan.options_per_ep}}
+    return None
 
 
 def _reuse_verdicts(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple[CompileOutcome, ...]:

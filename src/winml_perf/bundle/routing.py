@@ -23,6 +23,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from winml_perf.bundle.config import GenaiConfig, Stage
 from winml_perf.ep import table as eps
@@ -41,6 +42,8 @@ class RoutePlan:
     decoder_options_rewritten: bool = False
     warnings: tuple[str, ...] = ()
     options: EffectiveOptions | None = None  # the forced EP's decided options (ep/effective.py); None: config, cpu
+    assignment: tuple[tuple[str, str], ...] = ()  # a per-stage route: (stage, canonical EP) as asked; () otherwise
+    options_per_ep: tuple[EffectiveOptions, ...] = ()  # a per-stage route: each non-CPU EP's decided options
 
     @property
     def changed(self) -> bool:
@@ -49,7 +52,13 @@ class RoutePlan:
 
     @property
     def forced(self) -> bool:
-        return self.ep is not None
+        return self.ep is not None or bool(self.assignment)
+
+    def options_key(self) -> dict | None:
+        """The decided options a derived bundle's cache key holds: the forced EP's, or each EP's of a per-stage route."""
+        if self.options is not None:
+            return self.options.key_dict()
+        return {o.ep: o.key_dict() for o in self.options_per_ep} or None
 
     def to_dict(self) -> dict:
         return {
@@ -60,6 +69,8 @@ class RoutePlan:
             "decoder_options_rewritten": self.decoder_options_rewritten,
             "warnings": list(self.warnings),
             "options": self.options.to_dict() if self.options else None,
+            **({"assignment": dict(self.assignment)} if self.assignment else {}),
+            **({"options_per_ep": {o.ep: o.to_dict() for o in self.options_per_ep}} if self.options_per_ep else {}),
         }
 
 
@@ -129,11 +140,7 @@ def plan_route(
         after, source = _forced_options(config, stage, ep, genai_key, decided)
         updates[stage.name] = list(after)
         routes.append(_route(stage, before, ep, after, True, source))
-    all_forced = len(chosen) == len(config.stages)
-    decoder_opts: list[dict] | None = [] if all_forced and config.kind == "pipeline" else None
-    if decoder_opts is not None and tuple(decoder_opts) == config.decoder_provider_options:
-        decoder_opts = None
-    rewritten = config.with_provider_options(updates, decoder_opts)
+    rewritten, decoder_opts = _rewritten(config, updates, len(chosen) == len(config.stages))
     if not any(r.changed for r in routes) and decoder_opts is None:
         warning = (
             f"route {target.label} changes nothing: every chosen stage already runs on {eps.ep_alias(ep)} "
@@ -141,6 +148,76 @@ def plan_route(
         )
         return RoutePlan(target.label, "config", ep, tuple(routes), rewritten, False, (warning,), decided)
     return RoutePlan(target.label, target.label, ep, tuple(routes), rewritten, decoder_opts is not None, (), decided)
+
+
+def plan_assignment(
+    config: GenaiConfig,
+    label: str,
+    targets: Mapping[str, Any],
+    ep_options: Mapping[str, Mapping[str, str]] | None = None,
+    decide: Decide = _decide_here_unasked,
+) -> RoutePlan:
+    """A per-stage route (``--route "stages=context:qnn,iterator:cpu"``): each stage of ``targets``
+    (stage -> its devices.Target, kind 'ep') forced onto its own EP with that EP's options as
+    ``plan_route`` forces one (``ep_options``: canonical EP -> ``KEY=VALUE`` options, decided once per
+    EP); the other stages stay as the config places them. Pure unless ``decide`` asks the machine."""
+    unknown = [s for s in targets if s not in config.stage_names]
+    if unknown:
+        raise UsageError(
+            f"--route {label}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a stage of this bundle",
+            f"stages here: {', '.join(config.stage_names)}",
+        )
+    asked = {eps.normalize_ep_name(ep): dict(opts) for ep, opts in (ep_options or {}).items()}
+    stage_eps = {name: eps.normalize_ep_name(target.ep) for name, target in targets.items()}
+    stray = sorted(set(asked) - set(stage_eps.values()))
+    if stray:
+        raise UsageError(
+            f"--route {label}: options for {', '.join(eps.ep_alias(e) for e in stray)}, which no stage of the route takes",
+            "give options only for an EP the route assigns, e.g. stages=context:qnn;options=qnn:soc_model=60",
+        )
+    if asked.get(CPU):
+        raise UsageError(
+            f"--route {label}: options for the CPU EP (onnxruntime-genai takes no options for it)",
+            "drop the cpu: options",
+        )
+    decided: dict[str, EffectiveOptions | None] = {}
+    for name, target in targets.items():
+        ep = stage_eps[name]
+        if ep not in decided:
+            device = getattr(target, "device", None) or (eps.EPS[ep].home_device if ep in eps.EPS else None)
+            source = getattr(target, "device_source", None)
+            decided[ep] = None if ep == CPU else decide(ep, device, asked.get(ep, {}), source)
+    routes, updates = [], {}
+    for stage in config.stages:
+        before, _known = stage_ep(stage)
+        if stage.name not in stage_eps:
+            routes.append(_route(stage, before, before, stage.provider_options, False, "config"))
+            continue
+        ep = stage_eps[stage.name]
+        after, source = _forced_options(config, stage, ep, eps.genai_provider_name(ep), decided[ep])
+        updates[stage.name] = list(after)
+        routes.append(_route(stage, before, ep, after, True, source))
+    rewritten, decoder_opts = _rewritten(config, updates, len(stage_eps) == len(config.stages))
+    assignment = tuple((s.name, stage_eps[s.name]) for s in config.stages if s.name in stage_eps)
+    per_ep = tuple(d for d in decided.values() if d is not None)
+    if not any(r.changed for r in routes) and decoder_opts is None:
+        warning = (
+            f"route {label} changes nothing: every stage it names already runs on its EP with these options, "
+            "so the effective route is `config`"
+        )
+        return RoutePlan(label, "config", None, tuple(routes), rewritten, False, (warning,), None, assignment, per_ep)
+    return RoutePlan(
+        label, label, None, tuple(routes), rewritten, decoder_opts is not None, (), None, assignment, per_ep
+    )
+
+
+def _rewritten(config: GenaiConfig, updates: dict, all_forced: bool) -> tuple[GenaiConfig, list[dict] | None]:
+    """The config with the stages' new options; a pipeline's decoder-level options become [] when every
+    stage is forced (the module doc says why). Returns (config, the new decoder options or None: kept)."""
+    decoder_opts: list[dict] | None = [] if all_forced and config.kind == "pipeline" else None
+    if decoder_opts is not None and tuple(decoder_opts) == config.decoder_provider_options:
+        decoder_opts = None
+    return config.with_provider_options(updates, decoder_opts), decoder_opts
 
 
 def check_available(plan: RoutePlan, available: set[str] | frozenset[str], forced_hint: str = "") -> None:

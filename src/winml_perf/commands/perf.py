@@ -156,6 +156,7 @@ EPILOG = """\
   device=CLASS        every stage on a device class: cpu, gpu, npu or auto
   ep=NAME;stages=A,B  only stages A and B forced (device=CLASS;stages=A too)
   ep=NAME;options=K=V,K=V   with EP provider options (over --ep-option), e.g. ep=qnn;options=soc_model=60
+  stages=A:EP,B:EP    each named stage on its own EP, the rest as config (options=EP:K=V, e.g. options=qnn:soc_model=60)
 
 [bold]Sweeps[/bold] (--prompt-tokens, --max-new-tokens; repeating a flag adds values):
   N                   one value, or a comma list: 16,64

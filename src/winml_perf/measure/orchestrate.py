@@ -27,17 +27,27 @@ DEFAULT_PROMPT_TOKENS = DEFAULTS.prompt_tokens
 @dataclass(frozen=True)
 class RouteRequest:
     """One route as asked: ``config``, ``ep=NAME`` or ``device=CLASS``, optionally limited to stages,
-    with EP options (``KEY=VALUE`` pairs, over ``--ep-option``)."""
+    with EP options (``KEY=VALUE`` pairs, over ``--ep-option``); or a per-stage route (``assign``:
+    (stage, EP as written) pairs, ``stages=context:qnn,iterator:cpu``) whose options are
+    ``EP:KEY=VALUE`` pairs."""
 
     ep: str | None = None
     device: str | None = None
     stages: tuple[str, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
+    assign: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def forced(self) -> bool:
+        return bool(self.ep or self.assign or (self.device and self.device != "config"))
 
     @property
     def label(self) -> str:
         from winml_perf.ep.options import label_suffix
 
+        if self.assign:
+            mapping = ",".join(f"{stage}:{ep}" for stage, ep in self.assign)
+            return f"stages={mapping}" + label_suffix(dict(self.options))
         base = (
             f"ep={self.ep}"
             if self.ep
@@ -57,6 +67,8 @@ def parse_route(text: str) -> RouteRequest:
     from winml_perf.ep.options import parse_options
 
     head, *tails = (part.strip() for part in text.strip().split(";"))
+    if head.partition("=")[0].strip() == "stages":
+        return _parse_per_stage(text, head, tails)
     parts: dict[str, str] = {}
     for tail in filter(None, tails):
         key, _, value = (p.strip() for p in tail.partition("="))
@@ -85,6 +97,35 @@ def parse_route(text: str) -> RouteRequest:
     if key == "ep":
         return RouteRequest(ep=value, stages=stages, options=options)
     return RouteRequest(device=value, stages=stages, options=options)
+
+
+def _parse_per_stage(text: str, head: str, tails: list[str]) -> RouteRequest:
+    """``stages=context:qnn,iterator:cpu`` then an optional ``;options=qnn:soc_model=60,...``."""
+    from winml_perf.ep.options import parse_options
+
+    example = "e.g. --route 'stages=context:qnn,iterator:cpu;options=qnn:soc_model=60'"
+    assign: list[tuple[str, str]] = []
+    for item in head.partition("=")[2].split(","):
+        stage, sep, ep = (p.strip() for p in item.partition(":"))
+        if not sep or not stage or not ep:
+            raise UsageError(f"--route {text!r}: {item.strip()!r} is not STAGE:EP", example)
+        if stage in dict(assign):
+            raise UsageError(f"--route {text!r}: stage {stage} is given twice", example)
+        assign.append((stage, ep))
+    parts = [t for t in tails if t]
+    if len(parts) > 1 or (parts and parts[0].partition("=")[0].strip() != "options"):
+        raise UsageError(
+            f"--route {text!r}: after a per-stage route's ';' only options=EP:KEY=VALUE[,...] is understood, once",
+            example,
+        )
+    options = parse_options(parts[0].partition("=")[2].split(","), f"--route {text!r}: options") if parts else {}
+    unscoped = [k for k in options if ":" not in k]
+    if unscoped:
+        raise UsageError(
+            f"--route {text!r}: option {unscoped[0]} does not say which EP it is for",
+            "write it EP:KEY=VALUE; " + example,
+        )
+    return RouteRequest(assign=tuple(assign), options=tuple(sorted(options.items())))
 
 
 @dataclass(frozen=True)
@@ -131,6 +172,8 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
     from winml_perf.ep.devices import resolve_target
     from winml_perf.ep.effective import device_from_options
 
+    if rr.assign:
+        return _per_stage_route(req, rr, plugin_specs, plugin_ms)
     forced = rr.ep is not None or rr.device not in (None, "config")
     options = {**dict(req.ep_options), **dict(rr.options)} if forced else dict(rr.options or req.ep_options)
     device = device_from_options(rr.ep, rr.device, options) if rr.ep else rr.device  # device_type=CPU pins cpu
@@ -165,6 +208,71 @@ def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ..
     return RouteSpec.from_route(route, str(req.path), GENAI.name, plugin_specs)
 
 
+def per_stage_options(
+    rr: RouteRequest, ep_options: Sequence[tuple[str, str]], route_eps: set[str]
+) -> dict[str, dict[str, str]]:
+    """A per-stage route's options by canonical EP: ``EP:KEY=VALUE`` from ``--ep-option`` (those of
+    the route's EPs, ``route_eps``) under the route's own. An option without ``EP:`` cannot say which
+    EP it is for: exit 2."""
+    from winml_perf.ep.table import is_known_ep, normalize_ep_name, valid_names_text
+
+    out: dict[str, dict[str, str]] = {}
+    for where, pairs in (("--ep-option", ep_options), (f"--route {rr.label!r}", rr.options)):
+        for key, value in pairs:
+            ep, sep, name = key.partition(":")
+            if not sep or not name:
+                raise UsageError(
+                    f"{where} {key}={value}: route {rr.label} puts stages on several EPs, so an option must say its EP",
+                    f"write it EP:KEY=VALUE, e.g. qnn:{key}={value}",
+                )
+            if not is_known_ep(ep):
+                raise UsageError(f"{where} {key}={value}: {ep!r} is not a known EP", f"use one of {valid_names_text()}")
+            if where != "--ep-option" or normalize_ep_name(ep) in route_eps:
+                out.setdefault(normalize_ep_name(ep), {})[name] = value
+    return out
+
+
+def _per_stage_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
+    """A route that puts each of its stages on its own EP (``stages=context:qnn,iterator:cpu``)."""
+    from winml_perf.bundle.prepare import PerStage, prepare_route
+    from winml_perf.ep.devices import resolve_target
+    from winml_perf.ep.table import ep_alias
+
+    targets = {stage: resolve_target(ep, None, req.runtime) for stage, ep in rr.assign}
+    options = per_stage_options(rr, req.ep_options, {t.ep for t in targets.values() if t.ep})
+    route = prepare_route(
+        req.path,
+        None,
+        compile=req.compile,
+        verify_sources=req.verify_sources,
+        compile_timeout_s=req.compile_timeout_s,
+        label=rr.label,
+        no_recompile=req.no_recompile,
+        per_stage=PerStage(rr.label, targets, options),
+    )
+    if req.compile:
+        from winml_perf.bundle.epcontext.gate import settle_compile
+
+        route = settle_compile(route, req.allow_uncompiled)
+    if req.strict:
+        from winml_perf.bundle.placement import enforce_strict
+
+        enforce_strict(route)
+    target = {
+        "kind": "stages",
+        "label": rr.label,
+        "stages": {stage: t.ep for stage, t in targets.items()},
+        "ep_options": {ep_alias(ep): o for ep, o in options.items()},
+    }
+    route = replace(
+        route,
+        target={**target, **(route.target or {})},
+        plugin_registration_ms=plugin_ms,
+        emulated=_emulated(s.ep_after for s in route.stages),
+    )
+    return RouteSpec.from_route(route, str(req.path), GENAI.name, plugin_specs)
+
+
 def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
     from winml_perf.bundle.onnx_placement import model_placement
     from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
@@ -172,7 +280,7 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
     from winml_perf.model.spec import SessionSpec
     from winml_perf.session.onnx_session import preflight
 
-    if rr.stages:
+    if rr.stages or rr.assign:
         raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
     target = resolve_target(rr.ep, rr.device, ONNX)
     decided, provider_options = plain_provider_options(target, {**dict(req.ep_options), **dict(rr.options)})
@@ -226,15 +334,19 @@ def _refuse_duplicate_routes(req: PerfRequest) -> None:
 
     seen: dict[tuple, RouteRequest] = {}
     for rr in req.routes:
-        target = resolve_target(rr.ep, rr.device, req.runtime)
-        key = (
-            ("config",)
-            if target.kind == "config"
-            else (target.ep, target.device, tuple(sorted(rr.stages)), tuple(sorted(rr.options)))
-        )
+        if rr.assign:
+            ran = tuple(sorted((stage, resolve_target(ep, None, req.runtime).ep or ep) for stage, ep in rr.assign))
+            key: tuple = ("stages", ran, tuple(sorted(rr.options)))
+        else:
+            target = resolve_target(rr.ep, rr.device, req.runtime)
+            key = (
+                ("config",)
+                if target.kind == "config"
+                else (target.ep, target.device, tuple(sorted(rr.stages)), tuple(sorted(rr.options)))
+            )
         if key in seen:
             raise UsageError(
-                f"--route {seen[key].label} and --route {rr.label} are the same route ({target.label})",
+                f"--route {seen[key].label} and --route {rr.label} are the same route",
                 "list each route once",
             )
         seen[key] = rr
@@ -335,7 +447,7 @@ def derived_from(req: PerfRequest) -> Path | None:
     """The folder whose artifact cache some route of ``req`` loads from (a forced genai route, a
     prepared ONNX model); None when every route loads the source itself."""
     if runtime_named(req.runtime).token_based:
-        forced = any(rr.ep or (rr.device and rr.device != "config") for rr in req.routes)
+        forced = any(rr.forced for rr in req.routes)
         return Path(req.path) if forced else None
     return Path(req.path).resolve().parent if req.prepare_model else None
 

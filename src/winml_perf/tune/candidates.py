@@ -1,10 +1,10 @@
 """The candidates of a tune: every per-stage assignment of the EPs given, and the one route each is
 measured as.
 
-A route forces one EP on a set of stages and leaves the rest as the bundle's config places them
-(`--route "ep=webgpu;stages=context,iterator"`). So an assignment is measured as the config route
-when it is the config's own, as ``ep=E;stages=S`` when every stage it changes goes to one EP E, and
-is pruned (with that reason) when it changes stages to two different EPs: no single route holds it.
+An assignment is measured as the config route when it is the config's own, as ``ep=E;stages=S``
+when every stage it changes goes to one EP E (the rest stay as the bundle's config places them), and
+as a per-stage route (`--route "stages=context:webgpu,iterator:qnn"`) naming each changed stage with
+its own EP when it changes stages to two or more EPs.
 """
 
 from __future__ import annotations
@@ -22,23 +22,14 @@ CONFIG_LABEL = "config"
 
 @dataclass(frozen=True)
 class Candidate:
-    """One per-stage assignment (stage -> canonical EP, pipeline order) and its route; ``route`` is
-    None when no single route holds it, and ``why_not`` says why."""
+    """One per-stage assignment (stage -> canonical EP, pipeline order) and the route it is measured as."""
 
     assignment: tuple[tuple[str, str], ...]
-    route: RouteRequest | None
-    why_not: str | None = None
+    route: RouteRequest
 
     @property
     def label(self) -> str:
-        return self.route.label if self.route is not None else assignment_text(self.assignment)
-
-
-def assignment_text(assignment: Sequence[tuple[str, str]]) -> str:
-    """'embeddings=cpu,context=webgpu,...' with EP aliases."""
-    from winml_perf.ep.table import ep_alias
-
-    return ",".join(f"{stage}={ep_alias(ep)}" for stage, ep in assignment)
+        return self.route.label
 
 
 def canonical_eps(words: Sequence[str]) -> list[str]:
@@ -94,15 +85,9 @@ def enumerate_candidates(
         changed = [(s, ep) for s, ep in assignment if placed[s] != ep]
         forced = {ep for _, ep in changed}
         if len(forced) > 1:
-            out.append(
-                Candidate(
-                    assignment,
-                    None,
-                    "it moves stages to two EPs ("
-                    + ", ".join(f"{s} to {ep_alias(ep)}" for s, ep in changed)
-                    + "); one route forces one EP",
-                )
-            )
+            scoped = sorted((f"{ep_alias(ep)}:{k}", v) for ep in forced for k, v in options.get(ep, {}).items())
+            per_stage = tuple((s, ep_alias(ep)) for s, ep in changed)
+            out.append(Candidate(assignment, RouteRequest(assign=per_stage, options=tuple(scoped))))
             continue
         (ep,) = forced
         chosen = tuple(s for s, _ in changed)
@@ -114,7 +99,8 @@ def enumerate_candidates(
 
 
 def _order(c: Candidate, eps: Sequence[str]) -> tuple:
-    return (c.route is None, len(c.route.stages) if c.route and c.route.stages else 99, c.label)
+    moved = c.route.assign or c.route.stages
+    return (len(moved) if moved else 99, c.label)
 
 
 def device_crossings(

@@ -1,6 +1,6 @@
 """Pruning before anything is measured: each candidate that cannot win is set aside with its reason.
 
-In order, cheapest first: no single route holds the assignment; its stages cross devices more often
+In order, cheapest first: its stages cross devices more often
 than --max-device-crossings allows; the route cannot be prepared or its compile fails; a stage it
 forces onto an EP keeps less than --min-placement of its nodes there (the rest fall back); and,
 once for every survivor together, the teacher-forced equivalence check says it is not the same
@@ -21,13 +21,13 @@ from winml_perf.support.errors import WinmlPerfError
 from winml_perf.tune.candidates import Candidate, device_crossings
 
 #: Pruning reasons, by the check that gave them.
-UNROUTABLE, CROSSINGS, PREPARE, PLACEMENT, EQUIVALENCE = "route", "crossings", "prepare", "placement", "equivalence"
+CROSSINGS, PREPARE, PLACEMENT, EQUIVALENCE = "crossings", "prepare", "placement", "equivalence"
 
 
 @dataclass(frozen=True)
 class Pruned:
     label: str
-    check: str  # UNROUTABLE | CROSSINGS | PREPARE | PLACEMENT | EQUIVALENCE
+    check: str  # CROSSINGS | PREPARE | PLACEMENT | EQUIVALENCE
     reason: str
 
     def line(self) -> str:
@@ -87,7 +87,6 @@ def prepare_one(settings: PruneSettings, candidate: Candidate) -> Any:
     """The candidate's RouteSpec, prepared (derived bundle, compile, placement) as `winml perf` does."""
     from winml_perf.measure.orchestrate import prepare_routes
 
-    assert candidate.route is not None
     req = PerfRequest(
         path=settings.bundle, routes=(candidate.route,), ep_libraries=settings.ep_libraries, compile=settings.compile
     )
@@ -111,9 +110,6 @@ def prune(
         say(pruned[-1].line())
 
     for i, c in enumerate(candidates):
-        if c.route is None:
-            drop(c.label, UNROUTABLE, c.why_not or "no route holds it")
-            continue
         crossings = device_crossings(c.assignment, *stage_paths)
         if i > 0 and settings.max_crossings is not None and crossings > settings.max_crossings:
             drop(c.label, CROSSINGS, f"{crossings} device crossings > --max-device-crossings {settings.max_crossings}")
