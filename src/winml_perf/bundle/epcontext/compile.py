@@ -66,7 +66,7 @@ def compile_jobs(plan, compiles=None) -> tuple[list[CompileJob], list[CompileOut
     notes = []
     forced = any(r.forced for r in plan.stages)
     for route in plan.stages:
-        if forced and not route.forced:  # --stages: only the stages the route moves are compiled
+        if forced and not route.forced:  # --stages or a per-stage route: only the stages the route names are compiled
             notes.append(
                 CompileOutcome(
                     (route.stage,),
@@ -74,7 +74,7 @@ def compile_jobs(plan, compiles=None) -> tuple[list[CompileJob], list[CompileOut
                     route.ep_after,
                     None,
                     "nothing to compile",
-                    "not one of this route's stages (--stages)",
+                    "not one of this route's stages (--stages, or a per-stage route that leaves it out)",
                 )
             )
             continue

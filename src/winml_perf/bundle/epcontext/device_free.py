@@ -23,15 +23,13 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
+from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, TARGET_KEYS, VERSION_KEYS
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
 from winml_perf.model.route import CompileOutcome
 from winml_perf.support.errors import UsageError
 
 CHILD_MODULE = "winml_perf.bundle.epcontext.device_free_child"
-PREPARED_FILE = "prepared.json"
-TARGET_KEYS = ("soc_model", "htp_arch", "device_type", "backend_type")  # the options that describe the target
-_VERSION_KEYS = ("package", "version", "sdk_version")
 
 
 def _identity(ep: str) -> dict | None:
@@ -151,7 +149,7 @@ def _provenance(job, ident: Mapping, report: dict, strict: bool) -> dict:
         "ep": job.ep,
         "registered_as": report.get("registered_as"),
         "device": report.get("device"),
-        **{k: ident.get(k) for k in _VERSION_KEYS},
+        **{k: ident.get(k) for k in VERSION_KEYS},
         "onnxruntime": report.get("onnxruntime"),
         "target_options": {k: v for k, v in job.provider_options.items() if k in TARGET_KEYS},
         "compatibility_info": report.get("compatibility_info"),
@@ -187,9 +185,9 @@ def reuse_report(made: Mapping, ep: str, options: Mapping[str, str], verdict: Ma
     """How a compiled stage was made, what runs it now, and whether they match ("ok", else what differs)."""
     ident = _identity(ep) or {}
     now = {k: str(v) for k, v in options.items() if k in TARGET_KEYS}
-    running = {**{k: ident.get(k) for k in _VERSION_KEYS}, "target_options": now}
-    built = {k: made.get(k) for k in _VERSION_KEYS}
-    diffs = [f"{k} {built[k]} -> {running[k]}" for k in _VERSION_KEYS if built[k] != running[k]]
+    running = {**{k: ident.get(k) for k in VERSION_KEYS}, "target_options": now}
+    built = {k: made.get(k) for k in VERSION_KEYS}
+    diffs = [f"{k} {built[k]} -> {running[k]}" for k in VERSION_KEYS if built[k] != running[k]]
     before = {k: str(v) for k, v in (made.get("target_options") or {}).items()}
     diffs += [f"{k} {before.get(k)} -> {now.get(k)}" for k in sorted(before | now) if before.get(k) != now.get(k)]
     if verdict is not None and verdict.get("verdict") not in ("compatible", "verified"):

@@ -80,7 +80,7 @@ def retarget(out: str, ep: str) -> str | None:
 
 def source_bytes(src: str) -> int:
     """The model file's size plus that of the external-data files it names."""
-    from winml_perf.bundle.onnx_prepare import external_data_files
+    from winml_perf.onnxfile.external_data import external_data_files
 
     path = Path(src)
     return path.stat().st_size + sum((path.parent / rel).stat().st_size for rel in external_data_files(path))

@@ -19,12 +19,12 @@ from pathlib import Path
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat, device_free
+from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, VERSION_KEYS
 from winml_perf.model.route import CompileOutcome
 from winml_perf.support.errors import BundleError, UsageError
 
 EXPORT_FILE = "export.json"
 FORMAT = 1
-_VERSION_KEYS = ("package", "version", "sdk_version")
 
 
 def export(derived: Path, dest: Path) -> dict:
@@ -45,8 +45,8 @@ def export(derived: Path, dest: Path) -> dict:
         for name in compat.compiled_files(derived, o["output"]):
             shutil.copy2(derived / name, dest / name)
             files[name] = cache.file_sha256(dest / name)
-    if (derived / device_free.PREPARED_FILE).is_file():
-        shutil.copy2(derived / device_free.PREPARED_FILE, dest / device_free.PREPARED_FILE)
+    if (derived / PREPARED_FILE).is_file():
+        shutil.copy2(derived / PREPARED_FILE, dest / PREPARED_FILE)
     jobs = manifest["components"].get("compile", [])
     doc = {
         "format": FORMAT,
@@ -93,7 +93,7 @@ def check_here(doc: dict, bundle: Path, jobs) -> None:
             )
     for ep, made in (doc.get("plugins") or {}).items():
         here = device_free._identity(ep) or {}
-        differs = [f"{k} {made.get(k)} -> {here.get(k)}" for k in _VERSION_KEYS if made.get(k) != here.get(k)]
+        differs = [f"{k} {made.get(k)} -> {here.get(k)}" for k in VERSION_KEYS if made.get(k) != here.get(k)]
         if differs:
             raise UsageError(
                 f"import-prepared: the export was compiled by another {ep} ({'; '.join(differs)})",
@@ -116,7 +116,7 @@ def runner(folder: Path, doc: dict):
         made = device_free.read_prepared(folder)
         if made:
             stages = {k: {**v, "imported_from": str(Path(folder).resolve())} for k, v in made.items()}
-            (Path(out_dir) / device_free.PREPARED_FILE).write_text(json.dumps({"stages": stages}, indent=2))
+            (Path(out_dir) / PREPARED_FILE).write_text(json.dumps({"stages": stages}, indent=2))
         return outcomes
 
     return run

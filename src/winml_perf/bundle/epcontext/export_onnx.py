@@ -22,6 +22,7 @@ from pathlib import Path
 from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat, device_free
 from winml_perf.bundle.epcontext.export import EXPORT_FILE, read_export
+from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, VERSION_KEYS
 from winml_perf.ep import table as eps
 from winml_perf.support.errors import BundleError, UsageError
 
@@ -47,7 +48,7 @@ def export_model(folder: Path, manifest: dict, dest: Path) -> dict:
     made = device_free.read_prepared(folder).get(manifest["output"])
     if not made:
         raise BundleError(
-            f"{folder} has no {device_free.PREPARED_FILE} saying how {manifest['output']} was made",
+            f"{folder} has no {PREPARED_FILE} saying how {manifest['output']} was made",
             "prepare it again (winml bundle prepare MODEL.onnx --ep X --compile [--device-free])",
         )
     model = Path(manifest["source"]["model"])
@@ -56,14 +57,14 @@ def export_model(folder: Path, manifest: dict, dest: Path) -> dict:
     for name in compat.compiled_files(folder, manifest["output"]):
         shutil.copy2(folder / name, dest / name)
         files[name] = cache.file_sha256(dest / name)
-    shutil.copy2(folder / device_free.PREPARED_FILE, dest / device_free.PREPARED_FILE)
+    shutil.copy2(folder / PREPARED_FILE, dest / PREPARED_FILE)
     doc = {
         "format": 1,
         "kind": KIND,
         "model": model.name,
         "sources": {rel: cache.file_sha256(model.parent / rel) for rel in source_files(model)},
         "settings": {k: manifest["components"].get(k) for k in SETTINGS},
-        "plugins": {manifest["ep"]: {k: made.get(k) for k in device_free._VERSION_KEYS}},
+        "plugins": {manifest["ep"]: {k: made.get(k) for k in VERSION_KEYS}},
         "output": manifest["output"],
         "files": files,
     }
@@ -115,7 +116,7 @@ def import_model(model: Path, source: Path):
                 raise UsageError(f"import-prepared: {source}/{name} changed since export", "export it again")
         made = device_free.read_prepared(source)
         stages = {k: {**v, "imported_from": str(Path(source).resolve())} for k, v in made.items()}
-        (tmp / device_free.PREPARED_FILE).write_text(json.dumps({"stages": stages}, indent=2), encoding="utf-8")
+        (tmp / PREPARED_FILE).write_text(json.dumps({"stages": stages}, indent=2), encoding="utf-8")
         verdict = compat.check(tmp / output, ep, options, level="disable")  # the running EP's name, here
         if not verdict.fit:
             raise UsageError(
@@ -142,7 +143,7 @@ def _sha(path: Path) -> str | None:
 def _same_plugin(doc: dict, ep: str) -> None:
     made = (doc.get("plugins") or {}).get(ep) or {}
     here = device_free._identity(ep) or {}
-    differs = [f"{k} {made.get(k)} -> {here.get(k)}" for k in device_free._VERSION_KEYS if made.get(k) != here.get(k)]
+    differs = [f"{k} {made.get(k)} -> {here.get(k)}" for k in VERSION_KEYS if made.get(k) != here.get(k)]
     if differs:
         raise UsageError(
             f"import-prepared: the export was compiled by another {eps.ep_alias(ep)} ({'; '.join(differs)})",

@@ -13,23 +13,27 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from winml_perf.bundle.epcontext import device_free
+PREPARED_FILE = "prepared.json"  # how each compiled model of a folder was made
+TARGET_KEYS = ("soc_model", "htp_arch", "device_type", "backend_type")  # the options that describe the target
+VERSION_KEYS = ("package", "version", "sdk_version")
 
 
 def made_here(output: Path, stages, ep: str, options: Mapping, strict: bool = False) -> dict:
     """How ``output`` was made: on this machine's ``ep`` device, with these options and versions."""
     import onnxruntime as ort
 
-    ident = device_free._identity(ep) or {}
+    from winml_perf.ep.plugins import plugin_identity
+
+    ident = plugin_identity(ep) or {}
     return {
         "made": "on-device",
         "stages": list(stages),
         "ep": ep,
         "registered_as": ep,
         "device": _device(ep),
-        **{k: ident.get(k) for k in device_free._VERSION_KEYS},
+        **{k: ident.get(k) for k in VERSION_KEYS},
         "onnxruntime": ort.__version__,
-        "target_options": {k: str(v) for k, v in options.items() if k in device_free.TARGET_KEYS},
+        "target_options": {k: str(v) for k, v in options.items() if k in TARGET_KEYS},
         "compatibility_info": compatibility_info(output, ep),
         "strict": strict,
         "host": platform.node(),
@@ -41,7 +45,7 @@ def made_here(output: Path, stages, ep: str, options: Mapping, strict: bool = Fa
 def write(folder: Path, made: Mapping[str, dict]) -> None:
     """``folder``/prepared.json: compiled file -> how it was made."""
     text = json.dumps({"stages": dict(made)}, indent=2)
-    (Path(folder) / device_free.PREPARED_FILE).write_text(text, encoding="utf-8")
+    (Path(folder) / PREPARED_FILE).write_text(text, encoding="utf-8")
 
 
 def _device(ep: str) -> dict | None:
