@@ -126,7 +126,6 @@ def test_the_same_seed_gives_the_same_race():
 
 def test_a_route_the_equivalence_check_refuses_never_races_even_when_fastest(monkeypatch, tmp_path):
     from winml_perf.measure import equivalence as eq
-    from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT
     from winml_perf.tune import prune as prune_mod
     from winml_perf.tune.candidates import Candidate
 
@@ -135,16 +134,15 @@ def test_a_route_the_equivalence_check_refuses_never_races_even_when_fastest(mon
 
         return RouteSpec(label, SessionSpec("winml-genai", str(tmp_path)))
 
-    judged = {"ep=wrong": NOT_EQUIVALENT, "ep=a": EQUIVALENT}
+    from tests.unit.test_tune_check import _judged
+
+    ratios = {"ep=wrong": 5.0, "ep=a": 0.1}  # KL against the precision limit: far over, far under
 
     def judge_routes(bundle, routes, seed=0, **kw):
-        return SimpleNamespace(
-            by_label={r.label: SimpleNamespace(verdict=judged[r.label]) for r in routes if r.label in judged},
-            errors={},
-        )
+        by_label = {r.label: _judged(r.label, seed, ratios[r.label]) for r in routes if r.label in ratios}
+        return SimpleNamespace(by_label=by_label, errors={}, cost_ms=1.0)
 
     monkeypatch.setattr(eq, "judge_routes", judge_routes)
-    monkeypatch.setattr(eq, "equivalence_line", lambda label, e: f"{label}: {e.verdict}")
     monkeypatch.setattr(prune_mod, "prepare_one", lambda settings, c: fake_spec(c.route.label))
     from winml_perf.measure.orchestrate import RouteRequest
 

@@ -43,6 +43,7 @@ class Survivor:
 
     candidate: Candidate
     spec: Any  # model.spec.RouteSpec
+    verdict: str | None = None  # the tune's equivalence verdict (tune/check.py); None: its recorded one, if any
 
     @property
     def label(self) -> str:
@@ -50,6 +51,8 @@ class Survivor:
 
     @property
     def equivalence(self) -> str | None:
+        if self.verdict is not None:
+            return self.verdict
         e = self.spec.recorded_route.equivalence
         return None if e is None else str(e.verdict)
 
@@ -61,7 +64,6 @@ class PruneSettings:
     max_crossings: int | None
     compile: bool = False
     ep_libraries: tuple[str, ...] = ()
-    seed: int = 0
     equivalence: bool = True
 
 
@@ -133,25 +135,27 @@ def prune(
 
 
 def _judged(settings: PruneSettings, survivors: list[Survivor], drop, say) -> list[Survivor]:
-    """The survivors equivalent to the config route (or within its precision tolerance), each with
-    its verdict recorded on its route; the others dropped with the check's figures."""
-    from winml_perf.measure.equivalence import equivalence_line, judge_routes
+    """The survivors equivalent to the config route (or within its precision tolerance) on the tune's
+    fixed check prompts (tune/check.py), each with its verdict; the others dropped with the check's figures.
+    The record keeps the judgement on `winml perf`'s check prompt."""
     from winml_perf.model.equivalence import NOT_EQUIVALENT
+    from winml_perf.tune.check import judge
 
-    run = judge_routes(str(settings.bundle), [s.spec for s in survivors], seed=settings.seed)
+    judged, seconds = judge(str(settings.bundle), [s.spec for s in survivors])
+    say(f"tune: equivalence checked in {seconds:.1f} s")
     kept = [survivors[0]]
     for s in survivors[1:]:
-        if s.label in run.errors:
-            drop(s.label, EQUIVALENCE, f"its teacher-forced pass failed: {run.errors[s.label]}")
-            continue
-        e = run.by_label.get(s.label)
-        if e is None:
+        j = judged.get(s.label)
+        if j is None:
             kept.append(s)
             continue
-        if e.verdict == NOT_EQUIVALENT:
-            drop(s.label, EQUIVALENCE, equivalence_line(s.label, e).splitlines()[0])
+        if j.error is not None:
+            drop(s.label, EQUIVALENCE, f"its teacher-forced pass failed: {j.error}")
             continue
-        say(equivalence_line(s.label, e).splitlines()[0])
-        route = replace(s.spec.recorded_route, equivalence=e)
-        kept.append(replace(s, spec=replace(s.spec, route=route)))
+        if j.verdict == NOT_EQUIVALENT:
+            drop(s.label, EQUIVALENCE, j.line)
+            continue
+        say(j.line)
+        route = replace(s.spec.recorded_route, equivalence=j.first)
+        kept.append(replace(s, spec=replace(s.spec, route=route), verdict=j.verdict))
     return kept

@@ -166,7 +166,6 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
         request.max_crossings,
         request.compile,
         tuple(request.ep_libraries),
-        request.seed,
         request.equivalence,
     )
     survivors, pruned = prune(settings, candidates, _stage_paths(request.bundle), say)

@@ -1,0 +1,102 @@
+"""The tune's equivalence check on fixed prompts, so that what it prunes never depends on the race's --seed.
+
+Every route is judged first on `winml perf`'s check prompt (the synthetic prompt of its default
+--seed: the same tokens). A route whose KL there lies within a factor ``NEAR_LIMIT`` of its limit
+(the widest band's, the one "not equivalent" begins past) is judged on two more fixed prompts, and
+its verdict is the pooled one: the mean KL over the three prompts against the mean of their limits
+(a band's limit is twice its own mean KL, so with equal steps per prompt this is what one check over
+all their steps would say), the top-1 agreement likewise, and "not equivalent" when any prompt finds
+a decoder layer that computes something else. Measured on tiny-qwen2-npu (docs/tune.md): the
+per-prompt verdict of a route near its limit flips with the prompt, the pooled one does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from winml_perf.model.defaults import DEFAULTS
+
+#: `winml perf`'s check prompt first (its default --seed), then two more; never the race's --seed.
+CHECK_SEEDS = (DEFAULTS.seed, DEFAULTS.seed + 1, DEFAULTS.seed + 2)
+#: A KL within this factor of its limit (either side) is near enough to judge over every check prompt.
+NEAR_LIMIT = 2.0
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One route's verdict and the line that says how it was reached."""
+
+    verdict: str
+    line: str
+    first: Any = None  # the judgement on `winml perf`'s check prompt (model.equivalence.Equivalence), for the record
+    error: str | None = None  # its teacher-forced pass failed on some prompt: why
+
+
+def limit_of(e: Any) -> float | None:
+    """The widest band's KL limit of a judgement (past it: not equivalent); None without bands."""
+    return max((b.kl_limit for b in e.bands), default=None)
+
+
+def near_limit(e: Any) -> bool:
+    limit = limit_of(e)
+    if e.figures.identical or not limit:
+        return False
+    return 1.0 / NEAR_LIMIT <= e.figures.kl_mean / limit <= NEAR_LIMIT
+
+
+def pooled_verdict(judged: Sequence[Any]) -> str:
+    """The verdict of several prompts' judgements of one route, pooled as the module doc says."""
+    from winml_perf.model.equivalence import NOT_EQUIVALENT
+    from winml_perf.stats.equivalence import verdict
+
+    if any(e.layers is not None and e.layers.first_wrong is not None for e in judged):
+        return NOT_EQUIVALENT
+    n = len(judged)
+    first = judged[0].figures
+    figures = replace(
+        first,
+        kl_mean=sum(e.figures.kl_mean for e in judged) / n,
+        top1_agreement=sum(e.figures.top1_agreement for e in judged) / n,
+        identical=all(e.figures.identical for e in judged),
+    )
+    bands = {}
+    for name in dict.fromkeys(b.name for b in judged[0].bands):
+        same = [b for e in judged for b in e.bands if b.name == name]
+        if len(same) == n:
+            bands[name] = replace(same[0], kl_limit=sum(b.kl_limit for b in same) / n)
+    return verdict(figures, bands.get("noise floor"), bands.get("precision"))
+
+
+def judge(bundle: str, routes: Sequence[Any]) -> tuple[dict[str, Judged], float]:
+    """Each route (RouteSpecs, config's own skipped) judged against config as the module doc says;
+    returns {label: Judged} and the seconds the check took."""
+    from winml_perf.measure.equivalence import equivalence_line, judge_routes
+
+    first = judge_routes(bundle, routes, seed=CHECK_SEEDS[0])
+    out = {label: Judged("", "", error=why) for label, why in first.errors.items()}
+    near = [r for r in routes if r.label in first.by_label and near_limit(first.by_label[r.label])]
+    more = [judge_routes(bundle, near, seed=seed) for seed in CHECK_SEEDS[1:]] if near else []
+    cost_ms = first.cost_ms + sum(run.cost_ms for run in more)
+    for label, e in first.by_label.items():
+        line = equivalence_line(label, e).splitlines()[0] + f" (check prompt: seed {CHECK_SEEDS[0]})"
+        if not any(r.label == label for r in near):
+            out[label] = Judged(e.verdict, line, e)
+            continue
+        failed = next((run.errors[label] for run in more if label in run.errors), None)
+        if failed is not None:
+            out[label] = Judged("", line, e, failed)
+            continue
+        judged = [e, *(run.by_label[label] for run in more)]
+        ratios = ", ".join(f"{j.figures.kl_mean / (limit_of(j) or 1.0):.2f}×" for j in judged)
+        kl = sum(j.figures.kl_mean for j in judged) / len(judged)
+        limit = sum(limit_of(j) or 0.0 for j in judged) / len(judged)
+        pooled = pooled_verdict(judged)
+        out[label] = Judged(
+            pooled,
+            f"{label} ~ config: {pooled} over {len(judged)} check prompts (seeds {', '.join(map(str, CHECK_SEEDS))}): "
+            f"mean KL {kl:.2g} against the mean limit {limit:.2g} ({kl / limit:.2f}×; per prompt {ratios})",
+            e,
+        )
+    return out, cost_ms / 1000.0
