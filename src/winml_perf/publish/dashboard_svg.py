@@ -231,17 +231,19 @@ def draw(
     px_all = left + frame.frac * plot_w
     if ok.sum() == 1:  # no line through one record: its value, and its interval as a whisker
         out.append(_solo(float(px_all[ok][0]), v[ok][0], lo[ok][0], hi[ok][0], y, dot=tips is None))
-    for cp in change_points:
+    label_rows: list[float] = []  # per row of labels, the right end of its last label
+    for cp in sorted(change_points, key=lambda c: float(px_all[c["index"]])):
         cx = float(px_all[cp["index"]])
         day = datetime.fromtimestamp(frame.times[cp["index"]], UTC).strftime("%Y-%m-%d")
         label = f"{cp['shift']:+.1%}"
         anchor = "end" if width - RIGHT - cx < 60 else "start"
         dx = -3 if anchor == "end" else 3
+        row = _label_row(label_rows, cx + dx, len(label) * CHAR_PX, anchor)
         out.append(
             f'<g class="cp {escape(cp["direction"].replace(" ", "-"))}"><title>change point {day} (commit '
             f"{escape(str(cp.get('commit') or '?'))}): {escape(shift_text(cp))}"
             f' {escape(cp["direction"])}</title><line x1="{_fmt(cx)}" x2="{_fmt(cx)}" y1="{TOP}" y2="{_fmt(TOP + plot_h)}"/>'
-            f'<text text-anchor="{anchor}" x="{_fmt(cx + dx)}" y="{TOP + 10}">{label}</text></g>'
+            f'<text text-anchor="{anchor}" x="{_fmt(cx + dx)}" y="{TOP + 10 + row * LABEL_ROW_UNITS}">{label}</text></g>'
         )
     if tips is not None:
         out.append(_markers(px_all, v, lo, hi, tips, y, TOP + plot_h, escape(unit)))
@@ -298,3 +300,18 @@ def sparkline(values: Sequence[float], width: int = 120, height: int = 26) -> st
         for i, v in enumerate(values)
     )
     return f'<svg class="spark" viewBox="0 0 {width} {height}" width="{width}" height="{height}"><polyline points="{pts}"/></svg>'
+
+
+LABEL_ROW_UNITS = 12  # the height of one row of labels
+
+
+def _label_row(rows: list[float], x: float, label_w: float, anchor: str) -> int:
+    """The first row whose last label ends before this one starts (labels of close change points
+    would overprint each other); a new row when none has room. ``rows`` is updated."""
+    start, end = (x - label_w, x) if anchor == "end" else (x, x + label_w)
+    for i, right in enumerate(rows):
+        if right + 4 <= start:
+            rows[i] = end
+            return i
+    rows.append(end)
+    return len(rows) - 1
