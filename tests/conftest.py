@@ -102,16 +102,14 @@ def unchanged():
 
 @pytest.fixture(scope="session")
 def _host_probes(tmp_path_factory) -> Path:
-    """This machine's bandwidth figures (the DRAM probe, the working sets of 256 KiB-2 MiB that the
-    tiny bundles' steps need), probed for real once per session in a child process. Each test's cache
-    starts with them, so `winml perf` does not re-probe in every test; the probes themselves are
-    tested in tests/unit/test_environment.py, test_decode_roofline.py and tests/e2e/test_measure_e2e.py."""
+    """This machine's DRAM bandwidth (the 512 MiB probe), probed for real once per session in a child
+    process. Each test's cache starts with it, so `winml perf` does not re-probe it in every test; the
+    probe itself is tested in tests/unit/test_environment.py and tests/e2e/test_measure_e2e.py. The
+    working-set probe that bounds the cache-resident tiny bundles is left to each run: its figure must
+    come from the load of the moment the run is measured, or a quieter minute decodes past a bound
+    probed under heavier load."""
     folder = tmp_path_factory.mktemp("host-probes")
-    code = (
-        "from winml_perf.record import device_bandwidth as b, roofline as r\n"
-        "r.cached_bandwidth()\n"
-        "for k in range(4): b.working_set_bandwidth(b.WORKING_SET_MIN_BYTES << k)"
-    )
+    code = "from winml_perf.record import roofline\nroofline.cached_bandwidth()"
     env = {**os.environ, "WINML_PERF_CACHE_DIR": str(folder)}
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
     return folder
