@@ -56,7 +56,9 @@ def test_bad_per_stage_routes_are_usage_errors_naming_the_flag(text, says):
 
 def test_an_unscoped_ep_option_cannot_go_to_a_per_stage_route():
     rr = parse_route("stages=context:qnn,iterator:cpu")
-    with pytest.raises(UsageError, match="--ep-option soc_model=60: route stages=context:qnn,iterator:cpu"):
+    with pytest.raises(
+        UsageError, match="--ep-option soc_model=60: route stages=context:qnn,iterator:cpu is a per-stage route"
+    ):
         per_stage_options(rr, (("soc_model", "60"),), {QNN, CPU})
     # scoped ones go to their EP; those of an EP the route does not take stay with the run's other routes
     assert per_stage_options(rr, (("qnn:soc_model", "60"), ("webgpu:x", "1")), {QNN, CPU}) == {QNN: {"soc_model": "60"}}

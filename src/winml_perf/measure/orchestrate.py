@@ -222,7 +222,7 @@ def per_stage_options(
             ep, sep, name = key.partition(":")
             if not sep or not name:
                 raise UsageError(
-                    f"{where} {key}={value}: route {rr.label} puts stages on several EPs, so an option must say its EP",
+                    f"{where} {key}={value}: route {rr.label} is a per-stage route, so an option must say its EP",
                     f"write it EP:KEY=VALUE, e.g. qnn:{key}={value}",
                 )
             if not is_known_ep(ep):
