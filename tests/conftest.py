@@ -14,6 +14,12 @@ import pytest
 #: fixtures shared by the store's tests (store_url runs each on SQLite and, where offered, PostgreSQL)
 pytest_plugins = ["tests.results_fixtures"]
 
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # a pytest-xdist worker starts with COLUMNS=80 and LINES=24, and `winml` sizes its tables to
+    # $COLUMNS: the subprocesses of a worker see the environment of a plain pytest run instead
+    for _name in ("COLUMNS", "LINES"):
+        os.environ.pop(_name, None)
+
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = REPO / "bundles"
 TINY_FLAT = BUNDLES / "tiny-qwen2"
