@@ -123,4 +123,7 @@ def test_perf_refuses_a_bad_per_stage_route_with_exit_2_and_writes_nothing():
     result = run_winml("perf", TINY_PIPELINE, "--route", "stages=context:qnn,decoder:cpu", "--no-store")
     assert result.returncode == 2
     assert "--route stages=context:qnn,decoder:cpu: decoder is not a stage of this bundle" in result.stderr
+    result = run_winml("perf", TINY_PIPELINE, "--route", "stages=context:bogus", "--no-store")
+    assert result.returncode == 2
+    assert "--route 'stages=context:bogus': 'bogus' (stage context) is not a known execution provider" in result.stderr
     assert (sorted(compiled.iterdir()) if compiled.exists() else []) == before

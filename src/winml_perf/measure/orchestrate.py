@@ -232,13 +232,26 @@ def per_stage_options(
     return out
 
 
+def per_stage_targets(rr: RouteRequest, runtime: str) -> dict[str, Any]:
+    """Stage -> its devices.Target; an EP name that is not one exits 2 naming the route."""
+    from winml_perf.ep.devices import resolve_target
+    from winml_perf.ep.table import is_known_ep, valid_names_text
+
+    for stage, ep in rr.assign:
+        if not is_known_ep(ep):
+            raise UsageError(
+                f"--route {rr.label!r}: {ep!r} (stage {stage}) is not a known execution provider",
+                f"use one of {valid_names_text()}",
+            )
+    return {stage: resolve_target(ep, None, runtime) for stage, ep in rr.assign}
+
+
 def _per_stage_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
     """A route that puts each of its stages on its own EP (``stages=context:qnn,iterator:cpu``)."""
     from winml_perf.bundle.prepare import PerStage, prepare_route
-    from winml_perf.ep.devices import resolve_target
     from winml_perf.ep.table import ep_alias
 
-    targets = {stage: resolve_target(ep, None, req.runtime) for stage, ep in rr.assign}
+    targets = per_stage_targets(rr, req.runtime)
     options = per_stage_options(rr, req.ep_options, {t.ep for t in targets.values() if t.ep})
     route = prepare_route(
         req.path,
@@ -335,7 +348,7 @@ def _refuse_duplicate_routes(req: PerfRequest) -> None:
     seen: dict[tuple, RouteRequest] = {}
     for rr in req.routes:
         if rr.assign:
-            ran = tuple(sorted((stage, resolve_target(ep, None, req.runtime).ep or ep) for stage, ep in rr.assign))
+            ran = tuple(sorted((stage, t.ep or "") for stage, t in per_stage_targets(rr, req.runtime).items()))
             key: tuple = ("stages", ran, tuple(sorted(rr.options)))
         else:
             target = resolve_target(rr.ep, rr.device, req.runtime)
