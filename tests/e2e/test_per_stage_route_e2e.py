@@ -1,6 +1,7 @@
 """Per-stage routes against the real runtime, CPU and QNN (its HTP emulator): `winml perf` measures
 `stages=context:qnn,iterator:cpu,lm_head:qnn` on the tiny pipeline with the record saying per stage
-which EP was asked and which really ran it, judged against config; and `winml tune --eps cpu,qnn`
+which EP was asked and which really ran it, judged against config; one route over CPU, WebGPU (over
+lavapipe) and QNN at once; and `winml tune --eps cpu,qnn`
 races an assignment that moves stages to both EPs (tiny-qwen2-npu: embeddings to QNN, context to CPU).
 
 Kept cheap: one invocation of 2 iterations of 4-8 tokens; the tune searches two stages (4
@@ -17,6 +18,7 @@ import sqlite3
 import pytest
 
 from tests.conftest import BUNDLES, TINY_PIPELINE, run_winml
+from tests.e2e.test_webgpu_e2e import webgpu_env  # noqa: F401  (the session fixture: lavapipe's env)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.qnn]
 
@@ -53,6 +55,24 @@ def test_perf_measures_a_per_stage_route_and_records_what_ran_each_stage():
     assert stages["lm_head"]["placement"]["nodes_per_ep"] == {CPU: 1} and stages["lm_head"]["ep_actual"] == CPU
     assert route["equivalence"]["verdict"] in ("equivalent", "within precision tolerance", "not equivalent")
     assert route["equivalence"]["route_path"] == route["derived_path"]
+
+
+@pytest.mark.webgpu
+def test_a_route_over_three_eps_runs_each_stage_where_it_says(webgpu_env):  # noqa: F811
+    route = "stages=context:webgpu,iterator:qnn"
+    result = run_winml(
+        "perf", TINY_PIPELINE, "--route", route, "--invocations", "1", "--iterations", "2", "--max-new-tokens", "8",
+        "--prompt-tokens", "16", "--no-store", "--format", "json", env=webgpu_env, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    [cell] = result.json()["cells"]
+    assert cell["status"] == "ok" and cell["route"]["label"] == route
+    stages = {s["stage"]: s for s in cell["route"]["stages"]}
+    assert {n: s["ep_after"] for n, s in stages.items()} == {
+        "embeddings": CPU, "context": "WebGpuExecutionProvider", "iterator": QNN, "lm_head": CPU,
+    }  # fmt: skip
+    placed = {n: s["placement"]["nodes_per_ep"] for n, s in stages.items()}
+    assert placed["context"].get("WebGpuExecutionProvider", 0) > 0 and placed["iterator"].get(QNN, 0) > 0
 
 
 def test_tune_races_an_assignment_over_two_eps(tmp_path):
