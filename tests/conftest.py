@@ -22,6 +22,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = REPO / "bundles"
+#: The cheapest real measurement of a tiny bundle, for tests that assert what ran, not how fast.
+QUICK_RUN = (
+    *("--prompt-tokens", "16", "--max-new-tokens", "4"),
+    *("--warmup", "1", "--iterations", "2", "--invocations", "1"),
+    *("--no-store", "-q"),
+)
 TINY_FLAT = BUNDLES / "tiny-qwen2"
 TINY_PIPELINE = BUNDLES / "tiny-qwen2-pipeline"
 

@@ -8,24 +8,11 @@ import shutil
 
 import pytest
 
-from tests.conftest import BUNDLES, run_winml
+from tests.conftest import BUNDLES, QUICK_RUN, run_winml
 
 pytestmark = [pytest.mark.e2e, pytest.mark.qnn]
 
-RUN = (
-    "--prompt-tokens",
-    "16",
-    "--max-new-tokens",
-    "4",
-    "--warmup",
-    "1",
-    "--iterations",
-    "2",
-    "--invocations",
-    "1",
-    "--no-store",
-    "-q",
-)
+RUN = QUICK_RUN
 SOC60 = ("--ep", "qnn", "--compile", "--ep-option", "soc_model=60")
 
 

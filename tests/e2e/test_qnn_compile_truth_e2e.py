@@ -10,26 +10,13 @@ import shutil
 
 import pytest
 
-from tests.conftest import BUNDLES, run_winml
+from tests.conftest import BUNDLES, QUICK_RUN, run_winml
 from winml_perf.onnxfile.header import input_shapes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.qnn]
 
 NPU = BUNDLES / "tiny-qwen2-npu"
-RUN = (
-    "--prompt-tokens",
-    "16",
-    "--max-new-tokens",
-    "4",
-    "--warmup",
-    "1",
-    "--iterations",
-    "2",
-    "--invocations",
-    "1",
-    "--no-store",
-    "-q",
-)
+RUN = QUICK_RUN
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -10,12 +10,12 @@ writer left out read as None.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
 from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, VERDICTS, WITHIN_PRECISION, Equivalence
+from winml_perf.support.finite_numbers import finite_number
 
 #: The verdict of a record whose route was not checked.
 NOT_CHECKED = "not checked"
@@ -97,18 +97,8 @@ COLUMNS = tuple(PREFIX + f.name for f in fields(EquivalenceView))
 VERDICT_COLUMN = PREFIX + "verdict"
 
 
-def _num(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
-
-
 def _int(value: Any) -> int | None:
-    x = _num(value)
+    x = finite_number(value)
     return None if x is None else int(x)
 
 
@@ -124,7 +114,7 @@ def _outputs_view(d: Mapping[str, Any]) -> EquivalenceView:
     outs = [o for o in d.get("outputs") or () if isinstance(o, Mapping)]
 
     def most(key: str, pick: Any) -> float | None:
-        values = [v for v in (_num(o.get(key)) for o in outs) if v is not None]
+        values = [v for v in (finite_number(o.get(key)) for o in outs) if v is not None]
         return pick(values) if values else None
 
     return EquivalenceView(
@@ -151,8 +141,8 @@ def _logits_view(d: Mapping[str, Any]) -> EquivalenceView:
             verdict=_verdict(d.get("verdict")),
             reference=_str(d.get("reference")),
             kind=LOGITS_KIND,
-            kl_mean=_num(f.get("kl_mean")),
-            top1_agreement=_num(f.get("top1_agreement")),
+            kl_mean=finite_number(f.get("kl_mean")),
+            top1_agreement=finite_number(f.get("top1_agreement")),
             first_divergence_step=_int(f.get("first_divergence")),
             first_stage=_str(d.get("first_stage")),
         )
@@ -180,13 +170,13 @@ def view_of_row(row: Mapping[str, Any]) -> EquivalenceView:
         verdict=_verdict(row.get(VERDICT_COLUMN)),
         reference=_str(row.get(PREFIX + "reference")),
         kind=_str(row.get(PREFIX + "kind")),
-        kl_mean=_num(row.get(PREFIX + "kl_mean")),
-        top1_agreement=_num(row.get(PREFIX + "top1_agreement")),
+        kl_mean=finite_number(row.get(PREFIX + "kl_mean")),
+        top1_agreement=finite_number(row.get(PREFIX + "top1_agreement")),
         first_divergence_step=_int(row.get(PREFIX + "first_divergence_step")),
         first_stage=_str(row.get(PREFIX + "first_stage")),
-        max_abs_error=_num(row.get(PREFIX + "max_abs_error")),
-        max_rel_error=_num(row.get(PREFIX + "max_rel_error")),
-        cosine_min=_num(row.get(PREFIX + "cosine_min")),
+        max_abs_error=finite_number(row.get(PREFIX + "max_abs_error")),
+        max_rel_error=finite_number(row.get(PREFIX + "max_rel_error")),
+        cosine_min=finite_number(row.get(PREFIX + "cosine_min")),
     )
 
 

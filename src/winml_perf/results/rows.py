@@ -22,6 +22,7 @@ from winml_perf.model.equivalence_view import view_of_record
 from winml_perf.model.metrics import CELL, METRICS
 from winml_perf.model.sample import IterationSample
 from winml_perf.support.errors import StoreError
+from winml_perf.support.finite_numbers import finite_number as finite
 
 SUMMARY_FIELDS = ("n", "median", "mean", "stdev", "cv_pct", "min", "max", "p90", "p95", "p99", "ci95_low", "ci95_high")
 TIMESTAMP_PATHS = ("finished_utc", "started_utc", "environment.timestamp_utc")
@@ -57,16 +58,6 @@ def _int(value: Any) -> int | None:
         return int(value)
     except (TypeError, ValueError):
         return None
-
-
-def finite(value: Any) -> float | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None
 
 
 def normalize_utc(value: Any) -> str:
