@@ -13,7 +13,7 @@ import pytest
 from winml_perf.tune.candidates import CONFIG_LABEL
 from winml_perf.tune.goal import Budget
 from winml_perf.tune.race import Race, RaceSettings, RoundResult
-from winml_perf.tune.standings import NO_BETTER, SHIP_CONFIG, TIED, WINNER, standings, verdict
+from winml_perf.tune.standings import NO_BETTER, NO_VERDICT, SHIP_CONFIG, TIED, WINNER, standings, verdict
 
 DECODE = "decode_tokens_per_s"
 TOKENS_PER_INVOCATION = 200
@@ -212,3 +212,20 @@ def test_ctrl_c_in_the_race_exits_130_keeping_the_rounds_and_printing_the_standi
     assert "2 round(s)" in out and "stopped: interrupted" in out  # the two finished rounds are kept
     assert "ep=webgpu[lm_head]" in out and "worse than" in out
     assert "interrupted by SIGINT" in err
+
+
+def test_a_failed_config_route_ends_the_race_with_no_verdict_not_a_crash():
+    # Seen here: every cell of a round failed (a broken import in the session child); the standings
+    # then asked for the leader of no route and the command died with "max() arg is an empty sequence".
+    fake = FakeRounds(SPEEDS)
+
+    def failing(k, labels):
+        return RoundResult({}, 0, failed=dict.fromkeys(labels, "the child exited 1"))
+
+    settings = RaceSettings(DECODE, Budget(seconds=10_000), 0, max_rounds=5, tokens_per_invocation=200)
+    r = Race(list(SPEEDS), settings, failing, clock=fake.clock).run()
+    assert r.stopped == "the config route failed: no ratio can be stated"
+    v = verdict(r, {}, "decode")
+    assert v.kind == NO_VERDICT and "the child exited 1" in v.text
+    rows = standings(r, [], {})
+    assert {row.route for row in rows} == set(SPEEDS) and all(row.status == "dropped" for row in rows)

@@ -89,7 +89,7 @@ def tune_command(
     """Search per-stage EP assignments of a bundle, race them with 95 % intervals, name the winner."""
     from winml_perf.tune.goal import objective_metric, parse_budget
     from winml_perf.tune.session import TuneRequest, run_tune
-    from winml_perf.tune.standings import table_text
+    from winml_perf.tune.standings import NO_VERDICT, table_text
 
     if fmt not in ("table", "json"):
         raise UsageError(f"--format {fmt!r} is not known for tune", "use table or json")
@@ -152,3 +152,5 @@ def tune_command(
         raise RunInterrupted(outcome.interrupted, f"kept {outcome.race.rounds} finished round(s); standings above")
     if outcome.store_errors:
         raise BenchmarkFailure(f"{len(outcome.store_errors)} cell(s) could not be stored: {outcome.store_errors[0]}")
+    if outcome.verdict is not None and outcome.verdict.kind == NO_VERDICT:
+        raise BenchmarkFailure(outcome.verdict.text)

@@ -197,6 +197,8 @@ class Race:
     def leader(self) -> str:
         """The best route still racing by its ratio to config, among those within the constraint."""
         pool = [x for x in self.alive if self.meets_constraint(x)] or list(self.alive)
+        if not pool:  # every route failed or left: config stays the reference named
+            return CONFIG_LABEL
         return max(pool, key=lambda x: (_finite(self.speedup(x).estimate), x == CONFIG_LABEL))
 
     def _eliminate(self) -> None:

@@ -215,12 +215,12 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
 
 
 def _conclude(request: TuneRequest, outcome: TuneOutcome, equivalence, specs) -> TuneOutcome:
-    from winml_perf.tune.standings import standings, verdict
+    from winml_perf.tune.standings import NO_VERDICT, standings, verdict
 
     race = outcome.race
     outcome.standings = standings(race, outcome.pruned, equivalence)
     outcome.verdict = verdict(race, equivalence, request.objective)
-    if request.emit is not None and outcome.interrupted is None:
+    if request.emit is not None and outcome.interrupted is None and outcome.verdict.kind != NO_VERDICT:
         from winml_perf.tune.emit import emit_bundle
 
         winner = outcome.verdict.winner

@@ -13,6 +13,7 @@ from winml_perf.tune.race import Race, Speedup
 
 #: Verdict.kind values.
 SHIP_CONFIG, WINNER, NO_BETTER, TIED = "ship config", "winner", "no route beats config", "tied"
+NO_VERDICT = "no verdict"  # config, the reference of every ratio, failed
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ class Standing:
 
 @dataclass(frozen=True)
 class Verdict:
-    kind: str  # SHIP_CONFIG | WINNER | NO_BETTER | TIED
+    kind: str  # SHIP_CONFIG | WINNER | NO_BETTER | TIED | NO_VERDICT
     winner: str  # the route to ship (config unless a route beats it; the leader when tied)
     text: str
 
@@ -84,6 +85,12 @@ def _ratio_text(sp: Speedup) -> str:
 def verdict(race: Race, equivalence: Mapping[str, str | None], objective_word: str) -> Verdict:
     """Ship config, a winner, no route beating config within the budget, or the top two tied."""
     better = "faster" if objective_word == "decode" else f"better on {objective_word}"
+    if CONFIG_LABEL in race.dropped:
+        return Verdict(
+            NO_VERDICT,
+            CONFIG_LABEL,
+            f"no verdict: config, the reference of every ratio, failed ({race.dropped[CONFIG_LABEL]})",
+        )
     lead = race.leader()
     others = [x for x in race.alive if x != CONFIG_LABEL]
     if lead == CONFIG_LABEL:
