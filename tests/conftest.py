@@ -28,6 +28,11 @@ QUICK_RUN = (
     *("--warmup", "1", "--iterations", "2", "--invocations", "1"),
     *("--no-store", "-q"),
 )
+#: One cheap real measurement as a JSON run record on stdout.
+LEAN_JSON = (
+    *("--format", "json", "--iterations", "1", "--invocations", "1", "--warmup", "0"),
+    *("--prompt-tokens", "8", "--max-new-tokens", "4"),
+)
 TINY_FLAT = BUNDLES / "tiny-qwen2"
 TINY_PIPELINE = BUNDLES / "tiny-qwen2-pipeline"
 

@@ -21,6 +21,20 @@ from tests.conftest import REPO, TINY_FLAT, run_winml
 
 pytestmark = pytest.mark.e2e
 
+#: One cheap real measurement of the flat tiny bundle, for tests about the store and the CLI around it.
+TINY_RUN = (
+    "perf",
+    "--invocations",
+    "1",
+    TINY_FLAT,
+    "--iterations",
+    "1",
+    "--prompt-tokens",
+    "8",
+    "--max-new-tokens",
+    "2",
+)
+
 ORT_GENAI_MODELS = REPO / "tests" / "data" / "ort-genai-test-models"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
@@ -130,16 +144,7 @@ def test_held_store_lock_times_out_and_the_records_are_kept(tmp_path):
     db, out = tmp_path / "s.db", tmp_path / "run.json"
     assert (
         run_winml(
-            "perf",
-            "--invocations",
-            "1",
-            TINY_FLAT,
-            "--iterations",
-            "1",
-            "--prompt-tokens",
-            "8",
-            "--max-new-tokens",
-            "2",
+            *TINY_RUN,
             "--store",
             db,
         ).returncode
@@ -196,16 +201,7 @@ def test_read_only_store_is_listed_not_called_damaged(tmp_path):
     db = folder / "s.db"
     assert (
         run_winml(
-            "perf",
-            "--invocations",
-            "1",
-            TINY_FLAT,
-            "--iterations",
-            "1",
-            "--prompt-tokens",
-            "8",
-            "--max-new-tokens",
-            "2",
+            *TINY_RUN,
             "--store",
             db,
         ).returncode
@@ -216,16 +212,7 @@ def test_read_only_store_is_listed_not_called_damaged(tmp_path):
     try:
         r = run_winml("results", "list", "--store", db, "--format", "json")
         w = run_winml(
-            "perf",
-            "--invocations",
-            "1",
-            TINY_FLAT,
-            "--iterations",
-            "1",
-            "--prompt-tokens",
-            "8",
-            "--max-new-tokens",
-            "2",
+            *TINY_RUN,
             "--store",
             db,
         )
@@ -243,16 +230,7 @@ def test_read_only_store_is_listed_not_called_damaged(tmp_path):
 def test_store_dev_null_refused_and_leaves_nothing_beside_it():
     before = set(os.listdir("/dev"))
     r = run_winml(
-        "perf",
-        "--invocations",
-        "1",
-        TINY_FLAT,
-        "--iterations",
-        "1",
-        "--prompt-tokens",
-        "8",
-        "--max-new-tokens",
-        "2",
+        *TINY_RUN,
         "--store",
         "/dev/null",
     )
@@ -281,16 +259,7 @@ def test_results_show_huge_id_is_no_record(tmp_path):
     db = tmp_path / "s.db"
     assert (
         run_winml(
-            "perf",
-            "--invocations",
-            "1",
-            TINY_FLAT,
-            "--iterations",
-            "1",
-            "--prompt-tokens",
-            "8",
-            "--max-new-tokens",
-            "2",
+            *TINY_RUN,
             "--store",
             db,
         ).returncode
@@ -387,16 +356,7 @@ def test_output_symlink_and_fifo_keep_what_they_are(tmp_path):
     link.symlink_to(target)
     os.mkfifo(fifo)
     r = run_winml(
-        "perf",
-        "--invocations",
-        "1",
-        TINY_FLAT,
-        "--iterations",
-        "1",
-        "--prompt-tokens",
-        "8",
-        "--max-new-tokens",
-        "2",
+        *TINY_RUN,
         "--no-store",
         "-o",
         link,
@@ -405,16 +365,7 @@ def test_output_symlink_and_fifo_keep_what_they_are(tmp_path):
     assert link.is_symlink() and json.loads(target.read_text())["kind"] == "run"
     reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
     r = run_winml(
-        "perf",
-        "--invocations",
-        "1",
-        TINY_FLAT,
-        "--iterations",
-        "1",
-        "--prompt-tokens",
-        "8",
-        "--max-new-tokens",
-        "2",
+        *TINY_RUN,
         "--no-store",
         "-o",
         fifo,
@@ -428,16 +379,7 @@ def test_results_export_to_proc_refused(tmp_path):
     db = tmp_path / "s.db"
     assert (
         run_winml(
-            "perf",
-            "--invocations",
-            "1",
-            TINY_FLAT,
-            "--iterations",
-            "1",
-            "--prompt-tokens",
-            "8",
-            "--max-new-tokens",
-            "2",
+            *TINY_RUN,
             "--store",
             db,
         ).returncode

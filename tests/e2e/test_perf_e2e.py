@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY_FLAT, TINY_PIPELINE
+from tests.conftest import LEAN_JSON, TINY_FLAT, TINY_PIPELINE
 
 pytestmark = pytest.mark.e2e
 
@@ -149,20 +149,7 @@ def test_unknown_flag_is_a_usage_error(winml):
     assert r.returncode == 2 and "--warp-speed" in r.stderr and "Traceback" not in r.stderr
 
 
-LEAN = (
-    "--format",
-    "json",
-    "--iterations",
-    "1",
-    "--invocations",
-    "1",
-    "--warmup",
-    "0",
-    "--prompt-tokens",
-    "8",
-    "--max-new-tokens",
-    "4",
-)
+LEAN = LEAN_JSON
 
 
 @pytest.mark.parametrize("flag", [("--ep", "cpu"), ("--device", "cpu")], ids=["ep", "device"])

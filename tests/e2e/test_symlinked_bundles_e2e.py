@@ -13,22 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TINY_FLAT, TINY_PIPELINE
+from tests.conftest import LEAN_JSON, TINY_FLAT, TINY_PIPELINE
 
-LEAN = (
-    "--format",
-    "json",
-    "--iterations",
-    "1",
-    "--invocations",
-    "1",
-    "--warmup",
-    "0",
-    "--prompt-tokens",
-    "8",
-    "--max-new-tokens",
-    "4",
-)
+LEAN = LEAN_JSON
 
 
 def hf_snapshot(src: Path, hf: Path, rev: str = "rev1") -> Path:

@@ -67,27 +67,14 @@ def compile_jobs(plan, compiles=None) -> tuple[list[CompileJob], list[CompileOut
     forced = any(r.forced for r in plan.stages)
     for route in plan.stages:
         if forced and not route.forced:  # --stages or a per-stage route: only the stages the route names are compiled
+            why = "not one of this route's stages (--stages, or a per-stage route that leaves it out)"
+        elif not compiles(route.ep_after):
+            why = f"{eps.ep_alias(route.ep_after)} does not produce EPContext models"
+        else:
+            why = None
+        if why is not None:
             notes.append(
-                CompileOutcome(
-                    (route.stage,),
-                    route.files[0],
-                    route.ep_after,
-                    None,
-                    "nothing to compile",
-                    "not one of this route's stages (--stages, or a per-stage route that leaves it out)",
-                )
-            )
-            continue
-        if not compiles(route.ep_after):
-            notes.append(
-                CompileOutcome(
-                    (route.stage,),
-                    route.files[0],
-                    route.ep_after,
-                    None,
-                    "nothing to compile",
-                    f"{eps.ep_alias(route.ep_after)} does not produce EPContext models",
-                )
+                CompileOutcome((route.stage,), route.files[0], route.ep_after, None, "nothing to compile", why)
             )
             continue
         options = next(iter(route.provider_options_after[0].values())) if route.provider_options_after else {}
