@@ -32,10 +32,8 @@ flat=${FLAT:-/tmp/q05-flat}
 shape=(--prompt-tokens "${PROMPT_TOKENS:-512}" --max-new-tokens "${NEW_TOKENS:-128}")
 policy=(--invocations "${INVOCATIONS:-5}" --iterations "${ITERATIONS:-3}" --warmup 1)
 build_flat() { [ -d "$flat" ] || winml bundle synth -o "$flat" --preset qwen2.5-0.5b -p int4 --force; }
-if [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then  # NVIDIA's Vulkan ICD, as h200_webgpu.sh
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-fi
+. "$(dirname "$0")/nvidia_vulkan.sh"
+nvidia_vulkan_env
 energy_text() {  # $1: a run record; each cell's energy section, short
   "$PY" - "$1" <<'PY'
 import json, sys

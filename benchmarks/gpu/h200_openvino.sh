@@ -45,12 +45,10 @@ tune_best=${TUNE_EMIT:-/tmp/q05-tune-best}  # the winner `winml tune --emit` wri
 build_pipeline() {
   [ -d "$pipeline" ] || winml bundle synth -o "$pipeline" --preset qwen2.5-0.5b -p int4 --pipeline --quantize-lm-head --force
 }
-webgpu_env() {  # NVIDIA's Vulkan ICD for the WebGPU EP, as h200_webgpu.sh sets it up
+. "$(dirname "$0")/nvidia_vulkan.sh"
+webgpu_env() {  # the Vulkan loaders (.gl) and NVIDIA's ICD for the WebGPU EP
   if [ -d .gl ] && [ ! -e /tmp/.gl-done ]; then for f in .gl/*.deb; do dpkg -x "$f" /; done; ldconfig; touch /tmp/.gl-done; fi
-  if [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-  fi
+  nvidia_vulkan_env
 }
 
 run_step() {

@@ -26,12 +26,7 @@ PY=${PYTHON:-python3}
 flat=${FLAT:-/tmp/q05-flat}
 pipeline=${PIPELINE:-/tmp/q05-pipeline}
 winml() { "$PY" -m winml_perf "$@"; }
-vulkan_env() {
-  if [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-  fi
-}
+. "$here/nvidia_vulkan.sh"
 
 run_step() {
   case "$1" in
@@ -50,15 +45,15 @@ run_step() {
       for f in .gl/*.deb; do dpkg -x "$f" /; done
       ldconfig
       "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .gpuwhl/*.whl
-      vulkan_env
+      nvidia_vulkan_env
       winml devices | tee "$out/devices.txt"
       ;;
     equivalence | tune)
-      vulkan_env
+      nvidia_vulkan_env
       FLAT=$flat PIPELINE=$pipeline bash "$here/h200_openvino.sh" "$1" "$out"
       ;;
     energy-*)
-      vulkan_env
+      nvidia_vulkan_env
       FLAT=$flat SKIP_SETUP=1 bash "$here/h200_energy.sh" "${1#energy-}" "$out"
       ;;
     *)

@@ -37,10 +37,8 @@ if [ -z "${SKIP_SETUP:-}" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
 fi
 export PYTHONPATH=/tmp/site:$PWD/src PYTHONUNBUFFERED=1
-if [ -e /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then  # the lent machine; elsewhere keep the caller's Vulkan
-  export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-  export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-fi
+. "$(dirname "$0")/nvidia_vulkan.sh"
+nvidia_vulkan_env
 export WINML_PERF_STORE="$out/gpu.db"
 PY=${PYTHON:-python3}
 winml() { "$PY" -m winml_perf "$@"; }
