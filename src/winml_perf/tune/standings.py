@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from winml_perf.model.spec import finite_or_none
 from winml_perf.tune.candidates import CONFIG_LABEL
 from winml_perf.tune.prune import Pruned
 from winml_perf.tune.race import Race, Speedup
@@ -42,10 +43,6 @@ class Verdict:
         return asdict(self)
 
 
-def _num(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
 def standings(race: Race, pruned: Sequence[Pruned], equivalence: Mapping[str, str | None]) -> list[Standing]:
     """Racing routes first (best ratio first), then dropped ones (best first), then pruned ones."""
     lead = race.leader()
@@ -57,7 +54,17 @@ def standings(race: Race, pruned: Sequence[Pruned], equivalence: Mapping[str, st
                 None, label, status, 1.0, None, None, len(race.series(label, race.settings.objective)), "reference", why
             )
         eq = equivalence.get(label)
-        return Standing(None, label, status, _num(sp.estimate), _num(sp.low), _num(sp.high), sp.pairs, eq, why)
+        return Standing(
+            None,
+            label,
+            status,
+            finite_or_none(sp.estimate),
+            finite_or_none(sp.low),
+            finite_or_none(sp.high),
+            sp.pairs,
+            eq,
+            why,
+        )
 
     def key(s: Standing) -> float:
         return -(s.speedup if s.speedup is not None else -math.inf)
