@@ -23,7 +23,7 @@ from winml_perf.publish.dashboard import write_dashboard
 from winml_perf.publish.render import render_run, run_text
 from winml_perf.results import load
 from winml_perf.results.store import open_store
-from winml_perf.support.human_numbers import human
+from winml_perf.support.human_numbers import human, percent
 
 #: A suffixed human number: four digits around the point, then k/M/G/T.
 SUFFIXED = r"-?(\d\.\d{3}|\d\d\.\d\d|\d{3}\.\d)[kMGT]"
@@ -110,3 +110,34 @@ def test_the_progress_line_writes_the_running_median_as_the_table_will():
     from winml_perf.measure.progress import _fmt
 
     assert _fmt("decode_tokens_per_s", 128983.0) == "129.0k tok/s"
+
+
+@pytest.mark.parametrize(
+    "value, decimals, signed, text",
+    [
+        (5.372, 1, False, "5.4"),
+        (59.94, 1, False, "59.9"),
+        (1446.1, 1, False, "1446"),  # the CI that CI caught: five digits at one decimal
+        (12345.6, 1, False, "12.35k"),
+        (0.04, 2, False, "0.04"),
+        (4.13, 1, True, "+4.1"),
+        (-9.34, 1, True, "-9.3"),
+        (float("nan"), 1, False, ""),
+    ],
+)
+def test_a_percentage_keeps_its_decimals_but_never_more_than_four_digits(value, decimals, signed, text):
+    assert percent(value, decimals, signed=signed) == text
+
+
+def test_a_run_whose_interval_is_wider_than_its_median_still_prints_four_digits():
+    """A decode that varies 1000x between iterations: the CI95 column runs past 1000 % and σ past
+    100 %; neither the screen nor the markdown may carry a fifth digit."""
+    spec = fake_spec(decode_ms=1.0, scales=[0.01, 90.0, 0.02, 70.0, 0.03, 50.0, 0.5])
+    routes = [RouteSpec("config", spec, route=Route("config", "config", "config"))]
+    cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=7))
+    run = run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, argv=["perf"])
+    ci = run.cells[0].summary.primary_ci95_half_width_pct
+    assert ci is not None and ci > 1000  # the case under test
+    for text in (render_run(run, width=10_000), run_text(run, "markdown")):
+        for number in re.findall(r"(?<![\w.])(?:\d+\.\d+|\d{5,})(?![\w.])", text):  # not in a run id
+            assert len(number.replace(".", "").lstrip("0")) <= 4, (number, text)

@@ -24,6 +24,7 @@ from winml_perf.measure.hosting.replies import LoadReply
 from winml_perf.model.result import CellResult, LoadPhases
 from winml_perf.model.spec import CellSpec
 from winml_perf.stats import sample_stats as stats
+from winml_perf.support.human_numbers import human
 
 #: Seconds of iterations per batch of a fixed count in a fresh invocation: how often progress moves.
 PROGRESS_INTERVAL_S = 0.5
@@ -253,4 +254,4 @@ class CellDriver:
         counts = f"{n} it."
         if self.fresh_session_per_invocation:  # as the table writes it: 5x400 is 5 inv. x 400 it.
             counts = f"{k} inv. x {n // k} it." if k and n % k == 0 else f"{n} it. in {k} inv."
-        return f"median {self.cell.primary_metric} {stats.median(s.values()):,.2f} ({counts}, {s.stop})"
+        return f"median {self.cell.primary_metric} {human(stats.median(s.values()))} ({counts}, {s.stop})"

@@ -23,6 +23,7 @@ from scipy.stats import t as student_t
 
 from winml_perf.model.spec import IterationPolicy
 from winml_perf.stats import median_interval, next_repetition, variance_components
+from winml_perf.support.human_numbers import percent
 
 STOP_ITERATIONS = "iterations"
 STOP_CI_TARGET = "ci_target"
@@ -99,8 +100,8 @@ def decide(
         return _new_invocation(
             policy,
             k,
-            f"the interval (±{half:.2f} %) is over {MODEL_SLACK:g}x wider than the variance "
-            f"model predicts (±{predicted:.2f} %): {k} invocations underestimate the variance between "
+            f"the interval (±{percent(half, 2)} %) is over {MODEL_SLACK:g}x wider than the variance "
+            f"model predicts (±{percent(predicted, 2)} %): {k} invocations underestimate the variance between "
             f"them, and only another invocation can show it",
             half,
         )

@@ -14,6 +14,7 @@ from typing import Any
 from winml_perf.model.route import CPU, Route
 from winml_perf.stats import detect_drift, detect_modes
 from winml_perf.stats import sample_stats as stats
+from winml_perf.support.human_numbers import human, percent
 
 #: Coefficient of variation above which a cell's numbers are called unstable.
 CV_THRESHOLD_PCT = 5.0
@@ -71,7 +72,7 @@ def check_cv(metric: str, values: Sequence[float], threshold_pct: float = CV_THR
     return [
         BenchWarning(
             HIGH_CV,
-            f"{metric} varied a lot between iterations (CV {cv:.1f} % > {threshold_pct:g} %)",
+            f"{metric} varied a lot between iterations (CV {percent(cv)} % > {threshold_pct:g} %)",
             "close other programs, pin the power plan / CPU governor to performance, add warmup, or use --target-ci",
             {"metric": metric, "cv_pct": cv, "threshold_pct": threshold_pct},
         )
@@ -90,7 +91,7 @@ def check_slow_first(latencies_ms: Sequence[float]) -> list[BenchWarning]:
     return [
         BenchWarning(
             SLOW_FIRST_ITERATION,
-            f"the first measured iteration was much slower than the rest ({latencies_ms[0]:.2f} ms vs median {med:.2f} ms)",
+            f"the first measured iteration was much slower than the rest ({human(latencies_ms[0])} ms vs median {human(med)} ms)",
             "raise --warmup, or use --warmup auto to warm up until times settle",
             {"first_ms": latencies_ms[0], "median_ms": med, "modified_z": z},
         )
@@ -240,7 +241,7 @@ def ci_not_reached(
     return [
         BenchWarning(
             CI_TARGET_NOT_REACHED,
-            f"the 95 % CI of the median {metric} is ±{half_width_pct:.2f} % after {n} iterations, not within ±{target_pct:g} % "
+            f"the 95 % CI of the median {metric} is ±{percent(half_width_pct, 2)} % after {n} iterations, not within ±{target_pct:g} % "
             f"(stopped by {stop_reason})",
             "raise --max-time / --max-iterations, or accept a wider --target-ci",
             {
@@ -253,14 +254,6 @@ def ci_not_reached(
     ]
 
 
-def figure(x: float) -> str:
-    """A measured value with three significant digits (6.2, 9.81, 0.0412, 19,800)."""
-    if not math.isfinite(x) or x == 0:
-        return f"{x:g}"
-    digits = max(0, 2 - int(math.floor(math.log10(abs(x)))))
-    return f"{x:,.{digits}f}"
-
-
 def check_modes(what: str, values: Sequence[float], unit: str = "ms") -> list[BenchWarning]:
     """Two modes in ``values`` (decode steps, iteration latencies): a median between them describes
     neither. ``what`` names the values in the sentence ("decode steps")."""
@@ -268,7 +261,7 @@ def check_modes(what: str, values: Sequence[float], unit: str = "ms") -> list[Be
     report = detect_modes(xs)
     if not report.bimodal:
         return []
-    parts = " / ".join(f"{figure(m.centre)} {unit} ({m.share:.0%})" for m in report.modes)
+    parts = " / ".join(f"{human(m.centre)} {unit} ({m.share:.0%})" for m in report.modes)
     return [
         BenchWarning(
             BIMODAL,
@@ -295,7 +288,7 @@ def check_drift(metric: str, invocations: Sequence[Sequence[float]], unit: str) 
     return [
         BenchWarning(
             DRIFT,
-            f"invocation medians of {metric} drift {figure(report.low)}–{figure(report.high)} {unit} "
+            f"invocation medians of {metric} drift {human(report.low)}–{human(report.high)} {unit} "
             f"({report.relative_spread:.0%} over {report.invocations} invocations)",
             "processes differ more than their iterations do: the interval over invocations covers it; for a tighter one "
             "add --invocations rather than --iterations",

@@ -42,3 +42,15 @@ def human(value: Any, digits: int = SIGNIFICANT) -> str:
         return f"{x:.{digits - 1}e}"
     text = f"{x:.{min(max(0, digits - 1 - exponent), 12)}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def percent(value: float, decimals: int = 1, signed: bool = False) -> str:
+    """A percentage for a person: ``decimals`` places (5.372 -> '5.4'), but never more than
+    ``SIGNIFICANT`` significant digits (1446.1 -> '1446', 12345.6 -> '12.35k'); '' when not
+    finite. ``signed`` writes '+' before a non-negative value (+4.1, -9.3)."""
+    if not math.isfinite(value):
+        return ""
+    text = f"{value:.{decimals}f}"
+    if len(text.lstrip("-").replace(".", "").lstrip("0")) > SIGNIFICANT:
+        text = human(float(value))
+    return f"+{text}" if signed and value >= 0 else text
