@@ -27,3 +27,24 @@ def test_the_detector_and_the_dashboard_page_import_without_scipy():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]", out
+
+
+def test_the_cli_and_the_measuring_path_import_without_scipy():
+    """Every `winml` process and every measuring child paid ~1.2 CPU s for scipy.stats at import
+    (a third of a tiny `perf` run); scipy.special now loads when the first interval is computed."""
+    code = (
+        "import sys, winml_perf.cli, winml_perf.measure.sweep, winml_perf.measure.hosting.isolate, "
+        "winml_perf.stats.hierarchical, winml_perf.stats.paired, winml_perf.stats.series.sustained; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'scipy')[:3])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]", out
+
+
+def test_intervals_still_load_scipy_when_they_are_computed():
+    from winml_perf.stats.hierarchical import student_t_median
+    from winml_perf.stats.quantile_intervals import quantile_ci_ranks
+
+    assert quantile_ci_ranks(10) == (2, 9)  # the median's 95 % ranks at n = 10 (Conover table A3)
+    interval = student_t_median([[10.0, 10.1], [10.4, 10.2], [9.9, 10.0]])
+    assert interval.low < 10.1 < interval.high

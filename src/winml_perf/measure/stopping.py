@@ -19,8 +19,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from scipy.stats import t as student_t
-
 from winml_perf.model.spec import IterationPolicy
 from winml_perf.stats import median_interval, next_repetition, variance_components
 from winml_perf.support.human_numbers import percent
@@ -148,7 +146,9 @@ T_REGIME_ENDS = 6
 def predicted_half_width(components, iterations: float, k: int) -> float:
     """t(k-1) x sqrt(T2^2/k + T1^2/(r1 k)): the interval K&J's variance predicts for k invocations
     of r1 iterations (Student t quantile at 97.5 %)."""
-    return float(student_t.ppf(0.975, k - 1)) * math.sqrt(components.between / k + components.within / (iterations * k))
+    from scipy.special import stdtrit  # Student's t quantile; loaded on first use
+
+    return float(stdtrit(k - 1, 0.975)) * math.sqrt(components.between / k + components.within / (iterations * k))
 
 
 def marginal_choice(

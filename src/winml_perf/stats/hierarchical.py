@@ -28,7 +28,6 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from winml_perf.stats.arrays import Values, finite
 from winml_perf.stats.quantile_intervals import CONFIDENCE_LEVEL, median_ci, median_ci_ranks
@@ -198,7 +197,9 @@ def student_t_median(invocations: Sequence[Values], confidence: float = CONFIDEN
         estimate = float(medians[0]) if k else math.nan
         return Interval(estimate, math.nan, math.nan, confidence, "student_t_invocations", cover)
     centre = float(medians.mean())
-    half = float(student_t.ppf(0.5 + confidence / 2.0, k - 1) * medians.std(ddof=1) / math.sqrt(k))
+    from scipy.special import stdtrit  # Student's t quantile; loaded on first use
+
+    half = float(stdtrit(k - 1, 0.5 + confidence / 2.0) * medians.std(ddof=1) / math.sqrt(k))
     return Interval(centre, centre - half, centre + half, confidence, "student_t_invocations", cover)
 
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
-from scipy.stats import t as student_t
 
 from winml_perf.stats.arrays import Values
 from winml_perf.stats.hierarchical import (
@@ -151,7 +150,9 @@ def paired_student_t_ratio(
             estimate, math.nan, math.nan, confidence, "student_t_log_pairs", k, higher_is_better, Verdict.INSUFFICIENT
         )
     centre = float(logs.mean())
-    half = float(student_t.ppf(0.5 + confidence / 2.0, k - 1) * logs.std(ddof=1) / math.sqrt(k))
+    from scipy.special import stdtrit  # Student's t quantile; loaded on first use
+
+    half = float(stdtrit(k - 1, 0.5 + confidence / 2.0) * logs.std(ddof=1) / math.sqrt(k))
     lo, hi = math.exp(centre - half), math.exp(centre + half)
     return RatioResult(
         math.exp(centre),

@@ -3,8 +3,9 @@
 With B ~ Bin(n, q) the number of samples below the true q-quantile, the interval between the
 order statistics x(l) and x(u) covers it with probability P(l <= B < u) (Conover, "Practical
 Nonparametric Statistics", 3rd ed., 1999, §3.2; Hahn & Meeker, "Statistical Intervals", 1991,
-§5.2). The ranks come from the binomial quantile function (scipy.stats.binom, evaluated through
-the regularised incomplete beta function), so finding them costs O(1) in n, never a sum over n;
+§5.2). The ranks come from the binomial quantile function (the binomial CDF and its inverse, evaluated through
+the regularised incomplete beta function: scipy.special.bdtr/bdtrik, which load in a third of
+scipy.stats's import time), so finding them costs O(1) in n, never a sum over n;
 picking the two order statistics is one O(n) partition.
 """
 
@@ -14,7 +15,6 @@ import math
 from functools import lru_cache
 
 import numpy as np
-from scipy.stats import binom
 
 from winml_perf.stats.arrays import Values, finite
 
@@ -24,12 +24,15 @@ CONFIDENCE_LEVEL = 0.95
 
 def _largest_k_with_cdf_at_most(n: int, q: float, level: float) -> int:
     """Largest k in [-1, n] with P(Bin(n, q) <= k) <= level (-1: none)."""
-    k = int(binom.ppf(level, n, q))  # smallest k with cdf(k) >= level
-    # ppf is computed in floating point: step so that the defining inequality holds exactly as
+    from scipy.special import bdtr, bdtrik  # loaded by the first interval, not by every import
+
+    start = bdtrik(level, n, q)  # the continuous k with cdf(k) == level
+    k = min(n, max(0, math.ceil(start))) if math.isfinite(start) else 0
+    # the inverse is computed in floating point: step so that the defining inequality holds exactly as
     # evaluated, the same way the old exact sum compared cdf / 2**n against the level.
-    while k >= 0 and binom.cdf(k, n, q) > level:
+    while k >= 0 and bdtr(k, n, q) > level:
         k -= 1
-    while k + 1 <= n and binom.cdf(k + 1, n, q) <= level:
+    while k + 1 <= n and bdtr(k + 1, n, q) <= level:
         k += 1
     return k
 

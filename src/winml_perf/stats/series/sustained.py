@@ -10,7 +10,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import theilslopes
 
 from winml_perf.stats.series.changepoint import detect_change_points
 
@@ -56,6 +55,8 @@ def slope(t: Sequence[float], y: Sequence[float], per_s: float = 60.0) -> dict[s
     """Theil-Sen slope of y over t per ``per_s`` seconds with its 95 % interval (None below 3 points)."""
     if len(y) < 3 or len(set(t)) < 2:
         return None
+    from scipy.stats import theilslopes  # only a sustained run pays scipy.stats's import
+
     s, intercept, low, high = theilslopes(np.asarray(y, float), np.asarray(t, float), alpha=SLOPE_CONFIDENCE)
     return {
         "per_s": per_s,
