@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.cli_fork import RunServer
 
 #: fixtures shared by the store's tests (store_url runs each on SQLite and, where offered, PostgreSQL)
 pytest_plugins = ["tests.results_fixtures"]
@@ -19,6 +24,16 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
     # $COLUMNS: the subprocesses of a worker see the environment of a plain pytest run instead
     for _name in ("COLUMNS", "LINES"):
         os.environ.pop(_name, None)
+
+if "WINML_PERF_TEST_PYCACHE" not in os.environ:
+    # Each `winml` a test starts compiles ~150 of our modules when bytecode is not cached
+    # (PYTHONDONTWRITEBYTECODE=1, as on the CI machines): ~0.35 CPU s a process, hundreds of them.
+    # The session's processes share one bytecode cache in a temporary folder instead (workers and
+    # their subprocesses inherit it); nothing is written into the source tree.
+    _PYCACHE = tempfile.mkdtemp(prefix="winml-perf-pycache-")
+    atexit.register(shutil.rmtree, _PYCACHE, True)
+    os.environ.update(WINML_PERF_TEST_PYCACHE=_PYCACHE, PYTHONPYCACHEPREFIX=_PYCACHE)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = REPO / "bundles"
@@ -47,11 +62,26 @@ class CliResult:
         return json.loads(self.stdout)
 
 
+#: This worker's fork server (tests/cli_fork.py): `winml` runs without re-importing the package.
+_RUN_SERVER = RunServer()
+atexit.register(_RUN_SERVER.close)
+
+
 def run_winml(*args: str, cwd: Path | None = None, env: dict | None = None, timeout: float = 300) -> CliResult:
-    """Run `python -m winml_perf ARGS` as a subprocess, the way a user runs `winml`."""
+    """Run `python -m winml_perf ARGS` in a process of its own, the way a user runs `winml`: a fork
+    of this worker's server that already imported the package, or a plain subprocess where a fork
+    could not reproduce the run (tests/cli_fork.py)."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    argv = [str(a) for a in args]
+    with tempfile.TemporaryDirectory(prefix="winml-run-") as folder:
+        out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+        out.touch()
+        err.touch()
+        code = _RUN_SERVER.run(argv, full_env, cwd, out, err, timeout)
+        if code is not None:
+            return CliResult(code, out.read_text(errors="replace"), err.read_text(errors="replace"))
     proc = subprocess.run(
-        [sys.executable, "-m", "winml_perf", *map(str, args)],
+        [sys.executable, "-m", "winml_perf", *argv],
         capture_output=True,
         text=True,
         cwd=cwd,
