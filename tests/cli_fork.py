@@ -15,6 +15,7 @@ no threads); numpy's and scipy's OpenBLAS pools re-create their threads after a 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -28,6 +29,24 @@ from pathlib import Path
 #: Variables read at interpreter start or at import time: a run that changes one is a subprocess.
 IMPORT_TIME_PREFIXES = ("LD_", "PYTHON", "TYPER_", "_TYPER_")
 IMPORT_TIME_NAMES = {"TERMINAL_WIDTH", "FORCE_COLOR", "PY_COLORS", "GITHUB_ACTIONS", "OPENBLAS_NUM_THREADS"}
+
+
+#: What a run imports after the package: typer's parameter adapters (pydantic), the record's schema
+#: validator, the stores' SQL dialects, the intervals' t quantile. Never onnxruntime (a thread).
+LIBRARIES = (
+    "typer._adapters",
+    "pydantic",
+    "pydantic.main",
+    "pydantic.type_adapter",
+    "jsonschema",
+    "jsonschema.validators",
+    "jsonschema_specifications",
+    "sqlalchemy.dialects.sqlite",
+    "sqlalchemy.dialects.postgresql",
+    "scipy.special",
+    "psutil",
+    "pynvml",
+)
 
 
 def _import_time(name: str) -> bool:
@@ -45,7 +64,9 @@ def _preload() -> None:
     for module in pkgutil.walk_packages(winml_perf.__path__, "winml_perf."):
         if not module.name.endswith("__main__"):
             importlib.import_module(module.name)
-    import scipy.special  # noqa: F401  (the intervals' first use)
+    for name in LIBRARIES:
+        with contextlib.suppress(ImportError):  # an optional extra not installed here
+            importlib.import_module(name)
 
 
 def _child(request: Mapping) -> None:

@@ -7,10 +7,12 @@ Errors raised as ``WinmlPerfError`` become a one-line message and an exit code i
 from __future__ import annotations
 
 import atexit
+import functools
 import gc
 import os
 import signal
 import sys
+from typing import Any
 
 import typer
 
@@ -103,6 +105,13 @@ def _drop_stdout() -> None:
         os.close(devnull)
 
 
+@functools.cache
+def _command() -> Any:
+    """The click command tree typer builds from every command's signature (~0.2 CPU s, most of a
+    short command's own time): built once per process, not on every call of ``main``."""
+    return typer.main.get_command(app)
+
+
 def main(argv: list[str] | None = None) -> None:
     from winml_perf.support.stdio import own_stdout
 
@@ -114,7 +123,7 @@ def _main(argv: list[str] | None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     signals.install()
     try:
-        code = _exit_code(app(args=args, standalone_mode=False))
+        code = _exit_code(_command()(args=args, standalone_mode=False))
     except WinmlPerfError as exc:
         if _verbose(args):
             import traceback

@@ -11,15 +11,17 @@ from winml_perf import cli
 
 
 def _raising(exc):
-    def app(*_, **__):
+    """A stand-in for the CLI's command tree (cli._command) whose command raises ``exc``."""
+
+    def command(*_, **__):
         raise exc
 
-    return app
+    return lambda: command
 
 
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EROFS, errno.EACCES])
 def test_a_write_the_machine_refuses_is_exit_2_naming_the_path(monkeypatch, capsys, code):
-    monkeypatch.setattr(cli, "app", _raising(OSError(code, "refused", "/data/results/winml-perf.db")))
+    monkeypatch.setattr(cli, "_command", _raising(OSError(code, "refused", "/data/results/winml-perf.db")))
     with pytest.raises(SystemExit) as ended:
         cli.main(["results", "list"])
     err = capsys.readouterr().err
@@ -29,7 +31,7 @@ def test_a_write_the_machine_refuses_is_exit_2_naming_the_path(monkeypatch, caps
 
 
 def test_another_os_error_is_still_unexpected(monkeypatch, capsys):
-    monkeypatch.setattr(cli, "app", _raising(OSError(errno.EIO, "input/output error", "/dev/sdz")))
+    monkeypatch.setattr(cli, "_command", _raising(OSError(errno.EIO, "input/output error", "/dev/sdz")))
     with pytest.raises(SystemExit) as ended:
         cli.main(["results", "list"])
     assert ended.value.code == 1 and "unexpected OSError" in capsys.readouterr().err
