@@ -74,8 +74,8 @@ def _child(request: Mapping) -> None:
     code = 1
     try:
         stdin = os.open(os.devnull, os.O_RDONLY)
-        out = os.open(request["out"], os.O_WRONLY | os.O_TRUNC)
-        err = os.open(request["err"], os.O_WRONLY | os.O_TRUNC)
+        out = os.open(request["out"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        err = os.open(request["err"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         for fd, target in ((stdin, 0), (out, 1), (err, 2)):
             os.dup2(fd, target)
             os.close(fd)

@@ -75,8 +75,6 @@ def run_winml(*args: str, cwd: Path | None = None, env: dict | None = None, time
     argv = [str(a) for a in args]
     with tempfile.TemporaryDirectory(prefix="winml-run-") as folder:
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
-        out.touch()
-        err.touch()
         code = _RUN_SERVER.run(argv, full_env, cwd, out, err, timeout)
         if code is not None:
             return CliResult(code, out.read_text(errors="replace"), err.read_text(errors="replace"))
