@@ -184,7 +184,11 @@ class RunServer:
             assert self._proc.stdin and self._proc.stdout
             self._proc.stdin.write(json.dumps(request) + "\n")
             self._proc.stdin.flush()
-            answer = json.loads(self._proc.stdout.readline())
+            line = self._proc.stdout.readline()
+            if not line:  # the server died (it never should): this run and the rest are subprocesses
+                self._broken = True
+                return None
+            answer = json.loads(line)
             if answer["timed_out"]:
                 raise subprocess.TimeoutExpired(["winml", *argv], timeout)
             return int(answer["returncode"])

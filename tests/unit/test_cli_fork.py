@@ -72,3 +72,15 @@ def test_a_run_past_its_timeout_is_killed_and_raises_as_subprocess_does(server, 
     with pytest.raises(subprocess.TimeoutExpired):
         server.run(argv, env, tmp_path, out, err, timeout=1.5)
     assert server.run(["--version"], env, None, out, err, timeout=60) == 0  # the server lives on
+
+
+def test_a_server_that_died_hands_the_run_to_a_plain_subprocess(tmp_path):
+    server = RunServer()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    out, err = tmp_path / "out", tmp_path / "err"
+    assert server.run(["--version"], env, None, out, err, timeout=60) == 0
+    assert server._proc is not None
+    server._proc.kill()
+    server._proc.wait()
+    assert server.run(["--version"], env, None, out, err, timeout=60) is None
+    server.close()
