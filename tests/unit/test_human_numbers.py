@@ -141,3 +141,13 @@ def test_a_run_whose_interval_is_wider_than_its_median_still_prints_four_digits(
     for text in (render_run(run, width=10_000), run_text(run, "markdown")):
         for number in re.findall(r"(?<![\w.])(?:\d+\.\d+|\d{5,})(?![\w.])", text):  # not in a run id
             assert len(number.replace(".", "").lstrip("0")) <= 4, (number, text)
+
+
+def test_the_ci_target_warning_writes_its_width_in_four_digits_or_says_it_has_none():
+    from winml_perf.record.warnings import ci_not_reached
+
+    (wide,) = ci_not_reached("decode_tokens_per_s", 1446.123, 1.0, "max_time", 7)
+    assert "±1446 % after 7 iterations" in wide.message
+    (none,) = ci_not_reached("decode_tokens_per_s", float("nan"), 1.0, "max_time", 2)
+    assert "has no width yet after 2 iterations" in none.message and "nan" not in none.message
+    assert none.data["ci95_half_width_pct"] is None

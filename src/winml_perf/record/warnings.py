@@ -238,10 +238,11 @@ def check_partial_fallback(label: str, route: Route) -> list[BenchWarning]:
 def ci_not_reached(
     metric: str, half_width_pct: float, target_pct: float, stop_reason: str, n: int
 ) -> list[BenchWarning]:
+    width = f"is ±{percent(half_width_pct, 2)} %" if math.isfinite(half_width_pct) else "has no width yet"
     return [
         BenchWarning(
             CI_TARGET_NOT_REACHED,
-            f"the 95 % CI of the median {metric} is ±{percent(half_width_pct, 2)} % after {n} iterations, not within ±{target_pct:g} % "
+            f"the 95 % CI of the median {metric} {width} after {n} iterations, not within ±{target_pct:g} % "
             f"(stopped by {stop_reason})",
             "raise --max-time / --max-iterations, or accept a wider --target-ci",
             {
