@@ -122,25 +122,14 @@ def plan_route(
         raise UsageError(f"route {target.label} resolved to no execution provider", "pass --ep explicitly")
     chosen = _chosen_stages(config, stages)
     ep = eps.normalize_ep_name(target.ep)
-    genai_key = eps.genai_provider_name(ep)
-    device = getattr(target, "device", None) or (eps.EPS[ep].home_device if ep in eps.EPS else None)
     if ep_options:
         if ep == CPU:
             raise UsageError(
                 "--ep-option does not apply to the CPU EP (onnxruntime-genai takes no options for it)",
                 "drop --ep-option, or force an EP that takes options",
             )
-    decided = None if ep == CPU else decide(ep, device, dict(ep_options or {}), getattr(target, "device_source", None))
-    routes, updates = [], {}
-    for stage in config.stages:
-        before, _known = stage_ep(stage)
-        if stage.name not in chosen:
-            routes.append(_route(stage, before, before, stage.provider_options, False, "config"))
-            continue
-        after, source = _forced_options(config, stage, ep, genai_key, decided)
-        updates[stage.name] = list(after)
-        routes.append(_route(stage, before, ep, after, True, source))
-    rewritten, decoder_opts = _rewritten(config, updates, len(chosen) == len(config.stages))
+    decided = _decided(decide, ep, target, dict(ep_options or {}))
+    routes, rewritten, decoder_opts = _forced_routes(config, dict.fromkeys(chosen, ep), {ep: decided})
     if not any(r.changed for r in routes) and decoder_opts is None:
         warning = (
             f"route {target.label} changes nothing: every chosen stage already runs on {eps.ep_alias(ep)} "
@@ -184,20 +173,8 @@ def plan_assignment(
     for name, target in targets.items():
         ep = stage_eps[name]
         if ep not in decided:
-            device = getattr(target, "device", None) or (eps.EPS[ep].home_device if ep in eps.EPS else None)
-            source = getattr(target, "device_source", None)
-            decided[ep] = None if ep == CPU else decide(ep, device, asked.get(ep, {}), source)
-    routes, updates = [], {}
-    for stage in config.stages:
-        before, _known = stage_ep(stage)
-        if stage.name not in stage_eps:
-            routes.append(_route(stage, before, before, stage.provider_options, False, "config"))
-            continue
-        ep = stage_eps[stage.name]
-        after, source = _forced_options(config, stage, ep, eps.genai_provider_name(ep), decided[ep])
-        updates[stage.name] = list(after)
-        routes.append(_route(stage, before, ep, after, True, source))
-    rewritten, decoder_opts = _rewritten(config, updates, len(stage_eps) == len(config.stages))
+            decided[ep] = _decided(decide, ep, target, asked.get(ep, {}))
+    routes, rewritten, decoder_opts = _forced_routes(config, stage_eps, decided)
     assignment = tuple((s.name, stage_eps[s.name]) for s in config.stages if s.name in stage_eps)
     per_ep = tuple(d for d in decided.values() if d is not None)
     if not any(r.changed for r in routes) and decoder_opts is None:
@@ -209,6 +186,33 @@ def plan_assignment(
     return RoutePlan(
         label, label, None, tuple(routes), rewritten, decoder_opts is not None, (), None, assignment, per_ep
     )
+
+
+def _decided(decide: Decide, ep: str, target: Any, asked: dict) -> EffectiveOptions | None:
+    """The options ``ep`` runs with for ``target`` (its device, or the EP's home device); None for CPU."""
+    if ep == CPU:
+        return None
+    device = getattr(target, "device", None) or (eps.EPS[ep].home_device if ep in eps.EPS else None)
+    return decide(ep, device, asked, getattr(target, "device_source", None))
+
+
+def _forced_routes(
+    config: GenaiConfig, stage_eps: Mapping[str, str], decided: Mapping[str, EffectiveOptions | None]
+) -> tuple[list[StageRoute], GenaiConfig, list[dict] | None]:
+    """Every stage's route, those of ``stage_eps`` (stage -> EP) forced with their EP's ``decided``
+    options and the rest as the config places them; and the rewritten config (see _rewritten)."""
+    routes, updates = [], {}
+    for stage in config.stages:
+        before, _known = stage_ep(stage)
+        if stage.name not in stage_eps:
+            routes.append(_route(stage, before, before, stage.provider_options, False, "config"))
+            continue
+        ep = stage_eps[stage.name]
+        after, source = _forced_options(config, stage, ep, eps.genai_provider_name(ep), decided[ep])
+        updates[stage.name] = list(after)
+        routes.append(_route(stage, before, ep, after, True, source))
+    rewritten, decoder_opts = _rewritten(config, updates, len(stage_eps) == len(config.stages))
+    return routes, rewritten, decoder_opts
 
 
 def _rewritten(config: GenaiConfig, updates: dict, all_forced: bool) -> tuple[GenaiConfig, list[dict] | None]:
