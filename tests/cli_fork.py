@@ -50,7 +50,7 @@ LIBRARIES = (
 
 
 def _import_time(name: str) -> bool:
-    return name.startswith(IMPORT_TIME_PREFIXES) and name != "PYTHONUNBUFFERED" or name in IMPORT_TIME_NAMES
+    return (name.startswith(IMPORT_TIME_PREFIXES) and name != "PYTHONUNBUFFERED") or name in IMPORT_TIME_NAMES
 
 
 # -- the server (python -m tests.cli_fork) -----------------------------------------------------------
