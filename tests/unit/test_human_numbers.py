@@ -23,7 +23,7 @@ from winml_perf.publish.dashboard import write_dashboard
 from winml_perf.publish.render import render_run, run_text
 from winml_perf.results import load
 from winml_perf.results.store import open_store
-from winml_perf.support.human_numbers import human, percent
+from winml_perf.support.human_numbers import fixed, human
 
 #: A suffixed human number: four digits around the point, then k/M/G/T.
 SUFFIXED = r"-?(\d\.\d{3}|\d\d\.\d\d|\d{3}\.\d)[kMGT]"
@@ -126,7 +126,7 @@ def test_the_progress_line_writes_the_running_median_as_the_table_will():
     ],
 )
 def test_a_percentage_keeps_its_decimals_but_never_more_than_four_digits(value, decimals, signed, text):
-    assert percent(value, decimals, signed=signed) == text
+    assert fixed(value, decimals, signed=signed) == text
 
 
 def test_a_run_whose_interval_is_wider_than_its_median_still_prints_four_digits():
@@ -151,3 +151,19 @@ def test_the_ci_target_warning_writes_its_width_in_four_digits_or_says_it_has_no
     (none,) = ci_not_reached("decode_tokens_per_s", float("nan"), 1.0, "max_time", 2)
     assert "has no width yet after 2 iterations" in none.message and "nan" not in none.message
     assert none.data["ci95_half_width_pct"] is None
+
+
+def test_a_speed_up_of_hundreds_prints_four_digits_in_compare_and_tune():
+    """The QNN emulator's tiny bundle ran 425.94x config: ratios too keep to four digits."""
+    from winml_perf.compare.routes import INVOCATIONS, RouteComparison
+    from winml_perf.stats import significance as sig
+    from winml_perf.tune.standings import Standing, table_text
+
+    row = RouteComparison(
+        "b", "tb", 16, 8, "ep=qnn", "config", "decode_tokens_per_s", 425.94, 199.43, 910.31, sig.FASTER, 4, 20, 20,
+        2.0, pairing=INVOCATIONS, pooled_speedup=425.94,
+    )  # fmt: skip
+    assert "ran 425.9 +484.4/−226.5 × faster than config" in row.speed_sentence()
+    standing = Standing(1, "ep=qnn", "leader", 425.94, 199.43, 910.31, 4, "within precision tolerance", "")
+    text = table_text([standing], "decode")
+    assert "425.9× [199.4, 910.3]" in text and "425.940" not in text

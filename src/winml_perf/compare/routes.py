@@ -25,6 +25,7 @@ from winml_perf.model.equivalence_view import NOT_CHECKED, EquivalenceView
 from winml_perf.model.metrics import bigger_is_better
 from winml_perf.stats import significance as sig
 from winml_perf.support.errors import UsageError
+from winml_perf.support.human_numbers import fixed
 
 INVOCATIONS = "invocations"
 ROUNDS = "rounds"
@@ -95,7 +96,7 @@ class RouteComparison:
         s, _, _ = self._oriented()
         direction = "slower than" if self._slower() else "faster than"
         return (
-            f"{self.route} {metric_word(self.metric)}: {s:.2f} × {direction} {self.baseline_route} "
+            f"{self.route} {metric_word(self.metric)}: {fixed(s, 2)} × {direction} {self.baseline_route} "
             f"({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self._pairs_text()})"
             + (f"; {self.equivalence_text()}" if equivalence else "")
         )
@@ -115,7 +116,7 @@ class RouteComparison:
         """The CI around the printed speedup: '± 0.05' when symmetric at two decimals, else
         '+0.90/−0.03' (a lone '± 0.90' of the larger side would suggest a CI reaching below 1)."""
         s, lo, hi = self._oriented()
-        up, down = f"{max(hi - s, 0.0):.2f}", f"{max(s - lo, 0.0):.2f}"
+        up, down = fixed(max(hi - s, 0.0), 2), fixed(max(s - lo, 0.0), 2)
         return f"± {up}" if up == down else f"+{up}/−{down}"
 
     def sentence(self) -> str:
@@ -132,7 +133,7 @@ class RouteComparison:
             "as fast as" if self.verdict == sig.EQUIVALENT else "slower than" if self._slower() else "faster than"
         )
         text = (
-            f"{self.route} {metric_word(self.metric)} ran {s:.2f} {self.interval_text()} × {direction} "
+            f"{self.route} {metric_word(self.metric)} ran {fixed(s, 2)} {self.interval_text()} × {direction} "
             f"{self.baseline_route} ({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self._pairs_text()})"
         )
         if self.verdict == sig.EQUIVALENT:
@@ -164,7 +165,7 @@ class RouteComparison:
         if lo / band <= self.pooled_speedup <= hi * band:
             return None
         p = self.pooled_speedup
-        pooled = f"{p:.2f} × faster" if p >= 1 else f"{1 / p:.2f} × slower"
+        pooled = f"{fixed(p, 2)} × faster" if p >= 1 else f"{fixed(1 / p, 2)} × slower"
         return (
             f"why not the table's medians ({pooled}): this ratio pairs each {self.route} invocation with the"
             f" {self.baseline_route} invocation of its round and takes the median of the pairs' ratios; the"

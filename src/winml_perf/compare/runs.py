@@ -22,7 +22,7 @@ from winml_perf.model.metrics import bigger_is_better
 from winml_perf.stats import significance as sig
 from winml_perf.stats.run_change import run_change
 from winml_perf.support.errors import StoreError, UsageError
-from winml_perf.support.human_numbers import human, percent
+from winml_perf.support.human_numbers import fixed, human
 
 #: Selectors that pick a run of each series: a series with one run has no pair.
 PER_SERIES_SELECTORS = ("latest", "previous")
@@ -68,7 +68,7 @@ class RunChange:
         )
         return (
             f"{label or key_label(self.key)} {metric_word(self.metric)}: {human(self.baseline_median)} -> {human(self.candidate_median)} "
-            f"({sign}{percent(self.delta_pct, 2)}%{self.interval_text()} over {self.n_baseline} vs {self.n_candidate}"
+            f"({sign}{fixed(self.delta_pct, 2)}%{self.interval_text()} over {self.n_baseline} vs {self.n_candidate}"
             f" invocations): {self.verdict}{flag}"
         )
 
@@ -76,7 +76,7 @@ class RunChange:
         """' [-9.3%, -4.1%]', or '' when there is no interval (too few invocations)."""
         if not (math.isfinite(self.delta_low_pct) and math.isfinite(self.delta_high_pct)):
             return ""
-        return f" [{percent(self.delta_low_pct, signed=True)}%, {percent(self.delta_high_pct, signed=True)}%]"
+        return f" [{fixed(self.delta_low_pct, signed=True)}%, {fixed(self.delta_high_pct, signed=True)}%]"
 
     def to_dict(self) -> dict:
         d = asdict(self)

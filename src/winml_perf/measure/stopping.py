@@ -21,7 +21,7 @@ from typing import Literal
 
 from winml_perf.model.spec import IterationPolicy
 from winml_perf.stats import median_interval, next_repetition, variance_components
-from winml_perf.support.human_numbers import percent
+from winml_perf.support.human_numbers import fixed
 
 STOP_ITERATIONS = "iterations"
 STOP_CI_TARGET = "ci_target"
@@ -98,8 +98,8 @@ def decide(
         return _new_invocation(
             policy,
             k,
-            f"the interval (±{percent(half, 2)} %) is over {MODEL_SLACK:g}x wider than the variance "
-            f"model predicts (±{percent(predicted, 2)} %): {k} invocations underestimate the variance between "
+            f"the interval (±{fixed(half, 2)} %) is over {MODEL_SLACK:g}x wider than the variance "
+            f"model predicts (±{fixed(predicted, 2)} %): {k} invocations underestimate the variance between "
             f"them, and only another invocation can show it",
             half,
         )

@@ -26,7 +26,7 @@ from winml_perf.publish.run_table import (
     token_columns,
     with_equivalence,
 )
-from winml_perf.support.human_numbers import percent
+from winml_perf.support.human_numbers import fixed
 
 
 def _f(value: float | None, digits: int = 1) -> str:
@@ -156,7 +156,7 @@ def _stop_lines(cells: Sequence[CellRecord]) -> list[str]:
             s = c.summary
             ci = s.primary_ci95_half_width_pct
             lines.append(
-                f"[{c.cell_key}] stopped by {c.stop_reason}: ±{'-' if ci is None else percent(ci, 2)}% "
+                f"[{c.cell_key}] stopped by {c.stop_reason}: ±{'-' if ci is None else fixed(ci, 2)}% "
                 f"({_covers(c)}) against --target-ci {policy.target_ci_pct:g}%, "
                 f"{s.invocations or 1} invocation(s), {s.iterations} iterations"
             )

@@ -24,7 +24,7 @@ from winml_perf.model.equivalence_view import COLUMNS as EQUIVALENCE_COLUMNS
 from winml_perf.model.equivalence_view import VERDICT_COLUMN, EquivalenceView, view_of
 from winml_perf.model.record import CellRecord
 from winml_perf.publish.formats import human
-from winml_perf.support.human_numbers import percent
+from winml_perf.support.human_numbers import fixed
 
 #: Width assumed for a table written to a pipe or file without $COLUMNS: every column is kept.
 UNLIMITED = 10_000
@@ -205,10 +205,10 @@ def shown(col: Column, c: CellRecord, mixed_ci: bool) -> str:
         return equivalence_of(c).label()  # 'NOT equivalent' in capitals, 'not checked' without a check
     v = col.value(c)
     if col.name == CI_NAME:
-        return "-" if v is None else f"±{percent(v)}%" + (f" {covers(c)}" if mixed_ci else "")
+        return "-" if v is None else f"±{fixed(v)}%" + (f" {covers(c)}" if mixed_ci else "")
     text = "-" if v is None else human(v)
     cv = _cv(c, col.spread) if col.spread and v is not None else None
-    return text if cv is None else f"{text} σ{percent(cv)}%"
+    return text if cv is None else f"{text} σ{fixed(cv)}%"
 
 
 def ci_head(cells: Sequence[CellRecord]) -> str:

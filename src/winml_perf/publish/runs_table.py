@@ -22,7 +22,7 @@ from typing import Any
 from winml_perf.compare.runs import RunChange, RunsReport
 from winml_perf.compare.text import metric_word, shape_label
 from winml_perf.publish.run_table import wrapped
-from winml_perf.support.human_numbers import human, percent
+from winml_perf.support.human_numbers import fixed, human
 
 HEAD = ["series", "metric", "inv base", "inv cand", "baseline", "candidate", "Δ %", "Δ 95% CI", "p", "verdict", "gate"]
 #: Columns in the order they leave a narrow terminal (the others always stay).
@@ -62,7 +62,7 @@ def human_rows(report: RunsReport) -> list[list[str]]:
             str(r.n_candidate),
             human(r.baseline_median),
             human(r.candidate_median),
-            percent(r.delta_pct, 2, signed=True),
+            fixed(r.delta_pct, 2, signed=True),
             r.interval_text().strip(" []"),
             _p(r.p_value),
             r.verdict,

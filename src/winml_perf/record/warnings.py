@@ -14,7 +14,7 @@ from typing import Any
 from winml_perf.model.route import CPU, Route
 from winml_perf.stats import detect_drift, detect_modes
 from winml_perf.stats import sample_stats as stats
-from winml_perf.support.human_numbers import human, percent
+from winml_perf.support.human_numbers import fixed, human
 
 #: Coefficient of variation above which a cell's numbers are called unstable.
 CV_THRESHOLD_PCT = 5.0
@@ -72,7 +72,7 @@ def check_cv(metric: str, values: Sequence[float], threshold_pct: float = CV_THR
     return [
         BenchWarning(
             HIGH_CV,
-            f"{metric} varied a lot between iterations (CV {percent(cv)} % > {threshold_pct:g} %)",
+            f"{metric} varied a lot between iterations (CV {fixed(cv)} % > {threshold_pct:g} %)",
             "close other programs, pin the power plan / CPU governor to performance, add warmup, or use --target-ci",
             {"metric": metric, "cv_pct": cv, "threshold_pct": threshold_pct},
         )
@@ -238,7 +238,7 @@ def check_partial_fallback(label: str, route: Route) -> list[BenchWarning]:
 def ci_not_reached(
     metric: str, half_width_pct: float, target_pct: float, stop_reason: str, n: int
 ) -> list[BenchWarning]:
-    width = f"is ±{percent(half_width_pct, 2)} %" if math.isfinite(half_width_pct) else "has no width yet"
+    width = f"is ±{fixed(half_width_pct, 2)} %" if math.isfinite(half_width_pct) else "has no width yet"
     return [
         BenchWarning(
             CI_TARGET_NOT_REACHED,

@@ -44,10 +44,11 @@ def human(value: Any, digits: int = SIGNIFICANT) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def percent(value: float, decimals: int = 1, signed: bool = False) -> str:
-    """A percentage for a person: ``decimals`` places (5.372 -> '5.4'), but never more than
-    ``SIGNIFICANT`` significant digits (1446.1 -> '1446', 12345.6 -> '12.35k'); '' when not
-    finite. ``signed`` writes '+' before a non-negative value (+4.1, -9.3)."""
+def fixed(value: float, decimals: int = 1, signed: bool = False) -> str:
+    """A percentage or a ratio for a person, in a column of even decimals: ``decimals`` places
+    (5.372 -> '5.4'), but never more than ``SIGNIFICANT`` significant digits (1446.1 -> '1446',
+    12345.6 -> '12.35k', a 425.94x speed-up -> '425.9'); '' when not finite. ``signed`` writes '+'
+    before a non-negative value (+4.1, -9.3)."""
     if not math.isfinite(value):
         return ""
     text = f"{value:.{decimals}f}"

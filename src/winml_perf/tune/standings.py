@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from winml_perf.model.spec import finite_or_none
+from winml_perf.support.human_numbers import fixed
 from winml_perf.tune.candidates import CONFIG_LABEL
 from winml_perf.tune.prune import Pruned
 from winml_perf.tune.race import Race, Speedup
@@ -85,8 +86,8 @@ def standings(race: Race, pruned: Sequence[Pruned], equivalence: Mapping[str, st
 
 def _ratio_text(sp: Speedup) -> str:
     if not sp.has_interval:
-        return f"{sp.estimate:.2f}× (too few paired invocations for an interval)"
-    return f"{sp.estimate:.2f}× [{sp.low:.2f}, {sp.high:.2f}]"
+        return f"{fixed(sp.estimate, 2)}× (too few paired invocations for an interval)"
+    return f"{fixed(sp.estimate, 2)}× [{fixed(sp.low, 2)}, {fixed(sp.high, 2)}]"
 
 
 def verdict(race: Race, equivalence: Mapping[str, str | None], objective_word: str) -> Verdict:
@@ -121,7 +122,9 @@ def verdict(race: Race, equivalence: Mapping[str, str | None], objective_word: s
         )
     eq = equivalence.get(lead) or "equivalence not judged"
     return Verdict(
-        WINNER, lead, f"{lead} is {sp.estimate:.2f}× {better} than config [{sp.low:.2f}, {sp.high:.2f}], {eq}"
+        WINNER,
+        lead,
+        f"{lead} is {fixed(sp.estimate, 2)}× {better} than config [{fixed(sp.low, 2)}, {fixed(sp.high, 2)}], {eq}",
     )
 
 
@@ -139,9 +142,9 @@ def table_text(rows: Sequence[Standing], metric: str) -> str:
         elif s.route == CONFIG_LABEL:
             ratio = "1 (reference)"
         elif s.low is None or s.high is None:
-            ratio = f"{s.speedup:.3f}×"
+            ratio = f"{fixed(s.speedup, 3)}×"
         else:
-            ratio = f"{s.speedup:.3f}× [{s.low:.3f}, {s.high:.3f}]"
+            ratio = f"{fixed(s.speedup, 3)}× [{fixed(s.low, 3)}, {fixed(s.high, 3)}]"
         body.append(
             ("" if s.rank is None else str(s.rank), s.route, ratio, str(s.pairs), s.equivalence or "-", s.status, s.why)
         )
