@@ -27,7 +27,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 if "WINML_PERF_TEST_PYCACHE" not in os.environ:
     # Each `winml` a test starts compiles ~150 of our modules when bytecode is not cached
-    # (PYTHONDONTWRITEBYTECODE=1, as on the CI machines): ~0.35 CPU s a process, hundreds of them.
+    # (PYTHONDONTWRITEBYTECODE=1, as on this machine): ~0.35 CPU s a process, hundreds of them.
     # The session's processes share one bytecode cache in a temporary folder instead (workers and
     # their subprocesses inherit it); nothing is written into the source tree.
     _PYCACHE = tempfile.mkdtemp(prefix="winml-perf-pycache-")
