@@ -93,20 +93,25 @@ def test_explain_breaks_a_prompt_pass_and_a_decode_step_into_stages_and_operator
     check_sums(cell)
 
 
+#: Width of the difference test's MatMuls: at 256 the 8 extra MatMuls cost 0.47 ms a run, which a
+#: loaded machine's scheduling noise in the "outside operators" time could outgrow; at 1024, 16x that.
+WIDTH = 1024
+
+
 def _model(path: Path, extra_matmuls: int) -> Path:
-    """x [1, 256] -> Relu -> y; with ``extra_matmuls`` chained 256x256 MatMuls in between (the known extra cost)."""
+    """x [64, WIDTH] -> Relu -> y; with ``extra_matmuls`` chained WIDTH x WIDTH MatMuls in between (the known extra cost)."""
     rng = np.random.default_rng(3)
     nodes, inits, last = [helper.make_node("Relu", ["x"], ["h0"])], [], "h0"
     for i in range(extra_matmuls):
-        inits.append(numpy_helper.from_array(rng.standard_normal((256, 256)).astype(np.float32) / 16, f"w{i}"))
+        inits.append(numpy_helper.from_array(rng.standard_normal((WIDTH, WIDTH)).astype(np.float32) / 32, f"w{i}"))
         nodes.append(helper.make_node("MatMul", [last, f"w{i}"], [f"m{i}"]))
         last = f"m{i}"
     nodes.append(helper.make_node("Identity", [last], ["y"]))
     graph = helper.make_graph(
         nodes,
         "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 256])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, 256])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, WIDTH])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64, WIDTH])],
         inits,
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
