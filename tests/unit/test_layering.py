@@ -19,7 +19,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("stats", "onnxfile"),  # pure math; .onnx readers
     ("ep", "power"),  # the EP table, devices, plugins; energy meters and the power state
     ("session",),  # sessions over onnxruntime / onnxruntime-genai
-    ("bundle", "synth"),  # genai config, routing, derived bundles, compile; synthetic bundles
+    ("bundle", "synth", "convert"),  # genai config, routing, derived bundles, compile; synthetic bundles; GGUF → bundle
     ("explain",),  # profiles of a route
     ("record",),  # building a cell record
     ("results",),  # the store

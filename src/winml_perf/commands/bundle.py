@@ -20,6 +20,7 @@ from tabulate import tabulate
 from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
 from winml_perf.commands.bundle_travel import export_prepared, import_prepared
+from winml_perf.commands.from_gguf import from_gguf
 from winml_perf.commands.help_style import PlainTyper
 from winml_perf.commands.synth import synth
 from winml_perf.ep import table as eps
@@ -34,6 +35,7 @@ PREPARE_FORMATS = ("table", "json")
 
 app = PlainTyper(help="Make, inspect, prepare and clean model bundles.", no_args_is_help=True)
 app.command("synth")(synth)
+app.command("from-gguf")(from_gguf)
 app.command("export-prepared")(export_prepared)
 app.command("import-prepared")(import_prepared)
 
