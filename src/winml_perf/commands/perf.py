@@ -644,6 +644,8 @@ def perf(
         raise RunInterrupted(outcome.interrupted, _kept(outcome, run, [str(p) for p, _ in exports.values()]))
     doc = run.to_dict()  # the closing summary and --explain read the record's JSON document
     _print_run(run, doc, fmt)
+    if verbose or check_outputs:
+        _print_texts(doc, sys.stdout if fmt == "table" else sys.stderr)
     if explain:
         from winml_perf.explain.text import run_explain_text
 
@@ -707,6 +709,20 @@ def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
     print(render_run(run, warnings_only=True), file=sys.stderr, end="")
     for line in summary:
         print(line, file=sys.stderr)
+
+
+def _printable(text: str) -> str:
+    """Generated text without terminal control codes (a model can emit ESC or BEL): shown escaped."""
+    return "".join(c if c in "\n\t" or (c.isprintable() and c != "\x1b") else repr(c)[1:-1] for c in text)
+
+
+def _print_texts(doc: dict, stream) -> None:
+    """What each route generated from a text prompt (--verbose, --check-outputs), one block per cell."""
+    for cell in doc.get("cells", []):
+        text = (cell.get("output") or {}).get("text")
+        if text:
+            label = f"{cell['route']['label']} p{cell['shape']['prompt_tokens']} n{cell['shape']['max_new_tokens']}"
+            print(f"\n{label} generated:\n  " + _printable(text).replace("\n", "\n  "), file=stream)
 
 
 def run_export(run: RunRecord, fmt: str) -> str:

@@ -174,6 +174,12 @@ def read_gguf(path: Path) -> GgufModel:
     except (ValueError, OSError, KeyError) as exc:
         raise UsageError(f"{path}: not a readable GGUF file ({exc})", "give a llama.cpp GGUF model file") from exc
     fields = reader.fields
+    arch = str(_field(fields, "general.architecture", path))
+    if arch not in ARCHITECTURES:
+        raise UsageError(
+            f"{path}: architecture '{arch}' (general.architecture) is not supported",
+            f"supported: {', '.join(ARCHITECTURES)}",
+        )
     tokenizer = _tokenizer(fields, path)
     hyper = _hyper(fields, path, len(tokenizer.tokens))
     tensors = {t.name: _tensor(t, path) for t in reader.tensors}

@@ -26,7 +26,9 @@ PRE_TOKENIZERS = ("smollm", "qwen2", "gpt-2", "default")
 def _pre_tokenizer(pre: str) -> dict[str, Any]:
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     if pre == "smollm":
-        digits = {"type": "Digits", "individual_digits": True}
+        # llama.cpp's two passes: every digit its own piece, then GPT-2's split. Written as a Split on \p{N}
+        # (not the Digits pre-tokenizer): onnxruntime-genai's tokenizer ignores Digits and reads this.
+        digits = {"type": "Split", "pattern": {"Regex": r"\p{N}"}, "behavior": "Isolated", "invert": False}
         return {"type": "Sequence", "pretokenizers": [digits, byte_level]}
     if pre == "qwen2":
         split = {"type": "Split", "pattern": {"Regex": _QWEN2_SPLIT}, "behavior": "Isolated", "invert": False}

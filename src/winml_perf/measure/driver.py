@@ -224,6 +224,7 @@ class CellDriver:
             invocation_kind="process" if self.context.isolate else "session",
             energy=energy.cell_section(self.context, self.cell.route_label, s),
             timeline=tuple(s.timeline),
+            output_text=s.end.output_text if s.end is not None else None,
         )
 
     def _memory(self, scope: str) -> dict[str, Any]:

@@ -97,6 +97,7 @@ class CellResult:
     invocation_kind: str = "process"  # what one invocation is: a fresh "process", or a fresh "session" in process
     energy: dict[str, Any] = field(default_factory=dict)  # J/token per phase or why not, idle, power state
     timeline: tuple[dict[str, Any], ...] = ()  # a sustained run (--duration): one point per batch
+    output_text: str | None = None  # a text prompt's generated text, decoded by the bundle's tokenizer
 
     @property
     def ok(self) -> bool:

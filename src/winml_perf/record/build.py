@@ -224,7 +224,7 @@ def cell_record(
         warnings=tuple(record_warning(w) for w in cell_warnings(result, metrics, section)),
         failure=result.failure,
         stop_reason=result.stop_reason,
-        output=output_fingerprint(result.samples),
+        output={**output_fingerprint(result.samples), **({"text": result.output_text} if result.output_text else {})},
         roofline=roof,
         started_utc=result.started_utc,
         finished_utc=result.finished_utc,

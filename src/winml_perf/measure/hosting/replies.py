@@ -51,6 +51,7 @@ class EndReply:
 
     memory: dict[str, Any] = field(default_factory=dict)
     route_actual: dict[str, Any] = field(default_factory=dict)
+    output_text: str | None = None  # a text prompt's generated text (the last iteration's), decoded
 
 
 @dataclass(frozen=True)

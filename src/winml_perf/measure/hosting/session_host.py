@@ -98,6 +98,7 @@ class SessionHost:
                 self._marks = []
                 timing = self.session.generate_timed(self._prompt_ids, cell.max_new_tokens, mark=self._mark)
             sample = IterationSample.from_timing(timing, round_index)
+            self._last_token_ids = sample.token_ids
         else:
             sample = IterationSample(latency_ms=float(self.session.run_timed()), round_index=round_index)
         if first:
@@ -178,5 +179,16 @@ class SessionHost:
                 route_actual = dict(actual())
             except Exception as exc:  # reporting must not kill a finished measurement
                 route_actual = {"error": f"{type(exc).__name__}: {exc}"}
+        text = self._output_text()
         self._cell = None
-        return EndReply(memory, route_actual)
+        return EndReply(memory, route_actual, text)
+
+    def _output_text(self) -> str | None:
+        """What a text prompt generated, as the bundle's tokenizer reads it; None for synthetic tokens."""
+        ids = getattr(self, "_last_token_ids", ())
+        if self._cell is None or self._cell.prompt.text is None or not ids:
+            return None
+        try:
+            return str(self.session.decode(ids))
+        except Exception:  # the text is a courtesy; the measurement stands without it
+            return None

@@ -1,0 +1,139 @@
+"""`winml bundle from-gguf` on small GGUF files written here: every block layout carried over exactly,
+the graph equal to a numpy model written from llama.cpp's definitions, and clear refusals."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+gguf = pytest.importorskip("gguf")
+pytest.importorskip("tokenizers")
+pytest.importorskip("onnx")
+
+from tests import gguf_reference  # noqa: E402
+from tests.gguf_files import write_gguf  # noqa: E402
+from winml_perf.convert import blocks  # noqa: E402
+from winml_perf.convert.decoder_graph import GraphOptions, unpermute_order  # noqa: E402
+from winml_perf.convert.from_gguf import convert  # noqa: E402
+from winml_perf.convert.gguf_file import read_gguf  # noqa: E402
+
+QUIET = dict(log=lambda message: None)
+
+
+@pytest.mark.parametrize("type_name", ["Q4_0", "Q4_1", "Q8_0"])
+def test_blocks_carry_over_to_matmulnbits_without_requantizing(type_name):
+    rng = np.random.default_rng(1)
+    values = rng.normal(0, 1, (48, 96)).astype(np.float32)
+    values[3] += 5.0  # a row far from zero: Q4_1's min matters
+    qtype = gguf.GGMLQuantizationType[type_name]
+    raw = gguf.quants.quantize(values, qtype)
+    reference = gguf.quants.dequantize(raw, qtype).reshape(48, 96)
+    nb = blocks.to_nbits(raw, type_name, 48, 96)
+    assert nb.bits == (8 if type_name == "Q8_0" else 4)
+    # what MatMulNBits computes from these inputs equals llama.cpp's dequantized values
+    np.testing.assert_allclose(blocks.nbits_values(nb), reference, rtol=0, atol=1e-6 * np.abs(reference).max())
+    np.testing.assert_array_equal(blocks.dequantize(raw, type_name, 48, 96), reference)
+
+
+def test_row_reorder_is_exact_and_undoes_llama_cpp_permutation():
+    heads, head_dim = 3, 8
+    hf_rows = np.arange(heads * head_dim)
+    # llama.cpp's converter: reshape(heads, 2, dim/2).swapaxes(1, 2)
+    gguf_rows = hf_rows.reshape(heads, 2, head_dim // 2).swapaxes(1, 2).reshape(-1)
+    np.testing.assert_array_equal(gguf_rows[unpermute_order(heads * head_dim, heads)], hf_rows)
+
+
+def _logits(bundle, ids):
+    import onnxruntime as ort
+
+    config = json.loads((bundle / "genai_config.json").read_text())["model"]["decoder"]
+    session = ort.InferenceSession(str(bundle / "model.onnx"))
+    feeds = {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, len(ids)), np.int64)}
+    empty = np.zeros((1, config["num_key_value_heads"], 0, config["head_size"]), np.float32)
+    for i in range(config["num_hidden_layers"]):
+        feeds[f"past_key_values.{i}.key"] = feeds[f"past_key_values.{i}.value"] = empty
+    return session.run(["logits"], feeds)[0][0]
+
+
+CASES = [
+    ("llama", "Q4_1", "Q8_0", True),
+    ("llama", "Q4_0", "F16", True),
+    ("llama", "Q8_0", "Q8_0", False),
+    ("llama", "F16", "F32", True),
+    ("qwen2", "F32", "Q8_0", False),
+    ("qwen2", "Q4_1", "Q4_0", True),
+]
+
+
+@pytest.mark.parametrize("arch,linear,embed,tied", CASES)
+def test_converted_graph_equals_llama_cpp_definitions(tmp_path, arch, linear, embed, tied):
+    source = write_gguf(tmp_path / "m.gguf", arch, linear, embed, tied=tied, seed=3)
+    summary = convert(source, tmp_path / "bundle", GraphOptions(accuracy_level=0), **QUIET)
+    ids = [5, 40, 77, 120, 9, 200, 33, 61, 250]
+    expected = gguf_reference.logits(read_gguf(source), ids)
+    got = _logits(tmp_path / "bundle", ids)
+    assert np.abs(got - expected).max() < 1e-3 * max(1.0, np.abs(expected).max())
+    np.testing.assert_array_equal(got.argmax(-1), expected.argmax(-1))
+    if linear.startswith("Q"):
+        assert any("carried over" in how for how in summary["weights"]), summary["weights"]
+        assert summary["max_carry_over_error"] < 1e-5
+
+
+def test_fp32_and_int4_precisions(tmp_path):
+    source = write_gguf(tmp_path / "m.gguf", "llama", "F32", "F32")
+    ids = [5, 40, 77, 120]
+    expected = gguf_reference.logits(read_gguf(source), ids)
+    fp32 = convert(source, tmp_path / "fp32", GraphOptions(precision="fp32", accuracy_level=0), **QUIET)
+    assert set(fp32["weights"]) == {"F32 as float32 MatMul", "F32 embedding as float32 Gather"}
+    assert np.abs(_logits(tmp_path / "fp32", ids) - expected).max() < 1e-3
+    int4 = convert(source, tmp_path / "int4", GraphOptions(precision="int4", accuracy_level=0), **QUIET)
+    assert any("quantized to int4" in how for how in int4["weights"]), int4["weights"]
+    got = _logits(tmp_path / "int4", ids)
+    assert 1e-3 < np.abs(got - expected).max()  # re-quantized: not the file's values any more
+    assert np.corrcoef(got.ravel(), expected.ravel())[0, 1] > 0.9
+
+
+def test_genai_generates_the_reference_greedy_tokens(tmp_path):
+    """The KV cache, the attention mask and rotary positions of decode steps, through onnxruntime-genai."""
+    import onnxruntime_genai as og
+
+    source = write_gguf(tmp_path / "m.gguf", "llama", "Q4_1", "Q8_0", seed=5)
+    convert(source, tmp_path / "bundle", GraphOptions(accuracy_level=0), **QUIET)
+    model = read_gguf(source)
+    prompt = [7, 100, 150, 42, 61]
+    expected = list(prompt)
+    for _ in range(8):
+        expected.append(int(gguf_reference.logits(model, expected)[-1].argmax()))
+    og_model = og.Model(str(tmp_path / "bundle"))
+    params = og.GeneratorParams(og_model)
+    params.set_search_options(max_length=len(expected), min_length=len(expected), do_sample=False)
+    generator = og.Generator(og_model, params)
+    generator.append_tokens(np.array(prompt, np.int32))
+    got = list(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+        got.append(int(generator.get_next_tokens()[0]))
+    assert got == expected
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2"])
+def test_tokenizer_files_read_by_genai_and_tokenizers_alike(tmp_path, arch):
+    import onnxruntime_genai as og
+    from tokenizers import Tokenizer
+
+    source = write_gguf(tmp_path / "m.gguf", arch, "Q8_0", "Q8_0")
+    convert(source, tmp_path / "bundle", GraphOptions(), **QUIET)
+    hf = Tokenizer.from_file(str(tmp_path / "bundle" / "tokenizer.json"))
+    og_tok = og.Tokenizer(og.Model(str(tmp_path / "bundle")))
+    texts = ["the 1234 theatre", "  12 a", " 1 22  333", " a tin\nthe", "<|im_start|>user\nhe 9<|im_end|>", "ÿ€ done"]
+    for text in texts:
+        ids = hf.encode(text).ids
+        assert list(og_tok.encode(text)) == ids, text
+    assert hf.encode("12").ids == [hf.token_to_id("1"), hf.token_to_id("2")]  # one digit a token, both pre-tokenizers
+    assert hf.encode("<|im_end|>").ids == [2]
+    config = json.loads((tmp_path / "bundle" / "tokenizer_config.json").read_text())
+    assert "chat_template" in config and config["eos_token"] == "<|im_end|>"
+    provenance = json.loads((tmp_path / "bundle" / "gguf.json").read_text())
+    assert provenance["source"] == "m.gguf" and len(provenance["source_sha256"]) == 64
