@@ -55,7 +55,7 @@ SENTENCES = [
     "   leading spaces, trailing spaces   ",
     "line one\nline two\n\nline four\r\nwindows line",
     "They're here; we've gone; I'm sure you'll see it's fine, she'd say.",
-    "HTTP/1.1 200 OK\nContent-Type: application/json\n\n{\"key\": [1, 2, 3]}",
+    'HTTP/1.1 200 OK\nContent-Type: application/json\n\n{"key": [1, 2, 3]}',
     "E = mc^2, a² + b² = c², ∑_{i=1}^{n} i = n(n+1)/2",
     "<|im_start|> is a special token, written as text here.",
 ]

@@ -20,7 +20,9 @@ MERGES = ("Ġ t", "h e", "Ġt he", "Ġ a", "i n", "Ġ 1")
 
 def byte_tokens() -> list[str]:
     """GPT-2's byte-to-unicode alphabet, in byte order."""
-    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    printable = (
+        list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    )
     chars, extra = {}, 0
     for b in range(256):
         if b in printable:

@@ -17,7 +17,11 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 ORACLE = Path(__file__).resolve().parents[1] / "data" / "real_model" / "smollm2_llamacpp.json"
-DEFAULT = Path(os.environ.get("WINML_PERF_CACHE_DIR", Path.home() / ".cache" / "winml-perf")) / "models" / "smollm2-135m-instruct"
+DEFAULT = (
+    Path(os.environ.get("WINML_PERF_CACHE_DIR", Path.home() / ".cache" / "winml-perf"))
+    / "models"
+    / "smollm2-135m-instruct"
+)
 
 
 @pytest.fixture(scope="module")

@@ -137,3 +137,15 @@ def test_tokenizer_files_read_by_genai_and_tokenizers_alike(tmp_path, arch):
     assert "chat_template" in config and config["eos_token"] == "<|im_end|>"
     provenance = json.loads((tmp_path / "bundle" / "gguf.json").read_text())
     assert provenance["source"] == "m.gguf" and len(provenance["source_sha256"]) == 64
+
+
+def test_layers_are_named_as_the_builder_names_them(tmp_path):
+    """The equivalence check's layer taps find every decoder layer's output in a converted model."""
+    import onnx
+
+    from winml_perf.bundle.variants import layer_tensors
+
+    source = write_gguf(tmp_path / "m.gguf", layers=3)
+    convert(source, tmp_path / "bundle", GraphOptions(), **QUIET)
+    model = onnx.load(str(tmp_path / "bundle" / "model.onnx"), load_external_data=False)
+    assert sorted(layer_tensors(model, add=True)) == [0, 1, 2]

