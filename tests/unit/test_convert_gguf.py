@@ -95,12 +95,19 @@ def test_fp32_and_int4_precisions(tmp_path):
     assert np.corrcoef(got.ravel(), expected.ravel())[0, 1] > 0.9
 
 
-def test_genai_generates_the_reference_greedy_tokens(tmp_path):
-    """The KV cache, the attention mask and rotary positions of decode steps, through onnxruntime-genai."""
+@pytest.mark.parametrize("pipeline", [False, True], ids=["flat", "pipeline"])
+def test_genai_generates_the_reference_greedy_tokens(tmp_path, pipeline):
+    """The KV cache, the attention mask and rotary positions of decode steps, through onnxruntime-genai;
+    the pipeline split (embeddings, transformer as context and iterator, lm_head) gives the same tokens."""
     import onnxruntime_genai as og
 
     source = write_gguf(tmp_path / "m.gguf", "llama", "Q4_1", "Q8_0", seed=5)
-    convert(source, tmp_path / "bundle", GraphOptions(accuracy_level=0), **QUIET)
+    convert(source, tmp_path / "bundle", GraphOptions(accuracy_level=0, pipeline=pipeline), **QUIET)
+    if pipeline:
+        config = json.loads((tmp_path / "bundle" / "genai_config.json").read_text())["model"]
+        assert config["type"] == "decoder-pipeline"
+        assert sorted(config["decoder"]["pipeline"][0]) == ["context", "embeddings", "iterator", "lm_head"]
+        assert not (tmp_path / "bundle" / "model.onnx").exists()
     model = read_gguf(source)
     prompt = [7, 100, 150, 42, 61]
     expected = list(prompt)

@@ -19,8 +19,8 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("stats", "onnxfile"),  # pure math; .onnx readers
     ("ep", "power"),  # the EP table, devices, plugins; energy meters and the power state
     ("session",),  # sessions over onnxruntime / onnxruntime-genai
-    ("bundle", "synth", "convert"),  # genai config, routing, derived bundles, compile; synthetic bundles; GGUF → bundle
-    ("explain",),  # profiles of a route
+    ("bundle", "synth"),  # genai config, routing, derived bundles, compile; synthetic bundles
+    ("explain", "convert"),  # profiles of a route; GGUF files into bundles (synth's pipeline split)
     ("record",),  # building a cell record
     ("results",),  # the store
     ("measure",),  # orchestrate, sweep, the cell driver and its schedules

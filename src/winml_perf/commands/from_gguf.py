@@ -35,6 +35,12 @@ def from_gguf(
             metavar="N", help="MatMulNBits accuracy_level: 4 = int8 activations (the builder's CPU default), 0 = float."
         ),
     ] = 4,
+    pipeline: Annotated[
+        bool,
+        typer.Option(
+            "--pipeline", help="An NPU-style decoder-pipeline bundle: embeddings, transformer, lm_head files."
+        ),
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty output folder.")] = False,
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json.")] = "table",
 ) -> None:
@@ -45,7 +51,7 @@ def from_gguf(
         raise UsageError(f"--accuracy-level {accuracy_level} is not one of 0-4", "4 for int8 activations, 0 for float")
     if fmt not in ("table", "json"):
         raise UsageError(f"--format {fmt!r} is not one of table, json", "pick one of those")
-    options = GraphOptions(precision=precision, accuracy_level=accuracy_level)
+    options = GraphOptions(precision=precision, accuracy_level=accuracy_level, pipeline=pipeline)
     summary = convert(gguf_file, output, options, force=force, log=lambda m: print(m, file=sys.stderr))
     if fmt == "json":
         print(json.dumps(summary, indent=2))

@@ -26,14 +26,19 @@ MS = "com.microsoft"
 class GraphOptions:
     precision: str = "auto"  # auto: each tensor as the file stores it; int4: float ones quantized; fp32: all float
     accuracy_level: int = 4  # MatMulNBits: 4 = int8 activations (the builder's CPU default), 0 = float
+    pipeline: bool = False  # three files (embeddings, transformer, lm_head) for a decoder-pipeline bundle
+
+
+#: The files of a pipeline bundle, in the order genai runs them (names as `winml bundle synth --pipeline`).
+EMBEDDINGS, TRANSFORMER, LM_HEAD = "embeddings.onnx", "transformer.onnx", "lm_head.onnx"
+FLAT = "model.onnx"
 
 
 @dataclass
 class Built:
     """The graph's parts and what the conversion did to each weight (for the summary)."""
 
-    nodes: list = field(default_factory=list)
-    initializers: list = field(default_factory=list)
+    parts: dict[str, tuple[list, list]] = field(default_factory=dict)  # file -> (nodes, initializers)
     weights: dict[str, int] = field(default_factory=dict)  # how each weight was written -> count
     max_carry_error: float = 0.0
     block_sums: dict[str, str] = field(default_factory=dict)  # activation -> its per-block sums
@@ -60,14 +65,20 @@ class _Writer:
         self.onnx, self.helper, self.numpy_helper = onnx, helper, numpy_helper
         self.model, self.hyper, self.options, self.log = model, model.hyper, options, log
         self.out = Built()
+        self.part = TRANSFORMER
+        self.embeds = "inputs_embeds" if options.pipeline else "/embed/output_0"
+        self.hidden = "hidden_states" if options.pipeline else "/final_norm/output_0"
 
     # -- small helpers -------------------------------------------------------------------------------
     def node(self, op: str, inputs: list[str], outputs: list[str], name: str, domain: str = "", **attrs) -> None:
-        self.out.nodes.append(self.helper.make_node(op, inputs, outputs, name=name, domain=domain, **attrs))
+        self._bucket()[0].append(self.helper.make_node(op, inputs, outputs, name=name, domain=domain, **attrs))
 
     def init(self, name: str, array: np.ndarray) -> str:
-        self.out.initializers.append(self.numpy_helper.from_array(np.ascontiguousarray(array), name))
+        self._bucket()[1].append(self.numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
+
+    def _bucket(self) -> tuple[list, list]:
+        return self.out.parts.setdefault(self.part, ([], []))
 
     def tensor(self, name: str) -> GgufTensor:
         try:
@@ -187,22 +198,23 @@ class _Writer:
             self.init("embed.weight_Q8", nb.packed.reshape(rows, cols))
             self.init("embed.weight_scales", nb.scales)
             self.node(
-                "GatherBlockQuantized", ["embed.weight_Q8", "input_ids", "embed.weight_scales"], ["/embed/output_0"],
+                "GatherBlockQuantized", ["embed.weight_Q8", "input_ids", "embed.weight_scales"], [self.embeds],
                 "/embed/GatherBlockQuantized", MS, gather_axis=0, quantize_axis=1, block_size=blocks.BLOCK, bits=8,
             )  # fmt: skip
             self.count("Q8_0 embedding carried over as 8-bit GatherBlockQuantized")
-            return "/embed/output_0", nb
-        self.node(
-            "Gather", [self.init("embed.weight", self.floats(t)), "input_ids"], ["/embed/output_0"], "/embed/Gather"
-        )
+            return self.embeds, nb
+        self.node("Gather", [self.init("embed.weight", self.floats(t)), "input_ids"], [self.embeds], "/embed/Gather")
         self.count(f"{t.type_name} embedding as float32 Gather")
-        return "/embed/output_0", None
+        return self.embeds, None
 
     def lm_head(self, x: str, shared: blocks.NBits | None) -> None:
         head = self.model.tensors.get("output.weight")
         if head is None and shared is not None:
             # tied: the LM head reads the embedding's own 8-bit blocks
-            inputs = [x, self.init("lm_head.weight_Q", shared.packed), "embed.weight_scales"]
+            scales = (
+                self.init("lm_head.weight_scales", shared.scales) if self.options.pipeline else "embed.weight_scales"
+            )
+            inputs = [x, self.init("lm_head.weight_Q", shared.packed), scales]
             n, k = shared.rows, shared.cols
             self.node(
                 "MatMulNBits", inputs, ["logits"], "/lm_head/MatMulNBits", MS,
@@ -282,12 +294,14 @@ class _Writer:
         return down, f"{p}/post_sum"
 
     def build(self):
-        onnx, helper, h = self.onnx, self.helper, self.hyper
+        h = self.hyper
         cos, sin = rope_caches(h)
         self.init("cos_cache", cos)
         self.init("sin_cache", sin)
         mask = self.attention_mask()
+        self.part = EMBEDDINGS
         x, shared = self.embeddings()
+        self.part = TRANSFORMER
         residual: str | None = None
         for i in range(h.layers):
             x, residual = self.layer(i, x, residual, mask)
@@ -297,36 +311,57 @@ class _Writer:
         self.node(
             "SkipSimplifiedLayerNormalization",
             [residual, x, final],
-            ["/final_norm/output_0"],
+            [self.hidden],
             f"/model/layers.{h.layers}/final_norm_layernorm/SkipLayerNorm",
             MS,
             epsilon=h.rms_eps,
         )
-        self.lm_head("/final_norm/output_0", shared)
+        self.part = LM_HEAD
+        self.lm_head(self.hidden, shared)
+        return self._models()
+
+    def _models(self) -> tuple[dict, Built]:
+        """{file name: ModelProto}: one flat decoder, or the three stages of a pipeline."""
+        onnx, helper, h = self.onnx, self.helper, self.hyper
         f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+        seq = ["batch_size", "sequence_length"]
+        ids = helper.make_tensor_value_info("input_ids", i64, seq)
+        embeds = helper.make_tensor_value_info("inputs_embeds", f32, [*seq, h.hidden])
+        hidden = helper.make_tensor_value_info("hidden_states", f32, [*seq, h.hidden])
+        logits = helper.make_tensor_value_info("logits", f32, [*seq, h.vocab_size])
         kv = ["batch_size", h.kv_heads, "past_sequence_length", h.head_dim]
         kv_out = ["batch_size", h.kv_heads, "total_sequence_length", h.head_dim]
-        inputs = [
-            helper.make_tensor_value_info("input_ids", i64, ["batch_size", "sequence_length"]),
-            helper.make_tensor_value_info("attention_mask", i64, ["batch_size", "total_sequence_length"]),
-        ]
-        outputs = [helper.make_tensor_value_info("logits", f32, ["batch_size", "sequence_length", h.vocab_size])]
+        past, present = [], []
         for i in range(h.layers):
             for kind in ("key", "value"):
-                inputs.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", f32, kv))
-                outputs.append(helper.make_tensor_value_info(f"present.{i}.{kind}", f32, kv_out))
-        graph = helper.make_graph(self.out.nodes, "decoder", inputs, outputs, self.out.initializers)
+                past.append(helper.make_tensor_value_info(f"past_key_values.{i}.{kind}", f32, kv))
+                present.append(helper.make_tensor_value_info(f"present.{i}.{kind}", f32, kv_out))
+        mask = helper.make_tensor_value_info("attention_mask", i64, ["batch_size", "total_sequence_length"])
+        parts = self.out.parts
+        if not self.options.pipeline:
+            nodes = [n for f in (EMBEDDINGS, TRANSFORMER, LM_HEAD) for n in parts[f][0]]
+            inits = [t for f in (EMBEDDINGS, TRANSFORMER, LM_HEAD) for t in parts[f][1]]
+            return {FLAT: self._model("decoder", nodes, inits, [ids, mask, *past], [logits, *present])}, self.out
+        return {
+            EMBEDDINGS: self._model("embeddings", *parts[EMBEDDINGS], [ids], [embeds]),
+            TRANSFORMER: self._model("transformer", *parts[TRANSFORMER], [embeds, mask, *past], [hidden, *present]),
+            LM_HEAD: self._model("lm_head", *parts[LM_HEAD], [hidden], [logits]),
+        }, self.out
+
+    def _model(self, name: str, nodes: list, inits: list, inputs: list, outputs: list):
+        helper = self.helper
+        graph = helper.make_graph(nodes, name, inputs, outputs, inits)
         model = helper.make_model(
             graph,
             opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)],
             producer_name="winml-perf bundle from-gguf",
         )
         model.ir_version = 10
-        return model, self.out
+        return model
 
 
 def build_decoder(model: GgufModel, options: GraphOptions, log: Callable[[str], None]):
-    """The decoder as an onnx ModelProto (weights still inside it) and what was done to each weight."""
+    """{file name: onnx ModelProto} (weights still inside) and what was done to each weight."""
     if options.precision not in PRECISIONS:
         raise UsageError(
             f"--precision {options.precision!r} is not one of {', '.join(PRECISIONS)}", "pick one of those"

@@ -17,12 +17,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from winml_perf.convert.decoder_graph import GraphOptions, build_decoder
+from winml_perf.convert.decoder_graph import FLAT, GraphOptions, build_decoder
 from winml_perf.convert.gguf_file import INSTALL_HINT, GgufModel, read_gguf
 from winml_perf.convert.tokenizer import eos_ids, tokenizer_config, tokenizer_json
 from winml_perf.support.errors import UsageError
 
-MODEL_FILE = "model.onnx"
+MODEL_FILE = FLAT
 PROVENANCE = "gguf.json"
 
 
@@ -90,13 +90,20 @@ def _check_output(out_dir: Path, force: bool) -> None:
         )
 
 
-def _save_model(proto: Any, folder: Path) -> None:
+def _save_model(proto: Any, path: Path) -> None:
     import onnx
 
     onnx.save_model(
-        proto, str(folder / MODEL_FILE), save_as_external_data=True, all_tensors_to_one_file=True,
-        location=MODEL_FILE + ".data", size_threshold=1024,
+        proto, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+        location=path.name + ".data", size_threshold=1024,
     )  # fmt: skip
+
+
+def _pipeline_config(flat: dict[str, Any], layers: int) -> dict[str, Any]:
+    """The flat config rewritten as the four-stage decoder-pipeline `bundle synth --pipeline` writes."""
+    from winml_perf.synth.pipeline import pipeline_config
+
+    return pipeline_config(flat, layers)
 
 
 def convert(
@@ -121,14 +128,15 @@ def convert(
     )
     eos = eos_ids(model.tokenizer)
     tok_json = tokenizer_json(model.tokenizer)
-    proto, built = build_decoder(model, options, log)
+    models, built = build_decoder(model, options, log)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out_dir.name}.", dir=out_dir.parent) as tmp_name:
         tmp = Path(tmp_name) / "bundle"
         tmp.mkdir()
-        log(f"saving {MODEL_FILE} and its weights")
-        _save_model(proto, tmp)
-        del proto
+        for filename, proto in models.items():
+            log(f"saving {filename} and its weights")
+            _save_model(proto, tmp / filename)
+        del models
         (tmp / "tokenizer.json").write_text(tok_json, encoding="utf-8")
         tok_cfg = tokenizer_config(model.tokenizer, eos)
         (tmp / "tokenizer_config.json").write_text(
@@ -136,7 +144,10 @@ def convert(
         )
         if model.tokenizer.chat_template:
             (tmp / "chat_template.jinja").write_text(model.tokenizer.chat_template, encoding="utf-8")
-        (tmp / "genai_config.json").write_text(json.dumps(genai_config(model, eos), indent=4) + "\n")
+        config = genai_config(model, eos)
+        if options.pipeline:
+            config = _pipeline_config(config, h.layers)
+        (tmp / "genai_config.json").write_text(json.dumps(config, indent=4) + "\n")
         provenance = {
             "source": gguf_path.name,
             "source_sha256": _sha256(Path(gguf_path)),
@@ -144,6 +155,7 @@ def convert(
             "architecture": h.architecture,
             "precision": options.precision,
             "accuracy_level": options.accuracy_level,
+            "pipeline": options.pipeline,
             "weights": built.weights,
             "max_carry_over_error": built.max_carry_error,
             "eos_token_ids": eos,
