@@ -232,3 +232,16 @@ def test_a_wrong_layer_deep_in_a_12_layer_model_is_named(tmp_path):
     assert [f["layer"] for f in layers["figures"]] == list(range(12))  # no layer skipped
     assert layers["first_differing"] == 7 and layers["first_wrong"] == 7 and layers["pattern"] == "jump"
     assert e["verdict"] == "not equivalent" and "layer 7 (decoder) computes something else" in result.stderr
+
+
+def test_a_reference_bundle_on_the_same_route_asks_if_it_is_the_same_model(tmp_path):
+    """Issue 34: another bundle on the same route (same EP, options and precision) is judged by the noise
+    floor, never the precision band: one layer's o_proj scales moved by ~2 % is "not the same model",
+    named at that layer, where the precision band of random weights would have let it pass."""
+    ref = perturbed_copy(TINY_FLAT, tmp_path / "o-proj", scale=0.02, prefix="model.layers.1.attn.o_proj")
+    result = run_winml("perf", TINY_FLAT, "--route", "config", "--reference-bundle", ref, *RUN)
+    e = _equivalence(result)["config"]
+    assert e["question"] == "same model" and e["verdict"] == "not equivalent", e["figures"]
+    assert e["layers"]["band"] == "noise floor" and e["layers"]["first_departing"] == 1
+    assert "not the same model" in result.stderr and "asked: is this the same model?" in result.stderr
+    assert "within precision tolerance" not in result.stderr

@@ -96,3 +96,16 @@ def test_partial_cpu_fallback_warns_for_forced_stages_only():
         and "Cast x2" in w.message
     )
     assert check_partial_fallback("config", Route("config", "config", "config")) == []
+
+
+def test_the_question_follows_the_precision_of_both_sides():
+    from winml_perf.model.equivalence import PRECISION_QUESTION, SAME_MODEL_QUESTION, StagePrecision, question_for
+
+    int8, fp32 = "fp32 model, MatMulNBits accuracy_level 4 (int8 A)", "fp32 model, MatMulNBits accuracy_level 0"
+    cpu = (StagePrecision("decoder", "CPUExecutionProvider", (4,), (), int8),)
+    cpu0 = (StagePrecision("decoder", "CPUExecutionProvider", (0,), (), fp32),)
+    gpu = (StagePrecision("decoder", "WebGpuExecutionProvider", (4,), (), int8),)
+    assert question_for(cpu, cpu) == SAME_MODEL_QUESTION  # another bundle on the same route
+    assert question_for(gpu, cpu) == PRECISION_QUESTION  # another EP
+    assert question_for(cpu0, cpu) == PRECISION_QUESTION  # another precision on the same EP
+    assert question_for((), cpu) == PRECISION_QUESTION  # unknown: the wider question

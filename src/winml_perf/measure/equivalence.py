@@ -368,9 +368,12 @@ def _unjudged(tokens: int, why: str) -> Layers:
     return Layers(tokens, "none", (), None, None, None, None, (why,))
 
 
-def judge_layers(ref: LayerBands, route: LayerProfile, route_local: LayerProfile | None = None) -> Layers:
-    """A route's layer profile against the reference's, limits from the widest band measured; with
-    ``route_local``, each layer's own error too (fed the reference's input)."""
+def judge_layers(
+    ref: LayerBands, route: LayerProfile, route_local: LayerProfile | None = None, same_model: bool = False
+) -> Layers:
+    """A route's layer profile against the reference's, limits from the widest band measured (the noise
+    floor's when ``same_model``: the same kernels, so only it separates them); with ``route_local``, each
+    layer's own error too (fed the reference's input)."""
     from winml_perf.stats.layer_equivalence import (
         LocalPasses,
         first_departing,
@@ -380,7 +383,8 @@ def judge_layers(ref: LayerBands, route: LayerProfile, route_local: LayerProfile
         pattern,
     )
 
-    band = next((b for b in ("precision", "noise floor") if ref.errors.get(b)), "none")
+    order = ("noise floor",) if same_model else ("precision", "noise floor")
+    band = next((b for b in order if ref.errors.get(b)), "noise floor" if same_model else "none")
     local = None
     if ref.local is not None and route_local is not None:
         local = LocalPasses(ref.local.values, route_local.values, ref.local_errors.get(band) or {})
@@ -447,6 +451,8 @@ def judge_routes(
             layer_failure = f"layers not judged: the reference's pass failed: {type(exc).__name__}: {exc}"
     noise, precision = reference_bands(ref_path, reference, prompt_ids, layer_bands)
     ref_precision = _precision(ref_path)
+    from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
+
     out: dict[str, Equivalence] = {}
     errors: dict[str, str] = {}
     for r in routes:
@@ -460,22 +466,27 @@ def judge_routes(
             continue
         figures = compare_logits(reference.logits, run.logits)
         stages, unobserved = _stage_figures(stage_outputs, reference, run)
+        route_precision = _precision(r.session.path)
+        question = question_for(route_precision, ref_precision)
+        same = question == SAME_MODEL_QUESTION
         bands = (noise, precision) if precision else (noise,)
         where = None
         if layer_bands is not None:
             try:
-                where = judge_layers(layer_bands, *layer_bands.passes(r.session.path))
+                where = judge_layers(layer_bands, *layer_bands.passes(r.session.path), same_model=same)
             except Exception as exc:  # this route's layers are unobserved, said why; its logits are judged
                 where = _unjudged(len(layer_bands.tokens), f"this route's pass failed: {type(exc).__name__}: {exc}")
         elif layer_failure is not None:
             where = _unjudged(0, layer_failure)
-        judged = verdict(figures, noise, precision)
+        judged = verdict(figures, noise, None if same else precision)  # the same kernels: no precision band
         if where is not None and where.first_wrong is not None:  # a layer computes something else
+            judged = NOT_EQUIVALENT
+        if same and where is not None and where.first_departing is not None:  # beyond the noise floor at a layer
             judged = NOT_EQUIVALENT
         out[r.label] = Equivalence(
             ref_label, ref_path, str(r.session.path), n_prompt, seed, figures, judged,
             bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
-            where, _precision(r.session.path), ref_precision,
+            where, route_precision, ref_precision, question,
         )  # fmt: skip
     return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors)
 
@@ -526,11 +537,13 @@ def attach_equivalence(
 
 def equivalence_line(label: str, e: Equivalence) -> str:
     """'ep=webgpu ≈ config: KL 2e-06, top-1 100 % over 16 steps' (≉ when not equivalent)."""
-    from winml_perf.model.equivalence import EQUIVALENT, WITHIN_PRECISION, precision_class
+    from winml_perf.model.equivalence import EQUIVALENT, SAME_MODEL_QUESTION, WITHIN_PRECISION, precision_class
 
     f = e.figures
     mark = {EQUIVALENT: "≈", NOT_EQUIVALENT: "≉"}.get(e.verdict, "~")
-    text = f"{label} {mark} {e.reference}: {e.verdict}, "
+    same = e.question == SAME_MODEL_QUESTION
+    verdict = "not the same model" if same and e.verdict == NOT_EQUIVALENT else e.verdict
+    text = f"{label} {mark} {e.reference}: {verdict}, "
     text += (
         "bit-identical logits"
         if f.identical
@@ -544,6 +557,11 @@ def equivalence_line(label: str, e: Equivalence) -> str:
     band = next((b for b in e.bands if b.name == "precision"), None)
     if e.verdict == WITHIN_PRECISION and band is not None:  # the precision class it was judged in
         text += f"; judged in the band of {band.change} (KL limit {band.kl_limit:.2g})"
+    text += (
+        "\n  asked: is this the same model? (the reference's EP, options and precision: its noise floor decides)"
+        if same
+        else "\n  asked: is the difference what a change of precision does? (another EP or precision: the precision band decides)"
+    )
     if e.layers is not None:
         text += "\n  " + layers_line(e.layers)
     if e.precision:

@@ -259,6 +259,22 @@ def precision_class(stages: tuple[StagePrecision, ...]) -> str:
     return "; ".join(f"{'/'.join(names)}: {what}" for what, names in groups.items()) or "unknown"
 
 
+#: The two questions a comparison asks (docs/equivalence.md). Same EP, options and precision as the
+#: reference: "is this the same model?", decided by the noise floor and layer bit-equality. Another EP
+#: or precision: "is the difference what a precision change does?", decided by the precision band.
+SAME_MODEL_QUESTION = "same model"
+PRECISION_QUESTION = "precision"
+QUESTIONS = (SAME_MODEL_QUESTION, PRECISION_QUESTION)
+
+
+def question_for(route: tuple[StagePrecision, ...], reference: tuple[StagePrecision, ...]) -> str:
+    """SAME_MODEL_QUESTION when the route computes exactly as the reference does (every stage's EP, options,
+    accuracy levels and float type), else PRECISION_QUESTION. Unknown precision on either side: PRECISION."""
+    if route and reference and precision_class(route) == precision_class(reference):
+        return SAME_MODEL_QUESTION
+    return PRECISION_QUESTION
+
+
 @dataclass(frozen=True)
 class Equivalence:
     """A route judged against ``reference`` (a route label, or ``bundle:PATH``)."""
@@ -280,8 +296,13 @@ class Equivalence:
     layers: Layers | None = None  # layer-by-layer localisation; None when not measured
     precision: tuple[StagePrecision, ...] = ()  # what each stage of the route computes in
     reference_precision: tuple[StagePrecision, ...] = ()  # likewise for the reference
+    #: the question the verdict answers: SAME_MODEL (the route computes in the reference's precision, on its
+    #: EP and options, so only the noise floor separates them) or PRECISION (another EP or precision)
+    question: str = "precision"
 
     def __post_init__(self) -> None:
+        if self.question not in QUESTIONS:
+            raise ValueError(f"Equivalence.question must be one of {QUESTIONS}, not {self.question!r}")
         if self.verdict not in VERDICTS:
             raise ValueError(f"Equivalence.verdict must be one of {VERDICTS}, not {self.verdict!r}")
         object.__setattr__(self, "bands", tuple(self.bands))
@@ -317,6 +338,7 @@ class Equivalence:
             "precision_class": self.precision_class,
             "reference_precision": [p.to_dict() for p in self.reference_precision],
             "reference_precision_class": precision_class(self.reference_precision),
+            "question": self.question,
         }
 
     @classmethod
@@ -337,4 +359,5 @@ class Equivalence:
             None if d.get("layers") is None else Layers.from_dict(d["layers"]),
             tuple(StagePrecision.from_dict(p) for p in d.get("precision") or ()),
             tuple(StagePrecision.from_dict(p) for p in d.get("reference_precision") or ()),
+            str(d.get("question") or PRECISION_QUESTION),  # records before the question was asked: the band one
         )
