@@ -108,8 +108,11 @@ def serve_command(
     ] = None,
     requests: Annotated[int, typer.Option(metavar="N", rich_help_panel=LOAD, help="Requests per load point.")] = 16,
     prompt_tokens: Annotated[
-        str, typer.Option(metavar="N|LOW-HIGH", rich_help_panel=LOAD, help="Prompt length, fixed or uniform.")
-    ] = "16",
+        str | None,
+        typer.Option(
+            metavar="N|LOW-HIGH", rich_help_panel=LOAD, help="Prompt length, fixed or uniform [default: 128]."
+        ),
+    ] = None,
     max_new_tokens: Annotated[
         str, typer.Option(metavar="N|LOW-HIGH", rich_help_panel=LOAD, help="Output length, fixed or uniform.")
     ] = "32",
@@ -160,10 +163,11 @@ def serve_command(
         raise UsageError("--store and --no-store both given", "pass one of them")
     flag_bounds.check("--requests", requests)
     flag_bounds.check("--invocations", invocations)
-    prompt = Lengths.parse(prompt_tokens, "--prompt-tokens")
+    prompt = None if prompt_tokens is None else Lengths.parse(prompt_tokens, "--prompt-tokens")
     new = Lengths.parse(max_new_tokens, "--max-new-tokens")
     for flag, lengths in (("--prompt-tokens", prompt), ("--max-new-tokens", new)):
-        flag_bounds.check(flag, lengths.high, lengths.text)
+        if lengths is not None:
+            flag_bounds.check(flag, lengths.high, lengths.text)
     if output is not None:
         check_output(output)
     req = ServeRequest(

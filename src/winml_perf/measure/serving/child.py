@@ -78,7 +78,10 @@ def serve(job: ServingJob) -> tuple[str, Any]:
     served: list[ServedInvocation] = []
     capabilities: dict[str, Any] = {}
     note: str | None = None
-    warm = LoadSpec("closed", WARMUP_REQUESTS, Lengths(8, 8), Lengths(WARMUP_TOKENS, WARMUP_TOKENS), WARMUP_REQUESTS)
+    length = job.loads[0].prompt_tokens.low  # a static pipeline takes only its own prompt length
+    warm = LoadSpec(
+        "closed", WARMUP_REQUESTS, Lengths(length, length), Lengths(WARMUP_TOKENS, WARMUP_TOKENS), WARMUP_REQUESTS
+    )
     for load in job.loads:
         sequential = load.mode == "sequential"
         server, why, refusal = make_server(model, sequential, job.fallback)

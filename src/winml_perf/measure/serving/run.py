@@ -39,7 +39,7 @@ class ServeRequest:
     concurrency: tuple[int, ...] = ()
     rates: tuple[float, ...] = ()
     requests: int = 16
-    prompt_tokens: Lengths = Lengths(DEFAULTS.prompt_tokens, DEFAULTS.prompt_tokens)
+    prompt_tokens: Lengths | None = None  # None: DEFAULTS.prompt_tokens, or a static pipeline's length
     max_new_tokens: Lengths = Lengths(32, 32)
     slo: Slo = Slo(200.0, 50.0)
     invocations: int = 3
@@ -54,7 +54,8 @@ class ServeRequest:
     def loads(self) -> tuple[LoadSpec, ...]:
         if not self.concurrency and not self.rates:
             raise UsageError("no load to serve", "give --concurrency 1,4 and/or --request-rate 2,8/s")
-        common = (self.requests, self.prompt_tokens, self.max_new_tokens)
+        prompt = self.prompt_tokens or Lengths(DEFAULTS.prompt_tokens, DEFAULTS.prompt_tokens)
+        common = (self.requests, prompt, self.max_new_tokens)
         out: list[LoadSpec] = []
         if self.sequential_baseline and self.concurrency:
             out.append(LoadSpec("sequential", *common, seed=self.seed))
@@ -125,6 +126,30 @@ def _say(quiet: bool, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
 
+def at_static_prompt(config: Any, req: ServeRequest) -> ServeRequest:
+    """A bundle whose prompt stage takes exactly S tokens is served at S (a note says so) and
+    refuses any other prompt length (exit 2), as `winml perf` does."""
+    from dataclasses import replace
+
+    static = config.static_prompt_length()
+    if static is None:
+        return req
+    stage, length = static
+    if req.prompt_tokens is None:
+        _say(
+            req.quiet,
+            f"note: stage `{stage}` of {req.path} has a static prompt length of {length} tokens: serving at it",
+        )
+        return replace(req, prompt_tokens=Lengths(length, length))
+    if (req.prompt_tokens.low, req.prompt_tokens.high) != (length, length):
+        raise UsageError(
+            f"--prompt-tokens {req.prompt_tokens.text}: stage `{stage}` of {req.path} has a static prompt length "
+            f"of {length} tokens",
+            f"pass --prompt-tokens {length}, or leave it out",
+        )
+    return req
+
+
 def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOutcome:
     from winml_perf.bundle.config import load_config
     from winml_perf.measure.cell_progress import utc_now
@@ -132,7 +157,7 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
     from winml_perf.record.environment import collect_environment
     from winml_perf.record.serving import serving_record, serving_section
 
-    load_config(req.path)  # bundle errors (exit 2) before anything else
+    req = at_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else
     loads = req.loads()
     if req.invocations < 1:
         raise UsageError(f"--invocations must be 1 or more, got {req.invocations}", "e.g. --invocations 3")
@@ -166,14 +191,20 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
                 f"  {route.label}: invocation {inv + 1}/{req.invocations} served "
                 f"{len(loads)} load point(s) in {time.perf_counter() - t0:.1f} s",
             )
+    lengths = loads[0].prompt_tokens, loads[0].max_new_tokens
     sweep = {
         "command": "serve",
         "routes": [r.label for r in routes],
+        "prompt_tokens": sorted({lengths[0].low, lengths[0].high}),  # a range: its bounds
+        "max_new_tokens": sorted({lengths[1].low, lengths[1].high}),
+        "cell_count": len(routes) * len(loads),
+        "rounds": req.invocations,  # one fresh child per route per invocation
+        "seed": req.seed,
+        "isolate": True,
+        "order": [{"group": 0, "round": i, "order": o} for i, o in enumerate(orders)],
         "loads": [ld.to_dict() for ld in loads],
         "slo": req.slo.to_dict(),
         "invocations": req.invocations,
-        "seed": req.seed,
-        "order": orders,
     }
     cells: list[Any] = []
     for route in routes:
