@@ -105,23 +105,18 @@ def test_bad_load_flags_exit_2_naming_the_flag(flags, named, tmp_path: Path):
 
 
 @pytest.mark.qnn
-def test_two_routes_get_a_verdict_per_concurrency(tmp_path: Path):
-    out = tmp_path / "run.json"
-    result = run_winml(
-        "serve",
-        TINY_FLAT,
-        "--route",
-        "config",
-        "--route",
-        "ep=qnn",
-        "--concurrency",
-        "2",
-        *LEAN1,
-        "--no-store",
-        "-o",
-        out,
-    )
+def test_two_routes_get_a_verdict_per_concurrency_here_and_in_compare_routes(tmp_path: Path):
+    out, store = tmp_path / "run.json", tmp_path / "r.db"
+    routes = ("--route", "config", "--route", "ep=qnn", "--concurrency", "2")
+    result = run_winml("serve", TINY_FLAT, *routes, *LEAN, "--store", store, "-o", out)
     assert result.returncode == 0, result.stderr[-3000:]
-    routes = {c["route"]["label"] for c in json.loads(out.read_text())["cells"]}
-    assert routes == {"config", "ep=qnn"}
-    assert "at concurrency 2, ep=qnn serves" in result.stdout and "of config" in result.stdout
+    cells = json.loads(out.read_text())["cells"]
+    assert {c["route"]["label"] for c in cells} == {"config", "ep=qnn"}
+    qnn = next(c for c in cells if c["route"]["label"] == "ep=qnn" and c["serving"]["load"]["key"] == "c2")
+    assert qnn["serving"]["server"] == "engine"  # the Engine serves the QNN emulator's route
+    assert "at concurrency 2, ep=qnn serves" in result.stdout and "goodput of config" in result.stdout
+    compared = run_winml("compare", "routes", "--store", store, "--format", "json")
+    assert compared.returncode == 0, compared.stderr
+    doc = compared.json()
+    verdict = next(v for v in doc["serving"] if v["load"] == "c2" and v["against"] == "config")
+    assert verdict["route"] == "ep=qnn" and verdict["pairs"] == 2 and verdict["ratio"] > 0

@@ -49,6 +49,20 @@ def _resolve_run(store: Store, run: str | None, baseline_route: str, filters: Ma
     )
 
 
+def stored_serving_cells(
+    store: Store, run: str | None, baseline_route: str, filters: Mapping[str, Any]
+) -> tuple[str, list[Any]] | None:
+    """The run ``compare routes`` would pick, with its cells, when it is a `winml serve` run
+    (its cells carry a serving section); None for any other run."""
+    from winml_perf.model.record import CellRecord
+
+    run_id = _resolve_run(store, run, baseline_route, filters)
+    docs = [store.get(int(row["id"]))["record"] for row in store.records(run_id=run_id, **filters)]
+    if not docs or not all(d.get("serving") for d in docs):
+        return None
+    return run_id, [CellRecord.from_dict(d) for d in docs]
+
+
 def compare_stored_routes(
     store: Store,
     run: str | None = None,

@@ -9,9 +9,10 @@
   requests/s, and goodput: requests/s of those that met every SLO.
 * Batch occupancy: requests that got a token in a step, weighted by the step's duration.
 * Saturation (open loop): the queue grows over the run: the requests that arrived in the last third
-  waited longer than those of the first third by more than ``QUEUE_GROWTH_FACTOR`` and by at least
-  one mean step, and the achieved request rate fell below the offered one by more than
-  ``RATE_SHORTFALL``.
+  waited longer than those of the first third by more than ``QUEUE_GROWTH_FACTOR`` times and by
+  more than one request's service time (the first third's median e2e less its queueing; at least
+  one mean step), so the harness's own lateness on a busy machine is not taken for a queue; and the
+  achieved request rate fell below the offered one by more than ``RATE_SHORTFALL``.
 * Over invocations (fresh processes), each figure's interval is hierarchical.median_interval over
   the per-invocation values (Student t below 6 invocations); ratios between two servings measured in
   the same invocations are paired (paired.paired_ratio).
@@ -144,8 +145,13 @@ def saturation(
     if rate_per_s is None:
         out.update(saturated=False, verdict="closed loop: not judged")
         return out
+    service = _median([r.e2e_ms - r.queue_ms for r in ordered[:third] if r.e2e_ms is not None]) or 0.0
+    out["service_ms_first_third_p50"] = service
     growing = (
-        early is not None and late is not None and late > early * QUEUE_GROWTH_FACTOR and late - early > mean_step_ms
+        early is not None
+        and late is not None
+        and late > early * QUEUE_GROWTH_FACTOR
+        and late - early > max(mean_step_ms, service)
     )
     short = achieved is not None and achieved < rate_per_s * (1.0 - RATE_SHORTFALL)
     out["queue_growing"] = bool(growing)
