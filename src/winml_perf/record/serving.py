@@ -74,8 +74,10 @@ def serving_section(
     }
     cell_verdict["verdict"] = verdicts[0]["verdict"] if verdicts else ""
     if load.mode == "open" and verdicts:
-        sat = [v for v in verdicts if v.get("saturated")]
-        cell_verdict["verdict"] = (sat or verdicts)[0]["verdict"] + f" ({saturated} of {len(verdicts)} invocations)"
+        shown = next((i for i, v in enumerate(verdicts) if v.get("saturated")), 0)
+        cell_verdict["verdict"] = (
+            f"{verdicts[shown]['verdict']} (invocation {shown + 1}; saturated in {saturated} of {len(verdicts)})"
+        )
     server = served[0].server if served else "engine"
     return ServingSection(
         load,
