@@ -43,6 +43,18 @@ def test_closed_loop_batches_beside_the_sequential_baseline_and_is_stored(tmp_pa
     assert "at concurrency 4 the engine serves" in result.stdout
     listed = run_winml("results", "list", "--store", store, "--format", "json")
     assert listed.returncode == 0 and len(listed.json()) == 3
+    drawn = run_winml("dashboard", "--serving", out, "-o", tmp_path / "site")
+    assert drawn.returncode == 0, drawn.stderr
+    page = (tmp_path / "site" / "serving.html").read_text()
+    assert 'data-charts="2"' in page and "config c4:" in page
+
+
+def test_the_serving_page_refuses_a_run_without_serving_cells(tmp_path: Path):
+    run = tmp_path / "perf.json"
+    run.write_text(json.dumps({"kind": "run", "schema_version": 1, "cells": []}))
+    result = run_winml("dashboard", "--serving", run, "-o", tmp_path / "site")
+    assert result.returncode == 2 and "no closed- or open-loop serving cell" in result.stderr
+    assert not (tmp_path / "site" / "serving.html").exists()
 
 
 def test_an_open_loop_above_capacity_is_saturated(tmp_path: Path):

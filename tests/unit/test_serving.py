@@ -235,3 +235,23 @@ def test_batching_gain_and_route_verdicts_are_paired_by_invocation():
 def test_a_fallback_cell_says_how_it_was_served():
     cell = _cell("config", _load(c=2), [100.0], BATCH1)
     assert cell.serving is not None and cell.serving.server == BATCH1
+
+
+def test_the_serving_page_draws_a_curve_per_route_through_its_concurrencies():
+    from winml_perf.publish.serving_chart import serving_page
+
+    cells = [
+        _cell("config", _load("sequential"), [100.0], SEQUENTIAL),
+        _cell("config", _load(c=1), [100.0]),
+        _cell("config", _load(c=4), [300.0]),
+        _cell("ep=webgpu", _load(c=1), [50.0]),
+        _cell("ep=webgpu", _load(c=4), [180.0]),
+        _cell("ep=webgpu", _load("open", rate=500.0), [150.0], index=5),
+    ]
+    run = {"kind": "run", "cells": [json.loads(c.to_json()) for c in cells]}
+    page, charts = serving_page(run)
+    assert charts == 2  # TTFT and TPOT against tokens/s, for the one bundle and testbed
+    assert page.count('class="route"') == 4  # a line per route per chart, through c1 and c4
+    assert page.count('class="point"') == 2 * 5  # the sequential baseline is not a point
+    assert "config c4: 300 tok/s" in page and "ep=webgpu r500/s" in page
+    assert serving_page({"kind": "run", "cells": []})[1] == 0
