@@ -93,6 +93,7 @@ class EngineServer:
         self._buffer = self.engine.create_event_buffer(EVENT_CAPACITY)
         self._by_hash: dict[int, list[tuple[Any, int]]] = {}
         self._in_flight = 0
+        self._slots = int(self.capabilities().get("configured_max_batch_size") or 0)
 
     def capabilities(self) -> dict[str, Any]:
         c = self.engine.get_capabilities()
@@ -145,8 +146,8 @@ class EngineServer:
         return bool(self.engine.has_pending_requests())
 
     def waiting(self) -> int:
-        cap = self.capabilities().get("configured_max_batch_size") or 0
-        return max(0, self._in_flight - cap) if cap else 0
+        """Requests begun and not yet given a slot: those in flight beyond the configured batch size."""
+        return max(0, self._in_flight - self._slots) if self._slots else 0
 
     def speculative(self) -> dict[str, Any] | None:
         try:

@@ -151,6 +151,18 @@ def at_static_prompt(config: Any, req: ServeRequest) -> ServeRequest:
 
 
 def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOutcome:
+    """Prepare, serve and store (module doc). While a forced route serves from a derived folder the
+    cache root is held, so `bundle clean` waits for the run instead of removing the folder under it."""
+    import contextlib
+
+    from winml_perf.bundle import cache
+
+    source = Path(req.path) if any(rr.forced for rr in req.routes) else None
+    with cache.holding(source) if source is not None else contextlib.nullcontext():
+        return _serve(req, argv)
+
+
+def _serve(req: ServeRequest, argv: Sequence[str] | None) -> ServeOutcome:
     from winml_perf.bundle.config import load_config
     from winml_perf.measure.cell_progress import utc_now
     from winml_perf.record.build import new_run_id, run_record
