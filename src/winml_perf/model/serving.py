@@ -29,6 +29,10 @@ SERVERS = (ENGINE, BATCH1, SEQUENTIAL)
 
 Mode = Literal["closed", "open", "sequential"]
 
+#: A serving cell's primary metric (its headline's ``primary_metric``; no stopping rule watches it):
+#: the schema's primary_metric enum holds it beside model/metrics.py's PRIMARY_METRICS.
+SERVING_PRIMARY = "serve_goodput_requests_per_s"
+
 
 @dataclass(frozen=True)
 class Lengths:

@@ -17,7 +17,7 @@ from typing import Any
 from winml_perf.model.record import CellRecord
 from winml_perf.model.record_sections import Headline, Policy, RecordSamples, Shape
 from winml_perf.model.result import LoadPhases
-from winml_perf.model.serving import LoadSpec, ServedInvocation, ServingSection, Slo
+from winml_perf.model.serving import SERVING_PRIMARY, LoadSpec, ServedInvocation, ServingSection, Slo
 from winml_perf.model.spec import IterationPolicy, RouteSpec, WarmupPolicy
 from winml_perf.record.bundle_identity import bundle_id
 from winml_perf.stats import serving as S
@@ -108,7 +108,7 @@ def serving_record(
     load = section.load
     k = len(section.invocations)
     scalars: dict[str, Any] = {
-        "primary_metric": "serve_goodput_requests_per_s",
+        "primary_metric": SERVING_PRIMARY,
         "iterations": 0,
         "warmup_iterations": 0,
         "invocations": k,
