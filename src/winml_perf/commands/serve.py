@@ -153,6 +153,7 @@ def serve_command(
     from winml_perf.ep.options import parse_options
     from winml_perf.measure.serving.run import ServeRequest, run_serving
     from winml_perf.model.serving import Lengths, Slo
+    from winml_perf.publish.render import run_text
     from winml_perf.publish.serving_table import serving_text
 
     if fmt not in ("table", "json"):
@@ -193,11 +194,11 @@ def serve_command(
     outcome = run_serving(req, argv=sys.argv[1:])
     run = outcome.run
     if output is not None:
-        write_output(output, run.to_json(indent=2) + "\n")
+        write_output(output, run_text(run, "json"))
     cells = list(run.cells)
     text = serving_text(cells, batching_gains(cells), route_verdicts(cells, reference))
     if fmt == "json":
-        sys.stdout.write(run.to_json(indent=2) + "\n")
+        sys.stdout.write(run_text(run, "json"))
         print(text, file=sys.stderr, end="")
     else:
         print(text, end="")
