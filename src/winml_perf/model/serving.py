@@ -216,8 +216,8 @@ class RequestTiming:
     def to_dict(self) -> dict[str, Any]:
         return {
             "index": self.index,
-            "arrival_s": round(self.arrival_s, 6),
-            "scheduled_s": round(self.scheduled_s, 6),
+            "arrival_s": self.arrival_s,
+            "scheduled_s": self.scheduled_s,
             "prompt_tokens": self.prompt_tokens,
             "max_new_tokens": self.max_new_tokens,
             "generated_tokens": self.generated,
@@ -226,7 +226,7 @@ class RequestTiming:
             "e2e_ms": self.e2e_ms,
             "queue_ms": self.queue_ms,
             "finish_reason": self.finish_reason,
-            "token_s": [round(t, 6) for t in self.token_s],  # to the microsecond: a record stays small
+            "token_s": list(self.token_s),
         }
 
     @classmethod
@@ -253,7 +253,7 @@ class StepPoint:
     waiting: int
 
     def to_list(self) -> list[float | int]:
-        return [round(self.start_s, 6), round(self.end_s, 6), self.batch, self.waiting]
+        return [self.start_s, self.end_s, self.batch, self.waiting]
 
     @classmethod
     def from_list(cls, v: Sequence[Any]) -> StepPoint:
