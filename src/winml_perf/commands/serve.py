@@ -110,7 +110,9 @@ def serve_command(
     prompt_tokens: Annotated[
         str | None,
         typer.Option(
-            metavar="N|LOW-HIGH", rich_help_panel=LOAD, help="Prompt length, fixed or uniform [default: 128]."
+            metavar="N|LOW-HIGH",
+            rich_help_panel=LOAD,
+            help="Prompt length, fixed or uniform (default 128, or a static pipeline's length).",
         ),
     ] = None,
     max_new_tokens: Annotated[
@@ -144,7 +146,9 @@ def serve_command(
     store: Annotated[
         str | None, typer.Option(metavar="PATH|URL", rich_help_panel=OUTPUT, help="Results store.")
     ] = None,
-    no_store: Annotated[bool, typer.Option(rich_help_panel=OUTPUT, help="Do not store the cells.")] = False,
+    no_store: Annotated[
+        bool, typer.Option("--no-store", rich_help_panel=OUTPUT, help="Do not store the cells.")
+    ] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", rich_help_panel=OUTPUT, help="No progress lines.")] = False,
 ) -> None:
     """Serve many requests at once (onnxruntime-genai's Engine) per route and load: TTFT/TPOT/ITL
