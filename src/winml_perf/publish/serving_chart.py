@@ -1,7 +1,8 @@
 """The serving curve of a `winml serve` run record: for each bundle and testbed one chart of
 throughput (output tokens/s) against latency (TTFT p50 and TPOT p50, one chart each), a line per
 route through its closed-loop points in order of concurrency, each point labelled with its load
-(``c4``) and the open-loop points marked apart (``r200/s``, a saturated one drawn hollow). Inline
+(``c4``) and the open-loop points marked apart (``r200/s``, a saturated one drawn hollow); then each
+cell's batch occupancy and waiting requests over time (its first invocation's engine steps). Inline
 SVG on the dashboard's page shell; `winml dashboard --serving RUN.json -o DIR` writes DIR/serving.html."""
 
 from __future__ import annotations
@@ -112,6 +113,44 @@ def xy_chart(points: Mapping[str, Sequence[Mapping[str, Any]]], y_title: str, ti
     return "".join(out)
 
 
+def occupancy_chart(cell: Mapping[str, Any]) -> str:
+    """The batch occupancy over time of a cell's first invocation: requests that got a token in each
+    engine step (bars) and requests waiting for a slot after it (line), against seconds from the
+    load point's start."""
+    sec = cell.get("serving") or {}
+    invocations = sec.get("invocations") or []
+    steps = invocations[0].get("steps") if invocations else None
+    if not steps:
+        return ""
+    end = max(float(s[1]) for s in steps) or 1.0
+    top = max(max(int(s[2]) for s in steps), max(int(s[3]) for s in steps), 1)
+    w, h, left, bottom = 260, 110, 30, 22
+    pw, ph = w - left - 6, h - bottom - 14
+
+    def px(t: float) -> float:
+        return left + pw * t / end
+
+    def py(v: float) -> float:
+        return 14 + ph * (1.0 - v / top)
+
+    bars = "".join(
+        f'<rect x="{px(float(a)):.1f}" y="{py(int(b)):.1f}" width="{max(px(float(e)) - px(float(a)), 0.5):.1f}" '
+        f'height="{py(0) - py(int(b)):.1f}" fill="#9ecae1"/>'
+        for a, e, b, _ in steps
+    )
+    wait = " ".join(f"{px(float(e)):.1f},{py(int(q)):.1f}" for _, e, _, q in steps)
+    load = sec.get("load") or {}
+    title = f"{(cell.get('route') or {}).get('label')} {load.get('key')}: batch (bars), waiting (line), invocation 1"
+    return (
+        f'<svg class="occupancy" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img" aria-label="{escape(title)}">'
+        f'<text x="{left}" y="10" font-size="9">{escape(title)}</text>{bars}'
+        f'<polyline points="{wait}" fill="none" stroke="#d62728" stroke-width="1"/>'
+        f'<text x="{left - 3}" y="{py(top) + 3:.1f}" font-size="9" text-anchor="end">{top}</text>'
+        f'<text x="{left - 3}" y="{py(0) + 3:.1f}" font-size="9" text-anchor="end">0</text>'
+        f'<text x="{left + pw:.1f}" y="{h - 8}" font-size="9" text-anchor="end">{tick_label(end)} s</text></svg>'
+    )
+
+
 def serving_page(run: Mapping[str, Any], title: str = "serving") -> tuple[str, int]:
     """(the page of a serving run record's curves, how many charts); 0 charts: no serving cell."""
     cells = [c for c in run.get("cells") or [] if c.get("serving")]
@@ -124,8 +163,10 @@ def serving_page(run: Mapping[str, Any], title: str = "serving") -> tuple[str, i
         svgs = [xy_chart(_points(group, name), label, f"{bundle} on {testbed}") for name, label in LATENCIES]
         svgs = [s for s in svgs if s]
         charts += len(svgs)
+        occupancy = "".join(o for o in (occupancy_chart(c) for c in group) if o)
         body.append(
-            f'<section class="card"><h2>{escape(bundle)} · testbed {escape(testbed)}</h2>{"".join(svgs)}</section>'
+            f'<section class="card"><h2>{escape(bundle)} · testbed {escape(testbed)}</h2>{"".join(svgs)}'
+            f"<h3>batch occupancy over time</h3>{occupancy}</section>"
         )
     status = {"charts": charts, "records": len(cells), "state": "ok" if charts else "empty"}
     return render_page(title, title, "".join(body), status), charts
