@@ -107,6 +107,8 @@ def test_a_static_npu_pipeline_is_served_at_its_prompt_length_or_refuses_another
         (("--request-rate", "fast"), "--request-rate"),
         (("--concurrency", "2", "--prompt-tokens", "64-16"), "--prompt-tokens"),
         ((), "no load"),
+        (("--concurrency", "2", "--reference", "ep=webgpu"), "--reference"),
+        (("--concurrency", "2", "--fallback", "serial"), "--fallback"),
     ],
 )
 def test_bad_load_flags_exit_2_naming_the_flag(flags, named, tmp_path: Path):

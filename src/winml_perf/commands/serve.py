@@ -195,6 +195,11 @@ def serve_command(
         no_store=no_store,
     )
     req.loads()  # no load given: exit 2 before preparing anything
+    labels = [r.label for r in req.routes]
+    if reference is not None and reference not in labels:
+        raise UsageError(
+            f"--reference {reference!r} is not one of the routes ({', '.join(labels)})", "name one of them"
+        )
     outcome = run_serving(req, argv=sys.argv[1:])
     run = outcome.run
     if output is not None:
