@@ -57,10 +57,11 @@ def stored_serving_cells(
     from winml_perf.model.record import CellRecord
 
     run_id = _resolve_run(store, run, baseline_route, filters)
-    docs = [store.get(int(row["id"]))["record"] for row in store.records(run_id=run_id, **filters)]
-    if not docs or not all(d.get("serving") for d in docs):
+    rows = store.records(run_id=run_id, **filters)
+    if not rows or not store.get(int(rows[0]["id"]))["record"].get("serving"):  # a serve run has only serving cells
         return None
-    return run_id, [CellRecord.from_dict(d) for d in docs]
+    docs = [store.get(int(row["id"]))["record"] for row in rows]
+    return run_id, [CellRecord.from_dict(d) for d in docs if d.get("serving")]
 
 
 def compare_stored_routes(
