@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from winml_perf.commands import bundle, compare, dashboard, devices, perf, results, tune
+from winml_perf.commands import bundle, compare, dashboard, devices, perf, results, serve, tune
 from winml_perf.commands.help_style import PlainHelpCommand, PlainTyper
 from winml_perf.support import signals
 from winml_perf.support.errors import EXIT_USAGE, RunInterrupted, WinmlPerfError, environment_error
@@ -59,6 +59,7 @@ app.add_typer(results.app, name="results")
 app.add_typer(compare.app, name="compare")
 app.command("dashboard")(dashboard.dashboard_command)
 app.command("tune", cls=PlainHelpCommand, epilog=tune.EPILOG)(tune.tune_command)
+app.command("serve", cls=PlainHelpCommand, epilog=serve.EPILOG)(serve.serve_command)
 
 
 # Typer's parsing errors: recent typer vendors click (typer._click), older typer uses click itself;

@@ -16,6 +16,7 @@ from winml_perf.model import metrics as M
 from winml_perf.model.record import load_schema
 from winml_perf.model.route import Route
 from winml_perf.model.sample import GenerationTiming, IterationSample
+from winml_perf.model.serving import SERVING_PRIMARY
 from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 from winml_perf.results import migrations as mig
 from winml_perf.results.rows import derive_sample_metrics, finite
@@ -123,7 +124,7 @@ def test_every_stored_metric_has_a_float_column_in_the_samples_table():
 def test_the_schemas_metric_fields_are_in_the_table():
     defs = load_schema()["$defs"]
     primary = defs["cell"]["properties"]["summary"]["properties"]["primary_metric"]["enum"]
-    assert set(primary) == {m.name for m in M.PRIMARY_METRICS}
+    assert set(primary) == {m.name for m in M.PRIMARY_METRICS} | {SERVING_PRIMARY}  # + `winml serve` cells
     timings = [f for f in defs["sample"]["properties"] if f.endswith("_ms") and f != "decode_step_ms"]
     assert timings and all(M.get(f) and M.get(f).source == M.ITERATION for f in timings)
     for m in M.METRICS:

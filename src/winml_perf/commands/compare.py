@@ -113,7 +113,7 @@ def routes_command(
 ) -> None:
     """Each forced route against the config route of the same interleaved sweep: speedup per
     metric with a 95% CI (bootstrap over paired rounds) and a verdict."""
-    from winml_perf.commands.compare_store import compare_stored_routes
+    from winml_perf.commands.compare_store import compare_stored_routes, stored_serving_cells
     from winml_perf.compare.text import parse_pct
     from winml_perf.results.store import open_store
 
@@ -123,6 +123,16 @@ def routes_command(
     eq = parse_pct(equivalence, "--equivalence")
     assert eq is not None  # --equivalence has a default
     with open_store(store, create=False) as s:
+        filters = {
+            "bundle": bundle,
+            "testbed": testbed,
+            "prompt_tokens": prompt_tokens,
+            "max_new_tokens": max_new_tokens,
+        }
+        serving = stored_serving_cells(s, run, baseline_route, {k: v for k, v in filters.items() if v is not None})
+        if serving is not None:  # a `winml serve` run: goodput per load point (compare/serving.py)
+            _print_serving(*serving, baseline_route, route, fmt)
+            return
         report = compare_stored_routes(
             s,
             run,
@@ -173,6 +183,37 @@ def routes_command(
         sys.stdout.write(table_text(ROUTES_HEAD, rows, fmt))
     for note in report.notes:
         print(f"note: {note}", file=sys.stderr)
+
+
+def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[str] | None, fmt: str) -> None:
+    """A serving run's verdicts: each route's goodput against the baseline route per load point, and
+    each route's batching gain; sentences (table) or their figures (json/jsonl)."""
+    from winml_perf.compare.serving import batching_gains, route_verdicts
+
+    kept = [c for c in cells if not routes or c.route.label in routes or c.route.label == baseline_route]
+    found = route_verdicts(kept, baseline_route) + batching_gains(kept)
+    items = [
+        {
+            "route": v.route,
+            "load": v.load,
+            "against": v.against,
+            "figure": v.figure,
+            "ratio": v.ratio.estimate,
+            "ci_low": v.ratio.low,
+            "ci_high": v.ratio.high,
+            "pairs": v.ratio.pairs,
+            "verdict": v.ratio.verdict.value,
+            "sentence": v.sentence,
+        }
+        for v in found
+    ]
+    if fmt in ("json", "jsonl"):
+        doc = {"run_id": run_id, "baseline_route": baseline_route, "serving": items}
+        sys.stdout.write(json_text(doc if fmt == "json" else items, fmt))
+        return
+    print(f"run {run_id}: a serving run (winml serve); routes against {baseline_route} per load point", file=sys.stderr)
+    for item in items:
+        print(item["sentence"])
 
 
 @app.command("runs")

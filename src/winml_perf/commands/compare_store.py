@@ -49,6 +49,21 @@ def _resolve_run(store: Store, run: str | None, baseline_route: str, filters: Ma
     )
 
 
+def stored_serving_cells(
+    store: Store, run: str | None, baseline_route: str, filters: Mapping[str, Any]
+) -> tuple[str, list[Any]] | None:
+    """The run ``compare routes`` would pick, with its cells, when it is a `winml serve` run
+    (its cells carry a serving section); None for any other run."""
+    from winml_perf.model.record import CellRecord
+
+    run_id = _resolve_run(store, run, baseline_route, filters)
+    rows = store.records(run_id=run_id, **filters)
+    if not rows or not store.get(int(rows[0]["id"]))["record"].get("serving"):  # a serve run has only serving cells
+        return None
+    docs = [store.get(int(row["id"]))["record"] for row in rows]
+    return run_id, [CellRecord.from_dict(d) for d in docs if d.get("serving")]
+
+
 def compare_stored_routes(
     store: Store,
     run: str | None = None,

@@ -45,6 +45,14 @@ def dashboard_command(
             help="Draw a sustained run's record (winml perf --duration -o RUN.json) into DIR/sustained.html; no store.",
         ),
     ] = None,
+    serving: Annotated[
+        Path | None,
+        typer.Option(
+            "--serving",
+            metavar="RUN.json",
+            help="Draw a serving run's curves (winml serve -o RUN.json) into DIR/serving.html; no store.",
+        ),
+    ] = None,
 ) -> None:
     """Write a static HTML dashboard: an index of every series (sparkline, latest value with its
     interval, newest change point) and a page per testbed x bundle with the full history, the
@@ -52,6 +60,9 @@ def dashboard_command(
     next build searches only series with new records."""
     if sustained is not None:
         print(f"wrote {write_sustained(sustained, output, title)}", file=sys.stderr)
+        return
+    if serving is not None:
+        print(f"wrote {write_serving(serving, output, title)}", file=sys.stderr)
         return
     from winml_perf.publish.dashboard import write_dashboard
     from winml_perf.results.store import open_store
@@ -78,5 +89,26 @@ def write_sustained(record: Path, output: Path, title: str) -> Path:
             "record one with `winml perf BUNDLE --duration 10m -o RUN.json`",
         )
     path = output / "sustained.html"
+    write_file(path, page)
+    return path
+
+
+def write_serving(record: Path, output: Path, title: str) -> Path:
+    """DIR/serving.html from a `winml serve` run record; exit 2 when it has no serving cell."""
+    from winml_perf.publish.dashboard_page import write_file
+    from winml_perf.publish.serving_chart import serving_page
+    from winml_perf.support.errors import UsageError
+    from winml_perf.support.json_input import read_json
+
+    run = read_json(record, UsageError)
+    if not isinstance(run, dict) or run.get("kind") != "run":
+        raise UsageError(f"--serving {record}: not a run record", "pass the -o file of `winml serve`")
+    page, charts = serving_page(run, title)
+    if not charts:
+        raise UsageError(
+            f"--serving {record}: no closed- or open-loop serving cell to draw",
+            "record one with `winml serve BUNDLE --concurrency 1,4 -o RUN.json`",
+        )
+    path = output / "serving.html"
     write_file(path, page)
     return path

@@ -77,6 +77,9 @@ BOUNDS: dict[str, Bound] = {
     "--min-iterations": _count(1_000_000, "6"),
     "--max-iterations": _count(1_000_000, "1000"),
     "--rounds": _count(10_000, "3"),
+    "--requests": _count(1_000_000, "16"),  # winml serve: requests per load point
+    "--concurrency": _count(4096, "4"),  # winml serve: requests in flight (closed loop)
+    "--request-rate": Bound(0, 1e6, "8", low_open=True, unit="requests/s"),  # winml serve: open loop
     "--warmup": _count(10_000, "1", low=0),
     "--prompt-tokens": _count(MAX_TOKENS, "128"),
     "--max-new-tokens": _count(MAX_TOKENS, "32"),

@@ -25,6 +25,7 @@ from typing import Any
 from winml_perf.model.record_sections import Headline, MetricSummary, Policy, RecordSamples, RecordWarning, Shape
 from winml_perf.model.result import CellFailure, LoadPhases
 from winml_perf.model.route import Route
+from winml_perf.model.serving import ServingSection
 from winml_perf.support import secrets
 from winml_perf.support.errors import StoreError
 
@@ -100,6 +101,7 @@ class CellRecord:
     energy: Mapping[str, Any] = field(default_factory=dict)  # J/token per phase or why not, idle, power state
     sustained: Mapping[str, Any] | None = None  # --duration: the series over time and what it found
     bundle_id: str | None = None  # the bundle's content digest (record/bundle_identity.py); None before it
+    serving: ServingSection | None = None  # `winml serve`: the load point and its figures (model/serving.py)
     schema_version: int = SCHEMA_VERSION
     kind: str = "cell"
 
@@ -128,6 +130,10 @@ class CellRecord:
             d[key] = copied(d[key])
         if d["bundle_id"] is None:  # unknown: left out, as records made before it
             del d["bundle_id"]
+        if self.serving is None:  # a single-stream cell: no serving section, as records made before it
+            del d["serving"]
+        else:
+            d["serving"] = self.serving.to_dict()
         return d
 
     def to_json(self, indent: int | None = None) -> str:
@@ -141,7 +147,9 @@ class CellRecord:
         names = {f.name for f in fields(cls)}
         values = {k: copied(v) for k, v in d.items() if k in names}
         failure = values.get("failure")
+        serving = values.get("serving")
         values.update(
+            serving=None if serving is None else ServingSection.from_dict(serving),
             route=Route.from_dict(values["route"]),
             shape=Shape.from_dict(values["shape"]),
             policy=Policy.from_dict(values["policy"]),

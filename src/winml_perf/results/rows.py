@@ -252,6 +252,9 @@ def series_identity(record: Mapping[str, Any]) -> dict:
         "prompt_tokens": _int(first(record, "shape.prompt_tokens")),
         "max_new_tokens": _int(first(record, "shape.max_new_tokens")),
     }
+    load = _get(record, "serving.load")
+    if isinstance(load, Mapping):  # `winml serve`: each load point (and its lengths) is a series of its own
+        ident["load"] = {k: load.get(k) for k in ("key", "requests", "prompt_tokens", "max_new_tokens", "seed")}
     if record.get("bundle_id"):  # another bundle of the same name is another series (none before ids)
         ident["bundle_id"] = _str(record.get("bundle_id"))
     options = _get(record, "policy.session.options")

@@ -1,0 +1,106 @@
+"""The text of a ``winml serve`` run: one row per route and load point (latency percentiles,
+throughput, goodput, occupancy, queueing, saturation), then the verdicts (compare/serving.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from winml_perf.compare.serving import Comparison
+from winml_perf.model.record import CellRecord
+from winml_perf.support.human_numbers import human
+
+COLUMNS = (
+    ("route", None),
+    ("load", None),
+    ("served by", None),
+    ("TTFT p50/p90/p99 ms", ("ttft_ms_p50", "ttft_ms_p90", "ttft_ms_p99")),
+    ("TPOT p50/p99 ms", ("tpot_ms_p50", "tpot_ms_p99")),
+    ("ITL p50/p90/p99 ms", ("itl_ms_p50", "itl_ms_p90", "itl_ms_p99")),
+    ("e2e p50 ms", ("e2e_ms_p50",)),
+    ("queue p50/p99 ms", ("queue_ms_p50", "queue_ms_p99")),
+    ("tok/s", ("output_tokens_per_s",)),
+    ("req/s", ("requests_per_s",)),
+    ("goodput req/s", ("goodput_requests_per_s",)),
+    ("batch mean", ("batch_occupancy_mean",)),
+    ("peak RSS MiB", None),
+    ("saturation", None),
+)
+
+
+def _interval(cell: CellRecord, name: str) -> str:
+    assert cell.serving is not None
+    f = cell.serving.figures.get(name) or {}
+    est, low, high = f.get("estimate"), f.get("low"), f.get("high")
+    if est is None:
+        return "-"
+    if low is None or high is None:
+        return human(est)
+    return f"{human(est)} [{human(low)}, {human(high)}]"
+
+
+def _row(cell: CellRecord) -> list[str]:
+    sec = cell.serving
+    assert sec is not None
+    out = []
+    for title, names in COLUMNS:
+        if title == "route":
+            out.append(cell.route.label)
+        elif title == "load":
+            out.append(sec.load.label)
+        elif title == "served by":
+            out.append(sec.server)
+        elif title == "peak RSS MiB":
+            peak = cell.memory.get("peak_rss_bytes")
+            out.append("-" if not isinstance(peak, int) else f"{peak / 2**20:.0f}")
+        elif title == "saturation":
+            sat = sec.saturation
+            out.append("saturated" if sat.get("saturated") else ("-" if sec.load.mode != "open" else "keeps up"))
+        elif names and len(names) == 1 and title in ("tok/s", "req/s", "goodput req/s"):
+            out.append(_interval(cell, names[0]))
+        else:
+            assert names is not None
+            out.append("/".join(human(sec.figure(n)) if sec.figure(n) is not None else "-" for n in names))
+    return out
+
+
+def serving_table(cells: Sequence[CellRecord]) -> str:
+    rows = [[t for t, _ in COLUMNS]] + [_row(c) for c in cells if c.serving is not None]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
+    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def serving_text(cells: Sequence[CellRecord], gains: Sequence[Comparison], verdicts: Sequence[Comparison]) -> str:
+    """The whole closing text: the table, what the intervals cover, notes, gains, verdicts, saturation."""
+    out = [serving_table(cells)]
+    serving = [c.serving for c in cells if c.serving is not None]
+    if serving:
+        k = len(serving[0].invocations)
+        slo = serving[0].slo.text
+        out.append(
+            f"\nfigures: over {k} invocation(s) (fresh processes): the mean of the invocations' values with a Student t"
+            " 95% interval below 6 invocations, their median with an order-statistic interval from 6 [low, high]; "
+            f"percentiles pool each invocation's requests; goodput: requests/s meeting {slo}"
+        )
+    notes = {(c.route.label, c.serving.server_note) for c in cells if c.serving is not None and c.serving.server_note}
+    for label, note in sorted(notes):
+        out.append(f"note: {label}: {note}")
+    for c in cells:
+        if c.serving is not None and c.serving.load.mode == "open":
+            out.append(f"{c.route.label} at {c.serving.load.label}: {c.serving.saturation.get('verdict')}")
+    spec = {
+        (c.route.label, str(c.serving.speculative.get("note")))
+        for c in cells
+        if c.serving is not None and c.serving.server == "engine"
+    }
+    for label, note in sorted(spec):
+        if note != "None":
+            out.append(f"speculative decoding, {label}: {note}")
+    if gains:
+        out.append("\nbatching gain (output tokens/s over sequential batch-1 generators, same invocations):")
+        out += [f"  {g.sentence}" for g in gains]
+    if verdicts:
+        out.append("\nroutes per load point:")
+        out += [f"  {v.sentence}" for v in verdicts]
+    return "\n".join(out) + "\n"

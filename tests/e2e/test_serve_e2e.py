@@ -1,0 +1,136 @@
+"""`winml serve` with onnxruntime-genai's real Engine on the committed tiny bundles (issue 40): the
+closed loop batches requests (the Engine's 4 slots on tiny-qwen2) beside the sequential batch-1
+baseline; an open loop far above capacity is called saturated with its queue growing; the Engine's
+refusal of a decoder-pipeline exits 2 naming why, and --fallback batch1 serves it labelled; a second
+route (the QNN emulator) gets a verdict per concurrency. Runs are short: what ran, not how fast."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import BUNDLES, TINY_FLAT, TINY_PIPELINE, run_winml
+from winml_perf.record.validation import validate_record
+
+pytestmark = [pytest.mark.e2e]
+
+LEAN = ("--requests", "8", "--prompt-tokens", "16", "--max-new-tokens", "8", "--invocations", "2", "-q")
+LEAN1 = (*LEAN[:-2], "1", "-q")  # one invocation
+
+
+def test_closed_loop_batches_beside_the_sequential_baseline_and_is_stored(tmp_path: Path):
+    out, store = tmp_path / "run.json", tmp_path / "r.db"
+    result = run_winml("serve", TINY_FLAT, "--concurrency", "1,4", *LEAN, "-o", out, "--store", store)
+    assert result.returncode == 0, result.stderr[-3000:]
+    run = json.loads(out.read_text())
+    validate_record(run)
+    cells = {c["serving"]["load"]["key"]: c for c in run["cells"]}
+    assert set(cells) == {"seq", "c1", "c4"}
+    seq, c4 = cells["seq"]["serving"], cells["c4"]["serving"]
+    assert seq["server"] == "sequential-generators" and c4["server"] == "engine"
+    assert c4["capabilities"]["configured_max_batch_size"] == 4
+    for inv in c4["invocations"]:
+        assert len(inv["requests"]) == 8 and all(r["generated_tokens"] == 8 for r in inv["requests"])
+        assert max(s[2] for s in inv["steps"]) == 4  # four requests in one engine step: batched
+        assert len(inv["steps"]) < 8 * 8  # fewer steps than tokens
+    assert all(max(s[2] for s in inv["steps"]) == 1 for inv in seq["invocations"])
+    assert c4["figures"]["output_tokens_per_s"]["invocations"] == 2
+    assert c4["speculative"]["offered"] is False
+    assert cells["c4"]["memory"]["peak_rss_bytes"] > 0
+    assert "TTFT p50/p90/p99 ms" in result.stdout and "batching gain" in result.stdout
+    assert "at concurrency 4 the engine serves" in result.stdout
+    listed = run_winml("results", "list", "--store", store, "--format", "json")
+    assert listed.returncode == 0 and len(listed.json()) == 3
+    drawn = run_winml("dashboard", "--serving", out, "-o", tmp_path / "site")
+    assert drawn.returncode == 0, drawn.stderr
+    page = (tmp_path / "site" / "serving.html").read_text()
+    assert 'data-charts="2"' in page and "config c4:" in page
+
+
+def test_the_serving_page_refuses_a_run_without_serving_cells(tmp_path: Path):
+    run = tmp_path / "perf.json"
+    run.write_text(json.dumps({"kind": "run", "schema_version": 1, "cells": []}))
+    result = run_winml("dashboard", "--serving", run, "-o", tmp_path / "site")
+    assert result.returncode == 2 and "no closed- or open-loop serving cell" in result.stderr
+    assert not (tmp_path / "site" / "serving.html").exists()
+
+
+def test_an_open_loop_above_capacity_is_saturated(tmp_path: Path):
+    out = tmp_path / "run.json"
+    args = ("--request-rate", "100000/s", "--requests", "24", "--prompt-tokens", "16", "--max-new-tokens", "16")
+    result = run_winml("serve", TINY_FLAT, *args, "--invocations", "1", "--no-store", "-q", "-o", out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (cell,) = json.loads(out.read_text())["cells"]
+    sat = cell["serving"]["saturation"]
+    assert sat["saturated"] and sat["per_invocation"][0]["queue_growing"]
+    assert sat["per_invocation"][0]["queue_ms_last_third_p50"] > sat["per_invocation"][0]["queue_ms_first_third_p50"]
+    assert "saturated: 100000 req/s offered" in result.stdout
+
+
+def test_the_engine_refuses_a_pipeline_exit_2_or_batch1_fallback_labelled(tmp_path: Path):
+    store = tmp_path / "r.db"
+    refused = run_winml("serve", TINY_PIPELINE, "--concurrency", "2", *LEAN, "--store", store)
+    assert refused.returncode == 2
+    assert "decoder-pipeline" in refused.stderr and "--fallback batch1" in refused.stderr
+    assert not store.exists()
+    out = tmp_path / "run.json"
+    served = run_winml(
+        "serve", TINY_PIPELINE, "--concurrency", "2", "--fallback", "batch1", *LEAN1, "--no-store", "-o", out
+    )
+    assert served.returncode == 0, served.stderr[-3000:]
+    cells = {c["serving"]["load"]["key"]: c["serving"] for c in json.loads(out.read_text())["cells"]}
+    assert cells["c2"]["server"] == "batch1-generators" and "refused" in cells["c2"]["server_note"]
+    assert "batch1-generators" in served.stdout and "served by batch-1 generators" in served.stdout
+
+
+def test_a_static_npu_pipeline_is_served_at_its_prompt_length_or_refuses_another(tmp_path: Path):
+    npu, route = BUNDLES / "tiny-qwen2-npu", ("--ep", "cpu", "--concurrency", "2", "--fallback", "batch1")
+    bad = run_winml("serve", npu, *route, *LEAN1[:2], "--prompt-tokens", "8", "--no-store", "-q")
+    assert bad.returncode == 2 and "static prompt length of 16 tokens" in bad.stderr
+    out = tmp_path / "run.json"
+    lean = ("--requests", "4", "--max-new-tokens", "4", "--invocations", "1")
+    served = run_winml("serve", npu, *route, *lean, "--no-store", "-o", out)
+    assert served.returncode == 0, served.stderr[-3000:]
+    assert "serving at it" in served.stderr
+    cells = json.loads(out.read_text())["cells"]
+    assert {c["serving"]["server"] for c in cells} == {"sequential-generators", "batch1-generators"}
+    assert all(c["shape"]["prompt_tokens"] == 16 for c in cells)
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (("--concurrency", "0"), "--concurrency"),
+        (("--concurrency", "2", "--slo", "ttft=soon"), "--slo"),
+        (("--request-rate", "fast"), "--request-rate"),
+        (("--concurrency", "2", "--prompt-tokens", "64-16"), "--prompt-tokens"),
+        ((), "no load"),
+        (("--concurrency", "2", "--reference", "ep=webgpu"), "--reference"),
+        (("--concurrency", "2", "--fallback", "serial"), "--fallback"),
+    ],
+)
+def test_bad_load_flags_exit_2_naming_the_flag(flags, named, tmp_path: Path):
+    store = tmp_path / "r.db"
+    result = run_winml("serve", TINY_FLAT, *flags, "--store", store)
+    assert result.returncode == 2 and named in result.stderr
+    assert not store.exists()
+
+
+@pytest.mark.qnn
+def test_two_routes_get_a_verdict_per_concurrency_here_and_in_compare_routes(tmp_path: Path):
+    out, store = tmp_path / "run.json", tmp_path / "r.db"
+    routes = ("--route", "config", "--route", "ep=qnn", "--concurrency", "2")
+    result = run_winml("serve", TINY_FLAT, *routes, *LEAN, "--store", store, "-o", out)
+    assert result.returncode == 0, result.stderr[-3000:]
+    cells = json.loads(out.read_text())["cells"]
+    assert {c["route"]["label"] for c in cells} == {"config", "ep=qnn"}
+    qnn = next(c for c in cells if c["route"]["label"] == "ep=qnn" and c["serving"]["load"]["key"] == "c2")
+    assert qnn["serving"]["server"] == "engine"  # the Engine serves the QNN emulator's route
+    assert "at concurrency 2, ep=qnn serves" in result.stdout and "goodput of config" in result.stdout
+    compared = run_winml("compare", "routes", "--store", store, "--format", "json")
+    assert compared.returncode == 0, compared.stderr
+    doc = compared.json()
+    verdict = next(v for v in doc["serving"] if v["load"] == "c2" and v["against"] == "config")
+    assert verdict["route"] == "ep=qnn" and verdict["pairs"] == 2 and verdict["ratio"] > 0
