@@ -276,6 +276,6 @@ def runs_command(
         worst = report.regressions[0]
         raise BenchmarkFailure(
             f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged on each candidate series'"
-            f" history), e.g. {worst.sentence(report.label(worst.key))}",
+            f" history), e.g. {report.failure_text(worst)}",
             "investigate the candidate's commit and testbed",
         )

@@ -53,6 +53,7 @@ from winml_perf.publish.dashboard_page import (
 )
 from winml_perf.publish.formats import human
 from winml_perf.results import change_point_cache as cpc
+from winml_perf.results.rows import series_where
 from winml_perf.results.series import series_list
 from winml_perf.results.store import Store
 from winml_perf.support.errors import UsageError
@@ -163,8 +164,8 @@ def write_dashboard(
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     groups: dict[tuple, list[dict]] = defaultdict(list)
     selected = series_list(store, **filters)
-    names = bundle_labels((r["bundle"], r.get("bundle_id")) for r in selected)  # bundles named alike: own pages
-    selected = [{**r, "bundle": names[(r["bundle"], r.get("bundle_id") or None)]} for r in selected]
+    names = bundle_labels((r["bundle"], series_where(r)) for r in selected)  # bundles named alike: own pages
+    selected = [{**r, "bundle": names[(r["bundle"], series_where(r))]} for r in selected]
     for row in selected:
         groups[(row["testbed_id"], row["bundle"])].append(row)
     page_jobs = [

@@ -45,7 +45,10 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
         filters,
     )
     counts = counts.where(r.series_key.is_not(None)).group_by(r.series_key)
-    ident = (r.id, r.testbed_id, r.bundle, r.bundle_id, r.route, r.runtime, r.prompt_tokens, r.max_new_tokens)
+    ident = (
+        r.id, r.testbed_id, r.bundle, r.bundle_id, r.bundle_path, r.series_label, r.route, r.runtime, r.prompt_tokens,
+        r.max_new_tokens,
+    )  # fmt: skip
     judged = (r.id, r.equivalence_verdict, r.equivalence_reference)
 
     def by_ids(conn: sa.Connection, cols: tuple, wanted: list[int]) -> dict[int, dict]:
