@@ -358,6 +358,14 @@ def _m0009_series_by_what_is_tracked(conn: sa.Connection) -> None:
             updates.append({"rid": rid, "k": series_key(record), "route": route_label(record)})
         conn.execute(sa.text("UPDATE records SET series_key = :k, route = :route WHERE id = :rid"), updates)
     conn.execute(sa.text("DELETE FROM change_point_cache"))
+    # the dashboard's series read (results/series.py) draws model changes: the covering index of 0005 gains bundle_id
+    conn.execute(sa.text("DROP INDEX ix_records_series_shown"))
+    conn.execute(
+        sa.text(
+            "CREATE INDEX ix_records_series_shown_digest ON records (series_key, created_utc, id, status, run_id,"
+            " git_commit, winml_perf_version, testbed_id, bundle_id)"
+        )
+    )
     analyze(conn, ("records",))
 
 

@@ -143,6 +143,7 @@ class SeriesColumns:
     # metric -> record id -> its per-invocation medians (metrics.invocations), for the metrics and
     # newest records asked for (series_columns' invocations_of and window); records without: absent
     invocations: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    bundle_ids: list[Any] = field(default_factory=list)  # each record's bundle content digest (None: unknown)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -163,7 +164,9 @@ def series_columns(
     newest ``window`` ok records with a value (all when None): what change points search."""
     r, m = mig.records.c, mig.metrics.c
     recs = (
-        apply_filters(sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status), filters)
+        apply_filters(
+            sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status, r.bundle_id), filters
+        )
         .where(r.series_key == series)
         .order_by(r.created_utc, r.id)
     )
@@ -197,7 +200,7 @@ def series_columns(
         )
 
     rec_rows, metric_rows, invocations = store.read(read)
-    cols = list(zip(*rec_rows)) if rec_rows else [()] * 6
+    cols = list(zip(*rec_rows)) if rec_rows else [()] * 7
     return SeriesColumns(
         list(cols[0]),
         list(cols[1]),
@@ -207,6 +210,7 @@ def series_columns(
         np.array([status == "ok" for status in cols[5]], dtype=bool),
         _metric_columns(cols[0], metric_rows, metrics),
         invocations,
+        list(cols[6]),
     )
 
 
