@@ -68,9 +68,11 @@ def equivalence_badge(row: Mapping[str, Any]) -> str:
     """The series' newest equivalence verdict beside its label ('NOT equivalent' marked, 'not checked')."""
     view = view_of_row(row)
     against = f" against {view.reference}" if view.reference else ""
+    run = row.get("equivalence_run_id")
+    where = f" run {str(run)[:8]}" if view.checked and run else ""  # the run it was judged in, not the series'
     return (
         f'<span class="equivalence {view.verdict.replace(" ", "-")}" title="equivalence{escape(against)}">'
-        f"{escape(view.label())}</span>"
+        f"{escape(view.label())}{escape(where)}</span>"
     )
 
 

@@ -49,7 +49,8 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
         r.id, r.testbed_id, r.bundle, r.bundle_id, r.bundle_path, r.series_label, r.route, r.runtime, r.prompt_tokens,
         r.max_new_tokens,
     )  # fmt: skip
-    judged = (r.id, r.equivalence_verdict, r.equivalence_reference)
+    # the verdict belongs to the route and the run it was made in (issue 35): its run comes with it
+    judged = (r.id, r.equivalence_verdict, r.equivalence_reference, r.run_id.label("equivalence_run_id"))
 
     def by_ids(conn: sa.Connection, cols: tuple, wanted: list[int]) -> dict[int, dict]:
         out: dict[int, dict] = {}
@@ -261,3 +262,21 @@ def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[
         return out
 
     return store.read(read)
+
+
+def newest_shared_run(store: Store, series: str, other: str, *, newest: int = 200) -> str | None:
+    """The newest run (by its record in ``series``) that holds ok records of both series, among the
+    newest ``newest`` runs of ``series``; None when they were never measured in one run (issue 35:
+    the overview's ratio to config comes from one run, never across runs)."""
+    r = mig.records.c
+    mine = (
+        sa.select(r.run_id, sa.func.max(r.created_utc).label("t"))
+        .where(r.series_key == series, r.status == "ok", r.run_id.is_not(None))
+        .group_by(r.run_id)
+        .order_by(sa.desc("t"))
+        .limit(int(newest))
+        .subquery()
+    )
+    theirs = sa.select(r.run_id).where(r.series_key == other, r.status == "ok")
+    stmt = sa.select(mine.c.run_id).where(mine.c.run_id.in_(theirs)).order_by(mine.c.t.desc()).limit(1)
+    return store.read(lambda c: c.execute(stmt).scalar())

@@ -56,8 +56,8 @@ def _with_ci(row: Mapping[str, Any], metric: str) -> str:
 def summary_rows(df: Any) -> list[list[str]]:
     """The compact rows shared by `results list` and the markdown export."""
     from winml_perf.compare.text import bundle_labels
-    from winml_perf.results.rows import series_where
     from winml_perf.results.frame import frame_rows
+    from winml_perf.results.rows import series_where
 
     rows = frame_rows(df)
     names = bundle_labels((r["bundle"], series_where(r)) for r in rows)  # a path tail only where names clash
