@@ -52,7 +52,9 @@ def test_a_compiled_and_an_uncompiled_route_are_two_series_and_listed_apart(tmp_
     plain = _cell("p", "2025-01-01T02:00:00Z", route="ep=openvino")
     compiled = _route(
         _cell("c", "2025-01-01T02:00:01Z", route="ep=openvino", index=1),
-        compile=[{"stages": ["decoder"], "source": "model.onnx", "ep": "openvino", "output": "x.onnx", "status": "compiled"}],
+        compile=[
+            {"stages": ["decoder"], "source": "model.onnx", "ep": "openvino", "output": "x.onnx", "status": "compiled"}
+        ],
     )
     validated_cell(compiled)
     assert series_key(plain) != series_key(compiled)
@@ -101,9 +103,13 @@ def test_a_labelled_series_is_listed_and_filtered_by_its_label(tmp_path):
         store.write_records(cells)
         assert {r["series_key"] for r in store.records()} == {series_key(cells[0])}
     rows = json.loads(
-        CliRunner().invoke(app, ["results", "list", "--store", str(db), "--bundle", "qwen-nightly", "--format", "json"]).stdout
+        CliRunner()
+        .invoke(app, ["results", "list", "--store", str(db), "--bundle", "qwen-nightly", "--format", "json"])
+        .stdout
     )
-    assert [r["bundle"] for r in rows] == ["qwen-nightly"] * 2 and [r["series_label"] for r in rows] == ["qwen-nightly"] * 2
+    assert [r["bundle"] for r in rows] == ["qwen-nightly"] * 2 and [r["series_label"] for r in rows] == [
+        "qwen-nightly"
+    ] * 2
 
 
 # -- migration 0009 ----------------------------------------------------------------------------------

@@ -314,9 +314,7 @@ def compare_runs(
         )
     changes: dict[tuple, str] = {}
     for kb, kc in sorted({(r.key, r.candidate_key) for r in rows}, key=str):
-        sentence = model_change(
-            [c for c in baseline.cells if c.key == kb], [c for c in candidate.cells if c.key == kc]
-        )
+        sentence = model_change([c for c in baseline.cells if c.key == kb], [c for c in candidate.cells if c.key == kc])
         if sentence:
             changes[kc] = sentence
             notes.append(f"{key_label(kc, bundles.get(kc))}: {sentence}")

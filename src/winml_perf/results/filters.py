@@ -118,7 +118,9 @@ def apply_filters(stmt: sa.Select, filters: Mapping[str, Any]) -> sa.Select:
     if "route" in f:
         stmt = stmt.where(r.route.in_(_route_values([str(x) for x in _values(f["route"])])))
     if "digest" in f:  # the bundle's content digest (bundle_id), by a prefix as listings show it
-        stmt = stmt.where(sa.or_(*[r.bundle_id.startswith(str(d).lower(), autoescape=True) for d in _values(f["digest"])]))
+        stmt = stmt.where(
+            sa.or_(*[r.bundle_id.startswith(str(d).lower(), autoescape=True) for d in _values(f["digest"])])
+        )
     simple = {
         "series": r.series_key,
         "testbed": r.testbed_id,
