@@ -128,7 +128,7 @@ def at_model_change(history: Sequence[Mapping], metric: str, threshold_pct: floa
     return Verdict(
         REGRESSION,
         BY_MODEL_CHANGE,
-        f"model changed between runs {ids[-2][:8]} and {ids[-1][:8]}: {old[:6]} → {new[:6]}; the newest run's"
+        f"model changed between runs {ids[-2][:8]} and {ids[-1][:8]}: {str(old)[:6]} → {str(new)[:6]}; the newest run's"
         f" {ch.invocations_candidate} invocations against the {ch.invocations_baseline} of the previous model's"
         f" {len(groups) - 1 - start} run(s): {ch.shift:+.1%} [{ch.low:+.1%}, {ch.high:+.1%}], wholly beyond the"
         f" {threshold:.1%} threshold",
