@@ -125,9 +125,15 @@ def test_an_old_store_gains_the_column_and_keeps_its_series(tmp_path):
     old = _cell("old", None)
     with open_store(db) as store:
         store.write_record(old)
-    con = sqlite3.connect(db)  # the store as the code before migration 0008 left it
+    con = sqlite3.connect(db)  # the store as the code before migration 0008 left it (and so before 0009)
+    con.execute("DROP INDEX ix_records_series_shown_digest")
+    con.execute(
+        "CREATE INDEX ix_records_series_shown ON records (series_key, created_utc, id, status, run_id,"
+        " git_commit, winml_perf_version, testbed_id)"
+    )
+    con.execute("ALTER TABLE records DROP COLUMN series_label")
     con.execute("ALTER TABLE records DROP COLUMN bundle_id")
-    con.execute("DELETE FROM schema_migrations WHERE name = '0008_bundle_id'")
+    con.execute("DELETE FROM schema_migrations WHERE name IN ('0008_bundle_id', '0009_series_by_what_is_tracked')")
     con.commit()
     con.close()
     with open_store(db) as store:
