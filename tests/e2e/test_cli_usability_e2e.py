@@ -181,7 +181,9 @@ def test_perf_table_ends_with_the_summary_and_bad_exports_fail_before_measuring(
     )
     assert r.returncode == 0, r.stderr
     tail = r.stdout[r.stdout.index("summary: routes against config") :]
-    assert "ep=qnn decode: " in tail and "(p4 n2, 3 rounds)" in tail  # 3 rounds: the point ratio, no interval
+    assert (
+        "ep=qnn (emulated) decode: " in tail and "(p4 n2, 3 rounds)" in tail
+    )  # 3 rounds: the point ratio, no interval
     assert "no interval or verdict below 5 paired rounds" in tail and "±" not in tail and "/−" not in tail
     same = tmp_path / "x.json"
     r = run_winml("perf", TINY_FLAT, "--no-store", "--export-json", same, "-o", same, cwd=tmp_path)

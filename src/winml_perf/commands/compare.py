@@ -277,5 +277,7 @@ def runs_command(
         raise BenchmarkFailure(
             f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged on each candidate series'"
             f" history), e.g. {report.failure_text(worst)}",
-            "investigate the candidate's commit and testbed",
+            "the model changed: compare the two builds (winml results list --digest HEX shows each one's runs)"
+            if report.model_changes.get(tuple(worst.candidate_key))
+            else "investigate the candidate's commit and testbed",
         )
