@@ -37,7 +37,7 @@ def slower_rebuild(src: Path, dst: Path, matmuls: int = EXTRA_MATMULS, width: in
     if dst.exists():
         shutil.rmtree(dst)
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("_compiled"))
-    model = onnx.load(str(src / "model.onnx"))
+    model = onnx.load(str(dst / "model.onnx"))  # the copy: src's weights may be hard-linked into _compiled/
     g = model.graph
     producer = next(n for n in g.node if "logits" in n.output)
     producer.output[list(producer.output).index("logits")] = "logits_raw"
