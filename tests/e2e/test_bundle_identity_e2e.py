@@ -81,3 +81,24 @@ def test_the_dashboard_gives_each_bundle_its_own_page(store, tmp_path):
     assert all(
         any(p.startswith(f"{w}") or f"{w}-tiny-qwen2" in p or f"{w}_tiny-qwen2" in p for p in pages) for w in "abc"
     ), pages
+
+
+def test_a_series_label_joins_builds_in_new_folders(tmp_path):
+    """--series NAME: a build that lands in a new folder each night stays one series, named NAME."""
+    db = tmp_path / "s.db"
+    for night in ("1", "2"):
+        bundle = tmp_path / "builds" / night / "tiny-qwen2"
+        shutil.copytree(TINY_FLAT, bundle, ignore=shutil.ignore_patterns("_compiled"))
+        result = run_winml("perf", bundle, *LEAN, "--series", "qwen-nightly", "--store", db, "-q")
+        assert result.returncode == 0, result.stderr[-3000:]
+    rows = _rows(db)
+    assert [r["bundle"] for r in rows] == ["qwen-nightly"] * 2 and [r["series_label"] for r in rows] == [
+        "qwen-nightly"
+    ] * 2
+    result = run_winml(
+        "compare", "runs", "--store", db, "--baseline", "previous", "--candidate", "latest",
+        "--bundle", "qwen-nightly", "--metric", "decode_tokens_per_s", "--format", "json",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (change,) = result.json()["changes"]
+    assert change["key"]["bundle"] == "qwen-nightly" and "model_changes" not in result.json()
