@@ -29,7 +29,7 @@ BundleOpt = Annotated[
     typer.Option(
         "--bundle",
         metavar="BUNDLE",
-        help="Only this bundle: its name, its path, or name (a1b2c3) as listings label it.",
+        help="Only this bundle: its name or --series label, its path (or the tail listings show, a/tiny-qwen2), or name (a1b2c3) for one content digest.",
     ),
 ]
 RouteOpt = Annotated[
