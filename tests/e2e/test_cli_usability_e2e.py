@@ -153,7 +153,7 @@ def test_perf_formats_exports_merged_sweeps_and_the_closing_summary(tmp_path, bu
     # the closing summary (stderr: stdout is machine-readable): per metric, each route against config
     assert "summary: routes against config" in r.stderr
     assert re.search(
-        r"ep=qnn decode ran \d+\.\d\d (± \d+\.\d\d|\+\d+\.\d\d/−\d+\.\d\d) × (faster than|slower than|as fast as) config "
+        r"ep=qnn \(emulated\) decode ran \d+\.\d\d (± \d+\.\d\d|\+\d+\.\d\d/−\d+\.\d\d) × (faster than|slower than|as fast as) config "
         r"\(p4 n3, 6 rounds\)",
         r.stderr,
     ), r.stderr
@@ -181,7 +181,9 @@ def test_perf_table_ends_with_the_summary_and_bad_exports_fail_before_measuring(
     )
     assert r.returncode == 0, r.stderr
     tail = r.stdout[r.stdout.index("summary: routes against config") :]
-    assert "ep=qnn decode: " in tail and "(p4 n2, 3 rounds)" in tail  # 3 rounds: the point ratio, no interval
+    assert (
+        "ep=qnn (emulated) decode: " in tail and "(p4 n2, 3 rounds)" in tail
+    )  # 3 rounds: the point ratio, no interval
     assert "no interval or verdict below 5 paired rounds" in tail and "±" not in tail and "/−" not in tail
     same = tmp_path / "x.json"
     r = run_winml("perf", TINY_FLAT, "--no-store", "--export-json", same, "-o", same, cwd=tmp_path)

@@ -77,16 +77,15 @@ def test_large_weights_are_known_by_their_size_and_spread_samples(tmp_path):
     assert bundle_id(bundle("longer", size=FULL_HASH_BYTES + (9 << 20))) != same
 
 
-def test_labels_name_the_id_only_where_names_clash():
-    labels = bundle_labels([("tiny-qwen2", ID_A), ("tiny-qwen2", ID_B), ("phi", ID_A), ("old", None)])
-    assert labels[("phi", ID_A)] == "phi" and labels[("old", None)] == "old"
-    assert (
-        labels[("tiny-qwen2", ID_A)] == "tiny-qwen2 (a1b2c3)" and labels[("tiny-qwen2", ID_B)] == "tiny-qwen2 (0f0e0d)"
-    )
-    legacy = bundle_labels([("tiny-qwen2", ID_A), ("tiny-qwen2", None)])
-    assert legacy[("tiny-qwen2", None)] == "tiny-qwen2 (no id)"
-    alike = bundle_labels([("m", "abcdef012345"), ("m", "abcdef999999")])
-    assert alike[("m", "abcdef012345")] == "m (abcdef0)" and alike[("m", "abcdef999999")] == "m (abcdef9)"
+def test_labels_name_the_path_only_where_names_clash():
+    labels = bundle_labels([("tiny-qwen2", "/x/a/tiny-qwen2"), ("tiny-qwen2", "/x/b/tiny-qwen2"), ("phi", "/x/phi")])
+    assert labels[("phi", "/x/phi")] == "phi"
+    assert labels[("tiny-qwen2", "/x/a/tiny-qwen2")] == "a/tiny-qwen2"
+    assert labels[("tiny-qwen2", "/x/b/tiny-qwen2")] == "b/tiny-qwen2"
+    deeper = bundle_labels([("m", "/n1/a/m"), ("m", "/n2/a/m")])  # the tail grows until it tells them apart
+    assert deeper[("m", "/n1/a/m")] == "n1/a/m" and deeper[("m", "/n2/a/m")] == "n2/a/m"
+    labelled = bundle_labels([("m", "/n1/a/m"), ("m", None)])  # a --series label named like a folder
+    assert labelled[("m", None)] == "m (--series)" and labelled[("m", "/n1/a/m")] == "a/m"
 
 
 def _cell(name: str, bid: str | None, when: str = "2025-01-01T02:00:00Z", path: str = "/a") -> dict:
@@ -104,15 +103,21 @@ def test_the_record_carries_its_id_and_the_schema_checks_it():
         validated_cell(_cell("r", "not-a-digest"))
 
 
-def test_bundles_named_alike_are_two_series_and_one_moved_stays_one(tmp_path):
-    a1, b, a2 = _cell("a1", ID_A), _cell("b", ID_B, path="/b"), _cell("a2", ID_A, "2025-01-02T02:00:00Z", "/elsewhere")
+def test_bundles_named_alike_are_two_series_and_a_rebuild_in_place_stays_one(tmp_path):
+    """Issue 35's rule: a series' bundle is its path (or the user's --series label), not its content."""
+    a1, b = _cell("a1", ID_A), _cell("b", ID_B, path="/b")
+    a2 = _cell("a2", ID_B, "2025-01-02T02:00:00Z")  # /a/tiny-qwen2 rebuilt: other content, same folder
     assert series_key(a1) == series_key(a2) != series_key(b)
+    moved = _cell("m", ID_A, "2025-01-03T02:00:00Z", "/elsewhere")
+    assert series_key(moved) != series_key(a1)  # another path is another series ...
+    x, y = ({**c, "series_label": "nightly"} for c in (a1, moved))
+    assert series_key(x) == series_key(y) != series_key(a1)  # ... unless the user names the series
     with open_store(tmp_path / "s.db") as store:
         store.write_records([a1, b, a2])
         df = load(store)
-    assert list(df["bundle_id"]) == [ID_A, ID_B, ID_A]
+    assert list(df["bundle_id"]) == [ID_A, ID_B, ID_B]  # the digest is recorded with every run
     listed = CliRunner().invoke(app, ["results", "list", "--store", str(tmp_path / "s.db")])
-    assert listed.stdout.count("tiny-qwen2 (a1b2c3)") == 2 and listed.stdout.count("tiny-qwen2 (0f0e0d)") == 1
+    assert listed.stdout.count("a/tiny-qwen2") == 2 and listed.stdout.count("b/tiny-qwen2") == 1
 
 
 def test_an_old_store_gains_the_column_and_keeps_its_series(tmp_path):
@@ -120,9 +125,15 @@ def test_an_old_store_gains_the_column_and_keeps_its_series(tmp_path):
     old = _cell("old", None)
     with open_store(db) as store:
         store.write_record(old)
-    con = sqlite3.connect(db)  # the store as the code before migration 0008 left it
+    con = sqlite3.connect(db)  # the store as the code before migration 0008 left it (and so before 0009)
+    con.execute("DROP INDEX ix_records_series_shown_digest")
+    con.execute(
+        "CREATE INDEX ix_records_series_shown ON records (series_key, created_utc, id, status, run_id,"
+        " git_commit, winml_perf_version, testbed_id)"
+    )
+    con.execute("ALTER TABLE records DROP COLUMN series_label")
     con.execute("ALTER TABLE records DROP COLUMN bundle_id")
-    con.execute("DELETE FROM schema_migrations WHERE name = '0008_bundle_id'")
+    con.execute("DELETE FROM schema_migrations WHERE name IN ('0008_bundle_id', '0009_series_by_what_is_tracked')")
     con.commit()
     con.close()
     with open_store(db) as store:
@@ -131,9 +142,9 @@ def test_an_old_store_gains_the_column_and_keeps_its_series(tmp_path):
         assert row["bundle_id"] is None and row["series_key"] == series_key(old)
         store.write_record(_cell("new", ID_A, "2025-01-02T02:00:00Z"))
         keys = [r["series_key"] for r in store.records()]
-    assert keys[0] != keys[1]  # content now known: its own series; the old one stays as it was
+    assert keys[0] == keys[1]  # the same folder: one series, its content now known (issue 35)
     listed = CliRunner().invoke(app, ["results", "list", "--store", str(db)])
-    assert "tiny-qwen2 (no id)" in listed.stdout and "tiny-qwen2 (a1b2c3)" in listed.stdout
+    assert listed.stdout.count("tiny-qwen2") == 2 and "(no id)" not in listed.stdout
 
 
 def test_a_label_selects_its_bundle_as_listings_show_it(tmp_path):
@@ -148,6 +159,7 @@ def test_a_label_selects_its_bundle_as_listings_show_it(tmp_path):
 
     assert ids("tiny-qwen2 (a1b2c3)") == [ID_A] and ids("tiny-qwen2 (0f0e0d)") == [ID_B]
     assert ids("tiny-qwen2 (no id)") == [None] and len(ids("tiny-qwen2")) == 3
+    assert ids("b/tiny-qwen2") == [ID_B] and ids("c/tiny-qwen2") == [None]  # the path tails listings show
     args = ["results", "list", "--store", str(db), "--bundle", "tiny-qwen2 (0f0e0d)", "--format", "json"]
     listed = CliRunner().invoke(app, args)
     assert [r["bundle_id"] for r in json.loads(listed.stdout)] == [ID_B], listed.output
@@ -161,7 +173,7 @@ def test_dashboard_exports_keep_bundles_named_alike_apart(tmp_path, fmt):
         store.write_records([_cell("a", ID_A), _cell("b", ID_B, path="/b")])
         df = load(store)
     text = exporters.export(df, fmt)
-    assert "tiny-qwen2 (a1b2c3) config p16 n8" in text and "tiny-qwen2 (0f0e0d) config p16 n8" in text, text
+    assert "a/tiny-qwen2 config p16 n8" in text and "b/tiny-qwen2 config p16 n8" in text, text
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")

@@ -50,8 +50,13 @@ def test_each_route_has_a_ratio_to_config_and_a_status(index_html):
     config = [r for r in rows if 'data-route="config"' in r]
     forced = [r for r in rows if 'data-route="config"' not in r]
     assert all("–" in r for r in config)
-    ratios = [re.search(r'<td class="num (level|improvement|regression)">×([\d.]+)</td>', r) for r in forced]
+    ratio = r'<td class="num (level|improvement|regression)" title="run ([0-9a-f]+): [^"]*" data-run="\2" data-ratio="[^"]*">×([\d.]+) '
+    ratios = [re.search(ratio, r) for r in forced]
     assert any(ratios), forced
+    (cpu,) = [m for r, m in zip(forced, ratios) if 'data-route="ep=cpu"' in r]
+    assert cpu.group(2) == "a" + "0" * 30 + "1" and cpu.group(1) == "level"  # from run a, the one with both routes
+    (webgpu,) = [r for r in forced if 'data-route="ep=webgpu"' in r]  # newest run b failed it: run a's ratio
+    assert re.search(ratio, webgpu) and 'data-run="a000' in webgpu
     statuses = [re.search(r'<td class="status ([a-z -]+)">', r).group(1) for r in rows]
     assert set(statuses) <= {"ok", "failed", "regression", "improvement", "lower-mode", "lower mode"}
     assert "failed" in statuses  # the golden store's failed webgpu cell is its route's newest record

@@ -211,11 +211,17 @@ def test_the_dashboard_shows_the_verdict_beside_the_ratio(golden_store, tmp_path
     webgpu = next(r for r in rows if 'data-route="ep=webgpu"' in r)
     config = next(r for r in rows if 'data-route="config"' in r)
     # webgpu's newest record failed: the verdict is its newest ok record's, the one whose ratio is shown
-    assert re.search(r'×[\d.]+</td><td class="equivalence not-equivalent"[^>]*>NOT equivalent</td>', webgpu)
-    assert '<td class="equivalence equivalent" title="against config">equivalent</td>' in cpu
+    # (issue 35) both the ratio and the verdict name run A, the run they come from
+    run = r'<span class="sub">run a0000000</span>'
+    assert re.search(
+        rf'×[\d.]+ \[[\d., ]+\] {run}</td><td class="equivalence not-equivalent"[^>]*>NOT equivalent {run}</td>', webgpu
+    )
+    assert f'<td class="equivalence equivalent" title="run a{"0" * 30}1 against config">equivalent {run}</td>' in cpu
     assert f">{NOT_CHECKED}</td>" in config
     page = (index.parent / "pages" / "tb-linux" / "tiny-qwen2.html").read_text()
-    assert re.search(r'ep=webgpu · p16 n8 <span class="equivalence not-equivalent"[^>]*>NOT equivalent</span>', page)
+    assert re.search(
+        r'ep=webgpu · p16 n8 <span class="equivalence not-equivalent"[^>]*>NOT equivalent run a0000000</span>', page
+    )
 
 
 def test_a_baseline_judged_against_another_bundle_is_named_in_the_note():

@@ -39,7 +39,7 @@ BundleOpt = Annotated[
     typer.Option(
         "--bundle",
         metavar="BUNDLE",
-        help="Only this bundle: its name, its path, or name (a1b2c3) as listings label it.",
+        help="Only this bundle: its name or --series label, its path (or the tail listings show, a/tiny-qwen2), or name (a1b2c3) for one content digest.",
     ),
 ]
 TestbedOpt = Annotated[str | None, typer.Option("--testbed", metavar="ID", help="Only this testbed id.")]
@@ -317,6 +317,8 @@ def runs_command(
         worst = report.regressions[0]
         raise BenchmarkFailure(
             f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged on each candidate series'"
-            f" history), e.g. {worst.sentence(report.label(worst.key))}",
-            "investigate the candidate's commit and testbed",
+            f" history), e.g. {report.failure_text(worst)}",
+            "the model changed: compare the two builds (winml results list --digest HEX shows each one's runs)"
+            if report.model_changes.get(tuple(worst.candidate_key))
+            else "investigate the candidate's commit and testbed",
         )

@@ -440,6 +440,15 @@ def perf(
     no_store: Annotated[
         bool, typer.Option("--no-store", metavar="", rich_help_panel=OUTPUT, help="Do not store the results.")
     ] = False,
+    series: Annotated[
+        str | None,
+        typer.Option(
+            "--series",
+            metavar="NAME",
+            rich_help_panel=OUTPUT,
+            help="Store the results as series NAME (with route, shape, testbed) in place of the bundle's path: a bundle built into a new folder each night stays one series.",
+        ),
+    ] = None,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -625,6 +634,7 @@ def perf(
         onnx_options=onnx_options,
         prepare_model=prepare,
         explain=explain,
+        series=_series_label(series),
     )
     if request.iterations.multi_invocation and isolate is False:
         raise UsageError(
@@ -761,6 +771,18 @@ def _reference_route(
             "pass one of them, e.g. --route config --route ep=cpu --reference ep=cpu",
         )
     return wanted
+
+
+def _series_label(name: str | None) -> str | None:
+    """--series NAME: a readable name of 1-200 characters, not blank and on one line."""
+    if name is None:
+        return None
+    text = name.strip()
+    if not text or len(text) > 200 or any(ch in text for ch in "\r\n\t"):
+        raise UsageError(
+            f"--series {name!r} is not a series name", "give a short name on one line, e.g. --series qwen2.5-0.5b-int4"
+        )
+    return text
 
 
 def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool) -> Path | None:

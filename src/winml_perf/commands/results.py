@@ -29,7 +29,7 @@ BundleOpt = Annotated[
     typer.Option(
         "--bundle",
         metavar="BUNDLE",
-        help="Only this bundle: its name, its path, or name (a1b2c3) as listings label it.",
+        help="Only this bundle: its name or --series label, its path (or the tail listings show, a/tiny-qwen2), or name (a1b2c3) for one content digest.",
     ),
 ]
 RouteOpt = Annotated[
@@ -66,6 +66,14 @@ VerdictOpt = Annotated[
         help="Only records whose route's equivalence verdict is this: equivalent, within-precision, not-equivalent or not-checked.",
     ),
 ]
+DigestOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--digest",
+        metavar="HEX",
+        help="Only records of the bundle whose content digest starts with this (the 'model changed a1b2c3 → d4e5f6' of compare runs and the dashboard).",
+    ),
+]
 
 
 def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
@@ -86,10 +94,26 @@ def _verdict(verdict: str | None) -> str | None:
     return VERDICT_WORDS[verdict.strip().lower()]
 
 
-def _filters(bundle, route, testbed, run, since, until, status, commit, verdict=None) -> dict:  # noqa: ANN001
+def _digest(digest: str | None) -> str | None:
+    """--digest: 1-40 hex digits (a prefix of a bundle's content digest); exit 2 otherwise."""
+    import re
+
+    if digest is None:
+        return None
+    text = digest.strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{1,40}", text):
+        raise UsageError(
+            f"--digest {digest!r} is not a bundle content digest (hex digits)",
+            "pass the digest's first hex digits as results list or compare runs show them, e.g. --digest a1b2c3",
+        )
+    return text
+
+
+def _filters(bundle, route, testbed, run, since, until, status, commit, verdict=None, digest=None) -> dict:  # noqa: ANN001
     if status is not None and status not in ("ok", "failed"):
         raise UsageError(f"--status {status!r} is not ok or failed", "pass --status ok or --status failed")
     return {
+        "digest": _digest(digest),
         "verdict": _verdict(verdict),
         "bundle": bundle,
         "route": route,
@@ -128,6 +152,7 @@ def list_command(
     status: StatusOpt = None,
     commit: CommitOpt = None,
     verdict: VerdictOpt = None,
+    digest: DigestOpt = None,
     limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="Only the newest N records.")] = None,
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)] = "table",
 ) -> None:
@@ -137,7 +162,9 @@ def list_command(
     _check_format(fmt)
     if limit is not None and limit < 1:
         raise UsageError(f"--limit must be >= 1, got {limit}")
-    df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit, verdict), limit)
+    df, where = _load(
+        store, _filters(bundle, route, testbed, run, since, until, status, commit, verdict, digest), limit
+    )
     if fmt == "table":
         print(f"{len(df)} record(s) in {where}", file=sys.stderr)
         if len(df):
@@ -161,8 +188,11 @@ def _metric_rows(rec: dict) -> list[list]:
 
 
 def _bundle_id_text(row: dict) -> str:
-    """' (bundle id a1b2c3d4e5f6)' when the record has one (record/bundle_identity.py)."""
-    return f" (bundle id {row['bundle_id']})" if row.get("bundle_id") else ""
+    """' (series label, bundle id a1b2c3d4e5f6)': the record's --series label and its bundle's
+    content digest, where it has them (record/bundle_identity.py)."""
+    parts = [f"series label of {row['bundle_path']}"] if row.get("series_label") else []
+    parts += [f"bundle id {row['bundle_id']}"] if row.get("bundle_id") else []
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def _show_table(row: dict) -> str:
@@ -283,6 +313,7 @@ def export_command(
     status: StatusOpt = None,
     commit: CommitOpt = None,
     verdict: VerdictOpt = None,
+    digest: DigestOpt = None,
 ) -> None:
     """Export stored records. bmf and gab take the newest ok record of each bundle x route x shape
     (one testbed); each metric's direction comes from its name (throughputs up, times down)."""
@@ -300,7 +331,7 @@ def export_command(
         from winml_perf.support.output import check_output
 
         check_output(output)  # before reading the store
-    df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit, verdict))
+    df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit, verdict, digest))
     if df.empty:
         raise UsageError(
             f"the export selects no records in {where}", "loosen the filters; `winml results list` shows what is stored"

@@ -14,7 +14,7 @@ from typing import Any
 
 from winml_perf.model.equivalence_view import EquivalenceView, view_of_row
 from winml_perf.model.metrics import METRICS, get
-from winml_perf.results.rows import record_rows
+from winml_perf.results.rows import record_rows, series_where
 from winml_perf.support.errors import UsageError
 
 #: Metrics compared by default, in table order, when both sides have them.
@@ -55,6 +55,7 @@ class Cell:
     samples: tuple[MeasuredSample, ...]
     equivalence: EquivalenceView = field(default_factory=EquivalenceView)  # the route's verdict (issue 24)
     bundle_id: str | None = None  # the bundle's content digest (record/bundle_identity.py); None before ids
+    bundle_where: str | None = None  # its bundle's path, None for a --series label (results/rows.series_where)
 
     @property
     def ok(self) -> bool:
@@ -88,6 +89,7 @@ def stored_cell(row: Mapping[str, Any], samples: Iterable[Mapping[str, Any]], in
         max_new_tokens=row.get("max_new_tokens"),
         series_key=row.get("series_key"),
         bundle_id=row.get("bundle_id"),
+        bundle_where=series_where(row),
         status=str(row.get("status") or "ok"),
         invocations=invocations,
         samples=tuple(measured_sample(s) for s in samples),

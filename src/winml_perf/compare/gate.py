@@ -31,7 +31,11 @@ from winml_perf.compare.cells import Cell
 from winml_perf.compare.runs import RunChange, RunsReport
 from winml_perf.compare.text import metric_word
 from winml_perf.model.metrics import bigger_is_better, get
-from winml_perf.stats.series.changepoint import INSUFFICIENT, Verdict, judge_newest
+from winml_perf.stats.run_change import run_change
+from winml_perf.stats.series.changepoint import INSUFFICIENT, REGRESSION, Verdict, judge_newest
+
+#: How a verdict was reached when the newest run ran another model than the runs before it.
+BY_MODEL_CHANGE = "model change"
 
 COUNTED_ONCE = "counted once"
 #: Newest records of a series the gate reads (about six weeks of nightlies; the newest 10 are judged).
@@ -76,14 +80,59 @@ def judge_series(histories: Histories, metrics: Sequence[str], threshold_pct: fl
         if not values:
             out[metric] = Verdict(INSUFFICIENT, None, f"no stored {metric} for this series")
             continue
-        out[metric] = judge_newest(
+        verdict = judge_newest(
             values,
             runs,
             higher_is_better=bigger_is_better(metric),
             threshold=threshold_pct / 100.0,
             candidate_interval=interval,
         )
+        if not verdict.is_regression:
+            verdict = at_model_change(histories.get(metric) or (), metric, threshold_pct) or verdict
+        out[metric] = verdict
     return out
+
+
+def at_model_change(history: Sequence[Mapping], metric: str, threshold_pct: float) -> Verdict | None:
+    """A model change is an event on its series (issue 35), a change point whose place is known:
+    when the newest run ran another bundle content (``bundle_id``) than the run before it, its
+    invocations against those of the runs of the previous model back to the change before
+    (stats/run_change.py: the exact 95 % interval of the shift, Hodges-Lehmann); a regression when
+    that interval lies wholly beyond the threshold on the worse side. None when the newest run
+    ran the same model, a digest is unknown, or the interval does not say so (the change-point
+    rules stand then)."""
+    runs: OrderedDict[str, list[Mapping]] = OrderedDict()
+    for h in history:
+        if h.get("invocations") or h.get("median") is not None:
+            runs.setdefault(h["run_id"] or f"record {h['id']}", []).append(h)
+    if len(runs) < 2:
+        return None
+    digests = [{h.get("bundle_id") for h in rows} for rows in runs.values()]
+    if any(len(d) != 1 or None in d for d in digests[-2:]) or digests[-1] == digests[-2]:
+        return None
+    (new,), (old,) = digests[-1], digests[-2]
+    ids, groups = list(runs), list(runs.values())
+    start = len(groups) - 1
+    while start > 0 and digests[start - 1] == {old}:
+        start -= 1
+
+    def invocations(rows: Sequence[Mapping]) -> list[list[float]]:
+        return [[float(v)] for h in rows for v in (h.get("invocations") or [h["median"]])]
+
+    before = [inv for rows in groups[start:-1] for inv in invocations(rows)]
+    ch = run_change(before, invocations(groups[-1]), higher_is_better=bigger_is_better(metric))
+    threshold = threshold_pct / 100.0
+    worse = ch.high < -threshold if bigger_is_better(metric) else ch.low > threshold  # NaN: False
+    if not worse:
+        return None
+    return Verdict(
+        REGRESSION,
+        BY_MODEL_CHANGE,
+        f"model changed between runs {ids[-2][:8]} and {ids[-1][:8]}: {str(old)[:6]} → {str(new)[:6]}; the newest run's"
+        f" {ch.invocations_candidate} invocations against the {ch.invocations_baseline} of the previous model's"
+        f" {len(groups) - 1 - start} run(s): {ch.shift:+.1%} [{ch.low:+.1%}, {ch.high:+.1%}], wholly beyond the"
+        f" {threshold:.1%} threshold",
+    )
 
 
 def counted_elsewhere(metric: str, compared: Sequence[str]) -> str | None:

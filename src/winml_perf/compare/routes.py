@@ -23,6 +23,7 @@ from winml_perf.compare.cells import Cell, MeasuredSample, choose_metrics
 from winml_perf.compare.text import metric_word, shape_label
 from winml_perf.model.equivalence_view import NOT_CHECKED, EquivalenceView
 from winml_perf.model.metrics import bigger_is_better
+from winml_perf.model.route import bare_label
 from winml_perf.stats import significance as sig
 from winml_perf.support.errors import UsageError
 from winml_perf.support.human_numbers import fixed
@@ -262,6 +263,15 @@ class _Shape:
     equivalence: dict[str, EquivalenceView] = field(default_factory=dict)  # route -> its newest cell's verdict
 
 
+def as_shown(route: str, present: set[str]) -> str:
+    """A route named without its marks (``config``) as the run shows it (``config (compiled)``:
+    model/route.shown_label) when exactly one of ``present`` is it; else as given."""
+    if route in present:
+        return route
+    marked = [p for p in present if bare_label(p) == route]
+    return marked[0] if len(marked) == 1 else route
+
+
 def _wanted_routes(run_id: str, ok: Sequence[Cell], baseline_route: str, routes: Sequence[str] | None) -> list[str]:
     present = sorted({str(c.route) for c in ok})
     if baseline_route not in present:
@@ -362,6 +372,9 @@ def compare_routes(
         if not c.ok
     ]
     ok = [c for c in cells if c.ok]
+    present = {str(c.route) for c in ok}
+    baseline_route = as_shown(baseline_route, present)
+    routes = [as_shown(r, present) for r in routes] if routes else routes
     wanted = _wanted_routes(run_id, ok, baseline_route, routes)
     options = _Options(baseline_route, metrics, equivalence_pct, resamples, seed)
     shapes = _shapes(ok)

@@ -14,6 +14,7 @@ from winml_perf.compare.cells import cells_of_run
 from winml_perf.compare.routes import INVOCATIONS, RoutesReport, compare_routes
 from winml_perf.model.equivalence_view import view_of
 from winml_perf.model.metrics import sort_key
+from winml_perf.model.route import shown_label
 from winml_perf.stats import significance as sig
 
 BASELINE = "config"
@@ -36,7 +37,7 @@ def route_verdicts(doc: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     for c in doc.get("cells") or ():
         e = (c.get("route") or {}).get("equivalence")
-        label = c["route"]["label"]
+        label = shown_label(c["route"])  # as the comparison's rows name it: (compiled), (emulated)
         if not e or label in out:
             continue
         v = view_of(e)

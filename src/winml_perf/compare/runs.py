@@ -95,10 +95,12 @@ class RunsReport:
     equivalence_pct: float
     notes: tuple[str, ...] = field(default=())
     bundles: Mapping[tuple, str] = field(default_factory=dict)  # group key -> its bundle's label
+    # candidate group key -> 'model changed between baseline and candidate: a1b2c3 → d4e5f6' (issue 35)
+    model_changes: Mapping[tuple, str] = field(default_factory=dict)
 
     def label(self, key: tuple) -> str:
-        """A group key as this report names it: its bundle's id beside the name where two bundles
-        of the report share a name (compare/text.bundle_labels)."""
+        """A group key as this report names it: its bundle's path tail in place of the name where
+        two bundles of the report share a name (compare/text.bundle_labels)."""
         return key_label(key, self.bundles.get(tuple(key)))
 
     @property
@@ -106,7 +108,7 @@ class RunsReport:
         return tuple(r for r in self.rows if r.regression)
 
     def to_dict(self) -> dict:
-        return {
+        d = {
             "baseline": self.baseline,
             "candidate": self.candidate,
             "equivalence_pct": self.equivalence_pct,
@@ -115,6 +117,16 @@ class RunsReport:
             "regressions": len(self.regressions),
             "notes": list(self.notes),
         }
+        if self.model_changes:  # series whose bundle's content differs between the two sides (issue 35)
+            d["model_changes"] = [{"series": self.label(k), "change": v} for k, v in self.model_changes.items()]
+        return d
+
+    def failure_text(self, change: RunChange) -> str:
+        """A regression as the gate's failure names it: its sentence, and the model change between
+        the two sides when its series has one (the rebuilt model is what to look at first)."""
+        text = change.sentence(self.label(change.key))
+        model = self.model_changes.get(tuple(change.candidate_key))
+        return f"{text}; {model}" if model else text
 
 
 def _pair_groups(
@@ -224,6 +236,28 @@ def compare_samples(
     )
 
 
+#: Hex digits of a bundle's content digest in a model change sentence.
+DIGEST_DIGITS = 6
+
+
+def model_change(base: Sequence[Cell], cand: Sequence[Cell]) -> str | None:
+    """'model changed between baseline and candidate: a1b2c3 → d4e5f6' when the ok cells of one
+    series' two sides ran bundles of other contents (record/bundle_identity.py); None when they
+    ran the same one, or a side has no digest (records made before digests). A side of several
+    digests names each."""
+
+    def digests(cells: Sequence[Cell]) -> list[str]:
+        return sorted({c.bundle_id for c in cells if c.ok and c.bundle_id})
+
+    b, c = digests(base), digests(cand)
+    if not b or not c or b == c:
+        return None
+    return (
+        "model changed between baseline and candidate: "
+        f"{', '.join(d[:DIGEST_DIGITS] for d in b)} → {', '.join(d[:DIGEST_DIGITS] for d in c)}"
+    )
+
+
 def _check_sides(baseline: Side, candidate: Side) -> None:
     overlap = {c.uid for c in baseline.cells} & {c.uid for c in candidate.cells}
     if overlap:
@@ -259,8 +293,8 @@ def compare_runs(
     _check_groups("--candidate", candidate, cand)
     per_series = baseline.selector in PER_SERIES_SELECTORS and candidate.selector in PER_SERIES_SELECTORS
     cells = (*baseline.cells, *candidate.cells)
-    names = bundle_labels((c.bundle, c.bundle_id) for c in cells)
-    bundles = {c.key: names[(c.bundle, c.bundle_id or None)] for c in cells}
+    names = bundle_labels((c.bundle, c.bundle_where) for c in cells)
+    bundles = {c.key: names[(c.bundle, c.bundle_where or None)] for c in cells}
     rows = [
         compare_samples(
             kb,
@@ -278,6 +312,19 @@ def compare_runs(
         raise StoreError(
             "nothing to compare: no metric has samples on both sides", "check the selections with `winml results list`"
         )
+    changes: dict[tuple, str] = {}
+    for kb, kc in sorted({(r.key, r.candidate_key) for r in rows}, key=str):
+        sentence = model_change([c for c in baseline.cells if c.key == kb], [c for c in candidate.cells if c.key == kc])
+        if sentence:
+            changes[kc] = sentence
+            notes.append(f"{key_label(kc, bundles.get(kc))}: {sentence}")
     return RunsReport(
-        baseline.meaning, candidate.meaning, tuple(rows), fail_threshold_pct, equivalence_pct, tuple(notes), bundles
+        baseline.meaning,
+        candidate.meaning,
+        tuple(rows),
+        fail_threshold_pct,
+        equivalence_pct,
+        tuple(notes),
+        bundles,
+        changes,
     )

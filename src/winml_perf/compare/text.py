@@ -8,7 +8,6 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from winml_perf.model.metrics import get
-from winml_perf.results.rows import NO_BUNDLE_ID
 from winml_perf.support.errors import UsageError
 
 
@@ -35,27 +34,38 @@ def key_label(key: Sequence[Any], bundle: str | None = None) -> str:
     return f"{bundle or name} {route} {shape_label(p, n)} @{testbed}"
 
 
-#: Hex digits of a bundle id in a label ('tiny-qwen2 (a1b2c3)'); more where two ids begin alike.
-LABEL_ID_DIGITS = 6
+#: A labelled series among bundles of its name ('tiny-qwen2 (--series)').
+LABELLED_TAG = "--series"
+
+
+def _distinct_suffixes(paths: list[str]) -> dict[str, str]:
+    """Each path -> its shortest tail of folders (two at least) that no other of ``paths`` ends with."""
+    parts = {p: p.strip("/").split("/") for p in paths}
+    out = {}
+    for p, comps in parts.items():
+        k = min(2, len(comps))
+        while k < len(comps) and any(q != p and qc[-k:] == comps[-k:] for q, qc in parts.items()):
+            k += 1
+        out[p] = "/".join(comps[-k:])
+    return out
 
 
 def bundle_labels(pairs: Iterable[tuple[Any, Any]]) -> dict[tuple[Any, Any], str]:
-    """(bundle name, bundle id) -> the label a person reads: the name alone while one bundle of
-    those given has it; 'name (a1b2c3)' for each of several bundles named alike, 'name (no id)' for
-    records made before bundles had ids (record/bundle_identity.py). Look labels up by
-    ``(name, bundle_id or None)``."""
-    ids_of: dict[Any, set[Any]] = defaultdict(set)
-    for name, bundle_id in pairs:
-        ids_of[name].add(bundle_id or None)
+    """(bundle name, where: results/rows.series_where) -> the label a person reads: the name alone
+    while one series' bundle of those given has it; where several bundles share a name, each by
+    the shortest tail of its path that tells it apart ('a/tiny-qwen2', 'b/tiny-qwen2'), and a
+    ``--series`` label as 'name (--series)'. Look labels up by ``(name, where)``."""
+    wheres_of: dict[Any, set[Any]] = defaultdict(set)
+    for name, where in pairs:
+        wheres_of[name].add(where or None)
     out: dict[tuple[Any, Any], str] = {}
-    for name, ids in ids_of.items():
-        known = sorted(i for i in ids if i)
-        digits = LABEL_ID_DIGITS
-        while len({i[:digits] for i in known}) < len(known):
-            digits += 1
-        for bundle_id in ids:
-            tag = bundle_id[:digits] if bundle_id else NO_BUNDLE_ID
-            out[(name, bundle_id)] = str(name) if len(ids) == 1 else f"{name} ({tag})"
+    for name, wheres in wheres_of.items():
+        tails = _distinct_suffixes(sorted(w for w in wheres if w))
+        for where in wheres:
+            if len(wheres) == 1:
+                out[(name, where)] = str(name)
+            else:
+                out[(name, where)] = tails[where] if where else f"{name} ({LABELLED_TAG})"
     return out
 
 

@@ -161,6 +161,7 @@ class PerfRequest:
     onnx_options: dict = field(default_factory=dict)
     prepare_model: bool = False
     explain: bool = False
+    series: str | None = None  # --series NAME: the series the records belong to, in place of the bundle's path
 
 
 def _plugin_specs(registrations) -> tuple[str, ...]:
@@ -527,6 +528,7 @@ def _prepare_and_measure(
             progress=make_progress(req.quiet),
             argv=argv,
             explain=req.explain,
+            series_label=req.series,
         )
     except SweepInterrupted as exc:
         outcome.run, outcome.interrupted = exc.run, exc.signum

@@ -162,13 +162,15 @@ def run_sweep(
     keep_token_ids: bool = False,
     explain: bool = False,
     energy_meters: Mapping[str, Any] | None = None,
+    series_label: str | None = None,
 ) -> RunRecord:
     """Measure every cell and return the run's record; ``on_cell_done(record)`` is called as soon as
     each cell is final (store it there). ``isolate=None`` isolates when there is more than one route.
     ``environment``: collect_environment() of this run (collected here when None).
     ``roofline``: add decode's fraction of the memory-bandwidth bound (bandwidth measured once per machine, cached).
     ``explain``: after each cell's measured iterations, profile its route apart (bench/explain_cell.py).
-    ``energy_meters``: route label -> EnergyMeter to use instead of the host's (tests)."""
+    ``energy_meters``: route label -> EnergyMeter to use instead of the host's (tests).
+    ``series_label``: winml perf --series NAME, recorded with every cell (the series it belongs to)."""
     cells = list(cells)
     routes = _unique(c.route_label for c in cells)
     if isolate is None:
@@ -199,6 +201,7 @@ def run_sweep(
                 bandwidth=bandwidth,
                 keep_token_ids=keep_token_ids,
                 gpu_bandwidth=gpu_bandwidth,
+                series_label=series_label,
             )
             records.append(rec)
             if on_cell_done is not None:

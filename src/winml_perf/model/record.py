@@ -101,6 +101,7 @@ class CellRecord:
     energy: Mapping[str, Any] = field(default_factory=dict)  # J/token per phase or why not, idle, power state
     sustained: Mapping[str, Any] | None = None  # --duration: the series over time and what it found
     bundle_id: str | None = None  # the bundle's content digest (record/bundle_identity.py); None before it
+    series_label: str | None = None  # winml perf --series NAME: the series the user tracks (issue 35)
     serving: ServingSection | None = None  # `winml serve`: the load point and its figures (model/serving.py)
     schema_version: int = SCHEMA_VERSION
     kind: str = "cell"
@@ -128,8 +129,9 @@ class CellRecord:
             d[key] = dict(copied(d[key]))
         for key in ("roofline", "explain", "sustained"):
             d[key] = copied(d[key])
-        if d["bundle_id"] is None:  # unknown: left out, as records made before it
-            del d["bundle_id"]
+        for key in ("bundle_id", "series_label"):
+            if d[key] is None:  # unknown or not given: left out, as records made before it
+                del d[key]
         if self.serving is None:  # a single-stream cell: no serving section, as records made before it
             del d["serving"]
         else:

@@ -420,3 +420,30 @@ class Route:
             actual=dict(d["actual"]) if d.get("actual") else None,
             aliases=_tuple(d.get("aliases")),
         )
+
+
+#: What a route's shown label adds to its label (issue 35): a compiled route and an uncompiled one,
+#: or an emulator's timings and a device's, never share a label.
+COMPILED_MARK = " (compiled)"
+EMULATED_MARK = " (emulated)"
+
+
+def shown_label(route: Mapping[str, Any] | Route) -> str:
+    """A route's label as every listing shows it: its label, `` (compiled)`` when a stage of it ran
+    an EPContext model this run compiled, and `` (emulated)`` when an EP of it ran on an emulator
+    (not the device's speed). Takes a Route or its record dict (``Route.to_dict()``)."""
+    d = route.to_dict() if isinstance(route, Route) else route
+    label = str(d.get("label") or "")
+    compiled = any(isinstance(c, Mapping) and c.get("status") == "compiled" for c in d.get("compile") or ())
+    if compiled and not label.endswith(COMPILED_MARK):
+        label += COMPILED_MARK
+    if d.get("emulated") and not label.endswith(EMULATED_MARK):
+        label += EMULATED_MARK
+    return label
+
+
+def bare_label(shown: str) -> str:
+    """A shown label without its marks: the label ``--route`` names."""
+    for mark in (EMULATED_MARK, COMPILED_MARK):
+        shown = shown.removesuffix(mark)
+    return shown

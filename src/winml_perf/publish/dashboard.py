@@ -2,8 +2,9 @@
 results/dashboard_svg.py, a few lines of inline JS for the filters; no network) written to ``<out>/``.
 
 - ``index.html``: one row per series (testbed x bundle x route x shape x options, ``series_key``) with
-  a sparkline of its primary metric, the newest value and its 95 % interval, its ratio to config with
-  the newest record's equivalence verdict beside it, and its newest change point (size of the shift
+  a sparkline of its primary metric, the newest value and its 95 % interval, its ratio to config
+  from the newest run that measured both (publish/route_ratio.py: compare routes' paired ratio,
+  its interval and the run) with the equivalence verdict of the newest record and its run beside it, and its newest change point (size of the shift
   and its interval); a testbed and a route filter.
 - ``pages/<testbed>/<bundle>.html`` (results/dashboard_page.py): the full history of each series of
   that testbed and bundle: a card per metric with the series of the sweep (routes x shapes) as small
@@ -38,7 +39,7 @@ from typing import Any
 
 from winml_perf.compare.text import bundle_labels, shape_label
 from winml_perf.model.equivalence_view import view_of_row
-from winml_perf.model.metrics import bigger_is_better, get
+from winml_perf.model.metrics import get
 from winml_perf.publish import dashboard_svg as svg
 from winml_perf.publish.dashboard_page import (
     CHANGE_WINDOW,
@@ -52,7 +53,9 @@ from winml_perf.publish.dashboard_page import (
     write_file,
 )
 from winml_perf.publish.formats import human
+from winml_perf.publish.route_ratio import PairedRatio, paired_ratios, ratio_cell
 from winml_perf.results import change_point_cache as cpc
+from winml_perf.results.rows import series_where
 from winml_perf.results.series import series_list
 from winml_perf.results.store import Store
 from winml_perf.support.errors import UsageError
@@ -63,8 +66,6 @@ RECORDS_PER_JOB = 25_000
 MAX_JOBS = 8
 #: Freshly found change points kept in the store per write (bounded memory and transactions).
 KEEP_BATCH = 200
-#: A route within this fraction of config's value is shown as level with it.
-LEVEL_WITH_CONFIG = 0.02
 
 
 def default_jobs(records: int) -> int:
@@ -73,40 +74,21 @@ def default_jobs(records: int) -> int:
     return max(1, min(os.cpu_count() or 1, MAX_JOBS, records // RECORDS_PER_JOB))
 
 
-def _config_key(s: Mapping[str, Any]) -> tuple:
-    row = s["row"]
-    return (row["testbed_id"], row["bundle"], row["prompt_tokens"], row["max_new_tokens"], s["metric"])
-
-
-def _config_values(summaries: Sequence[Mapping[str, Any]]) -> dict[tuple, float]:
-    """The newest value of the config route of each testbed x bundle x shape x metric."""
-    return {
-        _config_key(s): s["latest"]["value"][0]
-        for s in summaries
-        if s["row"]["route"] == "config" and s["latest"] is not None and s["latest"]["value"][0]
-    }
-
-
-def _ratio_cell(s: Mapping[str, Any], config: Mapping[tuple, float]) -> str:
-    """This route's newest value over config's ('×1.84'), coloured by which way is better."""
-    base = config.get(_config_key(s))
-    if s["row"]["route"] == "config" or base is None or s["latest"] is None:
-        return '<td class="num sub">–</td>'
-    ratio = s["latest"]["value"][0] / base
-    better = ratio > 1 if bigger_is_better(s["metric"]) else ratio < 1
-    kind = "level" if abs(ratio - 1) <= LEVEL_WITH_CONFIG else "improvement" if better else "regression"
-    return f'<td class="num {kind}">×{human(ratio, 3)}</td>'
-
-
 def equivalence_cell(row: Mapping[str, Any]) -> str:
-    """The newest record's equivalence verdict beside the ratio ('NOT equivalent' marked, 'not checked')."""
+    """The newest record's equivalence verdict beside the ratio ('NOT equivalent' marked, 'not checked'),
+    with the run it was made in: a verdict belongs to its route and run, not to the whole series."""
     view = view_of_row(row)
     kind = view.verdict.replace(" ", "-")
-    against = f' title="against {escape(view.reference)}"' if view.reference else ""
-    return f'<td class="equivalence {kind}"{against}>{escape(view.label())}</td>'
+    run = row.get("equivalence_run_id")
+    title = " ".join(
+        ([f"run {run}"] if view.checked and run else []) + ([f"against {view.reference}"] if view.reference else [])
+    )
+    attr = f' title="{escape(title)}"' if title else ""
+    where = f' <span class="sub">run {escape(str(run)[:8])}</span>' if view.checked and run else ""
+    return f'<td class="equivalence {kind}"{attr}>{escape(view.label())}{where}</td>'
 
 
-def _index_row(s: Mapping[str, Any], config: Mapping[tuple, float]) -> str:
+def _index_row(s: Mapping[str, Any], ratios: Mapping[str, PairedRatio]) -> str:
     row, m = s["row"], get(s["metric"])
     assert m is not None  # the index lists series of known metrics
     latest = s["latest"]
@@ -128,7 +110,7 @@ def _index_row(s: Mapping[str, Any], config: Mapping[tuple, float]) -> str:
         f'<td>{escape(str(row["testbed_id"]))}</td><td><a href="{escape(link)}">{escape(str(row["bundle"]))}</a></td>'
         f"<td>{escape(str(row['route']))}</td><td>{escape(shape_label(row['prompt_tokens'], row['max_new_tokens']))}</td>"
         f'<td>{escape(m.label)}</td><td>{svg.sparkline(s["spark"])}</td><td class="num">{value}</td>'
-        f'{_ratio_cell(s, config)}{equivalence_cell(row)}<td class="status {status_class}">{escape(s["status"])}</td><td>{cp_html}</td>'
+        f'{ratio_cell(s, ratios)}{equivalence_cell(row)}<td class="status {status_class}">{escape(s["status"])}</td><td>{cp_html}</td>'
         f'<td class="num">{s["records"]}</td></tr>'
     )
 
@@ -163,8 +145,8 @@ def write_dashboard(
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     groups: dict[tuple, list[dict]] = defaultdict(list)
     selected = series_list(store, **filters)
-    names = bundle_labels((r["bundle"], r.get("bundle_id")) for r in selected)  # bundles named alike: own pages
-    selected = [{**r, "bundle": names[(r["bundle"], r.get("bundle_id") or None)]} for r in selected]
+    names = bundle_labels((r["bundle"], series_where(r)) for r in selected)  # bundles named alike: own pages
+    selected = [{**r, "bundle": names[(r["bundle"], series_where(r))]} for r in selected]
     for row in selected:
         groups[(row["testbed_id"], row["bundle"])].append(row)
     page_jobs = [
@@ -186,8 +168,8 @@ def write_dashboard(
                 cpc.save(store, pending)
                 pending = []
         cpc.save(store, pending)
-        config = _config_values(summaries)
-        rows_html = "".join(_index_row(s, config) for s in summaries)
+        ratios = paired_ratios(store, summaries)  # each route against config in one run (issue 35)
+        rows_html = "".join(_index_row(s, ratios) for s in summaries)
         testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries})
         routes = sorted({str(s["row"]["route"]) for s in summaries})
         table = (

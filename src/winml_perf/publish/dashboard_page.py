@@ -68,10 +68,42 @@ def equivalence_badge(row: Mapping[str, Any]) -> str:
     """The series' newest equivalence verdict beside its label ('NOT equivalent' marked, 'not checked')."""
     view = view_of_row(row)
     against = f" against {view.reference}" if view.reference else ""
+    run = row.get("equivalence_run_id")
+    where = f" run {str(run)[:8]}" if view.checked and run else ""  # the run it was judged in, not the series'
     return (
         f'<span class="equivalence {view.verdict.replace(" ", "-")}" title="equivalence{escape(against)}">'
-        f"{escape(view.label())}</span>"
+        f"{escape(view.label())}{escape(where)}</span>"
     )
+
+
+#: Hex digits of a bundle content digest the dashboard shows.
+DIGEST_DIGITS = 6
+
+
+def model_changes(cols: SeriesColumns) -> list[dict]:
+    """Where the series' bundle content (``bundle_id``) changes from one record to the next with a
+    known digest (issue 35: a model change is an event on its series, as asv marks commits): each
+    with 'index' into the records, 't', 'commit', 'from' and 'to' (short digests)."""
+    out, last = [], None
+    for i, digest in enumerate(cols.bundle_ids):
+        if not digest:
+            continue
+        if last is not None and digest != last:
+            out.append(
+                {
+                    "index": i,
+                    "t": cols.created_utc[i],
+                    "commit": cols.git_commits[i],
+                    "from": str(last)[:DIGEST_DIGITS],
+                    "to": str(digest)[:DIGEST_DIGITS],
+                }
+            )
+        last = digest
+    return out
+
+
+def model_change_text(mc: Mapping[str, Any]) -> str:
+    return f"{mc['t'][:10]}: model changed {mc['from']} → {mc['to']}"
 
 
 def series_label(row: Mapping[str, Any]) -> str:
@@ -109,6 +141,7 @@ class _Series:
     frame: svg.Frame
     tips: list[str]
     change_points: list[dict]  # of the primary metric, each with 'index' into the records
+    model_changes: list[dict] = field(default_factory=list)  # model_changes(cols)
 
 
 def change_points(
@@ -154,7 +187,7 @@ def _read_series(store: Store, row: dict, filters: Mapping[str, Any], kept: Mapp
         svg.hover_text(t, commit, version, testbed, run)
         for t, commit, version, run in zip(cols.created_utc, cols.git_commits, cols.versions, cols.run_ids)
     ]
-    return _Series(row, cols, frame, tips, cps), ((search, fresh) if search is not None else None)
+    return _Series(row, cols, frame, tips, cps, model_changes(cols)), ((search, fresh) if search is not None else None)
 
 
 def _summary(s: _Series) -> dict:
@@ -208,6 +241,7 @@ def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool, width: 
     if not _has(s, metric):
         return None
     cps = s.change_points if marked else []
+    models = s.model_changes
     if drawn.all():
         frame, tips = s.frame, s.tips
     else:  # records without this metric are left out, as if they were not there
@@ -216,8 +250,19 @@ def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool, width: 
         frame, tips = s.frame.subset(idx), [s.tips[i] for i in idx]
         v, lo, hi = v[idx], lo[idx], hi[idx]
         cps = [{**cp, "index": position[cp["index"]]} for cp in cps]
+        after = np.searchsorted(idx, [m["index"] for m in models])  # a change lands on the next drawn record
+        models = [{**m, "index": int(k)} for m, k in zip(models, after) if k < len(idx)]
     return svg.draw(
-        frame, v, lo, hi, title=title, unit=unit, change_points=cps, tips=tips if marked else None, width=width
+        frame,
+        v,
+        lo,
+        hi,
+        title=title,
+        unit=unit,
+        change_points=cps,
+        tips=tips if marked else None,
+        width=width,
+        model_changes=models,
     )
 
 
@@ -225,7 +270,7 @@ def _card(metric: str, series: Sequence[_Series], primary: bool) -> tuple[str, i
     """One metric's card: a small multiple per series; (html, charts drawn)."""
     m = get(metric)
     assert m is not None  # cards are drawn for known metrics
-    parts, listed, charts = [], [], 0
+    parts, listed, changed, charts = [], [], [], 0
     width = chart_width(sum(_has(s, metric) for s in series))
     for s in series:
         marked = primary and metric == series_primary(s.row)
@@ -243,6 +288,11 @@ def _card(metric: str, series: Sequence[_Series], primary: bool) -> tuple[str, i
             f"{escape(cp_text(cp))} (commit {escape(str(cp['commit'] or '?'))})</li>"
             for cp in (s.change_points if marked else [])
         ]
+        changed += [
+            f'<tr data-route="{route}"><td>{escape(label)}</td><td>{escape(mc["t"][:16].replace("T", " "))}</td>'
+            f"<td>{escape(str(mc['commit'] or '?'))}</td><td>{escape(mc['from'])} → {escape(mc['to'])}</td></tr>"
+            for mc in (s.model_changes if primary else [])
+        ]
         charts += 1
     if not charts:
         return "", 0
@@ -250,6 +300,12 @@ def _card(metric: str, series: Sequence[_Series], primary: bool) -> tuple[str, i
     if primary:
         cp_list = "<h4>change points</h4>" + (
             f'<ul class="cps">{"".join(listed)}</ul>' if listed else '<p class="empty">none</p>'
+        )
+        cp_list += "<h4>model changes</h4>" + (
+            '<table class="model-changes"><thead><tr><th>series</th><th>first record (UTC)</th><th>commit</th>'
+            f"<th>bundle content</th></tr></thead><tbody>{''.join(changed)}</tbody></table>"
+            if changed
+            else '<p class="empty">none: one bundle content throughout</p>'
         )
     return (
         f'<section class="card"{" data-primary" if primary else ""} data-metric="{metric}"><h3>{escape(m.label)}'

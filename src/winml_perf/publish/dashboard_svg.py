@@ -178,10 +178,13 @@ def draw(
     tips: Sequence[str] | None = None,
     width: int = WIDTH,
     height: int = HEIGHT,
+    model_changes: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """One history chart over ``frame`` from value, low and high columns (NaN: none; a record
     without a value is drawn only as a failed marker). ``tips``: a marker per record with this
-    escaped hover text (None: the line and band only). ``change_points`` as for ``chart``."""
+    escaped hover text (None: the line and band only). ``change_points`` as for ``chart``;
+    ``model_changes``: where the bundle's content changed (index of the first record of the new
+    content, 'from', 'to'), drawn as a dashed line marked 'model'."""
     ok = ~np.isnan(v)
     banded = ok & ~np.isnan(lo) & ~np.isnan(hi)
     vals = np.concatenate([v[ok], lo[banded], hi[banded]])
@@ -244,6 +247,15 @@ def draw(
             f"{escape(str(cp.get('commit') or '?'))}): {escape(shift_text(cp))}"
             f' {escape(cp["direction"])}</title><line x1="{_fmt(cx)}" x2="{_fmt(cx)}" y1="{TOP}" y2="{_fmt(TOP + plot_h)}"/>'
             f'<text text-anchor="{anchor}" x="{_fmt(cx + dx)}" y="{TOP + 10 + row * LABEL_ROW_UNITS}">{label}</text></g>'
+        )
+    for mc in model_changes:  # between the record before and the first of the new content
+        i = int(mc["index"])
+        cx = float(px_all[i] + px_all[i - 1]) / 2 if i > 0 else float(px_all[i])
+        out.append(
+            f'<g class="model-change"><title>model changed {escape(str(mc["from"]))} → {escape(str(mc["to"]))}'
+            f" (first record {escape(str(mc.get('t') or '')[:16])}, commit {escape(str(mc.get('commit') or '?'))})</title>"
+            f'<line x1="{_fmt(cx)}" x2="{_fmt(cx)}" y1="{TOP}" y2="{_fmt(TOP + plot_h)}"/>'
+            f'<text text-anchor="middle" x="{_fmt(cx)}" y="{_fmt(TOP + plot_h - 3)}">model</text></g>'
         )
     if tips is not None:
         out.append(_markers(px_all, v, lo, hi, tips, y, TOP + plot_h, escape(unit)))

@@ -23,6 +23,7 @@ from winml_perf.model import metrics as M
 from winml_perf.model.equivalence_view import COLUMNS as EQUIVALENCE_COLUMNS
 from winml_perf.model.equivalence_view import VERDICT_COLUMN, EquivalenceView, view_of
 from winml_perf.model.record import CellRecord
+from winml_perf.model.route import shown_label
 from winml_perf.publish.formats import human
 from winml_perf.support.human_numbers import fixed
 
@@ -73,12 +74,11 @@ def covers(c: CellRecord) -> str:
     return c.summary.primary_ci95_covers or "in-proc"
 
 
-EMULATED_MARK = " (emulated)"
-
-
 def _route(c: CellRecord) -> str:
-    """The route's label, marked when an EP of it ran on an emulator (never to be read as NPU speed)."""
-    return c.route.label + (EMULATED_MARK if c.route.emulated else "")
+    """The route's label as every listing shows it (model/route.shown_label): marked ``(compiled)``
+    when it ran compiled EPContext models, ``(emulated)`` when an EP of it ran on an emulator (never
+    to be read as NPU speed)."""
+    return shown_label(c.route)
 
 
 def _metric_column(metric: M.Metric, rank: int, *, spread: bool = True) -> Column:

@@ -176,8 +176,9 @@ def cell_record(
     bandwidth: Mapping[str, Any] | None = None,
     keep_token_ids: bool = False,
     gpu_bandwidth: Mapping[str, Any] | None = None,
+    series_label: str | None = None,
 ) -> CellRecord:
-    """The self-contained record of one cell. ``bandwidth``: cached_bandwidth() (the host's) to add a
+    """The self-contained record of one cell (``series_label``: winml perf --series). ``bandwidth``: cached_bandwidth() (the host's) to add a
     roofline; ``gpu_bandwidth``: nvidia_bandwidth() when a stage runs on an NVIDIA GPU."""
     cell = result.cell
     metrics, section = cell_statistics(result)
@@ -211,6 +212,7 @@ def cell_record(
         runtime=cell.session.runtime,
         bundle=cell.bundle,
         bundle_id=bundle_id(cell.bundle),
+        series_label=series_label,
         route=route,
         shape=Shape(result.prompt_info.get("tokens", cell.prompt_tokens), cell.max_new_tokens, cell.prompt_tokens),
         prompt={**cell.prompt.to_dict(), **result.prompt_info},

@@ -12,6 +12,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from winml_perf.model import flag_bounds
+from winml_perf.model.route import COMPILED_MARK, EMULATED_MARK, bare_label
 from winml_perf.results import migrations as mig
 from winml_perf.results.rows import NO_BUNDLE_ID, bundle_name, normalize_utc
 from winml_perf.support.errors import StoreError
@@ -31,6 +32,7 @@ FILTER_KEYS = (
     "ids",
     "series",
     "verdict",
+    "digest",
     "limit",
 )
 
@@ -55,8 +57,34 @@ def _bundle_condition(values: list[str]) -> sa.ColumnElement:
         )
         for m in labelled
     ]
-    conds += [sa.and_(r.bundle == bundle_name(v), r.bundle_path.in_(_spellings(v))) for v in paths]
+    conds += [
+        sa.and_(
+            r.bundle == bundle_name(v),
+            sa.or_(r.bundle_path.in_(_spellings(v)), *_tail_conditions(v)),
+        )
+        for v in paths
+    ]
     return conds[0] if len(conds) == 1 else sa.or_(*conds)
+
+
+def _tail_conditions(path: str) -> list[sa.ColumnElement[bool]]:
+    """A relative path (``a/tiny-qwen2``, as listings name bundles that share a name) also matches
+    every stored path that ends with it, folder for folder."""
+    if path.startswith(("/", ".")) or ":" in path:
+        return []
+    r = mig.records.c
+    return [r.bundle_path.endswith(f"/{path}", autoescape=True), r.bundle_path.endswith(f"/{path}/", autoescape=True)]
+
+
+def _route_values(values: list[str]) -> list[str]:
+    """A route named without its marks (``ep=qnn``) matches it as listings show it too
+    (``ep=qnn (emulated)``, ``ep=openvino (compiled)``: model/route.shown_label)."""
+    out = []
+    for v in values:
+        out.append(v)
+        if bare_label(v) == v:
+            out += [v + COMPILED_MARK, v + EMULATED_MARK, v + COMPILED_MARK + EMULATED_MARK]
+    return out
 
 
 def _normal_path(value: str) -> str:
@@ -87,9 +115,14 @@ def apply_filters(stmt: sa.Select, filters: Mapping[str, Any]) -> sa.Select:
     if "bundle" in f:
         vals = [str(x) for x in _values(f["bundle"])]
         stmt = stmt.where(_bundle_condition(vals))
+    if "route" in f:
+        stmt = stmt.where(r.route.in_(_route_values([str(x) for x in _values(f["route"])])))
+    if "digest" in f:  # the bundle's content digest (bundle_id), by a prefix as listings show it
+        stmt = stmt.where(
+            sa.or_(*[r.bundle_id.startswith(str(d).lower(), autoescape=True) for d in _values(f["digest"])])
+        )
     simple = {
         "series": r.series_key,
-        "route": r.route,
         "testbed": r.testbed_id,
         "run_id": r.run_id,
         "status": r.status,

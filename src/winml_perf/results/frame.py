@@ -69,12 +69,17 @@ def frame(records: Sequence[Mapping[str, Any]], metrics: Sequence[Mapping[str, A
     columns = list(RECORD_COLUMNS)
     if any(r.get("bundle_id") for r in records):  # the bundle's content digest, once a record has one
         columns.insert(columns.index("bundle") + 1, "bundle_id")
+    if any(r.get("series_label") for r in records):  # winml perf --series, once a record has one
+        columns.insert(columns.index("bundle") + 1, "series_label")
     for name in sorted(names, key=sort_key):
         columns.append(name)
         for s in METRIC_STATS + _percentiles(name):
             if any(f"{name}_{s}" in r for r in by_record.values()):
                 columns.append(f"{name}_{s}")
-    rows = [{**{c: r.get(c) for c in (*RECORD_COLUMNS, "bundle_id")}, **by_record.get(r["id"], {})} for r in records]
+    rows = [
+        {**{c: r.get(c) for c in (*RECORD_COLUMNS, "bundle_id", "series_label")}, **by_record.get(r["id"], {})}
+        for r in records
+    ]
     for row in rows:  # a record without a check says so, never blank
         row[VERDICT_COLUMN] = row[VERDICT_COLUMN] or NOT_CHECKED
     df = pd.DataFrame(rows, columns=columns)

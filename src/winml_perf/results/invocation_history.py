@@ -35,7 +35,7 @@ def _sampled(metrics: Sequence[str]) -> list[str]:
 def invocation_histories(
     store: Store, series: str, metrics: Sequence[str], *, until: str | None = None, newest: int | None = DEFAULT_NEWEST
 ) -> dict[str, list[dict]]:
-    """metric -> its records in the series, oldest first: id, run_id, created_utc, median,
+    """metric -> its records in the series, oldest first: id, run_id, created_utc, bundle_id, median,
     ci95_low, ci95_high and ``invocations`` (the per-invocation medians, in invocation order)."""
     r, m, s = mig.records.c, mig.metrics.c, mig.samples.c
     ids = sa.select(r.id).where(r.series_key == series, r.status == "ok")
@@ -44,7 +44,7 @@ def invocation_histories(
     if newest is not None:
         ids = sa.select(ids.order_by(r.created_utc.desc(), r.id.desc()).limit(int(newest)).subquery().c.id)
     heads = (
-        sa.select(r.id, r.run_id, r.created_utc, m.name, m.median, m.ci95_low, m.ci95_high, m.invocations)
+        sa.select(r.id, r.run_id, r.created_utc, r.bundle_id, m.name, m.median, m.ci95_low, m.ci95_high, m.invocations)
         .join(mig.metrics, m.record_id == r.id)
         .where(r.id.in_(ids), m.name.in_(list(metrics)))
         .order_by(r.created_utc, r.id)
@@ -81,6 +81,7 @@ def invocation_histories(
                 "id": row.id,
                 "run_id": row.run_id,
                 "created_utc": row.created_utc,
+                "bundle_id": row.bundle_id,  # the model's content digest: a change is an event (issue 35)
                 "median": row.median,
                 "ci95_low": row.ci95_low,
                 "ci95_high": row.ci95_high,

@@ -35,6 +35,11 @@ Tables (one schema for SQLite and PostgreSQL):
   listings, filters and exports show them beside the speed without parsing every record.
 - ``records.bundle_id`` (0008): the bundle's content digest (``record.bundle_id``), part of the
   series identity when known; NULL for records made before it, whose series stay as they were.
+- ``records.series_label`` (0009): ``winml perf --series NAME``. Since 0009 a series is what the
+  user tracks (issue 35): the label, else the bundle's path, with route (as shown: compiled,
+  emulated), shape and testbed; ``bundle_id`` is recorded with every run, an event on its series
+  (a model change), no longer part of ``series_key``. 0009 recomputes every ``series_key`` and
+  ``route`` from the stored JSON.
 """
 
 from __future__ import annotations
@@ -322,6 +327,48 @@ def _m0008_bundle_id(conn: sa.Connection) -> None:
     conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN bundle_id VARCHAR({BUNDLE_ID_LENGTH})"))
 
 
+SERIES_LABEL_LENGTH = 200
+
+
+def _m0009_series_by_what_is_tracked(conn: sa.Connection) -> None:
+    """Issue 35: a series is what the user tracks, not the bundle's content. Add
+    ``records.series_label`` (``winml perf --series NAME``; NULL for every record so far), and
+    recompute from each record's JSON its ``series_key`` (rows.series_identity: the bundle's path in
+    place of its digest) and its ``route`` as listings show it (`` (compiled)``, `` (emulated)``
+    added). Nothing else changes: the JSON, metrics and samples stay as they were, and
+    ``bundle_id`` stays with every record (an event on its series now). The change point cache,
+    keyed by the old series keys, is derived data and is emptied (recomputed when next read)."""
+    import json
+
+    from winml_perf.results.rows import route_label, series_key
+
+    conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN series_label VARCHAR({SERIES_LABEL_LENGTH})"))
+    last = 0
+    while True:
+        batch = conn.execute(
+            sa.text("SELECT id, record_json FROM records WHERE id > :last ORDER BY id LIMIT :n"),
+            {"last": last, "n": MIGRATION_CHUNK},
+        ).all()
+        if not batch:
+            break
+        last = batch[-1][0]
+        updates = []
+        for rid, text in batch:
+            record = json.loads(text)
+            updates.append({"rid": rid, "k": series_key(record), "route": route_label(record)})
+        conn.execute(sa.text("UPDATE records SET series_key = :k, route = :route WHERE id = :rid"), updates)
+    conn.execute(sa.text("DELETE FROM change_point_cache"))
+    # the dashboard's series read (results/series.py) draws model changes: the covering index of 0005 gains bundle_id
+    conn.execute(sa.text("DROP INDEX ix_records_series_shown"))
+    conn.execute(
+        sa.text(
+            "CREATE INDEX ix_records_series_shown_digest ON records (series_key, created_utc, id, status, run_id,"
+            " git_commit, winml_perf_version, testbed_id, bundle_id)"
+        )
+    )
+    analyze(conn, ("records",))
+
+
 # The current schema, for queries (never used to create tables: migrations do that).
 metadata = sa.MetaData()
 schema_migrations, records, metrics, samples = _v1_tables(metadata)
@@ -329,6 +376,7 @@ records.append_column(sa.Column("series_key", sa.String(SERIES_KEY_LENGTH), null
 samples.append_column(sa.Column("invocation", sa.Integer, nullable=True))
 metrics.append_column(sa.Column("invocations", sa.Text, nullable=True))
 records.append_column(sa.Column("bundle_id", sa.String(BUNDLE_ID_LENGTH), nullable=True))
+records.append_column(sa.Column("series_label", sa.String(SERIES_LABEL_LENGTH), nullable=True))
 for _column in equivalence_columns():
     records.append_column(_column)
 change_point_cache = _v4_change_point_cache(metadata)
@@ -350,6 +398,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0006_metric_invocations", _m0006_metric_invocations),
     Migration("0007_equivalence_columns", _m0007_equivalence_columns),
     Migration("0008_bundle_id", _m0008_bundle_id),
+    Migration("0009_series_by_what_is_tracked", _m0009_series_by_what_is_tracked),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import posixpath
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from typing import Any, TypeGuard
 
 from winml_perf.model.equivalence_view import view_of_record
 from winml_perf.model.metrics import CELL, METRICS
+from winml_perf.model.route import shown_label
 from winml_perf.model.sample import IterationSample
 from winml_perf.support.errors import StoreError
 from winml_perf.support.finite_numbers import finite_number as finite
@@ -88,6 +90,41 @@ def bundle_name(path: str | None) -> str | None:
     if not path:
         return None
     return path.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] or path
+
+
+def bundle_where(path: str | None) -> str | None:
+    """A bundle's path as its series knows it (issue 35): as ``winml perf`` was given it, with
+    ``./``, ``x/..``, a trailing slash and backslashes normalised away (never resolved: a record
+    stored on another machine names a folder of that machine)."""
+    if not path:
+        return None
+    text = path.replace("\\", "/")
+    return posixpath.normpath(text)
+
+
+def record_series_label(record: Mapping[str, Any]) -> str | None:
+    """The user's ``--series NAME`` of a record, when it has one."""
+    label = record.get("series_label")
+    return str(label) if label else None
+
+
+def series_where(row: Mapping[str, Any]) -> str | None:
+    """Where a stored record's series keeps its bundle apart from others of its name: None for a
+    ``--series`` label (the label is the series), else the bundle's path (``bundle_where``). Takes a
+    record row (``records`` columns: bundle_path, series_label) or a frame row."""
+    if row.get("series_label"):
+        return None
+    path = row.get("bundle_path")
+    return bundle_where(str(path)) if isinstance(path, str) and path else None
+
+
+def route_label(record: Mapping[str, Any]) -> str | None:
+    """The record's route as listings show it (model/route.shown_label: ``(compiled)``,
+    ``(emulated)`` added to its label)."""
+    route = record.get("route")
+    if not isinstance(route, Mapping) or not route.get("label"):
+        return None
+    return shown_label(route)
 
 
 # -- samples ---------------------------------------------------------------------------------------
@@ -241,22 +278,29 @@ PLAIN_SESSION_KEYS = (
 
 
 def series_identity(record: Mapping[str, Any]) -> dict:
-    """Everything that changes what a cell measures: testbed, bundle, runtime, route and shape; for
+    """Everything that changes what a cell measures: testbed, bundle (the user's ``--series`` label,
+    else the bundle's path: two bundles of one folder name stay apart, a rebuild in the same folder
+    stays the series), runtime, route as shown (compiled, emulated) and shape; for
     plain ONNX models the input shapes, IO binding and session options (and which inputs came from
     files); for bundles each stage's EP and EP options after routing."""
+    label = record_series_label(record)
     ident: dict[str, Any] = {
         "testbed": _str(first(record, "environment.testbed_id")),
-        "bundle": bundle_name(_str(record.get("bundle"))),
+        # what the user tracks (issue 35): the --series label, else the bundle's path; never its
+        # content digest, which is an event on the series (a rebuilt model in the same folder)
+        "bundle": label if label else bundle_name(_str(record.get("bundle"))),
         "runtime": _str(record.get("runtime")),
-        "route": _str(first(record, "route.label")),
+        "route": route_label(record),
         "prompt_tokens": _int(first(record, "shape.prompt_tokens")),
         "max_new_tokens": _int(first(record, "shape.max_new_tokens")),
     }
     load = _get(record, "serving.load")
     if isinstance(load, Mapping):  # `winml serve`: each load point (and its lengths) is a series of its own
         ident["load"] = {k: load.get(k) for k in ("key", "requests", "prompt_tokens", "max_new_tokens", "seed")}
-    if record.get("bundle_id"):  # another bundle of the same name is another series (none before ids)
-        ident["bundle_id"] = _str(record.get("bundle_id"))
+    if label:
+        ident["labelled"] = True
+    else:
+        ident["bundle_path"] = bundle_where(_str(record.get("bundle")))
     options = _get(record, "policy.session.options")
     if isinstance(options, Mapping) and record.get("runtime") == "winml":
         ident["session"] = {
@@ -312,10 +356,11 @@ def record_rows(record: Mapping[str, Any]) -> RecordRows:
         "created_utc": normalize_utc(first(record, *TIMESTAMP_PATHS)),
         "testbed_id": _str(first(record, "environment.testbed_id")),
         "hostname": _str(first(record, "environment.hostname")),
-        "bundle": bundle_name(bundle),
+        "bundle": record_series_label(record) or bundle_name(bundle),
         "bundle_path": bundle,
         "bundle_id": _str(record.get("bundle_id")),
-        "route": _str(first(record, "route.label")),
+        "series_label": record_series_label(record),
+        "route": route_label(record),
         "runtime": _str(record.get("runtime")),
         "prompt_tokens": _int(first(record, "shape.prompt_tokens")),
         "max_new_tokens": _int(first(record, "shape.max_new_tokens")),

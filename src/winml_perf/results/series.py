@@ -45,8 +45,12 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
         filters,
     )
     counts = counts.where(r.series_key.is_not(None)).group_by(r.series_key)
-    ident = (r.id, r.testbed_id, r.bundle, r.bundle_id, r.route, r.runtime, r.prompt_tokens, r.max_new_tokens)
-    judged = (r.id, r.equivalence_verdict, r.equivalence_reference)
+    ident = (
+        r.id, r.testbed_id, r.bundle, r.bundle_id, r.bundle_path, r.series_label, r.route, r.runtime, r.prompt_tokens,
+        r.max_new_tokens,
+    )  # fmt: skip
+    # the verdict belongs to the route and the run it was made in (issue 35): its run comes with it
+    judged = (r.id, r.equivalence_verdict, r.equivalence_reference, r.run_id.label("equivalence_run_id"))
 
     def by_ids(conn: sa.Connection, cols: tuple, wanted: list[int]) -> dict[int, dict]:
         out: dict[int, dict] = {}
@@ -140,6 +144,7 @@ class SeriesColumns:
     # metric -> record id -> its per-invocation medians (metrics.invocations), for the metrics and
     # newest records asked for (series_columns' invocations_of and window); records without: absent
     invocations: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    bundle_ids: list[Any] = field(default_factory=list)  # each record's bundle content digest (None: unknown)
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -160,7 +165,9 @@ def series_columns(
     newest ``window`` ok records with a value (all when None): what change points search."""
     r, m = mig.records.c, mig.metrics.c
     recs = (
-        apply_filters(sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status), filters)
+        apply_filters(
+            sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status, r.bundle_id), filters
+        )
         .where(r.series_key == series)
         .order_by(r.created_utc, r.id)
     )
@@ -194,7 +201,7 @@ def series_columns(
         )
 
     rec_rows, metric_rows, invocations = store.read(read)
-    cols = list(zip(*rec_rows)) if rec_rows else [()] * 6
+    cols = list(zip(*rec_rows)) if rec_rows else [()] * 7
     return SeriesColumns(
         list(cols[0]),
         list(cols[1]),
@@ -204,6 +211,7 @@ def series_columns(
         np.array([status == "ok" for status in cols[5]], dtype=bool),
         _metric_columns(cols[0], metric_rows, metrics),
         invocations,
+        list(cols[6]),
     )
 
 
@@ -254,3 +262,21 @@ def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[
         return out
 
     return store.read(read)
+
+
+def newest_shared_run(store: Store, series: str, other: str, *, newest: int = 200) -> str | None:
+    """The newest run (by its record in ``series``) that holds ok records of both series, among the
+    newest ``newest`` runs of ``series``; None when they were never measured in one run (issue 35:
+    the overview's ratio to config comes from one run, never across runs)."""
+    r = mig.records.c
+    mine = (
+        sa.select(r.run_id, sa.func.max(r.created_utc).label("t"))
+        .where(r.series_key == series, r.status == "ok", r.run_id.is_not(None))
+        .group_by(r.run_id)
+        .order_by(sa.desc("t"))
+        .limit(int(newest))
+        .subquery()
+    )
+    theirs = sa.select(r.run_id).where(r.series_key == other, r.status == "ok")
+    stmt = sa.select(mine.c.run_id).where(mine.c.run_id.in_(theirs)).order_by(mine.c.t.desc()).limit(1)
+    return store.read(lambda c: c.execute(stmt).scalar())

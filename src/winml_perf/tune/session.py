@@ -214,11 +214,22 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
     return _conclude(request, outcome, equivalence, specs)
 
 
+def with_shown_routes(rows: list, specs: Mapping[str, Any]) -> list:
+    """Standings with each route as every listing shows it (model/route.shown_label: ``(compiled)``,
+    ``(emulated)``), so a compiled and an uncompiled candidate never share a label (issue 35)."""
+    from dataclasses import replace
+
+    from winml_perf.model.route import shown_label
+
+    shown = {label: shown_label(spec.recorded_route) for label, spec in specs.items()}
+    return [replace(s, route=shown.get(s.route, s.route)) for s in rows]
+
+
 def _conclude(request: TuneRequest, outcome: TuneOutcome, equivalence, specs) -> TuneOutcome:
     from winml_perf.tune.standings import NO_VERDICT, standings, verdict
 
     race = outcome.race
-    outcome.standings = standings(race, outcome.pruned, equivalence)
+    outcome.standings = with_shown_routes(standings(race, outcome.pruned, equivalence), specs)
     outcome.verdict = verdict(race, equivalence, request.objective)
     if request.emit is not None and outcome.interrupted is None and outcome.verdict.kind != NO_VERDICT:
         from winml_perf.tune.emit import emit_bundle

@@ -25,8 +25,8 @@ def shape_text(row: Mapping[str, Any]) -> str:
 
 
 def latest_per_series(df: pd.DataFrame) -> pd.DataFrame:
-    """The newest ok record of each bundle x route x shape (a bundle by its id too, named 'name
-    (a1b2c3)' where two share a name); an error when the frame mixes testbeds (dashboards key
+    """The newest ok record of each bundle x route x shape (a bundle by its path or --series label,
+    named by its path's tail where two share a name); an error when the frame mixes testbeds (dashboards key
     results by testbed themselves)."""
     ok = df[df["status"] == "ok"]
     testbeds = sorted({str(t) for t in ok["testbed_id"].dropna()})
@@ -35,16 +35,17 @@ def latest_per_series(df: pd.DataFrame) -> pd.DataFrame:
             f"the selection spans {len(testbeds)} testbeds ({', '.join(testbeds[:4])})",
             "export one testbed at a time: add --testbed ID",
         )
-    ok = ok.sort_values(["created_utc", "id"])
-    fields = [*SERIES_FIELDS, *(["bundle_id"] if "bundle_id" in ok else [])]  # bundles named alike stay apart
-    latest = ok.groupby(fields, dropna=False, sort=False).tail(1).sort_values(list(SERIES_FIELDS) + ["id"])
-    if "bundle_id" not in latest:
-        return latest
     from winml_perf.compare.text import bundle_labels
+    from winml_perf.results.rows import series_where
 
-    pairs = [(b, i if isinstance(i, str) else None) for b, i in zip(latest["bundle"], latest["bundle_id"])]
-    names = bundle_labels(pairs)  # the benchmark's name carries the id where two names clash
-    return latest.assign(bundle=[names[p] for p in pairs])
+    ok = ok.sort_values(["created_utc", "id"])
+    where = [series_where(row) for row in ok.to_dict("records")]  # bundles named alike stay apart (issue 35)
+    ok = ok.assign(_where=where)
+    latest = ok.groupby([*SERIES_FIELDS, "_where"], dropna=False, sort=False).tail(1)
+    latest = latest.sort_values(list(SERIES_FIELDS) + ["id"])
+    pairs = list(zip(latest["bundle"], latest["_where"]))
+    names = bundle_labels(pairs)  # the benchmark's name is the path's tail where two names clash
+    return latest.assign(bundle=[names[p] for p in pairs]).drop(columns="_where")
 
 
 def benchmark_name(row: Mapping[str, Any]) -> str:

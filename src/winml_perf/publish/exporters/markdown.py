@@ -57,9 +57,10 @@ def summary_rows(df: Any) -> list[list[str]]:
     """The compact rows shared by `results list` and the markdown export."""
     from winml_perf.compare.text import bundle_labels
     from winml_perf.results.frame import frame_rows
+    from winml_perf.results.rows import series_where
 
     rows = frame_rows(df)
-    names = bundle_labels((r["bundle"], r.get("bundle_id")) for r in rows)  # an id only where names clash
+    names = bundle_labels((r["bundle"], series_where(r)) for r in rows)  # a path tail only where names clash
     out = []
     for row in rows:
         latency = E2E.name if row.get(E2E.name) is not None else LATENCY.name
@@ -68,7 +69,7 @@ def summary_rows(df: Any) -> list[list[str]]:
                 str(row["id"]),
                 (row["created_utc"] or "")[:16].replace("T", " "),
                 (row["run_id"] or "")[:8],
-                names[(row["bundle"], row.get("bundle_id") or None)] or "",
+                names[(row["bundle"], series_where(row))] or "",
                 row["route"] or "",
                 shape_text(row),
                 row["testbed_id"] or "",
