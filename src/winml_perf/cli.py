@@ -151,6 +151,21 @@ def _main(argv: list[str] | None) -> None:
             sys.exit(1)
         _say(f"error: {usage}")
         sys.exit(usage.exit_code)
+    except ModuleNotFoundError as exc:  # an optional feature's module: exit 2 naming the pip command
+        from winml_perf.support.optional import missing_module_error
+
+        if signals.received() is not None:
+            _interrupted(signals.received() or signal.SIGTERM)
+        usage_error = missing_module_error(exc)
+        if _verbose(args):
+            import traceback
+
+            traceback.print_exc()
+        if usage_error is None:
+            _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
+            sys.exit(1)
+        _say(f"error: {usage_error}")
+        sys.exit(usage_error.exit_code)
     except Exception as exc:  # command-line parsing errors, and anything unexpected
         if signals.received() is not None:  # what a signal caused (an interrupted import) is the signal's
             _interrupted(signals.received() or signal.SIGTERM)

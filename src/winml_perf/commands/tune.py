@@ -98,6 +98,10 @@ def tune_command(
         raise UsageError("--store and --no-store both given", "pass one of them")
     if not (bundle / "genai_config.json").is_file():
         raise UsageError(f"{bundle}: no genai_config.json there", "pass a genai bundle folder")
+    if equivalence:
+        from winml_perf.support.optional import require
+
+        require("winml tune's equivalence pruning (--no-equivalence turns it off)", "onnx")
     if report is None and not no_store:
         TUNE_REPORTS.mkdir(parents=True, exist_ok=True)
         report = TUNE_REPORTS / f"tune-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-seed{seed}.json"

@@ -473,6 +473,7 @@ def _prepare_and_measure(
     from winml_perf.results.location import unstored_path
     from winml_perf.results.locking import StoreLockTimeout
 
+    _require_modules(req)
     routes = prepare_routes(req)
     if req.check_outputs and runtime_named(req.runtime).token_based:
         routes = _with_output_checks(req, routes)
@@ -559,6 +560,17 @@ def at_static_prompt(config, req: PerfRequest) -> PerfRequest:
             f"pass --prompt-tokens {length}, or leave it out",
         )
     return req
+
+
+def _require_modules(req: PerfRequest) -> None:
+    """Before anything is prepared: the optional modules this run's features import (exit 2 naming pip)."""
+    from winml_perf.measure.equivalence import wants_equivalence
+    from winml_perf.support.optional import require
+
+    if runtime_named(req.runtime).token_based and wants_equivalence(
+        req.equivalence, len(req.routes), req.reference_bundle or req.reference_route
+    ):
+        require("the equivalence check (on with 2+ routes or a reference; --no-equivalence turns it off)", "onnx")
 
 
 def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
