@@ -90,8 +90,9 @@ def _interrupted(signum: int) -> None:
 def _say(message: str) -> None:
     """Every closing message goes out through the one mask: no password of a store URL in a log."""
     from winml_perf.support.secrets import mask
+    from winml_perf.support.text_table import fill
 
-    print(mask(message), file=sys.stderr)
+    print(fill(mask(message)), file=sys.stderr)  # within the terminal, as every table and note
 
 
 def _drop_stdout() -> None:

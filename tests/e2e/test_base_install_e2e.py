@@ -14,7 +14,17 @@ from tests.conftest import QUICK_RUN, TINY_FLAT, run_winml
 pytestmark = pytest.mark.e2e
 
 #: modules only an extra installs (pyproject.toml), and onnx
-BLOCKED = ("onnx", "onnx_ir", "torch", "transformers", "tokenizers", "safetensors", "psycopg", "pynvml", "onnxruntime_qnn")
+BLOCKED = (
+    "onnx",
+    "onnx_ir",
+    "torch",
+    "transformers",
+    "tokenizers",
+    "safetensors",
+    "psycopg",
+    "pynvml",
+    "onnxruntime_qnn",
+)
 
 BLOCKER = f"""
 import sys
@@ -63,7 +73,18 @@ def test_readme_commands_on_the_base_install(base_env, tmp_path, bundle_copy):
     walk = [
         ("perf", str(bundle), *quick, "--store", str(store)),
         ("perf", str(bundle), "--format", "json", *quick, "--store", str(store)),
-        ("perf", str(bundle), *quick, "--store", str(store), "--route", "config", "--route", "ep=cpu", "--no-equivalence"),
+        (
+            "perf",
+            str(bundle),
+            *quick,
+            "--store",
+            str(store),
+            "--route",
+            "config",
+            "--route",
+            "ep=cpu",
+            "--no-equivalence",
+        ),
         ("devices",),
         ("bundle", "show", str(bundle), "--ep", "cpu", "--placement"),
         ("bundle", "prepare", str(bundle), "--ep", "cpu"),
@@ -110,4 +131,6 @@ def test_an_optional_module_missing_anywhere_is_exit_2_naming_pip():
     error = missing_module_error(ModuleNotFoundError("No module named 'onnx.helper'", name="onnx.helper"))
     assert error is not None and error.exit_code == 2
     assert "onnx" in str(error) and "pip install 'onnx>=1.16'" in str(error)
-    assert missing_module_error(ModuleNotFoundError("No module named 'nothing_of_ours'", name="nothing_of_ours")) is None
+    assert (
+        missing_module_error(ModuleNotFoundError("No module named 'nothing_of_ours'", name="nothing_of_ours")) is None
+    )

@@ -48,7 +48,7 @@ def test_every_format_of_the_vocabulary_renders_and_others_are_exit_2():
     headers, rows = ["route", "decode tok/s"], [["config", 15645.491656540647], ["ep=cpu", 0.012345678]]
     docs = [{"route": "config", "decode": 15645.491656540647}, {"route": "ep=cpu", "decode": 0.012345678}]
     out = {fmt: rows_text(headers, rows, docs, fmt) for fmt in FORMATS}
-    assert "config   15.65k\n" in out["table"] and "15645.49" not in out["table"] and "0.01235" in out["table"]
+    assert "config        15.65k\n" in out["table"] and "15645.49" not in out["table"] and "0.01235" in out["table"]
     assert out["markdown"].splitlines()[0].startswith("| route") and "| 15.65k " in out["markdown"]
     assert out["csv"].splitlines() == ["route,decode tok/s", "config,15645.491656540647", "ep=cpu,0.012345678"]  # raw
     assert json.loads(out["json"]) == docs  # raw

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from winml_perf.support.text_table import say
 
 
 def dashboard_command(
@@ -51,14 +52,14 @@ def dashboard_command(
     interval as a band and change points marked. Change points found are kept in the store, so the
     next build searches only series with new records."""
     if sustained is not None:
-        print(f"wrote {write_sustained(sustained, output, title)}", file=sys.stderr)
+        say(f"wrote {write_sustained(sustained, output, title)}")
         return
     from winml_perf.publish.dashboard import write_dashboard
     from winml_perf.results.store import open_store
 
     with open_store(store, create=False) as s:
         path = write_dashboard(s, output, title=title, jobs=jobs, bundle=bundle, testbed=testbed, since=since)
-    print(f"wrote {path}", file=sys.stderr)
+    say(f"wrote {path}")
 
 
 def write_sustained(record: Path, output: Path, title: str) -> Path:

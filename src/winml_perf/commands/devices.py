@@ -5,13 +5,15 @@ from __future__ import annotations
 import sys
 
 import typer
-from tabulate import tabulate
 
 from winml_perf.ep.devices import EPDevice, describe_available, list_ep_devices
 from winml_perf.ep.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
 from winml_perf.publish.formats import FORMAT_HELP, check_format, json_text, table_text
+from winml_perf.support.text_table import fill
 
 _HEADERS = ("EP", "EP vendor", "device type", "serves", "hardware vendor", "vendor id", "device id", "source")
+#: The columns that leave a narrow terminal, in this order (EP, device type and source stay).
+_DROP_ORDER = ("device id", "vendor id", "EP vendor", "hardware vendor", "serves")
 
 
 def _notes(devices: list[EPDevice], registrations: list[PluginRegistration]) -> list[str]:
@@ -70,8 +72,8 @@ def devices_command(
     if format == "jsonl":
         sys.stdout.write(json_text([d.to_dict() for d in devices], "jsonl"))
     elif format == "table":
-        sys.stdout.write(tabulate([_row(d) for d in devices], headers=_HEADERS) + "\n")
+        sys.stdout.write(table_text(_HEADERS, [_row(d) for d in devices], "table", drop=_DROP_ORDER))
     else:
         sys.stdout.write(table_text(_HEADERS, [_row(d) for d in devices], format))
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(fill(f"note: {note}"), file=sys.stderr)

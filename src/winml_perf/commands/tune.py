@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, UsageError
+from winml_perf.support.text_table import say
 
 EPILOG = "Example: winml tune bundles/tiny-qwen2-pipeline --eps cpu,webgpu --budget 300s --emit /tmp/best"
 TUNE_REPORTS = Path("results") / "tune"
@@ -139,7 +140,7 @@ def tune_command(
         print(json.dumps(outcome.to_dict(request), indent=2))
     else:
         race = outcome.race
-        print(table_text(outcome.standings, metric))
+        print(table_text(outcome.standings, metric), end="")
         print(
             f"\n{race.rounds} round(s), {race.tokens} tokens, {race.elapsed_s():.0f} s"
             f" of {request.budget.describe()}; stopped: {race.stopped}"
@@ -147,11 +148,11 @@ def tune_command(
         print(f"verdict: {outcome.verdict.text}")
     sys.stdout.flush()
     if outcome.emitted:
-        print(f"emitted {outcome.verdict.winner} as a bundle in {emit} ({len(outcome.emitted)} files)", file=sys.stderr)
+        say(f"emitted {outcome.verdict.winner} as a bundle in {emit} ({len(outcome.emitted)} files)")
     if report is not None:
-        print(f"tune report: {report}", file=sys.stderr)
+        say(f"tune report: {report}")
     if outcome.store is not None:
-        print(f"cells stored in {outcome.store} (runs {', '.join(outcome.run_ids) or 'none'})", file=sys.stderr)
+        say(f"cells stored in {outcome.store} (runs {', '.join(outcome.run_ids) or 'none'})")
     if outcome.interrupted is not None:
         raise RunInterrupted(outcome.interrupted, f"kept {outcome.race.rounds} finished round(s); standings above")
     if outcome.store_errors:

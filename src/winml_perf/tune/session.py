@@ -75,7 +75,9 @@ class TuneOutcome:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    from winml_perf.support.text_table import fill
+
+    print(fill(line), file=sys.stderr, flush=True)
 
 
 def _eps(request: TuneRequest) -> list[str]:
@@ -170,7 +172,8 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
     )
     survivors, pruned = prune(settings, candidates, _stage_paths(request.bundle), say)
     equivalence = {s.label: s.equivalence for s in survivors}
-    say(f"tune: {len(survivors)} route(s) to race, {len(pruned)} pruned, after {time.monotonic() - t0:.1f} s")
+    said = " (each with its reason in the standings)" if pruned else ""
+    say(f"tune: {len(survivors)} route(s) to race, {len(pruned)} pruned{said}, after {time.monotonic() - t0:.1f} s")
     shape = Shape(prompt_tokens, request.max_new_tokens, request.iterations, request.warmup)
     metrics = tuple(dict.fromkeys((metric, TTFT_METRIC)))
     store = None
