@@ -106,6 +106,17 @@ def _drop_stdout() -> None:
         os.close(devnull)
 
 
+def _reader_left(exc: SystemExit) -> bool:
+    """Whether this exit 1 is how rich (Console.on_broken_pipe) or click (EPIPE: stdout wrapped in
+    PacifyFlushWrapper) stop when stdout's reader has left: no failure of ours."""
+    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        return True
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "on_broken_pipe"
+
+
 @functools.cache
 def _command() -> Any:
     """The click command tree typer builds from every command's signature (~0.2 CPU s, most of a
@@ -134,13 +145,16 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:  # raised outside typer's own handling
         _interrupted(getattr(exc, "signum", signal.SIGINT))
-    except SystemExit:
+    except SystemExit as exc:
+        if exc.code == 1 and _reader_left(exc):  # `winml --help | head -1`: the reader had what it wanted
+            _drop_stdout()
+            sys.exit(0)
         raise
     except typer.Abort:
         sys.exit(1)
-    except BrokenPipeError:  # stdout's reader left (`winml ... | head`): stop quietly, as rich's help does
+    except BrokenPipeError:  # stdout's reader left (`winml ... | head -1`): it had what it wanted; stop quietly
         _drop_stdout()
-        sys.exit(1)
+        sys.exit(0)
     except OSError as exc:  # a full disk or a read-only folder is the machine's state, not a bug: exit 2
         if signals.received() is not None:
             _interrupted(signals.received() or signal.SIGTERM)

@@ -97,8 +97,9 @@ def tune_command(
     objective_metric(objective)
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
-    if not (bundle / "genai_config.json").is_file():
-        raise UsageError(f"{bundle}: no genai_config.json there", "pass a genai bundle folder")
+    from winml_perf.bundle.config import load_config_dict
+
+    load_config_dict(bundle)  # exit 2 naming the path (and the bundles inside a folder of bundles)
     if equivalence:
         from winml_perf.support.optional import require
 
