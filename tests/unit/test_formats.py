@@ -29,14 +29,16 @@ from winml_perf.support.errors import EXIT_USAGE, UsageError
         (16270.0, "16.27k"),
         (1.627e4, "16.27k"),
         (0.0123456, "0.01235"),
-        (1.5, "1.5"),
+        (1.5, "1.500"),  # four significant digits, as 1.500k keeps them (issue 38: TTFT 0.57 read 0.5700)
+        (0.57, "0.5700"),
         (123.456, "123.5"),
         (0.0, "0"),
-        (-2.5, "-2.5"),
+        (-2.5, "-2.500"),
+        (-1950.0, "-1950"),  # the sustained page's slope, once -1.95e+03
         (7, "7"),
         (None, ""),
         (math.nan, ""),
-        (2.0e-7, "0.0000002"),
+        (2.0e-7, "0.0000002000"),
     ],
 )
 def test_human_numbers_have_meaningful_digits_and_no_exponent(value, text):

@@ -10,24 +10,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from winml_perf.model.record import CellRecord
+from winml_perf.support.human_numbers import human, signed
 
 
 def _interval(d: Mapping[str, Any] | None) -> str:
     if not d or d.get("low") is None or d.get("high") is None:
         return ""
-    return f" [{d['low']:.4g}, {d['high']:.4g}]"
+    return f" [{human(d['low'])}, {human(d['high'])}]"
 
 
 def _phase(name: str, p: Mapping[str, Any]) -> str:
     if p.get("status") != "measured":
         return f"{name} {p.get('status')} ({p.get('reason')})"
-    return f"{name} {p['j_per_token']:.4g} J/token{_interval(p.get('j_per_token_interval'))}"
+    return f"{name} {human(p['j_per_token'])} J/token{_interval(p.get('j_per_token_interval'))}"
 
 
 def _slope(s: Mapping[str, Any] | None, scale: float, unit: str) -> str:
     if not s:
         return "-"
-    return f"{s['slope'] / scale:+.3g} {unit}/min [{s['low'] / scale:+.3g}, {s['high'] / scale:+.3g}]"
+    return f"{signed(s['slope'] / scale)} {unit}/min [{signed(s['low'] / scale)}, {signed(s['high'] / scale)}]"
 
 
 def energy_lines(cells: Sequence[CellRecord]) -> list[str]:
@@ -40,7 +41,7 @@ def energy_lines(cells: Sequence[CellRecord]) -> list[str]:
             lines.append(
                 f"[{c.cell_key}] energy ({meter.get('covers')}, 95% intervals): "
                 + "; ".join(_phase(p, e.get(p) or {}) for p in ("prefill", "decode"))
-                + ("" if idle is None else f"; idle {idle:.4g} W")
+                + ("" if idle is None else f"; idle {human(idle)} W")
             )
         s = c.sustained
         if s:

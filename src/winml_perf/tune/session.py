@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.support.errors import UsageError
+from winml_perf.support.human_numbers import fixed
 from winml_perf.tune.goal import TTFT_METRIC, Budget, objective_metric
 
 
@@ -121,7 +122,7 @@ def progress_line(race) -> str:
     )
     return (
         f"tune: round {race.rounds}: {len(race.alive)} racing, {len(race.dropped)} dropped, {budget};"
-        f" leader {lead} {sp.estimate:.3g}× config"
+        f" leader {lead} {fixed(sp.estimate, 2)}× config"
     )
 
 
