@@ -41,6 +41,8 @@ DEPENDENCIES: dict[str, Dependency] = {
         Dependency("psycopg", "psycopg[binary]>=3.1", "postgres"),
         Dependency("pynvml", "nvidia-ml-py>=12", "energy"),
         Dependency("onnxruntime_qnn", "onnxruntime-qnn>=2.7", "qnn"),
+        Dependency("onnxruntime_ep_webgpu", "onnxruntime-ep-webgpu>=0.4", "webgpu"),
+        Dependency("onnxruntime_ep_openvino", "onnxruntime-ep-openvino>=1.8", "openvino"),
     )
 }
 
