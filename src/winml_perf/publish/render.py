@@ -161,12 +161,21 @@ def _stop_lines(cells: Sequence[CellRecord]) -> list[str]:
                 f"({_covers(c)}) against --target-ci {policy.target_ci_pct:g}%, "
                 f"{s.invocations or 1} invocation(s), {s.iterations} iterations"
             )
-    if cells and all(_covers(c) == "in-proc" for c in cells):
+    sustained = [c for c in cells if _sustained(c)]
+    if sustained and len(sustained) == len(cells):  # --duration runs one process and refuses --invocations
+        lines.append(
+            "CI95 in-proc covers this process only: a sustained run is one process; another run may differ by more"
+        )
+    elif cells and all(_covers(c) == "in-proc" for c in cells):
         lines.append(
             "CI95 in-proc covers this process only: another run may differ by more; "
             "--invocations 5 (the default) gives an interval across processes"
         )
     return lines
+
+
+def _sustained(c: CellRecord) -> bool:
+    return c.policy.iterations.get("duration_s") is not None
 
 
 def render_run(run: RunRecord, warnings_only: bool = False, width: int | None = None) -> str:

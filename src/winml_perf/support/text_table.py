@@ -96,7 +96,8 @@ def fit(
     (the module docstring gives the rule). ``drop``: the headers that may leave, in the order they
     leave; None: every column but the first, rightmost first."""
     heads = list(heads)
-    rows = [[str(c) for c in r] for r in rows]
+    cells: list[list[str]] = [[str(c) for c in r] for r in rows]
+    rows = cells
     text = render(heads, rows, False, numeric, pipes)
     if text_width(text) <= width:
         return text, []
@@ -110,7 +111,7 @@ def fit(
             continue
         i = heads.index(name)
         heads.pop(i)
-        for row in rows:
+        for row in cells:
             row.pop(i)
         dropped.append(name)
         text = render(heads, rows, True, numeric, pipes)
@@ -121,7 +122,7 @@ def fit(
         target = max(widths[i] - over, 6)
         if target >= widths[i]:
             break
-        for row in rows:
+        for row in cells:
             row[i] = shorten(row[i], target)
         text = render(heads, rows, True, numeric, pipes)
     return text, dropped
