@@ -335,6 +335,9 @@ def _device_free_runner(ep: str | None, strict: bool):
     from winml_perf.bundle.epcontext import device_free
 
     assert ep is not None  # --device-free needs --ep (checked above)
+    from winml_perf.support.optional import require
+
+    require("--device-free (it reads the compiled graph's placement)", "onnx")
     device_free.refuse_unless_possible(ep)
     return device_free.runner(strict)
 
