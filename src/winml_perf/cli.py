@@ -91,8 +91,9 @@ def _interrupted(signum: int) -> None:
 def _say(message: str) -> None:
     """Every closing message goes out through the one mask: no password of a store URL in a log."""
     from winml_perf.support.secrets import mask
+    from winml_perf.support.text_table import fill
 
-    print(mask(message), file=sys.stderr)
+    print(fill(mask(message)), file=sys.stderr)  # within the terminal, as every table and note
 
 
 def _drop_stdout() -> None:
@@ -104,6 +105,17 @@ def _drop_stdout() -> None:
         pass
     finally:
         os.close(devnull)
+
+
+def _reader_left(exc: SystemExit) -> bool:
+    """Whether this exit 1 is how rich (Console.on_broken_pipe) or click (EPIPE: stdout wrapped in
+    PacifyFlushWrapper) stop when stdout's reader has left: no failure of ours."""
+    if type(sys.stdout).__name__ == "PacifyFlushWrapper":
+        return True
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "on_broken_pipe"
 
 
 @functools.cache
@@ -134,13 +146,16 @@ def _main(argv: list[str] | None) -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:  # raised outside typer's own handling
         _interrupted(getattr(exc, "signum", signal.SIGINT))
-    except SystemExit:
+    except SystemExit as exc:
+        if exc.code == 1 and _reader_left(exc):  # `winml --help | head -1`: the reader had what it wanted
+            _drop_stdout()
+            sys.exit(0)
         raise
     except typer.Abort:
         sys.exit(1)
-    except BrokenPipeError:  # stdout's reader left (`winml ... | head`): stop quietly, as rich's help does
+    except BrokenPipeError:  # stdout's reader left (`winml ... | head -1`): it had what it wanted; stop quietly
         _drop_stdout()
-        sys.exit(1)
+        sys.exit(0)
     except OSError as exc:  # a full disk or a read-only folder is the machine's state, not a bug: exit 2
         if signals.received() is not None:
             _interrupted(signals.received() or signal.SIGTERM)
@@ -152,6 +167,21 @@ def _main(argv: list[str] | None) -> None:
             sys.exit(1)
         _say(f"error: {usage}")
         sys.exit(usage.exit_code)
+    except ModuleNotFoundError as exc:  # an optional feature's module: exit 2 naming the pip command
+        from winml_perf.support.optional import missing_module_error
+
+        if signals.received() is not None:
+            _interrupted(signals.received() or signal.SIGTERM)
+        usage_error = missing_module_error(exc)
+        if _verbose(args):
+            import traceback
+
+            traceback.print_exc()
+        if usage_error is None:
+            _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
+            sys.exit(1)
+        _say(f"error: {usage_error}")
+        sys.exit(usage_error.exit_code)
     except Exception as exc:  # command-line parsing errors, and anything unexpected
         if signals.received() is not None:  # what a signal caused (an interrupted import) is the signal's
             _interrupted(signals.received() or signal.SIGTERM)

@@ -142,4 +142,7 @@ def test_an_unknown_ep_option_is_exit_2_naming_the_key(tmp_path):
 def test_a_bundle_naming_qnn_without_the_plugin_is_exit_2_naming_the_package():
     result = run_winml("perf", NPU, "--prompt-tokens", "16", *RUN, env={"WINML_PERF_NO_PLUGIN_DISCOVERY": "1"})
     assert result.returncode == 2, result.stderr
-    assert "wants QNN, which is not available here" in result.stderr and "pip install onnxruntime-qnn" in result.stderr
+    assert (
+        "wants QNN, which is not available here" in result.stderr
+        and "qnn: pip install -e '.[qnn]' (onnxruntime-qnn)" in result.stderr
+    )

@@ -5,6 +5,7 @@ meter), draws its chart; a bad --duration exits 2 naming the flag before anythin
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -41,11 +42,19 @@ def test_a_sustained_run_records_its_series_and_why_energy_was_not_measured(tmp_
     energy = cell["energy"]
     if energy["status"] == "not measured":  # no RAPL, no GPU here: the reason, and no number
         assert energy["reason"] and "prefill_j_per_token" not in energy
+        assert f"energy: not measured ({energy['reason']})" in result.stdout  # on screen too (issue 38)
+    screen = result.stdout + result.stderr
+    # issue 38: no flag a sustained run refuses is suggested; each throughput named once; where the time went
+    assert "--invocations" not in screen and "--target-ci" not in screen, screen
+    assert screen.count("generated tokens/s:") == 1 and "the table's decode tok/s" in screen
+    assert f"measured {cell['measure_s']:.4g}"[:14] in screen and "of --duration 5 s" in screen
+    assert "e+0" not in screen
     site = tmp_path / "site"
     drawn = run_winml("dashboard", "--sustained", out, "-o", site)
     assert drawn.returncode == 0, drawn.stderr
     page = (site / "sustained.html").read_text()
     assert 'data-charts="2"' in page or 'data-charts="3"' in page
+    assert not re.search(r"\d\.?\d*e[+-]\d\d", page)  # slopes through the one number formatter
 
 
 def test_a_bad_duration_exits_2_naming_the_flag(tmp_path: Path):

@@ -123,7 +123,7 @@ def _route_row(speedup, lo, hi, verdict):
 def test_route_sentence_prints_an_asymmetric_ci_as_it_is():
     # CI [1.01, 1.94] lies wholly above 1: "faster" is right, and "1.04 ± 0.90" would read as a CI down to 0.14
     text = _route_row(1.04, 1.01, 1.94, sig.ci_verdict(1.01, 1.94)).speed_sentence()
-    assert "ran 1.04 +0.90/−0.03 × faster than config" in text and "±" not in text.split(":")[0]
+    assert "ran 1.04 times faster than config (95% CI +0.90/−0.03; p16 n8" in text and "±" not in text.split(":")[0]
     assert text.endswith(": faster")
     # a CI spanning 1 is never "faster", and says so
     assert sig.ci_verdict(0.14, 1.94) == sig.INCONCLUSIVE
@@ -133,15 +133,15 @@ def test_route_sentence_prints_an_asymmetric_ci_as_it_is():
         .endswith("spans both sides; raise --iterations (more rounds))")
     )
     # symmetric at two decimals keeps the plain "±"
-    assert "ran 1.84 ± 0.01 × faster than config" in _route_row(1.84, 1.83, 1.85, sig.FASTER).sentence()
+    assert "ran 1.84 ± 0.01 times faster than config (p16" in _route_row(1.84, 1.83, 1.85, sig.FASTER).sentence()
 
 
 def test_route_sentence_direction_follows_the_verdict_not_a_point_outside_the_ci():
     slower = _route_row(1.01, 0.5, 0.99, sig.SLOWER).speed_sentence()
-    assert "× slower than config" in slower and slower.endswith(": slower")
+    assert "times slower than config" in slower and slower.endswith(": slower")
     assert "ran 0.99 " in slower  # 1 / 1.01 on the "times slower" scale
     faster = _route_row(0.99, 1.01, 2.0, sig.FASTER).speed_sentence()
-    assert "× faster than config" in faster and faster.endswith(": faster")
+    assert "times faster than config" in faster and faster.endswith(": faster")
 
 
 def test_change_verdicts_and_the_regression_gate():
@@ -182,7 +182,7 @@ def test_compare_routes_golden(golden_store):
     assert webgpu.sentence().startswith("ep=webgpu decode ran 1.8")
     s, lo, hi = webgpu.speedup, webgpu.ci_low, webgpu.ci_high  # the printed interval is the CI's own two sides
     assert (
-        f"{s:.2f} +{hi - s:.2f}/−{s - lo:.2f} × faster than config" in webgpu.sentence()
+        f"{s:.2f} times faster than config (95% CI +{hi - s:.2f}/−{s - lo:.2f};" in webgpu.sentence()
         and f"{s - lo:.2f}" != f"{hi - s:.2f}"
     )
     assert by[("ep=cpu", "decode_tokens_per_s")].verdict == sig.EQUIVALENT

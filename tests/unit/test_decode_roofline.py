@@ -41,7 +41,7 @@ def test_stage_devices_follow_the_ep_device_listing():
 
 def test_bound_fraction_refuses_a_step_faster_than_the_bound():
     assert bound_fraction(1e-3, 500.0) == pytest.approx(0.5)
-    with pytest.raises(RooflineExceeded, match="1.2x its memory bound"):
+    with pytest.raises(RooflineExceeded, match="1.200x its memory bound"):  # four digits (issue 38)
         bound_fraction(1e-3, 1200.0)
     with pytest.raises(RooflineExceeded):
         bound_fraction(1e-3, 0.0)

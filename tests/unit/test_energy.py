@@ -282,7 +282,9 @@ def test_a_sustained_run_finds_a_slowdown_injected_halfway():
     assert s["rss_slope_bytes_per_min"]["low"] <= s["rss_slope_bytes_per_min"]["slope"]
     validate_record(rec.to_dict())
     assert not math.isnan(s["tokens_per_s_slope_per_min"]["slope"])
-    (line,) = energy_lines([rec])
+    lines = energy_lines([rec])
+    (line,) = [x for x in lines if "sustained 6 s" in x]
+    assert any("of --duration 6 s" in x for x in lines)  # where the time went (issue 38)
     assert "sustained 6 s" in line and f"{cp['shift']:+.1%}" in line
 
 

@@ -46,6 +46,7 @@ FACTS = {
         "option_keys": [("onnxruntime-qnn", "2.7.0", 46)],
         "emulated_on_cpu": "HTP",
         "install_package": "onnxruntime-qnn",
+        "install_extra": "qnn",
         "device_free": [("onnxruntime-qnn", "2.7.0", True)],
     },
     OPENVINO: {
@@ -53,13 +54,15 @@ FACTS = {
         "device_type_option": True,
         "option_keys": [("onnxruntime-ep-openvino", "1.8.1", 15)],
         "name_variants": (("AUTO", "OpenVINO's AUTO meta-device, which picks the device itself"),),
-        "install_package": "onnxruntime-openvino",
+        "install_package": "onnxruntime-ep-openvino",  # the plugin EP (onnxruntime-openvino replaces onnxruntime)
+        "install_extra": "openvino",
     },
     "VitisAIExecutionProvider": {"compiles": True, "device_type_option": True},
     "DmlExecutionProvider": {"io_device": "dml", "install_package": "onnxruntime-directml"},
     WEBGPU: {
         "io_device": "webgpu",
         "install_package": "onnxruntime-ep-webgpu",
+        "install_extra": "webgpu",
         "device_free": [("onnxruntime-ep-webgpu", "0.4.0", False)],
     },
     "MIGraphXExecutionProvider": {},
@@ -69,7 +72,7 @@ FACTS = {
 
 def _facts(info: eps.EPInfo) -> dict:
     defaults = {f.name: f.default for f in dataclasses.fields(eps.EPInfo)}
-    spellings = {"name", "alias", "genai_name", "devices", "extra_spellings"}
+    spellings = {"name", "alias", "genai_name", "devices", "extra_spellings", "install_needs"}  # prose: README's test
     out = {name: getattr(info, name) for name in defaults.keys() - spellings if getattr(info, name) != defaults[name]}
     if "option_keys" in out:
         out["option_keys"] = [(t.package, t.version, len(t.keys)) for t in out["option_keys"]]
@@ -144,6 +147,6 @@ def test_provider_options_come_from_the_entry(monkeypatch, tmp_path):
         effective_options(CUDA, "gpu", {"bogus": "1"}, version=lambda _ep: "1.0", names=lambda _ep: ())
     plan = plan_route(load_config(make_bundle(tmp_path, FLAT_CPU)), ep_target("cuda"))
     assert plan.stages[0].provider_options_after == ({"cuda": {"arena": "on", "device_type": "GPU"}},)
-    assert eps.install_hint(CUDA) == "install onnxruntime-gpu (pip install onnxruntime-gpu)"
+    assert eps.install_sentence(CUDA).startswith("cuda: pip install onnxruntime-gpu; it replaces onnxruntime")
     _replace(monkeypatch, CUDA, install_package=None)
-    assert eps.install_hint(CUDA) == ""
+    assert eps.install_sentence(CUDA).startswith("cuda: no pip package is known here; register its plugin library")

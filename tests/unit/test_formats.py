@@ -29,14 +29,16 @@ from winml_perf.support.errors import EXIT_USAGE, UsageError
         (16270.0, "16.27k"),
         (1.627e4, "16.27k"),
         (0.0123456, "0.01235"),
-        (1.5, "1.5"),
+        (1.5, "1.500"),  # four significant digits, as 1.500k keeps them (issue 38: TTFT 0.57 read 0.5700)
+        (0.57, "0.5700"),
         (123.456, "123.5"),
         (0.0, "0"),
-        (-2.5, "-2.5"),
+        (-2.5, "-2.500"),
+        (-1950.0, "-1950"),  # the sustained page's slope, once -1.95e+03
         (7, "7"),
         (None, ""),
         (math.nan, ""),
-        (2.0e-7, "0.0000002"),
+        (2.0e-7, "0.0000002000"),
     ],
 )
 def test_human_numbers_have_meaningful_digits_and_no_exponent(value, text):
@@ -48,7 +50,7 @@ def test_every_format_of_the_vocabulary_renders_and_others_are_exit_2():
     headers, rows = ["route", "decode tok/s"], [["config", 15645.491656540647], ["ep=cpu", 0.012345678]]
     docs = [{"route": "config", "decode": 15645.491656540647}, {"route": "ep=cpu", "decode": 0.012345678}]
     out = {fmt: rows_text(headers, rows, docs, fmt) for fmt in FORMATS}
-    assert "config   15.65k\n" in out["table"] and "15645.49" not in out["table"] and "0.01235" in out["table"]
+    assert "config        15.65k\n" in out["table"] and "15645.49" not in out["table"] and "0.01235" in out["table"]
     assert out["markdown"].splitlines()[0].startswith("| route") and "| 15.65k " in out["markdown"]
     assert out["csv"].splitlines() == ["route,decode tok/s", "config,15645.491656540647", "ep=cpu,0.012345678"]  # raw
     assert json.loads(out["json"]) == docs  # raw

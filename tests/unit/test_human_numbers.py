@@ -163,7 +163,7 @@ def test_a_speed_up_of_hundreds_prints_four_digits_in_compare_and_tune():
         "b", "tb", 16, 8, "ep=qnn", "config", "decode_tokens_per_s", 425.94, 199.43, 910.31, sig.FASTER, 4, 20, 20,
         2.0, pairing=INVOCATIONS, pooled_speedup=425.94,
     )  # fmt: skip
-    assert "ran 425.9 +484.4/−226.5 × faster than config" in row.speed_sentence()
+    assert "ran 425.9 times faster than config (95% CI +484.4/−226.5;" in row.speed_sentence()
     standing = Standing(1, "ep=qnn", "leader", 425.94, 199.43, 910.31, 4, "within precision tolerance", "")
     text = table_text([standing], "decode")
     assert "425.9× [199.4, 910.3]" in text and "425.940" not in text

@@ -193,7 +193,7 @@ def test_invocation_medians_that_drift_are_warned_with_their_range(tmp_path):
     rec = sweep(rs, IterationPolicy(iterations=10, invocations=3)).cells[0].to_dict()
     w = next(w for w in rec["warnings"] if w["code"] == "drift")
     # 100 / 1.25 = 80 ... 100 tok/s
-    assert "drift 80" in w["message"] and "100 tok/s" in w["message"]
+    assert "drift 80.00–100.0 tok/s" in w["message"]  # four significant digits, as every number a person reads
     assert w["data"]["low"] == pytest.approx(80.0, rel=0.01) and w["data"]["high"] == pytest.approx(100.0, rel=0.01)
     (tmp_path / "steady").mkdir()
     steady = (

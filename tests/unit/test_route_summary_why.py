@@ -20,7 +20,7 @@ def test_a_paired_ratio_far_from_the_pooled_medians_says_why():
     lines = summary_lines(RoutesReport("r", "config", (row,)))
     text = "\n".join(lines)
     assert "ran 1.29" in text and "slower than config" in text
-    assert "why not the table's medians (1.03 × slower)" in text and "pairs each ep=cpu invocation" in text
+    assert "why not the table's medians (1.03 times slower)" in text and "pairs each ep=cpu invocation" in text
     assert "raise --invocations" in text
 
 

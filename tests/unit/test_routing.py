@@ -133,7 +133,7 @@ def test_stage_ep_not_available_here(tmp_path):
     plan = _plan(tmp_path, pipeline_config())
     with pytest.raises(
         EPUnavailableError,
-        match=r"stage `context` wants QNN, which is not available here; install onnxruntime-qnn \(pip install onnxruntime-qnn\), or try --ep cpu or --device",
+        match=r"stage `context` wants QNN, which is not available here; to get it: qnn: pip install -e '\.\[qnn\]' \(onnxruntime-qnn\); .*; or try --ep cpu or --device",
     ):
         check_available(plan, {"CPUExecutionProvider"})
     check_available(plan, {"QNNExecutionProvider"})

@@ -263,7 +263,7 @@ def test_rich_progress_writes_cells_to_its_console_and_quiet_writes_nothing(caps
     routes = [RouteSpec("a", fake_spec()), RouteSpec("b", fake_spec(raise_on_call=2))]
     sweep(expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=2)), progress=progress)
     text = buffer.getvalue()
-    assert "ok a|p8|n4" in text and "median decode_tokens_per_s 100 (" in text  # human numbers: 100, not 100.00
+    assert "ok a|p8|n4" in text and "median decode_tokens_per_s 100.0 (" in text  # four digits: 100.0, not 100.00
     assert "FAILED b|p8|n4" in text and "scripted failure" in text
     assert isinstance(make_progress(quiet=True), NullProgress)
     sweep(expand_sweep(routes[:1], [8], [4]), progress=make_progress(quiet=True))

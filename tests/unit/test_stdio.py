@@ -12,6 +12,7 @@ SCRIPT = textwrap.dedent("""
     from winml_perf.support.stdio import own_stdout
     with own_stdout():
         os.write(1, b" # LIBNATIVE: a native library talking\\n")  # what libQnnHtp does
+        os.write(1, b"another native line\\n")
         print(json.dumps({"ok": True}))
     print("after")
     os.write(1, b"fd1 again\\n")
@@ -24,7 +25,8 @@ def test_native_writes_on_fd1_go_to_stderr_and_our_prints_stay_on_stdout():
     lines = proc.stdout.splitlines()
     assert json.loads(lines[0]) == {"ok": True}
     assert lines[1:] == ["after", "fd1 again"]  # put back on exit
-    assert "LIBNATIVE" in proc.stderr and "LIBNATIVE" not in proc.stdout
+    assert "LIBNATIVE" not in proc.stdout  # never on stdout; and filtered as noise (issue 38)
+    assert proc.stderr == "another native line\n"  # every other native line reaches stderr
 
 
 def test_a_replaced_sys_stdout_is_left_alone(capsys):
@@ -33,3 +35,11 @@ def test_a_replaced_sys_stdout_is_left_alone(capsys):
     with own_stdout():
         print("captured")
     assert capsys.readouterr().out == "captured\n"
+
+
+def test_a_childs_captured_output_loses_the_libnative_line_only():
+    from winml_perf.support.stdio import without_native_noise
+
+    text = " # LIBNATIVE: No alternate configuration present in libnative_tls.conf\nreal error\n"
+    assert without_native_noise(text) == "real error\n"
+    assert without_native_noise("nothing to drop\n") == "nothing to drop\n"

@@ -25,6 +25,14 @@ FLAT_STAGE = "decoder"
 PIPELINE_TYPE = "decoder-pipeline"
 
 
+def bundles_in(folder: Path) -> list[Path]:
+    """The bundle folders (holding genai_config.json) directly inside ``folder``, by name."""
+    try:
+        return sorted((p for p in Path(folder).iterdir() if (p / CONFIG_NAME).is_file()), key=lambda p: p.name)
+    except OSError:
+        return []
+
+
 def load_config_dict(bundle: Path) -> dict:
     """Read a bundle's genai_config.json, with errors that name the path and the fix."""
     bundle = Path(bundle)
@@ -36,6 +44,13 @@ def load_config_dict(bundle: Path) -> dict:
         raise BundleError(f"{bundle} is not a folder", "pass the bundle folder, not a file inside it")
     path = bundle / CONFIG_NAME
     if not path.is_file():
+        inside = bundles_in(bundle)
+        if inside:  # a folder of bundles (`winml perf bundles`): name them and how to pick one
+            shown = ", ".join(p.name for p in inside[:8]) + (f" and {len(inside) - 8} more" if len(inside) > 8 else "")
+            raise BundleError(
+                f"{bundle} is a folder of {len(inside)} bundle(s), not a bundle: {shown}",
+                f"pass one of them, e.g. {inside[0]}",
+            )
         raise BundleError(
             f"{bundle} holds no {CONFIG_NAME}",
             "pass an onnxruntime-genai bundle folder (built by the model builder or `winml bundle synth`)",

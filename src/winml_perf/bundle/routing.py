@@ -233,11 +233,11 @@ def check_available(plan: RoutePlan, available: set[str] | frozenset[str], force
         assert route.ep_after is not None  # every stage of a genai plan names its EP (stage_ep)
         alias = eps.ep_alias(route.ep_after) if eps.is_known_ep(route.ep_after) else route.ep_after
         name = eps.EPS[route.ep_after].genai_name if route.ep_after in eps.EPS else route.ep_after
-        install = eps.install_hint(route.ep_after) if route.ep_after in eps.EPS else ""
+        install = eps.install_sentence(route.ep_after)
         raise EPUnavailableError(
             f"stage `{route.stage}` wants {name or alias}, which is not available here"
             + (f" (route {plan.route})" if route.forced else ""),
-            (f"{install}, or " if install else "")
+            (f"to get it: {install}; or " if install else "")
             + "try --ep cpu or --device cpu|gpu|npu|auto (see `winml devices` for what this machine has)"
             + forced_hint,
         )

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from tabulate import tabulate
 
 from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import plan_for, prepare_route
@@ -29,6 +28,7 @@ from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import OK, StageRoute, with_placements
 from winml_perf.model.runtime import GENAI
 from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
+from winml_perf.support.text_table import fill, fitted
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")  # show; prepare prints table or json
 PREPARE_FORMATS = ("table", "json")
@@ -116,6 +116,8 @@ def stage_rows(stages: Sequence[StageRoute]) -> list[list[str]]:
 
 _HEADERS: tuple[str, ...] = ("stage", "file", "P/T", "EP before -> after", "provider_options after")
 _PLACEMENT_HEADERS: tuple[str, ...] = ("nodes per EP", "CPU fallback ops")
+#: The columns that leave a narrow terminal, in this order (stage, EP before -> after and nodes per EP stay).
+_DROP_ORDER = ("provider_options after", "file", "P/T", "CPU fallback ops")
 
 
 def placement_cells(stage: StageRoute) -> list[str]:
@@ -188,17 +190,17 @@ def show_command(
 
         sys.stdout.write(table_text(list(headers), rows, format))
         return
-    print(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}")
-    print(tabulate(rows, headers=headers, tablefmt="github"))
+    print(fill(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}"))
+    print(fitted(headers, rows, drop=_DROP_ORDER, pipes=True), end="")
     for line in _target_lines(target, plan.options):
-        print(line)
+        print(fill(line))
     if nodes is not None:
         from winml_perf.bundle.placement_nodes import node_lines
 
         print("\nplacement per node (stage, node, op type, EP), from each stage's session:")
         print("\n".join(node_lines(nodes)))
     for w in plan.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(fill(f"warning: {w}"), file=sys.stderr)
 
 
 def _nodes_of(config):
@@ -302,21 +304,23 @@ def prepare_command(
         runner=runner,
     )
     for w in route.warnings:
-        print(f"warning: {w}", file=sys.stderr)
+        print(fill(f"warning: {w}"), file=sys.stderr)
     if format == "json":
         sys.stdout.write(json.dumps(route.to_dict(), indent=2) + "\n")
         _fail_on_compile_failure(route)
         return
     rows = [r + placement_cells(s) for r, s in zip(stage_rows(route.stages), route.stages)]
-    print(tabulate(rows, headers=_HEADERS + _PLACEMENT_HEADERS, tablefmt="github"), file=sys.stderr)
+    print(fitted(_HEADERS + _PLACEMENT_HEADERS, rows, drop=_DROP_ORDER, pipes=True), end="", file=sys.stderr)
     print(
-        f"route={route.effective} cache={route.cache} ({route.cache_reason}) prepare={route.prepare_ms:.0f} ms"
-        + (f" compile={route.compile_ms:.0f} ms" if compile else "")
-        + f" placement={route.placement_cache or 'not cached'} ({route.placement_reason})",
+        fill(
+            f"route={route.effective} cache={route.cache} ({route.cache_reason}) prepare={route.prepare_ms:.0f} ms"
+            + (f" compile={route.compile_ms:.0f} ms" if compile else "")
+            + f" placement={route.placement_cache or 'not cached'} ({route.placement_reason})"
+        ),
         file=sys.stderr,
     )
     for line in _target_lines(target, None, (route.target or {}).get("options")):
-        print(line, file=sys.stderr)
+        print(fill(line), file=sys.stderr)
     for c in route.compile:
         print(f"compile {', '.join(c.stages)}: {c.status}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
     if device_free and route.path is not None:
@@ -333,6 +337,9 @@ def _device_free_runner(ep: str | None, strict: bool):
     from winml_perf.bundle.epcontext import device_free
 
     assert ep is not None  # --device-free needs --ep (checked above)
+    from winml_perf.support.optional import require
+
+    require("--device-free (it reads the compiled graph's placement)", "onnx")
     device_free.refuse_unless_possible(ep)
     return device_free.runner(strict)
 

@@ -11,6 +11,7 @@ import typer
 from winml_perf.commands.help_style import PlainTyper
 from winml_perf.publish.formats import FORMAT_HELP, check_format, json_text, table_text
 from winml_perf.support.errors import BenchmarkFailure, UsageError
+from winml_perf.support.text_table import fill
 
 app = PlainTyper(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
 
@@ -157,9 +158,9 @@ def routes_command(
             if report.rows and all(r.pairing == "invocations" for r in report.rows)
             else "bootstrap over paired rounds"
         )
-        print(f"run {report.run_id}: routes against {report.baseline_route} (95% CI, {how})", file=sys.stderr)
+        print(fill(f"run {report.run_id}: routes against {report.baseline_route} (95% CI, {how})"), file=sys.stderr)
         for row in report.rows:
-            print(row.sentence())
+            print(fill(row.sentence()))
     else:
         rows = [
             [
@@ -182,7 +183,7 @@ def routes_command(
         ]
         sys.stdout.write(table_text(ROUTES_HEAD, rows, fmt))
     for note in report.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(fill(f"note: {note}"), file=sys.stderr)
 
 
 def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[str] | None, fmt: str) -> None:
@@ -218,15 +219,25 @@ def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[s
 
 @app.command("runs")
 def runs_command(
+    ids: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[BASELINE [CANDIDATE]]",
+            help="The two runs as positional arguments (same forms as --baseline; CANDIDATE defaults to latest).",
+            show_default=False,
+        ),
+    ] = None,
     baseline: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--baseline",
             metavar="RUN",
             help="run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest, previous, or a bare id/commit/version/date.",
         ),
-    ],
-    candidate: Annotated[str, typer.Option("--candidate", metavar="RUN", help="Same forms as --baseline.")] = "latest",
+    ] = None,
+    candidate: Annotated[
+        str | None, typer.Option("--candidate", metavar="RUN", help="Same forms as --baseline (default: latest).")
+    ] = None,
     fail_on_regression: Annotated[
         str | None,
         typer.Option(
@@ -257,6 +268,7 @@ def runs_command(
     from winml_perf.results.store import open_store
 
     _fmt(fmt)
+    baseline, candidate = _two_runs(ids or [], baseline, candidate)
     eq = parse_pct(equivalence, "--equivalence")
     assert eq is not None  # --equivalence has a default
     gate = parse_pct(fail_on_regression, "--fail-on-regression", unit_required=True)
@@ -303,16 +315,16 @@ def runs_command(
         from winml_perf.publish.run_table import terminal_width
         from winml_perf.publish.runs_table import fitted_runs_table
 
-        print(f"baseline: {report.baseline}\ncandidate: {report.candidate}", file=sys.stderr)
+        print(fill(f"baseline: {report.baseline}\ncandidate: {report.candidate}"), file=sys.stderr)
         sys.stdout.write(fitted_runs_table(report, terminal_width()))
     else:
         from winml_perf.publish.runs_table import human_rows
 
         sys.stdout.write(table_text(RUNS_HEAD, human_rows(report), fmt))
     for note in report.notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(fill(f"note: {note}"), file=sys.stderr)
     for line in explanation_lines(report):
-        print(line, file=sys.stderr)
+        print(fill(line), file=sys.stderr)
     if report.regressions:
         worst = report.regressions[0]
         raise BenchmarkFailure(
@@ -322,3 +334,23 @@ def runs_command(
             if report.model_changes.get(tuple(worst.candidate_key))
             else "investigate the candidate's commit and testbed",
         )
+
+
+def _two_runs(ids: list[str], baseline: str | None, candidate: str | None) -> tuple[str, str]:
+    """BASELINE [CANDIDATE] as positional arguments (as hyperfine and asv take them) or --baseline
+    and --candidate; not both ways at once."""
+    if len(ids) > 2:
+        raise UsageError(
+            f"compare runs takes two runs, got {len(ids)}: {' '.join(ids)}", "winml compare runs BASELINE CANDIDATE"
+        )
+    if ids and baseline is not None:
+        raise UsageError(f"the baseline is named twice: {ids[0]!r} and --baseline {baseline!r}", "give it one way")
+    if len(ids) == 2 and candidate is not None:
+        raise UsageError(f"the candidate is named twice: {ids[1]!r} and --candidate {candidate!r}", "give it one way")
+    baseline = ids[0] if ids else baseline
+    if baseline is None:
+        raise UsageError(
+            "compare runs needs a baseline",
+            "winml compare runs BASELINE [CANDIDATE] (e.g. winml compare runs previous latest), or --baseline RUN",
+        )
+    return baseline, (ids[1] if len(ids) == 2 else candidate or "latest")

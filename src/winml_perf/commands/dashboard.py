@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+
+from winml_perf.support.text_table import say
 
 
 def dashboard_command(
@@ -59,7 +60,7 @@ def dashboard_command(
     interval as a band and change points marked. Change points found are kept in the store, so the
     next build searches only series with new records."""
     if sustained is not None:
-        print(f"wrote {write_sustained(sustained, output, title)}", file=sys.stderr)
+        say(f"wrote {write_sustained(sustained, output, title)}")
         return
     if serving is not None:
         print(f"wrote {write_serving(serving, output, title)}", file=sys.stderr)
@@ -69,7 +70,7 @@ def dashboard_command(
 
     with open_store(store, create=False) as s:
         path = write_dashboard(s, output, title=title, jobs=jobs, bundle=bundle, testbed=testbed, since=since)
-    print(f"wrote {path}", file=sys.stderr)
+    say(f"wrote {path}")
 
 
 def write_sustained(record: Path, output: Path, title: str) -> Path:

@@ -5,13 +5,16 @@ from __future__ import annotations
 import sys
 
 import typer
-from tabulate import tabulate
 
 from winml_perf.ep.devices import EPDevice, describe_available, list_ep_devices
 from winml_perf.ep.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
+from winml_perf.ep.table import EPS, install_sentence
 from winml_perf.publish.formats import FORMAT_HELP, check_format, json_text, table_text
+from winml_perf.support.text_table import fill
 
 _HEADERS = ("EP", "EP vendor", "device type", "serves", "hardware vendor", "vendor id", "device id", "source")
+#: The columns that leave a narrow terminal, in this order (EP, device type and source stay).
+_DROP_ORDER = ("device id", "vendor id", "EP vendor", "hardware vendor", "serves")
 
 
 def _notes(devices: list[EPDevice], registrations: list[PluginRegistration]) -> list[str]:
@@ -29,6 +32,14 @@ def _notes(devices: list[EPDevice], registrations: list[PluginRegistration]) -> 
         notes.append("entries marked inferred come from get_available_providers(); their device type is assumed")
     notes.append(f"device classes: {describe_available(devices)}")
     return notes
+
+
+def _missing(devices: list[EPDevice]) -> list[dict[str, str]]:
+    """The EPs of the table not here, each with the one sentence that says how to get it (ep/table.py)."""
+    here = {d.ep_name for d in devices}
+    return [
+        {"ep": name, "install": install_sentence(name)} for name in EPS if name not in here and install_sentence(name)
+    ]
 
 
 def _row(d: EPDevice) -> list[str]:
@@ -64,14 +75,20 @@ def devices_command(
             "devices": [d.to_dict() for d in devices],
             "plugins": [r.to_dict() for r in registrations],
             "notes": notes,
+            "not_here": _missing(devices),
         }
         sys.stdout.write(json_text(payload, "json"))
         return
     if format == "jsonl":
         sys.stdout.write(json_text([d.to_dict() for d in devices], "jsonl"))
     elif format == "table":
-        sys.stdout.write(tabulate([_row(d) for d in devices], headers=_HEADERS) + "\n")
+        sys.stdout.write(table_text(_HEADERS, [_row(d) for d in devices], "table", drop=_DROP_ORDER))
     else:
         sys.stdout.write(table_text(_HEADERS, [_row(d) for d in devices], format))
     for note in notes:
-        print(f"note: {note}", file=sys.stderr)
+        print(fill(f"note: {note}"), file=sys.stderr)
+    missing = _missing(devices)
+    if format == "table" and missing:
+        print("not here, and how to get each (README: Getting WebGPU, QNN, OpenVINO):", file=sys.stderr)
+        for m in missing:
+            print(fill(f"  {m['install']}"), file=sys.stderr)

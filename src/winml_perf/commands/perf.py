@@ -13,6 +13,7 @@ from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
+from winml_perf.support.text_table import fill
 
 if TYPE_CHECKING:
     from winml_perf.model.record import RunRecord
@@ -662,7 +663,7 @@ def perf(
         print(run_explain_text(doc), end="", file=sys.stdout if fmt == "table" else sys.stderr)
     sys.stdout.flush()  # the results first: a block-buffered stdout would put the next line inside them
     if outcome.store is not None and not outcome.store_errors:
-        print(f"stored {len(run.cells)} record(s) in {outcome.store} (run {run.run_id})", file=sys.stderr)
+        print(fill(f"stored {len(run.cells)} record(s) in {outcome.store} (run {run.run_id})"), file=sys.stderr)
     if outcome.store_errors:
         kept = [str(p) for p, f in exports.values() if f == "json"]
         kept += [str(p) for p in [_save_unstored(outcome, run)] if p]
@@ -712,13 +713,13 @@ def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
     if fmt == "table":
         print(render_run(run))
         if summary:
-            print("\n".join(["", *summary]))
+            print("\n".join(["", *(fill(line) for line in summary)]))
         return
     sys.stdout.write(run_text(run, fmt))
     sys.stdout.flush()
-    print(render_run(run, warnings_only=True), file=sys.stderr, end="")
+    print(fill(render_run(run, warnings_only=True)), file=sys.stderr, end="")
     for line in summary:
-        print(line, file=sys.stderr)
+        print(fill(line), file=sys.stderr)
 
 
 def _printable(text: str) -> str:

@@ -13,6 +13,7 @@ from winml_perf.commands.help_style import PlainTyper
 from winml_perf.publish import exporters
 from winml_perf.publish.formats import FORMAT_HELP, FORMATS, check_format, json_text, table_text
 from winml_perf.support.errors import UsageError
+from winml_perf.support.text_table import fill, say
 
 app = PlainTyper(help="List, show and export stored benchmark results.", no_args_is_help=True)
 
@@ -166,12 +167,26 @@ def list_command(
         store, _filters(bundle, route, testbed, run, since, until, status, commit, verdict, digest), limit
     )
     if fmt == "table":
-        print(f"{len(df)} record(s) in {where}", file=sys.stderr)
+        print(fill(f"{len(df)} record(s) in {where}"), file=sys.stderr)
         if len(df):
-            sys.stdout.write(table_text(MARKDOWN_HEADERS, summary_rows(df), "table"))
+            sys.stdout.write(table_text(MARKDOWN_HEADERS, summary_rows(df), "table", drop=LIST_DROP_ORDER))
         return
     sys.stdout.write(exporters.export(df, fmt))
 
+
+#: The columns of `results list` that leave a narrow terminal, in this order (id, bundle, route,
+#: shape and decode tokens/s always stay).
+LIST_DROP_ORDER = (
+    "commit",
+    "when (UTC)",
+    "e2e ms",
+    "testbed",
+    "prompt tok/s",
+    "run",
+    "TTFT ms",
+    "equivalence",
+    "status",
+)
 
 METRIC_HEAD = ["metric", "n", "median", "CI low", "CI high", "mean", "CV %", "p90", "p99"]
 _METRIC_STATS = ("median", "ci95_low", "ci95_high", "mean", "cv_pct", "p90", "p99")
@@ -215,7 +230,7 @@ def _show_table(row: dict) -> str:
         lines.append(table_text(METRIC_HEAD, rows, "table").rstrip("\n"))
     for w in rec.get("warnings") or ():
         lines.append(f"  warning [{w.get('code')}]: {w.get('message')} ({w.get('remedy')})")
-    return "\n".join(lines)
+    return "\n".join(fill(line) for line in lines)
 
 
 def _shown_rows(s, ref: str) -> list[dict]:  # noqa: ANN001
@@ -279,7 +294,7 @@ def _write(path: Path, text: str) -> None:
 
     check_output(path)
     write_output(path, text)
-    print(f"wrote {path}", file=sys.stderr)
+    say(f"wrote {path}")
 
 
 @app.command("export")

@@ -11,6 +11,7 @@ from typing import Annotated
 import typer
 
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, UsageError
+from winml_perf.support.text_table import say
 
 EPILOG = "Example: winml tune bundles/tiny-qwen2-pipeline --eps cpu,webgpu --budget 300s --emit /tmp/best"
 TUNE_REPORTS = Path("results") / "tune"
@@ -96,8 +97,13 @@ def tune_command(
     objective_metric(objective)
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
-    if not (bundle / "genai_config.json").is_file():
-        raise UsageError(f"{bundle}: no genai_config.json there", "pass a genai bundle folder")
+    from winml_perf.bundle.config import load_config_dict
+
+    load_config_dict(bundle)  # exit 2 naming the path (and the bundles inside a folder of bundles)
+    if equivalence:
+        from winml_perf.support.optional import require
+
+        require("winml tune's equivalence pruning (--no-equivalence turns it off)", "onnx")
     if report is None and not no_store:
         TUNE_REPORTS.mkdir(parents=True, exist_ok=True)
         report = TUNE_REPORTS / f"tune-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-seed{seed}.json"
@@ -135,7 +141,7 @@ def tune_command(
         print(json.dumps(outcome.to_dict(request), indent=2))
     else:
         race = outcome.race
-        print(table_text(outcome.standings, metric))
+        print(table_text(outcome.standings, metric), end="")
         print(
             f"\n{race.rounds} round(s), {race.tokens} tokens, {race.elapsed_s():.0f} s"
             f" of {request.budget.describe()}; stopped: {race.stopped}"
@@ -143,11 +149,11 @@ def tune_command(
         print(f"verdict: {outcome.verdict.text}")
     sys.stdout.flush()
     if outcome.emitted:
-        print(f"emitted {outcome.verdict.winner} as a bundle in {emit} ({len(outcome.emitted)} files)", file=sys.stderr)
+        say(f"emitted {outcome.verdict.winner} as a bundle in {emit} ({len(outcome.emitted)} files)")
     if report is not None:
-        print(f"tune report: {report}", file=sys.stderr)
+        say(f"tune report: {report}")
     if outcome.store is not None:
-        print(f"cells stored in {outcome.store} (runs {', '.join(outcome.run_ids) or 'none'})", file=sys.stderr)
+        say(f"cells stored in {outcome.store} (runs {', '.join(outcome.run_ids) or 'none'})")
     if outcome.interrupted is not None:
         raise RunInterrupted(outcome.interrupted, f"kept {outcome.race.rounds} finished round(s); standings above")
     if outcome.store_errors:

@@ -22,7 +22,7 @@ judges the report with them.
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -32,12 +32,14 @@ from winml_perf.compare.runs import RunChange, RunsReport
 from winml_perf.compare.text import metric_word
 from winml_perf.model.metrics import bigger_is_better, get
 from winml_perf.stats.run_change import run_change
-from winml_perf.stats.series.changepoint import INSUFFICIENT, REGRESSION, Verdict, judge_newest
+from winml_perf.stats.series.changepoint import INSUFFICIENT, REGRESSION, UNCHANGED, Verdict, judge_newest
 
 #: How a verdict was reached when the newest run ran another model than the runs before it.
 BY_MODEL_CHANGE = "model change"
 
 COUNTED_ONCE = "counted once"
+#: Gate verdicts that say nothing per row a person must act on: one summary line each, not one per row.
+QUIET = (UNCHANGED, INSUFFICIENT)
 #: Newest records of a series the gate reads (about six weeks of nightlies; the newest 10 are judged).
 GATE_HISTORY = 40
 
@@ -212,9 +214,22 @@ def explanation_lines(report: RunsReport) -> list[str]:
         f" (its newest {GATE_HISTORY} runs up to the candidate), whatever --baseline names; the table compares"
         " the two selections"
     )
+    judged = [r for r in report.rows if r.gate is not None and r.gate != COUNTED_ONCE]
     lines += [
         f"gate: {report.label(r.key)} {metric_word(r.metric)}: {r.gate}: {r.gate_reason}"
-        for r in report.rows
-        if r.gate is not None and r.gate != COUNTED_ONCE
+        for r in judged
+        if r.gate not in QUIET
     ]
+    for status in QUIET:  # one summary line each: the table's gate column has every row's verdict
+        rows = [r for r in judged if r.gate == status]
+        if rows:
+            series = len({r.key for r in rows})
+            counts = Counter(str(r.gate_reason) for r in rows if r.gate_reason)
+            reasons = sorted(counts, key=lambda w: (-counts[w], w))  # the most common first
+            why = (f": {reasons[0]}" if reasons else "") + (
+                f" (and {len(reasons) - 1} other reason(s); --format json has each)" if len(reasons) > 1 else ""
+            )
+            lines.append(
+                f"gate: {status} for {len(rows)} metric(s) of {series} series{why if status == INSUFFICIENT else ''}"
+            )
     return lines

@@ -97,7 +97,7 @@ class RouteComparison:
         s, _, _ = self._oriented()
         direction = "slower than" if self._slower() else "faster than"
         return (
-            f"{self.route} {metric_word(self.metric)}: {fixed(s, 2)} × {direction} {self.baseline_route} "
+            f"{self.route} {metric_word(self.metric)}: {fixed(s, 2)} times {direction} {self.baseline_route} "
             f"({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self._pairs_text()})"
             + (f"; {self.equivalence_text()}" if equivalence else "")
         )
@@ -121,8 +121,10 @@ class RouteComparison:
         return f"± {up}" if up == down else f"+{up}/−{down}"
 
     def sentence(self) -> str:
-        """'ep=webgpu decode ran 1.84 ± 0.05 × faster than config (p16 n32): faster; equivalent against
-        config' (the speed verdict marked 'NOT equivalent' when the route computes something else)."""
+        """'ep=webgpu decode ran 1.84 ± 0.05 times faster than config (p16 n32, 5 rounds): faster;
+        equivalent against config'; an asymmetric interval goes beside the shape: 'ran 161.3 times
+        faster than config (95% CI +170.5/−124.8; p16 n4, 5 rounds)' (the speed verdict marked 'NOT
+        equivalent' when the route computes something else)."""
         return f"{self.speed_sentence()}; {self.equivalence_text()}"
 
     def speed_sentence(self, marked: bool = True) -> str:
@@ -133,9 +135,14 @@ class RouteComparison:
         direction = (
             "as fast as" if self.verdict == sig.EQUIVALENT else "slower than" if self._slower() else "faster than"
         )
+        interval = self.interval_text()
+        if interval.startswith("±"):  # hyperfine's sentence: '1.84 ± 0.05 times faster than config'
+            lead, where = f"{fixed(s, 2)} {interval}", ""
+        else:  # an asymmetric interval: the sentence first, the interval's two sides beside the shape
+            lead, where = fixed(s, 2), f"95% CI {interval}; "
         text = (
-            f"{self.route} {metric_word(self.metric)} ran {fixed(s, 2)} {self.interval_text()} × {direction} "
-            f"{self.baseline_route} ({shape_label(self.prompt_tokens, self.max_new_tokens)}, {self._pairs_text()})"
+            f"{self.route} {metric_word(self.metric)} ran {lead} times {direction} {self.baseline_route}"
+            f" ({where}{shape_label(self.prompt_tokens, self.max_new_tokens)}, {self._pairs_text()})"
         )
         if self.verdict == sig.EQUIVALENT:
             return text + f": equivalent within ±{self.equivalence_pct:g}%"
@@ -166,7 +173,7 @@ class RouteComparison:
         if lo / band <= self.pooled_speedup <= hi * band:
             return None
         p = self.pooled_speedup
-        pooled = f"{fixed(p, 2)} × faster" if p >= 1 else f"{fixed(1 / p, 2)} × slower"
+        pooled = f"{fixed(p, 2)} times faster" if p >= 1 else f"{fixed(1 / p, 2)} times slower"
         return (
             f"why not the table's medians ({pooled}): this ratio pairs each {self.route} invocation with the"
             f" {self.baseline_route} invocation of its round and takes the median of the pairs' ratios; the"

@@ -190,8 +190,13 @@ def _run(argv: list[str], env: Mapping[str, str] | None, timeout_s: float | None
         proc.kill()
         proc.wait()
         raise
+    from winml_perf.support.stdio import without_native_noise
+
     return ChildResult(
-        ChildExit.of(proc.returncode, timed_out, timeout_s), out or "", err or "", time.perf_counter() - t0
+        ChildExit.of(proc.returncode, timed_out, timeout_s),
+        without_native_noise(out or ""),
+        without_native_noise(err or ""),  # where a child's output is read: libQnnHtp's LIBNATIVE line left out
+        time.perf_counter() - t0,
     )
 
 

@@ -32,7 +32,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from winml_perf.ep.plugins import registered_plugins
-from winml_perf.ep.table import DEVICE_CLASSES, EPS, emulator_of, ep_alias, is_known_ep, normalize_ep_name
+from winml_perf.ep.table import (
+    DEVICE_CLASSES,
+    EPS,
+    emulator_of,
+    ep_alias,
+    install_sentence,
+    is_known_ep,
+    normalize_ep_name,
+)
 from winml_perf.model.runtime import Runtime, runtime_named
 from winml_perf.support.errors import EPUnavailableError, UsageError
 
@@ -258,7 +266,8 @@ def _resolve_device_for_ep(word: str, ep: str, devs: list[EPDevice]) -> str:
     if not own:
         raise EPUnavailableError(
             f"execution provider {ep} is not available here; available: {', '.join(available_eps(devs)) or 'none'}",
-            remedy="install or register its plugin (--ep-library NAME=PATH), or see `winml devices`",
+            remedy=(f"to get it: {install_sentence(ep)}; " if install_sentence(ep) else "")
+            + "a plugin library is registered with --ep-library NAME=PATH; `winml devices` lists what is here",
         )
     served = [cls for cls in DEVICE_CLASSES if any(cls in d.serves for d in own)]
     if word == "auto":

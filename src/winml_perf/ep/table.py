@@ -46,7 +46,10 @@ Every other fact about an EP lives in its entry too, so adding an EP is one entr
   ``nvidia-gpu``: the NVIDIA GPU's when the device listing says nothing; ``device``: whatever its
   listed device is);
 * ``emulated_on_cpu``: the accelerator its CPU-type device emulates (QNN on x86: the HTP emulator);
-* ``install_package``: the pip package that brings it to a machine where it is missing.
+* ``install_package``: the pip package that brings it to a machine where it is missing;
+  ``install_extra``: the winml-perf extra that installs it; ``install_needs``: what else it needs
+  (hardware, a driver). ``install_sentence`` makes of them the one sentence README, ``winml devices``
+  and every error give for getting the EP.
 """
 
 from __future__ import annotations
@@ -110,6 +113,8 @@ class EPInfo:
     memory: str = DEVICE_MEMORY
     emulated_on_cpu: str | None = None
     install_package: str | None = None
+    install_extra: str | None = None
+    install_needs: str = ""
     device_free: tuple[DeviceFree, ...] = ()  # measured plugin versions: can they compile device-free?
 
     @property
@@ -215,6 +220,7 @@ _TABLE: tuple[EPInfo, ...] = (
         io_device="cuda",
         memory=NVIDIA_GPU_MEMORY,
         install_package="onnxruntime-gpu",
+        install_needs="it replaces onnxruntime (pip uninstall onnxruntime first); needs an NVIDIA GPU and its driver",
     ),
     EPInfo(
         "NvTensorRTRTXExecutionProvider",
@@ -236,6 +242,8 @@ _TABLE: tuple[EPInfo, ...] = (
         option_keys=(OptionKeys("onnxruntime-qnn", "2.7.0", _QNN_2_7_0_KEYS),),
         emulated_on_cpu="HTP",
         install_package="onnxruntime-qnn",
+        install_extra="qnn",
+        install_needs="on x86_64 Linux it runs QNN's HTP emulator on the CPU (not NPU speed); an NPU needs a Snapdragon machine",
         device_free=(
             DeviceFree("onnxruntime-qnn", "2.7.0", True, "QNNExecutionProvider.virtual compiles EPContext models"),
         ),
@@ -249,7 +257,9 @@ _TABLE: tuple[EPInfo, ...] = (
         option_keys=(OptionKeys("onnxruntime-ep-openvino", "1.8.1", _OPENVINO_1_8_1_KEYS),),
         device_type_option=True,
         name_variants=(("AUTO", "OpenVINO's AUTO meta-device, which picks the device itself"),),
-        install_package="onnxruntime-openvino",
+        install_package="onnxruntime-ep-openvino",
+        install_extra="openvino",
+        install_needs="it offers devices on Intel hardware only (CPU, GPU, NPU), none on an AMD CPU",
     ),
     EPInfo(
         "VitisAIExecutionProvider",
@@ -268,6 +278,7 @@ _TABLE: tuple[EPInfo, ...] = (
         extra_spellings=("directml",),
         io_device="dml",
         install_package="onnxruntime-directml",
+        install_needs="it replaces onnxruntime (pip uninstall onnxruntime first); Windows only",
     ),
     EPInfo(
         "WebGpuExecutionProvider",
@@ -276,6 +287,8 @@ _TABLE: tuple[EPInfo, ...] = (
         ("gpu",),
         io_device="webgpu",
         install_package="onnxruntime-ep-webgpu",
+        install_extra="webgpu",
+        install_needs='needs a GPU with a Vulkan driver on Linux (eval "$(scripts/setup-webgpu-software.sh)" gives a software one)',
         device_free=(
             DeviceFree(
                 "onnxruntime-ep-webgpu",
@@ -317,11 +330,26 @@ def _build_lookup() -> dict[str, str]:
 _LOOKUP = _build_lookup()
 
 
-def install_hint(canonical: str) -> str:
-    """'install onnxruntime-qnn (pip install onnxruntime-qnn)', or '' for an EP with no known package."""
+def install_sentence(canonical: str) -> str:
+    """How to get an EP, one sentence from its table entry, the same in README ("Getting WebGPU,
+    QNN, OpenVINO"), `winml devices` and every error: 'qnn: pip install -e '.[qnn]' (onnxruntime-qnn);
+    on x86_64 Linux ...'. '' for the CPU EP (always there) and a name not in the table."""
     info = EPS.get(canonical)
-    package = info.install_package if info else None
-    return f"install {package} (pip install {package})" if package else ""
+    if info is None or info.name == "CPUExecutionProvider":
+        return ""
+    package = info.install_package
+    if package is None:
+        return (
+            f"{info.alias}: no pip package is known here; register its plugin library with"
+            f" --ep-library {info.alias}=PATH (or WINML_PERF_EP_LIBRARIES)"
+        )
+    how = f"pip install -e '.[{info.install_extra}]' ({package})" if info.install_extra else f"pip install {package}"
+    return f"{info.alias}: {how}" + (f"; {info.install_needs}" if info.install_needs else "")
+
+
+def install_sentences() -> list[str]:
+    """Every EP's install sentence, in table order (the CPU EP has none)."""
+    return [text for text in (install_sentence(name) for name in EPS) if text]
 
 
 def emulator_of(canonical: str) -> str | None:

@@ -22,6 +22,7 @@ from typing import Any
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
 from winml_perf.support.errors import BenchmarkFailure
+from winml_perf.support.text_table import say
 
 # Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
 # fp32 (measured), which would turn a precision artefact of the driver into a false alarm.
@@ -511,7 +512,6 @@ def attach_equivalence(
 ) -> list[Any]:
     """The routes with their Equivalence recorded; one line per route and the check's cost on stderr
     (it runs before the sweep: nothing of it enters a timed iteration)."""
-    import sys
     from dataclasses import replace
 
     try:
@@ -519,15 +519,14 @@ def attach_equivalence(
             bundle, routes, seed=seed, reference_bundle=reference_bundle, reference_route=reference_route
         )
     except BenchmarkFailure as exc:  # the reference itself could not run: no route is judged, and it says so
-        print(f"equivalence: not judged: {exc}", file=sys.stderr)
+        say(f"equivalence: not judged: {exc}")
         return routes
     for label, e in run.by_label.items():
-        print(equivalence_line(label, e), file=sys.stderr)
+        say(equivalence_line(label, e))
     for label, why in run.errors.items():
-        print(f"equivalence: {label} not judged: {why}", file=sys.stderr)
-    print(
-        f"equivalence: {len(run.by_label)} route(s) against {run.reference} in {run.cost_ms / 1000:.1f} s, outside the timed iterations",
-        file=sys.stderr,
+        say(f"equivalence: {label} not judged: {why}")
+    say(
+        f"equivalence: {len(run.by_label)} route(s) against {run.reference} in {run.cost_ms / 1000:.1f} s, outside the timed iterations"
     )
     return [
         replace(r, route=replace(r.recorded_route, equivalence=run.by_label[r.label])) if r.label in run.by_label else r

@@ -20,6 +20,7 @@ from winml_perf.model.route import MODEL, Route, StageRoute
 from winml_perf.model.runtime import GENAI, ONNX, runtime_named
 from winml_perf.model.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.support.errors import StoreError, UsageError
+from winml_perf.support.text_table import say
 
 DEFAULT_PROMPT_TOKENS = DEFAULTS.prompt_tokens
 
@@ -392,7 +393,6 @@ def measured_once(routes: list[RouteSpec]) -> list[RouteSpec]:
     """Routes that run exactly the config (the config route, and forced routes that moved no stage,
     changed no option and compiled nothing) are measured once: as the config route when it was asked
     (else as the first of them), which records the other labels as its aliases; a note says so."""
-    import sys
 
     same = [r for r in routes if r.recorded_route.runs_as_config]
     if len(same) < 2:
@@ -400,10 +400,7 @@ def measured_once(routes: list[RouteSpec]) -> list[RouteSpec]:
     kept = next((r for r in same if r.recorded_route.requested == "config"), same[0])
     aliases = tuple(r.label for r in same if r is not kept)
     for alias in aliases:
-        print(
-            f"note: {alias} is the {kept.label} route on this bundle: measured once, shown as {kept.label}",
-            file=sys.stderr,
-        )
+        say(f"note: {alias} is the {kept.label} route on this bundle: measured once, shown as {kept.label}")
     merged = replace(kept, route=replace(kept.recorded_route, aliases=aliases))
     dropped = {id(r) for r in same if r is not kept}
     return [merged if r is kept else r for r in routes if id(r) not in dropped]
@@ -474,6 +471,7 @@ def _prepare_and_measure(
     from winml_perf.results.location import unstored_path
     from winml_perf.results.locking import StoreLockTimeout
 
+    _require_modules(req)
     routes = prepare_routes(req)
     if req.check_outputs and runtime_named(req.runtime).token_based:
         routes = _with_output_checks(req, routes)
@@ -546,12 +544,9 @@ def at_static_prompt(config, req: PerfRequest) -> PerfRequest:
         return req
     stage, length = static
     if req.prompt_tokens is None:
-        import sys
-
-        print(
+        say(
             f"note: stage `{stage}` of {req.path} has a static prompt length of {length} tokens: measuring at"
-            f" --prompt-tokens {length}",
-            file=sys.stderr,
+            f" --prompt-tokens {length}"
         )
         return replace(req, prompt_tokens=(length,))
     wrong = [n for n in req.prompt_tokens if n != length]
@@ -561,6 +556,17 @@ def at_static_prompt(config, req: PerfRequest) -> PerfRequest:
             f"pass --prompt-tokens {length}, or leave it out",
         )
     return req
+
+
+def _require_modules(req: PerfRequest) -> None:
+    """Before anything is prepared: the optional modules this run's features import (exit 2 naming pip)."""
+    from winml_perf.measure.equivalence import wants_equivalence
+    from winml_perf.support.optional import require
+
+    if runtime_named(req.runtime).token_based and wants_equivalence(
+        req.equivalence, len(req.routes), req.reference_bundle or req.reference_route
+    ):
+        require("the equivalence check (on with 2+ routes or a reference; --no-equivalence turns it off)", "onnx")
 
 
 def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:

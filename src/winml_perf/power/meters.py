@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from winml_perf.support.optional import DEPENDENCIES
+
 #: NVML's total-energy counter moves about every 100 ms (measured on the H200 host, issue 29); 1 mJ units.
 NVML_UPDATE_PERIOD_S = 0.1
 NVML_RESOLUTION_J = 0.001
@@ -66,7 +68,7 @@ class NvmlMeter:
         try:
             import pynvml  # nvidia-ml-py, the optional extra "energy"
         except ImportError:
-            self._why_not = "pynvml is not installed (pip install winml-perf[energy])"
+            self._why_not = f"pynvml is not installed ({DEPENDENCIES['pynvml'].install})"
             return
         try:
             pynvml.nvmlInit()

@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from winml_perf.support.optional import DEPENDENCIES
+
 CPUFREQ = Path("/sys/devices/system/cpu")
 POWER_SUPPLY = Path("/sys/class/power_supply")
 #: Provider-option keys by which an EP picks a performance mode (QNN's HTP; OpenVINO's hint).
@@ -45,7 +47,7 @@ def gpu_state(index: int = 0) -> dict[str, Any]:
     try:
         import pynvml
     except ImportError:
-        return {"note": "pynvml is not installed (pip install winml-perf[energy])"}
+        return {"note": f"pynvml is not installed ({DEPENDENCIES['pynvml'].install})"}
     try:
         pynvml.nvmlInit()
         h = pynvml.nvmlDeviceGetHandleByIndex(index)

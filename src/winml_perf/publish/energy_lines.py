@@ -10,24 +10,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from winml_perf.model.record import CellRecord
+from winml_perf.support.human_numbers import human, signed
 
 
 def _interval(d: Mapping[str, Any] | None) -> str:
     if not d or d.get("low") is None or d.get("high") is None:
         return ""
-    return f" [{d['low']:.4g}, {d['high']:.4g}]"
+    return f" [{human(d['low'])}, {human(d['high'])}]"
 
 
 def _phase(name: str, p: Mapping[str, Any]) -> str:
     if p.get("status") != "measured":
         return f"{name} {p.get('status')} ({p.get('reason')})"
-    return f"{name} {p['j_per_token']:.4g} J/token{_interval(p.get('j_per_token_interval'))}"
+    return f"{name} {human(p['j_per_token'])} J/token{_interval(p.get('j_per_token_interval'))}"
 
 
 def _slope(s: Mapping[str, Any] | None, scale: float, unit: str) -> str:
     if not s:
         return "-"
-    return f"{s['slope'] / scale:+.3g} {unit}/min [{s['low'] / scale:+.3g}, {s['high'] / scale:+.3g}]"
+    return f"{signed(s['slope'] / scale)} {unit}/min [{signed(s['low'] / scale)}, {signed(s['high'] / scale)}]"
 
 
 def energy_lines(cells: Sequence[CellRecord]) -> list[str]:
@@ -40,7 +41,7 @@ def energy_lines(cells: Sequence[CellRecord]) -> list[str]:
             lines.append(
                 f"[{c.cell_key}] energy ({meter.get('covers')}, 95% intervals): "
                 + "; ".join(_phase(p, e.get(p) or {}) for p in ("prefill", "decode"))
-                + ("" if idle is None else f"; idle {idle:.4g} W")
+                + ("" if idle is None else f"; idle {human(idle)} W")
             )
         s = c.sustained
         if s:
@@ -53,8 +54,33 @@ def energy_lines(cells: Sequence[CellRecord]) -> list[str]:
             )
             lines.append(
                 f"[{c.cell_key}] sustained {s['duration_s']:g} s: generated tokens/s median "
-                f"{statistics.median(rates) if rates else float('nan'):.4g} over {len(rates)} windows of "
+                f"{human(statistics.median(rates)) if rates else '-'} over {len(rates)} windows of "
                 f"{s['window_s']:g} s; change points: {found}; "
                 f"RSS {_slope(s.get('rss_slope_bytes_per_min'), 1 << 20, 'MiB')}"
             )
+            lines.append(_time_line(c, s))
+            if e.get("status") != "measured":
+                lines.append(
+                    f"[{c.cell_key}] energy: {e.get('status') or 'not measured'} ({e.get('reason') or 'no meter'})"
+                )
+    if any(c.sustained for c in cells):
+        lines.append(
+            "generated tokens/s: every token a window's generations produced over its wall time, prompt passes"
+            " included; the table's decode tok/s: decode steps only, per generation (so it reads higher)"
+        )
     return lines
+
+
+def _time_line(c: CellRecord, s: Mapping[str, Any]) -> str:
+    """Where a sustained cell's time went: the measured time against --duration (it stops at the
+    first generation that ends past it), and what else the cell's wall time holds."""
+    measured = c.measure_s or 0.0
+    wall = c.wall_s or 0.0
+    load = (c.load.model_load_ms or 0.0) / 1000 + (c.load.plugin_registration_ms or 0.0) / 1000
+    warm = sum(float(i.get("warmup_s") or 0.0) for i in (c.invocations or []))
+    rest = max(wall - measured - load - warm, 0.0)
+    return (
+        f"[{c.cell_key}] measured {human(measured)} s of --duration {s['duration_s']:g} s (it stops after the"
+        f" generation that crosses it); the cell took {human(wall)} s: load {human(load)} s, warmup"
+        f" {human(warm)} s, {human(rest)} s starting its process and ending the cell"
+    )

@@ -20,6 +20,7 @@ from winml_perf.publish.csv_cells import neutralise
 from winml_perf.support.errors import UsageError
 from winml_perf.support.human_numbers import SIGNIFICANT, human  # noqa: F401  (re-exported)
 from winml_perf.support.indented_json import dumps_indented
+from winml_perf.support.text_table import fitted
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 #: Help text of a --format option taking the whole vocabulary.
@@ -41,8 +42,20 @@ def _cell(value: Any) -> str:
     )
 
 
-def table_text(headers: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str) -> str:
-    """Rows as ``table``, ``markdown`` or ``csv`` text (numbers rounded for the first two)."""
+def _number(value: Any) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def table_text(
+    headers: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    fmt: str,
+    drop: Sequence[str] | None = None,
+    width: int | None = None,
+) -> str:
+    """Rows as ``table``, ``markdown`` or ``csv`` text (numbers rounded for the first two). ``table``
+    fits the terminal (support/text_table.py: ``drop`` names the columns that may leave, in order;
+    ``width`` defaults to the terminal's)."""
     rows = [list(r) for r in rows]
     if fmt == "csv":
         buf = io.StringIO()
@@ -51,6 +64,9 @@ def table_text(headers: Sequence[str], rows: Iterable[Sequence[Any]], fmt: str) 
         writer.writerows([["" if v is None else neutralise(v) for v in r] for r in rows])
         return buf.getvalue()
     shown = [[_cell(v) for v in r] for r in rows]
+    if fmt == "table":  # numbers right-aligned: a column's magnitudes line up
+        numeric = {h for i, h in enumerate(headers) if rows and all(_number(r[i]) for r in rows)}
+        return fitted(headers, shown, width, drop, numeric)
     return (
         tabulate(
             shown, headers=list(headers), tablefmt="github" if fmt == "markdown" else "simple", disable_numparse=True

@@ -27,6 +27,7 @@ from winml_perf.publish.run_table import (
     with_equivalence,
 )
 from winml_perf.support.human_numbers import fixed
+from winml_perf.support.text_table import fill, left_out
 
 
 def _f(value: float | None, digits: int = 1) -> str:
@@ -160,12 +161,21 @@ def _stop_lines(cells: Sequence[CellRecord]) -> list[str]:
                 f"({_covers(c)}) against --target-ci {policy.target_ci_pct:g}%, "
                 f"{s.invocations or 1} invocation(s), {s.iterations} iterations"
             )
-    if cells and all(_covers(c) == "in-proc" for c in cells):
+    sustained = [c for c in cells if _sustained(c)]
+    if sustained and len(sustained) == len(cells):  # --duration runs one process and refuses --invocations
+        lines.append(
+            "CI95 in-proc covers this process only: a sustained run is one process; another run may differ by more"
+        )
+    elif cells and all(_covers(c) == "in-proc" for c in cells):
         lines.append(
             "CI95 in-proc covers this process only: another run may differ by more; "
             "--invocations 5 (the default) gives an interval across processes"
         )
     return lines
+
+
+def _sustained(c: CellRecord) -> bool:
+    return c.policy.iterations.get("duration_s") is not None
 
 
 def render_run(run: RunRecord, warnings_only: bool = False, width: int | None = None) -> str:
@@ -174,18 +184,16 @@ def render_run(run: RunRecord, warnings_only: bool = False, width: int | None = 
     warnings = output_check_lines(cells) + warning_lines(cells)
     if warnings_only:
         return "".join(line + "\n" for line in warnings)
+    width = terminal_width() if width is None else width
     parts = [f"{cells[0].bundle if cells else ''}  runtime={cells[0].runtime if cells else ''}  run={run.run_id[:12]}"]
     parts += _route_lines(cells)
     ok = [c for c in cells if c.ok]
     if ok:
-        width = terminal_width() if width is None else width
         table, dropped = fitted_table(_columns(run), ok, width)
         parts.append(table)
         if dropped:
-            parts.append(
-                f"(left out to fit {width} columns: {', '.join(dropped)}; --format markdown or --export-csv has every column)"
-            )
+            parts.append(left_out(dropped, width, "--format markdown or --export-csv has every column"))
         parts += _stop_lines(ok)
         parts += energy_lines(ok)
     parts += warnings
-    return "\n".join(parts)
+    return "\n".join(fill(part, width) for part in parts)  # prose within the terminal too

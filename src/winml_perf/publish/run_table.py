@@ -11,13 +11,9 @@ invocations x iterations each) and in exports (``invocations``, ``iterations_per
 
 from __future__ import annotations
 
-import shutil
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-from tabulate import tabulate
 
 from winml_perf.model import metrics as M
 from winml_perf.model.equivalence_view import COLUMNS as EQUIVALENCE_COLUMNS
@@ -26,9 +22,7 @@ from winml_perf.model.record import CellRecord
 from winml_perf.model.route import shown_label
 from winml_perf.publish.formats import human
 from winml_perf.support.human_numbers import fixed
-
-#: Width assumed for a table written to a pipe or file without $COLUMNS: every column is kept.
-UNLIMITED = 10_000
+from winml_perf.support.text_table import UNLIMITED, fit, terminal_width, wrapped  # noqa: F401  (re-exported)
 
 
 @dataclass(frozen=True)
@@ -223,15 +217,6 @@ def ci_head(cells: Sequence[CellRecord]) -> str:
     return f"{word}CI95 in-proc" if kind == "in-proc" else f"{word}CI95 ({kind})"
 
 
-def terminal_width() -> int:
-    """The terminal's columns ($COLUMNS first); UNLIMITED for a pipe or file without $COLUMNS."""
-    import os
-
-    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
-        return shutil.get_terminal_size((UNLIMITED, 24)).columns
-    return UNLIMITED
-
-
 def screen_rows(columns: Sequence[Column], cells: Sequence[CellRecord]) -> tuple[list[str], list[list[str]]]:
     """Headers and rows as a person reads them (the screen, markdown)."""
     ci = ci_head(cells)
@@ -240,36 +225,10 @@ def screen_rows(columns: Sequence[Column], cells: Sequence[CellRecord]) -> tuple
     return heads, [[shown(col, c, mixed) for col in columns] for c in cells]
 
 
-def wrapped(head: str) -> str:
-    """A header on two lines, split at the space that makes the longer line shortest."""
-    words = head.split(" ")
-    if len(words) < 2:
-        return head
-    cut = min(range(1, len(words)), key=lambda i: max(len(" ".join(words[:i])), len(" ".join(words[i:]))))
-    return " ".join(words[:cut]) + "\n" + " ".join(words[cut:])
-
-
-def _render(columns: Sequence[Column], cells: Sequence[CellRecord], wrap: bool) -> str:
-    heads, rows = screen_rows(columns, cells)
-    heads = [wrapped(h) for h in heads] if wrap else heads
-    return tabulate(rows, headers=heads, tablefmt="github", disable_numparse=True)
-
-
-def _width(text: str) -> int:
-    return max(map(len, text.splitlines()))
-
-
 def fitted_table(columns: Sequence[Column], cells: Sequence[CellRecord], width: int) -> tuple[str, list[str]]:
-    """The table within ``width`` columns, and the headers of the columns left out to fit it: the
-    headers go on two lines first, then columns leave, highest rank first (rank 0 always stays)."""
-    kept = list(columns)
-    dropped: list[str] = []
-    text = _render(kept, cells, wrap=False)
-    if _width(text) <= width:
-        return text, dropped
-    text = _render(kept, cells, wrap=True)
-    while _width(text) > width and any(col.rank for col in kept):
-        worst = max(range(len(kept)), key=lambda i: (kept[i].rank, i))
-        dropped.append(kept.pop(worst).head)
-        text = _render(kept, cells, wrap=True)
-    return text, dropped
+    """The table within ``width`` columns, and the headers of the columns left out to fit it, by the
+    one table writer (support/text_table.py): the headers go on two lines first, then columns leave,
+    highest rank first (rank 0 always stays)."""
+    heads, rows = screen_rows(columns, cells)
+    ranked = sorted((i for i, col in enumerate(columns) if col.rank), key=lambda i: (-columns[i].rank, -i))
+    return fit(heads, rows, width, [heads[i] for i in ranked], pipes=True)

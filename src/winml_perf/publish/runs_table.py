@@ -15,14 +15,13 @@ A line under the table names what left; ``--format markdown`` or ``csv`` has eve
 from __future__ import annotations
 
 import math
-import textwrap
 from collections.abc import Sequence
 from typing import Any
 
 from winml_perf.compare.runs import RunChange, RunsReport
 from winml_perf.compare.text import metric_word, shape_label
-from winml_perf.publish.run_table import wrapped
 from winml_perf.support.human_numbers import fixed, human
+from winml_perf.support.text_table import fill, fit, left_out, render, text_width
 
 HEAD = ["series", "metric", "inv base", "inv cand", "baseline", "candidate", "Δ %", "Δ 95% CI", "p", "verdict", "gate"]
 #: Columns in the order they leave a narrow terminal (the others always stay).
@@ -72,26 +71,6 @@ def human_rows(report: RunsReport) -> list[list[str]]:
     ]
 
 
-def _render(heads: Sequence[str], rows: Sequence[Sequence[str]], wrap: bool) -> str:
-    """Columns two spaces apart, numbers right-aligned; with ``wrap`` a header wider than every
-    cell of its column goes on two lines. A cell is never cut or wrapped."""
-    widths = [max((len(r[i]) for r in rows), default=0) for i in range(len(heads))]
-    split = [wrapped(h).split("\n") if wrap and len(h) > w else [h] for h, w in zip(heads, widths)]
-    widths = [max(w, *(len(part) for part in lines)) for w, lines in zip(widths, split)]
-    right = [heads[i] in NUMERIC for i in range(len(heads))]
-
-    def line(cells: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if r else c.ljust(w) for c, w, r in zip(cells, widths, right)).rstrip()
-
-    depth = max(len(lines) for lines in split)
-    head_lines = [line([lines[k] if k < len(lines) else "" for lines in split]) for k in range(depth)]
-    return "\n".join([*head_lines, line(["-" * w for w in widths]), *(line(r) for r in rows)])
-
-
-def _width(text: str) -> int:
-    return max(map(len, text.splitlines()), default=0)
-
-
 def _shared_parts(report: RunsReport) -> list[str]:
     """The label parts every row has alike (none when there is a single part left to show)."""
     parts = [label_parts(r.key, report.bundles.get(r.key)) for r in report.rows]
@@ -100,14 +79,14 @@ def _shared_parts(report: RunsReport) -> list[str]:
 
 def fitted_runs_table(report: RunsReport, width: int) -> str:
     """The table within ``width`` columns (the module docstring says what gives way first), with
-    the series parts every row shares named above it and what left named below it."""
+    the series parts every row shares named above it and what left named below it: the one table
+    writer's rule (support/text_table.py), with the shared series parts moved out before columns leave."""
     heads, rows = list(HEAD), human_rows(report)
-    text = _render(heads, rows, wrap=False)
-    if _width(text) <= width:
+    text = render(heads, rows, wrap=False, numeric=NUMERIC)
+    if text_width(text) <= width:
         return text + "\n"
-    text = _render(heads, rows, wrap=True)
     above: list[str] = []
-    shared = _shared_parts(report) if _width(text) > width else []
+    shared = _shared_parts(report) if text_width(render(heads, rows, wrap=True, numeric=NUMERIC)) > width else []
     if shared:
         keep = [k for k in LABEL_PARTS if k not in shared]
         for row, r in zip(rows, report.rows):
@@ -118,21 +97,7 @@ def fitted_runs_table(report: RunsReport, width: int) -> str:
         above.append(
             f"every series: {' '.join(label_parts(report.rows[0].key, report.bundles.get(report.rows[0].key))[k] for k in shared)}"
         )
-        text = _render(heads, rows, wrap=True)
-    dropped: list[str] = []
-    for name in DROP_ORDER:
-        if _width(text) <= width:
-            break
-        i = heads.index(name)
-        heads.pop(i)
-        for row in rows:
-            row.pop(i)
-        dropped.append(name)
-        text = _render(heads, rows, wrap=True)
-    below = (
-        [f"(left out to fit {width} columns: {', '.join(dropped)}; --format markdown or csv has every column)"]
-        if dropped
-        else []
-    )
-    prose = [textwrap.fill(line, width, break_long_words=False) for line in (*above, *below)]  # between words
-    return "\n".join([*prose[: len(above)], text, *prose[len(above) :]]) + "\n"
+    text, dropped = fit(heads, rows, width, DROP_ORDER, NUMERIC)
+    prose = [fill(line, width) for line in above]
+    below = left_out(dropped, width)
+    return "\n".join([*prose, text, *([below] if below else [])]) + "\n"

@@ -13,6 +13,7 @@ import numpy as np
 
 from winml_perf.publish.dashboard_page import render_page
 from winml_perf.publish.dashboard_svg import DATA_UNITS, MAX_X_TICKS, Frame, draw
+from winml_perf.support.human_numbers import signed
 
 MIB = float(1 << 20)
 
@@ -35,8 +36,8 @@ def _slope_text(slope: Mapping[str, Any] | None, scale: float, unit: str) -> str
     if not slope:
         return "slope: too few windows"
     return (
-        f"slope {slope['slope'] / scale:+.3g} {unit}/min "
-        f"(95 % interval {slope['low'] / scale:+.3g} to {slope['high'] / scale:+.3g}, Theil-Sen over {slope['points']} windows)"
+        f"slope {signed(slope['slope'] / scale)} {unit}/min "
+        f"(95 % interval {signed(slope['low'] / scale)} to {signed(slope['high'] / scale)}, Theil-Sen over {slope['points']} windows)"
     )
 
 

@@ -147,7 +147,7 @@ def cell_warnings(
         out += W.check_token_counts(
             list(result.warmup_samples) + list(result.samples), expected_prompt, cell.max_new_tokens
         )
-    out += W.check_cv(primary, values)
+    out += W.check_cv(primary, values, sustained=cell.iterations.duration_s is not None)
     out += W.check_slow_first([s.latency_ms for s in result.samples])
     out += W.check_outliers(primary, values)
     if result.ok:

@@ -17,6 +17,7 @@ from typing import Any
 from winml_perf.bundle.decode_bytes import DecodeBytes, decode_bytes
 from winml_perf.record.device_bandwidth import HOST, NVIDIA_GPU, UNKNOWN, stage_device
 from winml_perf.support.errors import BenchmarkFailure, WinmlPerfError
+from winml_perf.support.human_numbers import human
 
 WORKING_SET_NOTE = (
     "host bytes per step under 1 GiB (they may sit in the CPU caches): bounded by the faster of the DRAM probe "
@@ -33,7 +34,7 @@ def bound_fraction(bound_s: float, decode_tokens_per_s: float) -> float:
     fraction = bound_s * decode_tokens_per_s
     if not 0 < fraction <= 1:
         raise RooflineExceeded(
-            f"decode at {decode_tokens_per_s:.6g} tok/s is {fraction:.3g}x its memory bound ({bound_s * 1e6:.4g} us/step)",
+            f"decode at {human(decode_tokens_per_s)} tok/s is {human(fraction)}x its memory bound ({human(bound_s * 1e6)} us/step)",
             "the bytes per step or the bandwidth is wrong: report the bundle and the device",
         )
     return fraction
@@ -132,7 +133,7 @@ def decode_roofline(
         devices=devices,
         bound_tokens_per_s=1 / bound_s,
         bound=" + ".join(
-            f"{e['bytes']:.0f} B / {e['bandwidth_bytes_per_s'] / 1e9:.4g} GB/s ({e['device']})" for e in devices
+            f"{e['bytes']:.0f} B / {human(e['bandwidth_bytes_per_s'] / 1e9)} GB/s ({e['device']})" for e in devices
         ),
     )
     if len(devices) == 1:  # one device: its figure is the bandwidth of the bound

@@ -91,8 +91,10 @@ def _pg_engine(loc: Location) -> sa.Engine:
     try:
         return sa.create_engine(loc.url, pool_pre_ping=True, pool_size=2, max_overflow=2)
     except ImportError as exc:  # psycopg is the optional extra 'postgres'
+        from winml_perf.support.optional import DEPENDENCIES
+
         raise StoreError(
-            f"--store {loc.display} needs the psycopg driver ({exc})", "pip install 'winml-perf[postgres]' (psycopg 3)"
+            f"--store {loc.display} needs the psycopg driver ({exc})", DEPENDENCIES["psycopg"].install
         ) from None
 
 

@@ -12,11 +12,17 @@ SIGNIFICANT = 4
 SI_SUFFIXES = ("k", "M", "G", "T")
 
 
+def signed(value: Any, digits: int = SIGNIFICANT) -> str:
+    """``human`` with a '+' before a non-negative number (a slope, a shift): '+12.35', '-1950'."""
+    text = human(value, digits)
+    return f"+{text}" if text and not text.startswith("-") and float(value) >= 0 else text
+
+
 def human(value: Any, digits: int = SIGNIFICANT) -> str:
     """A measured number as a person reads it, ``digits`` significant digits and no exponent.
 
-    Below 10 000 a plain decimal without trailing zeros (0.0123456 -> '0.01235', 1.5 -> '1.5',
-    123.456 -> '123.5', 1234.56 -> '1235'); from 10 000 on an SI suffix with all ``digits`` digits
+    Below 10 000 a plain decimal with its four digits, trailing zeros kept as the SI form keeps them
+    (0.0123456 -> '0.01235', 0.57 -> '0.5700', 1.5 -> '1.500', 123.456 -> '123.5', 1234.56 -> '1235'); from 10 000 on an SI suffix with all ``digits`` digits
     kept (128983 -> '129.0k', 28691.7 -> '28.69k', 9999.6 -> '10.00k', 1.29e6 -> '1.290M'), so a
     column's magnitudes stand apart and its width stays even. An ``int`` is a count or an id and
     is written whole; None and non-finite numbers are ''. Beyond the 'T' range: e-notation."""
@@ -40,8 +46,7 @@ def human(value: Any, digits: int = SIGNIFICANT) -> str:
         return f"{scaled:.{digits - 1 - (exponent - 3 * group)}f}{SI_SUFFIXES[group - 1]}"
     if exponent >= digits:  # beyond the largest suffix
         return f"{x:.{digits - 1}e}"
-    text = f"{x:.{min(max(0, digits - 1 - exponent), 12)}f}"
-    return text.rstrip("0").rstrip(".") if "." in text else text
+    return f"{x:.{min(max(0, digits - 1 - exponent), 12)}f}"  # 0.57 is '0.5700': every digit it has
 
 
 def fixed(value: float, decimals: int = 1, signed: bool = False) -> str:

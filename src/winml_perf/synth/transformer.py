@@ -156,17 +156,9 @@ def check_spec(spec: SynthSpec) -> None:
 
 
 def _require_synth_extra() -> None:
-    missing = []
-    for mod in ("torch", "transformers", "tokenizers", "safetensors", "onnx", "onnx_ir"):
-        try:
-            __import__(mod)
-        except ImportError:
-            missing.append(mod)
-    if missing:
-        raise UsageError(
-            f"`winml bundle synth` needs {', '.join(missing)}, which is not installed",
-            "install the extra from the winml-perf checkout: pip install -e '.[synth]'",
-        )
+    from winml_perf.support.optional import require
+
+    require("`winml bundle synth`", "torch", "transformers", "tokenizers", "safetensors", "onnx", "onnx_ir")
 
 
 def _corpus(seed: int, n_lines: int = 4000) -> list[str]:

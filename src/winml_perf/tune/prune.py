@@ -103,13 +103,13 @@ def prune(
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
 ) -> tuple[list[Survivor], list[Pruned]]:
     """(survivors, pruned) of ``candidates`` (config first: it is the reference and is never pruned).
-    ``stage_paths``: which stages run on the prompt and on token generation. Each reason is said."""
+    ``stage_paths``: which stages run on the prompt and on token generation. Each reason is kept
+    for the standings, which print it once."""
     survivors: list[Survivor] = []
     pruned: list[Pruned] = []
 
-    def drop(label: str, check: str, reason: str) -> None:
+    def drop(label: str, check: str, reason: str) -> None:  # said once, in the standings (or the JSON)
         pruned.append(Pruned(label, check, reason))
-        say(pruned[-1].line())
 
     for i, c in enumerate(candidates):
         crossings = device_crossings(c.assignment, *stage_paths)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from winml_perf.compare.routes import invocation_ratio
 from winml_perf.model.metrics import bigger_is_better
 from winml_perf.stats import significance as sig
+from winml_perf.support.human_numbers import fixed, human
 from winml_perf.tune.candidates import CONFIG_LABEL
 from winml_perf.tune.goal import TTFT_METRIC, Budget
 
@@ -211,7 +212,7 @@ class Race:
                 if ttft is not None and math.isfinite(ttft[1]) and ttft[1] > bound:
                     self._drop(
                         label,
-                        f"TTFT {ttft[0]:.4g} ms [{ttft[1]:.4g}, {ttft[2]:.4g}] lies above --max-ttft-ms {bound:g}",
+                        f"TTFT {human(ttft[0])} ms [{human(ttft[1])}, {human(ttft[2])}] lies above --max-ttft-ms {bound:g}",
                     )
         lead = self.leader()
         for label in [x for x in self.alive if x not in (CONFIG_LABEL, lead)]:
@@ -219,7 +220,7 @@ class Race:
             if sp.worse:
                 self._drop(
                     label,
-                    f"worse than {lead}: {sp.estimate:.3g}× [{sp.low:.3g}, {sp.high:.3g}]"
+                    f"worse than {lead}: {fixed(sp.estimate, 2)}× [{fixed(sp.low, 2)}, {fixed(sp.high, 2)}]"
                     f" over {sp.pairs} paired invocations (round {self.rounds})",
                 )
 

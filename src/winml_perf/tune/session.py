@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.support.errors import UsageError
+from winml_perf.support.human_numbers import fixed
 from winml_perf.tune.goal import TTFT_METRIC, Budget, objective_metric
 
 
@@ -75,7 +76,9 @@ class TuneOutcome:
 
 
 def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
+    from winml_perf.support.text_table import fill
+
+    print(fill(line), file=sys.stderr, flush=True)
 
 
 def _eps(request: TuneRequest) -> list[str]:
@@ -119,7 +122,7 @@ def progress_line(race) -> str:
     )
     return (
         f"tune: round {race.rounds}: {len(race.alive)} racing, {len(race.dropped)} dropped, {budget};"
-        f" leader {lead} {sp.estimate:.3g}× config"
+        f" leader {lead} {fixed(sp.estimate, 2)}× config"
     )
 
 
@@ -170,7 +173,8 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
     )
     survivors, pruned = prune(settings, candidates, _stage_paths(request.bundle), say)
     equivalence = {s.label: s.equivalence for s in survivors}
-    say(f"tune: {len(survivors)} route(s) to race, {len(pruned)} pruned, after {time.monotonic() - t0:.1f} s")
+    said = " (each with its reason in the standings)" if pruned else ""
+    say(f"tune: {len(survivors)} route(s) to race, {len(pruned)} pruned{said}, after {time.monotonic() - t0:.1f} s")
     shape = Shape(prompt_tokens, request.max_new_tokens, request.iterations, request.warmup)
     metrics = tuple(dict.fromkeys((metric, TTFT_METRIC)))
     store = None

@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass
 
 from winml_perf.model.spec import finite_or_none
 from winml_perf.support.human_numbers import fixed
+from winml_perf.support.text_table import fitted
 from winml_perf.tune.candidates import CONFIG_LABEL
 from winml_perf.tune.prune import Pruned
 from winml_perf.tune.race import Race, Speedup
@@ -132,8 +133,9 @@ def _finite(x: float) -> float:
     return x if math.isfinite(x) else -math.inf
 
 
-def table_text(rows: Sequence[Standing], metric: str) -> str:
-    """The ranked table as plain text."""
+def table_text(rows: Sequence[Standing], metric: str, width: int | None = None) -> str:
+    """The ranked table as plain text, fitted to ``width`` (the terminal's by default) by the one
+    table writer (support/text_table.py); ends with a newline."""
     head = ("#", "route", f"{metric} vs config (95% CI)", "pairs", "equivalence", "status", "why")
     body = []
     for s in rows:
@@ -148,6 +150,4 @@ def table_text(rows: Sequence[Standing], metric: str) -> str:
         body.append(
             ("" if s.rank is None else str(s.rank), s.route, ratio, str(s.pairs), s.equivalence or "-", s.status, s.why)
         )
-    widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *body]]
-    return "\n".join([lines[0], "  ".join("-" * w for w in widths), *lines[1:]])
+    return fitted(head, body, width, drop=("pairs", "status", "equivalence"), where="--format json has every column")
