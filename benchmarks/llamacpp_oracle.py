@@ -31,12 +31,18 @@ PLAIN = [
     "Water boils at a temperature of",
     "Once upon a time, in a small village,",
     "The largest planet in our solar system is",
+    "import numpy as np\n\ndef softmax(x):",
+    "The Great Wall of China was built",
+    "Photosynthesis is the process by which",
+    "1, 2, 3, 4, 5,",
 ]
 CHAT = [
     "What is the capital of Germany?",
     "Write a haiku about the sea.",
     "How many legs does a spider have?",
     "Explain photosynthesis in one sentence.",
+    "What is the capital of France?",
+    "List three fruits.",
 ]
 NEW_TOKENS = 64
 SENTENCES = [
@@ -81,6 +87,19 @@ def tokenizer_strings(n: int = 300, seed: int = 0) -> list[str]:
             cut = rng.randint(0, len(a))
             out.append(a[:cut] + b[: rng.randint(0, len(b))])
     return out[:n]
+
+
+def compare_tokenizers(llama_ids, tokenizer, bundle: Path) -> tuple[list[dict], list[str], list[str]]:
+    """llama.cpp's ids of every test string (special tokens parsed, as onnxruntime-genai parses them), and
+    the strings where onnxruntime-genai's tokenizer, and the tokenizers library on the same tokenizer.json,
+    give other ids."""
+    from tokenizers import Tokenizer
+
+    library = Tokenizer.from_file(str(bundle / "tokenizer.json"))
+    tokenized = [{"text": s, "ids": llama_ids(s, special=True)} for s in tokenizer_strings()]
+    genai = [t["text"] for t in tokenized if [int(x) for x in tokenizer.encode(t["text"])] != t["ids"]]
+    lib = [t["text"] for t in tokenized if library.encode(t["text"]).ids != t["ids"]]
+    return tokenized, genai, lib
 
 
 def _sha256(path: Path) -> str:
@@ -147,6 +166,25 @@ def first_difference(a: list[int], b: list[int]) -> int | None:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
 
 
+def exact_margin(gguf: Path, ids: list[int], ours: list[int], theirs: list[int], k: int) -> dict:
+    """Where the two part: the top two logits of the exact (float64, numpy) model of llama.cpp's
+    definitions over the common prefix, so a near-tie shows as a small margin."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.gguf_reference import logits
+
+    from winml_perf.convert.gguf_file import read_gguf
+
+    last = logits(read_gguf(gguf), ids + ours[:k])[-1]
+    return {
+        "step": k,
+        "exact_top1": int(last.argmax()),
+        "bundle_token": ours[k],
+        "llamacpp_token": theirs[k],
+        "exact_logit_bundle_token": float(last[ours[k]]),
+        "exact_logit_llamacpp_token": float(last[theirs[k]]),
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("gguf", type=Path)
@@ -194,15 +232,14 @@ def main() -> int:
                 "bundle_tokenizer_ids_equal": bundle_ids == ids,
                 "llamacpp_tokens": theirs,
                 "bundle_tokens": ours,
-                "first_difference": first_difference(ours, theirs),
+                "first_difference": (k := first_difference(ours, theirs)),
+                "where_they_part": None if k is None else exact_margin(args.gguf, ids, ours, theirs, k),
                 "llamacpp_text": llm.detokenize(theirs).decode("utf-8", errors="replace"),
                 "teacher_forced": compare_logits(llama_logits[: len(forced)], forced),
             }
         )
         print(f"{text[:40]!r}: first difference {prompts[-1]['first_difference']}", file=sys.stderr)
-    strings = tokenizer_strings()
-    tokenized = [{"text": s, "ids": llama_ids(s, special=False)} for s in strings]
-    mismatches = [t["text"] for t in tokenized if [int(x) for x in tokenizer.encode(t["text"])] != t["ids"]]
+    tokenized, mismatches, library_mismatches = compare_tokenizers(llama_ids, tokenizer, args.bundle)
     all_forced = [p["teacher_forced"] for p in prompts]
     doc = {
         "command": " ".join(["python", *sys.argv]),
@@ -218,7 +255,13 @@ def main() -> int:
         "threads": args.threads,
         "new_tokens": NEW_TOKENS,
         "prompts": prompts,
-        "tokenizer": {"strings": len(tokenized), "mismatches": mismatches, "cases": tokenized},
+        "tokenizer": {
+            "strings": len(tokenized),
+            "special_tokens_parsed": True,
+            "mismatches": mismatches,
+            "tokenizers_library_mismatches": library_mismatches,
+            "cases": tokenized,
+        },
         "teacher_forced": {
             "top1_agreement_min": min(f["top1_agreement"] for f in all_forced),
             "kl_mean": float(np.mean([f["kl_mean"] for f in all_forced])),

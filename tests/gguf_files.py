@@ -15,7 +15,7 @@ TEMPLATE = (
     "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
 )
-MERGES = ("Ġ t", "h e", "Ġt he", "Ġ a", "i n", "Ġ 1")
+MERGES = ("Ġ t", "h e", "Ġt he", "Ġ a", "i n", "Ġ Ġ")
 
 
 def byte_tokens() -> list[str]:

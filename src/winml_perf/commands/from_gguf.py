@@ -13,8 +13,6 @@ from winml_perf.convert.decoder_graph import PRECISIONS, GraphOptions
 from winml_perf.convert.from_gguf import convert
 from winml_perf.support.errors import UsageError
 
-ACCURACY_LEVELS = (0, 1, 2, 3, 4)
-
 
 def from_gguf(
     gguf_file: Annotated[Path, typer.Argument(metavar="FILE.gguf", help="A llama.cpp GGUF model file.")],
@@ -47,8 +45,6 @@ def from_gguf(
     """Convert a GGUF file's weights and tokenizer into a bundle (needs the `gguf` extra; no torch, no hub)."""
     if precision not in PRECISIONS:
         raise UsageError(f"--precision {precision!r} is not one of {', '.join(PRECISIONS)}", "pick one of those")
-    if accuracy_level not in ACCURACY_LEVELS:
-        raise UsageError(f"--accuracy-level {accuracy_level} is not one of 0-4", "4 for int8 activations, 0 for float")
     if fmt not in ("table", "json"):
         raise UsageError(f"--format {fmt!r} is not one of table, json", "pick one of those")
     options = GraphOptions(precision=precision, accuracy_level=accuracy_level, pipeline=pipeline)

@@ -73,6 +73,15 @@ def genai_config(model: GgufModel, eos: list[int]) -> dict[str, Any]:
     }
 
 
+def converter_id() -> str:
+    """What made a bundle: this package's converter sources, hashed, so a cached bundle built by another
+    version of the converter is rebuilt (scripts/real-model.sh compares it)."""
+    digest = hashlib.sha256()
+    for source in sorted(Path(__file__).parent.glob("*.py")):
+        digest.update(source.name.encode() + b"\0" + source.read_bytes())
+    return f"winml-perf bundle from-gguf {digest.hexdigest()[:12]}"
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -159,7 +168,7 @@ def convert(
             "weights": built.weights,
             "max_carry_over_error": built.max_carry_error,
             "eos_token_ids": eos,
-            "converter": "winml-perf bundle from-gguf",
+            "converter": converter_id(),
         }
         (tmp / PROVENANCE).write_text(json.dumps(provenance, indent=2) + "\n")
         if out_dir.exists():

@@ -26,9 +26,10 @@ PRE_TOKENIZERS = ("smollm", "qwen2", "gpt-2", "default")
 def _pre_tokenizer(pre: str) -> dict[str, Any]:
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
     if pre == "smollm":
-        # llama.cpp's two passes: every digit its own piece, then GPT-2's split. Written as a Split on \p{N}
-        # (not the Digits pre-tokenizer): onnxruntime-genai's tokenizer ignores Digits and reads this.
-        digits = {"type": "Split", "pattern": {"Regex": r"\p{N}"}, "behavior": "Isolated", "invert": False}
+        # llama.cpp's two passes (every digit its own piece, then GPT-2's split), as SmolLM2's own
+        # tokenizer.json writes them. The tokenizers library and llama.cpp agree on every test string;
+        # onnxruntime-genai's tokenizer splits a run of spaces before a digit differently (docs/real-model.md).
+        digits = {"type": "Digits", "individual_digits": True}
         return {"type": "Sequence", "pretokenizers": [digits, byte_level]}
     if pre == "qwen2":
         split = {"type": "Split", "pattern": {"Regex": _QWEN2_SPLIT}, "behavior": "Isolated", "invert": False}

@@ -111,6 +111,8 @@ BOUNDS: dict[str, Bound] = {
     "--kv-length": _count(MAX_TOKENS, "128"),
     "--context-length": _count(MAX_TOKENS, "4096"),
     "--layers": _count(1024, "2"),
+    # bundle from-gguf
+    "--accuracy-level": _count(4, "4", low=0),  # MatMulNBits accuracy_level: 0 (float) to 4 (int8 activations)
 }
 FALLBACK_INT = Bound(-(2**31), 2**31 - 1, "1")
 FALLBACK_FLOAT = Bound(-1e15, 1e15, "1")
