@@ -63,7 +63,7 @@ def dashboard_command(
         say(f"wrote {write_sustained(sustained, output, title)}")
         return
     if serving is not None:
-        print(f"wrote {write_serving(serving, output, title)}", file=sys.stderr)
+        say(f"wrote {write_serving(serving, output, title)}")
         return
     from winml_perf.publish.dashboard import write_dashboard
     from winml_perf.results.store import open_store
