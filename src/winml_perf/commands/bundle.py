@@ -27,6 +27,7 @@ from winml_perf.ep.options import parse_options
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import OK, StageRoute, with_placements
 from winml_perf.model.runtime import GENAI
+from winml_perf.support.document_text import terminal_cell
 from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
 
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")  # show; prepare prints table or json
@@ -187,7 +188,7 @@ def show_command(
         sys.stdout.write(table_text(list(headers), rows, format))
         return
     print(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}")
-    print(tabulate(rows, headers=headers, tablefmt="github"))
+    print(tabulate([[terminal_cell(v) for v in r] for r in rows], headers=headers, tablefmt="github"))
     for line in _target_lines(target, plan.options):
         print(line)
     if nodes is not None:
@@ -306,6 +307,7 @@ def prepare_command(
         _fail_on_compile_failure(route)
         return
     rows = [r + placement_cells(s) for r, s in zip(stage_rows(route.stages), route.stages)]
+    rows = [[terminal_cell(v) for v in r] for r in rows]
     print(tabulate(rows, headers=_HEADERS + _PLACEMENT_HEADERS, tablefmt="github"), file=sys.stderr)
     print(
         f"route={route.effective} cache={route.cache} ({route.cache_reason}) prepare={route.prepare_ms:.0f} ms"

@@ -24,6 +24,7 @@ from winml_perf.model.equivalence_view import COLUMNS as EQUIVALENCE_COLUMNS
 from winml_perf.model.equivalence_view import VERDICT_COLUMN, EquivalenceView, view_of
 from winml_perf.model.record import CellRecord
 from winml_perf.publish.formats import human
+from winml_perf.support.document_text import terminal_cell
 from winml_perf.support.human_numbers import fixed
 
 #: Width assumed for a table written to a pipe or file without $COLUMNS: every column is kept.
@@ -252,6 +253,7 @@ def wrapped(head: str) -> str:
 def _render(columns: Sequence[Column], cells: Sequence[CellRecord], wrap: bool) -> str:
     heads, rows = screen_rows(columns, cells)
     heads = [wrapped(h) for h in heads] if wrap else heads
+    rows = [[terminal_cell(v) for v in r] for r in rows]  # a name's newline or '|' stays in its cell
     return tabulate(rows, headers=heads, tablefmt="github", disable_numparse=True)
 
 
