@@ -11,6 +11,7 @@ import typer
 from winml_perf.ep.options import parse_options
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
+from winml_perf.model.spec import MAX_SWEEP_CELLS
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
 
@@ -129,6 +130,17 @@ def _routes(route: list[str], ep: str | None, device: str | None, stages: str | 
             )
         return tuple(parse_route(r) for r in route)
     return (RouteRequest(ep=ep, device=device, stages=stage_list),)
+
+
+def _check_sweep_size(routes: int, prompts: tuple[int, ...], news: tuple[int, ...], allowed: bool) -> None:
+    """A sweep over MAX_SWEEP_CELLS cells is a typo until --large-sweep says otherwise (exit 2, before any work)."""
+    cells = routes * max(1, len(prompts)) * max(1, len(news))
+    if cells > MAX_SWEEP_CELLS and not allowed:
+        raise UsageError(
+            f"the sweep has {cells:,} cells ({routes} route(s) x {max(1, len(prompts))} prompt length(s) x "
+            f"{max(1, len(news))} new-token count(s)), over the limit of {MAX_SWEEP_CELLS:,}",
+            "sweep fewer values, or pass --large-sweep to run it anyway",
+        )
 
 
 def _check_runtime_flags(runtime: Runtime, given: dict[str, bool]) -> None:
@@ -440,6 +452,14 @@ def perf(
     no_store: Annotated[
         bool, typer.Option("--no-store", metavar="", rich_help_panel=OUTPUT, help="Do not store the results.")
     ] = False,
+    large_sweep: Annotated[
+        bool,
+        typer.Option(
+            "--large-sweep",
+            metavar="",
+            help=f"Allow a sweep of more than {MAX_SWEEP_CELLS} cells (routes x prompt lengths x new-token counts).",
+        ),
+    ] = False,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -587,6 +607,12 @@ def perf(
             "--intra-op-threads/--inter-op-threads/--graph-optimization-level/--session-config apply to --runtime winml",
             "for bundles, set session_options in genai_config.json",
         )
+    _check_sweep_size(
+        len(route or ()) or 1,
+        sweep_values(prompt_tokens, "--prompt-tokens") if prompt_tokens else (),
+        sweep_values(max_new_tokens, "--max-new-tokens") if max_new_tokens else (),
+        large_sweep,
+    )
     request = PerfRequest(
         path=bundle,
         runtime=chosen.name,
