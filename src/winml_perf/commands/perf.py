@@ -641,7 +641,7 @@ def perf(
         no_store=no_store,
         check_outputs=check_outputs,
         equivalence=equivalence,
-        reference_bundle=_reference_bundle(reference_bundle, equivalence, chosen.token_based),
+        reference_bundle=_reference_bundle(reference_bundle, equivalence, chosen.token_based, bundle),
         reference_route=_reference_route(
             reference, _routes(route or [], ep, device, stages), reference_bundle, equivalence, chosen.token_based
         ),
@@ -773,7 +773,7 @@ def _reference_route(
     return wanted
 
 
-def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool) -> Path | None:
+def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool, bundle: Path) -> Path | None:
     """--reference-bundle: a genai bundle folder, with the equivalence check on; else exit 2."""
     if path is None:
         return None
@@ -786,4 +786,37 @@ def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: 
         raise UsageError(
             f"--reference-bundle {path}: no genai_config.json there", "pass a bundle folder with the same tokenizer"
         )
+    _check_same_vocabulary(bundle, path)
     return path
+
+
+def _check_same_vocabulary(bundle: Path, reference: Path | None) -> None:
+    """--reference-bundle must speak the bundle's language: the same vocabulary size and tokenizer,
+    else its token ids mean other words and no comparison of logits is a judgement (exit 2, naming both)."""
+    if reference is None or not (bundle / "genai_config.json").is_file():
+        return
+    from winml_perf.support.json_input import read_json
+
+    def vocab(folder: Path) -> object:
+        config = read_json(folder / "genai_config.json", UsageError)
+        return ((config or {}).get("model") or {}).get("vocab_size") if isinstance(config, dict) else None
+
+    def tokenizer(folder: Path) -> object:
+        path = folder / "tokenizer.json"
+        if not path.is_file():
+            return None
+        doc = read_json(path, UsageError)
+        return (doc.get("model"), doc.get("added_tokens")) if isinstance(doc, dict) else doc
+
+    mine, theirs = vocab(bundle), vocab(reference)
+    if mine != theirs:
+        raise UsageError(
+            f"--reference-bundle {reference} has vocab_size {theirs}, but {bundle} has {mine}: "
+            "their token ids mean different words",
+            "pass a reference bundle of the same model family (same tokenizer and vocabulary)",
+        )
+    if tokenizer(bundle) != tokenizer(reference):
+        raise UsageError(
+            f"--reference-bundle {reference} has another tokenizer than {bundle} (tokenizer.json differs)",
+            "pass a reference bundle with the same tokenizer",
+        )

@@ -68,7 +68,12 @@ def _normal_path(value: str) -> str:
 def _spellings(path: str) -> list[str]:
     """How a store may hold the normalised ``path`` (written as the command line gave it, from here
     or as an absolute path)."""
-    forms = {path, os.path.abspath(path), _normal_path(os.path.relpath(path))}
+    absolute = _normal_path(os.path.abspath(path))
+    forms = {path, absolute, _normal_path(os.path.relpath(path))}
+    # a record stored with a relative path, from whatever folder it was measured in, holds a tail of
+    # the absolute path: "bundles/b" or "b" for /repo/bundles/b
+    parts = [p for p in absolute.split("/") if p]
+    forms |= {"/".join(parts[i:]) for i in range(len(parts))}
     forms |= {f"./{p}" for p in forms if not p.startswith(("/", "."))}
     forms |= {f"{p}/" for p in forms}
     return sorted(forms)
