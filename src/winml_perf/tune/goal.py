@@ -51,9 +51,9 @@ def parse_budget(text: str) -> Budget:
         )
     value, unit = float(match.group(1)), match.group(2).lower()
     if unit in ("tok", "tokens"):
+        flag_bounds.check("--budget tokens", value, text.strip())
         if value != int(value):
             raise UsageError(f"--budget {text!r}: a token budget is a whole number", "e.g. --budget 20000tok")
-        flag_bounds.check("--budget tokens", value, text.strip())
         return Budget(tokens=int(value))
     seconds = value * 60.0 if unit in ("m", "min") else value
     return Budget(seconds=flag_bounds.check("--budget", seconds, text.strip()))
