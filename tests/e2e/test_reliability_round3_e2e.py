@@ -371,3 +371,46 @@ def test_a_context_overflow_names_context_length():
 def test_a_lean_run_still_works():
     done = run_winml("perf", BUNDLES / "tiny-qwen2", *LEAN_JSON, "--no-store")
     assert done.returncode == 0 and done.json()["cells"]
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("password", [f"a/b{SECRET}", f"a b{SECRET}", f"?password={SECRET}", f"?sslpassword={SECRET}"])
+def test_a_password_in_any_form_is_in_no_output_record_report_or_traceback(pg_url, tmp_path, password):
+    """Failed before: a password with '/' or a space was written verbatim into --format json and the -o
+    record; a ?password= query into perf's "stored N record(s) in ...", results list, the tune --report
+    file and tune's stderr. The server trusts local connections, so any password connects."""
+    import sqlalchemy as sa
+
+    parsed = sa.make_url(pg_url)
+    if password.startswith("?"):
+        store = f"{pg_url}&{password[1:]}"
+    else:
+        store = pg_url.replace(f"://{parsed.username}@", f"://{parsed.username}:{password}@", 1)
+    assert SECRET in store
+    env = {"WINML_PERF_STORE": store}
+    done = [
+        run_winml("perf", TINY_FLAT, *LEAN, "--store", store, "--format", "json", "-o", tmp_path / "run.json"),
+        run_winml("results", "list", "--store", store),
+        run_winml("results", "list", "--format", "json", cwd=tmp_path, env=env),
+        run_winml(
+            "tune",
+            TINY_FLAT,
+            "--eps",
+            "cpu",
+            "--max-rounds",
+            "2",
+            "--budget",
+            "60s",
+            *LEAN[:6],
+            "--no-equivalence",
+            "--report",
+            tmp_path / "report.json",
+            cwd=tmp_path,
+            env=env,
+        ),  # fmt: skip
+    ]
+    assert [d.returncode for d in done] == [0, 0, 0, 0], [d.stderr[-500:] for d in done]
+    assert "stored 1 record(s) in postgresql" in done[0].stderr and (tmp_path / "report.json").is_file()
+    done.append(run_winml("results", "show", "nosuch", cwd=tmp_path, env={**env, "WINML_PERF_VERBOSE": "1"}))
+    assert done[-1].returncode == 2
+    _no_secret(done, tmp_path)
