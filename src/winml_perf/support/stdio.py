@@ -96,8 +96,8 @@ def unguarded(stream):
 def guarded_streams() -> Iterator[None]:
     """sys.stdout and sys.stderr as GuardedText while held; put back on exit."""
     previous = sys.stdout, sys.stderr
-    sys.stdout = GuardedText(previous[0])  # type: ignore[assignment]
-    sys.stderr = GuardedText(previous[1])  # type: ignore[assignment]
+    sys.stdout = GuardedText(previous[0])
+    sys.stderr = GuardedText(previous[1])
     try:
         yield
     finally:

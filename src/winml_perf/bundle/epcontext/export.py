@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any, cast
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat, device_free
@@ -111,7 +112,7 @@ def _check_shape(folder: Path, doc: dict) -> None:
             continue
         if not isinstance(value, kind):
             raise UsageError(f"{where}: key {key!r} is not a JSON {kind.__name__}", "export it again")
-        items = value.values() if isinstance(value, dict) else value
+        items: list[Any] = list(value.values()) if isinstance(value, dict) else list(cast(list, value))
         if item is not None and any(not isinstance(v, item) for v in items):
             raise UsageError(f"{where}: key {key!r} holds an entry that is not a {item.__name__}", "export it again")
     for key in ("output", "model"):
