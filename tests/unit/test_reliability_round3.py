@@ -334,3 +334,36 @@ def test_a_written_cache_is_valid_json_without_infinity(tmp_path):
     assert not (tmp_path / "c.json").exists()
     write_cache(tmp_path / "c.json", {"bandwidth_bytes_per_s": 1.0})
     assert json.loads(Path(tmp_path / "c.json").read_text()) == {"bandwidth_bytes_per_s": 1.0}
+
+
+def test_a_damaged_gpu_bandwidth_cache_is_measured_again(tmp_path, monkeypatch, capsys):
+    """A door beside the host probes: gpu_bandwidth.json with Infinity."""
+    from winml_perf.record import device_bandwidth as db
+
+    monkeypatch.setenv("WINML_PERF_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(db, "machine_key", lambda: "M")
+    (tmp_path / db.GPU_CACHE_FILE).write_text('{"machine": "M", "bandwidth_bytes_per_s": Infinity}')
+    peak = {"peak_bytes_per_s": 1e12, "name": "gpu", "memory_clock_mhz": 1, "bus_width_bits": 8}
+    got = db.nvidia_bandwidth(peak=lambda: peak, copy=lambda: None)
+    assert got["cache"] == "miss" and got["bandwidth_bytes_per_s"] == 1e12
+    assert "is damaged" in capsys.readouterr().err
+    assert db.nvidia_bandwidth(peak=lambda: None, copy=lambda: None)["cache"] == "hit"
+
+
+def test_a_model_export_naming_an_output_outside_its_folder_is_exit_2(tmp_path):
+    from winml_perf.bundle.epcontext.export import read_export
+
+    doc = {"format": 1, "kind": "onnx", "settings": {"ep": "QNNExecutionProvider"}, "files": {}, "output": "../../x"}
+    (tmp_path / "export.json").write_text(json.dumps(doc))
+    with pytest.raises(UsageError, match="points outside the export folder"):
+        read_export(tmp_path)
+
+
+def test_a_sustained_batch_whose_counter_ran_backwards_has_no_energy():
+    from types import SimpleNamespace
+
+    from winml_perf.measure.energy.cell import timeline_point
+
+    reply = SimpleNamespace(samples=[], wall_s=1.0, energy_marks=[[(0.0, 10.0), (0.5, 9.0), (1.0, 8.0)]])
+    point = timeline_point(0.0, reply, None)
+    assert point["energy_j"] is None and "backwards" in point["energy_not_measured"]

@@ -140,6 +140,13 @@ def _median(xs: Sequence[float]) -> float | None:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+def impossible_joules(joules: float) -> str | None:
+    """Why one energy difference cannot be energy (a counter running backwards), or None."""
+    if not math.isfinite(joules) or joules < 0:
+        return f"the energy counter ran backwards ({joules:.3g} J): an impossible reading"
+    return None
+
+
 def impossible_reading(readings: Sequence[PhaseReading], idle: Mapping[str, Any] | None, period: float) -> str | None:
     """Why these counter readings cannot be energy (no device draws no power, and no energy counter
     runs backwards), or None: a counter running backwards, or one frozen over many update periods."""
@@ -147,7 +154,7 @@ def impossible_reading(readings: Sequence[PhaseReading], idle: Mapping[str, Any]
     window = float((idle or {}).get("window_s") or 0.0)
     if isinstance(idle_w, int | float) and (not math.isfinite(idle_w) or idle_w < 0):
         return f"the energy counter ran backwards over the idle window ({idle_w:.3g} W): an impossible reading"
-    back = [r for r in readings if not math.isfinite(r.joules) or r.joules < 0]
+    back = [r for r in readings if impossible_joules(r.joules)]
     if back:
         r = back[0]
         return (
