@@ -287,7 +287,12 @@ def test_escape_codes_in_a_bundle_folder_name_never_reach_the_terminal(tmp_path)
     assert [d.returncode for d in done] == [0, 0, 0, 0, 2], [d.stderr[-300:] for d in done]
     for d in done:
         assert "\x1b" not in d.stdout + d.stderr and "\x07" not in d.stdout + d.stderr
-    assert "\\x1b]0;owned" in done[2].stdout
+    assert "\\u001b]0;owned" in done[2].stdout
+    # the same guard keeps --format json on stdout JSON, a C1 control and a bidi override included
+    odd = _copy_bundle(tmp_path / "c\x9b[2J\u202ed")
+    as_json = run_winml("perf", odd, *LEAN, "--no-store", "--format", "json")
+    assert as_json.returncode == 0 and "\x9b" not in as_json.stdout
+    assert as_json.json()["cells"][0]["bundle"].endswith("c\x9b[2J\u202ed")
 
 
 def test_a_pipe_newline_or_html_in_a_bundle_name_stays_in_its_markdown_cell(tmp_path):

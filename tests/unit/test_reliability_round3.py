@@ -86,14 +86,23 @@ def test_the_guarded_stream_masks_and_cleans_every_write(capsys):
     guard.write(f"\x1b]0;title\x07\x1b[2J{SECRET}\x9b\u202e\ud800 ok\n")
     out = capsys.readouterr().out
     assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out and SECRET not in out
-    assert "\\x1b]0;title\\x07" in out and "\\ud800" in out and out.endswith("ok\n")
+    assert "\\u001b]0;title\\u0007" in out and "\\ud800" in out and out.endswith("ok\n")
     with pytest.raises(AttributeError):
         guard.buffer  # noqa: B018  (click must not write bytes past the guard)
 
 
 def test_clean_keeps_newlines_and_tabs_and_escapes_the_rest():
     assert clean("a\tb\nc") == "a\tb\nc"
-    assert clean("a\rb\x00") == "a\\x0db\\x00"
+    assert clean("a\rb\x00") == "a\\u000db\\u0000"
+
+
+def test_a_name_with_c1_or_bidi_characters_keeps_json_output_valid(capsys):
+    import sys
+
+    doc = {"bundle": "a\x9b[2Jb\u202e\x7f"}
+    GuardedText(sys.stdout).write(json.dumps(doc, ensure_ascii=False))
+    out = capsys.readouterr().out
+    assert "\x9b" not in out and json.loads(out) == doc
 
 
 def test_a_markdown_cell_cannot_add_columns_rows_or_html():

@@ -4,8 +4,9 @@ Names come from outside: a bundle folder, a stage in genai_config.json, a testbe
 record. A name holding ESC sequences could set the window title, clear the screen, ring the bell
 or hide the lines above it. ``clean`` makes every such character visible and inert: C0 controls
 (but tab and newline), DEL, C1 controls, Unicode's bidirectional overrides (which reorder what a
-reader sees) and lone surrogates (which no encoder accepts) become ``\\xNN`` / ``\\uNNNN``
-escapes. The CLI's stdout and stderr pass every write through it (support/stdio.py).
+reader sees) and lone surrogates (which no encoder accepts) become ``\\uNNNN`` escapes (valid
+in a JSON string too, so ``--format json`` on stdout stays JSON). The CLI's stdout and stderr
+pass every write through it (support/stdio.py).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u206
 
 
 def _escape(m: re.Match[str]) -> str:
-    code = ord(m.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    # \uXXXX, never \xNN: inside a JSON string on stdout (a name holding U+009B, which json.dumps
+    # leaves raw) the escape must stay valid JSON, and read back as the same character
+    return f"\\u{ord(m.group()):04x}"
 
 
 def clean(text: str) -> str:
