@@ -125,10 +125,35 @@ def _command() -> Any:
     return typer.main.get_command(app)
 
 
-def main(argv: list[str] | None = None) -> None:
-    from winml_perf.support.stdio import own_stdout
+def _remember_store_secrets(args: list[str]) -> None:
+    """The credentials of every store location this run was handed (--store, $WINML_PERF_STORE)
+    are hidden from all it prints, before anything (a parsing error included) can print them."""
+    from winml_perf.support import secrets
 
-    with own_stdout():  # native EP libraries print on fd 1; our output keeps the real stdout
+    secrets.remember(os.environ.get("WINML_PERF_STORE"))
+    for i, arg in enumerate(args):
+        if arg.startswith("--") and "=" in arg:
+            secrets.remember(arg.partition("=")[2])
+        elif arg.startswith("-") and i + 1 < len(args):
+            secrets.remember(args[i + 1])
+        if "://" in arg:
+            secrets.remember(arg)
+
+
+def _traceback() -> None:
+    """The traceback of the exception being handled, on stderr (through the guard: masked, cleaned)."""
+    import traceback
+
+    traceback.print_exc(file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    from winml_perf.support.stdio import guarded_streams, own_stdout
+
+    _remember_store_secrets(list(sys.argv[1:] if argv is None else argv))
+    # native EP libraries print on fd 1; our output keeps the real stdout. Every write then passes
+    # the one redaction and the one terminal sanitiser (support/stdio.py GuardedText).
+    with own_stdout(), guarded_streams():
         _main(argv)
 
 
@@ -139,9 +164,7 @@ def _main(argv: list[str] | None) -> None:
         code = _exit_code(_command()(args=args, standalone_mode=False))
     except WinmlPerfError as exc:
         if _verbose(args):
-            import traceback
-
-            traceback.print_exc()
+            _traceback()
         _say(str(exc) if isinstance(exc, RunInterrupted) else f"error: {exc}")
         sys.exit(exc.exit_code)
     except KeyboardInterrupt as exc:  # raised outside typer's own handling
@@ -161,9 +184,9 @@ def _main(argv: list[str] | None) -> None:
             _interrupted(signals.received() or signal.SIGTERM)
         usage = environment_error(exc)
         if usage is None or _verbose(args):
-            _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
             if _verbose(args):
-                raise
+                _traceback()
+            _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
             sys.exit(1)
         _say(f"error: {usage}")
         sys.exit(usage.exit_code)
@@ -189,7 +212,7 @@ def _main(argv: list[str] | None) -> None:
             exc.show()  # type: ignore[attr-defined]  # _CLICK_ERROR is click's ClickException, found at run time
             sys.exit(EXIT_USAGE if isinstance(exc, _CLICK_USAGE_ERROR) else 1)
         if _verbose(args):
-            raise
+            _traceback()
         _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
         sys.exit(1)
     if signals.received() is not None and code == 130:

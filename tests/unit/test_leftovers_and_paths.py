@@ -12,6 +12,7 @@ from tests.results_fakes import make_cell
 from winml_perf.publish import dashboard_page
 from winml_perf.results import load
 from winml_perf.results.store import open_store
+from winml_perf.support import safe_write
 
 RUN = "b" * 32
 
@@ -22,11 +23,13 @@ def test_a_page_that_cannot_be_written_leaves_no_temporary_file(tmp_path, monkey
         dashboard_page.write_file(tmp_path / "index.html", "<html></html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html"]
 
-    def disk_full(self, *args, **kwargs):
-        Path.touch(self)
+    real_open = safe_write._open_new
+
+    def disk_full(tmp):  # the temporary file is made, then the disk is full
+        real_open(tmp).close()
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(Path, "write_text", disk_full)
+    monkeypatch.setattr(safe_write, "_open_new", disk_full)
     with pytest.raises(OSError):
         dashboard_page.write_file(tmp_path / "page.html", "<html></html>")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["index.html"]

@@ -90,7 +90,7 @@ def write_sustained(record: Path, output: Path, title: str) -> Path:
             "record one with `winml perf BUNDLE --duration 10m -o RUN.json`",
         )
     path = output / "sustained.html"
-    write_file(path, page)
+    write_file(path, page, root=output)
     return path
 
 

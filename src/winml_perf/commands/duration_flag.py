@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 
+from winml_perf.model import flag_bounds
 from winml_perf.model.spec import IterationPolicy
 from winml_perf.support.errors import UsageError
 
@@ -21,7 +22,7 @@ def parse_duration(text: str, flag: str = "--duration") -> float:
     seconds = float(match.group(1)) * (60.0 if match.group(2) == "m" else 1.0)
     if not seconds > 0:
         raise UsageError(f"{flag} must be longer than 0 s, got {text!r}", f"e.g. {flag} 10m")
-    return seconds
+    return flag_bounds.check("--duration", seconds, text.strip())  # a week at most: never "run until killed"
 
 
 def sustained_policy(text: str, target_ci: str | None, invocations: int | None) -> IterationPolicy:

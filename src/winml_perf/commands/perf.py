@@ -11,6 +11,7 @@ import typer
 from winml_perf.ep.options import parse_options
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.runtime import RUNTIMES, Runtime, runtime_for_path, runtime_named
+from winml_perf.model.spec import MAX_SWEEP_CELLS
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
 from winml_perf.support.text_table import fill
@@ -130,6 +131,17 @@ def _routes(route: list[str], ep: str | None, device: str | None, stages: str | 
             )
         return tuple(parse_route(r) for r in route)
     return (RouteRequest(ep=ep, device=device, stages=stage_list),)
+
+
+def _check_sweep_size(routes: int, prompts: tuple[int, ...], news: tuple[int, ...], allowed: bool) -> None:
+    """A sweep over MAX_SWEEP_CELLS cells is a typo until --large-sweep says otherwise (exit 2, before any work)."""
+    cells = routes * max(1, len(prompts)) * max(1, len(news))
+    if cells > MAX_SWEEP_CELLS and not allowed:
+        raise UsageError(
+            f"the sweep has {cells:,} cells ({routes} route(s) x {max(1, len(prompts))} prompt length(s) x "
+            f"{max(1, len(news))} new-token count(s)), over the limit of {MAX_SWEEP_CELLS:,}",
+            "sweep fewer values, or pass --large-sweep to run it anyway",
+        )
 
 
 def _check_runtime_flags(runtime: Runtime, given: dict[str, bool]) -> None:
@@ -450,6 +462,14 @@ def perf(
             help="Store the results as series NAME (with route, shape, testbed) in place of the bundle's path: a bundle built into a new folder each night stays one series.",
         ),
     ] = None,
+    large_sweep: Annotated[
+        bool,
+        typer.Option(
+            "--large-sweep",
+            metavar="",
+            help=f"Allow a sweep of more than {MAX_SWEEP_CELLS} cells (routes x prompt lengths x new-token counts).",
+        ),
+    ] = False,
     output: Annotated[
         Path | None,
         typer.Option(
@@ -597,6 +617,12 @@ def perf(
             "--intra-op-threads/--inter-op-threads/--graph-optimization-level/--session-config apply to --runtime winml",
             "for bundles, set session_options in genai_config.json",
         )
+    _check_sweep_size(
+        len(route or ()) or 1,
+        sweep_values(prompt_tokens, "--prompt-tokens") if prompt_tokens else (),
+        sweep_values(max_new_tokens, "--max-new-tokens") if max_new_tokens else (),
+        large_sweep,
+    )
     request = PerfRequest(
         path=bundle,
         runtime=chosen.name,
@@ -625,7 +651,7 @@ def perf(
         no_store=no_store,
         check_outputs=check_outputs,
         equivalence=equivalence,
-        reference_bundle=_reference_bundle(reference_bundle, equivalence, chosen.token_based),
+        reference_bundle=_reference_bundle(reference_bundle, equivalence, chosen.token_based, bundle),
         reference_route=_reference_route(
             reference, _routes(route or [], ep, device, stages), reference_bundle, equivalence, chosen.token_based
         ),
@@ -786,7 +812,7 @@ def _series_label(name: str | None) -> str | None:
     return text
 
 
-def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool) -> Path | None:
+def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool, bundle: Path) -> Path | None:
     """--reference-bundle: a genai bundle folder, with the equivalence check on; else exit 2."""
     if path is None:
         return None
@@ -799,4 +825,37 @@ def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: 
         raise UsageError(
             f"--reference-bundle {path}: no genai_config.json there", "pass a bundle folder with the same tokenizer"
         )
+    _check_same_vocabulary(bundle, path)
     return path
+
+
+def _check_same_vocabulary(bundle: Path, reference: Path | None) -> None:
+    """--reference-bundle must speak the bundle's language: the same vocabulary size and tokenizer,
+    else its token ids mean other words and no comparison of logits is a judgement (exit 2, naming both)."""
+    if reference is None or not (bundle / "genai_config.json").is_file():
+        return
+    from winml_perf.support.json_input import read_json
+
+    def vocab(folder: Path) -> object:
+        config = read_json(folder / "genai_config.json", UsageError)
+        return ((config or {}).get("model") or {}).get("vocab_size") if isinstance(config, dict) else None
+
+    def tokenizer(folder: Path) -> object:
+        path = folder / "tokenizer.json"
+        if not path.is_file():
+            return None
+        doc = read_json(path, UsageError)
+        return (doc.get("model"), doc.get("added_tokens")) if isinstance(doc, dict) else doc
+
+    mine, theirs = vocab(bundle), vocab(reference)
+    if mine != theirs:
+        raise UsageError(
+            f"--reference-bundle {reference} has vocab_size {theirs}, but {bundle} has {mine}: "
+            "their token ids mean different words",
+            "pass a reference bundle of the same model family (same tokenizer and vocabulary)",
+        )
+    if tokenizer(bundle) != tokenizer(reference):
+        raise UsageError(
+            f"--reference-bundle {reference} has another tokenizer than {bundle} (tokenizer.json differs)",
+            "pass a reference bundle with the same tokenizer",
+        )

@@ -18,12 +18,13 @@ stage's options from the plan, so a compile uses exactly what a run uses.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from winml_perf.ep.options import with_defaults
-from winml_perf.ep.table import EPS, OptionKeys, ep_alias, is_known_ep, normalize_ep_name
+from winml_perf.ep.table import BOOL01, EPS, INTEGER, OptionKeys, ep_alias, is_known_ep, normalize_ep_name
 from winml_perf.support.errors import UsageError
 
 DEVICE_TYPE = "device_type"
@@ -147,7 +148,43 @@ def _check_keys(ep: str, asked: Mapping[str, str], version: Callable[[str], str 
             "the EP would ignore it silently, so the run would not be what was asked",
             "use one of: " + ", ".join(sorted(accepted)),
         )
+    _check_values(ep, asked, dict(table.values), against, where)
     return against
+
+
+def _check_values(ep: str, asked: Mapping[str, str], rules: Mapping[str, Any], against: str, where: str) -> None:
+    """UsageError (exit 2) for a value the EP does not take, where its facts say which it takes; any
+    value with a control character or one of '|<>' (they break the derived config and its label)."""
+    for key, value in sorted(asked.items()):
+        text = str(value)
+        if re.search(r"[\x00-\x1f\x7f|<>]", text):
+            raise UsageError(
+                f"{where} {key}={text!r}: a provider option value cannot hold a control character or any of '|<>'",
+                f"pass {where} {key}=VALUE with a plain value",
+            )
+        rule = rules.get(key)
+        if rule is None:
+            continue
+        if rule == INTEGER:
+            ok = text.isascii() and text.isdigit() and len(text) <= 9
+        elif rule == BOOL01:
+            ok = text in ("0", "1")
+        else:
+            ok = text in rule
+        if not ok:
+            takes = rule if isinstance(rule, str) else "one of " + ", ".join(sorted(rule))
+            raise UsageError(
+                f"{where} {key}={text}: {ep} takes {takes} for {key!r} ({against}); "
+                "another value would run as something else, or be ignored silently",
+                f"pass {where} {key}="
+                + (
+                    "N"
+                    if rule == INTEGER
+                    else "0|1"
+                    if rule == BOOL01
+                    else ("htp" if "htp" in rule else sorted(rule)[0])
+                ),
+            )
 
 
 def _table_for(tables: tuple[OptionKeys, ...], installed: str | None) -> OptionKeys:

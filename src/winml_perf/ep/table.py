@@ -85,6 +85,8 @@ class OptionKeys:
     package: str
     version: str
     keys: frozenset[str]
+    #: What a key's value may be, where the EP's own facts say: a set of words, or INTEGER / BOOL01.
+    values: tuple[tuple[str, frozenset[str] | str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,6 +190,45 @@ _QNN_2_7_0_KEYS = frozenset(
     }
 )
 
+INTEGER, BOOL01 = "a non-negative integer", "0 or 1"
+
+#: The values onnxruntime-qnn 2.7.0 takes for the keys whose values are known (QNN_FACTS.md; the QNN EP's
+#: option documentation for the word sets). A value outside them runs as something else, or is ignored
+#: silently (htp_arch=99), so the record would claim what did not run: refused with exit 2.
+_QNN_2_7_0_VALUES: dict[str, frozenset[str] | str] = {
+    "backend_type": frozenset({"htp", "cpu", "gpu", "saver", "ir"}),
+    "htp_performance_mode": frozenset(
+        {
+            "burst",
+            "balanced",
+            "default",
+            "high_performance",
+            "high_power_saver",
+            "low_balanced",
+            "extreme_power_saver",
+            "low_power_saver",
+            "power_saver",
+            "sustained_high_performance",
+        }
+    ),
+    "htp_arch": frozenset({"0", "68", "69", "73", "75", "79", "81"}),
+    "soc_model": INTEGER,
+    "device_id": INTEGER,
+    "vtcm_mb": INTEGER,
+    "rpc_control_latency": INTEGER,
+    "htp_graph_finalization_optimization_mode": frozenset({"0", "1", "2", "3"}),
+    "profiling_level": frozenset({"off", "basic", "detailed", "optrace"}),
+    "qnn_context_priority": frozenset({"low", "normal", "normal_high", "high"}),
+    "enable_htp_fp16_precision": BOOL01,
+    "enable_htp_shared_memory_allocator": BOOL01,
+    "htp_bf16_enable": BOOL01,
+    "enable_htp_graph_splitting": BOOL01,
+    "enable_htp_fp16_clamp_overflow": BOOL01,
+    "enable_htp_monolithic_lstm": BOOL01,
+    "enable_htp_prepare_only": BOOL01,
+    "enable_htp_prepare_and_load": BOOL01,
+}
+
 #: Provider option names onnxruntime-ep-openvino 1.8.1 parses: the strings next to ``ParseProviderOptions``
 #: in libonnxruntime_providers_openvino_plugin.so (device_type is its own entry fact, device_type_option).
 _OPENVINO_1_8_1_KEYS = frozenset(
@@ -239,7 +280,7 @@ _TABLE: tuple[EPInfo, ...] = (
         ("npu", "gpu", "cpu"),
         compiles=True,
         default_options=(DefaultOption("backend_type", "htp", unless=("backend_path",)),),
-        option_keys=(OptionKeys("onnxruntime-qnn", "2.7.0", _QNN_2_7_0_KEYS),),
+        option_keys=(OptionKeys("onnxruntime-qnn", "2.7.0", _QNN_2_7_0_KEYS, tuple(_QNN_2_7_0_VALUES.items())),),
         emulated_on_cpu="HTP",
         install_package="onnxruntime-qnn",
         install_extra="qnn",

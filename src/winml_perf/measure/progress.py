@@ -51,6 +51,16 @@ def _fmt(metric: str, value: float) -> str:
     return f"{human(value)} {unit}".strip()  # as the table will show it
 
 
+def _shown(text: str) -> str:
+    """A name as rich may print it: secrets masked, controls escaped, rich markup inert."""
+    from rich.markup import escape
+
+    from winml_perf.support.secrets import mask
+    from winml_perf.support.terminal_text import clean_line
+
+    return escape(clean_line(mask(str(text))))
+
+
 class RichProgress:
     """One bar per cell under an overall bar, on stderr; lines for finished cells stay."""
 
@@ -59,7 +69,11 @@ class RichProgress:
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
         from rich.progress import Progress as _RichProgress
 
-        self.console = console or Console(file=sys.stderr)
+        from winml_perf.support.stdio import unguarded
+
+        # rich writes its own escape codes, so it gets the stream under the CLI's guard; every name
+        # it shows passes the one redaction and terminal sanitiser here (_shown)
+        self.console = console or Console(file=unguarded(sys.stderr))
         self._bar = _RichProgress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -79,7 +93,7 @@ class RichProgress:
         self._overall = self._bar.add_task("cells", total=total_cells, median="")
 
     def cell_started(self, key: str, planned: int | None) -> None:
-        self._tasks[key] = self._bar.add_task(key, total=planned, median="")
+        self._tasks[key] = self._bar.add_task(_shown(key), total=planned, median="")
 
     def cell_advanced(self, key: str, done: int, planned: int | None, metric: str, running_median: float) -> None:
         task = self._tasks.get(key)
@@ -91,7 +105,7 @@ class RichProgress:
         if task is not None:
             self._bar.remove_task(task)
         mark = "[green]ok[/green]" if status == "ok" else "[red]FAILED[/red]"
-        self._bar.console.print(f"{mark} {key}  {summary}", highlight=False)
+        self._bar.console.print(f"{mark} {_shown(key)}  {_shown(summary)}", highlight=False)
         if self._overall is not None:
             self._bar.advance(self._overall)
 

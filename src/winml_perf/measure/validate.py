@@ -84,16 +84,23 @@ def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None
     from winml_perf.support.json_input import read_json
 
     config = bundle / "genai_config.json"
-    facts = token_facts(read_json(config), config)
+    doc = read_json(config)
+    facts = token_facts(doc, config)
     longest_new = max(req.max_new_tokens)
     longest_prompt = max(prompt_tokens) if prompt_tokens else 1  # a text prompt's length is known only once encoded
     if facts.context_length:
         if longest_prompt + longest_new > facts.context_length:
             flags = "--prompt-tokens + --max-new-tokens" if prompt_tokens else "--max-new-tokens (+ the prompt)"
+            model = doc.get("model") if isinstance(doc, dict) else None
+            key = (
+                "model.context_length"
+                if isinstance(model, dict) and model.get("context_length")
+                else "search.max_length"
+            )
             raise UsageError(
                 f"{flags} = {longest_prompt} + {longest_new} exceeds the bundle's context of "
-                f"{facts.context_length} tokens ({config})",
-                f"keep the sum at or under {facts.context_length}",
+                f"{facts.context_length} tokens ({key} = {facts.context_length} in {config})",
+                f"keep the sum at or under {facts.context_length}, or raise {key} if the model allows it",
             )
     need = (longest_prompt + longest_new) * (HOST_BYTES_PER_TOKEN + facts.kv_bytes_per_token)
     free = available_memory_bytes()

@@ -87,6 +87,7 @@ BOUNDS: dict[str, Bound] = {
     "--compile-timeout": _seconds("600"),
     "--max-time": _seconds("120"),
     "--cell-timeout": _seconds("600"),
+    "--duration": _seconds("10m"),
     "--target-ci": Bound(0, 100, "1%", low_open=True, unit="%"),
     "--shape": Bound(0, 2**31 - 1, "input=1x3x224x224", unit="in each dimension"),
     "--intra-op-threads": _count(MAX_THREADS, "4", low=0),
@@ -96,6 +97,8 @@ BOUNDS: dict[str, Bound] = {
     "--min-placement": Bound(0, 1, "0.5", unit="(share of a stage's nodes)"),
     "--max-device-crossings": _count(1024, "1", low=0),
     "--max-rounds": _count(10_000, "30", low=2),
+    "--budget": _seconds("300s"),
+    "--budget tokens": _count(10**12, "20000tok"),
     # results, dashboard
     "--limit": _count(2**31 - 1, "20"),
     "--jobs": _count(256, "4"),

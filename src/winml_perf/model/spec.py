@@ -310,6 +310,10 @@ def _positive_ints(values: Sequence[int] | None, flag: str) -> list[int | None]:
     return out
 
 
+#: More cells than this in one `winml perf` is a typo until --large-sweep says otherwise.
+MAX_SWEEP_CELLS = 1000
+
+
 def expand_sweep(
     routes: Sequence[RouteSpec],
     prompt_tokens: Sequence[int] | None,

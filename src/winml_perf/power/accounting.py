@@ -140,6 +140,38 @@ def _median(xs: Sequence[float]) -> float | None:
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
+def impossible_joules(joules: float) -> str | None:
+    """Why one energy difference cannot be energy (a counter running backwards), or None."""
+    if not math.isfinite(joules) or joules < 0:
+        return f"the energy counter ran backwards ({joules:.3g} J): an impossible reading"
+    return None
+
+
+def impossible_reading(readings: Sequence[PhaseReading], idle: Mapping[str, Any] | None, period: float) -> str | None:
+    """Why these counter readings cannot be energy (no device draws no power, and no energy counter
+    runs backwards), or None: a counter running backwards, or one frozen over many update periods."""
+    idle_w = (idle or {}).get("idle_w")
+    window = float((idle or {}).get("window_s") or 0.0)
+    if isinstance(idle_w, int | float) and (not math.isfinite(idle_w) or idle_w < 0):
+        return f"the energy counter ran backwards over the idle window ({idle_w:.3g} W): an impossible reading"
+    back = [r for r in readings if impossible_joules(r.joules)]
+    if back:
+        r = back[0]
+        return (
+            f"the energy counter ran backwards during a {r.phase} of invocation {r.invocation} "
+            f"({r.joules:.3g} J): an impossible reading"
+        )
+    seconds = math.fsum(r.seconds for r in readings)
+    if readings and math.fsum(r.joules for r in readings) == 0 and seconds >= MIN_TOTAL_PERIODS * period:
+        return (
+            f"the energy counter did not move in {seconds:.3g} s of generation ({seconds / period:.0f} update "
+            "periods): it is frozen, an impossible reading"
+        )
+    if idle_w == 0 and window >= MIN_TOTAL_PERIODS * period:
+        return f"the energy counter did not move in the {window:.3g} s idle window: it is frozen, an impossible reading"
+    return None
+
+
 def cell_energy(
     meter: Mapping[str, Any] | None,
     readings: Sequence[PhaseReading],
@@ -158,6 +190,9 @@ def cell_energy(
         }
     idle_w = (idle or {}).get("idle_w")
     period = float(meter["update_period_s"])
+    why = impossible_reading(readings, idle, period)
+    if why:
+        return {"status": NOT_MEASURED, "reason": why, "meter": dict(meter), "idle": dict(idle or {})}
     if idle and idle.get("window_s"):  # the window's ends can each be one update stale
         idle = {**idle, "counter_bound_pct": 100.0 * period / idle["window_s"]}
     phases = {p: phase_energy(readings, p, period, idle_w) for p in PHASES}

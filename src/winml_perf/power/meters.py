@@ -118,7 +118,12 @@ class RaplMeter:
     def read(self) -> float:
         uj = int((self.zone / "energy_uj").read_text())
         if self._last_uj is not None and uj < self._last_uj:
-            self._wraps += 1  # the counter passed max_energy_range_uj and restarted at 0
+            span = self._range_uj()
+            # the counter passed max_energy_range_uj and restarted at 0: it fell by most of its range.
+            # A smaller fall is a counter running backwards: left as it reads, so the cell's energy
+            # section sees a negative reading and says "not measured" (power/accounting.py)
+            if span > 0 and self._last_uj - uj > span // 2:
+                self._wraps += 1
         self._last_uj = uj
         return (self._wraps * self._range_uj() + uj) * 1e-6
 

@@ -191,7 +191,9 @@ def write_dashboard(
         )
         index = out_dir / "index.html"
         write_file(
-            index, render_page(title, title, body, {"page": "index", "records": total, "series": len(summaries)})
+            index,
+            root=out_dir,
+            text=render_page(title, title, body, {"page": "index", "records": total, "series": len(summaries)}),
         )
     except OSError as exc:
         raise UsageError(

@@ -28,6 +28,7 @@ from winml_perf.results import change_point_cache as cpc
 from winml_perf.results.series import SeriesColumns, series_columns
 from winml_perf.results.store import Store, open_store
 from winml_perf.stats.series.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE, shift_text
+from winml_perf.support.safe_write import write_text
 
 #: Newest ok records of a series searched for change points (four months of nightlies; the
 #: detector's cost grows with the square of the records it searches).
@@ -348,7 +349,8 @@ def render(store: Store, job: PageJob) -> PageResult:
     records = sum(x["records"] for x in summaries)
     write_file(
         Path(job.out_dir) / page_path(job.testbed, job.bundle),
-        render_page(
+        root=Path(job.out_dir),
+        text=render_page(
             f"{job.title}: {job.bundle} on {job.testbed}",
             job.title,
             body,
@@ -376,17 +378,11 @@ def render_page(title: str, heading: str, body: str, status: Mapping[str, Any]) 
     )
 
 
-def write_file(path: Path, text: str) -> None:
-    """Write through a temporary name and a rename (a reader never sees half a page); a write or
-    rename that fails (a full disk, a folder in the page's place) leaves no temporary file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name("." + path.name + ".tmp")
-    try:
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+def write_file(path: Path, text: str, root: Path | None = None) -> None:
+    """Write through the safe-write layer (support/safe_write.py): a temporary name unique to this
+    process, then a rename (a reader never sees half a page, concurrent builds each finish whole);
+    with ``root`` (the -o folder), no link below it is followed: exit 2 naming the link."""
+    write_text(path, text, root=root, flag="-o")
 
 
 _STORES: dict[str, Store] = {}

@@ -17,6 +17,7 @@ from typing import Any
 from tabulate import tabulate
 
 from winml_perf.publish.csv_cells import neutralise
+from winml_perf.support.document_text import markdown_table, terminal_cell
 from winml_perf.support.errors import UsageError
 from winml_perf.support.human_numbers import SIGNIFICANT, human  # noqa: F401  (re-exported)
 from winml_perf.support.indented_json import dumps_indented
@@ -67,12 +68,10 @@ def table_text(
     if fmt == "table":  # numbers right-aligned: a column's magnitudes line up
         numeric = {h for i, h in enumerate(headers) if rows and all(_number(r[i]) for r in rows)}
         return fitted(headers, shown, width, drop, numeric)
-    return (
-        tabulate(
-            shown, headers=list(headers), tablefmt="github" if fmt == "markdown" else "simple", disable_numparse=True
-        )
-        + "\n"
-    )
+    if fmt == "markdown":
+        return markdown_table(list(headers), shown) + "\n"
+    shown = [[terminal_cell(v) for v in r] for r in shown]
+    return tabulate(shown, headers=list(headers), tablefmt="simple", disable_numparse=True) + "\n"
 
 
 def json_text(docs: Sequence[Mapping[str, Any]] | Mapping[str, Any], fmt: str) -> str:

@@ -24,6 +24,7 @@ from typing import Any
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
 from winml_perf.record.roofline import cache_dir, machine_key
+from winml_perf.support.cache_file import positive_number, read_cache, write_cache
 
 HOST, NVIDIA_GPU, UNKNOWN = "host", "nvidia-gpu", "unknown"
 #: Below this many bytes per step the host's working set can stay in the CPU caches, where a DRAM
@@ -123,29 +124,30 @@ WORKING_SET_CACHE_FILE = "working_set_bandwidth.json"
 _WORKING_SET_FIGURES: dict[int, dict[str, Any]] = {}
 
 
+def _valid_working_sets(data: dict) -> bool:
+    figures = data.get("figures")
+    return (
+        isinstance(data.get("machine"), str)
+        and isinstance(figures, dict)
+        and all(isinstance(f, dict) and positive_number(f.get("bandwidth_bytes_per_s")) for f in figures.values())
+    )
+
+
+def _read_working_sets() -> dict[str, Any]:
+    """This machine's cached figures by size (a damaged file: none, with a warning; rebuilt on store)."""
+    data = read_cache(cache_dir() / WORKING_SET_CACHE_FILE, _valid_working_sets)
+    return dict(data["figures"]) if data is not None and data["machine"] == machine_key() else {}
+
+
 def _cached_working_set(size: int) -> dict[str, Any] | None:
     """This machine's figure for ``size`` from the cache file, if one was measured."""
-    try:
-        data = json.loads((cache_dir() / WORKING_SET_CACHE_FILE).read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    figure = (data.get("figures") or {}).get(str(size)) if data.get("machine") == machine_key() else None
-    return figure if isinstance(figure, dict) and (figure.get("bandwidth_bytes_per_s") or 0) > 0 else None
+    return _read_working_sets().get(str(size))
 
 
 def _store_working_set(size: int, figure: Mapping[str, Any]) -> None:
-    path = cache_dir() / WORKING_SET_CACHE_FILE
-    key = machine_key()
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        data = {}
-    figures = dict(data.get("figures") or {}) if data.get("machine") == key else {}
+    figures = _read_working_sets()
     figures[str(size)] = dict(figure)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps({"machine": key, "figures": figures}, indent=2))
-    os.replace(tmp, path)
+    write_cache(cache_dir() / WORKING_SET_CACHE_FILE, {"machine": machine_key(), "figures": figures})
 
 
 def working_set_bandwidth(step_bytes: float, timeout_s: float = 120.0) -> dict[str, Any] | None:
@@ -232,12 +234,11 @@ def nvidia_bandwidth(peak=nvml_peak, copy=measure_copy_in_child) -> dict[str, An
     """The bound for stages on the NVIDIA GPU: NVML's peak (else the measured copy), with both recorded."""
     path = cache_dir() / GPU_CACHE_FILE
     key = machine_key()
-    try:
-        data = json.loads(path.read_text())
-        if data.get("machine") == key and data.get("bandwidth_bytes_per_s"):
-            return {**data, "cache": "hit"}
-    except (OSError, json.JSONDecodeError):
-        pass
+    data = read_cache(
+        path, lambda d: isinstance(d.get("machine"), str) and positive_number(d.get("bandwidth_bytes_per_s"))
+    )
+    if data is not None and data["machine"] == key:
+        return {**data, "cache": "hit"}
     p, c = peak(), copy()
     out: dict[str, Any] = {"machine": key, "nvml": p, "copy": c, "bandwidth_bytes_per_s": None, "method": None}
     if p:
@@ -249,9 +250,6 @@ def nvidia_bandwidth(peak=nvml_peak, copy=measure_copy_in_child) -> dict[str, An
         out.update(
             bandwidth_bytes_per_s=c["copy_bytes_per_s"], method=f"measured device copy on {c['name']} (no NVML peak)"
         )
-    if out["bandwidth_bytes_per_s"]:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(out, indent=2))
-        os.replace(tmp, path)
+    if positive_number(out["bandwidth_bytes_per_s"]):
+        write_cache(path, out)
     return {**out, "cache": "miss"}

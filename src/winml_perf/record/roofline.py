@@ -18,6 +18,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from winml_perf.support.cache_file import positive_number, read_cache, write_cache
+
 CACHE_ENV = "WINML_PERF_CACHE_DIR"
 CACHE_FILE = "bandwidth.json"
 ARRAY_MIB_ENV = "WINML_PERF_BANDWIDTH_ARRAY_MIB"  # size of the probe's array (default 512 MiB)
@@ -85,16 +87,13 @@ def cached_bandwidth(measure=measure_bandwidth_in_child, refresh: bool = False) 
     """The bandwidth of this machine, measured on first use and cached (cache: 'hit' or 'miss')."""
     path = cache_dir() / CACHE_FILE
     key = machine_key()
-    if not refresh and path.is_file():
-        try:
-            data = json.loads(path.read_text())
-            if data.get("machine") == key and data.get("bandwidth_bytes_per_s", 0) > 0:
-                return {**data, "cache": "hit", "cache_path": str(path)}
-        except (OSError, json.JSONDecodeError):
-            pass  # unreadable cache: measure again and overwrite it
+    if not refresh:
+        # a damaged cache (Infinity, a list, a wrong type) is measured again with a warning, never trusted
+        data = read_cache(
+            path, lambda d: isinstance(d.get("machine"), str) and positive_number(d.get("bandwidth_bytes_per_s"))
+        )
+        if data is not None and data["machine"] == key:
+            return {**data, "cache": "hit", "cache_path": str(path)}
     data = {**measure(), "machine": key}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(data, indent=2))
-    os.replace(tmp, path)
+    write_cache(path, data)
     return {**data, "cache": "miss", "cache_path": str(path)}

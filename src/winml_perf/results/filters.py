@@ -96,7 +96,8 @@ def _normal_path(value: str) -> str:
 def _spellings(path: str) -> list[str]:
     """How a store may hold the normalised ``path`` (written as the command line gave it, from here
     or as an absolute path)."""
-    forms = {path, os.path.abspath(path), _normal_path(os.path.relpath(path))}
+    forms = {path, _normal_path(os.path.abspath(path)), _normal_path(os.path.relpath(path))}
+    forms |= {os.path.realpath(p) for p in list(forms)}  # a store keeps the absolute path, links resolved
     forms |= {f"./{p}" for p in forms if not p.startswith(("/", "."))}
     forms |= {f"{p}/" for p in forms}
     return sorted(forms)

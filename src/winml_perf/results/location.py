@@ -14,6 +14,7 @@ from urllib.parse import quote
 import sqlalchemy as sa
 
 from winml_perf.results import migrations as mig
+from winml_perf.support import secrets
 from winml_perf.support.errors import StoreError
 
 ENV_VAR = "WINML_PERF_STORE"
@@ -41,7 +42,7 @@ def _normalise_url(text: str) -> sa.URL:
         url = sa.make_url(text)
     except Exception as exc:  # sqlalchemy.exc.ArgumentError
         raise StoreError(
-            f"--store {text!r} is not a database URL ({exc})",
+            f"--store {secrets.mask_arg(text)!r} is not a database URL ({secrets.mask(str(exc))})",
             "use a file path, sqlite:///path.db or postgresql://user@host/db",
         ) from None
     backend, _, driver = url.drivername.partition("+")
@@ -58,6 +59,13 @@ def resolve_location(url_or_path: str | os.PathLike | None = None, env: Mapping[
     """``--store`` value, else ``$WINML_PERF_STORE``, else ``results/winml-perf.db`` under cwd."""
     env = os.environ if env is None else env
     value = url_or_path if url_or_path not in (None, "") else env.get(ENV_VAR) or None
+    if isinstance(value, str):
+        secrets.remember(value)  # from here on, no output of this process shows its credentials
+        if "://" not in value and secrets.looks_like_dsn(value):
+            raise StoreError(
+                f"--store {secrets.mask(value)!r} is a libpq connection string (key=value), not a path or URL",
+                "give a URL such as postgresql://user@host:5432/db (or a file path for SQLite)",
+            )
     if value is None:
         path = Path.cwd() / DEFAULT_RELATIVE_PATH
     elif isinstance(value, os.PathLike) or "://" not in str(value):
@@ -65,14 +73,15 @@ def resolve_location(url_or_path: str | os.PathLike | None = None, env: Mapping[
     else:
         url = _normalise_url(str(value))
         if url.get_backend_name() == "postgresql":
-            return Location(url, "postgresql", None, url.render_as_string(hide_password=True))
+            secrets.remember_secret(url.password if isinstance(url.password, str) else None)
+            return Location(url, "postgresql", None, secrets.mask(url.render_as_string(hide_password=True)))
         if not url.database or url.database == ":memory:":
             raise StoreError(
-                f"--store {value!r}: an in-memory SQLite store keeps nothing",
+                f"--store {secrets.mask_arg(str(value))!r}: an in-memory SQLite store keeps nothing",
                 "give a file, e.g. sqlite:///results/winml-perf.db",
             )
         path = Path(url.database).expanduser().absolute()
-    return Location(sa.URL.create("sqlite", database=str(path)), "sqlite", path, str(path))
+    return Location(sa.URL.create("sqlite", database=str(path)), "sqlite", path, secrets.mask(str(path)))
 
 
 # -- SQLite file inspection (read-only, before anything may write) -------------------------------

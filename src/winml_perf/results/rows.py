@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import posixpath
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
@@ -31,6 +32,15 @@ TIMESTAMP_PATHS = ("finished_utc", "started_utc", "environment.timestamp_utc")
 
 
 # -- locating values in a record ------------------------------------------------------------------
+def _absolute_bundle(bundle: str | None, cwd: Any) -> str | None:
+    """The bundle's path as a store keeps it: absolute, against the folder the run was measured in
+    (``environment.cwd``), so ``--bundle`` finds it by any spelling from anywhere; as written when
+    the record does not say where it ran."""
+    if not bundle or not isinstance(cwd, str) or not os.path.isabs(cwd) or os.path.isabs(bundle):
+        return bundle
+    return os.path.normpath(os.path.join(cwd, bundle.replace("\\", "/")))
+
+
 def _get(record: Mapping[str, Any], path: str) -> Any:
     node: Any = record
     for part in path.split("."):
@@ -357,7 +367,7 @@ def record_rows(record: Mapping[str, Any]) -> RecordRows:
         "testbed_id": _str(first(record, "environment.testbed_id")),
         "hostname": _str(first(record, "environment.hostname")),
         "bundle": record_series_label(record) or bundle_name(bundle),
-        "bundle_path": bundle,
+        "bundle_path": _absolute_bundle(bundle, first(record, "environment.cwd")),
         "bundle_id": _str(record.get("bundle_id")),
         "series_label": record_series_label(record),
         "route": route_label(record),

@@ -9,6 +9,7 @@ errors too. Every refusal is the caller's error class (exit 2), never a bare Val
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -21,11 +22,31 @@ class _DuplicateKey(ValueError):
         self.key = key
 
 
+class _LoneSurrogate(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _lone_surrogate(value: Any) -> bool:
+    """A string (or a list's string) holding half of a UTF-16 pair: no text encoder accepts it."""
+    if isinstance(value, str):
+        return _SURROGATE.search(value) is not None
+    if isinstance(value, list):
+        return any(_lone_surrogate(v) for v in value if isinstance(v, str | list))
+    return False
+
+
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
     out: dict = {}
     for key, value in pairs:
         if key in out:
             raise _DuplicateKey(key)
+        if _lone_surrogate(key) or _lone_surrogate(value):
+            raise _LoneSurrogate(key)
         out[key] = value
     return out
 
@@ -64,6 +85,12 @@ def parse_json_text(text: str, where: str, error: type[WinmlPerfError] = BundleE
             f"{where}: key {_where_duplicate(text, exc.key)!r} appears twice in one object "
             "(onnxruntime-genai would act on the first, Python readers on the last)",
             "keep one of them",
+        ) from None
+    except _LoneSurrogate as exc:
+        raise error(
+            f"{where}: key {exc.key!r} holds a lone UTF-16 surrogate (a \\ud800-\\udfff escape without its pair), "
+            "which is no text",
+            "fix or regenerate the file",
         ) from None
     except json.JSONDecodeError as exc:
         raise error(

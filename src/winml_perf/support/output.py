@@ -87,7 +87,9 @@ def write_output(path: Path, text: str, flag: str = "-o") -> None:
 
 
 def _replace(target: Path, text: str, old_mode: int | None) -> None:
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    from winml_perf.support.safe_write import temp_name
+
+    tmp = temp_name(target)  # unique to the process and the call: concurrent writers never share one
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
             fh.write(text)

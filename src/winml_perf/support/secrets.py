@@ -1,29 +1,113 @@
-"""Secrets never leave the process: the one mask for passwords in URLs and command lines.
+"""Secrets never leave the process: the one redaction for every credential-bearing store location.
 
-A store URL may carry a password (``postgresql://user:PASSWORD@host/db``, or ``?password=...``).
-Records travel as CI artifacts, so the command line a record keeps and every message printed go
-through ``mask`` first; the process itself keeps the real URL to connect.
+A store location may carry a credential in any of these forms:
+
+- URL userinfo: ``postgresql://user:PASSWORD@host/db``; the password may hold any character a
+  careless user types (``/``, a space, a raw ``@``, percent escapes);
+- URL query parameters: ``?password=...``, ``sslpassword=``, ``sslkey=``, ``sslcert=``, ``passfile=``;
+- libpq connection strings: ``host=h password=... dbname=d`` (a value may be quoted: ``password='a b'``).
+
+Records travel as CI artifacts, so everything shown, stored, logged or raised goes through ``mask``:
+the CLI's stdout and stderr (support/stdio.py ``guarded_streams``, tracebacks included), a record's
+command line (``mask_argv``) and a store's printable name (results/location.py). The process keeps
+the real location to connect.
+
+``mask`` works in two ways: patterns for the forms above, and the literal credentials of every
+store location this process was handed (``remember``), so a password whose form no pattern can
+bound (one with a space, inside a sentence) is hidden wherever it appears, raw or percent-encoded.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from urllib.parse import quote, quote_plus, unquote, unquote_plus
 
 HIDDEN = "***"
 
-# scheme://user:PASSWORD@  (up to the last '@' before the host: a raw '@' in it is hidden too)
-_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@]*):(?P<secret>[^\s/]*)@")
-# password=VALUE in a URL query or a libpq connection string
-_KEY_PASSWORD = re.compile(r"(?P<head>\b(?:password|passwd|pwd)=)(?P<secret>[^\s&;]+)", re.IGNORECASE)
+#: Keys whose value is a credential (or where one is kept), in a URL query or a libpq DSN.
+SECRET_KEYS = ("password", "passwd", "pwd", "sslpassword", "sslkey", "sslcert", "passfile", "passphrase")
+#: A credential shorter than this is not hidden literally (it would hide ordinary words); the
+#: patterns still hide it in every form they bound.
+MIN_LITERAL = 4
+
+_KEYS = "|".join(SECRET_KEYS)
+# scheme://user:SECRET@ : up to the last '@' of the run without whitespace or quotes, so a raw '/'
+# or '@' in the password is hidden too
+_URL_PASSWORD = re.compile(r"(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#\"'<>]*):(?P<secret>[^\s\"'<>]*)@")
+# key=VALUE in a URL query or a libpq string (key = 'quoted value' too)
+_KEY_VALUE = re.compile(
+    rf"(?P<head>(?<![A-Za-z0-9_])(?:{_KEYS})\s*=\s*)(?P<secret>'(?:[^'\\]|\\.)*'?|[^\s&;#\"'<>,]+)",
+    re.IGNORECASE,
+)
+# a whole argument that is a URL: the userinfo runs to the last '@' (spaces included)
+_WHOLE_URL = re.compile(r"^(?P<head>(?:--[\w-]+=)?[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#]*):(?P<secret>.*)@", re.DOTALL)
+
+_remembered: set[str] = set()
+
+
+def _variants(secret: str) -> Iterable[str]:
+    """The forms a credential takes in text: raw, percent-encoded or -decoded, JSON-escaped."""
+    for form in (secret, unquote(secret), unquote_plus(secret), quote(secret, safe=""), quote_plus(secret)):
+        yield form
+        yield json.dumps(form, ensure_ascii=True)[1:-1]
+        yield json.dumps(form, ensure_ascii=False)[1:-1]
+
+
+def credentials(location: str) -> list[str]:
+    """The credentials a store location ``location`` carries, in every form it may be shown."""
+    found: list[str] = []
+    whole = _WHOLE_URL.match(location)
+    if whole:  # a raw '@' makes the split ambiguous (a parser may take a piece for the host): each piece too
+        found.extend([whole["secret"], *whole["secret"].split("@")])
+    for m in _KEY_VALUE.finditer(location):
+        value = m["secret"]
+        found.append(value)
+        if len(value) >= 2 and value[0] == "'" and value[-1] == "'":
+            found.append(value[1:-1])
+    out: list[str] = []
+    for secret in found:
+        out.extend(v for v in _variants(secret) if len(v) >= MIN_LITERAL and v != HIDDEN)
+    return out
+
+
+def remember(location: str | None) -> None:
+    """Hide the credentials of store location ``location`` from everything ``mask`` sees from now on."""
+    if location:
+        _remembered.update(credentials(str(location)))
+
+
+def remember_secret(secret: str | None) -> None:
+    """Hide one credential itself (a password a URL parser decoded) in every form it may be shown."""
+    if secret:
+        _remembered.update(v for v in _variants(str(secret)) if len(v) >= MIN_LITERAL and v != HIDDEN)
 
 
 def mask(text: str) -> str:
-    """``text`` with every password in a URL or ``password=`` pair replaced by ***."""
+    """``text`` with every credential of a store location replaced by ***."""
+    if not text:
+        return text
+    for secret in sorted(_remembered, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, HIDDEN)
     text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{HIDDEN}@", text)
-    return _KEY_PASSWORD.sub(lambda m: f"{m['head']}{HIDDEN}", text)
+    return _KEY_VALUE.sub(lambda m: f"{m['head']}{HIDDEN}", text)
+
+
+def mask_arg(arg: str) -> str:
+    """One command-line argument: a URL argument's userinfo is hidden whole (it cannot hold a space
+    of its own: the shell split there), then ``mask``."""
+    arg = _WHOLE_URL.sub(lambda m: f"{m['head']}:{HIDDEN}@", str(arg), count=1)
+    return mask(arg)
 
 
 def mask_argv(argv: Sequence[str]) -> tuple[str, ...]:
     """A command line as a record may keep it: each argument masked."""
-    return tuple(mask(str(arg)) for arg in argv)
+    return tuple(mask_arg(str(arg)) for arg in argv)
+
+
+def looks_like_dsn(text: str) -> bool:
+    """Is ``text`` a libpq key=value connection string (``host=h dbname=d ...``) rather than a path?"""
+    pairs = re.findall(r"(?:^|\s)([A-Za-z_]+)\s*=", text)
+    return bool(pairs) and (any(p.lower() in SECRET_KEYS for p in pairs) or len(pairs) >= 2 and " " in text)

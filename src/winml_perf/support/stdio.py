@@ -109,3 +109,55 @@ def own_stdout() -> Iterator[None]:
             stream.close()  # closes the duplicate
         except (OSError, ValueError):  # its reader is gone (`winml ... | head`): what is left goes nowhere
             pass
+
+
+class GuardedText:
+    """A text stream whose every write passes the one redaction (support/secrets.py) and the one
+    terminal sanitiser (support/terminal_text.py): where the CLI's text leaves the program.
+
+    ``unguarded`` is the stream underneath, for a writer that emits its own escape codes (rich's
+    progress bars) and cleans the names it shows itself. No ``buffer`` is offered, so nothing
+    (click's echo) writes bytes past the guard."""
+
+    def __init__(self, stream) -> None:
+        self.unguarded = stream
+
+    def write(self, text: str) -> int:
+        if not isinstance(text, str):
+            raise TypeError(f"write() argument must be str, not {type(text).__name__}")
+        from winml_perf.support.secrets import mask
+        from winml_perf.support.terminal_text import clean
+
+        self.unguarded.write(clean(mask(text)))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        if name == "buffer":
+            raise AttributeError(name)
+        return getattr(self.unguarded, name)
+
+
+def unguarded(stream):
+    """The stream under a GuardedText (or ``stream`` itself)."""
+    return getattr(stream, "unguarded", stream)
+
+
+@contextlib.contextmanager
+def guarded_streams() -> Iterator[None]:
+    """sys.stdout and sys.stderr as GuardedText while held; put back on exit."""
+    previous = sys.stdout, sys.stderr
+    sys.stdout = GuardedText(previous[0])
+    sys.stderr = GuardedText(previous[1])
+    try:
+        yield
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):
+                pass
+        sys.stdout, sys.stderr = previous

@@ -24,6 +24,8 @@ import sys
 import textwrap
 from collections.abc import Collection, Sequence
 
+from winml_perf.support.document_text import terminal_cell
+
 #: The width of a pipe or a file without $COLUMNS: nothing is fitted.
 UNLIMITED = 10_000
 #: Where every column of a fitted table is to be had, unless the caller says otherwise.
@@ -147,6 +149,7 @@ def fitted(
     """The table fitted to ``width`` (the terminal's by default), the line naming what left under
     it; ends with a newline."""
     width = terminal_width() if width is None else width
+    rows = [[terminal_cell(v) for v in r] for r in rows]  # a name's newline or escape code stays in its cell
     text, dropped = fit(heads, rows, width, drop, numeric, pipes)
     note = left_out(dropped, width, where)
     return text + "\n" + (note + "\n" if note else "")

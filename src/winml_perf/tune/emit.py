@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from winml_perf.support import safe_write
 from winml_perf.support.errors import UsageError
 
 LEFT_BEHIND = {"manifest.json", "placement.json", "_compiled"}
@@ -30,39 +31,87 @@ def check_emit_dir(dest: Path) -> None:
         raise UsageError(f"--emit {dest}: its parent folder {dest.parent} does not exist", "create it first")
 
 
+def _files(route_folder: Path) -> list[tuple[Path, Path]]:
+    """(source file, path relative to the bundle) of every file the emitted bundle needs: linked
+    sub-folders and linked files are followed (the bundle is read, not written), each folder once."""
+    out: list[tuple[Path, Path]] = []
+    seen: set[str] = set()
+    for folder, dirs, files in os.walk(route_folder, followlinks=True):
+        real = os.path.realpath(folder)
+        if real in seen:  # a link cycle
+            dirs[:] = []
+            continue
+        seen.add(real)
+        rel_folder = Path(folder).relative_to(route_folder)
+        if rel_folder.parts and rel_folder.parts[0] in LEFT_BEHIND:
+            dirs[:] = []
+            continue
+        dirs.sort()
+        for name in sorted(files):
+            rel = rel_folder / name
+            if rel.parts[0] in LEFT_BEHIND:
+                continue
+            src = Path(folder) / name
+            if not os.path.isfile(src):
+                raise UsageError(
+                    f"--emit: {src} of the bundle is not a readable file (a dangling link?)",
+                    "fix the bundle folder, then tune again",
+                )
+            out.append((src, rel))
+    return out
+
+
+def verify_bundle(dest: Path, expected: list[tuple[Path, Path]]) -> None:
+    """Every file of the route's bundle is in ``dest`` at its size, and genai_config.json names no
+    file that is missing: an emitted bundle that cannot run is never reported as written."""
+    missing = [
+        str(rel)
+        for src, rel in expected
+        if not (dest / rel).is_file()
+        or (rel != Path(CONFIG_FILE) and (dest / rel).stat().st_size != Path(src).stat().st_size)
+    ]
+    config = dest / CONFIG_FILE
+    if config.is_file():
+        text = config.read_text(encoding="utf-8", errors="replace")
+        for name in sorted(set(_named_files(json.loads(text)))):
+            if not (dest / name).is_file():
+                missing.append(name)
+    if missing:
+        raise UsageError(
+            f"--emit {dest}: the emitted bundle is incomplete (missing or short: {', '.join(missing[:5])})",
+            "check the source bundle's files and free disk space, then tune again",
+        )
+
+
+def _named_files(node: Any) -> list[str]:
+    """The model files genai_config.json names (every "filename" value)."""
+    if isinstance(node, dict):
+        found = [v for k, v in node.items() if k == "filename" and isinstance(v, str)]
+        return found + [f for v in node.values() for f in _named_files(v)]
+    if isinstance(node, list):
+        return [f for v in node for f in _named_files(v)]
+    return []
+
+
 def emit_bundle(route_folder: Path, dest: Path, about: Mapping[str, Any]) -> list[str]:
-    """Write the bundle at ``route_folder`` into ``dest``; the files written. On any error ``dest``
-    is removed again (nothing half-written)."""
+    """Write the bundle at ``route_folder`` into ``dest`` through the safe-write layer, then verify it
+    whole; the files written. On any error ``dest`` is removed again (nothing half-written)."""
     check_emit_dir(dest)
+    files = _files(route_folder)
     created = not dest.exists()
     dest.mkdir(exist_ok=True)
     written: list[str] = []
     try:
-        for src in sorted(route_folder.rglob("*")):
-            rel = src.relative_to(route_folder)
-            if rel.parts[0] in LEFT_BEHIND or src.is_dir():
-                continue
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            if rel == Path(CONFIG_FILE):
-                shutil.copyfile(src, target)
-            else:
-                _link(Path(os.path.realpath(src)), target)
+        for src, rel in files:
+            safe_write.copy_file(src, dest / rel, root=dest, flag="--emit", link=rel != Path(CONFIG_FILE))
             written.append(str(rel))
-        (dest / "tune.json").write_text(json.dumps(dict(about), indent=2) + "\n", encoding="utf-8")
+        safe_write.write_text(dest / "tune.json", json.dumps(dict(about), indent=2) + "\n", root=dest, flag="--emit")
         written.append("tune.json")
+        verify_bundle(dest, files)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True) if created else _empty(dest)
         raise
     return written
-
-
-def _link(src: Path, dst: Path) -> None:
-    """A hard link to the resolved file, else a copy (another file system)."""
-    try:
-        os.link(src, dst)
-    except OSError:
-        shutil.copyfile(src, dst)
 
 
 def _empty(dest: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from winml_perf.model import flag_bounds
 from winml_perf.support.errors import UsageError
 
 #: --objective word -> the per-iteration metric it ranks by.
@@ -50,7 +51,9 @@ def parse_budget(text: str) -> Budget:
         )
     value, unit = float(match.group(1)), match.group(2).lower()
     if unit in ("tok", "tokens"):
+        flag_bounds.check("--budget tokens", value, text.strip())
         if value != int(value):
             raise UsageError(f"--budget {text!r}: a token budget is a whole number", "e.g. --budget 20000tok")
         return Budget(tokens=int(value))
-    return Budget(seconds=value * 60.0 if unit in ("m", "min") else value)
+    seconds = value * 60.0 if unit in ("m", "min") else value
+    return Budget(seconds=flag_bounds.check("--budget", seconds, text.strip()))

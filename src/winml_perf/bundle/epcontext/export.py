@@ -16,14 +16,18 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any, cast
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat, device_free
 from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, VERSION_KEYS
 from winml_perf.model.route import CompileOutcome
+from winml_perf.support import safe_write
 from winml_perf.support.errors import BundleError, UsageError
 
 EXPORT_FILE = "export.json"
+#: How the export folder is named in a refusal.
+FLAG = "export-prepared DEST"
 FORMAT = 1
 
 
@@ -38,15 +42,16 @@ def export(derived: Path, dest: Path) -> dict:
     compiled = [o for o in manifest.get("compile", []) if o.get("status") == "compiled"]
     if not compiled:
         raise BundleError(f"{derived} holds no compiled stage", "prepare it with --compile first")
-    dest.mkdir(parents=True, exist_ok=True)
     source = Path(manifest["source"]["folder"])
+    names = [name for o in compiled for name in compat.compiled_files(derived, o["output"])]
+    # the whole plan is checked before the first write: a link planted in DEST is refused, naming it
+    safe_write.check_plan(dest, [dest / n for n in (*names, PREPARED_FILE, EXPORT_FILE)], FLAG)
     files: dict[str, str] = {}
-    for o in compiled:
-        for name in compat.compiled_files(derived, o["output"]):
-            shutil.copy2(derived / name, dest / name)
-            files[name] = cache.file_sha256(dest / name)
+    for name in names:
+        safe_write.copy_file(derived / name, dest / name, root=dest, flag=FLAG)
+        files[name] = cache.file_sha256(dest / name)
     if (derived / PREPARED_FILE).is_file():
-        shutil.copy2(derived / PREPARED_FILE, dest / PREPARED_FILE)
+        safe_write.copy_file(derived / PREPARED_FILE, dest / PREPARED_FILE, root=dest, flag=FLAG)
     jobs = manifest["components"].get("compile", [])
     doc = {
         "format": FORMAT,
@@ -57,8 +62,19 @@ def export(derived: Path, dest: Path) -> dict:
         "sources": {j["source"]: cache.file_sha256(source / j["source"]) for j in jobs},
         "files": files,
     }
-    (dest / EXPORT_FILE).write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    safe_write.write_text(dest / EXPORT_FILE, json.dumps(doc, indent=2), root=dest, flag=FLAG)
+    verify_export(derived, dest, files)
     return doc
+
+
+def verify_export(origin: Path, dest: Path, files: dict[str, str]) -> None:
+    """Every exported file is in ``dest`` with the bytes of its origin: an export is never reported
+    written when a copy came out short (exit 2, naming the file)."""
+    for name in files:
+        if not (dest / name).is_file() or (dest / name).stat().st_size != (Path(origin) / name).stat().st_size:
+            raise BundleError(
+                f"export-prepared {dest}: {name} did not come out whole", "free disk space and export again"
+            )
 
 
 def read_export(folder: Path) -> dict:
@@ -68,10 +84,69 @@ def read_export(folder: Path) -> dict:
         raise UsageError(
             f"{folder}/{EXPORT_FILE} cannot be read ({exc})", "pass a folder written by winml bundle export-prepared"
         ) from exc
-    body = doc.get("options") if isinstance(doc, dict) and "options" in doc else (doc or {}).get("settings")
+    body = doc.get("options") if isinstance(doc, dict) and "options" in doc else None
+    if isinstance(doc, dict) and body is None:
+        body = doc.get("settings")
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(body, dict):  # a route or a model
         raise UsageError(f"{folder}/{EXPORT_FILE} is not an export of format {FORMAT}", "export it again")
+    _check_shape(Path(folder), doc)
     return doc
+
+
+#: What each key of export.json holds: a refusal names the key, never an unexpected TypeError later.
+_SHAPES: dict[str, tuple[type, type | None]] = {
+    "files": (dict, str),
+    "sources": (dict, str),
+    "plugins": (dict, dict),
+    "jobs": (list, dict),
+    "outcomes": (list, dict),
+}
+
+
+def _check_shape(folder: Path, doc: dict) -> None:
+    where = f"{folder}/{EXPORT_FILE}"
+    doc.setdefault("files", {})
+    for key, (kind, item) in _SHAPES.items():
+        value = doc.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, kind):
+            raise UsageError(f"{where}: key {key!r} is not a JSON {kind.__name__}", "export it again")
+        items: list[Any] = list(value.values()) if isinstance(value, dict) else list(cast(list, value))
+        if item is not None and any(not isinstance(v, item) for v in items):
+            raise UsageError(f"{where}: key {key!r} holds an entry that is not a {item.__name__}", "export it again")
+    for key in ("output", "model"):
+        if key in doc and not isinstance(doc[key], str):
+            raise UsageError(f"{where}: key {key!r} is not a string", "export it again")
+    for i, job in enumerate(doc.get("jobs") or []):
+        for key in ("ep", "source", "output"):
+            if not isinstance(job.get(key), str):
+                raise UsageError(f"{where}: jobs[{i}] has no string {key!r}", "export it again")
+    options = doc.get("options")
+    if isinstance(options, dict) and not isinstance(options.get("asked") or {}, dict):
+        raise UsageError(f"{where}: key 'options.asked' is not an object", "export it again")
+    settings = doc.get("settings")
+    if isinstance(settings, dict) and "options" not in doc:
+        if not isinstance(settings.get("ep"), str):
+            raise UsageError(f"{where}: key 'settings.ep' is missing or not a string", "export it again")
+        if not isinstance(settings.get("provider_options") or {}, dict):
+            raise UsageError(f"{where}: key 'settings.provider_options' is not an object", "export it again")
+    for name in doc["files"]:
+        _check_member(folder, where, name, must_exist=True)
+    if "output" in doc:
+        _check_member(folder, where, doc["output"], must_exist=False)
+
+
+def _check_member(folder: Path, where: str, name: str, must_exist: bool) -> None:
+    """A file an export names is a plain name inside the export folder: never absolute, never '..'."""
+    parts = Path(name).parts
+    if not name or Path(name).is_absolute() or ".." in parts or "\\" in name or "\x00" in name:
+        raise UsageError(
+            f"{where}: member {name!r} points outside the export folder",
+            "export it again; never import a tampered export",
+        )
+    if must_exist and not (folder / name).is_file():
+        raise UsageError(f"{where}: member {name!r} is not in {folder}", "copy the whole export folder")
 
 
 def check_here(doc: dict, bundle: Path, jobs) -> None:

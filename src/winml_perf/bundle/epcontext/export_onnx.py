@@ -21,9 +21,10 @@ from pathlib import Path
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat, device_free
-from winml_perf.bundle.epcontext.export import EXPORT_FILE, read_export
+from winml_perf.bundle.epcontext.export import EXPORT_FILE, FLAG, read_export, verify_export
 from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, VERSION_KEYS
 from winml_perf.ep import table as eps
+from winml_perf.support import safe_write
 from winml_perf.support.errors import BundleError, UsageError
 
 KIND = "onnx-model"
@@ -52,12 +53,13 @@ def export_model(folder: Path, manifest: dict, dest: Path) -> dict:
             "prepare it again (winml bundle prepare MODEL.onnx --ep X --compile [--device-free])",
         )
     model = Path(manifest["source"]["model"])
-    dest.mkdir(parents=True, exist_ok=True)
+    names = compat.compiled_files(folder, manifest["output"])
+    safe_write.check_plan(dest, [dest / n for n in (*names, PREPARED_FILE, EXPORT_FILE)], FLAG)
     files: dict[str, str] = {}
-    for name in compat.compiled_files(folder, manifest["output"]):
-        shutil.copy2(folder / name, dest / name)
+    for name in names:
+        safe_write.copy_file(folder / name, dest / name, root=dest, flag=FLAG)
         files[name] = cache.file_sha256(dest / name)
-    shutil.copy2(folder / PREPARED_FILE, dest / PREPARED_FILE)
+    safe_write.copy_file(folder / PREPARED_FILE, dest / PREPARED_FILE, root=dest, flag=FLAG)
     doc = {
         "format": 1,
         "kind": KIND,
@@ -68,7 +70,8 @@ def export_model(folder: Path, manifest: dict, dest: Path) -> dict:
         "output": manifest["output"],
         "files": files,
     }
-    (dest / EXPORT_FILE).write_text(json.dumps(doc, indent=2), encoding="utf-8")
+    safe_write.write_text(dest / EXPORT_FILE, json.dumps(doc, indent=2), root=dest, flag=FLAG)
+    verify_export(folder, dest, files)
     return doc
 
 

@@ -48,7 +48,9 @@ def timeline_point(elapsed_s: float, reply: Any, pid: int | None) -> dict[str, A
         "rss_bytes": rss_bytes(pid),
     }
     if marks:
-        point["energy_j"] = sum(m[2][1] - m[0][1] for m in marks)
+        joules = sum(m[2][1] - m[0][1] for m in marks)
+        why = accounting.impossible_joules(joules)  # the one plausibility rule of power/accounting.py
+        point.update({"energy_j": None, "energy_not_measured": why} if why else {"energy_j": joules})
     return point
 
 

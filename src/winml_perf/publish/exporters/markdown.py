@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from tabulate import tabulate
-
 from winml_perf.model.equivalence_view import view_of_row
 from winml_perf.model.metrics import DECODE_THROUGHPUT, E2E, LATENCY, PROMPT_THROUGHPUT, TTFT
 from winml_perf.publish.exporters import Exporter, register
@@ -16,6 +14,7 @@ if TYPE_CHECKING:
     from winml_perf.model.record import RunRecord
 from winml_perf.publish.exporters._rows import shape_text
 from winml_perf.publish.formats import human
+from winml_perf.support.document_text import markdown_table
 
 MARKDOWN_HEADERS = (
     "id",
@@ -86,7 +85,7 @@ def summary_rows(df: Any) -> list[list[str]]:
 
 
 def to_markdown(df: Any, **_: Any) -> str:
-    return tabulate(summary_rows(df), headers=MARKDOWN_HEADERS, tablefmt="github", disable_numparse=True) + "\n"
+    return markdown_table(MARKDOWN_HEADERS, summary_rows(df)) + "\n"
 
 
 def run_markdown(run: RunRecord) -> str:
