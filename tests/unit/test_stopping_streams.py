@@ -173,3 +173,33 @@ def test_the_recorded_streams_cover_every_way_to_stop():
 if __name__ == "__main__" and "--record" in sys.argv:
     GOLDEN.write_text(json.dumps(_all(), indent=1, sort_keys=True) + "\n")
     print(f"wrote {GOLDEN}")
+
+
+def test_the_running_figures_are_the_figures_of_every_sample_re_read():
+    """After every value (NaN and infinities among them): the kept median, the interval's half-width
+    and the variance components equal what the statistics compute from all the values."""
+    from winml_perf.measure import stopping
+    from winml_perf.measure.cell_progress import RunningValues, sorted_percentile_50
+    from winml_perf.stats import median_interval, variance_components
+    from winml_perf.stats import sample_stats as stats
+
+    rng = random.Random(11)
+    invocations: list[RunningValues] = []
+    everything: list[float] = []
+    ordered: list[float] = []
+    for k in range(4):
+        invocations.append(RunningValues())
+        for _ in range(60 + 17 * k):
+            x = rng.choice([math.nan, math.inf]) if rng.random() < 0.03 else rng.lognormvariate(k * 0.01, 0.2)
+            invocations[-1].add(x)
+            everything.append(x)
+            if not math.isnan(x):
+                ordered.append(x)
+                ordered.sort()
+            assert sorted_percentile_50(ordered) == stats.median(everything)
+            plain = [list(v) for v in invocations]
+            want = median_interval(plain).half_width_pct
+            got = stopping.half_width_pct(invocations)
+            assert got == want or (math.isnan(got) and math.isnan(want))
+            if k >= 1 and len(invocations[-1]) > 1:
+                assert stopping._components(invocations) == variance_components(plain)
