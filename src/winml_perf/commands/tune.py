@@ -138,7 +138,8 @@ def tune_command(
         print(table_text(outcome.standings, metric))
         print(
             f"\n{race.rounds} round(s), {race.tokens} tokens, {race.elapsed_s():.0f} s"
-            f" of {request.budget.describe()}; stopped: {race.stopped}"
+            f" of {request.budget.describe()} (after {outcome.preparation_s:.0f} s of preparation and checks);"
+            f" stopped: {race.stopped}"
         )
         print(f"verdict: {outcome.verdict.text}")
     sys.stdout.flush()
