@@ -65,7 +65,7 @@ class RunningValues(Sequence[float]):
     def __len__(self) -> int:
         return len(self.values)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def,override]
+    def __getitem__(self, i):
         return self.values[i]
 
     def __iter__(self) -> Iterator[float]:
