@@ -85,7 +85,6 @@ class Difference:
         return Layout(self, tuple(named), grouped)
 
 
-
 @dataclass(frozen=True)
 class Group:
     """Small contributions of one kind, on one line."""
