@@ -50,7 +50,11 @@ def tune_command(
         float | None, typer.Option(metavar="MS", help="Constraint: a route's TTFT median at most this.")
     ] = None,
     budget: Annotated[
-        str, typer.Option(metavar="300s|20000tok", help="Wall time or tokens the tune may spend.")
+        str,
+        typer.Option(
+            metavar="300s|20000tok",
+            help="Wall time or tokens the race may spend (preparing and checking the routes come before it).",
+        ),
     ] = "300s",
     min_placement: Annotated[
         float,
