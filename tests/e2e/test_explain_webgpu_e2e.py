@@ -54,6 +54,13 @@ def test_explain_counts_the_forced_routes_copies_and_compares_it_with_config(web
     assert set(diffs) == {"prompt", "decode_step"}
     d = diffs["decode_step"]
     assert d.named_ms + d.host.delta_ms == pytest.approx(d.delta_ms, abs=1e-5)
+    for diff in diffs.values():  # a partitioned route: WebGPU kernels, CPU nodes between them, copies
+        layout = diff.layout()
+        assert all(abs(g.delta_ms) <= 0.10 * abs(diff.delta_ms) for g in layout.groups)  # no unnamed lump
+        assert len(layout.named) + sum(g.count for g in layout.groups) == len(diff.contributions)
+        named = 100 * sum(c.delta_ms for c in layout.named) / diff.delta_ms
+        assert f"named stages/operators/copies: {named:.0f} % of the difference" in result.stderr
+    assert " smaller contributions " not in result.stderr  # small ones are grouped by kind, never in one lump
     assert (
         "difference ep=webgpu|p16|n6 vs config|p16|n6" in result.stderr
     )  # the human view goes to stderr with --format json

@@ -98,3 +98,16 @@ def test_ctrl_c_keeps_the_rounds_and_prints_the_standings(webgpu_env, tmp_path):
     assert doc["interrupted"] == signal.SIGINT and doc["rounds"] >= 1
     assert {s["route"] for s in doc["standings"] if s["status"] != "pruned"} >= {"config"}
     assert "interrupted by SIGINT" in rest
+
+
+def test_a_budget_that_ends_before_a_round_gives_no_verdict_and_exit_1(webgpu_env, tmp_path):  # noqa: F811
+    """10 tokens cannot pay for one invocation: no route was measured, so nothing is said about speed."""
+    result = run_winml(
+        "tune", TINY_PIPELINE, *CHEAP, "--budget", "10tok", "--no-store", "--report", tmp_path / "r.json",
+        env=webgpu_env, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr[-3000:]
+    assert "verdict: no verdict: the budget ran out before racing (no round ran" in result.stdout
+    assert "outside --budget" in result.stderr  # the preparation's cost, printed, not charged to the race
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["rounds"] == 0 and doc["verdict"]["kind"] == "no verdict" and doc["preparation_s"] > 0

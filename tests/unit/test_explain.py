@@ -241,3 +241,39 @@ def test_an_explain_section_with_phases_or_with_an_error_is_a_valid_record_and_a
         validate_record(
             cell_record(replace(result, explain={"method": "m"}), run_id="0" * 32, environment=FAKE_ENV).to_dict()
         )
+
+
+def test_small_contributions_are_grouped_by_kind_and_no_unnamed_line_holds_over_a_tenth():
+    """The H200 case of issue 37: a route whose decode step is one large partition, 29 small ones, CPU
+    nodes between them and copies across the boundary. Before, 29 smaller contributions held 90 % of
+    the difference on one unnamed line while "named" said 100 %."""
+    ov = "OpenVINOExecutionProvider"
+    a = _phase(10.0, {"iterator": ([("MatMulNBits", CPU, 7870, 0)], 8000)})
+    nodes = [("OpenVINO-EP-subgraph_0", ov, 3950, 0)]
+    nodes += [(f"OpenVINO-EP-subgraph_{i}", ov, 400 + 10 * i, 0) for i in range(1, 22)]  # 21 small partitions
+    nodes += [(f"Cast_{i}", CPU, 120, 0) for i in range(4)]  # CPU nodes between the partitions
+    nodes += [("MemcpyToHost", CPU, 300, 1000), ("MemcpyFromHost", ov, 300, 1000)]
+    b = _phase(25.0, {"iterator": (nodes, 23000)})
+    diff = phase_difference(a, b, "config", "ep=openvino")
+    layout = diff.layout()
+    unnamed = [g for g in layout.groups]
+    assert unnamed and all(abs(g.delta_ms) <= 0.10 * abs(diff.delta_ms) for g in unnamed)
+    kinds = {g.kind for g in layout.groups}
+    assert "OpenVINO partitions" in kinds
+    # every contribution is on a named line or in a group, once
+    assert len(layout.named) + sum(g.count for g in layout.groups) == len(diff.contributions)
+    total = sum(c.delta_ms for c in layout.named) + sum(g.delta_ms for g in layout.groups) + diff.host.delta_ms
+    assert total == pytest.approx(diff.delta_ms)
+    named_pct = 100 * sum(c.delta_ms for c in layout.named) / diff.delta_ms
+    assert layout.named_pct == pytest.approx(named_pct) and named_pct < 100
+    text = "\n".join(difference_lines(diff))
+    assert "smaller contributions: OpenVINO partitions" in text
+    assert f"named stages/operators/copies: {named_pct:.0f} % of the difference; grouped by kind" in text
+    assert " smaller contributions " not in text  # no unnamed lump of every kind
+
+
+def test_without_a_difference_nothing_is_promoted_and_nothing_divides_by_zero():
+    a = _phase(1.0, {"iterator": ([("Add", CPU, 100, 0)] * 12, 1300)})
+    diff = phase_difference(a, a, "config", "config")
+    assert diff.layout().named_pct is None
+    assert "named" not in "\n".join(difference_lines(diff))

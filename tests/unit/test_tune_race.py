@@ -229,3 +229,49 @@ def test_a_failed_config_route_ends_the_race_with_no_verdict_not_a_crash():
     assert v.kind == NO_VERDICT and "the child exited 1" in v.text
     rows = standings(r, [], {})
     assert {row.route for row in rows} == set(SPEEDS) and all(row.status == "dropped" for row in rows)
+
+
+def test_no_round_within_the_budget_is_no_verdict_not_a_speed_claim():
+    r, fake = race(SPEEDS, budget=Budget(tokens=TOKENS_PER_INVOCATION))  # less than one round of 4 routes
+    assert r.rounds == 0 and sum(fake.invocations.values()) == 0
+    v = verdict(r, {}, "decode")
+    assert v.kind == NO_VERDICT and v.winner == CONFIG_LABEL
+    assert v.text.startswith("no verdict: the budget ran out before racing (no round ran; 3 route(s)")
+
+
+def test_one_round_is_no_verdict_either():
+    r, _ = race(SPEEDS, budget=Budget(tokens=TOKENS_PER_INVOCATION * 4 + 1))
+    assert r.rounds == 1
+    v = verdict(r, {}, "decode")
+    assert v.kind == NO_VERDICT and "1 round ran" in v.text
+
+
+def test_only_config_left_needs_no_round():
+    r, _ = race({CONFIG_LABEL: 100.0}, budget=Budget(tokens=1))
+    assert verdict(r, {}, "decode").kind == SHIP_CONFIG
+
+
+def test_looking_after_every_round_is_corrected_for():
+    """Routes as fast as the leader: looked at after every round of up to 20, the uncorrected 95 %
+    interval drops one of them in many races; at the Bonferroni level over the looks, at most 5 %."""
+    equal = {CONFIG_LABEL: 100.0, "ep=a": 150.0, "ep=b": 150.0, "ep=c": 150.0}
+    races = 40
+
+    def wrongly_dropped(uncorrected: bool) -> int:
+        n = 0
+        for seed in range(races):
+            fake = FakeRounds(equal, noise=0.05, seed=seed)
+            settings = RaceSettings(DECODE, Budget(seconds=10_000), seed, max_rounds=20)
+            r = Race(list(equal), settings, fake, clock=fake.clock)
+            if uncorrected:
+                r.look_confidence = lambda: 0.95  # type: ignore[method-assign]
+            r.run()
+            n += any(x in r.dropped for x in ("ep=a", "ep=b", "ep=c"))
+        return n
+
+    corrected = wrongly_dropped(False)
+    assert corrected <= 0.05 * races * 3  # 3 routes, each at most ALPHA over the race
+    assert wrongly_dropped(True) > corrected
+    assert RaceSettings(DECODE, Budget(seconds=1)).max_rounds == 30
+    r, _ = race(SPEEDS)
+    assert r.look_confidence() == pytest.approx(1 - 0.05 / 29)  # looks after rounds 2..30

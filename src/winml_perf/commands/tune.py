@@ -51,7 +51,11 @@ def tune_command(
         float | None, typer.Option(metavar="MS", help="Constraint: a route's TTFT median at most this.")
     ] = None,
     budget: Annotated[
-        str, typer.Option(metavar="300s|20000tok", help="Wall time or tokens the tune may spend.")
+        str,
+        typer.Option(
+            metavar="300s|20000tok",
+            help="Wall time or tokens the race may spend (preparing and checking the routes come before it).",
+        ),
     ] = "300s",
     min_placement: Annotated[
         float,
@@ -144,7 +148,8 @@ def tune_command(
         print(table_text(outcome.standings, metric), end="")
         print(
             f"\n{race.rounds} round(s), {race.tokens} tokens, {race.elapsed_s():.0f} s"
-            f" of {request.budget.describe()}; stopped: {race.stopped}"
+            f" of {request.budget.describe()} (after {outcome.preparation_s:.0f} s of preparation and checks);"
+            f" stopped: {race.stopped}"
         )
         print(f"verdict: {outcome.verdict.text}")
     sys.stdout.flush()

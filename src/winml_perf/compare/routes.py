@@ -218,10 +218,12 @@ def _rounds(samples: Sequence[MeasuredSample], metric: str) -> dict[int, list[fl
 
 
 def invocation_ratio(
-    baseline_rounds: Mapping[int, Sequence[float]], candidate_rounds: Mapping[int, Sequence[float]]
+    baseline_rounds: Mapping[int, Sequence[float]],
+    candidate_rounds: Mapping[int, Sequence[float]],
+    confidence: float = sig.CONFIDENCE_LEVEL,
 ) -> sig.RatioCI:
     """candidate / baseline over paired invocations (keys: the invocation round both ran): the
-    median of the per-pair ratios of medians with stats.paired_ratio's interval."""
+    median of the per-pair ratios of medians with stats.paired_ratio's interval (at ``confidence``)."""
     from winml_perf.stats import paired_ratio
 
     common = sorted(
@@ -233,7 +235,7 @@ def invocation_ratio(
     n_c = sum(len(candidate_rounds[k]) for k in common)
     if not common:
         return sig.RatioCI(math.nan, math.nan, math.nan, 0, n_b, n_c, 0)
-    r = paired_ratio([candidate_rounds[k] for k in common], [baseline_rounds[k] for k in common])
+    r = paired_ratio([candidate_rounds[k] for k in common], [baseline_rounds[k] for k in common], confidence)
     return sig.RatioCI(r.estimate, r.low, r.high, r.pairs, n_b, n_c, 0)
 
 

@@ -17,6 +17,10 @@ from typing import TypedDict
 from winml_perf.explain.breakdown import PhaseBreakdown, phases_from_dict
 
 HOST = "host, outside every session (sampling, KV cache, runtime copies)"
+#: No line that names nothing (a group of small contributions) holds more than this share of a difference.
+MAX_UNNAMED_SHARE = 0.10
+COPIES = "copies across the partition boundary"
+OUTSIDE = "stages' time outside operators"
 
 
 @dataclass(frozen=True)
@@ -46,12 +50,85 @@ class Difference:
 
     @property
     def named_ms(self) -> float:
+        """Every stage and operator contribution together (all but the host): with the host, the difference."""
         return sum(c.delta_ms for c in self.contributions)
 
     @property
     def named_pct(self) -> float | None:
-        """Share of the difference the named causes account for (None when there is no difference)."""
+        """Share of the difference the stages' and operators' contributions account for together (None
+        when there is no difference); what the text calls "named" is Layout.named_pct: only named lines."""
         return None if self.delta_ms == 0 else 100.0 * self.named_ms / self.delta_ms
+
+    def layout(self, top: int = 8, max_unnamed_share: float = MAX_UNNAMED_SHARE) -> Layout:
+        """The lines to print: the ``top`` largest contributions by name, the rest grouped by kind
+        (kind_of), and a group's largest members named too while the group would hold more than
+        ``max_unnamed_share`` of the difference, so that no unnamed line holds more."""
+        named = list(self.contributions[:top])
+        rest = list(self.contributions[top:])
+        kinds = kind_names(self.contributions)
+        limit = abs(self.delta_ms) * max_unnamed_share
+        while True:
+            groups: dict[str, list[Contribution]] = {}
+            for c in rest:
+                groups.setdefault(kind_of(c, kinds), []).append(c)
+            over = [members for members in groups.values() if abs(sum(c.delta_ms for c in members)) > limit]
+            if not over or not self.delta_ms:
+                break
+            largest = max(over[0], key=lambda c: abs(c.delta_ms))
+            rest.remove(largest)
+            named.append(largest)
+        named.sort(key=lambda c: (-abs(c.delta_ms), c.label))
+        grouped = tuple(
+            Group(kind, len(members), sum(c.delta_ms for c in members))
+            for kind, members in sorted(groups.items(), key=lambda kv: -abs(sum(c.delta_ms for c in kv[1])))
+        )
+        return Layout(self, tuple(named), grouped)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Small contributions of one kind, on one line."""
+
+    kind: str
+    count: int
+    delta_ms: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How a difference prints: named lines, groups of small ones by kind, the host."""
+
+    diff: Difference
+    named: tuple[Contribution, ...]
+    groups: tuple[Group, ...]
+
+    @property
+    def named_pct(self) -> float | None:
+        """Share of the difference on named lines only (None when there is no difference)."""
+        d = self.diff.delta_ms
+        return None if d == 0 else 100.0 * sum(c.delta_ms for c in self.named) / d
+
+    @property
+    def grouped_pct(self) -> float | None:
+        d = self.diff.delta_ms
+        return None if d == 0 else 100.0 * sum(g.delta_ms for g in self.groups) / d
+
+
+def kind_names(contributions: tuple[Contribution, ...]) -> bool:
+    """Whether any contribution ran on an EP other than CPU (then CPU nodes sit between partitions)."""
+    return any(c.eps and c.eps != "CPU" for c in contributions)
+
+
+def kind_of(c: Contribution, partitioned: bool) -> str:
+    """The kind a small contribution is grouped by: copies, time outside operators, CPU nodes (between
+    partitions when another EP holds some), or one EP's partitions (per EP, or per move between EPs)."""
+    if c.is_copy:
+        return COPIES
+    if not c.eps:
+        return OUTSIDE
+    if c.eps == "CPU":
+        return "CPU nodes between partitions" if partitioned else "CPU operators"
+    return f"{c.eps} partitions"
 
 
 def short_ep(name: str) -> str:

@@ -89,14 +89,18 @@ def difference_lines(diff: Difference, top: int = TOP_CONTRIBUTIONS) -> list[str
         f"  {diff.label_b} vs {diff.label_a}, {title}: {_signed_ms(diff.delta_ms)} "
         f"({diff.wall_a_ms:.3f} → {diff.wall_b_ms:.3f} ms), of which"
     ]
-    shown = diff.contributions[:top]
-    lines += [_contribution(c) for c in shown]
-    rest = diff.contributions[top:]
-    if rest:
-        lines.append(f"    {len(rest)} smaller contributions{'':<42} {_signed_ms(sum(c.delta_ms for c in rest))}")
+    layout = diff.layout(top)
+    lines += [_contribution(c) for c in layout.named]
+    for g in layout.groups:
+        what = f"{g.count} smaller contribution{'s' if g.count != 1 else ''}: {g.kind}"
+        lines.append(f"    {what:<64} {_signed_ms(g.delta_ms)}")
     lines.append(f"    {diff.host.label:<64} {_signed_ms(diff.host.delta_ms)}")
-    if diff.named_pct is not None:
-        lines.append(f"    named stages/operators/copies: {diff.named_pct:.0f} % of the difference")
+    if layout.named_pct is not None:
+        grouped = f"; grouped by kind {layout.grouped_pct:.0f} %" if layout.groups else ""
+        host = 100.0 * diff.host.delta_ms / diff.delta_ms
+        lines.append(
+            f"    named stages/operators/copies: {layout.named_pct:.0f} % of the difference{grouped}; host {host:.0f} %"
+        )
     return lines
 
 

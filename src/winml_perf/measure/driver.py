@@ -128,23 +128,26 @@ class CellDriver:
         invocation, then apply the stopping rule; None when the batch failed."""
         inv = self.state.invocations[-1]
         policy = self.cell.iterations
-        done = len(self.state.samples) if policy.adaptive else len(inv.samples)
+        done = sum(len(i.samples) for i in self.state.invocations) if policy.adaptive else len(inv.samples)
         try:
             reply = self.call(host.run_batch, stopping.next_batch(policy, done, batch), round_index, rewarm)
         except ChildFailure as exc:
             self.fail(exc, "measure")
             return None
-        inv.samples += [replace(s, invocation=inv.index) for s in reply.samples]
+        self.state.add(inv, [replace(s, invocation=inv.index) for s in reply.samples])
         self.state.energy_readings += energy.readings_of_batch(reply.samples, reply.energy_marks, inv.index)
         if self.cell.iterations.duration_s is not None:
             self.state.timeline.append(energy.timeline_point(self.state.measure_s, reply, getattr(host, "pid", None)))
         inv.measure_s += reply.wall_s
         self.state.measure_s += reply.wall_s
         self.state.batches += 1
-        values = self.state.values()
         planned = None if policy.adaptive or policy.duration_s else policy.iterations * policy.invocations
-        self.context.progress.cell_advanced(
-            self.cell.key, len(values), planned, self.cell.primary_metric, stats.median(values)
+        self.context.progress.cell_advanced(  # running figures: O(1) per batch, never a pass over the samples
+            self.cell.key,
+            sum(map(len, self.state.per_invocation())),
+            planned,
+            self.cell.primary_metric,
+            self.state.running_median(),
         )
         decision = self._decide(inv)
         if decision.action == "stop":

@@ -19,8 +19,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
+from winml_perf.measure.cell_progress import RunningValues, sorted_median
 from winml_perf.model.spec import IterationPolicy
-from winml_perf.stats import median_interval, next_repetition, variance_components
+from winml_perf.stats import median_ci_ranks, median_interval, next_repetition, variance_components
+from winml_perf.stats.hierarchical import Coverage, Interval
+from winml_perf.stats.repetition import VarianceComponents, components_from_moments
 from winml_perf.support.human_numbers import fixed
 
 STOP_ITERATIONS = "iterations"
@@ -41,8 +46,35 @@ class Decision:
 
 
 def half_width_pct(invocations: Sequence[Sequence[float]]) -> float:
-    """The ±% of the interval the record reports for these samples (see median_interval)."""
-    return median_interval(invocations).half_width_pct
+    """The ±% of the interval the record reports for these samples (see median_interval).
+
+    A running cell's invocations (cell_progress.RunningValues) keep their finite values sorted: the
+    interval then comes from their order statistics and medians directly, the same figure
+    median_interval computes (one invocation: its median and the two binomial ranks; several: the
+    invocations' medians), without a pass over the samples."""
+    if not all(isinstance(v, RunningValues) for v in invocations):
+        return median_interval(invocations).half_width_pct
+    running = [v for v in invocations if isinstance(v, RunningValues) and v.ordered]
+    if len(running) >= 2:
+        return median_interval([[v.median()] for v in running]).half_width_pct
+    ordered = running[0].ordered if running else []
+    ranks = median_ci_ranks(len(ordered))
+    lo, hi = (math.nan, math.nan) if ranks is None else (ordered[ranks[0] - 1], ordered[ranks[1] - 1])
+    cover = Coverage(("iterations",), 1, len(ordered))
+    return Interval(
+        sorted_median(ordered), float(lo), float(hi), 0.95, "order_statistics_iterations", cover
+    ).half_width_pct
+
+
+def _components(invocations: Sequence[Sequence[float]]) -> VarianceComponents:
+    """variance_components of the invocations; from each running invocation's kept moments when
+    the cell keeps them (a finished invocation's never change; the current one's cost O(its size))."""
+    running = [v for v in invocations if isinstance(v, RunningValues) and v.ordered]
+    if len(running) != len(invocations) or len(running) < 2 or sum(len(v.ordered) for v in running) <= len(running):
+        return variance_components(invocations)  # the values themselves (and its errors)
+    moments = [v.moments() for v in running]
+    sizes = np.array([len(v.ordered) for v in running], dtype=float)
+    return components_from_moments(sizes, np.array([m for m, _ in moments]), [ss for _, ss in moments])
 
 
 def decide(
@@ -85,7 +117,7 @@ def decide(
         return _new_invocation(policy, k, f"invocation {k} has {here} iterations; {wanted}", half)
     if total <= k:  # one iteration per invocation: no within-invocation variance to weigh yet
         return Decision("iteration", "no invocation has a repeated iteration yet", half)
-    components = variance_components(invocations)
+    components = _components(invocations)
     c1, c2 = max(iteration_cost_s, 1e-9), max(invocation_cost_s, 0.0)
     if math.isnan(half):
         half = half_width_pct(invocations)

@@ -56,8 +56,23 @@ def variance_components(invocations: Sequence[Values]) -> VarianceComponents:
             f"invocations, {int(n_total)} iterations)"
         )
     means = np.array([a.mean() for a in invs])
+    return components_from_moments(sizes, means, [((a - m) ** 2).sum() for a, m in zip(invs, means)])
+
+
+def invocation_moments(values: np.ndarray) -> tuple[float, float]:
+    """(mean, sum of squared deviations from it) of one invocation's finite values, computed as
+    variance_components computes them (a running cell keeps them for its finished invocations)."""
+    m = values.mean()
+    return m, ((values - m) ** 2).sum()
+
+
+def components_from_moments(sizes: np.ndarray, means: np.ndarray, squares: Sequence[float]) -> VarianceComponents:
+    """variance_components from each invocation's size, mean and sum of squared deviations (in the
+    invocations' order): the same arithmetic, without the values."""
+    n_total = float(sizes.sum())
+    k = len(means)
     grand = float((sizes * means).sum() / n_total)
-    ss_within = float(sum(((a - m) ** 2).sum() for a, m in zip(invs, means)))
+    ss_within = float(sum(squares))
     ss_between = float((sizes * (means - grand) ** 2).sum())
     ms_within = ss_within / (n_total - k)
     ms_between = ss_between / (k - 1)

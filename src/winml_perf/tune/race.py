@@ -144,9 +144,10 @@ class Race:
         if self.rounds >= s.max_rounds:
             return f"--max-rounds {s.max_rounds} reached"
         if len(others) == 1 and self.rounds >= s.min_rounds:
-            sp = self.speedup(others[0])
+            level = self.look_confidence()  # this is a look too: the same correction as a drop
+            sp = self.speedup(others[0], confidence=level)
             if sp.better or sp.worse:
-                return f"{others[0]} against config has a side at 95 %"
+                return f"{others[0]} against config has a side at {level:.2%} (95 % over the race's looks)"
         _, tokens, routes = self._last_round
         n = len(self.alive)
         if s.budget.seconds is not None:
@@ -168,12 +169,16 @@ class Race:
     def series(self, label: str, metric: str) -> dict[int, list[float]]:
         return {k: list(v[metric]) for k, v in self.data[label].items() if metric in v and len(v[metric])}
 
-    def speedup(self, label: str, against: str = CONFIG_LABEL, metric: str | None = None) -> Speedup:
-        """``label`` over ``against`` on the objective (or ``metric``), oriented so > 1 is better."""
+    def speedup(
+        self, label: str, against: str = CONFIG_LABEL, metric: str | None = None, confidence: float | None = None
+    ) -> Speedup:
+        """``label`` over ``against`` on the objective (or ``metric``), oriented so > 1 is better; its
+        interval at ``confidence`` (default 95 %: what the table and the verdict state)."""
         metric = metric or self.settings.objective
         if label == against:
             return Speedup(1.0, 1.0, 1.0, self.rounds)
-        ci = invocation_ratio(self.series(against, metric), self.series(label, metric))
+        level = sig.CONFIDENCE_LEVEL if confidence is None else confidence
+        ci = invocation_ratio(self.series(against, metric), self.series(label, metric), level)
         s, lo, hi = sig.speedup_ci(ci, bigger_is_better(metric))
         return Speedup(s, lo, hi, ci.rounds)
 
@@ -215,14 +220,27 @@ class Race:
                         f"TTFT {human(ttft[0])} ms [{human(ttft[1])}, {human(ttft[2])}] lies above --max-ttft-ms {bound:g}",
                     )
         lead = self.leader()
+        level = self.look_confidence()
         for label in [x for x in self.alive if x not in (CONFIG_LABEL, lead)]:
-            sp = self.speedup(label, lead)
+            sp = self.speedup(label, lead, confidence=level)
             if sp.worse:
                 self._drop(
                     label,
-                    f"worse than {lead}: {fixed(sp.estimate, 2)}× [{fixed(sp.low, 2)}, {fixed(sp.high, 2)}]"
-                    f" over {sp.pairs} paired invocations (round {self.rounds})",
+                    f"worse than {lead}: {fixed(sp.estimate, 2)}× [{fixed(sp.low, 2)}, {fixed(sp.high, 2)}] at {level:.2%}"
+                    f" (95 % over the race's looks) over {sp.pairs} paired invocations (round {self.rounds})",
                 )
+
+    def looks(self) -> int:
+        """How often the race may look at a route's interval to drop it: after every round from
+        min_rounds to max_rounds."""
+        s = self.settings
+        return max(1, s.max_rounds - max(s.min_rounds, 1) + 1)
+
+    def look_confidence(self) -> float:
+        """The level of each look's interval: Bonferroni over the race's looks, so that a route no
+        worse than the leader is dropped at most ALPHA of the time over the whole race, however
+        many rounds it is looked at (peeking after every round otherwise raises that rate)."""
+        return 1.0 - sig.ALPHA / self.looks()
 
     def _drop(self, label: str, why: str) -> None:
         if label in self.alive:

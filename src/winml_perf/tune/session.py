@@ -54,6 +54,7 @@ class TuneOutcome:
     store_errors: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
     interrupted: int | None = None
+    preparation_s: float = 0.0  # preparing, placement and equivalence checks: before the race, outside --budget
 
     def to_dict(self, request: TuneRequest) -> dict:
         return {
@@ -64,7 +65,8 @@ class TuneOutcome:
             "seed": request.seed,
             "rounds": self.race.rounds,
             "tokens": self.race.tokens,
-            "elapsed_s": round(self.race.elapsed_s(), 3),
+            "elapsed_s": round(self.race.elapsed_s(), 3),  # the race's own clock (what --budget counts)
+            "preparation_s": round(self.preparation_s, 3),
             "stopped": self.race.stopped,
             "interrupted": self.interrupted,
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
@@ -174,7 +176,11 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
     survivors, pruned = prune(settings, candidates, _stage_paths(request.bundle), say)
     equivalence = {s.label: s.equivalence for s in survivors}
     said = " (each with its reason in the standings)" if pruned else ""
-    say(f"tune: {len(survivors)} route(s) to race, {len(pruned)} pruned{said}, after {time.monotonic() - t0:.1f} s")
+    preparation_s = time.monotonic() - t0
+    say(
+        f"tune: {len(survivors)} route(s) to race, {len(pruned)} pruned{said}, after {preparation_s:.1f} s of"
+        " preparation and checks (outside --budget: the budget is the race's)"
+    )
     shape = Shape(prompt_tokens, request.max_new_tokens, request.iterations, request.warmup)
     metrics = tuple(dict.fromkeys((metric, TTFT_METRIC)))
     store = None
@@ -201,8 +207,10 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
         measure,
         on_round=lambda r: say(progress_line(r)),
     )
-    race.started = t0  # the budget counts from the start, pruning included
+    # the budget counts from here: preparing the routes and judging their equivalence is paid once,
+    # before the race, and printed above; the budget buys paired measurements
     outcome = TuneOutcome([], None, pruned, race, store=None if store is None else store.display)
+    outcome.preparation_s = preparation_s
     try:
         race.run()
     except KeyboardInterrupt as exc:

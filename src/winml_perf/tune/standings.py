@@ -16,7 +16,7 @@ from winml_perf.tune.race import Race, Speedup
 
 #: Verdict.kind values.
 SHIP_CONFIG, WINNER, NO_BETTER, TIED = "ship config", "winner", "no route beats config", "tied"
-NO_VERDICT = "no verdict"  # config, the reference of every ratio, failed
+NO_VERDICT = "no verdict"  # config, the reference of every ratio, failed; or no paired measurement to judge by
 
 
 @dataclass(frozen=True)
@@ -100,8 +100,16 @@ def verdict(race: Race, equivalence: Mapping[str, str | None], objective_word: s
             CONFIG_LABEL,
             f"no verdict: config, the reference of every ratio, failed ({race.dropped[CONFIG_LABEL]})",
         )
-    lead = race.leader()
     others = [x for x in race.alive if x != CONFIG_LABEL]
+    if others and race.rounds < 2:  # no route has an interval against config: nothing was decided by measuring
+        measured = "no round ran" if not race.rounds else "1 round ran; an interval needs 2 paired invocations"
+        return Verdict(
+            NO_VERDICT,
+            CONFIG_LABEL,
+            f"no verdict: the budget ran out before racing ({measured}; {len(others)} route(s) besides config"
+            f" left to race{'' if race.stopped is None else ', stopped: ' + race.stopped})",
+        )
+    lead = race.leader()
     if lead == CONFIG_LABEL:
         if not others:
             return Verdict(SHIP_CONFIG, CONFIG_LABEL, "ship config: every other route was pruned or shown worse")
