@@ -25,7 +25,7 @@ from typing import Any
 
 from winml_perf.model.equivalence import Equivalence
 from winml_perf.model.perplexity import Perplexity, PerplexityDifference, PerplexityText
-from winml_perf.support.errors import BenchmarkFailure, BundleError
+from winml_perf.support.errors import BenchmarkFailure, UsageError
 
 #: The text scored when --perplexity names no file (src/winml_perf/data/README.md says where it comes from).
 DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "data" / "coriolanus-act1.txt"
@@ -48,17 +48,25 @@ def chunk_text(bundle: str | Path, text_path: Path, chunk: int) -> Chunks:
     from winml_perf.session.genai_session import GenaiSession
     from winml_perf.stats.perplexity import chunk_spans, scored_per_chunk
 
+    raw = load_config(Path(bundle)).raw["model"]
+    context = raw.get("context_length")
+    if isinstance(context, int) and chunk > context:
+        raise UsageError(
+            f"--perplexity-chunk {chunk}: longer than the model's context_length {context} "
+            f"({Path(bundle) / 'genai_config.json'})",
+            f"pass --perplexity-chunk {min(context, DEFAULT_CHUNK)} or less",
+        )
     data = text_path.read_bytes()
     text = data.decode("utf-8")
     with GenaiSession(bundle) as session:
         tokens = session.encode(text)
         probe = session.encode("The")
-    bos_id = load_config(Path(bundle)).raw["model"].get("bos_token_id")
+    bos_id = raw.get("bos_token_id")
     bos = bos_id is not None and bool(probe) and probe[0] == bos_id and (not tokens or tokens[0] == bos_id)
     spans = chunk_spans(len(tokens), chunk)
     if not spans:
-        raise BundleError(
-            f"{text_path}: {len(tokens)} tokens, fewer than one chunk of {chunk} (--perplexity-chunk)",
+        raise UsageError(
+            f"--perplexity-text {text_path}: {len(tokens)} tokens, fewer than one chunk of {chunk} (--perplexity-chunk)",
             "pass a longer text, or a smaller --perplexity-chunk",
         )
     chunks = []
