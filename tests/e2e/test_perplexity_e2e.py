@@ -51,7 +51,16 @@ def test_a_route_against_an_identical_reference_reads_ratio_one_exactly(bundle, 
     ref = tmp_path / "copy"
     shutil.copytree(bundle, ref, ignore=shutil.ignore_patterns("_compiled"))
     result = run_winml(
-        "perf", bundle, "--route", "config", "--perplexity", "--perplexity-chunk", "256", "--reference-bundle", ref, *RUN
+        "perf",
+        bundle,
+        "--route",
+        "config",
+        "--perplexity",
+        "--perplexity-chunk",
+        "256",
+        "--reference-bundle",
+        ref,
+        *RUN,
     )
     route = _routes(result)["config"]
     diff = route["equivalence"]["perplexity"]

@@ -155,7 +155,7 @@ class PerfRequest:
     equivalence: bool | None = None  # teacher-forced equivalence; None: on with 2+ routes or a reference bundle
     reference_bundle: Path | None = None  # --reference-bundle: judge every route against this bundle
     reference_route: str | None = None  # --reference ROUTE: judge every other route against this one of the run's
-    perplexity: Path | None = None  # --perplexity [FILE]: each route's perplexity over this text (measure/perplexity.py)
+    perplexity: Path | None = None  # --perplexity: each route's perplexity over this text (measure/perplexity.py)
     perplexity_chunk: int = 512  # --perplexity-chunk N: tokens per chunk
     strict: bool = False
     allow_uncompiled: bool = False  # --compile: measure a failed compile's route, labelled (uncompiled)

@@ -120,11 +120,15 @@ def chunk_nlls(folder: str | Path, chunks: Chunks) -> tuple[list[float], str]:
     for s in stages:
         ep, options = _stage_ep(s)
         try:
-            sessions.append((s, ep, open_session(folder / s.filename, ep, options, stage_session_entries(config, s.name))))
+            sessions.append(
+                (s, ep, open_session(folder / s.filename, ep, options, stage_session_entries(config, s.name)))
+            )
         except BenchmarkFailure:
             raise
         except Exception as exc:  # onnxruntime raises its own types with the EP's message
-            raise BenchmarkFailure(f"{s.filename} on {ep}: {_first_line(exc)}", "its perplexity is not measured") from exc
+            raise BenchmarkFailure(
+                f"{s.filename} on {ep}: {_first_line(exc)}", "its perplexity is not measured"
+            ) from exc
     out: list[float] = []
     for chunk in chunks.chunks:
         tensors: dict[str, Any] = {}
@@ -161,7 +165,9 @@ def route_perplexity(folder: str | Path, chunks: Chunks) -> Perplexity:
     nlls, how = chunk_nlls(folder, chunks)
     est = perplexity(nlls)
     ms = round((time.perf_counter() - t0) * 1000.0, 3)
-    return Perplexity(chunks.text, est.perplexity, est.low, est.high, est.confidence, est.mean_nll, tuple(nlls), ms, how)
+    return Perplexity(
+        chunks.text, est.perplexity, est.low, est.high, est.confidence, est.mean_nll, tuple(nlls), ms, how
+    )
 
 
 def difference(route: Perplexity, reference: Perplexity, reference_label: str) -> PerplexityDifference:
@@ -253,7 +259,9 @@ def attach_perplexity(
             route = replace(route, equivalence=replace(route.equivalence, perplexity=diff))
         out.append(replace(r, route=route))
     if ref_label and reference is None and ref_label in failed:
-        print(f"perplexity: no ratio: the reference {ref_label} was not measured ({failed[ref_label]})", file=sys.stderr)
+        print(
+            f"perplexity: no ratio: the reference {ref_label} was not measured ({failed[ref_label]})", file=sys.stderr
+        )
     n = len(measured)
     print(
         f"perplexity: {n} pass(es) of {chunks.text.chunks} x {chunk} tokens ({chunks.text.tokens} tokens of "

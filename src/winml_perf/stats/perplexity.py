@@ -106,7 +106,9 @@ def perplexity(chunk_nlls: Sequence[float], confidence: float = CONFIDENCE) -> P
     mean = float(v.mean())
     half = _t_half(v, confidence)
     sd = float(np.std(v, ddof=1)) if len(v) > 1 else math.nan
-    return PerplexityEstimate(math.exp(mean), math.exp(mean - half), math.exp(mean + half), mean, sd, len(v), confidence)
+    return PerplexityEstimate(
+        math.exp(mean), math.exp(mean - half), math.exp(mean + half), mean, sd, len(v), confidence
+    )
 
 
 @dataclass(frozen=True)
