@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import TINY_FLAT, TINY_PIPELINE, run_winml
+from tests.conftest import BUNDLES, TINY_FLAT, TINY_PIPELINE, run_winml
 from winml_perf.measure.perplexity import DEFAULT_TEXT
 
 pytestmark = pytest.mark.e2e
@@ -21,6 +21,7 @@ RUN = (
     *("--no-store", "--format", "json", "-q"),
 )
 TINY_TOKENS = 12785  # the packaged text under tiny-qwen2's tokenizer
+TINY_NPU = BUNDLES / "tiny-qwen2-npu"
 
 
 def _routes(result) -> dict[str, dict]:
@@ -104,3 +105,13 @@ def test_a_text_shorter_than_one_chunk_exits_2(tmp_path):
     text.write_text("First Citizen: Before we proceed any further, hear me speak.", encoding="utf-8")
     result = run_winml("perf", TINY_FLAT, "--perplexity-text", text, *RUN)
     assert result.returncode == 2 and "fewer than one chunk of 512" in result.stderr
+
+
+def test_a_stage_with_static_shapes_leaves_the_route_not_measured_and_says_why():
+    # the NPU-style bundle's context stage takes exactly 16 tokens: a chunk of 64 cannot go through
+    result = run_winml("perf", TINY_NPU, "--perplexity", "--perplexity-chunk", "64", *RUN)
+    route = _routes(result)["config"]
+    assert "perplexity" not in route
+    assert "cannot take a chunk of 64 tokens" in route["perplexity_not_measured"]
+    assert "context (transformer_context.onnx" in route["perplexity_not_measured"]
+    assert "perplexity: config not measured: context" in result.stderr

@@ -230,16 +230,22 @@ def attach_perplexity(
     ref_label = reference_label(routes, reference_bundle, reference_route)
     measured: dict[str, Perplexity] = {}
     failed: dict[str, str] = {}
-    for r in routes:
-        try:
-            measured[r.label] = route_perplexity(r.session.path, chunks)
-        except BenchmarkFailure as exc:
-            failed[r.label] = exc.message
+    by_folder: dict[Path, Perplexity | str] = {}  # one pass per folder: a reference bundle that is a route's own
+    todo = [(r.label, Path(r.session.path)) for r in routes]
     if reference_bundle:
-        try:
-            measured[ref_label or ""] = route_perplexity(reference_bundle, chunks)
-        except BenchmarkFailure as exc:
-            failed[ref_label or ""] = exc.message
+        todo.append((ref_label or "", Path(reference_bundle)))
+    for label, folder in todo:
+        key = folder.resolve()
+        if key not in by_folder:
+            try:
+                by_folder[key] = route_perplexity(folder, chunks)
+            except BenchmarkFailure as exc:
+                by_folder[key] = exc.message
+        done = by_folder[key]
+        if isinstance(done, Perplexity):
+            measured[label] = done
+        else:
+            failed[label] = done
     reference = measured.get(ref_label) if ref_label else None
     if reference_bundle and reference is not None:
         print(perplexity_line(str(ref_label), reference, None), file=sys.stderr)
@@ -262,7 +268,7 @@ def attach_perplexity(
         print(
             f"perplexity: no ratio: the reference {ref_label} was not measured ({failed[ref_label]})", file=sys.stderr
         )
-    n = len(measured)
+    n = sum(isinstance(v, Perplexity) for v in by_folder.values())
     print(
         f"perplexity: {n} pass(es) of {chunks.text.chunks} x {chunk} tokens ({chunks.text.tokens} tokens of "
         f"{chunks.text.name}) in {time.perf_counter() - t0:.1f} s, outside the timed iterations",
