@@ -352,7 +352,7 @@ def perf(
             "--perplexity-chunk",
             metavar="N",
             rich_help_panel=WORKLOAD,
-            help="Tokens per --perplexity chunk (the second half of each is scored). Default 512.",
+            help="Tokens per --perplexity chunk (the second half of each is scored; at most the model's context_length).",
         ),
     ] = 512,
     check_outputs: Annotated[
