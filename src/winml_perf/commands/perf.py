@@ -340,6 +340,34 @@ def perf(
             help="Judge every other route against this one of the run's routes (e.g. ep=cpu); default config.",
         ),
     ] = None,
+    perplexity: Annotated[
+        bool,
+        typer.Option(
+            "--perplexity",
+            metavar="",
+            rich_help_panel=WORKLOAD,
+            help="Each route's perplexity over a fixed English text (Coriolanus Act 1, packaged) and its ratio "
+            "to the reference's, with 95 % intervals, before measuring (docs/equivalence.md).",
+        ),
+    ] = False,
+    perplexity_text: Annotated[
+        Path | None,
+        typer.Option(
+            "--perplexity-text",
+            metavar="FILE",
+            rich_help_panel=WORKLOAD,
+            help="Score this UTF-8 text instead of the packaged one (implies --perplexity).",
+        ),
+    ] = None,
+    perplexity_chunk: Annotated[
+        int,
+        typer.Option(
+            "--perplexity-chunk",
+            metavar="N",
+            rich_help_panel=WORKLOAD,
+            help="Tokens per --perplexity chunk (the second half of each is scored; at most the model's context_length).",
+        ),
+    ] = 512,
     check_outputs: Annotated[
         bool,
         typer.Option(
@@ -652,6 +680,8 @@ def perf(
         check_outputs=check_outputs,
         equivalence=equivalence,
         reference_bundle=_reference_bundle(reference_bundle, equivalence, chosen.token_based, bundle),
+        perplexity=_perplexity_text(perplexity, perplexity_text, perplexity_chunk, chosen.token_based),
+        perplexity_chunk=perplexity_chunk,
         reference_route=_reference_route(
             reference, _routes(route or [], ep, device, stages), reference_bundle, equivalence, chosen.token_based
         ),
@@ -810,6 +840,29 @@ def _series_label(name: str | None) -> str | None:
             f"--series {name!r} is not a series name", "give a short name on one line, e.g. --series qwen2.5-0.5b-int4"
         )
     return text
+
+
+def _perplexity_text(asked: bool, text: Path | None, chunk: int, token_based: bool) -> Path | None:
+    """--perplexity / --perplexity-text FILE: the text to score (the packaged one without FILE), readable
+    UTF-8; None when neither was given; else exit 2."""
+    from winml_perf.measure.perplexity import DEFAULT_CHUNK, DEFAULT_TEXT
+
+    if not asked and text is None:
+        if chunk != DEFAULT_CHUNK:
+            raise UsageError("--perplexity-chunk needs --perplexity", "add --perplexity, or drop --perplexity-chunk")
+        return None
+    if not token_based:
+        raise UsageError("--perplexity needs a genai bundle (its tokenizer)", "drop --perplexity, or --runtime winml")
+    path = text if text is not None else DEFAULT_TEXT
+    try:
+        content = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"--perplexity-text {path}: cannot read it as UTF-8 text: {exc}", "pass a UTF-8 text file"
+        ) from exc
+    if not content.strip():
+        raise UsageError(f"--perplexity-text {path}: the file is empty", "pass a text of a few thousand tokens")
+    return path
 
 
 def _reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool, bundle: Path) -> Path | None:

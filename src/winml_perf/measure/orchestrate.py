@@ -156,6 +156,8 @@ class PerfRequest:
     equivalence: bool | None = None  # teacher-forced equivalence; None: on with 2+ routes or a reference bundle
     reference_bundle: Path | None = None  # --reference-bundle: judge every route against this bundle
     reference_route: str | None = None  # --reference ROUTE: judge every other route against this one of the run's
+    perplexity: Path | None = None  # --perplexity: each route's perplexity over this text (measure/perplexity.py)
+    perplexity_chunk: int = 512  # --perplexity-chunk N: tokens per chunk
     strict: bool = False
     allow_uncompiled: bool = False  # --compile: measure a failed compile's route, labelled (uncompiled)
     no_recompile: bool = False  # --compile / --prepare: use what was prepared or refuse (exit 2); never compile here
@@ -481,6 +483,13 @@ def _prepare_and_measure(
         if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
             ref = str(req.reference_bundle) if req.reference_bundle else None
             routes = attach_equivalence(str(req.path), routes, req.seed, ref, req.reference_route)
+        if req.perplexity is not None:
+            from winml_perf.measure.perplexity import attach_perplexity
+
+            ref = str(req.reference_bundle) if req.reference_bundle else None
+            routes = attach_perplexity(
+                str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
+            )
     else:  # a plain ONNX model: every route's outputs against the reference route's (session/onnx_outputs.py)
         from winml_perf.measure.equivalence import wants_equivalence
         from winml_perf.session.onnx_outputs import attach_outputs

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from winml_perf.model.perplexity import PerplexityDifference
+
 #: Equivalence.verdict values.
 EQUIVALENT = "equivalent"
 WITHIN_PRECISION = "within precision tolerance"
@@ -299,6 +301,8 @@ class Equivalence:
     #: the question the verdict answers: SAME_MODEL (the route computes in the reference's precision, on its
     #: EP and options, so only the noise floor separates them) or PRECISION (another EP or precision)
     question: str = "precision"
+    #: --perplexity: the route's perplexity over the text against the reference's, paired on the same chunks
+    perplexity: PerplexityDifference | None = None
 
     def __post_init__(self) -> None:
         if self.question not in QUESTIONS:
@@ -339,6 +343,7 @@ class Equivalence:
             "reference_precision": [p.to_dict() for p in self.reference_precision],
             "reference_precision_class": precision_class(self.reference_precision),
             "question": self.question,
+            **({"perplexity": self.perplexity.to_dict()} if self.perplexity is not None else {}),
         }
 
     @classmethod
@@ -360,4 +365,5 @@ class Equivalence:
             tuple(StagePrecision.from_dict(p) for p in d.get("precision") or ()),
             tuple(StagePrecision.from_dict(p) for p in d.get("reference_precision") or ()),
             str(d.get("question") or PRECISION_QUESTION),  # records before the question was asked: the band one
+            PerplexityDifference.from_dict(d["perplexity"]) if d.get("perplexity") else None,
         )

@@ -83,6 +83,7 @@ BOUNDS: dict[str, Bound] = {
     "--warmup": _count(10_000, "1", low=0),
     "--prompt-tokens": _count(MAX_TOKENS, "128"),
     "--max-new-tokens": _count(MAX_TOKENS, "32"),
+    "--perplexity-chunk": _count(MAX_TOKENS, "512", low=4),
     "--seed": SEED,
     "--compile-timeout": _seconds("600"),
     "--max-time": _seconds("120"),

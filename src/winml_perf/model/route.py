@@ -18,6 +18,7 @@ from typing import Any, cast
 
 from winml_perf.model.equivalence import Equivalence
 from winml_perf.model.output_equivalence import OutputEquivalence, route_equivalence_from_dict
+from winml_perf.model.perplexity import Perplexity
 
 CPU = "CPUExecutionProvider"
 #: StagePlacement.status: the session was created / could not be created / the EP is not in this process.
@@ -320,6 +321,8 @@ class Route:
     equivalence: Equivalence | OutputEquivalence | None = None  # logits (genai) or outputs (plain ONNX): issue 24
     actual: Mapping[str, str] | None = None  # what the session reported ran: {stage: EP} (or {"error": ...})
     aliases: tuple[str, ...] = ()  # other --route labels that resolved to this very route: measured once, as this
+    perplexity: Perplexity | None = None  # --perplexity: this route's own perplexity over the text (issue 34)
+    perplexity_not_measured: str | None = None  # --perplexity asked, but this route's could not be taken: why
 
     def __post_init__(self) -> None:
         if self.kind not in (None, BUNDLE, MODEL):
@@ -388,6 +391,10 @@ class Route:
             d["actual"] = dict(self.actual)
         if self.aliases:
             d["aliases"] = list(self.aliases)
+        if self.perplexity is not None:
+            d["perplexity"] = self.perplexity.to_dict()
+        if self.perplexity_not_measured is not None:
+            d["perplexity_not_measured"] = self.perplexity_not_measured
         return d
 
     @classmethod
@@ -419,6 +426,8 @@ class Route:
             equivalence=route_equivalence_from_dict(d["equivalence"]) if d.get("equivalence") else None,
             actual=dict(d["actual"]) if d.get("actual") else None,
             aliases=_tuple(d.get("aliases")),
+            perplexity=Perplexity.from_dict(d["perplexity"]) if d.get("perplexity") else None,
+            perplexity_not_measured=d.get("perplexity_not_measured"),
         )
 
 
