@@ -45,7 +45,8 @@ def test_tune_prunes_races_and_names_config_over_a_far_slower_webgpu(tuned):
     doc = result.json()
     pruned = {p["route"]: p for p in doc["pruned"]}
     assert len(pruned) == 14 and all(p["check"] == "crossings" for p in pruned.values())
-    assert "device crossings > --max-device-crossings 0" in result.stderr
+    assert all("device crossings > --max-device-crossings 0" in p["reason"] for p in pruned.values())
+    assert "2 route(s) to race, 14 pruned (each with its reason in the standings)" in result.stderr  # said once
     rows = {s["route"]: s for s in doc["standings"] if s["status"] != "pruned"}
     assert set(rows) == {"config", "ep=webgpu"}
     webgpu = rows["ep=webgpu"]

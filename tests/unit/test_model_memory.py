@@ -3,6 +3,8 @@ RSS before the session loads as its baseline and reports the peak above it."""
 
 from __future__ import annotations
 
+import mmap
+
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.measure.memory import MemorySampler
 from winml_perf.measure.sweep import run_sweep
@@ -16,14 +18,16 @@ def test_the_baseline_is_taken_before_the_model_and_the_model_is_the_peak_above_
     sampler = MemorySampler(device=False).start()
     try:
         before = sampler.snapshot()["baseline_rss_bytes"]
-        ballast = bytearray(64 * 2**20)  # what a model load adds
-        ballast[::4096] = b"x" * len(ballast[::4096])  # touch every page
+        # what a model load adds: a fresh mapping (freed heap a worker already holds would not grow RSS)
+        ballast = mmap.mmap(-1, 64 * 2**20)
+        for page in range(0, len(ballast), mmap.PAGESIZE):
+            ballast[page] = 1  # touch every page
         snap = sampler.snapshot()
     finally:
         sampler.stop()
     assert snap["baseline_rss_bytes"] == before and snap["peak_rss_bytes"] >= before + 60 * 2**20
     assert snap["model_rss_bytes"] == snap["peak_rss_bytes"] - before
-    del ballast
+    ballast.close()
 
 
 def test_a_cell_record_and_the_table_carry_the_models_memory():

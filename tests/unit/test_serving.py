@@ -253,6 +253,6 @@ def test_the_serving_page_draws_a_curve_per_route_through_its_concurrencies():
     assert charts == 2  # TTFT and TPOT against tokens/s, for the one bundle and testbed
     assert page.count('class="route"') == 4  # a line per route per chart, through c1 and c4
     assert page.count('class="point"') == 2 * 5  # the sequential baseline is not a point
-    assert "config c4: 300 tok/s" in page and "ep=webgpu r500/s" in page
+    assert "config c4: 300.0 tok/s" in page and "ep=webgpu r500/s" in page
     assert page.count('class="occupancy"') == 6  # every cell's batch over time, the baseline's too
     assert serving_page({"kind": "run", "cells": []})[1] == 0

@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, UsageError
-from winml_perf.support.text_table import say
+from winml_perf.support.text_table import fill, say
 
 EPILOG = "Example: winml tune bundles/tiny-qwen2-pipeline --eps cpu,webgpu --budget 300s --emit /tmp/best"
 TUNE_REPORTS = Path("results") / "tune"
@@ -146,12 +146,15 @@ def tune_command(
     else:
         race = outcome.race
         print(table_text(outcome.standings, metric), end="")
+        print()
         print(
-            f"\n{race.rounds} round(s), {race.tokens} tokens, {race.elapsed_s():.0f} s"
-            f" of {request.budget.describe()} (after {outcome.preparation_s:.0f} s of preparation and checks);"
-            f" stopped: {race.stopped}"
+            fill(
+                f"{race.rounds} round(s), {race.tokens} tokens, {race.elapsed_s():.0f} s"
+                f" of {request.budget.describe()} (after {outcome.preparation_s:.0f} s of preparation and checks);"
+                f" stopped: {race.stopped}"
+            )
         )
-        print(f"verdict: {outcome.verdict.text}")
+        print(fill(f"verdict: {outcome.verdict.text}"))
     sys.stdout.flush()
     if outcome.emitted:
         say(f"emitted {outcome.verdict.winner} as a bundle in {emit} ({len(outcome.emitted)} files)")

@@ -38,6 +38,7 @@ with hardware type CPU (and running a session additionally needs a Vulkan driver
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import importlib.util
@@ -45,7 +46,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -366,7 +367,8 @@ def _register_one(spec: PluginSpec) -> PluginRegistration:
     start = time.perf_counter()
     registered_here = True
     try:
-        ort.register_execution_provider_library(spec.ep_name, str(path))
+        with _registration_warnings_muted(ort):
+            ort.register_execution_provider_library(spec.ep_name, str(path))
     except Exception as exc:
         if not _already_registered(exc):
             raise PluginError(
@@ -386,6 +388,19 @@ def _register_one(spec: PluginSpec) -> PluginRegistration:
             ) from exc
     elapsed_ms = (time.perf_counter() - start) * 1000.0
     return PluginRegistration(spec.ep_name, str(path), spec.origin, elapsed_ms, registered_here)
+
+
+@contextlib.contextmanager
+def _registration_warnings_muted(ort_module) -> Iterator[None]:  # noqa: ANN001
+    """onnxruntime's warnings while a plugin registers (the WebGPU EP's line about
+    ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER on every command) stay off stderr: `winml devices` says in
+    words which device each plugin EP runs on. Errors still raise; the default severity (warning)
+    comes back after, before a child's --verbose sets its own."""
+    ort_module.set_default_logger_severity(3)
+    try:
+        yield
+    finally:
+        ort_module.set_default_logger_severity(2)
 
 
 def _try_unregister(ort_module, name: str) -> None:

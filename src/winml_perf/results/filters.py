@@ -69,8 +69,9 @@ def _bundle_condition(values: list[str]) -> sa.ColumnElement:
 
 def _tail_conditions(path: str) -> list[sa.ColumnElement[bool]]:
     """A relative path (``a/tiny-qwen2``, as listings name bundles that share a name) also matches
-    every stored path that ends with it, folder for folder."""
-    if path.startswith(("/", ".")) or ":" in path:
+    every stored path that ends with it, folder for folder. A single folder name (``b``, also as
+    ``./b`` or ``b/``) is the folder here, not every folder of that name."""
+    if path.startswith(("/", ".")) or ":" in path or "/" not in path:
         return []
     r = mig.records.c
     return [r.bundle_path.endswith(f"/{path}", autoescape=True), r.bundle_path.endswith(f"/{path}/", autoescape=True)]
