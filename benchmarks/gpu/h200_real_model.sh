@@ -5,12 +5,11 @@
 #
 # What travels is capped at 64 MiB a call and the GGUF is 98 MB, so it takes four calls while the machine
 # stays warm (files written by one call stay for the next; it goes back after ~30 s idle):
-#   here, once: cd benchmarks' parent; split -b 49M -d SmolLM2-135M-Instruct.Q4_1.gguf .gg1/smol.gguf.part (then
-#               move part01 to .gg2/); .whl/ .gpuwhl/ .ov/ .gl/ as benchmarks/gpu/h200_session.sh describes
+#   here, once: bash benchmarks/gpu/carry_folders.sh (builds .whl .whl2 .ov .gpuwhl .gl .gg1 .gg2)
 #   call 1, carry .whl       : h200_real_model.sh setup-wheels OUT
-#   call 2, carry .gg1       : h200_real_model.sh gguf-part OUT
-#   call 3, carry .gg2       : h200_real_model.sh gguf-part,convert OUT
-#   call 4, carry .ov .gpuwhl .gl : h200_real_model.sh setup-openvino,setup-webgpu,measure OUT
+#   call 2, carry .whl2 .ov .gpuwhl .gl : h200_real_model.sh setup-wheels,setup-openvino,setup-webgpu OUT
+#   call 3, carry .gg1       : h200_real_model.sh gguf-part OUT
+#   call 4, carry .gg2       : h200_real_model.sh gguf-part,convert,measure OUT
 # Later calls while it stays warm (nothing to carry): discrimination (issue 34: changed copies judged against
 # the bundle, and ep=webgpu / ep=openvino against config, 3 seeds), perplexity (issue 34: each route's
 # perplexity over the packaged text), serve (issue 40: config vs ep=webgpu under load, tiny-qwen2 and the

@@ -30,8 +30,11 @@ winml() { "$PY" -m winml_perf "$@"; }
 
 run_step() {
   case "$1" in
-    setup-wheels)
-      "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+    setup-wheels)  # whichever wheel folders this call carries (.whl, .whl2: benchmarks/gpu/carry_folders.sh)
+      for d in .whl .whl2; do
+        [ -d "$d" ] || continue
+        "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "$d"/*.whl
+      done
       ;;
     bundles)
       [ -d "$flat" ] || winml bundle synth -o "$flat" --preset qwen2.5-0.5b -p int4 --force
