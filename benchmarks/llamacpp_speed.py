@@ -27,7 +27,21 @@ import numpy as np
 
 def llama_bench(binary: str, gguf: str, prompt: int, new: int, threads: int, repetitions: int) -> dict[str, float]:
     """llama-bench's mean tok/s over its repetitions, for the prompt test and the generation test."""
-    cmd = [binary, "-m", gguf, "-p", str(prompt), "-n", str(new), "-t", str(threads), "-r", str(repetitions), "-o", "json"]
+    cmd = [
+        binary,
+        "-m",
+        gguf,
+        "-p",
+        str(prompt),
+        "-n",
+        str(new),
+        "-t",
+        str(threads),
+        "-r",
+        str(repetitions),
+        "-o",
+        "json",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     out: dict[str, float] = {}
     for test in json.loads(done.stdout):
@@ -36,14 +50,17 @@ def llama_bench(binary: str, gguf: str, prompt: int, new: int, threads: int, rep
     return out
 
 
-def winml_perf(bundle: str, prompt: int, new: int, threads: int, iterations: int) -> dict[str, float]:
-    """winml perf's medians (one invocation, ``iterations`` timed generations) for prompt and decode."""
+def winml_perf(bundle: str, prompt: int, new: int, iterations: int) -> dict[str, float]:
+    """winml perf's medians (one invocation, ``iterations`` timed generations) for prompt and decode.
+
+    onnxruntime's CPU EP takes one intra-op thread per physical core unless the bundle's session_options
+    say otherwise; run on a machine whose physical cores equal ``--threads`` (or set them in the bundle)."""
     with tempfile.TemporaryDirectory() as tmp:
         record = Path(tmp) / "run.json"
         cmd = [
             sys.executable, "-m", "winml_perf", "perf", bundle, "--prompt-tokens", str(prompt),
             "--max-new-tokens", str(new), "--invocations", "1", "--iterations", str(iterations),
-            "--warmup", "1", "--intra-op-threads", str(threads), "--no-store", "-o", str(record),
+            "--warmup", "1", "--no-store", "-o", str(record),
         ]  # fmt: skip
         subprocess.run(cmd, capture_output=True, text=True, check=True)
         (cell,) = json.loads(record.read_text())["cells"]
@@ -65,7 +82,7 @@ def main() -> int:
     parser.add_argument("--llama-bench", required=True)
     parser.add_argument("--gguf", required=True)
     parser.add_argument("--bundle", action="append", required=True, help="NAME=PATH (repeatable)")
-    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="llama-bench -t")
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=7)
@@ -78,7 +95,7 @@ def main() -> int:
         got = {"llama.cpp": llama_bench(args.llama_bench, args.gguf, args.prompt_tokens, args.new_tokens,
                                         args.threads, args.repetitions)}  # fmt: skip
         for name, path in bundles.items():
-            got[name] = winml_perf(path, args.prompt_tokens, args.new_tokens, args.threads, args.repetitions)
+            got[name] = winml_perf(path, args.prompt_tokens, args.new_tokens, args.repetitions)
         for name, figures in got.items():
             for key, value in figures.items():
                 seen[name][key].append(value)

@@ -17,6 +17,7 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 ORACLE = Path(__file__).resolve().parents[1] / "data" / "real_model" / "smollm2_llamacpp.json"
+SCREENED = ORACLE.with_name("smollm2_llamacpp_screened.json")
 DEFAULT = (
     Path(os.environ.get("WINML_PERF_CACHE_DIR", Path.home() / ".cache" / "winml-perf"))
     / "models"
@@ -92,6 +93,28 @@ def test_greedy_tokens_equal_llama_cpp_until_a_near_tie(og_model, oracle, real_b
             part = case["where_they_part"]
             margin = abs(part["exact_logit_bundle_token"] - part["exact_logit_llamacpp_token"])
             assert theirs[k] in eos or margin < NEAR_TIE, (case["text"], part)
+
+
+def test_greedy_tokens_equal_llama_cpp_on_every_screened_prompt(og_model, real_bundle):
+    """The prompts of the screened list on which llama.cpp and the bundle never part (to the end of turn
+    or 64 tokens): every token the same, end of turn included. The screen keeps every candidate, so the
+    share that never parts is on record too."""
+    import onnxruntime_genai as og
+
+    screened = json.loads(SCREENED.read_text(encoding="utf-8"))
+    kept = [c for c in screened["candidates"] if c["first_difference"] is None]
+    assert [c["text"] for c in kept] == screened["never_part"] and len(kept) >= 8
+    assert any(c["chat_template"] for c in kept) and any(not c["chat_template"] for c in kept)
+    for case in kept:
+        params = og.GeneratorParams(og_model)
+        params.set_search_options(max_length=len(case["ids"]) + screened["new_tokens"], do_sample=False)
+        generator = og.Generator(og_model, params)
+        generator.append_tokens(np.array(case["ids"], np.int32))
+        got = []
+        while not generator.is_done():
+            generator.generate_next_token()
+            got.append(int(generator.get_next_tokens()[0]))
+        assert got == case["llamacpp_tokens"], case["text"]
 
 
 def test_tokenizer_gives_llama_cpp_ids_on_every_test_string(og_model, oracle, real_bundle):
