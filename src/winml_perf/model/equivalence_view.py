@@ -43,6 +43,10 @@ class EquivalenceView:
     max_abs_error: float | None = None  # outputs: the largest |Δ| over every output
     max_rel_error: float | None = None  # outputs: the largest |Δ| over the reference's max |value|
     cosine_min: float | None = None  # outputs: the lowest cosine similarity over the outputs
+    perplexity: float | None = None  # logits with --perplexity: the route's perplexity over the text
+    perplexity_ratio: float | None = None  # ... its ratio to the reference's, paired over chunks
+    perplexity_ratio_low: float | None = None  # ... the ratio's interval (None: too few chunks)
+    perplexity_ratio_high: float | None = None
 
     def __post_init__(self) -> None:
         if self.verdict not in VIEW_VERDICTS:
@@ -78,6 +82,10 @@ class EquivalenceView:
             parts.append(f"max rel {self.max_rel_error:.2g}")
         if self.cosine_min is not None:
             parts.append(f"cosine {self.cosine_min:.6g}")
+        if self.perplexity_ratio is not None:
+            lo, hi = self.perplexity_ratio_low, self.perplexity_ratio_high
+            interval = f" [{lo:.4f}, {hi:.4f}]" if lo is not None and hi is not None else ""
+            parts.append(f"perplexity ×{self.perplexity_ratio:.4f}{interval}")  # as perf prints it
         return ", ".join(parts)
 
     def text(self) -> str:
@@ -127,12 +135,24 @@ def _outputs_view(d: Mapping[str, Any]) -> EquivalenceView:
     )
 
 
+def _perplexity_fields(d: Mapping[str, Any]) -> dict[str, float | None]:
+    """The route's perplexity and its ratio to the reference's (``route.equivalence.perplexity``)."""
+    raw = d.get("perplexity")
+    p: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    return {
+        "perplexity": finite_number(p.get("perplexity")),
+        "perplexity_ratio": finite_number(p.get("ratio")),
+        "perplexity_ratio_low": finite_number(p.get("low")),
+        "perplexity_ratio_high": finite_number(p.get("high")),
+    }
+
+
 def _logits_view(d: Mapping[str, Any]) -> EquivalenceView:
     try:  # the record's own reader first (model/equivalence.py)
         e = Equivalence.from_dict(d)
         return EquivalenceView(
             e.verdict, e.reference, LOGITS_KIND, e.figures.kl_mean, e.figures.top1_agreement,
-            e.figures.first_divergence, e.first_stage,
+            e.figures.first_divergence, e.first_stage, **_perplexity_fields(d),
         )  # fmt: skip
     except (KeyError, TypeError, ValueError):  # keys left out: read what is there
         raw = d.get("figures")
@@ -145,6 +165,7 @@ def _logits_view(d: Mapping[str, Any]) -> EquivalenceView:
             top1_agreement=finite_number(f.get("top1_agreement")),
             first_divergence_step=_int(f.get("first_divergence")),
             first_stage=_str(d.get("first_stage")),
+            **_perplexity_fields(d),
         )
 
 
@@ -177,6 +198,10 @@ def view_of_row(row: Mapping[str, Any]) -> EquivalenceView:
         max_abs_error=finite_number(row.get(PREFIX + "max_abs_error")),
         max_rel_error=finite_number(row.get(PREFIX + "max_rel_error")),
         cosine_min=finite_number(row.get(PREFIX + "cosine_min")),
+        perplexity=finite_number(row.get(PREFIX + "perplexity")),
+        perplexity_ratio=finite_number(row.get(PREFIX + "perplexity_ratio")),
+        perplexity_ratio_low=finite_number(row.get(PREFIX + "perplexity_ratio_low")),
+        perplexity_ratio_high=finite_number(row.get(PREFIX + "perplexity_ratio_high")),
     )
 
 

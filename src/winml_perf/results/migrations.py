@@ -40,6 +40,9 @@ Tables (one schema for SQLite and PostgreSQL):
   emulated), shape and testbed; ``bundle_id`` is recorded with every run, an event on its series
   (a model change), no longer part of ``series_key``. 0009 recomputes every ``series_key`` and
   ``route`` from the stored JSON.
+- ``records.equivalence_perplexity*`` (0010): with ``winml perf --perplexity``, the route's perplexity
+  and its ratio to the reference's with the ratio's interval (``route.equivalence.perplexity``),
+  filled from the stored JSON; NULL for runs without it.
 """
 
 from __future__ import annotations
@@ -292,18 +295,22 @@ def equivalence_columns() -> list[sa.Column]:
     ]
 
 
-def _m0007_equivalence_columns(conn: sa.Connection) -> None:
-    """Add the ``records.equivalence_*`` columns and fill them from each record's JSON (records
-    without a check read 'not checked')."""
+def perplexity_columns() -> list[sa.Column]:
+    """The ``records.equivalence_perplexity*`` columns of 0010, after 0007's in COLUMNS order."""
+    return [
+        sa.Column("equivalence_perplexity", sa.Float, nullable=True),
+        sa.Column("equivalence_perplexity_ratio", sa.Float, nullable=True),
+        sa.Column("equivalence_perplexity_ratio_low", sa.Float, nullable=True),
+        sa.Column("equivalence_perplexity_ratio_high", sa.Float, nullable=True),
+    ]
+
+
+def _fill_view_columns(conn: sa.Connection, names: list[str]) -> None:
+    """Fill the named ``equivalence_*`` columns of every record from its JSON (model/equivalence_view)."""
     import json
 
     from winml_perf.model.equivalence_view import view_of_record
 
-    columns = equivalence_columns()
-    dialect = conn.dialect
-    for c in columns:
-        conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN {c.name} {c.type.compile(dialect=dialect)}"))
-    names = [c.name for c in columns]
     sets = ", ".join(f"{n} = :{n}" for n in names)
     last = 0
     while True:
@@ -314,8 +321,32 @@ def _m0007_equivalence_columns(conn: sa.Connection) -> None:
         if not batch:
             break
         last = batch[-1][0]
-        updates = [{"rid": rid, **view_of_record(json.loads(text)).columns()} for rid, text in batch]
+        updates = []
+        for rid, text in batch:
+            columns = view_of_record(json.loads(text)).columns()
+            updates.append({"rid": rid, **{n: columns[n] for n in names}})
         conn.execute(sa.text(f"UPDATE records SET {sets} WHERE id = :rid"), updates)
+
+
+def _add_columns(conn: sa.Connection, columns: list[sa.Column]) -> None:
+    for c in columns:
+        conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN {c.name} {c.type.compile(dialect=conn.dialect)}"))
+
+
+def _m0010_perplexity_columns(conn: sa.Connection) -> None:
+    """Issue 34: a route's perplexity and its ratio to the reference's beside its equivalence verdict,
+    filled from each record's JSON (NULL where the run had no --perplexity)."""
+    columns = perplexity_columns()
+    _add_columns(conn, columns)
+    _fill_view_columns(conn, [c.name for c in columns])
+
+
+def _m0007_equivalence_columns(conn: sa.Connection) -> None:
+    """Add the ``records.equivalence_*`` columns and fill them from each record's JSON (records
+    without a check read 'not checked')."""
+    columns = equivalence_columns()
+    _add_columns(conn, columns)
+    _fill_view_columns(conn, [c.name for c in columns])
     conn.execute(sa.text("CREATE INDEX ix_records_equivalence_verdict ON records (equivalence_verdict)"))
 
 
@@ -377,7 +408,7 @@ samples.append_column(sa.Column("invocation", sa.Integer, nullable=True))
 metrics.append_column(sa.Column("invocations", sa.Text, nullable=True))
 records.append_column(sa.Column("bundle_id", sa.String(BUNDLE_ID_LENGTH), nullable=True))
 records.append_column(sa.Column("series_label", sa.String(SERIES_LABEL_LENGTH), nullable=True))
-for _column in equivalence_columns():
+for _column in equivalence_columns() + perplexity_columns():
     records.append_column(_column)
 change_point_cache = _v4_change_point_cache(metadata)
 
@@ -399,6 +430,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0007_equivalence_columns", _m0007_equivalence_columns),
     Migration("0008_bundle_id", _m0008_bundle_id),
     Migration("0009_series_by_what_is_tracked", _m0009_series_by_what_is_tracked),
+    Migration("0010_perplexity_columns", _m0010_perplexity_columns),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,75 @@
+"""A route's perplexity beside its equivalence verdict where people read results (issue 34): the store's
+columns (migration 0010, filled from the stored JSON), `results list`, the exports and `compare routes`."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+
+from typer.testing import CliRunner
+
+from tests.results_fakes import hex_id, logits_equivalence, make_cell
+from winml_perf.cli import app
+from winml_perf.model.equivalence_view import view_of_record
+from winml_perf.model.perplexity import PerplexityDifference
+from winml_perf.results.store import open_store
+
+RATIO = PerplexityDifference("config", 42.80, 42.74, 1.0014, 0.9967, 1.0062, 0.95, math.log(1.0014), 9, False)
+
+
+def _judged(run_id: str) -> list[dict]:
+    with_ppl = {**logits_equivalence("within precision tolerance", 0.012, 1.0), "perplexity": RATIO.to_dict()}
+    return [
+        make_cell(run_id, route="config", index=0),
+        make_cell(run_id, route="ep=webgpu", index=1, equivalence=with_ppl),
+    ]
+
+
+def test_the_view_reads_the_ratio_and_its_interval_and_says_them():
+    view = view_of_record(_judged(hex_id("v"))[1])
+    assert (view.perplexity, view.perplexity_ratio) == (42.80, 1.0014)
+    assert (view.perplexity_ratio_low, view.perplexity_ratio_high) == (0.9967, 1.0062)
+    assert "perplexity ×1.0014 [0.9967, 1.0062]" in view.figures_text()
+    assert view_of_record(_judged(hex_id("w"))[0]).perplexity_ratio is None  # config: not judged
+
+
+def test_results_list_and_the_csv_export_carry_the_ratio(tmp_path):
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        store.write_records(_judged(hex_id("r")))
+    listed = CliRunner().invoke(app, ["results", "list", "--store", str(db), "--format", "json"])
+    rows = {r["route"]: r for r in json.loads(listed.stdout)}
+    assert rows["ep=webgpu"]["equivalence_perplexity_ratio"] == 1.0014
+    assert rows["config"]["equivalence_perplexity_ratio"] is None
+    out = tmp_path / "e.csv"
+    exported = CliRunner().invoke(app, ["results", "export", "--store", str(db), "--format", "csv", "-o", str(out)])
+    assert exported.exit_code == 0, exported.output
+    header, *lines = out.read_text().splitlines()
+    assert "equivalence_perplexity_ratio_low" in header.split(",") and any("0.9967" in line for line in lines)
+
+
+def test_compare_routes_says_the_perplexity_ratio(tmp_path):
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        store.write_records(_judged(hex_id("c")))
+    result = CliRunner().invoke(app, ["compare", "routes", "--store", str(db)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "perplexity ×1.0014 [0.9967, 1.0062]" in result.output
+
+
+def test_migration_0010_fills_the_columns_of_records_stored_before_it(tmp_path):
+    db = tmp_path / "old.db"
+    with open_store(db) as store:
+        store.write_records(_judged(hex_id("m")))
+    con = sqlite3.connect(db)  # as a store before 0010 held them: no perplexity columns
+    for column in ("perplexity", "perplexity_ratio", "perplexity_ratio_low", "perplexity_ratio_high"):
+        con.execute(f"ALTER TABLE records DROP COLUMN equivalence_{column}")
+    con.execute("DELETE FROM schema_migrations WHERE name = '0010_perplexity_columns'")
+    con.commit()
+    con.close()
+    with open_store(db) as store:
+        assert "0010_perplexity_columns" in store.applied_migrations()
+        rows = {r["route"]: r for r in store.records()}
+    assert rows["ep=webgpu"]["equivalence_perplexity_ratio_high"] == 1.0062
+    assert rows["config"]["equivalence_perplexity"] is None
