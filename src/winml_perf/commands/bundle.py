@@ -376,7 +376,8 @@ def _prepare_onnx_model(
     asked: dict[str, str],
     device_free: bool = False,
 ) -> None:
-    from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
+    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.ep.effective import plain_provider_options
     from winml_perf.session.onnx_options import parse_session_config
 
     if not model.is_file():

@@ -292,8 +292,9 @@ def _per_stage_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str
 
 def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
     from winml_perf.bundle.onnx_placement import model_placement
-    from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
+    from winml_perf.bundle.onnx_prepare import prepare_onnx
     from winml_perf.ep.devices import resolve_target
+    from winml_perf.ep.effective import plain_provider_options
     from winml_perf.model.spec import SessionSpec
     from winml_perf.session.onnx_session import preflight
 
