@@ -272,7 +272,7 @@ def prepare_onnx(
             "there is no genai_config.json to follow",
         )
     level = parse_graph_optimization_level(graph_optimization_level)
-    if target.ep != "CPUExecutionProvider":
+    if target.ep != eps.CPU_EP:
         from winml_perf.ep import plugins
 
         plugins.register_plugin_eps(list(plugin_libraries))  # idempotent; a plugin EP needs it before compiling

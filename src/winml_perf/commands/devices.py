@@ -22,11 +22,8 @@ def _notes(devices: list[EPDevice], registrations: list[PluginRegistration]) -> 
     listed = {d.ep_name for d in devices}
     for reg in registrations:
         if reg.ep_name not in listed:
-            hint = ""
-            if reg.ep_name == "WebGpuExecutionProvider":
-                hint = (
-                    " (no GPU adapter found; ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 before start offers a software one)"
-                )
+            why = EPS[reg.ep_name].no_device_hint if reg.ep_name in EPS else ""
+            hint = f" ({why})" if why else ""
             notes.append(f"{reg.ep_name} registered from {reg.library_path} but offers no device here{hint}")
     if any(d.inferred for d in devices):
         notes.append("entries marked inferred come from get_available_providers(); their device type is assumed")

@@ -373,9 +373,10 @@ def _refuse_duplicate_routes(req: PerfRequest) -> None:
 def _emulated(route_eps) -> tuple[str, ...]:
     """The route's EPs that offer only an emulator here (QNN's HTP emulator on x86)."""
     from winml_perf.ep.devices import emulated_eps
+    from winml_perf.ep.table import CPU_EP
 
     wanted = {e for e in route_eps if e}
-    if not wanted - {"CPUExecutionProvider"}:
+    if not wanted - {CPU_EP}:
         return ()
     return tuple(e for e in emulated_eps() if e in wanted)
 
