@@ -34,6 +34,6 @@ def test_a_bundle_routes_export_is_not_imported_into_a_model(tmp_path):
     carried.mkdir()
     (carried / "export.json").write_text(json.dumps({"format": 1, "options": {}, "jobs": []}))
     with pytest.raises(UsageError) as err:
-        export_onnx.import_model(model, carried)
+        export_onnx.import_plan(model, carried)
     assert "winml bundle import-prepared BUNDLE EXPORT" in str(err.value)
     assert not (tmp_path / "_compiled").exists()

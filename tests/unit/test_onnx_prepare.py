@@ -12,8 +12,9 @@ import pytest
 
 from tests import models
 from winml_perf.bundle import cache
-from winml_perf.bundle.onnx_prepare import clean_onnx, external_data_files, prepare_onnx
+from winml_perf.bundle.onnx_prepare import clean_onnx, prepare_onnx
 from winml_perf.ep.devices import Target, resolve_target
+from winml_perf.onnxfile.external_data import external_data_files
 from winml_perf.session.onnx_session import OnnxSession
 from winml_perf.support.errors import EXIT_USAGE, BundleError
 

@@ -9,8 +9,9 @@ import pytest
 from tests import models
 from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat
-from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
+from winml_perf.bundle.onnx_prepare import prepare_onnx
 from winml_perf.ep.devices import Target
+from winml_perf.ep.effective import plain_provider_options
 from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, _onnx_route
 from winml_perf.session.onnx_session import OnnxSession
 from winml_perf.support.errors import BundleError

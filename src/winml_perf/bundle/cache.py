@@ -37,6 +37,7 @@ from importlib import metadata
 from pathlib import Path
 
 from winml_perf.bundle import cache_contents, no_follow
+from winml_perf.ep.table import runtime_distributions
 from winml_perf.support import json_shapes
 from winml_perf.support.errors import BundleError
 
@@ -46,22 +47,8 @@ MANIFEST = "manifest.json"
 CACHE_ENV = "WINML_PERF_CACHE_DIR"
 ROOT_LOCK = ".lock"
 _HASH_CHUNK = 1 << 20
-_VERSION_DISTS = {
-    "onnxruntime": (
-        "onnxruntime",
-        "onnxruntime-gpu",
-        "onnxruntime-qnn",
-        "onnxruntime-openvino",
-        "onnxruntime-directml",
-        "onnxruntime-winml",
-    ),
-    "onnxruntime_genai": (
-        "onnxruntime-genai",
-        "onnxruntime-genai-cuda",
-        "onnxruntime-genai-directml",
-        "onnxruntime-genai-winml",
-    ),
-}
+#: The key's name for each runtime's version, and the runtime (its builds come from ep/table.py).
+_VERSION_KEYS = {"onnxruntime": "onnxruntime", "onnxruntime_genai": "onnxruntime-genai"}
 # What every manifest holds, and the type each entry must have.
 MANIFEST_SHAPE: Mapping[str, object] = {
     "format_version": int,
@@ -80,9 +67,9 @@ Check = Callable[[Path, dict], "str | None"]
 def runtime_versions() -> dict[str, str]:
     """Installed onnxruntime and onnxruntime-genai versions (any of their distributions)."""
     found = {}
-    for key, dists in _VERSION_DISTS.items():
+    for key, runtime in _VERSION_KEYS.items():
         found[key] = "absent"
-        for dist in dists:
+        for dist in runtime_distributions(runtime):
             try:
                 found[key] = metadata.version(dist)
                 break

@@ -94,7 +94,7 @@ def plugin_identities(plan: RoutePlan) -> dict:
     from winml_perf.ep.plugins import plugin_identity
 
     out = {}
-    for ep in sorted({s.ep_after for s in plan.stages if s.ep_after and s.ep_after != "CPUExecutionProvider"}):
+    for ep in sorted({s.ep_after for s in plan.stages if s.ep_after and s.ep_after != eps.CPU_EP}):
         ident = plugin_identity(ep)
         if ident is not None:
             out[ep] = {k: ident.get(k) for k in ("package", "version", "sdk_version", "library_sha256")}

@@ -42,7 +42,7 @@ from typing import Any
 from winml_perf.bundle import cache
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
-from winml_perf.onnxfile.external_data import external_data_files
+from winml_perf.onnxfile.external_data import model_files
 from winml_perf.support.errors import BundleError, EPUnavailableError
 from winml_perf.support.json_shapes import Opt
 
@@ -95,11 +95,6 @@ class PreparedModel:
 
 
 # -- sources --------------------------------------------------------------------------------------
-def source_files(model: Path) -> list[str]:
-    """The model file and the external-data files it names, relative to its folder."""
-    return [model.name] + external_data_files(model)
-
-
 def host_fingerprint() -> dict:
     cpu = platform.processor() or ""
     try:
@@ -130,16 +125,6 @@ def settings(model: Path, kind: str, target, level: str, provider_options: Mappi
 def output_name(model: Path, kind: str, ep: str, level: str) -> str:
     suffix = "ctx" if kind == "epcontext" else level
     return f"{model.stem}_{eps.ep_alias(ep)}_{suffix}.onnx"
-
-
-def plain_provider_options(target, asked: Mapping[str, str] | None):
-    """The route's one decision (ep/effective.py) for a plain model on ``target``: ``asked`` checked
-    against the EP's keys (unknown: exit 2), the EP's defaults added (QNN: backend_type=htp). `perf`
-    and `bundle prepare` both read it, so their prepared models share one cache key."""
-    from winml_perf.ep.effective import effective_options
-
-    decided = effective_options(target.ep, target.device, dict(asked or {}))
-    return decided, decided.for_stage({})
 
 
 # -- compile --------------------------------------------------------------------------------------
@@ -287,13 +272,13 @@ def prepare_onnx(
             "there is no genai_config.json to follow",
         )
     level = parse_graph_optimization_level(graph_optimization_level)
-    if target.ep != "CPUExecutionProvider":
+    if target.ep != eps.CPU_EP:
         from winml_perf.ep import plugins
 
         plugins.register_plugin_eps(list(plugin_libraries))  # idempotent; a plugin EP needs it before compiling
     provider_options, session_config = dict(provider_options or {}), dict(session_config or {})
     kind = "epcontext" if eps.compiles(target.ep) else "optimized"
-    sources = cache.source_identities(model.parent, source_files(model), verify_sources)
+    sources = cache.source_identities(model.parent, model_files(model), verify_sources)
     request = cache.Request(
         model.parent,
         f"{model.stem}-{eps.ep_alias(target.ep)}",

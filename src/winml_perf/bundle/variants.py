@@ -13,6 +13,7 @@ import tempfile
 from pathlib import Path
 
 from winml_perf.bundle.config import CONFIG_NAME, load_config
+from winml_perf.ep.table import EPS, Fp16Option, ep_from_genai_provider, is_known_ep
 
 NOISE_LEVEL = "ORT_DISABLE_ALL"
 #: MatMulNBits accuracy_level: 0 unset (fp32 activations here), 4 int8 activations.
@@ -62,7 +63,7 @@ def precision_variant(bundle: Path) -> tuple[Path, str] | None:
 
     levels = accuracy_levels(bundle)
     if not levels:
-        return _qnn_fp16_variant(bundle)
+        return _fp16_variant(bundle)
     target = ACCURACY_LEVELS[0] if max(levels) == ACCURACY_LEVELS[1] else ACCURACY_LEVELS[1]
     files = sorted({s.filename for s in load_config(bundle).stages})
     out = _linked_copy(bundle, set(files))
@@ -78,24 +79,38 @@ def precision_variant(bundle: Path) -> tuple[Path, str] | None:
     return out, f"MatMulNBits accuracy_level {'/'.join(map(str, sorted(levels)))} -> {target}"
 
 
-def _qnn_fp16_variant(bundle: Path) -> tuple[Path, str] | None:
-    """The bundle with every QNN stage's enable_htp_fp16_precision flipped; None without QNN stages."""
+def _fp16_switch(stage) -> tuple[str, dict, str, Fp16Option] | None:
+    """(genai key, a copy of its options, the EP, its fp16 switch) of the stage's first EP that has one
+    in the EP table (QNN: enable_htp_fp16_precision); None when none has."""
+    for entry in stage.provider_options:
+        key, options = next(iter(entry.items()))
+        ep = ep_from_genai_provider(key) if is_known_ep(key) else None
+        fp16 = EPS[ep].fp16_option if ep is not None else None
+        if ep is not None and fp16 is not None:
+            return key, dict(options or {}), ep, fp16
+    return None
+
+
+def _fp16_variant(bundle: Path) -> tuple[Path, str] | None:
+    """The bundle with every stage's fp16 switch flipped; None without a stage whose EP has one."""
     config = load_config(bundle)
-    updates, was = {}, set()
+    updates, was, what = {}, set(), set()
     for stage in config.stages:
-        options = stage.options_for("qnn")
-        if options is None:
+        switch = _fp16_switch(stage)
+        if switch is None:
             continue
-        was.add(options.get("enable_htp_fp16_precision", "1"))
-        options["enable_htp_fp16_precision"] = "0" if options.get("enable_htp_fp16_precision", "1") == "1" else "1"
-        updates[stage.name] = [{"qnn": options}]
+        key, options, ep, fp16 = switch
+        was.add(options.get(fp16.key, fp16.default))
+        options[fp16.key] = "0" if fp16.declared(options) else "1"
+        updates[stage.name] = [{key: options}]
+        what.add(f"{EPS[ep].genai_name} {fp16.key}")
     if not updates:
         return None
     out = _linked_copy(bundle, {CONFIG_NAME})
     variant = config.with_provider_options(updates)
     (out / CONFIG_NAME).write_text(variant.dumps(), encoding="utf-8")
     now = "0" if was == {"1"} else "1"
-    return out, f"QNN enable_htp_fp16_precision {'/'.join(sorted(was))} -> {now}"
+    return out, f"{'/'.join(sorted(what))} {'/'.join(sorted(was))} -> {now}"
 
 
 # -- layer taps (issue 24: where two routes part inside a model) --------------------------------
@@ -221,12 +236,6 @@ def stage_session_entries(config, stage_name: str) -> dict:
 
 #: The MatMulNBits accuracy_level attribute as the contrib op defines it: the least precision of input A.
 ACCURACY_MEANING = {0: "unset", 1: "fp32 A", 2: "fp16 A", 3: "bf16 A", 4: "int8 A"}
-#: Provider options that set an EP's compute precision, by EP (the option names those EPs parse).
-PRECISION_OPTIONS = {
-    "QNNExecutionProvider": ("enable_htp_fp16_precision", "htp_bf16_enable", "enable_htp_fp16_clamp_overflow"),
-    "OpenVINOExecutionProvider": ("precision", "load_config"),
-}
-QNN_FP16_DEFAULT = "1"
 
 
 def _model_facts(path: Path) -> tuple[tuple[int, ...], str, bool]:
@@ -249,17 +258,17 @@ def _model_facts(path: Path) -> tuple[tuple[int, ...], str, bool]:
 
 
 def _compute(ep: str, levels: tuple[int, ...], dtype: str, compiled: bool, options: dict[str, str]) -> str:
+    info = EPS[ep]
     parts = [f"{dtype} model"]
     if levels:
         text = "MatMulNBits accuracy_level " + "/".join(f"{x} ({ACCURACY_MEANING.get(x, '?')})" for x in levels)
-        parts.append(text if ep == "CPUExecutionProvider" else f"{text} as written (the EP's kernel decides)")
+        parts.append(text if info.accuracy_level_kernel else f"{text} as written (the EP's kernel decides)")
     if compiled:
         parts.append("compiled (EPContext)")
-    if ep == "QNNExecutionProvider":
-        fp16 = options.get("enable_htp_fp16_precision", QNN_FP16_DEFAULT) == "1"
-        parts.append(f"HTP {'fp16' if fp16 else 'fp32'} (enable_htp_fp16_precision {'1' if fp16 else '0'})")
-    elif ep == "OpenVINOExecutionProvider":
-        given = [f"{k} {options[k]}" for k in PRECISION_OPTIONS[ep] if k in options]
+    if info.fp16_option is not None:
+        parts.append(info.fp16_option.text(options))
+    elif info.precision_options:
+        given = [f"{k} {options[k]}" for k in info.precision_options if k in options]
         parts.append(", ".join(given) if given else "the device's default inference precision (no precision option)")
     return ", ".join(parts)
 
@@ -267,7 +276,6 @@ def _compute(ep: str, levels: tuple[int, ...], dtype: str, compiled: bool, optio
 def bundle_precision(folder: Path) -> tuple:
     """Each stage's StagePrecision: its EP, the accuracy levels of the .onnx it loads, the precision
     options it is given, and one line of what it computes in."""
-    from winml_perf.ep.table import ep_from_genai_provider
     from winml_perf.model.equivalence import StagePrecision
 
     config = load_config(folder)
@@ -276,7 +284,7 @@ def bundle_precision(folder: Path) -> tuple:
         key, options = next(iter(stage.provider_options[0].items())) if stage.provider_options else ("cpu", {})
         ep = ep_from_genai_provider(key)
         levels, dtype, compiled = _model_facts(folder / stage.filename)
-        given = {k: str(options[k]) for k in PRECISION_OPTIONS.get(ep, ()) if k in options}
+        given = {k: str(options[k]) for k in EPS[ep].precision_options if k in options}
         compute = _compute(ep, levels, dtype, compiled, {k: str(v) for k, v in options.items()})
         out.append(StagePrecision(stage.name, ep, levels, tuple(sorted(given.items())), compute))
     return tuple(out)
@@ -304,11 +312,12 @@ def _load_with_data(path: Path):
 
 
 def fp16_declared_stages(bundle: Path) -> list[str]:
-    """The stages whose EP options ask for fp16 compute (QNN enable_htp_fp16_precision, default 1)."""
+    """The stages whose EP options ask for fp16 compute (the EP table's ``fp16_option``: QNN's
+    enable_htp_fp16_precision, default 1)."""
     out = []
     for stage in load_config(bundle).stages:
-        options = stage.options_for("qnn") or stage.options_for("QNN")
-        if options is not None and str(options.get("enable_htp_fp16_precision", QNN_FP16_DEFAULT)) == "1":
+        switch = _fp16_switch(stage)
+        if switch is not None and switch[1] and switch[3].declared(switch[1]):  # no options given: none declared
             out.append(stage.name)
     return out
 

@@ -27,11 +27,9 @@ from winml_perf.ep.options import parse_options
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import OK, StageRoute, with_placements
 from winml_perf.model.runtime import GENAI
+from winml_perf.publish.formats import FORMAT_HELP, TABLE_OR_JSON, check_format, json_text, result_text
 from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
 from winml_perf.support.text_table import fill, fitted
-
-FORMATS = ("table", "json", "jsonl", "csv", "markdown")  # show; prepare prints table or json
-PREPARE_FORMATS = ("table", "json")
 
 app = PlainTyper(help="Make, inspect, prepare and clean model bundles.", no_args_is_help=True)
 app.command("synth")(synth)
@@ -92,11 +90,6 @@ def target_for(
     return resolve_target(None, device, GENAI)
 
 
-def _check_format(format: str, allowed: Sequence[str] = FORMATS) -> None:
-    if format not in allowed:
-        raise UsageError(f"unknown format {format!r} (--format)", remedy=f"use one of: {', '.join(allowed)}")
-
-
 def _ep_label(name: str | None) -> str:
     return eps.ep_alias(name) if name is not None and eps.is_known_ep(name) else f"{name} (unknown)"
 
@@ -136,9 +129,7 @@ def show_command(
     ep: EpOpt = None,
     device: DeviceOpt = None,
     stages: StagesOpt = None,
-    format: Annotated[
-        str, typer.Option("--format", metavar="FORMAT", help="table, json, jsonl, csv or markdown")
-    ] = "table",
+    format: Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)] = "table",
     placement: Annotated[
         bool,
         typer.Option(
@@ -157,7 +148,7 @@ def show_command(
     ep_library: EpLibraryOpt = None,
 ) -> None:
     """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
-    _check_format(format)
+    check_format(format)
     placement = placement or placement_nodes
     asked = parse_options(ep_option or ())
     target = target_for(ep, device, ep_library, asked)
@@ -168,27 +159,20 @@ def show_command(
 
         route_stages = with_placements(plan.stages, measure_config(plan.config))
     nodes = _nodes_of(plan.config) if placement_nodes else None
-    if format == "json":
+    rows, headers = stage_rows(route_stages), _HEADERS
+    if placement:
+        rows, headers = [r + placement_cells(s) for r, s in zip(rows, route_stages)], _HEADERS + _PLACEMENT_HEADERS
+    if format != "table":  # the table is this command's own view, below
+        items = [s.to_dict() for s in route_stages]
         payload = {
             "bundle": str(bundle),
             "kind": plan.config.kind,
             "target": target.to_dict(),
             **plan.to_dict(),
-            "stages": [s.to_dict() for s in route_stages],
+            "stages": items,
             **({"nodes": [n.to_dict() for n in nodes]} if nodes is not None else {}),
         }
-        sys.stdout.write(json.dumps(payload, indent=2) + "\n")
-        return
-    if format == "jsonl":
-        sys.stdout.write("".join(json.dumps(s.to_dict()) + "\n" for s in route_stages))
-        return
-    rows, headers = stage_rows(route_stages), _HEADERS
-    if placement:
-        rows, headers = [r + placement_cells(s) for r, s in zip(rows, route_stages)], _HEADERS + _PLACEMENT_HEADERS
-    if format in ("csv", "markdown"):
-        from winml_perf.publish.formats import table_text
-
-        sys.stdout.write(table_text(list(headers), rows, format))
+        sys.stdout.write(result_text(format, payload, items, list(headers), rows))
         return
     print(fill(f"{bundle}  ({plan.config.kind})  requested={plan.requested}  route={plan.route}"))
     print(fitted(headers, rows, drop=_DROP_ORDER, pipes=True), end="")
@@ -252,7 +236,7 @@ def prepare_command(
     ] = False,
 ) -> None:
     """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
-    _check_format(format, PREPARE_FORMATS)
+    check_format(format, TABLE_OR_JSON)
     if (device_free or strict) and (not compile or ep is None):
         raise UsageError(
             "--device-free and --strict need --compile and --ep X", "e.g. --ep qnn --compile --device-free"
@@ -306,7 +290,7 @@ def prepare_command(
     for w in route.warnings:
         print(fill(f"warning: {w}"), file=sys.stderr)
     if format == "json":
-        sys.stdout.write(json.dumps(route.to_dict(), indent=2) + "\n")
+        sys.stdout.write(json_text(route.to_dict(), "json"))
         _fail_on_compile_failure(route)
         return
     rows = [r + placement_cells(s) for r, s in zip(stage_rows(route.stages), route.stages)]
@@ -376,7 +360,8 @@ def _prepare_onnx_model(
     asked: dict[str, str],
     device_free: bool = False,
 ) -> None:
-    from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
+    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.ep.effective import plain_provider_options
     from winml_perf.session.onnx_options import parse_session_config
 
     if not model.is_file():
@@ -395,7 +380,7 @@ def _prepare_onnx_model(
         device_free=device_free,
     )
     if format == "json":
-        sys.stdout.write(json.dumps(prepared.to_dict(), indent=2) + "\n")
+        sys.stdout.write(json_text(prepared.to_dict(), "json"))
         return
     d = prepared.to_dict()
     print(

@@ -55,9 +55,18 @@ def import_prepared(
     from winml_perf.model.runtime import GENAI
 
     if bundle.suffix == ".onnx" and bundle.is_file():
-        from winml_perf.bundle.epcontext.export_onnx import import_model
+        from winml_perf.bundle.epcontext.export_onnx import import_plan
+        from winml_perf.bundle.onnx_prepare import prepare_onnx
 
-        prepared = import_model(bundle, source)
+        plan = import_plan(bundle, source)
+        prepared = prepare_onnx(
+            bundle,
+            plan.target,
+            plan.graph_optimization_level,
+            provider_options=plan.provider_options,
+            session_config=plan.session_config,
+            importer=plan.write,
+        )
         compat = prepared.compatibility or {}
         print(
             f"prepared model cache={prepared.cache} ({prepared.cache_reason}) from {source}; compatibility: "

@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from winml_perf.commands.help_style import PlainTyper
-from winml_perf.publish.formats import FORMAT_HELP, check_format, json_text, table_text
+from winml_perf.publish.formats import FORMAT_HELP, JSON_FORMATS, check_format, result_text
 from winml_perf.support.errors import BenchmarkFailure, UsageError
 from winml_perf.support.text_table import fill
 
@@ -46,10 +46,6 @@ BundleOpt = Annotated[
 TestbedOpt = Annotated[str | None, typer.Option("--testbed", metavar="ID", help="Only this testbed id.")]
 PromptOpt = Annotated[int | None, typer.Option("--prompt-tokens", metavar="N", help="Only this prompt length.")]
 NewOpt = Annotated[int | None, typer.Option("--max-new-tokens", metavar="N", help="Only this number of new tokens.")]
-
-
-def _fmt(fmt: str) -> None:
-    check_format(fmt)
 
 
 ROUTES_HEAD = [
@@ -118,7 +114,7 @@ def routes_command(
     from winml_perf.compare.text import parse_pct
     from winml_perf.results.store import open_store
 
-    _fmt(fmt)
+    check_format(fmt)
     if resamples < 100:
         raise UsageError(f"--resamples must be >= 100, got {resamples}", "the default 2000 is a good choice")
     eq = parse_pct(equivalence, "--equivalence")
@@ -148,11 +144,7 @@ def routes_command(
             prompt_tokens=prompt_tokens,
             max_new_tokens=max_new_tokens,
         )
-    if fmt == "json":
-        sys.stdout.write(json_text(report.to_dict(), "json"))
-    elif fmt == "jsonl":
-        sys.stdout.write(json_text(report.to_dict()["comparisons"], "jsonl"))
-    elif fmt == "table":
+    if fmt == "table":  # sentences, one a route and metric
         how = (
             "over paired invocations"
             if report.rows and all(r.pairing == "invocations" for r in report.rows)
@@ -181,7 +173,8 @@ def routes_command(
             ]
             for r in report.rows
         ]
-        sys.stdout.write(table_text(ROUTES_HEAD, rows, fmt))
+        doc = report.to_dict()
+        sys.stdout.write(result_text(fmt, doc, doc["comparisons"], ROUTES_HEAD, rows))
     for note in report.notes:
         print(fill(f"note: {note}"), file=sys.stderr)
 
@@ -208,13 +201,35 @@ def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[s
         }
         for v in found
     ]
-    if fmt in ("json", "jsonl"):
+    if fmt in JSON_FORMATS:  # figures; any other format: the sentences
         doc = {"run_id": run_id, "baseline_route": baseline_route, "serving": items}
-        sys.stdout.write(json_text(doc if fmt == "json" else items, fmt))
+        sys.stdout.write(result_text(fmt, doc, items, (), ()))
         return
     print(f"run {run_id}: a serving run (winml serve); routes against {baseline_route} per load point", file=sys.stderr)
     for item in items:
         print(item["sentence"])
+
+
+def _raw_rows(report) -> list[list]:
+    """The runs table's rows with numbers as measured (csv)."""
+    from winml_perf.publish.runs_table import gate_cell
+
+    return [
+        [
+            report.label(r.key),
+            r.metric,
+            r.n_baseline,
+            r.n_candidate,
+            r.baseline_median,
+            r.candidate_median,
+            r.delta_pct,
+            r.interval_text().strip(" []"),
+            r.p_value,
+            r.verdict,
+            gate_cell(r),
+        ]
+        for r in report.rows
+    ]
 
 
 @app.command("runs")
@@ -267,7 +282,7 @@ def runs_command(
     from winml_perf.compare.text import parse_pct
     from winml_perf.results.store import open_store
 
-    _fmt(fmt)
+    check_format(fmt)
     baseline, candidate = _two_runs(ids or [], baseline, candidate)
     eq = parse_pct(equivalence, "--equivalence")
     assert eq is not None  # --equivalence has a default
@@ -287,31 +302,7 @@ def runs_command(
             prompt_tokens=prompt_tokens,
             max_new_tokens=max_new_tokens,
         )
-    if fmt == "json":
-        sys.stdout.write(json_text(report.to_dict(), "json"))
-    elif fmt == "jsonl":
-        sys.stdout.write(json_text(report.to_dict()["changes"], "jsonl"))
-    elif fmt == "csv":
-        from winml_perf.publish.runs_table import gate_cell
-
-        rows = [
-            [
-                report.label(r.key),
-                r.metric,
-                r.n_baseline,
-                r.n_candidate,
-                r.baseline_median,
-                r.candidate_median,
-                r.delta_pct,
-                r.interval_text().strip(" []"),
-                r.p_value,
-                r.verdict,
-                gate_cell(r),
-            ]
-            for r in report.rows
-        ]
-        sys.stdout.write(table_text(RUNS_HEAD, rows, "csv"))
-    elif fmt == "table":  # fitted to the terminal (publish/runs_table.py says what gives way)
+    if fmt == "table":  # fitted to the terminal (publish/runs_table.py says what gives way)
         from winml_perf.publish.run_table import terminal_width
         from winml_perf.publish.runs_table import fitted_runs_table
 
@@ -320,7 +311,10 @@ def runs_command(
     else:
         from winml_perf.publish.runs_table import human_rows
 
-        sys.stdout.write(table_text(RUNS_HEAD, human_rows(report), fmt))
+        doc = report.to_dict()
+        sys.stdout.write(
+            result_text(fmt, doc, doc["changes"], RUNS_HEAD, human_rows(report), csv_rows=_raw_rows(report))
+        )
     for note in report.notes:
         print(fill(f"note: {note}"), file=sys.stderr)
     for line in explanation_lines(report):

@@ -9,7 +9,7 @@ import typer
 from winml_perf.ep.devices import EPDevice, describe_available, list_ep_devices
 from winml_perf.ep.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
 from winml_perf.ep.table import EPS, install_sentence
-from winml_perf.publish.formats import FORMAT_HELP, check_format, json_text, table_text
+from winml_perf.publish.formats import FORMAT_HELP, check_format, result_text
 from winml_perf.support.text_table import fill
 
 _HEADERS = ("EP", "EP vendor", "device type", "serves", "hardware vendor", "vendor id", "device id", "source")
@@ -22,11 +22,8 @@ def _notes(devices: list[EPDevice], registrations: list[PluginRegistration]) -> 
     listed = {d.ep_name for d in devices}
     for reg in registrations:
         if reg.ep_name not in listed:
-            hint = ""
-            if reg.ep_name == "WebGpuExecutionProvider":
-                hint = (
-                    " (no GPU adapter found; ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 before start offers a software one)"
-                )
+            why = EPS[reg.ep_name].no_device_hint if reg.ep_name in EPS else ""
+            hint = f" ({why})" if why else ""
             notes.append(f"{reg.ep_name} registered from {reg.library_path} but offers no device here{hint}")
     if any(d.inferred for d in devices):
         notes.append("entries marked inferred come from get_available_providers(); their device type is assumed")
@@ -69,25 +66,14 @@ def devices_command(
     check_format(format)
     registrations = register_plugin_eps(ep_library or ())
     devices = list_ep_devices()
-    notes = _notes(devices, registrations)
+    notes, missing = _notes(devices, registrations), _missing(devices)
+    listed = [d.to_dict() for d in devices]
+    payload = {"devices": listed, "plugins": [r.to_dict() for r in registrations], "notes": notes, "not_here": missing}
+    sys.stdout.write(result_text(format, payload, listed, _HEADERS, [_row(d) for d in devices], drop=_DROP_ORDER))
     if format == "json":
-        payload = {
-            "devices": [d.to_dict() for d in devices],
-            "plugins": [r.to_dict() for r in registrations],
-            "notes": notes,
-            "not_here": _missing(devices),
-        }
-        sys.stdout.write(json_text(payload, "json"))
-        return
-    if format == "jsonl":
-        sys.stdout.write(json_text([d.to_dict() for d in devices], "jsonl"))
-    elif format == "table":
-        sys.stdout.write(table_text(_HEADERS, [_row(d) for d in devices], "table", drop=_DROP_ORDER))
-    else:
-        sys.stdout.write(table_text(_HEADERS, [_row(d) for d in devices], format))
+        return  # the document holds the notes and what is not here
     for note in notes:
         print(fill(f"note: {note}"), file=sys.stderr)
-    missing = _missing(devices)
     if format == "table" and missing:
         print("not here, and how to get each (README: Getting WebGPU, QNN, OpenVINO):", file=sys.stderr)
         for m in missing:

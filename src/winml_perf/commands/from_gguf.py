@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -11,6 +10,7 @@ import typer
 
 from winml_perf.convert.decoder_graph import PRECISIONS, GraphOptions
 from winml_perf.convert.from_gguf import convert
+from winml_perf.publish.formats import TABLE_OR_JSON, check_format, json_text
 from winml_perf.support.errors import UsageError
 
 
@@ -45,12 +45,11 @@ def from_gguf(
     """Convert a GGUF file's weights and tokenizer into a bundle (needs the `gguf` extra; no torch, no hub)."""
     if precision not in PRECISIONS:
         raise UsageError(f"--precision {precision!r} is not one of {', '.join(PRECISIONS)}", "pick one of those")
-    if fmt not in ("table", "json"):
-        raise UsageError(f"--format {fmt!r} is not one of table, json", "pick one of those")
+    check_format(fmt, TABLE_OR_JSON)
     options = GraphOptions(precision=precision, accuracy_level=accuracy_level, pipeline=pipeline)
     summary = convert(gguf_file, output, options, force=force, log=lambda m: print(m, file=sys.stderr))
     if fmt == "json":
-        print(json.dumps(summary, indent=2))
+        sys.stdout.write(json_text(summary, "json"))
         return
     for how, n in summary["weights"].items():
         print(f"  {n:4d} × {how}", file=sys.stderr)

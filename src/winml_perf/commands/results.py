@@ -11,7 +11,7 @@ import typer
 
 from winml_perf.commands.help_style import PlainTyper
 from winml_perf.publish import exporters
-from winml_perf.publish.formats import FORMAT_HELP, FORMATS, check_format, json_text, table_text
+from winml_perf.publish.formats import FORMAT_HELP, check_format, result_text, table_text
 from winml_perf.support.errors import UsageError
 from winml_perf.support.text_table import fill, say
 
@@ -75,10 +75,6 @@ DigestOpt = Annotated[
         help="Only records of the bundle whose content digest starts with this (the 'model changed a1b2c3 → d4e5f6' of compare runs and the dashboard).",
     ),
 ]
-
-
-def _check_format(fmt: str, allowed: tuple[str, ...] = FORMATS) -> None:
-    check_format(fmt, allowed)
 
 
 def _verdict(verdict: str | None) -> str | None:
@@ -160,7 +156,7 @@ def list_command(
     """List stored records (oldest first), with headline numbers."""
     from winml_perf.publish.exporters.markdown import MARKDOWN_HEADERS, summary_rows
 
-    _check_format(fmt)
+    check_format(fmt)
     if limit is not None and limit < 1:
         raise UsageError(f"--limit must be >= 1, got {limit}")
     df, where = _load(
@@ -275,18 +271,16 @@ def show_command(
     """Show stored records: identity, metrics and warnings, or the whole record as JSON."""
     from winml_perf.results.store import open_store
 
-    _check_format(fmt)
+    check_format(fmt)
     with open_store(store, create=False) as s:
         rows = _shown_rows(s, record_id)
-    if fmt in ("json", "jsonl"):
-        docs = [r["record"] for r in rows]
-        sys.stdout.write(json_text(docs[0] if fmt == "json" and len(docs) == 1 else docs, fmt))
-    elif fmt == "table":
+    if fmt == "table":  # each record's identity, metrics and warnings
         print("\n\n".join(_show_table(r) for r in rows))
-    else:
-        head = ["record", *METRIC_HEAD] if len(rows) > 1 else METRIC_HEAD
-        table = [([r["id"]] if len(rows) > 1 else []) + m for r in rows for m in _metric_rows(r["record"])]
-        sys.stdout.write(table_text(head, table, fmt))
+        return
+    docs = [r["record"] for r in rows]
+    head = ["record", *METRIC_HEAD] if len(rows) > 1 else METRIC_HEAD
+    table = [([r["id"]] if len(rows) > 1 else []) + m for r in rows for m in _metric_rows(r["record"])]
+    sys.stdout.write(result_text(fmt, docs[0] if len(docs) == 1 else docs, docs, head, table))
 
 
 def _write(path: Path, text: str) -> None:
@@ -332,7 +326,7 @@ def export_command(
 ) -> None:
     """Export stored records. bmf and gab take the newest ok record of each bundle x route x shape
     (one testbed); each metric's direction comes from its name (throughputs up, times down)."""
-    _check_format(fmt, tuple(exporters.exporters()))
+    check_format(fmt, tuple(exporters.exporters()))
     if direction is not None and fmt != "gab":
         raise UsageError(
             "--direction applies to --format gab only", "drop --direction, or pass --format gab-bigger / gab-smaller"

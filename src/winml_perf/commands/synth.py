@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from winml_perf.publish.formats import TABLE_OR_JSON, check_format, json_text
 from winml_perf.synth.transformer import ARCHITECTURES, PRECISIONS, PRESETS, SynthSpec, synthesize
 
 
@@ -55,6 +55,7 @@ def synth(
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json.")] = "table",
 ) -> None:
     """Make a random-weight onnxruntime-genai bundle (needs the `synth` extra; no hub access)."""
+    check_format(fmt, TABLE_OR_JSON)
     overrides = {"num_hidden_layers": layers} if layers else {}
     spec = SynthSpec(
         preset=preset,
@@ -73,7 +74,7 @@ def synth(
     )
     summary = synthesize(spec, output, force=force, log=lambda m: print(m, file=sys.stderr))
     if fmt == "json":
-        print(json.dumps(summary, indent=2))
+        sys.stdout.write(json_text(summary, "json"))
     else:
         print(f"{summary['path']}: {summary['bytes'] / 1e6:.1f} MB in {summary['seconds']} s", file=sys.stderr)
         print(summary["path"])

@@ -35,6 +35,7 @@ from winml_perf.ep.plugins import registered_plugins
 from winml_perf.ep.table import (
     DEVICE_CLASSES,
     EPS,
+    IGNORED_PROVIDERS,
     emulator_of,
     ep_alias,
     install_sentence,
@@ -44,9 +45,7 @@ from winml_perf.ep.table import (
 from winml_perf.model.runtime import Runtime, runtime_named
 from winml_perf.support.errors import EPUnavailableError, UsageError
 
-IGNORED_PROVIDERS = frozenset({"AzureExecutionProvider"})
 DEVICE_CHOICES = ("cpu", "gpu", "npu", "auto", "config")
-CPU_EP = "CPUExecutionProvider"
 
 
 @dataclass(frozen=True)

@@ -110,6 +110,15 @@ def effective_options(
     return EffectiveOptions(ep, ep_name, reason, tuple(sorted(asked.items())), device_type, source, checked)
 
 
+def plain_provider_options(target, asked: Mapping[str, str] | None) -> tuple[EffectiveOptions, dict[str, str]]:
+    """The route's one decision for a plain .onnx model on ``target``, and the options it hands the EP:
+    ``asked`` checked against the EP's keys (unknown: exit 2), the EP's defaults added (QNN:
+    backend_type=htp). `perf`, `bundle prepare` and `bundle import-prepared` all read it, so their
+    prepared models share one cache key."""
+    decided = effective_options(target.ep, target.device, dict(asked or {}))
+    return decided, decided.for_stage({})
+
+
 def device_from_options(ep: str, device: str | None, asked: Mapping[str, str] | None) -> str | None:
     """The ``--device`` word to resolve when ``asked`` pins ``device_type`` to one class (``CPU``,
     ``GPU``, ``NPU``) for an EP (any spelling) that takes it; UsageError when ``--device`` names another."""

@@ -46,6 +46,13 @@ Every other fact about an EP lives in its entry too, so adding an EP is one entr
   ``nvidia-gpu``: the NVIDIA GPU's when the device listing says nothing; ``device``: whatever its
   listed device is);
 * ``emulated_on_cpu``: the accelerator its CPU-type device emulates (QNN on x86: the HTP emulator);
+* ``accuracy_level_kernel``: its MatMulNBits kernel computes at the accuracy_level the model writes (the
+  CPU EP; another EP's kernel decides for itself); ``precision_options``: the provider options that set its
+  compute precision; ``fp16_option``: the one that turns fp16 compute on, with its default (QNN's HTP);
+* ``runtime_builds``: the builds of onnxruntime / onnxruntime-genai made for it, each installing the
+  plain module under its own name (onnxruntime-gpu); ``runtime_distributions`` lists them for a version;
+* ``genai_unavailable``: what onnxruntime-genai says when its build lacks the EP, and what to call it;
+* ``no_device_hint``: why a registered plugin may offer no device here, and what to do;
 * ``install_package``: the pip package that brings it to a machine where it is missing;
   ``install_extra``: the winml-perf extra that installs it; ``install_needs``: what else it needs
   (hardware, a driver). ``install_sentence`` makes of them the one sentence README, ``winml devices``
@@ -58,7 +65,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from winml_perf.model.route import CPU
 from winml_perf.support.errors import UsageError
+
+CPU_EP = CPU
+"""The CPU EP's name, every session's fallback: model/route.py spells it for the rooms below this one."""
 
 DEVICE_CLASSES: tuple[str, ...] = ("npu", "gpu", "cpu")
 """Concrete device classes, best first (the order ``--device auto`` tries them)."""
@@ -100,6 +111,23 @@ class DeviceFree:
 
 
 @dataclass(frozen=True)
+class Fp16Option:
+    """A provider option that turns fp16 compute on ('1') or off, what it applies to, and its default."""
+
+    key: str
+    default: str
+    unit: str  # what computes in fp16: 'HTP'
+
+    def declared(self, options: Mapping[str, object]) -> bool:
+        return str(options.get(self.key, self.default)) == "1"
+
+    def text(self, options: Mapping[str, object]) -> str:
+        """'HTP fp16 (enable_htp_fp16_precision 1)'."""
+        on = self.declared(options)
+        return f"{self.unit} {'fp16' if on else 'fp32'} ({self.key} {'1' if on else '0'})"
+
+
+@dataclass(frozen=True)
 class EPInfo:
     name: str
     alias: str
@@ -118,6 +146,12 @@ class EPInfo:
     install_extra: str | None = None
     install_needs: str = ""
     device_free: tuple[DeviceFree, ...] = ()  # measured plugin versions: can they compile device-free?
+    accuracy_level_kernel: bool = False
+    precision_options: tuple[str, ...] = ()
+    fp16_option: Fp16Option | None = None
+    runtime_builds: tuple[tuple[str, str], ...] = ()  # (the plain distribution, this EP's build of it)
+    genai_unavailable: tuple[str, str] | None = None  # (a regex of genai's load error, what to call the EP)
+    no_device_hint: str = ""
 
     @property
     def home_device(self) -> str:
@@ -252,7 +286,7 @@ _OPENVINO_1_8_1_KEYS = frozenset(
 )
 
 _TABLE: tuple[EPInfo, ...] = (
-    EPInfo("CPUExecutionProvider", "cpu", "cpu", ("cpu",), memory=HOST_MEMORY),
+    EPInfo(CPU_EP, "cpu", "cpu", ("cpu",), memory=HOST_MEMORY, accuracy_level_kernel=True),
     EPInfo(
         "CUDAExecutionProvider",
         "cuda",
@@ -262,6 +296,8 @@ _TABLE: tuple[EPInfo, ...] = (
         memory=NVIDIA_GPU_MEMORY,
         install_package="onnxruntime-gpu",
         install_needs="it replaces onnxruntime (pip uninstall onnxruntime first); needs an NVIDIA GPU and its driver",
+        runtime_builds=(("onnxruntime", "onnxruntime-gpu"), ("onnxruntime-genai", "onnxruntime-genai-cuda")),
+        genai_unavailable=(r"Cuda interface not available", "CUDA (onnxruntime-genai-cuda is not installed)"),
     ),
     EPInfo(
         "NvTensorRTRTXExecutionProvider",
@@ -288,6 +324,9 @@ _TABLE: tuple[EPInfo, ...] = (
         device_free=(
             DeviceFree("onnxruntime-qnn", "2.7.0", True, "QNNExecutionProvider.virtual compiles EPContext models"),
         ),
+        precision_options=("enable_htp_fp16_precision", "htp_bf16_enable", "enable_htp_fp16_clamp_overflow"),
+        fp16_option=Fp16Option("enable_htp_fp16_precision", "1", "HTP"),
+        runtime_builds=(("onnxruntime", "onnxruntime-qnn"),),  # the onnxruntime build before the plugin package
     ),
     EPInfo(
         "OpenVINOExecutionProvider",
@@ -301,6 +340,8 @@ _TABLE: tuple[EPInfo, ...] = (
         install_package="onnxruntime-ep-openvino",
         install_extra="openvino",
         install_needs="it offers devices on Intel hardware only (CPU, GPU, NPU), none on an AMD CPU",
+        precision_options=("precision", "load_config"),
+        runtime_builds=(("onnxruntime", "onnxruntime-openvino"),),  # replaces onnxruntime, unlike the plugin
     ),
     EPInfo(
         "VitisAIExecutionProvider",
@@ -320,6 +361,8 @@ _TABLE: tuple[EPInfo, ...] = (
         io_device="dml",
         install_package="onnxruntime-directml",
         install_needs="it replaces onnxruntime (pip uninstall onnxruntime first); Windows only",
+        runtime_builds=(("onnxruntime", "onnxruntime-directml"), ("onnxruntime-genai", "onnxruntime-genai-directml")),
+        genai_unavailable=(r"DML provider requested", "DML (this onnxruntime-genai build has no DirectML)"),
     ),
     EPInfo(
         "WebGpuExecutionProvider",
@@ -339,6 +382,7 @@ _TABLE: tuple[EPInfo, ...] = (
                 "(an assertion in its BufferManager)",
             ),
         ),
+        no_device_hint="no GPU adapter found; ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 before start offers a software one",
     ),
     EPInfo("MIGraphXExecutionProvider", "migraphx", None, ("gpu",)),
     EPInfo("CoreMLExecutionProvider", "coreml", None, ("npu", "gpu", "cpu")),
@@ -346,6 +390,15 @@ _TABLE: tuple[EPInfo, ...] = (
 
 EPS: dict[str, EPInfo] = {info.name: info for info in _TABLE}
 """Canonical name -> EPInfo. Insertion order is the preference order among equally good EPs."""
+
+#: Providers onnxruntime lists that run nothing on a device here: never a route.
+IGNORED_PROVIDERS = frozenset({"AzureExecutionProvider"})
+
+#: The builds of each runtime that bring no EP of their own: the plain one, and Windows ML's.
+_PLAIN_BUILDS = {
+    "onnxruntime": ("onnxruntime", "onnxruntime-winml"),
+    "onnxruntime-genai": ("onnxruntime-genai", "onnxruntime-genai-winml"),
+}
 
 #: Memory of EPs that are not in the table (no route here forces them) but whose stages a record may
 #: name: the TensorRT EP, which onnxruntime-gpu lists next to CUDA.
@@ -391,6 +444,14 @@ def install_sentence(canonical: str) -> str:
 def install_sentences() -> list[str]:
     """Every EP's install sentence, in table order (the CPU EP has none)."""
     return [text for text in (install_sentence(name) for name in EPS) if text]
+
+
+def runtime_distributions(runtime: str) -> tuple[str, ...]:
+    """Every distribution that installs ``runtime`` ('onnxruntime' or 'onnxruntime-genai'), in the order a
+    version is looked for: the plain one, each EP's build in table order, Windows ML's last."""
+    plain, windows_ml = _PLAIN_BUILDS[runtime]
+    builds = (build for info in EPS.values() for of, build in info.runtime_builds if of == runtime)
+    return (plain, *builds, windows_ml)
 
 
 def emulator_of(canonical: str) -> str | None:

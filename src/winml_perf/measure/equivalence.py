@@ -255,10 +255,10 @@ class LayerBands:
 
 
 def _stage_ep(stage) -> tuple[str, dict]:
-    from winml_perf.ep.table import ep_from_genai_provider
+    from winml_perf.ep.table import CPU_EP, ep_from_genai_provider
 
     if not stage.provider_options:
-        return "CPUExecutionProvider", {}
+        return CPU_EP, {}
     key, options = next(iter(stage.provider_options[0].items()))
     return ep_from_genai_provider(key), dict(options)
 

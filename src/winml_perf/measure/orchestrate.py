@@ -292,8 +292,9 @@ def _per_stage_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str
 
 def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
     from winml_perf.bundle.onnx_placement import model_placement
-    from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx
+    from winml_perf.bundle.onnx_prepare import prepare_onnx
     from winml_perf.ep.devices import resolve_target
+    from winml_perf.ep.effective import plain_provider_options
     from winml_perf.model.spec import SessionSpec
     from winml_perf.session.onnx_session import preflight
 
@@ -372,9 +373,10 @@ def _refuse_duplicate_routes(req: PerfRequest) -> None:
 def _emulated(route_eps) -> tuple[str, ...]:
     """The route's EPs that offer only an emulator here (QNN's HTP emulator on x86)."""
     from winml_perf.ep.devices import emulated_eps
+    from winml_perf.ep.table import CPU_EP
 
     wanted = {e for e in route_eps if e}
-    if not wanted - {"CPUExecutionProvider"}:
+    if not wanted - {CPU_EP}:
         return ()
     return tuple(e for e in emulated_eps() if e in wanted)
 

@@ -168,7 +168,7 @@ def run_sweep(
     each cell is final (store it there). ``isolate=None`` isolates when there is more than one route.
     ``environment``: collect_environment() of this run (collected here when None).
     ``roofline``: add decode's fraction of the memory-bandwidth bound (bandwidth measured once per machine, cached).
-    ``explain``: after each cell's measured iterations, profile its route apart (bench/explain_cell.py).
+    ``explain``: after each cell's measured iterations, profile its route apart (measure/explain_cell.py).
     ``energy_meters``: route label -> EnergyMeter to use instead of the host's (tests).
     ``series_label``: winml perf --series NAME, recorded with every cell (the series it belongs to)."""
     cells = list(cells)

@@ -92,7 +92,7 @@ class CellResult:
     wall_s: float = 0.0
     measure_s: float = 0.0
     index: int = 0
-    explain: dict[str, Any] = field(default_factory=dict)  # bench/explain_cell.py, with --explain
+    explain: dict[str, Any] = field(default_factory=dict)  # measure/explain_cell.py, with --explain
     invocations: tuple[dict[str, Any], ...] = ()  # per invocation: index, round, pid, load, iterations, medians
     invocation_kind: str = "process"  # what one invocation is: a fresh "process", or a fresh "session" in process
     energy: dict[str, Any] = field(default_factory=dict)  # J/token per phase or why not, idle, power state

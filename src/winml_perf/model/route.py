@@ -1,7 +1,7 @@
 """A route as it is planned, prepared, measured and recorded: ``Route``, its ``StageRoute``s and their
 ``StagePlacement``, the compile outcomes and the output check.
 
-Producers (bundle/prepare.py for genai bundles, bench/orchestrate.py for plain ONNX models) build a
+Producers (bundle/prepare.py for genai bundles, measure/orchestrate.py for plain ONNX models) build a
 ``Route`` once; everyone downstream reads attributes. ``to_dict``/``from_dict`` are the record's JSON
 edge: they write and read exactly the route section of a cell record (schemas/record.schema.json).
 A section that was not recorded is left out of the JSON rather than written as null, so a route read

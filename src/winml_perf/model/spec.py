@@ -112,7 +112,7 @@ class IterationPolicy:
     Fixed: exactly ``invocations`` x ``iterations``. Adaptive when ``target_ci_pct`` is set: until
     the 95 % CI of the median of the primary metric is within ±target_ci_pct, with at least
     ``min_iterations`` in each invocation and at least ``invocations`` invocations; the rule picks
-    another iteration or another invocation by the variance at each level (bench/stopping.py); caps:
+    another iteration or another invocation by the variance at each level (measure/stopping.py); caps:
     ``max_iterations`` (all invocations together), ``max_invocations`` and ``max_time_s`` (time
     charged to the cell: loads, warmups and iterations). ``max_invocations`` 1 is the
     within-process rule (one invocation, its interval covers that process only)."""

@@ -8,6 +8,11 @@ from pathlib import Path
 _LOCATION_TAG = b"\n\x08location\x12"  # StringStringEntryProto{key: "location", value: ...} in an ONNX file
 
 
+def model_files(model: Path) -> list[str]:
+    """The model file and the external-data files it names, relative to its folder."""
+    return [model.name] + external_data_files(model)
+
+
 def external_data_files(model: Path) -> list[str]:
     """Relative paths of the external-data files the model names (existing ones), sorted.
 

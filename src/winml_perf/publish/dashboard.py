@@ -1,19 +1,19 @@
 """The static dashboard: self-contained HTML pages (inline CSS, inline SVG drawn by
-results/dashboard_svg.py, a few lines of inline JS for the filters; no network) written to ``<out>/``.
+publish/dashboard_svg.py, a few lines of inline JS for the filters; no network) written to ``<out>/``.
 
 - ``index.html``: one row per series (testbed x bundle x route x shape x options, ``series_key``) with
   a sparkline of its primary metric, the newest value and its 95 % interval, its ratio to config
   from the newest run that measured both (publish/route_ratio.py: compare routes' paired ratio,
   its interval and the run) with the equivalence verdict of the newest record and its run beside it, and its newest change point (size of the shift
   and its interval); a testbed and a route filter.
-- ``pages/<testbed>/<bundle>.html`` (results/dashboard_page.py): the full history of each series of
+- ``pages/<testbed>/<bundle>.html`` (publish/dashboard_page.py): the full history of each series of
   that testbed and bundle: a card per metric with the series of the sweep (routes x shapes) as small
   multiples, the interval as a band, the change points of the primary metric marked and listed; a
   route filter. The primary metric's card has a marker per record (hover: date, commit, version,
   testbed); the other cards draw the line and band only, which keeps a page of a year of nightlies
   to a few MB.
 
-Change points: E-Divisive means (results/changepoint.py) over the primary metric of each series
+Change points: E-Divisive means (stats/series/changepoint.py) over the primary metric of each series
 (decode tok/s for generation, e2e for one-token runs, latency for plain ONNX), over its newest
 ``CHANGE_WINDOW`` ok records: each record's per-invocation medians (``metrics.invocations``, the
 mode-aware input the regression gate judges too), or its median where no record has invocations. They are kept in the store

@@ -2,6 +2,10 @@
 
 - ``table``: aligned columns for a terminal; ``markdown``: a GitHub table; ``csv``: one header
   row, then rows; ``json``: one document (indented); ``jsonl``: one JSON object per line.
+- ``result_text`` writes one result set in any of them; a command whose table is a view of its own
+  (sentences, several tables) prints that for ``table`` and hands every other format to it.
+- A command that prints one summary (``bundle prepare``, ``bundle from-gguf``, ``synth``) takes
+  ``table`` or ``json`` (``TABLE_OR_JSON``).
 - Human output (table, markdown) writes numbers with ``human`` (support/human_numbers.py: four
   significant digits, an SI suffix from 10 000 on); CSV, JSON and JSONL carry them raw.
 """
@@ -26,6 +30,8 @@ from winml_perf.support.text_table import fitted
 FORMATS = ("table", "json", "jsonl", "csv", "markdown")
 #: Help text of a --format option taking the whole vocabulary.
 FORMAT_HELP = "table, json, jsonl, csv or markdown."
+TABLE_OR_JSON = ("table", "json")
+JSON_FORMATS = ("json", "jsonl")  # the figures as they are, for a program
 
 
 def check_format(fmt: str, allowed: Sequence[str] = FORMATS, flag: str = "--format") -> str:
@@ -82,11 +88,21 @@ def json_text(docs: Sequence[Mapping[str, Any]] | Mapping[str, Any], fmt: str) -
     return dumps_indented(docs) + "\n"  # the text of json.dumps(docs, indent=2, allow_nan=False)
 
 
-def rows_text(
-    headers: Sequence[str], rows: Sequence[Sequence[Any]], docs: Sequence[Mapping[str, Any]], fmt: str
+def result_text(
+    fmt: str,
+    doc: Any,
+    items: Sequence[Mapping[str, Any]],
+    headers: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    drop: Sequence[str] | None = None,
+    csv_rows: Sequence[Sequence[Any]] | None = None,
 ) -> str:
-    """One result set in ``fmt``: human rows for table/markdown/csv, raw dicts for json/jsonl."""
+    """One result set in ``fmt``: ``doc`` for json, ``items`` one a line for jsonl, ``rows`` under
+    ``headers`` for table, markdown and csv (numbers human in the first two, raw in csv; ``csv_rows``
+    where ``rows`` are already text a person reads). ``drop``: what leaves a narrow table first."""
     check_format(fmt)
-    if fmt in ("json", "jsonl"):
-        return json_text(list(docs), fmt)
-    return table_text(headers, rows, fmt)
+    if fmt == "json":
+        return json_text(doc, "json")
+    if fmt == "jsonl":
+        return json_text(list(items), "jsonl")
+    return table_text(headers, csv_rows if fmt == "csv" and csv_rows is not None else rows, fmt, drop=drop)

@@ -33,7 +33,7 @@ def cell_metrics(result: CellResult) -> dict[str, stats.Summary]:
 
 
 def cell_statistics(result: CellResult) -> tuple[dict[str, stats.Summary], dict[str, Any]]:
-    """Summaries of every metric (their CI: over invocations, see bench/intervals.py) and the
+    """Summaries of every metric (their CI: over invocations, see stats/cell_intervals.py) and the
     record's ``uncertainty`` section: the intervals with what they cover, the within-process
     interval, ITL percentile intervals."""
     samples = result.samples

@@ -1,6 +1,6 @@
 """The long arrays of a cell record, checked apart from jsonschema: the samples (10^3-10^5 objects)
 and the metrics' outlier indices (up to one per decode step). Each array's item rule, taken from
-the schema, is compiled into Python (results/fast_schema.py); an array whose items all pass is
+the schema, is compiled into Python (record/fast_schema.py); an array whose items all pass is
 emptied, and jsonschema checks the rest of the record without walking every item.
 
 Emptying is sound only where the schema constrains the array by its item rule alone: bulk_rules()

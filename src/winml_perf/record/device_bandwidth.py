@@ -153,7 +153,7 @@ def _store_working_set(size: int, figure: Mapping[str, Any]) -> None:
 def working_set_bandwidth(step_bytes: float, timeout_s: float = 120.0) -> dict[str, Any] | None:
     """measure_working_set() for a step's size, in a child process (the array never raises this
     process's peak RSS), once per size per machine: cached beside the DRAM probe's figure
-    (bench/roofline.py), so a run does not pay the probe after its measurements. None above
+    (record/roofline.py), so a run does not pay the probe after its measurements. None above
     CACHE_RESIDENT_BYTES."""
     size = working_set_bytes(step_bytes)
     if size is None:

@@ -17,27 +17,20 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.ep import child
+from winml_perf.ep import table as eps
 
 TESTBED_ENV = "WINML_PERF_TESTBED"
-PACKAGES = ("winml-perf", "onnxruntime", "onnxruntime-genai", "onnxruntime-ep-webgpu", "onnxruntime-qnn", "numpy")
-# Other distributions that provide the same import names (GPU / NPU builds).
-ALTERNATES = {
-    "onnxruntime": (
-        "onnxruntime-gpu",
-        "onnxruntime-qnn",
-        "onnxruntime-openvino",
-        "onnxruntime-directml",
-        "onnxruntime-winml",
-    ),
-    "onnxruntime-genai": ("onnxruntime-genai-cuda", "onnxruntime-genai-directml", "onnxruntime-genai-winml"),
-}
+RUNTIMES = ("onnxruntime", "onnxruntime-genai")  # each installed by any of its builds (GPU / NPU builds)
+#: The plugin EPs whose package versions every record names (their packages: the EP table).
+RECORDED_PLUGINS = ("webgpu", "qnn")
+PACKAGES = ("winml-perf", *RUNTIMES, *(str(eps.ep_info(a).install_package) for a in RECORDED_PLUGINS), "numpy")
 SUBPROCESS_TIMEOUT_S = 5.0
 
 
 def package_versions() -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for name in PACKAGES:
-        for dist in (name, *ALTERNATES.get(name, ())):
+        for dist in eps.runtime_distributions(name) if name in RUNTIMES else (name,):
             try:
                 out[name] = metadata.version(dist) if dist == name else f"{metadata.version(dist)} ({dist})"
                 break

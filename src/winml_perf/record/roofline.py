@@ -3,7 +3,7 @@ large array, one chunk per thread, best of k) and cached in ``~/.cache/winml-per
 (``WINML_PERF_CACHE_DIR`` overrides).
 
 The bytes a decode step reads come from bundle/decode_bytes.py, the bound and its fraction from
-bench/decode_roofline.py (which also takes an NVIDIA GPU's bandwidth from bench/device_bandwidth.py).
+record/decode_roofline.py (which also takes an NVIDIA GPU's bandwidth from record/device_bandwidth.py).
 """
 
 from __future__ import annotations

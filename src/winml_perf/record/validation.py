@@ -2,7 +2,7 @@
 at the store's edge before anything is written, and wherever a record dict must be trusted.
 
 A record's long arrays (samples, outlier indices) are checked by their item rules compiled into
-Python (results/bulk_check.py) and the rest of the record by jsonschema with those arrays emptied;
+Python (record/bulk_check.py) and the rest of the record by jsonschema with those arrays emptied;
 when anything fails, jsonschema checks the whole record to name the first offending place. Either
 way the rules are the schema's."""
 
@@ -50,7 +50,7 @@ def validate_record(d: Mapping) -> None:
         what = "run record" if d.get("kind") == "run" else "cell record"
         raise StoreError(
             f"{what} {d.get('run_id' if d.get('kind') == 'run' else 'cell_id', '?')} is not a record: at {problem}",
-            "store records made by winml-perf (bench/report.py); this one is damaged or from another tool",
+            "store records made by winml-perf (record/build.py); this one is damaged or from another tool",
         )
     emptied = _with_long_arrays_checked(d)
     if emptied is not None and _first_error(emptied) is None:
@@ -71,7 +71,7 @@ def _bulk_rules() -> tuple[BulkRule, ...] | None:
 
 
 def _with_long_arrays_checked(d: Mapping) -> Mapping | None:
-    """``d`` with the long arrays of its cell(s) checked and emptied (results/bulk_check.py), or
+    """``d`` with the long arrays of its cell(s) checked and emptied (record/bulk_check.py), or
     None: an item broke its rule, or the schema leaves no array to check apart."""
     rules = _bulk_rules()
     if rules is None:
@@ -98,7 +98,7 @@ def _raise_first_error(d: Mapping) -> None:
             raise StoreError(
                 f"record {d.get('run_id' if cell is not d else 'cell_id', '?')} does not match record.schema.json "
                 f"at {where}: an item is not a number >= 0",
-                "store records made by winml-perf (bench/report.py); this one is damaged or from another tool",
+                "store records made by winml-perf (record/build.py); this one is damaged or from another tool",
             )
         checked.append(stripped)
     d = {**d, "cells": checked} if cells is d.get("cells") else checked[0]
@@ -110,7 +110,7 @@ def _raise_first_error(d: Mapping) -> None:
         message = e.message if len(e.message) <= 300 else e.message[:300] + "..."
         raise StoreError(
             f"{what} {ident} does not match record.schema.json at {where}: {message}",
-            "store records made by winml-perf (bench/report.py); this one is damaged or from another tool",
+            "store records made by winml-perf (record/build.py); this one is damaged or from another tool",
         )
 
 

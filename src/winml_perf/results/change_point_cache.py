@@ -2,7 +2,7 @@
 dashboard rebuild runs the detector only on the series that changed.
 
 A row holds, per series and metric, the change points last found and a digest (SHA-256) of
-everything that decided them: the detector's fingerprint (the bytes of results/changepoint.py and
+everything that decided them: the detector's fingerprint (the bytes of stats/series/changepoint.py and
 of the winml_perf modules it uses, and numpy's version: any change to the method invalidates
 every row), the options it was called
 with, and its whole input: the record ids, run ids and values searched, in order (per record its
@@ -48,7 +48,7 @@ LOOKUP_CHUNK = 500
 
 @lru_cache(maxsize=1)
 def detector_fingerprint() -> str:
-    """A digest of the detector's code (results/changepoint.py and every winml_perf module it
+    """A digest of the detector's code (stats/series/changepoint.py and every winml_perf module it
     draws on) and of numpy's version: it changes when any of them does."""
     import numpy
 

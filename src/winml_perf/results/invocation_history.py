@@ -1,5 +1,5 @@
 """A series' history with each record's per-invocation medians: the input of mode-aware change
-points (results/changepoint.py given invocation values) for the gate and the dashboard.
+points (stats/series/changepoint.py given invocation values) for the gate and the dashboard.
 
 One query on the series index, bounded by ``newest`` records: the records of one ``series_key``
 (status ok, up to ``until``) with the metrics' medians, 95 % intervals and per-invocation medians

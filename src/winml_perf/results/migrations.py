@@ -8,7 +8,7 @@ rather than guess (StoreError, exit 2). Never edit a released migration; add a n
 
 Tables (one schema for SQLite and PostgreSQL):
 
-- ``records``: one row per measured cell (a record from bench/record.py): identity, the keys the
+- ``records``: one row per measured cell (a record from record/build.py): identity, the keys the
   commands filter and group by (run, testbed, bundle, route, shape, status, versions, git commit),
   and the whole record as JSON text (lossless; ``winml results show`` prints it).
 - ``metrics``: one row per record and metric: the record's summary statistics over iterations,

@@ -1,4 +1,4 @@
-"""Cell record dict (results/record.py ``CellRecord.to_dict()``) -> the store's rows. Pure, no I/O.
+"""Cell record dict (model/record.py ``CellRecord.to_dict()``) -> the store's rows. Pure, no I/O.
 
 The record's layout belongs to the measurement engine (schemas/record.schema.json); this module
 is the one place that knows where each stored column comes from. Per-iteration metrics in the

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
+from winml_perf.ep.table import EPS
 from winml_perf.model.sample import GenerationTiming
 from winml_perf.support.errors import BenchmarkFailure, BundleError, EPUnavailableError
 from winml_perf.support.json_input import read_json
@@ -112,9 +113,8 @@ def _explain_load_error(bundle: Path, exc: Exception) -> Exception:
     """Turn onnxruntime-genai's load errors into messages that say what to do."""
     text = str(exc)
     patterns = (
-        (r"Cuda interface not available", "CUDA (onnxruntime-genai-cuda is not installed)"),
+        *(info.genai_unavailable for info in EPS.values() if info.genai_unavailable),  # the EP table's
         (r"(\w+) execution provider is not supported in this build", None),
-        (r"DML provider requested", "DML (this onnxruntime-genai build has no DirectML)"),
         (r"Unknown provider name '([^']+)'", None),
     )
     for pattern, label in patterns:

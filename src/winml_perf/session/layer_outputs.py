@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
+from winml_perf.ep.table import CPU_EP
 from winml_perf.support.errors import BenchmarkFailure
 
-CPU_EP = "CPUExecutionProvider"
 _DTYPES = {
     "tensor(float)": np.float32,
     "tensor(float16)": np.float16,

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from winml_perf.ep import table as eps
+from winml_perf.ep.table import CPU_EP
 from winml_perf.model.runtime import ONNX
 from winml_perf.session import onnx_inputs
 from winml_perf.session.onnx_inputs import TensorInfo
@@ -45,7 +46,6 @@ from winml_perf.support.errors import BundleError, EPUnavailableError
 if TYPE_CHECKING:
     from winml_perf.ep.devices import Target
 
-CPU_EP = "CPUExecutionProvider"
 PARTIAL_FALLBACK = "ep_partial_fallback"
 
 
@@ -64,7 +64,7 @@ def ort_ep_devices(ep: str, device_class: str | None = None) -> list:
 
     from winml_perf.ep.plugins import registered_plugins
 
-    if ep != "CPUExecutionProvider":
+    if ep != CPU_EP:
         registered_plugins()
 
     own = [d for d in ort.get_ep_devices() if d.ep_name == ep]

@@ -38,7 +38,7 @@ EQUIVALENCE = 0.02
 CONTINUITY_CORRECTION = 0.5
 #: A bootstrap CI needs enough resampling units to mean anything: at least this many paired rounds,
 #: or (for few rounds of several iterations each) this many iterations per side — the fewest for
-#: which the distribution-free 95 % CI of a median exists (bench/stats.py).
+#: which the distribution-free 95 % CI of a median exists (stats/sample_stats.py).
 MIN_PAIRED_ROUNDS = 5
 MIN_SAMPLES_PER_SIDE = 6
 
@@ -248,7 +248,7 @@ def is_regression(
     return worse > threshold_pct
 
 
-# -- the former rolling baseline (superseded by results/changepoint.py) ---------------------------
+# -- the former rolling baseline (superseded by stats/series/changepoint.py) ---------------------------
 #: Previous ok records pooled into the rolling baseline of a point, and the change it flags.
 ROLLING_WINDOW = 5
 ROLLING_THRESHOLD_PCT = 5.0

@@ -209,7 +209,7 @@ def _compile(src: str, out: str, ep: str, options_json: str, level: str) -> None
     devices = [d for d in ort.get_ep_devices() if d.ep_name == ep]
     if devices:
         so.add_provider_for_devices(devices, options)
-    elif ep != "CPUExecutionProvider":
+    elif ep != eps.CPU_EP:
         so.add_provider(ep, options)
     flags = ort.OrtCompileApiFlags.ERROR_IF_NO_NODES_COMPILED if _compiles(ep) else ort.OrtCompileApiFlags.NONE
     from winml_perf.bundle.epcontext.device_free_child import external_options

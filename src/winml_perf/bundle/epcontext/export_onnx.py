@@ -4,9 +4,10 @@
 which `winml bundle prepare MODEL.onnx` prints). DEST gets copies of the compiled files and
 prepared.json, and export.json: what decides the model (EP, level, provider options, session config),
 the sha256 of the source model and its external data, of each compiled file, and the EP package
-that compiled it. ``import_model(MODEL, DEST)`` checks on B that the model is the one exported, that
-the plugin EP here is the same package version and SDK, and that B decides the same options; then the
-exported files go through the prepared-model cache in place of a compile, after onnxruntime (or,
+that compiled it. ``import_plan(MODEL, DEST)`` checks on B that the model is the one exported, that
+the plugin EP here is the same package version and SDK, and that B decides the same options; its
+``write``, handed to ``prepare_onnx`` (bundle/onnx_prepare.py) as the importer, then puts the
+exported files through the prepared-model cache in place of a compile, after onnxruntime (or,
 where it cannot tell, a session with the options at level disable) accepts them for the running EP
 (the ``.virtual`` compatibility key of a device-free compile read under its name). `winml perf
 MODEL.onnx --ep X --prepare` with the same options then finds it: a hit. Anything that differs is
@@ -17,18 +18,34 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat, device_free
 from winml_perf.bundle.epcontext.export import EXPORT_FILE, FLAG, read_export, verify_export
 from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, VERSION_KEYS
 from winml_perf.ep import table as eps
+from winml_perf.onnxfile.external_data import model_files
 from winml_perf.support import safe_write
 from winml_perf.support.errors import BundleError, UsageError
 
 KIND = "onnx-model"
 SETTINGS = ("kind", "ep", "graph_optimization_level", "provider_options", "session_config")
+
+
+@dataclass(frozen=True)
+class OnnxImport:
+    """What ``prepare_onnx`` is asked for to import an export: the same target, level and options the
+    export was compiled with, and ``write(tmp, output)`` in place of the compile."""
+
+    target: Any  # a devices.Target, resolved here as `winml perf MODEL --ep X` resolves it
+    graph_optimization_level: str
+    provider_options: dict[str, str]
+    session_config: dict[str, str]
+    write: Callable[[Path, str], Any]
 
 
 def is_prepared_model(manifest: dict) -> bool:
@@ -37,8 +54,6 @@ def is_prepared_model(manifest: dict) -> bool:
 
 def export_model(folder: Path, manifest: dict, dest: Path) -> dict:
     """Write ``dest`` from a prepared model's cache ``folder`` (its ``manifest``)."""
-    from winml_perf.bundle.onnx_prepare import source_files
-
     if manifest["kind"] != "epcontext":
         raise BundleError(
             f"{folder} holds an optimised model ({manifest['kind']}), made for this host's CPU; only compiled "
@@ -64,7 +79,7 @@ def export_model(folder: Path, manifest: dict, dest: Path) -> dict:
         "format": 1,
         "kind": KIND,
         "model": model.name,
-        "sources": {rel: cache.file_sha256(model.parent / rel) for rel in source_files(model)},
+        "sources": {rel: cache.file_sha256(model.parent / rel) for rel in model_files(model)},
         "settings": {k: manifest["components"].get(k) for k in SETTINGS},
         "plugins": {manifest["ep"]: {k: made.get(k) for k in VERSION_KEYS}},
         "output": manifest["output"],
@@ -75,10 +90,10 @@ def export_model(folder: Path, manifest: dict, dest: Path) -> dict:
     return doc
 
 
-def import_model(model: Path, source: Path):
-    """The PreparedModel of ``model`` made from the export in ``source`` (or the one already imported)."""
-    from winml_perf.bundle.onnx_prepare import plain_provider_options, prepare_onnx, source_files
+def import_plan(model: Path, source: Path) -> OnnxImport:
+    """How ``model`` is prepared from the export in ``source``; exit 2 where the export does not fit here."""
     from winml_perf.ep.devices import resolve_target
+    from winml_perf.ep.effective import plain_provider_options
     from winml_perf.ep.plugins import register_plugin_eps
     from winml_perf.model.runtime import ONNX
 
@@ -90,7 +105,7 @@ def import_model(model: Path, source: Path):
         )
     want = doc["settings"]
     model = Path(model).resolve()
-    if model.name != doc.get("model") or {rel: _sha(model.parent / rel) for rel in source_files(model)} != doc.get(
+    if model.name != doc.get("model") or {rel: _sha(model.parent / rel) for rel in model_files(model)} != doc.get(
         "sources"
     ):
         raise UsageError(
@@ -129,14 +144,7 @@ def import_model(model: Path, source: Path):
             )
         return verdict
 
-    return prepare_onnx(
-        model,
-        target,
-        want["graph_optimization_level"],
-        provider_options=options,
-        session_config=want.get("session_config") or {},
-        importer=write,
-    )
+    return OnnxImport(target, want["graph_optimization_level"], options, dict(want.get("session_config") or {}), write)
 
 
 def _sha(path: Path) -> str | None:

@@ -8,7 +8,7 @@ Protocol (parent -> child, one request at a time, each answered by one reply):
     ("end_cell",)                   -> ("ok", EndReply)
     ("exit",)                       -> the child closes the pipe and exits 0
 
-The replies are measure/replies.py's dataclasses. A Python exception in the child answers
+The replies are measure/hosting/replies.py's dataclasses. A Python exception in the child answers
 ("error", ErrorReply) and the child lives on (the cell fails, the next cell can use the same
 loaded session). A child that dies (a crash, a signal, os._exit) closes its end of the pipe: the
 parent sees EOF, reaps it and raises ChildCrashed with the exit code or signal. A child that does not answer within the deadline is killed: ChildTimeout.
@@ -87,7 +87,7 @@ def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory
             op = msg[0]
             if op == "exit":
                 return
-            reply: tuple[str, object]  # ("ok", a measure/replies.py reply) or ("error", ErrorReply)
+            reply: tuple[str, object]  # ("ok", a measure/hosting/replies.py reply) or ("error", ErrorReply)
             try:
                 if op == "load":
                     reply = ("ok", host.load())

@@ -1,5 +1,5 @@
 """The hosts a runner drives a route's session through, one surface for both: ChildHost (a child
-process, measure/isolate.py) and LocalHost (this process); both answer with measure/replies.py.
+process, measure/hosting/isolate.py) and LocalHost (this process); both answer with measure/hosting/replies.py.
 A host's failure becomes the cell's CellFailure here."""
 
 from __future__ import annotations

@@ -33,7 +33,7 @@ Multivariate Data", JASA 109(505), 2014), in 1-D with exponent alpha = 1:
 
 Size of a level shift: the step over the LOCAL_RUNS runs either side of the change point (within
 the neighbouring ones), the Hodges-Lehmann ratio with its exact Mann-Whitney interval
-(results/step_size.py). Not the whole segments' medians: slow drift moves those, and with a
+(stats/series/step_size.py). Not the whole segments' medians: slow drift moves those, and with a
 percentile bootstrap of them the 95 % interval covered an injected 5-20 % step in 0.40-0.47 of
 the change points found in 400-run series, this one in 0.87-0.93
 (benchmarks/bench_shift_interval.py). A series with values <= 0 (no ratio of logs), and a mode
@@ -42,7 +42,7 @@ Tibshirani 1993), seeded.
 
 Richer input: when each run is given as its invocation estimates (one value per fresh process),
 the series is first turned into per-run levels that do not inherit process modes
-(results/run_levels.py: each invocation assigned to its mode and moved onto the upper mode's
+(stats/series/run_levels.py: each invocation assigned to its mode and moved onto the upper mode's
 scale), and the change points of that level series are reported as ``kind`` "level". When the
 invocations are bimodal, the per-run share of the lower mode is a second series: its change points
 are reported as ``kind`` "mode share", their shift being that of the runs' geometric mean as
