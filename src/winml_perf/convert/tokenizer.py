@@ -28,7 +28,7 @@ def _pre_tokenizer(pre: str) -> dict[str, Any]:
     if pre == "smollm":
         # llama.cpp's two passes (every digit its own piece, then GPT-2's split), as SmolLM2's own
         # tokenizer.json writes them. The tokenizers library and llama.cpp agree on every test string;
-        # onnxruntime-genai's tokenizer splits a run of spaces before a digit differently (tests/e2e/test_real_model_e2e.py).
+        # onnxruntime-genai's tokenizer splits a run of spaces before a digit differently (docs/real-model.md).
         digits = {"type": "Digits", "individual_digits": True}
         return {"type": "Sequence", "pretokenizers": [digits, byte_level]}
     if pre == "qwen2":
