@@ -7,6 +7,9 @@ model?"), then the routes given with --routes against the bundle's config (the q
 difference what precision does?"), at several prompt seeds, and prints one markdown table.
 
     python benchmarks/equivalence_discrimination.py BUNDLE [--seeds 0,1,2] [--routes ep=webgpu,ep=openvino] [-o table.md]
+
+With ``--copy-accuracy-level 0`` each copy also runs its MatMulNBits on float activations: a changed
+model on another precision, which the precision question must still catch (its layer jump, JUMP_FACTOR).
 """
 
 from __future__ import annotations
@@ -61,9 +64,11 @@ def changes(layers: int) -> dict[str, Callable]:
     }
 
 
-def changed_copy(bundle: Path, out: Path, change: Callable) -> Path:
+def changed_copy(bundle: Path, out: Path, change: Callable, accuracy_level: int | None = None) -> Path:
+    """A copy of ``bundle`` with ``change`` applied to its initializers; with ``accuracy_level``, every
+    MatMulNBits also computes at that level (another precision than the bundle's)."""
     import onnx
-    from onnx import numpy_helper
+    from onnx import helper, numpy_helper
 
     shutil.copytree(bundle, out, ignore=shutil.ignore_patterns("_compiled"))
     model = onnx.load(str(out / "model.onnx"))
@@ -73,6 +78,12 @@ def changed_copy(bundle: Path, out: Path, change: Callable) -> Path:
         new = change(init.name, value, rng)
         if new is not value:
             init.CopyFrom(numpy_helper.from_array(np.asarray(new, dtype=value.dtype), init.name))
+    if accuracy_level is not None:
+        for node in model.graph.node:
+            if node.op_type == "MatMulNBits":
+                kept = [a for a in node.attribute if a.name != "accuracy_level"]
+                del node.attribute[:]
+                node.attribute.extend([*kept, helper.make_attribute("accuracy_level", accuracy_level)])
     (out / "model.onnx.data").unlink()
     onnx.save(model, str(out / "model.onnx"), save_as_external_data=True, location="model.onnx.data")
     return out
@@ -93,7 +104,8 @@ def row(label: str, per_seed: list[dict | None]) -> str:
         if not e or "verdict" not in e:
             return f"error: {e.get('error') if e else '?'}"
         layers = e.get("layers") or {}
-        named = layers.get("first_wrong", layers.get("first_departing"))
+        wrong, departing = layers.get("first_wrong"), layers.get("first_departing")
+        named = f"{wrong} (jump)" if wrong is not None else f"{departing} (growth)" if departing is not None else None
         kl = e["figures"]["kl_mean"]
         verdict = (
             "not the same model"
@@ -111,16 +123,26 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--routes", default="")
     parser.add_argument("--only", default="", help="comma-separated change names to run (default: all)")
+    parser.add_argument(
+        "--copy-accuracy-level",
+        type=int,
+        help="every copy also computes MatMulNBits at this level (0: float activations), so each is judged"
+        " by the precision question (another precision than the bundle's) instead of the same-model one;"
+        " adds the unchanged copy at that level as a control",
+    )
     parser.add_argument("-o", "--output", type=Path)
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
     layers = json.loads((args.bundle / "genai_config.json").read_text())["model"]["decoder"]["num_hidden_layers"]
     lines = ["| copy or route | " + " | ".join(f"seed {s}" for s in seeds) + " |", "|---" * (len(seeds) + 1) + "|"]
     with tempfile.TemporaryDirectory(prefix="winml-discrimination-") as tmp:
-        for name, change in changes(layers).items():
+        todo = changes(layers)
+        if args.copy_accuracy_level is not None:
+            todo = {"no change (the accuracy level alone)": lambda name, value, rng: value, **todo}
+        for name, change in todo.items():
             if args.only and name not in args.only.split(","):
                 continue
-            copy = changed_copy(args.bundle, Path(tmp) / "copy", change)
+            copy = changed_copy(args.bundle, Path(tmp) / "copy", change, args.copy_accuracy_level)
             results = [judge(copy, ["--route", "config", "--reference-bundle", str(args.bundle)], s) for s in seeds]
             lines.append(row(name, [r.get("config", r) for r in results]))
             print(lines[-1], file=sys.stderr, flush=True)
