@@ -124,6 +124,26 @@ def test_a_token_budget_pays_for_whole_serving_rounds_only_and_one_round_is_no_v
     assert v.kind == NO_VERDICT and v.text.endswith("(objective: goodput at concurrency 4)")
 
 
+def test_ctrl_c_mid_round_keeps_the_invocations_that_finished(served, monkeypatch):
+    import winml_perf.measure.serving.run as run
+
+    serve = run.serve_invocation
+
+    def interrupted(route, job, timeout_s):
+        if route.label == "ep=batched":
+            raise KeyboardInterrupt
+        return serve(route, job, timeout_s)
+
+    monkeypatch.setattr(run, "serve_invocation", interrupted)
+    store = FakeStore()
+    rounds = ServingRounds(
+        {x: _spec(x) for x in (CONFIG_LABEL, "ep=batched")}, closed_loop(4, 8, 16, 4, 0), SLO, 0, store, environment={}
+    )
+    with pytest.raises(KeyboardInterrupt):
+        rounds(0, [CONFIG_LABEL, "ep=batched"])
+    assert [r["route"]["label"] for r in store.records] == [CONFIG_LABEL] and len(rounds.run_ids) == 1
+
+
 def test_a_route_the_engine_refuses_in_its_child_leaves_the_race_with_why(served):
     race, _ = _race([CONFIG_LABEL, "ep=batched", "ep=refused"], max_rounds=2)
     assert "og.Engine refused the model" in race.dropped["ep=refused"]

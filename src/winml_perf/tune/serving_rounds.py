@@ -84,23 +84,25 @@ class ServingRounds:
         values: dict[str, dict[str, list[float]]] = {}
         failed: dict[str, str] = {}
         replies: dict[str, list[ServingReply]] = {}
-        for label in labels:
-            route = self.specs[label]
-            job = ServingJob(route.session, (self.load,), round_index, False, self.seed)
-            try:
-                reply = serve_invocation(route, job, self.timeout_s)
-            except WinmlPerfError as exc:  # refused by the Engine at run time, died, timed out, failed
-                failed[label] = str(exc).splitlines()[0]
-                continue
-            served = reply.served[0]
-            goodput = ranked_goodput(invocation_figures(served.requests, served.steps, self.slo))
-            if goodput is None:
-                failed[label] = "no request finished"
-                continue
-            replies[label] = [reply]
-            ttft = [r.ttft_ms for r in served.requests if r.ttft_ms is not None]
-            values[label] = {GOODPUT_METRIC: [goodput], TTFT_METRIC: ttft}
-        self._store(round_index, labels, replies, started)
+        try:
+            for label in labels:
+                route = self.specs[label]
+                job = ServingJob(route.session, (self.load,), round_index, False, self.seed)
+                try:
+                    reply = serve_invocation(route, job, self.timeout_s)
+                except WinmlPerfError as exc:  # refused by the Engine at run time, died, timed out, failed
+                    failed[label] = str(exc).splitlines()[0]
+                    continue
+                served = reply.served[0]
+                goodput = ranked_goodput(invocation_figures(served.requests, served.steps, self.slo))
+                if goodput is None:
+                    failed[label] = "no request finished"
+                    continue
+                replies[label] = [reply]
+                ttft = [r.ttft_ms for r in served.requests if r.ttft_ms is not None]
+                values[label] = {GOODPUT_METRIC: [goodput], TTFT_METRIC: ttft}
+        finally:  # Ctrl-C mid-round still keeps the invocations that finished
+            self._store(round_index, labels, replies, started)
         return RoundResult(values, self.tokens_per_invocation * len(labels), failed)
 
     def _store(self, round_index: int, order: Sequence[str], replies: Mapping[str, list], started: str) -> None:
