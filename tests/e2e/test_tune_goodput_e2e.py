@@ -55,6 +55,10 @@ def test_a_goodput_tune_races_serving_rounds_and_stores_serving_cells(webgpu_env
         assert section["load"]["key"] == "c2" and section["server"] == "engine"
         (inv,) = section["invocations"]
         assert len(inv["requests"]) == 4 and max(s[2] for s in inv["steps"]) == 2  # steps: start, end, batch, waiting
+    compared = run_winml("compare", "routes", "--store", tmp_path / "store.db", timeout=300)
+    assert compared.returncode == 0, compared.stderr[-3000:]
+    assert "a serving run (a round of winml tune --objective goodput)" in compared.stderr
+    assert "at concurrency 2, ep=webgpu serves" in compared.stdout
 
 
 def test_a_goodput_tune_of_a_bundle_the_engine_refuses_exits_2_saying_why():
