@@ -176,7 +176,7 @@ def write_dashboard(
         cpc.save(store, pending)
         ratios = paired_ratios(store, summaries)  # each route against config in one run (issue 35)
         rows_html = "".join(_index_row(s, ratios) for s in summaries)
-        testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries})
+        testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries} | {g.testbed for g in serving_runs})
         routes = sorted({str(s["row"]["route"]) for s in summaries})
         table = (
             (
