@@ -115,6 +115,22 @@ def test_each_round_is_one_stored_serving_run_and_its_tokens_are_counted(served)
     assert race.tokens == per_route * 2 * race.rounds
 
 
+def test_rounds_where_no_request_met_the_slo_are_said_and_when_config_is_one_the_ratio_is_named(served):
+    _, rounds = _race([CONFIG_LABEL, "ep=slow"], max_rounds=2)
+    assert rounds.missed == {"ep=slow": 2}
+    (note,) = rounds.notes()
+    assert "ep=slow in 2 round(s): each such round counted half a request" in note and "makespans" not in note
+    ENGINES["config-slow"] = (4, 0.2)
+    try:
+        rounds.missed.clear()
+        rounds.specs = {CONFIG_LABEL: _spec("config-slow"), "ep=slow": _spec("ep=slow")}
+        rounds(0, [CONFIG_LABEL, "ep=slow"])
+    finally:
+        del ENGINES["config-slow"]
+    (note,) = rounds.notes()
+    assert "config in 1" in note and "a ratio to config compares makespans" in note and "loosen --slo" in note
+
+
 def test_a_token_budget_pays_for_whole_serving_rounds_only_and_one_round_is_no_verdict(served):
     per_route = serving_tokens(closed_loop(4, 8, 16, 4, 0))
     race, _ = _race([CONFIG_LABEL, "ep=batched"], budget=Budget(tokens=per_route * 2 * 1 + 1), max_rounds=10)

@@ -65,6 +65,22 @@ class ServingRounds:
     timeout_s: float = 600.0
     store_errors: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
+    missed: dict[str, int] = field(default_factory=dict)  # label -> rounds in which no request met the SLO
+
+    def notes(self) -> list[str]:
+        """What the ranking stood on where routes met the SLO with none of their requests."""
+        from winml_perf.tune.candidates import CONFIG_LABEL
+
+        if not self.missed:
+            return []
+        who = ", ".join(f"{label} in {n}" for label, n in sorted(self.missed.items()))
+        line = f"no request met --slo {self.slo.text} for {who} round(s): each such round counted half a request"
+        if CONFIG_LABEL in self.missed:  # the reference's goodput was 0: the ratios there compare makespans
+            line += (
+                "; where config met it with none, a ratio to config compares makespans (the faster route wins),"
+                " not goodput: loosen --slo to rank by goodput"
+            )
+        return [line]
 
     @property
     def tokens_per_invocation(self) -> int:
@@ -94,7 +110,10 @@ class ServingRounds:
                     failed[label] = str(exc).splitlines()[0]
                     continue
                 served = reply.served[0]
-                goodput = ranked_goodput(invocation_figures(served.requests, served.steps, self.slo))
+                figures = invocation_figures(served.requests, served.steps, self.slo)
+                goodput = ranked_goodput(figures)
+                if figures.get("goodput_requests_per_s") == 0:
+                    self.missed[label] = self.missed.get(label, 0) + 1
                 if goodput is None:
                     failed[label] = "no request finished"
                     continue

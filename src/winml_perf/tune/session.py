@@ -68,6 +68,7 @@ class TuneOutcome:
     run_ids: list[str] = field(default_factory=list)
     interrupted: int | None = None
     preparation_s: float = 0.0  # preparing, placement and equivalence checks: before the race, outside --budget
+    notes: list[str] = field(default_factory=list)  # what the ranking stood on, said on stderr (goodput's SLO)
 
     def to_dict(self, request: TuneRequest) -> dict:
         load = None
@@ -96,6 +97,7 @@ class TuneOutcome:
             "pruned": [p.to_dict() for p in self.pruned],
             "run_ids": self.run_ids,
             "store": self.store,
+            "notes": self.notes,
         }
 
 
@@ -257,6 +259,9 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
             store.close()
         outcome.store_errors = list(getattr(measure, "store_errors", []))
         outcome.run_ids = list(getattr(measure, "run_ids", []))
+        outcome.notes = list(measure.notes()) if hasattr(measure, "notes") else []
+        for note in outcome.notes:
+            say(f"tune: note: {note}")
     return _conclude(request, outcome, equivalence, specs)
 
 
