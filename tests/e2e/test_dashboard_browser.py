@@ -263,3 +263,24 @@ def test_a_script_error_is_reported_by_the_status_element(site, tmp_path):
     status, _, log = render(noisy_page, tmp_path)
     assert status["data-errors"] == "1" and "bad thing" in status["data-error-messages"]
     assert any("bad thing" in line for line in console_errors(log))
+
+
+def test_the_serving_page_and_its_overview_section_render_without_errors(tmp_path):
+    from tests.unit.test_dashboard_serving import _serving_run
+
+    with open_store(tmp_path / "serving.db") as store:
+        store.write_records(_serving_run("3" * 32, "2026-12-04T00:00:00Z", 100.0))
+        elsewhere = _serving_run("4" * 32, "2026-12-04T00:00:00Z", 50.0)
+        for cell in elsewhere:
+            cell["environment"]["testbed_id"] = "u"
+        store.write_records(elsewhere)
+        index = write_dashboard(store, tmp_path / "site")
+    status, dom, log = render(index, tmp_path)
+    assert (status["data-state"], status["data-errors"], status["data-serving-charts"]) == ("done", "0", "4"), status
+    assert "serving.html#serving-t-tiny-qwen2" in dom and not console_errors(log)
+    status, dom, _ = render(index, tmp_path, "#testbed=u")  # the testbed filter hides the other testbed's row
+    assert '<tr data-testbed="t" class="hidden">' in dom
+    assert '<tr data-testbed="u"' in dom and '<tr data-testbed="u" class="hidden">' not in dom
+    status, dom, log = render(index.parent / "serving.html", tmp_path)
+    assert (status["data-state"], status["data-errors"], status["data-charts"]) == ("done", "0", "4"), status
+    assert dom.count('class="point"') == 2 * 6 and not console_errors(log)

@@ -179,6 +179,11 @@ def routes_command(
         print(fill(f"note: {note}"), file=sys.stderr)
 
 
+def _sweep_command(cells: list) -> str | None:
+    """The command that made a run's cells, as their policy recorded it (serve, tune)."""
+    return next((str(c.policy.rest.get("command")) for c in cells if c.policy.rest.get("command")), None)
+
+
 def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[str] | None, fmt: str) -> None:
     """A serving run's verdicts: each route's goodput against the baseline route per load point, and
     each route's batching gain; sentences (table) or their figures (json/jsonl)."""
@@ -205,7 +210,8 @@ def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[s
         doc = {"run_id": run_id, "baseline_route": baseline_route, "serving": items}
         sys.stdout.write(result_text(fmt, doc, items, (), ()))
         return
-    print(f"run {run_id}: a serving run (winml serve); routes against {baseline_route} per load point", file=sys.stderr)
+    made_by = "a round of winml tune --objective goodput" if _sweep_command(cells) == "tune" else "winml serve"
+    print(f"run {run_id}: a serving run ({made_by}); routes against {baseline_route} per load point", file=sys.stderr)
     for item in items:
         print(item["sentence"])
 

@@ -57,8 +57,9 @@ def dashboard_command(
 ) -> None:
     """Write a static HTML dashboard: an index of every series (sparkline, latest value with its
     interval, newest change point) and a page per testbed x bundle with the full history, the
-    interval as a band and change points marked. Change points found are kept in the store, so the
-    next build searches only series with new records."""
+    interval as a band and change points marked; where the store holds serving cells, serving.html
+    with the newest serving run of each bundle and testbed. Change points found are kept in the
+    store, so the next build searches only series with new records."""
     if sustained is not None:
         say(f"wrote {write_sustained(sustained, output, title)}")
         return

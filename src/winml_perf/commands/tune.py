@@ -6,15 +6,40 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, UsageError
 from winml_perf.support.text_table import fill, say
 
-EPILOG = "Example: winml tune bundles/tiny-qwen2-pipeline --eps cpu,webgpu --budget 300s --emit /tmp/best"
+EPILOG = (
+    "Examples: winml tune bundles/tiny-qwen2-pipeline --eps cpu,webgpu --budget 300s --emit /tmp/best\n\n"
+    "winml tune bundles/tiny-qwen2 --eps cpu,webgpu --objective goodput --concurrency 4 --slo ttft=200ms,tpot=50ms"
+)
+#: tune's flags that only a serving race (--objective goodput) reads, and those it has no use for.
+SERVING_FLAGS = ("--concurrency", "--requests", "--slo")
+SINGLE_STREAM_FLAGS = ("--iterations", "--warmup", "--max-ttft-ms")
+DEFAULT_ITERATIONS, DEFAULT_WARMUP = 5, 1
+DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, DEFAULT_SLO = 4, 16, "ttft=200ms,tpot=50ms"
 TUNE_REPORTS = Path("results") / "tune"
+
+
+def _serving_load(concurrency: int | None, requests: int | None, slo: str | None) -> dict[str, Any]:
+    """--concurrency, --requests and --slo checked (exit 2 naming the flag), as TuneRequest fields."""
+    from winml_perf.model import flag_bounds
+    from winml_perf.model.serving import Slo
+
+    n = DEFAULT_CONCURRENCY if concurrency is None else concurrency
+    count = DEFAULT_REQUESTS if requests is None else requests
+    flag_bounds.check("--concurrency", n)
+    flag_bounds.check("--requests", count)
+    if count < n:
+        raise UsageError(
+            f"--requests {count} is fewer than --concurrency {n}: the loop would never hold {n} in flight",
+            f"pass --requests {4 * n} (a few times the concurrency) or a lower --concurrency",
+        )
+    return {"concurrency": n, "requests": count, "slo": Slo.parse(DEFAULT_SLO if slo is None else slo)}
 
 
 def _ep_options(items: list[str]) -> dict[str, dict[str, str]]:
@@ -28,6 +53,20 @@ def _ep_options(items: list[str]) -> dict[str, dict[str, str]]:
             raise UsageError(f"--ep-option {item!r} is not EP:KEY=VALUE", "e.g. --ep-option qnn:soc_model=60")
         out.setdefault(ep.strip(), {}).update(parse_options([pair], f"--ep-option {ep.strip()}:"))
     return out
+
+
+def check_objective_flags(objective: str, given: dict[str, object]) -> None:
+    """Exit 2 naming a flag the objective does not read: the serving flags without --objective
+    goodput; --iterations, --warmup and --max-ttft-ms with it (a serving round has no iterations;
+    its SLO states the TTFT a request must meet)."""
+    used = [flag for flag, value in given.items() if value is not None]
+    if objective == "goodput":
+        for flag in (f for f in used if f in SINGLE_STREAM_FLAGS):
+            fix = "state it in --slo ttft=MS" if flag == "--max-ttft-ms" else "set --requests N (requests per round)"
+            raise UsageError(f"{flag} does not apply to --objective goodput (rounds serve a closed loop)", fix)
+        return
+    for flag in (f for f in used if f in SERVING_FLAGS):
+        raise UsageError(f"{flag} is read by --objective goodput only", f"add --objective goodput, or drop {flag}")
 
 
 def tune_command(
@@ -45,7 +84,11 @@ def tune_command(
         typer.Option(metavar="EP:KEY=VALUE", help="An option of an EP's forced routes (repeatable)."),
     ] = None,
     objective: Annotated[
-        str, typer.Option(metavar="WHAT", help="decode (tok/s), ttft, e2e or request_ttft (ms).")
+        str,
+        typer.Option(
+            metavar="WHAT",
+            help="decode (tok/s), ttft, e2e or request_ttft (ms); goodput (requests/s meeting --slo under load).",
+        ),
     ] = "decode",
     max_ttft_ms: Annotated[
         float | None, typer.Option(metavar="MS", help="Constraint: a route's TTFT median at most this.")
@@ -78,8 +121,24 @@ def tune_command(
         int | None, typer.Option(metavar="N", help="Prompt length (default 16, or the bundle's static one).")
     ] = None,
     max_new_tokens: Annotated[int, typer.Option(metavar="N", help="Tokens generated per iteration.")] = 32,
-    iterations: Annotated[int, typer.Option(metavar="N", help="Measured iterations in each invocation.")] = 5,
-    warmup: Annotated[int, typer.Option(metavar="N", help="Warmup iterations in each invocation.")] = 1,
+    iterations: Annotated[
+        int | None, typer.Option(metavar="N", help="Measured iterations in each invocation (default 5).")
+    ] = None,
+    warmup: Annotated[
+        int | None, typer.Option(metavar="N", help="Warmup iterations in each invocation (default 1).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(metavar="N", help="--objective goodput: requests in flight (default 4).")
+    ] = None,
+    requests: Annotated[
+        int | None, typer.Option(metavar="N", help="--objective goodput: requests per route per round (default 16).")
+    ] = None,
+    slo: Annotated[
+        str | None,
+        typer.Option(
+            metavar="ttft=MS,tpot=MS", help="--objective goodput: what a request meets to count (ttft=200ms,tpot=50ms)."
+        ),
+    ] = None,
     max_rounds: Annotated[int, typer.Option(metavar="N", help="At most this many race rounds.")] = 30,
     seed: Annotated[int, typer.Option(metavar="N", help="Seeds the prompt and each round's order.")] = 0,
     store: Annotated[str | None, typer.Option(metavar="PATH|URL", help="Results store (as winml perf).")] = None,
@@ -99,6 +158,18 @@ def tune_command(
     if fmt not in ("table", "json"):
         raise UsageError(f"--format {fmt!r} is not known for tune", "use table or json")
     objective_metric(objective)
+    check_objective_flags(
+        objective,
+        {
+            "--concurrency": concurrency,
+            "--requests": requests,
+            "--slo": slo,
+            "--iterations": iterations,
+            "--warmup": warmup,
+            "--max-ttft-ms": max_ttft_ms,
+        },
+    )
+    serving = _serving_load(concurrency, requests, slo) if objective == "goodput" else {}
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
     from winml_perf.bundle.config import load_config_dict
@@ -131,13 +202,14 @@ def tune_command(
         seed=seed,
         prompt_tokens=prompt_tokens,
         max_new_tokens=max_new_tokens,
-        iterations=iterations,
-        warmup=warmup,
+        iterations=DEFAULT_ITERATIONS if iterations is None else iterations,
+        warmup=DEFAULT_WARMUP if warmup is None else warmup,
         max_rounds=max_rounds,
         store=store,
         no_store=no_store,
         emit=emit,
         report=report,
+        **serving,
     )
     outcome = run_tune(request, argv=sys.argv[1:])
     metric = objective_metric(objective)

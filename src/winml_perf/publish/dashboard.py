@@ -6,6 +6,10 @@ publish/dashboard_svg.py, a few lines of inline JS for the filters; no network) 
   from the newest run that measured both (publish/route_ratio.py: compare routes' paired ratio,
   its interval and the run) with the equivalence verdict of the newest record and its run beside it, and its newest change point (size of the shift
   and its interval); a testbed and a route filter.
+- ``serving.html`` (publish/serving_pages.py), where the store holds serving cells (`winml serve`,
+  `winml tune --objective goodput`): the newest serving run of each testbed and bundle drawn as
+  throughput against latency, linked from the overview's "Serving under load" section; serving
+  series are not single-stream histories and stay off the table and the pages below.
 - ``pages/<testbed>/<bundle>.html`` (publish/dashboard_page.py): the full history of each series of
   that testbed and bundle: a card per metric with the series of the sweep (routes x shapes) as small
   multiples, the interval as a band, the change points of the primary metric marked and listed; a
@@ -54,6 +58,7 @@ from winml_perf.publish.dashboard_page import (
 )
 from winml_perf.publish.formats import human
 from winml_perf.publish.route_ratio import PairedRatio, paired_ratios, ratio_cell
+from winml_perf.publish.serving_pages import find_serving, overview_section, write_serving_page
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results.rows import series_where
 from winml_perf.results.series import series_list
@@ -144,7 +149,8 @@ def write_dashboard(
     out_dir = Path(out_dir)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     groups: dict[tuple, list[dict]] = defaultdict(list)
-    selected = series_list(store, **filters)
+    serving_keys, serving_runs = find_serving(store, filters)  # drawn on serving.html, not as histories
+    selected = [r for r in series_list(store, **filters) if r["series_key"] not in serving_keys]
     names = bundle_labels((r["bundle"], series_where(r)) for r in selected)  # bundles named alike: own pages
     selected = [{**r, "bundle": names[(r["bundle"], series_where(r))]} for r in selected]
     for row in selected:
@@ -170,7 +176,7 @@ def write_dashboard(
         cpc.save(store, pending)
         ratios = paired_ratios(store, summaries)  # each route against config in one run (issue 35)
         rows_html = "".join(_index_row(s, ratios) for s in summaries)
-        testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries})
+        testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries} | {g.testbed for g in serving_runs})
         routes = sorted({str(s["row"]["route"]) for s in summaries})
         table = (
             (
@@ -180,20 +186,28 @@ def write_dashboard(
                 f"<tbody>{rows_html}</tbody></table>"
             )
             if summaries
-            else '<p class="empty">the store holds no records</p>'
+            else f'<p class="empty">the store holds no {"single-stream " if serving_runs else ""}records</p>'
         )
+        serving_charts = write_serving_page(store, out_dir, title, serving_runs) if serving_runs else 0
         body = (
-            f'<p class="sub">{len(summaries)} series, {total} records; generated {generated}.'
+            f'<p class="sub">{len(summaries)} {"single-stream " if serving_runs else ""}series, {total} records;'
+            f" generated {generated}."
             f" Change points: E-Divisive means over the newest {CHANGE_WINDOW} records of each series.</p>"
             + _filter("testbed", testbeds)
             + _filter("route", routes)
             + table
+            + overview_section(serving_runs)
         )
         index = out_dir / "index.html"
         write_file(
             index,
             root=out_dir,
-            text=render_page(title, title, body, {"page": "index", "records": total, "series": len(summaries)}),
+            text=render_page(
+                title,
+                title,
+                body,
+                {"page": "index", "records": total, "series": len(summaries), "serving-charts": serving_charts},
+            ),
         )
     except OSError as exc:
         raise UsageError(

@@ -151,22 +151,38 @@ def occupancy_chart(cell: Mapping[str, Any]) -> str:
     )
 
 
-def serving_page(run: Mapping[str, Any], title: str = "serving") -> tuple[str, int]:
-    """(the page of a serving run record's curves, how many charts); 0 charts: no serving cell."""
+def section_id(bundle: str, testbed: str) -> str:
+    """The anchor of a bundle and testbed's card on the serving page (the overview links to it)."""
+    from winml_perf.publish.dashboard_page import slug
+
+    return f"serving-{slug(testbed)}-{slug(bundle)}"
+
+
+def serving_page(
+    run: Mapping[str, Any],
+    title: str = "serving",
+    captions: Mapping[tuple[str, str], str] | None = None,
+    nav: str = "",
+) -> tuple[str, int]:
+    """(the page of a serving run record's curves, how many charts); 0 charts: no serving cell.
+    ``captions``: a line under each (bundle, testbed) card's heading (which run it draws);
+    ``nav``: HTML above the cards (the store-wide dashboard's link back to its overview)."""
     cells = [c for c in run.get("cells") or [] if c.get("serving")]
     groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
     for c in cells:
         testbed = str((c.get("environment") or {}).get("testbed_id") or "?")
         groups[(str(c.get("bundle")), testbed)].append(c)
-    body, charts = [], 0
+    body, charts = [nav], 0
     for (bundle, testbed), group in sorted(groups.items()):
         svgs = [xy_chart(_points(group, name), label, f"{bundle} on {testbed}") for name, label in LATENCIES]
         svgs = [s for s in svgs if s]
         charts += len(svgs)
         occupancy = "".join(o for o in (occupancy_chart(c) for c in group) if o)
+        caption = (captions or {}).get((bundle, testbed))
         body.append(
-            f'<section class="card"><h2>{escape(bundle)} · testbed {escape(testbed)}</h2>{"".join(svgs)}'
-            f"<h3>batch occupancy over time</h3>{occupancy}</section>"
+            f'<section class="card" id="{section_id(bundle, testbed)}"><h2>{escape(bundle)} · testbed {escape(testbed)}</h2>'
+            + (f'<p class="sub">{escape(caption)}</p>' if caption else "")
+            + f"{''.join(svgs)}<h3>batch occupancy over time</h3>{occupancy}</section>"
         )
     status = {"charts": charts, "records": len(cells), "state": "ok" if charts else "empty"}
     return render_page(title, title, "".join(body), status), charts

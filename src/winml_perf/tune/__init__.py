@@ -6,6 +6,7 @@ rest in paired fresh-process invocations against the leader, and name (and emit)
 - prune.py: placement, compile, device crossings and equivalence, before anything is measured.
 - race.py: successive elimination over paired invocations (a measurement seam decides how a round runs).
 - rounds.py: the real seam, one invocation per route in a fresh process, each cell stored.
+- serving_rounds.py: the seam of --objective goodput, one serving invocation (og.Engine, closed loop) per route.
 - standings.py: the ranked table and the verdict.
 - emit.py: the winner written as a bundle folder.
 - session.py: the whole tune, wired.

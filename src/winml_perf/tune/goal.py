@@ -1,5 +1,6 @@
 """What the race optimises (--objective), what it must respect (--max-ttft-ms) and what it may spend
-(--budget: seconds of wall time or tokens processed)."""
+(--budget: seconds of wall time or tokens processed). ``goodput`` is the one serving objective: its
+rounds serve a closed loop through og.Engine (tune/serving_rounds.py) instead of single streams."""
 
 from __future__ import annotations
 
@@ -15,8 +16,12 @@ OBJECTIVES = {
     "ttft": "ttft_ms",
     "e2e": "e2e_ms",
     "request_ttft": "request_ttft_ms",
+    "goodput": "goodput_requests_per_s",
 }
 TTFT_METRIC = "ttft_ms"
+GOODPUT = "goodput"
+#: One invocation's goodput (stats/serving.py invocation_figures): requests/s meeting the SLO.
+GOODPUT_METRIC = OBJECTIVES[GOODPUT]
 
 
 def objective_metric(word: str) -> str:

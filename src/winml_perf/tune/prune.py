@@ -1,7 +1,8 @@
 """Pruning before anything is measured: each candidate that cannot win is set aside with its reason.
 
 In order, cheapest first: its stages cross devices more often
-than --max-device-crossings allows; the route cannot be prepared or its compile fails; a stage it
+than --max-device-crossings allows; the route cannot be prepared or its compile fails; for
+--objective goodput, onnxruntime-genai's Engine refuses its genai_config.json; a stage it
 forces onto an EP keeps less than --min-placement of its nodes there (the rest fall back); and,
 once for every survivor together, the teacher-forced equivalence check says it is not the same
 model as the config route ("within precision tolerance" stays in the race, shown as such).
@@ -17,17 +18,18 @@ from typing import Any
 
 from winml_perf.measure.orchestrate import PerfRequest
 from winml_perf.model.route import OK
-from winml_perf.support.errors import WinmlPerfError
+from winml_perf.support.errors import UsageError, WinmlPerfError
 from winml_perf.tune.candidates import Candidate, device_crossings
 
 #: Pruning reasons, by the check that gave them.
 CROSSINGS, PREPARE, PLACEMENT, EQUIVALENCE = "crossings", "prepare", "placement", "equivalence"
+ENGINE = "engine"  # --objective goodput: og.Engine does not serve the route
 
 
 @dataclass(frozen=True)
 class Pruned:
     label: str
-    check: str  # CROSSINGS | PREPARE | PLACEMENT | EQUIVALENCE
+    check: str  # CROSSINGS | PREPARE | ENGINE | PLACEMENT | EQUIVALENCE
     reason: str
 
     def line(self) -> str:
@@ -65,6 +67,15 @@ class PruneSettings:
     compile: bool = False
     ep_libraries: tuple[str, ...] = ()
     equivalence: bool = True
+    serving: bool = False  # --objective goodput: prune the routes og.Engine refuses
+
+
+def engine_problem(spec: Any) -> str | None:
+    """Why onnxruntime-genai's Engine refuses the route's genai_config.json (a decoder-pipeline), or None."""
+    from winml_perf.session.genai_engine import engine_refusal
+    from winml_perf.support.json_input import read_json
+
+    return engine_refusal(read_json(Path(spec.session.path) / "genai_config.json"))
 
 
 def placement_problem(spec: Any, min_placement: float) -> str | None:
@@ -123,6 +134,15 @@ def prune(
                 raise  # the config route is the reference: the tune cannot go on without it
             check = "compile" if settings.compile and "compile" in str(exc).lower() else PREPARE
             drop(c.label, check, str(exc).splitlines()[0])
+            continue
+        refused = engine_problem(spec) if settings.serving else None
+        if refused and i == 0:  # no reference to state goodput against: nothing can be raced
+            raise UsageError(
+                f"--objective goodput: the Engine does not serve {settings.bundle} (route config): {refused}",
+                "tune it on a single-stream objective (--objective decode), or give a decoder-only bundle",
+            )
+        if refused:
+            drop(c.label, ENGINE, refused)
             continue
         problem = placement_problem(spec, settings.min_placement) if i > 0 else None
         if problem:

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from winml_perf.model.serving import Slo
 from winml_perf.support.errors import UsageError
 from winml_perf.support.human_numbers import fixed
-from winml_perf.tune.goal import TTFT_METRIC, Budget, objective_metric
+from winml_perf.tune.goal import GOODPUT, TTFT_METRIC, Budget, objective_metric
 
 
 @dataclass(frozen=True)
@@ -33,14 +34,26 @@ class TuneRequest:
     seed: int = 0
     prompt_tokens: int | None = None
     max_new_tokens: int = 32
-    iterations: int = 5
+    iterations: int = 5  # single-stream objectives: measured iterations per invocation
     warmup: int = 1
     max_rounds: int = 30
     min_rounds: int = 2  # rounds before the first elimination (= max_rounds: every route measured alike)
+    concurrency: int = 4  # --objective goodput: requests in flight (closed loop)
+    requests: int = 16  # --objective goodput: requests each route serves per round
+    slo: Slo = Slo(200.0, 50.0)  # --objective goodput: what a request must meet to count
     store: str | None = None
     no_store: bool = False
     emit: Path | None = None
     report: Path | None = None
+
+    @property
+    def serving(self) -> bool:
+        """Whether the race serves load (goodput) rather than timing single streams."""
+        return self.objective == GOODPUT
+
+    def load_label(self) -> str | None:
+        """'concurrency 4' for --objective goodput (what its verdict is about), else None."""
+        return f"concurrency {self.concurrency}" if self.serving else None
 
 
 @dataclass
@@ -55,12 +68,22 @@ class TuneOutcome:
     run_ids: list[str] = field(default_factory=list)
     interrupted: int | None = None
     preparation_s: float = 0.0  # preparing, placement and equivalence checks: before the race, outside --budget
+    notes: list[str] = field(default_factory=list)  # what the ranking stood on, said on stderr (goodput's SLO)
 
     def to_dict(self, request: TuneRequest) -> dict:
+        load = None
+        if request.serving:
+            load = {
+                "mode": "closed",
+                "concurrency": request.concurrency,
+                "requests": request.requests,
+                "slo": request.slo.to_dict(),
+            }
         return {
             "kind": "tune",
             "bundle": str(request.bundle),
             "objective": request.objective,
+            "load": load,  # --objective goodput: what each route served per round
             "budget": request.budget.describe(),
             "seed": request.seed,
             "rounds": self.race.rounds,
@@ -74,6 +97,7 @@ class TuneOutcome:
             "pruned": [p.to_dict() for p in self.pruned],
             "run_ids": self.run_ids,
             "store": self.store,
+            "notes": self.notes,
         }
 
 
@@ -172,6 +196,7 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
         request.compile,
         tuple(request.ep_libraries),
         request.equivalence,
+        serving=request.serving,
     )
     survivors, pruned = prune(settings, candidates, _stage_paths(request.bundle), say)
     equivalence = {s.label: s.equivalence for s in survivors}
@@ -182,6 +207,13 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
         " preparation and checks (outside --budget: the budget is the race's)"
     )
     shape = Shape(prompt_tokens, request.max_new_tokens, request.iterations, request.warmup)
+    tokens_per_invocation = shape.tokens_per_invocation
+    load = None
+    if request.serving:
+        from winml_perf.tune.serving_rounds import closed_loop, serving_tokens
+
+        load = closed_loop(request.concurrency, request.requests, prompt_tokens, request.max_new_tokens, request.seed)
+        tokens_per_invocation = serving_tokens(load)
     metrics = tuple(dict.fromkeys((metric, TTFT_METRIC)))
     store = None
     if not request.no_store:
@@ -191,6 +223,10 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
     specs = {s.label: s.spec for s in survivors}
     if measure_factory is not None:
         measure = measure_factory(specs, request, metrics, store)
+    elif load is not None:
+        from winml_perf.tune.serving_rounds import ServingRounds
+
+        measure = ServingRounds(specs, load, request.slo, request.seed, store, argv)
     else:
         measure = RealRounds(specs, shape, metrics, request.seed, store, argv)
     race = Race(
@@ -202,7 +238,7 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
             min_rounds=request.min_rounds,
             max_rounds=request.max_rounds,
             max_ttft_ms=request.max_ttft_ms,
-            tokens_per_invocation=shape.tokens_per_invocation,
+            tokens_per_invocation=tokens_per_invocation,
         ),
         measure,
         on_round=lambda r: say(progress_line(r)),
@@ -223,6 +259,9 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
             store.close()
         outcome.store_errors = list(getattr(measure, "store_errors", []))
         outcome.run_ids = list(getattr(measure, "run_ids", []))
+        outcome.notes = list(measure.notes()) if hasattr(measure, "notes") else []
+        for note in outcome.notes:
+            say(f"tune: note: {note}")
     return _conclude(request, outcome, equivalence, specs)
 
 
@@ -242,7 +281,7 @@ def _conclude(request: TuneRequest, outcome: TuneOutcome, equivalence, specs) ->
 
     race = outcome.race
     outcome.standings = with_shown_routes(standings(race, outcome.pruned, equivalence), specs)
-    outcome.verdict = verdict(race, equivalence, request.objective)
+    outcome.verdict = verdict(race, equivalence, request.objective, request.load_label())
     if request.emit is not None and outcome.interrupted is None and outcome.verdict.kind != NO_VERDICT:
         from winml_perf.tune.emit import emit_bundle
 

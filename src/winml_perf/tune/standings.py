@@ -91,11 +91,31 @@ def _ratio_text(sp: Speedup) -> str:
     return f"{fixed(sp.estimate, 2)}× [{fixed(sp.low, 2)}, {fixed(sp.high, 2)}]"
 
 
-def verdict(race: Race, equivalence: Mapping[str, str | None], objective_word: str) -> Verdict:
-    """Ship config, a winner, no route beating config within the budget, or the top two tied."""
+def verdict(
+    race: Race, equivalence: Mapping[str, str | None], objective_word: str, load_label: str | None = None
+) -> Verdict:
+    """Ship config, a winner, no route beating config within the budget, or the top two tied.
+    ``load_label`` ('concurrency 4'): the serving load a goodput race measured, named in the verdict."""
+    kind, winner, text = _verdict(race, equivalence, objective_word, load_label)
+    if load_label is not None and kind != WINNER:  # say what was ranked
+        text += f" (objective: goodput at {load_label})"
+    return Verdict(kind, winner, text)
+
+
+def _winner_text(lead: str, sp: Speedup, objective_word: str, load_label: str | None) -> str:
+    """'X is 1.3× faster than config [...]' or, for goodput, 'X serves 1.3× the goodput of config at concurrency 4 [...]'."""
+    interval = f"[{fixed(sp.low, 2)}, {fixed(sp.high, 2)}]"
+    if load_label is not None:
+        return f"{lead} serves {fixed(sp.estimate, 2)}× the goodput of config at {load_label} {interval}"
     better = "faster" if objective_word == "decode" else f"better on {objective_word}"
+    return f"{lead} is {fixed(sp.estimate, 2)}× {better} than config {interval}"
+
+
+def _verdict(
+    race: Race, equivalence: Mapping[str, str | None], objective_word: str, load_label: str | None
+) -> tuple[str, str, str]:
     if CONFIG_LABEL in race.dropped:
-        return Verdict(
+        return (
             NO_VERDICT,
             CONFIG_LABEL,
             f"no verdict: config, the reference of every ratio, failed ({race.dropped[CONFIG_LABEL]})",
@@ -103,7 +123,7 @@ def verdict(race: Race, equivalence: Mapping[str, str | None], objective_word: s
     others = [x for x in race.alive if x != CONFIG_LABEL]
     if others and race.rounds < 2:  # no route has an interval against config: nothing was decided by measuring
         measured = "no round ran" if not race.rounds else "1 round ran; an interval needs 2 paired invocations"
-        return Verdict(
+        return (
             NO_VERDICT,
             CONFIG_LABEL,
             f"no verdict: the budget ran out before racing ({measured}; {len(others)} route(s) besides config"
@@ -112,29 +132,21 @@ def verdict(race: Race, equivalence: Mapping[str, str | None], objective_word: s
     lead = race.leader()
     if lead == CONFIG_LABEL:
         if not others:
-            return Verdict(SHIP_CONFIG, CONFIG_LABEL, "ship config: every other route was pruned or shown worse")
-        return Verdict(
-            NO_BETTER, CONFIG_LABEL, f"no route beats config within the budget ({len(others)} not yet shown worse)"
-        )
+            return (SHIP_CONFIG, CONFIG_LABEL, "ship config: every other route was pruned or shown worse")
+        return (NO_BETTER, CONFIG_LABEL, f"no route beats config within the budget ({len(others)} not yet shown worse)")
     sp = race.speedup(lead)
     if not sp.better:
-        return Verdict(
-            NO_BETTER, CONFIG_LABEL, f"no route beats config within the budget (leader {lead}: {_ratio_text(sp)})"
-        )
+        return (NO_BETTER, CONFIG_LABEL, f"no route beats config within the budget (leader {lead}: {_ratio_text(sp)})")
     runner_up = max((x for x in others if x != lead), key=lambda x: _finite(race.speedup(x).estimate), default=None)
     if runner_up is not None and not race.speedup(runner_up, lead).worse:
-        return Verdict(
+        return (
             TIED,
             lead,
             f"top two tied within their intervals: {lead} {_ratio_text(sp)} and {runner_up}"
             f" {_ratio_text(race.speedup(runner_up))} against config",
         )
     eq = equivalence.get(lead) or "equivalence not judged"
-    return Verdict(
-        WINNER,
-        lead,
-        f"{lead} is {fixed(sp.estimate, 2)}× {better} than config [{fixed(sp.low, 2)}, {fixed(sp.high, 2)}], {eq}",
-    )
+    return WINNER, lead, f"{_winner_text(lead, sp, objective_word, load_label)}, {eq}"
 
 
 def _finite(x: float) -> float:

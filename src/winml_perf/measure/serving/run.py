@@ -90,7 +90,8 @@ def refuse_unservable(routes: Sequence[RouteSpec], fallback: bool) -> dict[str, 
     return notes
 
 
-def _one_invocation(route: RouteSpec, job: ServingJob, timeout_s: float) -> ServingReply:
+def serve_invocation(route: RouteSpec, job: ServingJob, timeout_s: float) -> ServingReply:
+    """One invocation of one route in a fresh child; exit 2 (UsageError) where the Engine refused it."""
     from winml_perf.ep.child import ChildContext, Worker
 
     worker = Worker(child_main, (job,), ChildContext.from_parent(route.session.plugin_libraries), "winml-serve")
@@ -167,7 +168,6 @@ def _serve(req: ServeRequest, argv: Sequence[str] | None) -> ServeOutcome:
     from winml_perf.measure.cell_progress import utc_now
     from winml_perf.record.build import new_run_id, run_record
     from winml_perf.record.environment import collect_environment
-    from winml_perf.record.serving import serving_record, serving_section
 
     req = at_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else
     loads = req.loads()
@@ -197,7 +197,7 @@ def _serve(req: ServeRequest, argv: Sequence[str] | None) -> ServeOutcome:
         for route in order:
             t0 = time.perf_counter()
             job = ServingJob(route.session, loads, inv, req.fallback, req.seed)
-            replies[route.label].append(_one_invocation(route, job, req.invocation_timeout_s))
+            replies[route.label].append(serve_invocation(route, job, req.invocation_timeout_s))
             _say(
                 req.quiet,
                 f"  {route.label}: invocation {inv + 1}/{req.invocations} served "
@@ -218,34 +218,9 @@ def _serve(req: ServeRequest, argv: Sequence[str] | None) -> ServeOutcome:
         "slo": req.slo.to_dict(),
         "invocations": req.invocations,
     }
-    cells: list[Any] = []
-    for route in routes:
-        got = replies[route.label]
-        for i, load in enumerate(loads):
-            served: list[ServedInvocation] = [rep.served[i] for rep in got]
-            note = next((rep.server_note for rep in got if rep.server_note), None) or notes.get(route.label)
-            caps = next((rep.capabilities for rep in got if rep.capabilities), {})
-            section = serving_section(load, req.slo, served, caps, None if load.mode == "sequential" else note)
-            peaks = [s.peak_rss_bytes for s in served if s.peak_rss_bytes is not None]
-            memory = {
-                "peak_rss_bytes": max(peaks) if peaks else None,
-                "scope": "the measuring child's RSS while this load point was served, highest over invocations",
-            }
-            load_ms = [rep.model_load_ms for rep in got if rep.model_load_ms is not None]
-            cells.append(
-                serving_record(
-                    run_id=run_id,
-                    index=len(cells),
-                    route=route,
-                    section=section,
-                    model_load_ms=sorted(load_ms)[len(load_ms) // 2] if load_ms else None,
-                    memory=memory,
-                    environment=environment,
-                    sweep=sweep,
-                    started_utc=started,
-                    finished_utc=utc_now(),
-                )
-            )
+    cells = serving_cells(
+        routes, loads, replies, req.slo, notes, run_id=run_id, environment=environment, sweep=sweep, started=started
+    )
     run = run_record(
         cells,
         run_id=run_id,
@@ -270,3 +245,51 @@ def _serve(req: ServeRequest, argv: Sequence[str] | None) -> ServeOutcome:
         finally:
             store.close()
     return outcome
+
+
+def serving_cells(
+    routes: Sequence[RouteSpec],
+    loads: Sequence[LoadSpec],
+    replies: dict[str, list[ServingReply]],
+    slo: Slo,
+    notes: dict[str, str],
+    *,
+    run_id: str,
+    environment: dict[str, Any],
+    sweep: dict[str, Any],
+    started: str,
+) -> list[Any]:
+    """One CellRecord per (route, load point) over the route's invocations (``replies``, in order);
+    ``notes``: why a route is served by the fallback, by label."""
+    from winml_perf.measure.cell_progress import utc_now
+    from winml_perf.record.serving import serving_record, serving_section
+
+    cells: list[Any] = []
+    for route in routes:
+        got = replies[route.label]
+        for i, load in enumerate(loads):
+            served: list[ServedInvocation] = [rep.served[i] for rep in got]
+            note = next((rep.server_note for rep in got if rep.server_note), None) or notes.get(route.label)
+            caps = next((rep.capabilities for rep in got if rep.capabilities), {})
+            section = serving_section(load, slo, served, caps, None if load.mode == "sequential" else note)
+            peaks = [s.peak_rss_bytes for s in served if s.peak_rss_bytes is not None]
+            memory = {
+                "peak_rss_bytes": max(peaks) if peaks else None,
+                "scope": "the measuring child's RSS while this load point was served, highest over invocations",
+            }
+            load_ms = [rep.model_load_ms for rep in got if rep.model_load_ms is not None]
+            cells.append(
+                serving_record(
+                    run_id=run_id,
+                    index=len(cells),
+                    route=route,
+                    section=section,
+                    model_load_ms=sorted(load_ms)[len(load_ms) // 2] if load_ms else None,
+                    memory=memory,
+                    environment=environment,
+                    sweep=sweep,
+                    started_utc=started,
+                    finished_utc=utc_now(),
+                )
+            )
+    return cells
