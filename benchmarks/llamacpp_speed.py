@@ -27,7 +27,21 @@ import numpy as np
 
 def llama_bench(binary: str, gguf: str, prompt: int, new: int, threads: int, repetitions: int) -> dict[str, float]:
     """llama-bench's mean tok/s over its repetitions, for the prompt test and the generation test."""
-    cmd = [binary, "-m", gguf, "-p", str(prompt), "-n", str(new), "-t", str(threads), "-r", str(repetitions), "-o", "json"]
+    cmd = [
+        binary,
+        "-m",
+        gguf,
+        "-p",
+        str(prompt),
+        "-n",
+        str(new),
+        "-t",
+        str(threads),
+        "-r",
+        str(repetitions),
+        "-o",
+        "json",
+    ]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True)
     out: dict[str, float] = {}
     for test in json.loads(done.stdout):
