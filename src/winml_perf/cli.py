@@ -157,7 +157,7 @@ def main(argv: list[str] | None = None) -> None:
         _main(argv)
 
 
-def _main(argv: list[str] | None) -> None:
+def _main(argv: list[str] | None) -> None:  # noqa: C901, PLR0915
     args = list(sys.argv[1:] if argv is None else argv)
     signals.install()
     try:

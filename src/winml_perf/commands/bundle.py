@@ -210,7 +210,7 @@ def _nodes_of(config):
 
 
 @app.command("prepare")
-def prepare_command(
+def prepare_command(  # noqa: PLR0913
     bundle: Annotated[
         Path, typer.Argument(metavar="BUNDLE", help="bundle folder (holds genai_config.json), or an .onnx model")
     ],

@@ -84,7 +84,7 @@ RUNS_HEAD = [
 
 
 @app.command("routes")
-def routes_command(
+def routes_command(  # noqa: PLR0913
     run: Annotated[
         str | None,
         typer.Option(
@@ -218,7 +218,7 @@ def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[s
 
 
 @app.command("runs")
-def runs_command(
+def runs_command(  # noqa: PLR0913
     ids: Annotated[
         list[str] | None,
         typer.Argument(

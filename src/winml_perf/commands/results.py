@@ -142,7 +142,7 @@ def _load(store: str | None, filters: dict, limit: int | None = None):  # noqa: 
 
 
 @app.command("list")
-def list_command(
+def list_command(  # noqa: PLR0913
     store: StoreOpt = None,
     bundle: BundleOpt = None,
     route: RouteOpt = None,
@@ -298,7 +298,7 @@ def _write(path: Path, text: str) -> None:
 
 
 @app.command("export")
-def export_command(
+def export_command(  # noqa: PLR0913
     fmt: Annotated[
         str,
         typer.Option(

@@ -12,7 +12,7 @@ import typer
 from winml_perf.synth.transformer import ARCHITECTURES, PRECISIONS, PRESETS, SynthSpec, synthesize
 
 
-def synth(
+def synth(  # noqa: PLR0913
     output: Annotated[Path, typer.Option("-o", "--output", metavar="DIR", help="Folder to write the bundle to.")],
     preset: Annotated[str, typer.Option(metavar="NAME", help=f"Architecture shape: {', '.join(PRESETS)}.")] = "tiny",
     arch: Annotated[

@@ -271,7 +271,7 @@ def _stage_node(config, name: str) -> dict:
     return (nodes[0] if isinstance(nodes, list) else nodes)[name]
 
 
-def layer_profile(
+def layer_profile(  # noqa: PLR0915
     folder: str | Path, tokens: list[int], embeds: Any = None, teacher: dict[int, Any] | None = None
 ) -> LayerProfile:
     """One full-sequence pass of every stage file holding decoder layers (a temporary copy with each
@@ -412,7 +412,7 @@ class EquivalenceRun:
     errors: dict[str, str]  # routes whose teacher-forced pass failed: why (their cells fail on their own)
 
 
-def judge_routes(
+def judge_routes(  # noqa: PLR0915
     bundle: str,
     routes: Sequence[Any],
     seed: int = 0,

@@ -363,7 +363,7 @@ def derived_from(req: PerfRequest) -> Path | None:
     return Path(req.path).resolve().parent if req.prepare_model else None
 
 
-def _prepare_and_measure(
+def _prepare_and_measure(  # noqa: PLR0915
     req: PerfRequest, argv: Sequence[str] | None, on_cell: Callable[[Any], None] | None
 ) -> BenchmarkOutcome:
     from winml_perf.measure.progress import make_progress

@@ -145,7 +145,7 @@ def _unique(values) -> list:
     return seen
 
 
-def run_sweep(
+def run_sweep(  # noqa: PLR0913
     cells: Sequence[CellSpec],
     session_factory: Callable = open_session,
     rounds: int | None = None,

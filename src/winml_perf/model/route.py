@@ -349,7 +349,7 @@ class Route:
     def placements(self) -> tuple[StagePlacement, ...]:
         return tuple(s.placement for s in self.stages if s.placement is not None)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict[str, Any]:  # noqa: C901
         d: dict[str, Any] = {"label": self.label}
         stages = [s.to_dict() for s in self.stages]
         if self.kind == BUNDLE:
