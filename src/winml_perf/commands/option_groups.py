@@ -45,7 +45,7 @@ def option_groups(command: Callable[..., Any]) -> Callable[..., Any]:
             groups[param.name] = kind
             params += _fields(kind)
         else:
-            params.append(param.replace(annotation=kind))
+            params.append(param.replace(annotation=kind, kind=_KEYWORD))  # typer passes every one by name
     names = [p.name for p in params]
     clash = sorted({n for n in names if names.count(n) > 1})
     assert not clash, f"{command.__name__}: option groups share {clash}"
