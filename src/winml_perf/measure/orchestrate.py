@@ -363,7 +363,7 @@ def derived_from(req: PerfRequest) -> Path | None:
     return Path(req.path).resolve().parent if req.prepare_model else None
 
 
-def _prepare_and_measure(  # noqa: PLR0915
+def _prepare_and_measure(
     req: PerfRequest, argv: Sequence[str] | None, on_cell: Callable[[Any], None] | None
 ) -> BenchmarkOutcome:
     from winml_perf.measure.progress import make_progress
@@ -373,27 +373,7 @@ def _prepare_and_measure(  # noqa: PLR0915
 
     _require_modules(req)
     routes = prepare_routes(req)
-    if req.check_outputs and runtime_named(req.runtime).token_based:
-        routes = _with_output_checks(req, routes)
-    if runtime_named(req.runtime).token_based:
-        from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
-
-        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_equivalence(str(req.path), routes, req.seed, ref, req.reference_route)
-        if req.perplexity is not None:
-            from winml_perf.measure.perplexity import attach_perplexity
-
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_perplexity(
-                str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
-            )
-    else:  # a plain ONNX model: every route's outputs against the reference route's (session/onnx_outputs.py)
-        from winml_perf.measure.equivalence import wants_equivalence
-        from winml_perf.session.onnx_outputs import attach_outputs
-
-        if wants_equivalence(req.equivalence, len(routes), None):
-            routes = attach_outputs(routes, str(req.path), req.onnx_options)
+    routes = _judged(req, routes)
     cells = _cells(req, routes)
     store = None
     if not req.no_store:
@@ -441,6 +421,33 @@ def _prepare_and_measure(  # noqa: PLR0915
         if store is not None:
             store.close()
     return outcome
+
+
+def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
+    """The prepared routes with what judges them before the sweep: output checks, equivalence and
+    perplexity (a bundle), or every route's outputs against the reference route's (a plain model)."""
+    if req.check_outputs and runtime_named(req.runtime).token_based:
+        routes = _with_output_checks(req, routes)
+    if runtime_named(req.runtime).token_based:
+        from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
+
+        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
+            ref = str(req.reference_bundle) if req.reference_bundle else None
+            routes = attach_equivalence(str(req.path), routes, req.seed, ref, req.reference_route)
+        if req.perplexity is not None:
+            from winml_perf.measure.perplexity import attach_perplexity
+
+            ref = str(req.reference_bundle) if req.reference_bundle else None
+            routes = attach_perplexity(
+                str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
+            )
+    else:  # a plain ONNX model: every route's outputs against the reference route's (session/onnx_outputs.py)
+        from winml_perf.measure.equivalence import wants_equivalence
+        from winml_perf.session.onnx_outputs import attach_outputs
+
+        if wants_equivalence(req.equivalence, len(routes), None):
+            routes = attach_outputs(routes, str(req.path), req.onnx_options)
+    return routes
 
 
 def at_static_prompt(config, req: PerfRequest) -> PerfRequest:
