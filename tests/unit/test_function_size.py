@@ -19,13 +19,12 @@ MAX_LINES = 100
 #: The size rules, and how many functions of src/ carry an exception to them today (pyproject.toml
 #: names the few in files of other branches). Lower it as they are split; never raise it.
 SIZE_RULES = ("C901", "PLR0913", "PLR0915")
-SIZE_NOQA = 7
+SIZE_NOQA = 4
 
 #: "path/from/src.py:function" -> its lines today. Split one and take it off; add none.
 OVER = {
     "winml_perf/commands/serve.py:serve_command": 149,
     "winml_perf/commands/tune.py:tune_command": 138,
-    "winml_perf/commands/bundle.py:prepare_command": 120,
     "winml_perf/bundle/onnx_prepare.py:prepare_onnx": 111,
     "winml_perf/measure/serving/run.py:_serve": 108,
     "winml_perf/measure/sweep.py:run_sweep": 105,
