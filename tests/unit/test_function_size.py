@@ -19,7 +19,7 @@ MAX_LINES = 100
 #: The size rules, and how many functions of src/ carry an exception to them today (pyproject.toml
 #: names the few in files of other branches). Lower it as they are split; never raise it.
 SIZE_RULES = ("C901", "PLR0913", "PLR0915")
-SIZE_NOQA = 4
+SIZE_NOQA = 2
 
 #: "path/from/src.py:function" -> its lines today. Split one and take it off; add none.
 OVER = {
