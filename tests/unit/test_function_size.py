@@ -27,7 +27,6 @@ OVER = {
     "winml_perf/commands/tune.py:tune_command": 138,
     "winml_perf/bundle/onnx_prepare.py:prepare_onnx": 111,
     "winml_perf/measure/serving/run.py:_serve": 108,
-    "winml_perf/measure/sweep.py:run_sweep": 105,
 }
 
 
