@@ -327,7 +327,7 @@ def stopping_cost(session: GenaiSession, spec: SessionSpec, args) -> dict:
     }
 
 
-def main(argv=None) -> int:
+def main(argv=None) -> int:  # noqa: PLR0915
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bundle", help="use this bundle instead of building one")
     ap.add_argument("--preset", default="qwen2.5-0.5b")

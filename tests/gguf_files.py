@@ -41,7 +41,7 @@ def vocabulary() -> tuple[list[str], list[int], list[str]]:
     return tokens, types, list(MERGES)
 
 
-def write_gguf(
+def write_gguf(  # noqa: PLR0913, PLR0915
     path: Path,
     arch: str = "llama",
     linear_type: str = "Q4_1",

@@ -72,7 +72,7 @@ def _metrics(samples: Sequence[dict]) -> dict:
     return out
 
 
-def make_cell(
+def make_cell(  # noqa: PLR0913
     run_id: str,
     *,
     route: str = "config",

@@ -12,7 +12,7 @@ import gc
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, NoReturn
 
 import typer
 
@@ -180,41 +180,53 @@ def _main(argv: list[str] | None) -> None:
         _drop_stdout()
         sys.exit(0)
     except OSError as exc:  # a full disk or a read-only folder is the machine's state, not a bug: exit 2
-        if signals.received() is not None:
-            _interrupted(signals.received() or signal.SIGTERM)
-        usage = environment_error(exc)
-        if usage is None or _verbose(args):
-            if _verbose(args):
-                _traceback()
-            _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
-            sys.exit(1)
-        _say(f"error: {usage}")
-        sys.exit(usage.exit_code)
+        _exit_os_error(exc, args)
     except ModuleNotFoundError as exc:  # an optional feature's module: exit 2 naming the pip command
-        from winml_perf.support.optional import missing_module_error
-
-        if signals.received() is not None:
-            _interrupted(signals.received() or signal.SIGTERM)
-        usage_error = missing_module_error(exc)
-        if _verbose(args):
-            import traceback
-
-            traceback.print_exc()
-        if usage_error is None:
-            _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
-            sys.exit(1)
-        _say(f"error: {usage_error}")
-        sys.exit(usage_error.exit_code)
+        _exit_missing_module(exc, args)
     except Exception as exc:  # command-line parsing errors, and anything unexpected
-        if signals.received() is not None:  # what a signal caused (an interrupted import) is the signal's
-            _interrupted(signals.received() or signal.SIGTERM)
-        if isinstance(exc, _CLICK_ERROR):
-            exc.show()  # type: ignore[attr-defined]  # _CLICK_ERROR is click's ClickException, found at run time
-            sys.exit(EXIT_USAGE if isinstance(exc, _CLICK_USAGE_ERROR) else 1)
+        _exit_unexpected(exc, args)
+    if signals.received() is not None and code == 130:
+        _interrupted(signals.received() or signal.SIGINT)
+    sys.exit(code)
+
+
+def _exit_os_error(exc: OSError, args: list[str]) -> NoReturn:
+    if signals.received() is not None:
+        _interrupted(signals.received() or signal.SIGTERM)
+    usage = environment_error(exc)
+    if usage is None or _verbose(args):
         if _verbose(args):
             _traceback()
         _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
         sys.exit(1)
-    if signals.received() is not None and code == 130:
-        _interrupted(signals.received() or signal.SIGINT)
-    sys.exit(code)
+    _say(f"error: {usage}")
+    sys.exit(usage.exit_code)
+
+
+def _exit_missing_module(exc: ModuleNotFoundError, args: list[str]) -> NoReturn:
+    from winml_perf.support.optional import missing_module_error
+
+    if signals.received() is not None:
+        _interrupted(signals.received() or signal.SIGTERM)
+    usage_error = missing_module_error(exc)
+    if _verbose(args):
+        import traceback
+
+        traceback.print_exc()
+    if usage_error is None:
+        _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
+        sys.exit(1)
+    _say(f"error: {usage_error}")
+    sys.exit(usage_error.exit_code)
+
+
+def _exit_unexpected(exc: Exception, args: list[str]) -> NoReturn:
+    if signals.received() is not None:  # what a signal caused (an interrupted import) is the signal's
+        _interrupted(signals.received() or signal.SIGTERM)
+    if isinstance(exc, _CLICK_ERROR):
+        exc.show()  # type: ignore[attr-defined]  # _CLICK_ERROR is click's ClickException, found at run time
+        sys.exit(EXIT_USAGE if isinstance(exc, _CLICK_USAGE_ERROR) else 1)
+    if _verbose(args):
+        _traceback()
+    _say(f"error: unexpected {type(exc).__name__}: {exc} (rerun with --verbose for the traceback)")
+    sys.exit(1)

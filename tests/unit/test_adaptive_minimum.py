@@ -1,7 +1,7 @@
 """An adaptive run across processes never stops at its target on two invocations."""
 
-from winml_perf.commands.perf import _iterations
 from winml_perf.measure import stopping
+from winml_perf.model.policy_flags import iteration_policy as _iterations
 
 
 def _policy(target="5%", invocations=None):

@@ -238,7 +238,7 @@ def _fits(device_free: bool, provider_options: Mapping[str, str], seen: dict):
     return lambda folder, manifest: _valid(folder, manifest) or (here(folder, manifest) if here else None)
 
 
-def prepare_onnx(
+def prepare_onnx(  # noqa: PLR0913
     model_path: str | Path,
     target,
     graph_optimization_level: str = "all",

@@ -61,7 +61,7 @@ class PerStage:
     ep_options: Mapping[str, Mapping[str, str]]
 
 
-def prepare_route(
+def prepare_route(  # noqa: PLR0913
     bundle: Path,
     target,
     stages: list[str] | None = None,

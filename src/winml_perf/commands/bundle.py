@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
@@ -21,6 +22,7 @@ from winml_perf.bundle.prepare import plan_for, prepare_route
 from winml_perf.commands.bundle_travel import export_prepared, import_prepared
 from winml_perf.commands.from_gguf import from_gguf
 from winml_perf.commands.help_style import PlainTyper
+from winml_perf.commands.option_groups import option_groups
 from winml_perf.commands.synth import synth
 from winml_perf.ep import table as eps
 from winml_perf.ep.options import parse_options
@@ -193,35 +195,48 @@ def _nodes_of(config):
     return stage_nodes(config)
 
 
-@app.command("prepare")
-def prepare_command(
-    bundle: Annotated[
-        Path, typer.Argument(metavar="BUNDLE", help="bundle folder (holds genai_config.json), or an .onnx model")
-    ],
-    ep: EpOpt = None,
-    device: DeviceOpt = None,
-    stages: StagesOpt = None,
+@dataclass(frozen=True)
+class PlainModelFlags:
+    """`bundle prepare` of an .onnx model: its session options."""
+
     graph_optimization_level: Annotated[
         str,
         typer.Option("--graph-optimization-level", metavar="LEVEL", help=".onnx: disable|basic|extended|layout|all"),
-    ] = "all",
+    ] = "all"
     session_config: Annotated[
         list[str] | None,
         typer.Option("--session-config", metavar="KEY=VALUE", help=".onnx: session config entry (repeatable)"),
-    ] = None,
+    ] = None
+
+
+@dataclass(frozen=True)
+class CompileFlags:
+    """`bundle prepare --compile`: compile the stages, in how long, keyed how."""
+
     compile: Annotated[
         bool,
         typer.Option("--compile", help="compile stages on EPContext EPs (QNN, OpenVINO, VitisAI, TensorRT-RTX)"),
-    ] = False,
+    ] = False
     compile_timeout: Annotated[
         float, typer.Option("--compile-timeout", metavar="S", help="seconds per compile child process")
-    ] = DEFAULTS.compile_timeout_s,
+    ] = DEFAULTS.compile_timeout_s
     verify_sources: Annotated[
         bool, typer.Option("--verify-sources", help="hash source files' contents into the cache key")
-    ] = False,
-    format: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json")] = "table",
-    ep_library: EpLibraryOpt = None,
-    ep_option: EpOptionOpt = None,
+    ] = False
+
+
+@dataclass(frozen=True)
+class PluginFlags:
+    """Plugin EP libraries and the EP's provider options."""
+
+    ep_library: EpLibraryOpt = None
+    ep_option: EpOptionOpt = None
+
+
+@dataclass(frozen=True)
+class DeviceFreeFlags:
+    """`--compile --device-free`: compile with no device of the EP."""
+
     device_free: Annotated[
         bool,
         typer.Option(
@@ -229,37 +244,55 @@ def prepare_command(
             help="with --compile --ep X: compile with no X device (X's library registered as X.virtual in a child; "
             "the target from --ep-option soc_model/htp_arch/device_type)",
         ),
-    ] = False,
+    ] = False
     strict: Annotated[
         bool,
         typer.Option("--strict", help="with --device-free: fail the compile when a node would fall back to CPU"),
-    ] = False,
+    ] = False
+
+
+@app.command("prepare")
+@option_groups
+def prepare_command(
+    bundle: Annotated[
+        Path, typer.Argument(metavar="BUNDLE", help="bundle folder (holds genai_config.json), or an .onnx model")
+    ],
+    ep: EpOpt = None,
+    device: DeviceOpt = None,
+    stages: StagesOpt = None,
+    plain: PlainModelFlags = PlainModelFlags(),
+    build: CompileFlags = CompileFlags(),
+    format: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json")] = "table",
+    plugins: PluginFlags = PluginFlags(),
+    free: DeviceFreeFlags = DeviceFreeFlags(),
 ) -> None:
     """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
     check_format(format, TABLE_OR_JSON)
-    if (device_free or strict) and (not compile or ep is None):
+    if (free.device_free or free.strict) and (not build.compile or ep is None):
         raise UsageError(
             "--device-free and --strict need --compile and --ep X", "e.g. --ep qnn --compile --device-free"
         )
-    if ep is None and device in (None, "config") and not compile:
+    if ep is None and device in (None, "config") and not build.compile:
         raise UsageError(
             "winml bundle prepare needs --ep X, --device D or --compile (the config route compiled)",
             "e.g. --ep cpu, --device npu or --compile",
         )
-    if compile_timeout <= 0:
+    if build.compile_timeout <= 0:
         raise UsageError(
-            f"--compile-timeout must be positive, not {compile_timeout}", "give seconds, e.g. --compile-timeout 600"
+            f"--compile-timeout must be positive, not {build.compile_timeout}",
+            "give seconds, e.g. --compile-timeout 600",
         )
-    asked = parse_options(ep_option or ())
-    target = target_for(ep, device, ep_library, asked)
-    runner = _device_free_runner(target.ep, strict) if device_free else None
-    if compile and ep is not None and not device_free:
+    asked = parse_options(plugins.ep_option or ())
+    target = target_for(ep, device, plugins.ep_library, asked)
+    runner = _device_free_runner(target.ep, free.strict) if free.device_free else None
+    if build.compile and ep is not None and not free.device_free:
         from winml_perf.ep.devices import resolve_target
         from winml_perf.ep.effective import device_from_options
 
         # compiling needs the EP and its device here
         target = resolve_target(ep, device_from_options(ep, device, asked), "winml-genai")
-    if strict and bundle.suffix == ".onnx":  # a plain model's compile takes it as session config (and key)
+    session_config = plain.session_config
+    if free.strict and bundle.suffix == ".onnx":  # a plain model's compile takes it as session config (and key)
         session_config = [*(session_config or []), "session.disable_cpu_ep_fallback=1"]
     if bundle.suffix == ".onnx" and not bundle.is_dir():
         if stages:
@@ -267,23 +300,23 @@ def prepare_command(
         return _prepare_onnx_model(
             bundle,
             target,
-            graph_optimization_level,
+            plain.graph_optimization_level,
             session_config,
-            compile_timeout,
-            verify_sources,
-            ep_library,
+            build.compile_timeout,
+            build.verify_sources,
+            plugins.ep_library,
             format,
             asked,
-            device_free,
+            free.device_free,
         )
     route = prepare_route(
         bundle,
         target,
         parse_stages(stages),
-        compile,
-        verify_sources,
+        build.compile,
+        build.verify_sources,
         require_available=False,
-        compile_timeout_s=compile_timeout,
+        compile_timeout_s=build.compile_timeout,
         ep_options=asked,
         runner=runner,
     )
@@ -298,7 +331,7 @@ def prepare_command(
     print(
         fill(
             f"route={route.effective} cache={route.cache} ({route.cache_reason}) prepare={route.prepare_ms:.0f} ms"
-            + (f" compile={route.compile_ms:.0f} ms" if compile else "")
+            + (f" compile={route.compile_ms:.0f} ms" if build.compile else "")
             + f" placement={route.placement_cache or 'not cached'} ({route.placement_reason})"
         ),
         file=sys.stderr,
@@ -307,7 +340,7 @@ def prepare_command(
         print(fill(line), file=sys.stderr)
     for c in route.compile:
         print(f"compile {', '.join(c.stages)}: {c.status}" + (f" ({c.reason})" if c.reason else ""), file=sys.stderr)
-    if device_free and route.path is not None:
+    if free.device_free and route.path is not None:
         from winml_perf.bundle.epcontext.device_free import placement_lines
 
         for line in placement_lines(route.path):

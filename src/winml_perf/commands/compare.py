@@ -4,11 +4,13 @@ baseline run against a candidate run (a CI gate with --fail-on-regression)."""
 from __future__ import annotations
 
 import sys
+from dataclasses import asdict, dataclass
 from typing import Annotated
 
 import typer
 
 from winml_perf.commands.help_style import PlainTyper
+from winml_perf.commands.option_groups import option_groups
 from winml_perf.publish.formats import FORMAT_HELP, JSON_FORMATS, check_format, result_text
 from winml_perf.support.errors import BenchmarkFailure, UsageError
 from winml_perf.support.text_table import fill
@@ -48,6 +50,54 @@ PromptOpt = Annotated[int | None, typer.Option("--prompt-tokens", metavar="N", h
 NewOpt = Annotated[int | None, typer.Option("--max-new-tokens", metavar="N", help="Only this number of new tokens.")]
 
 
+@dataclass(frozen=True)
+class Bootstrap:
+    """The bootstrap of `compare routes`' intervals."""
+
+    resamples: Annotated[int, typer.Option("--resamples", metavar="N", help="Bootstrap resamples.")] = 2000
+    seed: Annotated[
+        int, typer.Option("--seed", metavar="N", help="Bootstrap seed (same data + seed = same interval).")
+    ] = 20240601
+
+
+@dataclass(frozen=True)
+class RouteCells:
+    """`compare routes`: only the cells of this bundle, testbed and shape."""
+
+    bundle: BundleOpt = None
+    testbed: TestbedOpt = None
+    prompt_tokens: PromptOpt = None
+    max_new_tokens: NewOpt = None
+
+
+@dataclass(frozen=True)
+class Gate:
+    """`compare runs`' gate: the regression that fails it, and whether unlike runs may be compared."""
+
+    fail_on_regression: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on-regression",
+            metavar="PCT",
+            help="Exit 1 when the gate finds a regression worse than this in a candidate series' history: a significant change point among its newest runs, or every invocation of its newest run beyond the band of the earlier runs (short history: the candidate's interval wholly beyond the earlier runs' median). Needs its unit, e.g. 5%.",
+        ),
+    ] = None
+    force: Annotated[
+        bool, typer.Option("--force", help="Compare even when testbed, bundle, route or shape differ.")
+    ] = False
+
+
+@dataclass(frozen=True)
+class RunCells:
+    """`compare runs`: only the cells of this bundle, route, testbed and shape."""
+
+    bundle: BundleOpt = None
+    route: Annotated[str | None, typer.Option("--route", metavar="ROUTE", help="Only this route.")] = None
+    testbed: TestbedOpt = None
+    prompt_tokens: PromptOpt = None
+    max_new_tokens: NewOpt = None
+
+
 ROUTES_HEAD = [
     "bundle",
     "testbed",
@@ -80,6 +130,7 @@ RUNS_HEAD = [
 
 
 @app.command("routes")
+@option_groups
 def routes_command(
     run: Annotated[
         str | None,
@@ -97,14 +148,8 @@ def routes_command(
     ] = None,
     metric: MetricOpt = None,
     equivalence: EquivalenceOpt = "2%",
-    resamples: Annotated[int, typer.Option("--resamples", metavar="N", help="Bootstrap resamples.")] = 2000,
-    seed: Annotated[
-        int, typer.Option("--seed", metavar="N", help="Bootstrap seed (same data + seed = same interval).")
-    ] = 20240601,
-    bundle: BundleOpt = None,
-    testbed: TestbedOpt = None,
-    prompt_tokens: PromptOpt = None,
-    max_new_tokens: NewOpt = None,
+    bootstrap: Bootstrap = Bootstrap(),
+    cells: RouteCells = RouteCells(),
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -115,17 +160,12 @@ def routes_command(
     from winml_perf.results.store import open_store
 
     check_format(fmt)
-    if resamples < 100:
-        raise UsageError(f"--resamples must be >= 100, got {resamples}", "the default 2000 is a good choice")
+    if bootstrap.resamples < 100:
+        raise UsageError(f"--resamples must be >= 100, got {bootstrap.resamples}", "the default 2000 is a good choice")
     eq = parse_pct(equivalence, "--equivalence")
     assert eq is not None  # --equivalence has a default
     with open_store(store, create=False) as s:
-        filters = {
-            "bundle": bundle,
-            "testbed": testbed,
-            "prompt_tokens": prompt_tokens,
-            "max_new_tokens": max_new_tokens,
-        }
+        filters = asdict(cells)
         serving = stored_serving_cells(s, run, baseline_route, {k: v for k, v in filters.items() if v is not None})
         if serving is not None:  # a `winml serve` run: goodput per load point (compare/serving.py)
             _print_serving(*serving, baseline_route, route, fmt)
@@ -137,13 +177,15 @@ def routes_command(
             routes=route,
             metrics=metric,
             equivalence_pct=eq,
-            resamples=resamples,
-            seed=seed,
-            bundle=bundle,
-            testbed=testbed,
-            prompt_tokens=prompt_tokens,
-            max_new_tokens=max_new_tokens,
+            resamples=bootstrap.resamples,
+            seed=bootstrap.seed,
+            **filters,
         )
+    _print_routes(report, fmt)
+
+
+def _print_routes(report, fmt: str) -> None:
+    """`compare routes`' report in ``fmt``: sentences (table) or figures; its notes on stderr."""
     if fmt == "table":  # sentences, one a route and metric
         how = (
             "over paired invocations"
@@ -239,6 +281,7 @@ def _raw_rows(report) -> list[list]:
 
 
 @app.command("runs")
+@option_groups
 def runs_command(
     ids: Annotated[
         list[str] | None,
@@ -259,24 +302,10 @@ def runs_command(
     candidate: Annotated[
         str | None, typer.Option("--candidate", metavar="RUN", help="Same forms as --baseline (default: latest).")
     ] = None,
-    fail_on_regression: Annotated[
-        str | None,
-        typer.Option(
-            "--fail-on-regression",
-            metavar="PCT",
-            help="Exit 1 when the gate finds a regression worse than this in a candidate series' history: a significant change point among its newest runs, or every invocation of its newest run beyond the band of the earlier runs (short history: the candidate's interval wholly beyond the earlier runs' median). Needs its unit, e.g. 5%.",
-        ),
-    ] = None,
-    force: Annotated[
-        bool, typer.Option("--force", help="Compare even when testbed, bundle, route or shape differ.")
-    ] = False,
+    gate_flags: Gate = Gate(),
     metric: MetricOpt = None,
     equivalence: EquivalenceOpt = "2%",
-    bundle: BundleOpt = None,
-    route: Annotated[str | None, typer.Option("--route", metavar="ROUTE", help="Only this route.")] = None,
-    testbed: TestbedOpt = None,
-    prompt_tokens: PromptOpt = None,
-    max_new_tokens: NewOpt = None,
+    cells: RunCells = RunCells(),
     store: StoreOpt = None,
     fmt: FormatOpt = "table",
 ) -> None:
@@ -284,7 +313,6 @@ def runs_command(
     invocations (fresh processes): the medians of the invocation medians, Δ% with its 95% interval,
     a Mann-Whitney p-value over the invocation medians and the verdict the interval gives."""
     from winml_perf.commands.compare_store import compare_stored_runs
-    from winml_perf.compare.gate import explanation_lines
     from winml_perf.compare.text import parse_pct
     from winml_perf.results.store import open_store
 
@@ -292,7 +320,7 @@ def runs_command(
     baseline, candidate = _two_runs(ids or [], baseline, candidate)
     eq = parse_pct(equivalence, "--equivalence")
     assert eq is not None  # --equivalence has a default
-    gate = parse_pct(fail_on_regression, "--fail-on-regression", unit_required=True)
+    gate = parse_pct(gate_flags.fail_on_regression, "--fail-on-regression", unit_required=True)
     with open_store(store, create=False) as s:
         report = compare_stored_runs(
             s,
@@ -301,13 +329,25 @@ def runs_command(
             metrics=metric,
             equivalence_pct=eq,
             fail_threshold_pct=gate,
-            force=force,
-            bundle=bundle,
-            route=route,
-            testbed=testbed,
-            prompt_tokens=prompt_tokens,
-            max_new_tokens=max_new_tokens,
+            force=gate_flags.force,
+            **asdict(cells),
         )
+    _print_runs(report, fmt)
+    if report.regressions:
+        worst = report.regressions[0]
+        raise BenchmarkFailure(
+            f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged on each candidate series'"
+            f" history), e.g. {report.failure_text(worst)}",
+            "the model changed: compare the two builds (winml results list --digest HEX shows each one's runs)"
+            if report.model_changes.get(tuple(worst.candidate_key))
+            else "investigate the candidate's commit and testbed",
+        )
+
+
+def _print_runs(report, fmt: str) -> None:
+    """`compare runs`' report in ``fmt``, then its notes and the gate's explanation on stderr."""
+    from winml_perf.compare.gate import explanation_lines
+
     if fmt == "table":  # fitted to the terminal (publish/runs_table.py says what gives way)
         from winml_perf.publish.run_table import terminal_width
         from winml_perf.publish.runs_table import fitted_runs_table
@@ -325,15 +365,6 @@ def runs_command(
         print(fill(f"note: {note}"), file=sys.stderr)
     for line in explanation_lines(report):
         print(fill(line), file=sys.stderr)
-    if report.regressions:
-        worst = report.regressions[0]
-        raise BenchmarkFailure(
-            f"{len(report.regressions)} regression(s) beyond {gate:g}% (judged on each candidate series'"
-            f" history), e.g. {report.failure_text(worst)}",
-            "the model changed: compare the two builds (winml results list --digest HEX shows each one's runs)"
-            if report.model_changes.get(tuple(worst.candidate_key))
-            else "investigate the candidate's commit and testbed",
-        )
 
 
 def _two_runs(ids: list[str], baseline: str | None, candidate: str | None) -> tuple[str, str]:

@@ -4,12 +4,14 @@ Bencher BMF or github-action-benchmark JSON."""
 from __future__ import annotations
 
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from winml_perf.commands.help_style import PlainTyper
+from winml_perf.commands.option_groups import option_groups
 from winml_perf.publish import exporters
 from winml_perf.publish.formats import FORMAT_HELP, check_format, result_text, table_text
 from winml_perf.support.errors import UsageError
@@ -106,21 +108,37 @@ def _digest(digest: str | None) -> str | None:
     return text
 
 
-def _filters(bundle, route, testbed, run, since, until, status, commit, verdict=None, digest=None) -> dict:  # noqa: ANN001
-    if status is not None and status not in ("ok", "failed"):
-        raise UsageError(f"--status {status!r} is not ok or failed", "pass --status ok or --status failed")
-    return {
-        "digest": _digest(digest),
-        "verdict": _verdict(verdict),
-        "bundle": bundle,
-        "route": route,
-        "testbed": testbed,
-        "run_id": run,
-        "since": since,
-        "until": until,
-        "status": status,
-        "git_commit": commit,
-    }
+@dataclass(frozen=True)
+class RecordFilter:
+    """Which stored records `results list` and `results export` select."""
+
+    bundle: BundleOpt = None
+    route: RouteOpt = None
+    testbed: TestbedOpt = None
+    run: RunOpt = None
+    since: SinceOpt = None
+    until: UntilOpt = None
+    status: StatusOpt = None
+    commit: CommitOpt = None
+    verdict: VerdictOpt = None
+    digest: DigestOpt = None
+
+    def filters(self) -> dict:
+        """The store's filters (results/filters.py); exit 2 on a status, digest or verdict it cannot be."""
+        if self.status is not None and self.status not in ("ok", "failed"):
+            raise UsageError(f"--status {self.status!r} is not ok or failed", "pass --status ok or --status failed")
+        return {
+            "digest": _digest(self.digest),
+            "verdict": _verdict(self.verdict),
+            "bundle": self.bundle,
+            "route": self.route,
+            "testbed": self.testbed,
+            "run_id": self.run,
+            "since": self.since,
+            "until": self.until,
+            "status": self.status,
+            "git_commit": self.commit,
+        }
 
 
 def _load(store: str | None, filters: dict, limit: int | None = None):  # noqa: ANN202
@@ -138,18 +156,10 @@ def _load(store: str | None, filters: dict, limit: int | None = None):  # noqa: 
 
 
 @app.command("list")
+@option_groups
 def list_command(
     store: StoreOpt = None,
-    bundle: BundleOpt = None,
-    route: RouteOpt = None,
-    testbed: TestbedOpt = None,
-    run: RunOpt = None,
-    since: SinceOpt = None,
-    until: UntilOpt = None,
-    status: StatusOpt = None,
-    commit: CommitOpt = None,
-    verdict: VerdictOpt = None,
-    digest: DigestOpt = None,
+    select: RecordFilter = RecordFilter(),
     limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="Only the newest N records.")] = None,
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)] = "table",
 ) -> None:
@@ -159,9 +169,7 @@ def list_command(
     check_format(fmt)
     if limit is not None and limit < 1:
         raise UsageError(f"--limit must be >= 1, got {limit}")
-    df, where = _load(
-        store, _filters(bundle, route, testbed, run, since, until, status, commit, verdict, digest), limit
-    )
+    df, where = _load(store, select.filters(), limit)
     if fmt == "table":
         print(fill(f"{len(df)} record(s) in {where}"), file=sys.stderr)
         if len(df):
@@ -292,6 +300,7 @@ def _write(path: Path, text: str) -> None:
 
 
 @app.command("export")
+@option_groups
 def export_command(
     fmt: Annotated[
         str,
@@ -313,16 +322,7 @@ def export_command(
         ),
     ] = None,
     store: StoreOpt = None,
-    bundle: BundleOpt = None,
-    route: RouteOpt = None,
-    testbed: TestbedOpt = None,
-    run: RunOpt = None,
-    since: SinceOpt = None,
-    until: UntilOpt = None,
-    status: StatusOpt = None,
-    commit: CommitOpt = None,
-    verdict: VerdictOpt = None,
-    digest: DigestOpt = None,
+    select: RecordFilter = RecordFilter(),
 ) -> None:
     """Export stored records. bmf and gab take the newest ok record of each bundle x route x shape
     (one testbed); each metric's direction comes from its name (throughputs up, times down)."""
@@ -340,7 +340,7 @@ def export_command(
         from winml_perf.support.output import check_output
 
         check_output(output)  # before reading the store
-    df, where = _load(store, _filters(bundle, route, testbed, run, since, until, status, commit, verdict, digest))
+    df, where = _load(store, select.filters())
     if df.empty:
         raise UsageError(
             f"the export selects no records in {where}", "loosen the filters; `winml results list` shows what is stored"

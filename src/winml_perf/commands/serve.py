@@ -73,7 +73,7 @@ def _routes(route: list[str], ep: str | None, device: str | None):
     return (RouteRequest(ep=ep, device=device),)
 
 
-def serve_command(
+def serve_command(  # noqa: PLR0913
     bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", show_default=False, help="A bundle folder.")],
     route: Annotated[
         list[str] | None,

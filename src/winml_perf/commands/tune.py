@@ -69,7 +69,7 @@ def check_objective_flags(objective: str, given: dict[str, object]) -> None:
         raise UsageError(f"{flag} is read by --objective goodput only", f"add --objective goodput, or drop {flag}")
 
 
-def tune_command(
+def tune_command(  # noqa: PLR0913
     bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", help="A genai bundle folder (genai_config.json).")],
     eps: Annotated[
         str | None,
@@ -153,39 +153,17 @@ def tune_command(
     """Search per-stage EP assignments of a bundle, race them with 95 % intervals, name the winner."""
     from winml_perf.tune.goal import objective_metric, parse_budget
     from winml_perf.tune.session import TuneRequest, run_tune
-    from winml_perf.tune.standings import NO_VERDICT, table_text
 
     if fmt not in ("table", "json"):
         raise UsageError(f"--format {fmt!r} is not known for tune", "use table or json")
     objective_metric(objective)
+    load_flags = {"--concurrency": concurrency, "--requests": requests, "--slo": slo}
     check_objective_flags(
-        objective,
-        {
-            "--concurrency": concurrency,
-            "--requests": requests,
-            "--slo": slo,
-            "--iterations": iterations,
-            "--warmup": warmup,
-            "--max-ttft-ms": max_ttft_ms,
-        },
+        objective, {**load_flags, "--iterations": iterations, "--warmup": warmup, "--max-ttft-ms": max_ttft_ms}
     )
     serving = _serving_load(concurrency, requests, slo) if objective == "goodput" else {}
-    if store and no_store:
-        raise UsageError("--store and --no-store both given", "pass one of them")
-    from winml_perf.bundle.config import load_config_dict
-
-    load_config_dict(bundle)  # exit 2 naming the path (and the bundles inside a folder of bundles)
-    if equivalence:
-        from winml_perf.support.optional import require
-
-        require("winml tune's equivalence pruning (--no-equivalence turns it off)", "onnx")
-    if report is None and not no_store:
-        TUNE_REPORTS.mkdir(parents=True, exist_ok=True)
-        report = TUNE_REPORTS / f"tune-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-seed{seed}.json"
-    if report is not None:
-        from winml_perf.support.output import check_output
-
-        check_output(report, "--report")
+    _check_inputs(bundle, store, no_store, equivalence)
+    report = _report_path(report, no_store, seed)
     request = TuneRequest(
         bundle=bundle,
         budget=parse_budget(budget),
@@ -212,7 +190,38 @@ def tune_command(
         **serving,
     )
     outcome = run_tune(request, argv=sys.argv[1:])
-    metric = objective_metric(objective)
+    _report_outcome(outcome, request, objective_metric(objective), fmt)
+
+
+def _check_inputs(bundle: Path, store: str | None, no_store: bool, equivalence: bool) -> None:
+    """Exit 2 before any work: both store flags, a bundle that is not one, onnx missing for the check."""
+    if store and no_store:
+        raise UsageError("--store and --no-store both given", "pass one of them")
+    from winml_perf.bundle.config import load_config_dict
+
+    load_config_dict(bundle)  # exit 2 naming the path (and the bundles inside a folder of bundles)
+    if equivalence:
+        from winml_perf.support.optional import require
+
+        require("winml tune's equivalence pruning (--no-equivalence turns it off)", "onnx")
+
+
+def _report_path(report: Path | None, no_store: bool, seed: int) -> Path | None:
+    """--report, or the default under results/tune/ (none with --no-store); checked writable."""
+    if report is None and not no_store:
+        TUNE_REPORTS.mkdir(parents=True, exist_ok=True)
+        report = TUNE_REPORTS / f"tune-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-seed{seed}.json"
+    if report is not None:
+        from winml_perf.support.output import check_output
+
+        check_output(report, "--report")
+    return report
+
+
+def _report_outcome(outcome, request, metric: str, fmt: str) -> None:
+    """The standings and verdict (or the JSON), where things were written, then the exit it calls for."""
+    from winml_perf.tune.standings import NO_VERDICT, table_text
+
     if fmt == "json":
         print(json.dumps(outcome.to_dict(request), indent=2))
     else:
@@ -229,9 +238,9 @@ def tune_command(
         print(fill(f"verdict: {outcome.verdict.text}"))
     sys.stdout.flush()
     if outcome.emitted:
-        say(f"emitted {outcome.verdict.winner} as a bundle in {emit} ({len(outcome.emitted)} files)")
-    if report is not None:
-        say(f"tune report: {report}")
+        say(f"emitted {outcome.verdict.winner} as a bundle in {request.emit} ({len(outcome.emitted)} files)")
+    if request.report is not None:
+        say(f"tune report: {request.report}")
     if outcome.store is not None:
         say(f"cells stored in {outcome.store} (runs {', '.join(outcome.run_ids) or 'none'})")
     if outcome.interrupted is not None:

@@ -14,15 +14,18 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
 from winml_perf.support.errors import BenchmarkFailure
 from winml_perf.support.text_table import say
+
+if TYPE_CHECKING:
+    from winml_perf.session.layer_outputs import KvShape
 
 # Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
 # fp32 (measured), which would turn a precision artefact of the driver into a false alarm.
@@ -283,22 +286,17 @@ def layer_profile(
     from winml_perf.bundle.config import load_config
     from winml_perf.bundle.variants import stage_session_entries, tapped_copy
     from winml_perf.onnxfile.header import input_shapes
-    from winml_perf.session.layer_outputs import KvShape, run_full_sequence
+    from winml_perf.session.layer_outputs import run_full_sequence
 
     t0 = time.perf_counter()
     folder = Path(folder)
     config = load_config(folder)
-    decoder = config.raw["model"]["decoder"]
-    kv = KvShape(int(decoder.get("num_key_value_heads") or decoder["num_attention_heads"]), int(decoder["head_size"]))
-    values: dict[int, Any] = {}
-    stage_of: dict[int, str] = {}
-    tensor_of: dict[int, str] = {}
+    kv = _kv_shape(config.raw["model"]["decoder"])
+    # each layer's output, the stage that gave it and its tensor's name
+    found: tuple[dict[int, Any], dict[int, str], dict[int, str]] = ({}, {}, {})
     unobserved: list[str] = []
-    groups: dict[str, list] = {}
     longest = 0  # the longest pass run (a static stage takes fewer tokens)
-    for stage in config.stages:
-        groups.setdefault(stage.filename, []).append(stage)
-    for filename, stages in groups.items():
+    for filename, stages in _stages_by_file(config.stages).items():
         label = "/".join(s.name for s in stages) if config.kind == "pipeline" else "decoder"
         ep, options = _stage_ep(stages[0])
         entries = stage_session_entries(config, stages[0].name)
@@ -312,15 +310,9 @@ def layer_profile(
             continue
         if not any(n.startswith("past_key_values") for n in shapes):
             continue  # neither a decoder nor a transformer stage (lm_head): no layers
-        dims = shapes.get("input_ids") or shapes.get("inputs_embeds") or ()
-        n = len(tokens) if embeds is None or "input_ids" in shapes else int(embeds.shape[1])
-        if len(dims) >= 2 and isinstance(dims[1], int) and dims[1] < n:
-            if dims[1] == 1:
-                unobserved.append(f"{label}: takes one token per run (static shapes), no full-sequence pass")
-                continue
-            n = dims[1]
-        if "inputs_embeds" in shapes and embeds is None:
-            unobserved.append(f"{label}: no embeddings to feed it")
+        n, why = _pass_length(shapes, len(tokens), embeds)
+        if why is not None:
+            unobserved.append(f"{label}: {why}")
             continue
         try:  # a file the tap cannot rewrite leaves its layers unobserved, said why; the run goes on
             tapped, taps, inputs = tapped_copy(folder, filename, teacher=teacher is not None)
@@ -351,11 +343,45 @@ def layer_profile(
         finally:
             shutil.rmtree(tapped, ignore_errors=True)
         longest = max(longest, n)
-        for k, tensor in taps.items():
-            if k not in values:
-                values[k], stage_of[k], tensor_of[k] = run.outputs[tensor], label, tensor
-    ms = (time.perf_counter() - t0) * 1000.0
-    return LayerProfile(values, stage_of, tensor_of, tuple(unobserved), embeds, longest, ms)
+        _keep_first(taps, run.outputs, label, found)
+    return LayerProfile(*found, tuple(unobserved), embeds, longest, (time.perf_counter() - t0) * 1000.0)
+
+
+def _kv_shape(decoder: Mapping[str, Any]) -> KvShape:
+    """The KV cache's heads and head size, as genai_config's decoder section gives them."""
+    from winml_perf.session.layer_outputs import KvShape
+
+    return KvShape(int(decoder.get("num_key_value_heads") or decoder["num_attention_heads"]), int(decoder["head_size"]))
+
+
+def _stages_by_file(stages: Sequence[Any]) -> dict[str, list[Any]]:
+    """The bundle's stages grouped by the file they load (a file may hold several), in order."""
+    groups: dict[str, list[Any]] = {}
+    for stage in stages:
+        groups.setdefault(stage.filename, []).append(stage)
+    return groups
+
+
+def _pass_length(shapes: Mapping[str, tuple[Any, ...]], n_tokens: int, embeds: Any) -> tuple[int, str | None]:
+    """How many tokens a stage's full-sequence pass takes (fewer where its shapes are static), and why
+    it takes none (one token per run, or embeddings it is not fed); None when it runs."""
+    dims: tuple[Any, ...] = shapes.get("input_ids") or shapes.get("inputs_embeds") or ()
+    n = n_tokens if embeds is None or "input_ids" in shapes else int(embeds.shape[1])
+    if len(dims) >= 2 and isinstance(dims[1], int) and dims[1] < n:
+        if dims[1] == 1:
+            return n, "takes one token per run (static shapes), no full-sequence pass"
+        n = dims[1]
+    if "inputs_embeds" in shapes and embeds is None:
+        return n, "no embeddings to feed it"
+    return n, None
+
+
+def _keep_first(taps: dict[int, str], outputs: dict[str, Any], label: str, into: tuple[dict, dict, dict]) -> None:
+    """Each tapped layer's output, stage and tensor name, where no earlier stage gave that layer."""
+    values, stage_of, tensor_of = into
+    for k, tensor in taps.items():
+        if k not in values:
+            values[k], stage_of[k], tensor_of[k] = outputs[tensor], label, tensor
 
 
 def _precision(folder: str | Path) -> tuple:
@@ -471,25 +497,39 @@ def judge_routes(
         question = question_for(route_precision, ref_precision)
         same = question == SAME_MODEL_QUESTION
         bands = (noise, precision) if precision else (noise,)
-        where = None
-        if layer_bands is not None:
-            try:
-                where = judge_layers(layer_bands, *layer_bands.passes(r.session.path), same_model=same)
-            except Exception as exc:  # this route's layers are unobserved, said why; its logits are judged
-                where = _unjudged(len(layer_bands.tokens), f"this route's pass failed: {type(exc).__name__}: {exc}")
-        elif layer_failure is not None:
-            where = _unjudged(0, layer_failure)
+        where = _route_layers(layer_bands, layer_failure, r.session.path, same)
         judged = verdict(figures, noise, None if same else precision)  # the same kernels: no precision band
-        if where is not None and where.first_wrong is not None:  # a layer computes something else
-            judged = NOT_EQUIVALENT
-        if same and where is not None and where.first_departing is not None:  # beyond the noise floor at a layer
-            judged = NOT_EQUIVALENT
+        judged = _overruled_by_layers(judged, where, same)
         out[r.label] = Equivalence(
             ref_label, ref_path, str(r.session.path), n_prompt, seed, figures, judged,
             bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
             where, route_precision, ref_precision, question,
         )  # fmt: skip
     return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors)
+
+
+def _route_layers(
+    layer_bands: LayerBands | None, layer_failure: str | None, path: str | Path, same: bool
+) -> Layers | None:
+    """The route's decoder layers judged against the reference's; None when layers were not asked for."""
+    if layer_bands is not None:
+        try:
+            return judge_layers(layer_bands, *layer_bands.passes(path), same_model=same)
+        except Exception as exc:  # this route's layers are unobserved, said why; its logits are judged
+            return _unjudged(len(layer_bands.tokens), f"this route's pass failed: {type(exc).__name__}: {exc}")
+    if layer_failure is not None:
+        return _unjudged(0, layer_failure)
+    return None
+
+
+def _overruled_by_layers(judged: str, where: Layers | None, same: bool) -> str:
+    """The logits' verdict, unless a layer computes something else (or, on the same model, departs
+    beyond the noise floor at a layer): then not equivalent."""
+    if where is not None and where.first_wrong is not None:  # a layer computes something else
+        return NOT_EQUIVALENT
+    if same and where is not None and where.first_departing is not None:  # beyond the noise floor at a layer
+        return NOT_EQUIVALENT
+    return judged
 
 
 def reference_of(routes: Sequence[Any], label: str) -> Any:

@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.bundle import cache
+from winml_perf.measure.route_request import RouteRequest as RouteRequest
+from winml_perf.measure.route_request import parse_route as parse_route
 from winml_perf.measure.validate import validate_request
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import MODEL, Route, StageRoute
@@ -23,110 +25,6 @@ from winml_perf.support.errors import StoreError, UsageError
 from winml_perf.support.text_table import say
 
 DEFAULT_PROMPT_TOKENS = DEFAULTS.prompt_tokens
-
-
-@dataclass(frozen=True)
-class RouteRequest:
-    """One route as asked: ``config``, ``ep=NAME`` or ``device=CLASS``, optionally limited to stages,
-    with EP options (``KEY=VALUE`` pairs, over ``--ep-option``); or a per-stage route (``assign``:
-    (stage, EP as written) pairs, ``stages=context:qnn,iterator:cpu``) whose options are
-    ``EP:KEY=VALUE`` pairs."""
-
-    ep: str | None = None
-    device: str | None = None
-    stages: tuple[str, ...] = ()
-    options: tuple[tuple[str, str], ...] = ()
-    assign: tuple[tuple[str, str], ...] = ()
-
-    @property
-    def forced(self) -> bool:
-        return bool(self.ep or self.assign or (self.device and self.device != "config"))
-
-    @property
-    def label(self) -> str:
-        from winml_perf.ep.options import label_suffix
-
-        if self.assign:
-            mapping = ",".join(f"{stage}:{ep}" for stage, ep in self.assign)
-            return f"stages={mapping}" + label_suffix(dict(self.options))
-        base = (
-            f"ep={self.ep}"
-            if self.ep
-            else f"device={self.device}"
-            if self.device and self.device != "config"
-            else "config"
-        )
-        return base + label_suffix(dict(self.options)) + (f"[{','.join(self.stages)}]" if self.stages else "")
-
-
-ROUTE_KEYS = ("stages", "options")
-
-
-def parse_route(text: str) -> RouteRequest:
-    """``config`` | ``ep=webgpu`` | ``device=gpu``, then optional ``;stages=context,iterator`` and
-    ``;options=soc_model=60,htp_arch=73`` parts."""
-    from winml_perf.ep.options import parse_options
-
-    head, *tails = (part.strip() for part in text.strip().split(";"))
-    if head.partition("=")[0].strip() == "stages":
-        return _parse_per_stage(text, head, tails)
-    parts: dict[str, str] = {}
-    for tail in filter(None, tails):
-        key, _, value = (p.strip() for p in tail.partition("="))
-        if key not in ROUTE_KEYS or not value or key in parts:
-            raise UsageError(
-                f"--route {text!r}: after ';' only stages=NAME[,NAME] and options=KEY=VALUE[,KEY=VALUE] are understood, once each",
-                "e.g. --route 'ep=qnn;stages=context,iterator;options=soc_model=60,htp_arch=73'",
-            )
-        parts[key] = value
-    stages = tuple(s.strip() for s in parts.get("stages", "").split(",") if s.strip())
-    options = (
-        tuple(sorted(parse_options(parts["options"].split(","), f"--route {text!r}: options").items()))
-        if "options" in parts
-        else ()
-    )
-    if head == "config":
-        if stages or options:
-            raise UsageError(
-                f"--route {text!r}: the config route has no stages to force nor options to set",
-                "drop ';stages=...'/';options=...' or use ep=/device=",
-            )
-        return RouteRequest()
-    key, sep, value = (part.strip() for part in head.partition("="))
-    if not sep or key not in ("ep", "device") or not value:
-        raise UsageError(f"--route {text!r} is not understood", "use config, ep=NAME or device=cpu|gpu|npu|auto")
-    if key == "ep":
-        return RouteRequest(ep=value, stages=stages, options=options)
-    return RouteRequest(device=value, stages=stages, options=options)
-
-
-def _parse_per_stage(text: str, head: str, tails: list[str]) -> RouteRequest:
-    """``stages=context:qnn,iterator:cpu`` then an optional ``;options=qnn:soc_model=60,...``."""
-    from winml_perf.ep.options import parse_options
-
-    example = "e.g. --route 'stages=context:qnn,iterator:cpu;options=qnn:soc_model=60'"
-    assign: list[tuple[str, str]] = []
-    for item in head.partition("=")[2].split(","):
-        stage, sep, ep = (p.strip() for p in item.partition(":"))
-        if not sep or not stage or not ep:
-            raise UsageError(f"--route {text!r}: {item.strip()!r} is not STAGE:EP", example)
-        if stage in dict(assign):
-            raise UsageError(f"--route {text!r}: stage {stage} is given twice", example)
-        assign.append((stage, ep))
-    parts = [t for t in tails if t]
-    if len(parts) > 1 or (parts and parts[0].partition("=")[0].strip() != "options"):
-        raise UsageError(
-            f"--route {text!r}: after a per-stage route's ';' only options=EP:KEY=VALUE[,...] is understood, once",
-            example,
-        )
-    options = parse_options(parts[0].partition("=")[2].split(","), f"--route {text!r}: options") if parts else {}
-    unscoped = [k for k in options if ":" not in k]
-    if unscoped:
-        raise UsageError(
-            f"--route {text!r}: option {unscoped[0]} does not say which EP it is for",
-            "write it EP:KEY=VALUE; " + example,
-        )
-    return RouteRequest(assign=tuple(assign), options=tuple(sorted(options.items())))
 
 
 @dataclass(frozen=True)
@@ -477,27 +375,7 @@ def _prepare_and_measure(
 
     _require_modules(req)
     routes = prepare_routes(req)
-    if req.check_outputs and runtime_named(req.runtime).token_based:
-        routes = _with_output_checks(req, routes)
-    if runtime_named(req.runtime).token_based:
-        from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
-
-        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_equivalence(str(req.path), routes, req.seed, ref, req.reference_route)
-        if req.perplexity is not None:
-            from winml_perf.measure.perplexity import attach_perplexity
-
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_perplexity(
-                str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
-            )
-    else:  # a plain ONNX model: every route's outputs against the reference route's (session/onnx_outputs.py)
-        from winml_perf.measure.equivalence import wants_equivalence
-        from winml_perf.session.onnx_outputs import attach_outputs
-
-        if wants_equivalence(req.equivalence, len(routes), None):
-            routes = attach_outputs(routes, str(req.path), req.onnx_options)
+    routes = _judged(req, routes)
     cells = _cells(req, routes)
     store = None
     if not req.no_store:
@@ -545,6 +423,33 @@ def _prepare_and_measure(
         if store is not None:
             store.close()
     return outcome
+
+
+def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
+    """The prepared routes with what judges them before the sweep: output checks, equivalence and
+    perplexity (a bundle), or every route's outputs against the reference route's (a plain model)."""
+    if req.check_outputs and runtime_named(req.runtime).token_based:
+        routes = _with_output_checks(req, routes)
+    if runtime_named(req.runtime).token_based:
+        from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
+
+        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
+            ref = str(req.reference_bundle) if req.reference_bundle else None
+            routes = attach_equivalence(str(req.path), routes, req.seed, ref, req.reference_route)
+        if req.perplexity is not None:
+            from winml_perf.measure.perplexity import attach_perplexity
+
+            ref = str(req.reference_bundle) if req.reference_bundle else None
+            routes = attach_perplexity(
+                str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
+            )
+    else:  # a plain ONNX model: every route's outputs against the reference route's (session/onnx_outputs.py)
+        from winml_perf.measure.equivalence import wants_equivalence
+        from winml_perf.session.onnx_outputs import attach_outputs
+
+        if wants_equivalence(req.equivalence, len(routes), None):
+            routes = attach_outputs(routes, str(req.path), req.onnx_options)
+    return routes
 
 
 def at_static_prompt(config, req: PerfRequest) -> PerfRequest:

@@ -275,3 +275,24 @@ def attach_perplexity(
         file=sys.stderr,
     )
     return out
+
+
+def text_to_score(asked: bool, text: Path | None, chunk: int, token_based: bool) -> Path | None:
+    """--perplexity / --perplexity-text FILE: the text to score (the packaged one without FILE), readable
+    UTF-8; None when neither was given; else exit 2."""
+    if not asked and text is None:
+        if chunk != DEFAULT_CHUNK:
+            raise UsageError("--perplexity-chunk needs --perplexity", "add --perplexity, or drop --perplexity-chunk")
+        return None
+    if not token_based:
+        raise UsageError("--perplexity needs a genai bundle (its tokenizer)", "drop --perplexity, or --runtime winml")
+    path = text if text is not None else DEFAULT_TEXT
+    try:
+        content = path.read_bytes().decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(
+            f"--perplexity-text {path}: cannot read it as UTF-8 text: {exc}", "pass a UTF-8 text file"
+        ) from exc
+    if not content.strip():
+        raise UsageError(f"--perplexity-text {path}: the file is empty", "pass a text of a few thousand tokens")
+    return path

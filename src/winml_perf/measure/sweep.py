@@ -145,7 +145,30 @@ def _unique(values) -> list:
     return seen
 
 
-def run_sweep(
+def _sweep_section(
+    cells: Sequence[CellSpec],
+    routes: list,
+    extra: Mapping[str, Any],
+    order: Sequence[Mapping],
+    bandwidths: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
+    interrupted: str | None,
+) -> dict[str, Any]:
+    """The run record's sweep section: what was swept, in which order, against which bandwidths."""
+    bandwidth, gpu_bandwidth = bandwidths
+    return {
+        "routes": routes,
+        "prompt_tokens": _unique(c.prompt_tokens for c in cells),
+        "max_new_tokens": _unique(c.max_new_tokens for c in cells),
+        "cell_count": len(cells),
+        **extra,
+        "order": [dict(o) for o in order],
+        "bandwidth": None if bandwidth is None else dict(bandwidth),
+        **({"gpu_bandwidth": dict(gpu_bandwidth)} if gpu_bandwidth else {}),
+        **({"interrupted": interrupted} if interrupted else {}),
+    }
+
+
+def run_sweep(  # noqa: PLR0913
     cells: Sequence[CellSpec],
     session_factory: Callable = open_session,
     rounds: int | None = None,
@@ -221,17 +244,7 @@ def run_sweep(
     )
 
     def record(order: Sequence[Mapping], interrupted: str | None = None) -> RunRecord:
-        sweep = {
-            "routes": routes,
-            "prompt_tokens": _unique(c.prompt_tokens for c in cells),
-            "max_new_tokens": _unique(c.max_new_tokens for c in cells),
-            "cell_count": len(cells),
-            **extra,
-            "order": [dict(o) for o in order],
-            "bandwidth": None if bandwidth is None else dict(bandwidth),
-            **({"gpu_bandwidth": dict(gpu_bandwidth)} if gpu_bandwidth else {}),
-            **({"interrupted": interrupted} if interrupted else {}),
-        }
+        sweep = _sweep_section(cells, routes, extra, order, (bandwidth, gpu_bandwidth), interrupted)
         done = sorted(records, key=lambda r: r.cell_index)
         run = run_record(
             done,

@@ -14,6 +14,7 @@ from typing import Any
 
 from winml_perf.model.runtime import runtime_named
 from winml_perf.support.errors import BundleError, UsageError
+from winml_perf.support.json_input import read_json
 
 #: Seeds are stored as 64-bit integers and fed to numpy's generator (which refuses negatives).
 MAX_SEED = 2**63 - 1
@@ -81,7 +82,6 @@ def _check_prompt(req: Any, bundle: Path) -> None:
 
 def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None) -> None:
     from winml_perf.session.genai_session import token_facts
-    from winml_perf.support.json_input import read_json
 
     config = bundle / "genai_config.json"
     doc = read_json(config)
@@ -124,3 +124,52 @@ def validate_request(req: Any, default_prompt_tokens: tuple[int, ...]) -> None:
     _check_prompt(req, bundle)
     prompt_tokens = req.prompt_tokens or (None if req.prompt is not None else default_prompt_tokens)
     _check_lengths(req, bundle, prompt_tokens)
+
+
+def reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool, bundle: Path) -> Path | None:
+    """--reference-bundle: a genai bundle folder, with the equivalence check on; else exit 2."""
+    if path is None:
+        return None
+    if equivalence is False or not token_based:
+        raise UsageError(
+            "--reference-bundle needs the equivalence check of a genai bundle",
+            "drop --no-equivalence (or --runtime winml), or drop --reference-bundle",
+        )
+    if not (path / "genai_config.json").is_file():
+        raise UsageError(
+            f"--reference-bundle {path}: no genai_config.json there", "pass a bundle folder with the same tokenizer"
+        )
+    check_same_vocabulary(bundle, path)
+    return path
+
+
+def _vocab_size(folder: Path) -> object:
+    config = read_json(folder / "genai_config.json", UsageError)
+    return ((config or {}).get("model") or {}).get("vocab_size") if isinstance(config, dict) else None
+
+
+def _tokenizer(folder: Path) -> object:
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        return None
+    doc = read_json(path, UsageError)
+    return (doc.get("model"), doc.get("added_tokens")) if isinstance(doc, dict) else doc
+
+
+def check_same_vocabulary(bundle: Path, reference: Path | None) -> None:
+    """--reference-bundle must speak the bundle's language: the same vocabulary size and tokenizer,
+    else its token ids mean other words and no comparison of logits is a judgement (exit 2, naming both)."""
+    if reference is None or not (bundle / "genai_config.json").is_file():
+        return
+    mine, theirs = _vocab_size(bundle), _vocab_size(reference)
+    if mine != theirs:
+        raise UsageError(
+            f"--reference-bundle {reference} has vocab_size {theirs}, but {bundle} has {mine}: "
+            "their token ids mean different words",
+            "pass a reference bundle of the same model family (same tokenizer and vocabulary)",
+        )
+    if _tokenizer(bundle) != _tokenizer(reference):
+        raise UsageError(
+            f"--reference-bundle {reference} has another tokenizer than {bundle} (tokenizer.json differs)",
+            "pass a reference bundle with the same tokenizer",
+        )

@@ -359,20 +359,7 @@ class Route:
             if self.kind != MODEL:  # a model route lists its stage after the target (the key order records have)
                 d["stages"] = stages
         if self.kind == BUNDLE:
-            d.update(
-                {
-                    "derived_path": _str(self.derived_path),
-                    "cache": self.cache,
-                    "cache_reason": self.cache_reason,
-                    "prepare_ms": self.prepare_ms,
-                    "compile_ms": self.compile_ms,
-                    "warnings": list(self.warnings),
-                    "compile": [c.to_dict() for c in self.compile],
-                    "placement_cache": self.placement_cache,
-                    "placement_reason": self.placement_reason,
-                    "placement_ms": self.placement_ms,
-                }
-            )
+            d.update(self._bundle_fields())
         if self.target is not None:
             d["target"] = dict(self.target)
         if self.plugin_registration_ms is not None:
@@ -383,6 +370,27 @@ class Route:
             if self.resolved:
                 d["stages"] = stages
             d["prepared"] = dict(self.prepared) if self.prepared is not None else None
+        d.update(self._judgements())
+        return d
+
+    def _bundle_fields(self) -> dict[str, Any]:
+        """A bundle route's preparation: its derived folder, cache, compile and placement."""
+        return {
+            "derived_path": _str(self.derived_path),
+            "cache": self.cache,
+            "cache_reason": self.cache_reason,
+            "prepare_ms": self.prepare_ms,
+            "compile_ms": self.compile_ms,
+            "warnings": list(self.warnings),
+            "compile": [c.to_dict() for c in self.compile],
+            "placement_cache": self.placement_cache,
+            "placement_reason": self.placement_reason,
+            "placement_ms": self.placement_ms,
+        }
+
+    def _judgements(self) -> dict[str, Any]:
+        """What judged the route (output check, equivalence, perplexity) and where it really ran, where known."""
+        d: dict[str, Any] = {}
         if self.output_check is not None:
             d["output_check"] = self.output_check.to_dict()
         if self.equivalence is not None:

@@ -61,3 +61,20 @@ def runtime_named(name: str | Runtime) -> Runtime:
 def runtime_for_path(path: Path) -> Runtime:
     """A .onnx file is a plain model; anything else is taken for a bundle folder."""
     return ONNX if path.suffix == ".onnx" and not path.is_dir() else GENAI
+
+
+#: Flags that only a runtime of that kind reads: given to the other, they are refused (exit 2).
+GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template", "--duration")
+ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
+
+
+def check_runtime_flags(runtime: Runtime, given: dict[str, bool]) -> None:
+    """Exit 2 when ``given`` (flag -> whether it was given) holds a flag that ``runtime`` does not read."""
+    wrong = ONNX_ONLY if runtime.token_based else GENAI_ONLY
+    bad = [flag for flag in wrong if given.get(flag)]
+    if bad:
+        other = next(r for r in RUNTIMES.values() if r is not runtime)
+        raise UsageError(
+            f"{', '.join(bad)} do not apply to --runtime {runtime}",
+            f"they belong to --runtime {other.name} ({other.what})",
+        )

@@ -364,3 +364,14 @@ def finite_or_none(x: float | None) -> float | None:
         return None
     x = float(x)
     return x if math.isfinite(x) else None
+
+
+def check_sweep_size(routes: int, prompts: tuple[int, ...], news: tuple[int, ...], allowed: bool) -> None:
+    """A sweep over MAX_SWEEP_CELLS cells is a typo until --large-sweep says otherwise (exit 2, before any work)."""
+    cells = routes * max(1, len(prompts)) * max(1, len(news))
+    if cells > MAX_SWEEP_CELLS and not allowed:
+        raise UsageError(
+            f"the sweep has {cells:,} cells ({routes} route(s) x {max(1, len(prompts))} prompt length(s) x "
+            f"{max(1, len(news))} new-token count(s)), over the limit of {MAX_SWEEP_CELLS:,}",
+            "sweep fewer values, or pass --large-sweep to run it anyway",
+        )

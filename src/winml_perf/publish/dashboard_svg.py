@@ -166,7 +166,7 @@ def hover_text(t: str, commit: Any, version: Any, testbed: Any, run: Any) -> str
     return escape(text) if _HTML_SPECIAL.search(text) else text  # most texts need no escaping
 
 
-def draw(
+def draw(  # noqa: PLR0913
     frame: Frame,
     v: np.ndarray,
     lo: np.ndarray,

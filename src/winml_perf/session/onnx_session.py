@@ -108,7 +108,7 @@ class OnnxSession:
     ``with OnnxSession("m.onnx", ep="cpu", shapes={"x": [1, 8]}) as s: s.run_timed()``
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913
         self,
         model_path: str | Path,
         *,

@@ -103,7 +103,7 @@ _SHAPES: dict[str, tuple[type, type | None]] = {
 }
 
 
-def _check_shape(folder: Path, doc: dict) -> None:
+def _check_shape(folder: Path, doc: dict) -> None:  # noqa: C901
     where = f"{folder}/{EXPORT_FILE}"
     doc.setdefault("files", {})
     for key, (kind, item) in _SHAPES.items():

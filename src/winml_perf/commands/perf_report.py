@@ -1,0 +1,168 @@
+"""What `winml perf` says and writes once the run is over: the export files, the run on stdout in
+its format, the generated texts, the explanation, where the records went, and the exit status of
+an interrupted run, a refused store or failed cells."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+from winml_perf.commands.perf_flags import OutputFlags
+from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
+from winml_perf.support.output import check_output, write_output
+from winml_perf.support.text_table import fill
+
+if TYPE_CHECKING:
+    from winml_perf.model.record import RunRecord
+
+#: Every file to write, by its flag: (path, exporter format).
+Exports = dict[str, tuple[Path, str]]
+
+
+def exports(out: OutputFlags) -> Exports:
+    """Every file to write, by its flag, with its exporter (publish/exporters): -o takes the run
+    record (json), --export-FORMAT the exporter FORMAT. Each is checked writable before minutes of
+    measuring, not after."""
+    from winml_perf.publish.exporters import run_formats
+    from winml_perf.publish.formats import check_format
+
+    flags = {
+        "--export-json": out.export_json,
+        "--export-jsonl": out.export_jsonl,
+        "--export-csv": out.export_csv,
+        "--export-markdown": out.export_markdown,
+    }
+    given = {"-o": (out.output, "json")}
+    for flag, path in flags.items():
+        given[flag] = (path, check_format(flag.removeprefix("--export-"), run_formats(), flag))
+    files = {flag: (path, f) for flag, (path, f) in given.items() if path is not None}
+    paths = [str(path) for path, _ in files.values()]
+    dup = sorted({p for p in paths if paths.count(p) > 1})
+    if dup:
+        raise UsageError(f"{', '.join(dup)} is named by several of {', '.join(files)}", "give each export its own file")
+    for flag, (path, _) in files.items():
+        check_output(path, flag)
+    return files
+
+
+def report(outcome: Any, files: Exports, out: OutputFlags, texts: bool, explain: bool) -> None:
+    """The run written to ``files`` and shown in ``out.fmt``; ``texts``: what each route generated;
+    ``explain``: the profile of each cell. Raises the exit status of what did not go to plan."""
+    run: RunRecord = outcome.run
+    for flag, (path, export_fmt) in files.items():
+        write_output(path, run_export(run, export_fmt), flag)
+    if outcome.interrupted is not None:
+        raise RunInterrupted(outcome.interrupted, _kept(outcome, run, [str(p) for p, _ in files.values()]))
+    doc = run.to_dict()  # the closing summary and --explain read the record's JSON document
+    _print_run(run, doc, out.fmt)
+    side = sys.stdout if out.fmt == "table" else sys.stderr
+    if texts:
+        _print_texts(doc, side)
+    if explain:
+        from winml_perf.explain.text import run_explain_text
+
+        print(run_explain_text(doc), end="", file=side)
+    sys.stdout.flush()  # the results first: a block-buffered stdout would put the next line inside them
+    if outcome.store is not None and not outcome.store_errors:
+        print(fill(f"stored {len(run.cells)} record(s) in {outcome.store} (run {run.run_id})"), file=sys.stderr)
+    if outcome.store_errors:
+        _refuse_unstored(outcome, run, files)
+    failed = [c for c in run.cells if not c.ok]
+    if failed:
+        raise BenchmarkFailure(
+            f"{len(failed)} of {len(run.cells)} cells failed: "
+            + "; ".join(f"{c.cell_key}: {c.failure.message if c.failure else '?'}" for c in failed[:3])
+        )
+
+
+def _refuse_unstored(outcome: Any, run: RunRecord, files: Exports) -> None:
+    """Exit with the store's refusal, saying where the run record is kept instead."""
+    kept = [str(p) for p, f in files.values() if f == "json"]
+    kept += [str(p) for p in [_save_unstored(outcome, run)] if p]
+    raise StoreError(
+        f"{len(outcome.store_errors)} record(s) could not be stored in {outcome.store}: "
+        + "; ".join(outcome.store_errors[:3]),
+        f"the run record is kept in {' and '.join(kept)} (`winml results import` reads it)"
+        if kept
+        else "the run record is complete in the output above; rerun with -o FILE to keep it",
+    )
+
+
+def _save_unstored(outcome: Any, run: RunRecord) -> Path | None:
+    """The run record next to the store, for cells the store did not take; None when that fails too."""
+    if outcome.unstored_path is None:
+        return None
+    path = outcome.unstored_path / f"{run.run_id}.json"
+    try:
+        check_output(path)
+        write_output(path, run_text(run, "json"))
+    except UsageError:
+        return None
+    return path
+
+
+def _kept(outcome: Any, run: RunRecord, written: list[str]) -> str:
+    """Where an interrupted run's finished cells are, said in one clause."""
+    n = len(run.cells)
+    if outcome.store_errors:
+        saved = _save_unstored(outcome, run)
+        places = written + ([str(saved)] if saved else [])
+        where = ("kept in " + " and ".join(places)) if places else "not kept (the store refused them)"
+    else:
+        parts = ([f"stored in {outcome.store}"] if outcome.store else []) + (
+            [f"written to {' and '.join(written)}"] if written else []
+        )
+        where = " and ".join(parts) or "not kept (--no-store, no -o)"
+    return f"{n} finished cell(s) {where} (run {run.run_id})"
+
+
+def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
+    """The run on stdout in ``fmt``; for formats other than table, warnings and the summary go to
+    stderr so stdout stays machine-readable. ``doc``: the run's JSON document (the summary's input)."""
+    from winml_perf.compare.run_summary import route_verdicts, summarize_routes, summary_lines
+    from winml_perf.publish.render import render_run
+
+    summary_report = summarize_routes(doc)
+    summary = (
+        summary_lines(summary_report, route_verdicts(doc)) if summary_report is not None and summary_report.rows else []
+    )
+    if fmt == "table":
+        print(render_run(run))
+        if summary:
+            print("\n".join(["", *(fill(line) for line in summary)]))
+        return
+    sys.stdout.write(run_text(run, fmt))
+    sys.stdout.flush()
+    print(fill(render_run(run, warnings_only=True)), file=sys.stderr, end="")
+    for line in summary:
+        print(fill(line), file=sys.stderr)
+
+
+def _printable(text: str) -> str:
+    """Generated text without terminal control codes (a model can emit ESC or BEL): shown escaped."""
+    return "".join(c if c in "\n\t" or (c.isprintable() and c != "\x1b") else repr(c)[1:-1] for c in text)
+
+
+def _print_texts(doc: dict, stream: TextIO) -> None:
+    """What each route generated from a text prompt (--verbose, --check-outputs), one block per cell."""
+    for cell in doc.get("cells", []):
+        text = (cell.get("output") or {}).get("text")
+        if text:
+            label = f"{cell['route']['label']} p{cell['shape']['prompt_tokens']} n{cell['shape']['max_new_tokens']}"
+            print(f"\n{label} generated:\n  " + _printable(text).replace("\n", "\n  "), file=stream)
+
+
+def run_export(run: RunRecord, fmt: str) -> str:
+    """The run as exporter ``fmt`` writes it (`--export-FORMAT`, -o)."""
+    from winml_perf.publish.exporters import get
+
+    write = get(fmt).run_text
+    assert write is not None, f"exporter {fmt} has no run text"  # exports() takes run formats only
+    return write(run)
+
+
+def run_text(run: RunRecord, fmt: str) -> str:
+    from winml_perf.publish.render import run_text as text
+
+    return text(run, fmt)
