@@ -112,3 +112,11 @@ def test_a_folder_of_bundles_names_them_and_how_to_pick_one(capsys):
         assert code == 2, (command, err)
         assert "is a folder of 4 bundle(s), not a bundle: tiny-qwen2, tiny-qwen2-npu" in err, err
         assert f"pass one of them, e.g. {BUNDLES / 'tiny-qwen2'}" in err
+
+
+@pytest.mark.parametrize("flag", ["--concurrency", "--request-rate"])
+def test_perf_with_a_load_points_to_winml_serve(capsys, flag):
+    """Issue 40's load axis is winml serve's: perf with --concurrency/--request-rate says so, exit 2."""
+    code, err = _main(capsys, "perf", str(BUNDLES / "tiny-qwen2"), flag, "4", "--route", "config")
+    assert code == 2
+    assert "are winml serve's" in err and f"winml serve {BUNDLES / 'tiny-qwen2'} --concurrency 1,4" in err

@@ -24,6 +24,7 @@ from winml_perf.commands.perf_flags import (
 )
 from winml_perf.commands.perf_report import exports, report
 from winml_perf.commands.perf_request import perf_request
+from winml_perf.support.errors import UsageError
 
 EPILOG = """\
 [bold]Routes[/bold] (--route, repeatable; one run measures its routes interleaved):
@@ -38,6 +39,8 @@ EPILOG = """\
   N                   one value, or a comma list: 16,64
   FIRST-LAST+STEP     16-64+16 = 16,32,48,64
   FIRST-LAST*FACTOR   128-1024*2 = 128,256,512,1024
+
+[bold]Many requests at once[/bold] (the GenAI Engine under load): winml serve BUNDLE --concurrency 1,4 (docs/serving.md)
 
 [bold]Examples[/bold]:
   winml perf bundles/tiny-qwen2
@@ -61,9 +64,18 @@ def perf(
     measurement: MeasurementFlags,
     out: OutputFlags,
     onnx: OnnxFlags,
+    load: Annotated[
+        str | None, typer.Option("--concurrency", "--request-rate", metavar="LOAD", hidden=True, show_default=False)
+    ] = None,
 ) -> None:
     """Benchmark token throughput and latency of a bundle (or the latency of an ONNX model)."""
     from winml_perf.measure.orchestrate import run_benchmark
+
+    if load is not None:  # perf measures one generator at a time; a load is winml serve's
+        raise UsageError(
+            "winml perf measures one request at a time; --concurrency and --request-rate are winml serve's",
+            f"winml serve {bundle} --concurrency 1,4 (or --request-rate 2,8/s), with the same --route flags",
+        )
 
     request = perf_request(bundle, routing, workload, judge, measurement, out, onnx)
     files = exports(out)
