@@ -35,6 +35,20 @@ def test_converted_bundle_runs_under_perf_with_a_templated_prompt(winml, tmp_pat
     assert chat.returncode == 0, chat.stderr
 
 
+def test_fp16_bundle_runs_under_perf(winml, tmp_path):
+    source = write_gguf(tmp_path / "small.gguf", "llama", "Q4_1", "Q8_0")
+    out = tmp_path / "fp16"
+    result = winml("bundle", "from-gguf", source, "-o", out, "-p", "fp16")
+    assert result.returncode == 0, result.stderr
+    assert "(fp16 scales)" in result.stderr
+    assert json.loads((out / "gguf.json").read_text())["precision"] == "fp16"
+    perf = winml(
+        "perf", out, "--prompt-tokens", "8", "--max-new-tokens", "4",
+        "--iterations", "1", "--invocations", "1", "--warmup", "0", "--no-store",
+    )  # fmt: skip
+    assert perf.returncode == 0, perf.stderr
+
+
 def test_unsupported_architecture_exits_2_naming_it(winml, tmp_path):
     source = write_gguf(tmp_path / "g.gguf", "gemma", "Q8_0", "Q8_0")
     result = winml("bundle", "from-gguf", source, "-o", tmp_path / "b")

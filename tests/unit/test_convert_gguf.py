@@ -51,7 +51,8 @@ def _logits(bundle, ids):
     config = json.loads((bundle / "genai_config.json").read_text())["model"]["decoder"]
     session = ort.InferenceSession(str(bundle / "model.onnx"))
     feeds = {"input_ids": np.array([ids], np.int64), "attention_mask": np.ones((1, len(ids)), np.int64)}
-    empty = np.zeros((1, config["num_key_value_heads"], 0, config["head_size"]), np.float32)
+    dtype = np.float16 if session.get_inputs()[-1].type == "tensor(float16)" else np.float32  # the KV cache's
+    empty = np.zeros((1, config["num_key_value_heads"], 0, config["head_size"]), dtype)
     for i in range(config["num_hidden_layers"]):
         feeds[f"past_key_values.{i}.key"] = feeds[f"past_key_values.{i}.value"] = empty
     return session.run(["logits"], feeds)[0][0]
@@ -158,3 +159,112 @@ def test_layers_are_named_as_the_builder_names_them(tmp_path):
     convert(source, tmp_path / "bundle", GraphOptions(), **QUIET)
     model = onnx.load(str(tmp_path / "bundle" / "model.onnx"), load_external_data=False)
     assert sorted(layer_tensors(model, add=True)) == [0, 1, 2]
+
+
+#: fp16 cases: llama and qwen2, float and block sources, tied and untied heads
+FP16_CASES = [
+    ("llama", "F16", "F16", True),
+    ("llama", "Q4_1", "Q8_0", True),
+    ("qwen2", "Q8_0", "Q8_0", False),
+    ("qwen2", "Q4_1", "F16", False),
+]
+
+
+@pytest.mark.parametrize("arch,linear,embed,tied", FP16_CASES)
+def test_fp16_computes_in_float16_near_the_reference(tmp_path, arch, linear, embed, tied):
+    """-p fp16: float16 inputs, outputs and float weights; the file's blocks still carried over, with fp16
+    scales. Logits within 1e-2 × max(1, |logit|): float16 keeps 11 significant bits (relative spacing
+    2⁻¹⁰ ≈ 1e-3, so a logit near 28 is held to ±0.016 alone), and every op's output is rounded again over
+    two layers; measured here up to 5.6e-3 relative (accuracy_level 0), so 1e-2 leaves about 2× margin."""
+    import onnx
+
+    source = write_gguf(tmp_path / "m.gguf", arch, linear, embed, tied=tied, seed=3)
+    summary = convert(source, tmp_path / "bundle", GraphOptions(precision="fp16", accuracy_level=0), **QUIET)
+    model = onnx.load(str(tmp_path / "bundle" / "model.onnx"), load_external_data=False)
+    f16, i64 = onnx.TensorProto.FLOAT16, onnx.TensorProto.INT64
+    for value in [*model.graph.input, *model.graph.output]:
+        expected_type = i64 if value.name in ("input_ids", "attention_mask") else f16
+        assert value.type.tensor_type.elem_type == expected_type, value.name
+    assert not any(node.op_type == "Cast" and "mask" not in node.name for node in model.graph.node)
+    floats = [t for t in model.graph.initializer if t.data_type in (onnx.TensorProto.FLOAT, f16)]
+    assert floats and all(t.data_type == f16 for t in floats)  # norms, cos/sin, scales, embedding: float16
+    ids = [5, 40, 77, 120, 9, 200, 33, 61, 250]
+    expected = gguf_reference.logits(read_gguf(source), ids)
+    got = _logits(tmp_path / "bundle", ids)
+    assert got.dtype == np.float16
+    assert np.abs(got.astype(np.float64) - expected).max() < 1e-2 * max(1.0, np.abs(expected).max())
+    np.testing.assert_array_equal(got.argmax(-1), expected.argmax(-1))
+    weights = summary["weights"]
+    if linear.startswith("Q"):
+        assert weights[f"{linear} carried over as {4 if linear != 'Q8_0' else 8}-bit MatMulNBits (fp16 scales)"]
+    else:
+        assert set(weights) == {"F16 as float16 MatMul", "F16 embedding as float16 Gather"}
+    # Q4_1's offset m + 8d rounded to float16 is not exact any more: measured, and small against the weights
+    assert summary["max_carry_over_error"] < 1e-3
+    provenance = json.loads((tmp_path / "bundle" / "gguf.json").read_text())
+    assert provenance["precision"] == "fp16" and provenance["weights"] == weights
+    assert provenance["max_carry_over_error"] == summary["max_carry_over_error"]
+    config = json.loads((tmp_path / "bundle" / "genai_config.json").read_text())["model"]
+    names = {v.name: v for v in [*model.graph.input, *model.graph.output]}
+    decoder = config["decoder"]
+    assert decoder["filename"] == "model.onnx" and config["type"] == arch
+    for i in range(decoder["num_hidden_layers"]):
+        for name in (decoder["inputs"]["past_key_names"] % i, decoder["outputs"]["present_value_names"] % i):
+            dims = names[name].type.tensor_type.shape.dim
+            assert (dims[1].dim_value, dims[3].dim_value) == (decoder["num_key_value_heads"], decoder["head_size"])
+    assert f"past_key_values.{decoder['num_hidden_layers']}.key" not in names
+
+
+def test_fp16_carry_over_error_is_measured_against_the_file_values(tmp_path):
+    """Q4_1's per-block offset m + 8d rounded to float16 differs from the file's value: the reported error is
+    what MatMulNBits computes from the float16 inputs against llama.cpp's dequantized values, over all matrices."""
+    source = write_gguf(tmp_path / "m.gguf", "qwen2", "Q4_1", "F16", tied=False, seed=3)
+    summary = convert(source, tmp_path / "bundle", GraphOptions(precision="fp16"), **QUIET)
+    model = read_gguf(source)
+    worst = 0.0
+    for t in model.tensors.values():
+        if t.type_name == "Q4_1":
+            rows, cols = t.shape
+            nb = blocks.to_nbits(t.data, "Q4_1", rows, cols)
+            assert nb.offsets is not None
+            half = blocks.NBits(4, nb.packed, nb.scales.astype(np.float16), None, nb.offsets.astype(np.float16))
+            reference = blocks.dequantize(t.data, "Q4_1", rows, cols)
+            worst = max(worst, float(np.abs(blocks.nbits_values(half) - reference).max()))
+    assert summary["max_carry_over_error"] == worst and 0 < worst < 1e-3
+    auto = convert(source, tmp_path / "auto", GraphOptions(), **QUIET)
+    assert auto["max_carry_over_error"] < worst  # float32 offsets: exact to float32 rounding
+
+
+@pytest.mark.parametrize(
+    "arch,linear,embed,seed",
+    [("llama", "Q4_1", "Q8_0", 8), ("qwen2", "F16", "F16", 8)],
+)
+def test_fp16_genai_generates_the_reference_greedy_tokens(tmp_path, arch, linear, embed, seed):
+    """-p fp16 through onnxruntime-genai (a float16 KV cache, on the CPU EP): the float64 reference's tokens.
+    Seed 8 is picked so that every step's top-1 logit leads the next by at least 0.5 (llama) and 1.1 (qwen2):
+    float16 moves these logits by up to about 0.1 here, so random weights with a closer race (seed 5 has
+    0.09 on qwen2) could flip a token by rounding alone, which says nothing about the graph."""
+    import onnxruntime_genai as og
+
+    source = write_gguf(tmp_path / "m.gguf", arch, linear, embed, seed=seed)
+    convert(source, tmp_path / "bundle", GraphOptions(precision="fp16", accuracy_level=0), **QUIET)
+    model = read_gguf(source)
+    prompt = [7, 100, 150, 42, 61]
+    expected = list(prompt)
+    margins = []
+    for _ in range(8):
+        last = gguf_reference.logits(model, expected)[-1]
+        top = np.sort(last)
+        margins.append(round(float(top[-1] - top[-2]), 3))  # shown if a token flips
+        expected.append(int(last.argmax()))
+    og_model = og.Model(str(tmp_path / "bundle"))
+    params = og.GeneratorParams(og_model)
+    params.set_search_options(max_length=len(expected), min_length=len(expected), do_sample=False)
+    generator = og.Generator(og_model, params)
+    generator.append_tokens(np.array(prompt, np.int32))
+    got = list(prompt)
+    while not generator.is_done():
+        generator.generate_next_token()
+        got.append(int(generator.get_next_tokens()[0]))
+    assert got == expected, margins
+    assert min(margins) > 0.3  # the margin the seed was picked for: 3× the float16 logit error measured

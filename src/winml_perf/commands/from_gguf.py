@@ -24,7 +24,8 @@ def from_gguf(
             "--precision",
             metavar="NAME",
             help="auto: each weight as the file stores it (Q4_0/Q4_1/Q8_0 carried over exactly); "
-            "int4: float and Q8_0 weights quantized to 4 bits; fp32: every weight dequantized.",
+            "int4: float and Q8_0 weights quantized to 4 bits; fp32: every weight dequantized; "
+            "fp16: computes in float16 (quantized blocks carried over with float16 scales, the rest float16).",
         ),
     ] = "auto",
     accuracy_level: Annotated[

@@ -5,6 +5,13 @@ rotary embedding (half-rotation form; llama.cpp's Q/K row order for llama is und
 projection, SiLU-gated MLP. Linear weights are MatMulNBits (com.microsoft) where the file's blocks carry
 over (``blocks.py``), else MatMul over float32; the embedding is GatherBlockQuantized over the same
 8-bit blocks the tied LM head reads, or a float Gather. Inputs and outputs are named as genai expects.
+
+fp16 computes in float16 as the builder's fp16 models do: activations, KV cache, logits, norm weights,
+cos/sin caches, embedding and float matrices in float16; the file's Q4_0/Q4_1/Q8_0 blocks still carried
+over as MatMulNBits / GatherBlockQuantized, their scales (and Q4_1's offsets) rounded to float16. No Casts
+are written: onnxruntime's CPU EP has float16 kernels for GroupQueryAttention, (Skip)SimplifiedLayer-
+Normalization, MatMulNBits, GatherBlockQuantized and Gather, and at session load inserts its own Casts
+to float32 around the ops it has none for (MatMul, Sigmoid, Mul, Add, ReduceSum in 1.32).
 """
 
 from __future__ import annotations
@@ -18,13 +25,14 @@ from winml_perf.convert import blocks
 from winml_perf.convert.gguf_file import GgufModel, GgufTensor, Hyper
 from winml_perf.support.errors import UsageError
 
-PRECISIONS = ("auto", "int4", "fp32")
+PRECISIONS = ("auto", "int4", "fp32", "fp16")
 MS = "com.microsoft"
 
 
 @dataclass(frozen=True)
 class GraphOptions:
     precision: str = "auto"  # auto: each tensor as the file stores it; int4: float ones quantized; fp32: all float
+    # fp16: as auto for the quantized blocks (scales in float16), everything else float16
     accuracy_level: int = 4  # MatMulNBits: 4 = int8 activations (the builder's CPU default), 0 = float
     pipeline: bool = False  # three files (embeddings, transformer, lm_head) for a decoder-pipeline bundle
 
@@ -68,6 +76,18 @@ class _Writer:
         self.part = TRANSFORMER
         self.embeds = "inputs_embeds" if options.pipeline else "/embed/output_0"
         self.hidden = "hidden_states" if options.pipeline else "/final_norm/output_0"
+        self.fp16 = options.precision == "fp16"
+
+    def cast(self, array: np.ndarray) -> np.ndarray:
+        """A float initializer in the graph's compute type: unchanged but under fp16, then float16."""
+        return array.astype(np.float16) if self.fp16 else array
+
+    def fp16_nbits(self, nb: blocks.NBits) -> blocks.NBits:
+        """nb as fp16 holds it (scales and offsets in float16), or nb unchanged."""
+        if not self.fp16:
+            return nb
+        offsets = None if nb.offsets is None else nb.offsets.astype(np.float16)
+        return blocks.NBits(nb.bits, nb.packed, nb.scales.astype(np.float16), nb.zero_points, offsets)
 
     # -- small helpers -------------------------------------------------------------------------------
     def node(self, op: str, inputs: list[str], outputs: list[str], name: str, domain: str = "", **attrs) -> None:
@@ -102,8 +122,8 @@ class _Writer:
         rows, cols = t.shape
         if precision == "fp32":
             return None
-        if t.type_name in ("Q4_0", "Q4_1") or (t.type_name == "Q8_0" and precision == "auto"):
-            nb = blocks.to_nbits(t.data, t.type_name, rows, cols)
+        if t.type_name in ("Q4_0", "Q4_1") or (t.type_name == "Q8_0" and precision in ("auto", "fp16")):
+            nb = self.fp16_nbits(blocks.to_nbits(t.data, t.type_name, rows, cols))
             reference = blocks.dequantize(t.data, t.type_name, rows, cols)
             err = float(np.max(np.abs(blocks.nbits_values(nb) - reference)))
             self.out.max_carry_error = max(self.out.max_carry_error, err)
@@ -126,7 +146,7 @@ class _Writer:
                 default = float(2 ** (parts[0].bits - 1))  # type: ignore[union-attr]
                 zp = np.concatenate(
                     [
-                        z if z is not None else np.full(p.scales.shape, default, np.float32)
+                        z if z is not None else np.full(p.scales.shape, default, p.scales.dtype)
                         for z, p in zip(zps, parts)
                         if p
                     ]
@@ -135,7 +155,7 @@ class _Writer:
             for t, p in zip(tensors, parts):
                 carried = t.type_name.startswith("Q") and p is not None and (p.bits == 8 or t.type_name != "Q8_0")
                 self.count(
-                    f"{t.type_name} carried over as {p.bits}-bit MatMulNBits"
+                    f"{t.type_name} carried over as {p.bits}-bit MatMulNBits{' (fp16 scales)' if self.fp16 else ''}"
                     if carried and p
                     else f"{t.type_name} quantized to int4 (onnxruntime's quantizer)"
                 )
@@ -149,7 +169,11 @@ class _Writer:
             )  # fmt: skip
             if main != out:
                 table = np.concatenate(
-                    [o if o is not None else np.zeros(p.scales.shape, np.float32) for o, p in zip(offsets, parts) if p]
+                    [
+                        o if o is not None else np.zeros(p.scales.shape, p.scales.dtype)
+                        for o, p in zip(offsets, parts)
+                        if p
+                    ]
                 )
                 offset = self.init(f"{name}.block_offsets", np.ascontiguousarray(table.T))
                 self.node("MatMul", [self.block_sums(x), offset], [f"/{name}/offsets"], f"{name}/offsets")
@@ -159,8 +183,8 @@ class _Writer:
         for t, o in zip(tensors, orders):
             values = self.floats(t)
             weights.append(values if o is None else values[o])
-            self.count(f"{t.type_name} as float32 MatMul")
-        self.node("MatMul", [x, self.init(f"{name}.weight", np.concatenate(weights).T)], [out], name)
+            self.count(f"{t.type_name} as {'float16' if self.fp16 else 'float32'} MatMul")
+        self.node("MatMul", [x, self.init(f"{name}.weight", self.cast(np.concatenate(weights).T))], [out], name)
         return out
 
     def block_sums(self, x: str) -> str:
@@ -193,18 +217,21 @@ class _Writer:
     def embeddings(self) -> tuple[str, blocks.NBits | None]:
         t = self.tensor("token_embd.weight")
         rows, cols = t.shape
-        if t.type_name == "Q8_0" and self.options.precision == "auto":
-            nb = blocks.to_nbits(t.data, t.type_name, rows, cols)
+        if t.type_name == "Q8_0" and self.options.precision in ("auto", "fp16"):
+            nb = self.fp16_nbits(blocks.to_nbits(t.data, t.type_name, rows, cols))
             self.init("embed.weight_Q8", nb.packed.reshape(rows, cols))
             self.init("embed.weight_scales", nb.scales)
             self.node(
                 "GatherBlockQuantized", ["embed.weight_Q8", "input_ids", "embed.weight_scales"], [self.embeds],
                 "/embed/GatherBlockQuantized", MS, gather_axis=0, quantize_axis=1, block_size=blocks.BLOCK, bits=8,
             )  # fmt: skip
-            self.count("Q8_0 embedding carried over as 8-bit GatherBlockQuantized")
+            self.count(
+                f"Q8_0 embedding carried over as 8-bit GatherBlockQuantized{' (fp16 scales)' if self.fp16 else ''}"
+            )
             return self.embeds, nb
-        self.node("Gather", [self.init("embed.weight", self.floats(t)), "input_ids"], [self.embeds], "/embed/Gather")
-        self.count(f"{t.type_name} embedding as float32 Gather")
+        embed = self.init("embed.weight", self.cast(self.floats(t)))
+        self.node("Gather", [embed, "input_ids"], [self.embeds], "/embed/Gather")
+        self.count(f"{t.type_name} embedding as {'float16' if self.fp16 else 'float32'} Gather")
         return self.embeds, None
 
     def lm_head(self, x: str, shared: blocks.NBits | None) -> None:
@@ -228,7 +255,7 @@ class _Writer:
     def layer(self, i: int, x: str, residual: str | None, mask: tuple[str, str]) -> tuple[str, str]:
         h, p = self.hyper, f"/model/layers.{i}"  # the builder's names: the layer taps (bundle/variants) read them
         blk = f"blk.{i}"
-        norm = self.init(f"{blk}.attn_norm", self.floats(self.tensor(f"{blk}.attn_norm.weight"))[0])
+        norm = self.init(f"{blk}.attn_norm", self.cast(self.floats(self.tensor(f"{blk}.attn_norm.weight"))[0]))
         if residual is None:
             self.node(
                 "SimplifiedLayerNormalization",
@@ -264,7 +291,10 @@ class _Writer:
                 raise UsageError(f"{self.model.path}: layer {i} has a bias on some of q/k/v only", "not supported")
             bias = np.concatenate([self.floats(b)[0] for b in biases if b is not None])
             self.node(
-                "Add", [qkv, self.init(f"{blk}.attn_qkv.bias", bias)], [f"{p}/attn/qkv_bias"], f"{p}/attn/qkv_bias"
+                "Add",
+                [qkv, self.init(f"{blk}.attn_qkv.bias", self.cast(bias))],
+                [f"{p}/attn/qkv_bias"],
+                f"{p}/attn/qkv_bias",
             )
             qkv = f"{p}/attn/qkv_bias"
         self.node(
@@ -276,7 +306,7 @@ class _Writer:
             do_rotary=1, rotary_interleaved=0, local_window_size=-1, softcap=0.0,
         )  # fmt: skip
         attn = self.linear(f"{p}/attn/output_0", [self.tensor(f"{blk}.attn_output.weight")], [None], f"{p}/attn/o_proj")
-        ffn_norm = self.init(f"{blk}.ffn_norm", self.floats(self.tensor(f"{blk}.ffn_norm.weight"))[0])
+        ffn_norm = self.init(f"{blk}.ffn_norm", self.cast(self.floats(self.tensor(f"{blk}.ffn_norm.weight"))[0]))
         self.node(
             "SkipSimplifiedLayerNormalization",
             [residual, attn, ffn_norm],
@@ -296,8 +326,8 @@ class _Writer:
     def build(self):
         h = self.hyper
         cos, sin = rope_caches(h)
-        self.init("cos_cache", cos)
-        self.init("sin_cache", sin)
+        self.init("cos_cache", self.cast(cos))
+        self.init("sin_cache", self.cast(sin))
         mask = self.attention_mask()
         self.part = EMBEDDINGS
         x, shared = self.embeddings()
@@ -307,7 +337,7 @@ class _Writer:
             x, residual = self.layer(i, x, residual, mask)
             if i % 5 == 4 or i == h.layers - 1:
                 self.log(f"  layer {i + 1}/{h.layers}")
-        final = self.init("output_norm", self.floats(self.tensor("output_norm.weight"))[0])
+        final = self.init("output_norm", self.cast(self.floats(self.tensor("output_norm.weight"))[0]))
         self.node(
             "SkipSimplifiedLayerNormalization",
             [residual, x, final],
@@ -323,7 +353,9 @@ class _Writer:
     def _models(self) -> tuple[dict, Built]:
         """{file name: ModelProto}: one flat decoder, or the three stages of a pipeline."""
         onnx, helper, h = self.onnx, self.helper, self.hyper
-        f32, i64 = onnx.TensorProto.FLOAT, onnx.TensorProto.INT64
+        # the compute type of activations, KV cache and logits (named f32 as it is but under fp16)
+        f32 = onnx.TensorProto.FLOAT16 if self.fp16 else onnx.TensorProto.FLOAT
+        i64 = onnx.TensorProto.INT64
         seq = ["batch_size", "sequence_length"]
         ids = helper.make_tensor_value_info("input_ids", i64, seq)
         embeds = helper.make_tensor_value_info("inputs_embeds", f32, [*seq, h.hidden])
