@@ -73,3 +73,26 @@ def test_migration_0010_fills_the_columns_of_records_stored_before_it(tmp_path):
         rows = {r["route"]: r for r in store.records()}
     assert rows["ep=webgpu"]["equivalence_perplexity_ratio_high"] == 1.0062
     assert rows["config"]["equivalence_perplexity"] is None
+
+
+def test_the_dashboard_shows_the_perplexity_ratio_beside_the_verdict(tmp_path):
+    """The index's equivalence cell and the series page's badge carry the route's perplexity and its ratio
+    to the reference with the interval, and the hover names the KL and top-1; config's, not judged, none."""
+    import re
+
+    from winml_perf.publish.dashboard import write_dashboard
+
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        store.write_records(_judged(hex_id("d")))
+        index = write_dashboard(store, tmp_path / "site")
+    html = index.read_text()
+    rows = re.findall(r"<tr data-testbed=.*?</tr>", html)
+    webgpu = next(r for r in rows if 'data-route="ep=webgpu"' in r)
+    config = next(r for r in rows if 'data-route="config"' in r)
+    shown = "perplexity 42.8 (×1.0014 [0.9967, 1.0062] of the reference)"
+    assert f'<span class="sub perplexity">{shown}</span>' in webgpu
+    assert re.search(r'title="[^"]*\(KL 0\.012, top-1 100%, perplexity ×1\.0014 \[0\.9967, 1\.0062\]\)"', webgpu)
+    assert "perplexity" not in config
+    pages = list((index.parent / "pages").rglob("*.html"))
+    assert any(shown in p.read_text() for p in pages)

@@ -88,6 +88,17 @@ class EquivalenceView:
             parts.append(f"perplexity ×{self.perplexity_ratio:.4f}{interval}")  # as perf prints it
         return ", ".join(parts)
 
+    def perplexity_text(self) -> str | None:
+        """'perplexity 42.74 (×1.0014 [0.9967, 1.0062] of the reference)'; None when not measured."""
+        if self.perplexity is None and self.perplexity_ratio is None:
+            return None
+        own = f"perplexity {self.perplexity:.4g}" if self.perplexity is not None else "perplexity"
+        if self.perplexity_ratio is None:
+            return own
+        lo, hi = self.perplexity_ratio_low, self.perplexity_ratio_high
+        interval = f" [{lo:.4f}, {hi:.4f}]" if lo is not None and hi is not None else ""
+        return f"{own} (×{self.perplexity_ratio:.4f}{interval} of the reference)"
+
     def text(self) -> str:
         """'within precision tolerance (KL 0.014, top-1 81 %) against config', 'not checked'."""
         if not self.checked:

@@ -85,12 +85,17 @@ def equivalence_cell(row: Mapping[str, Any]) -> str:
     view = view_of_row(row)
     kind = view.verdict.replace(" ", "-")
     run = row.get("equivalence_run_id")
+    figures = view.figures_text() if view.checked else ""
     title = " ".join(
-        ([f"run {run}"] if view.checked and run else []) + ([f"against {view.reference}"] if view.reference else [])
+        ([f"run {run}"] if view.checked and run else [])
+        + ([f"against {view.reference}"] if view.reference else [])
+        + ([f"({figures})"] if figures else [])
     )
     attr = f' title="{escape(title)}"' if title else ""
     where = f' <span class="sub">run {escape(str(run)[:8])}</span>' if view.checked and run else ""
-    return f'<td class="equivalence {kind}"{attr}>{escape(view.label())}{where}</td>'
+    accuracy = view.perplexity_text() if view.checked else None  # accuracy beside speed (issue 34)
+    shown = f' <span class="sub perplexity">{escape(accuracy)}</span>' if accuracy else ""
+    return f'<td class="equivalence {kind}"{attr}>{escape(view.label())}{where}{shown}</td>'
 
 
 def _index_row(s: Mapping[str, Any], ratios: Mapping[str, PairedRatio]) -> str:

@@ -71,9 +71,12 @@ def equivalence_badge(row: Mapping[str, Any]) -> str:
     against = f" against {view.reference}" if view.reference else ""
     run = row.get("equivalence_run_id")
     where = f" run {str(run)[:8]}" if view.checked and run else ""  # the run it was judged in, not the series'
+    figures = f" ({view.figures_text()})" if view.checked and view.figures_text() else ""
+    accuracy = view.perplexity_text() if view.checked else None  # accuracy beside speed (issue 34)
+    shown = f", {accuracy}" if accuracy else ""
     return (
-        f'<span class="equivalence {view.verdict.replace(" ", "-")}" title="equivalence{escape(against)}">'
-        f"{escape(view.label())}{escape(where)}</span>"
+        f'<span class="equivalence {view.verdict.replace(" ", "-")}" title="equivalence{escape(against + figures)}">'
+        f"{escape(view.label())}{escape(where)}{escape(shown)}</span>"
     )
 
 

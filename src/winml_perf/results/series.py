@@ -50,7 +50,12 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
         r.max_new_tokens,
     )  # fmt: skip
     # the verdict belongs to the route and the run it was made in (issue 35): its run comes with it
-    judged = (r.id, r.equivalence_verdict, r.equivalence_reference, r.run_id.label("equivalence_run_id"))
+    # and its figures: the dashboard shows the KL, top-1 and the perplexity ratio beside the verdict (issue 34)
+    judged = (
+        r.id, r.equivalence_verdict, r.equivalence_reference, r.run_id.label("equivalence_run_id"),
+        r.equivalence_kind, r.equivalence_kl_mean, r.equivalence_top1_agreement, r.equivalence_perplexity,
+        r.equivalence_perplexity_ratio, r.equivalence_perplexity_ratio_low, r.equivalence_perplexity_ratio_high,
+    )  # fmt: skip
 
     def by_ids(conn: sa.Connection, cols: tuple, wanted: list[int]) -> dict[int, dict]:
         out: dict[int, dict] = {}
