@@ -58,7 +58,7 @@ def medians(rows: list[dict], trees: list[str]) -> list[dict]:
         ns = sorted({r["n"] for r in mine})
         med = {n: {k: statistics.median(r[k] for r in mine if r["n"] == n) for k in mine[0] if k != "tree"} for n in ns}
         for n in ns:
-            m = dict(med[n], tree=tree, repeats=sum(r["n"] == n for r in mine))
+            m = dict(med[n], n=n, tree=tree, repeats=sum(r["n"] == n for r in mine))
             m["excess_pct"] = (m["outside_s"] - med[ns[0]]["outside_s"]) / m["measure_s"] * 100.0
             out.append(m)
     return out
