@@ -49,9 +49,7 @@ SETTLE_TOLERANCE_PCT = 5.0
 
 def _array(values: Values) -> np.ndarray:
     """The values as a float array without None or NaN (numpy: summaries of 10^6 values stay cheap)."""
-    if not isinstance(values, np.ndarray):
-        values = [math.nan if v is None else v for v in values]
-    xs = np.asarray(values, dtype=float).ravel()
+    xs = np.asarray(values, dtype=float).ravel()  # None becomes NaN
     kept: np.ndarray = xs[~np.isnan(xs)]
     return kept
 
@@ -137,9 +135,7 @@ def modified_z_scores(values: Values) -> list[float]:
 
 
 def _modified_z(values: Values) -> np.ndarray:
-    raw = np.asarray(
-        [math.nan if v is None else v for v in values] if not isinstance(values, np.ndarray) else values, dtype=float
-    ).ravel()
+    raw = np.asarray(values, dtype=float).ravel()  # None becomes NaN
     xs = raw[~np.isnan(raw)]
     if not xs.size:
         return np.zeros(raw.size)
