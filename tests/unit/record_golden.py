@@ -12,6 +12,7 @@ from typing import Any
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.measure.sweep import run_sweep
+from winml_perf.model.record import RunRecord
 from winml_perf.model.spec import IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.publish.formats import json_text
 
@@ -61,7 +62,8 @@ def scrubbed(value: Any) -> Any:
     return value
 
 
-def case_text(name: str) -> str:
+def case_run(name: str) -> RunRecord:
+    """The run record of case ``name`` (one fake route, one cell)."""
     policy, script, prompt, new = CASES[name]
     route = RouteSpec("config", fake_spec("fake-config", label="config", **script), bundle="fake")
     cells = expand_sweep([route], [prompt], [new], warmup=WarmupPolicy(count=1), iterations=policy)
@@ -75,7 +77,12 @@ def case_text(name: str) -> str:
         sample_memory=False,
         argv=["perf", "fake"],
     )
-    return json_text(scrubbed(run.to_dict()), "json")
+    return run
+
+
+def case_text(name: str) -> str:
+    """Case ``name``'s run record as `perf --format json` writes it, clock readings scrubbed."""
+    return json_text(scrubbed(case_run(name).to_dict()), "json")
 
 
 def digests() -> dict[str, str]:
