@@ -54,3 +54,39 @@ def test_an_error_message_naming_a_bad_store_url_hides_the_password(winml, tmp_p
     done = winml("results", "list", "--store", f"postgresql://u:{SECRET}@h:notaport/db", cwd=tmp_path)
     assert done.returncode == 2 and "--store" in done.stderr
     assert SECRET not in done.stdout + done.stderr
+
+
+def _mask_by_patterns_alone(text: str) -> str:
+    """The mask before its look-behind-'=' shortcut: both patterns tried over the whole text."""
+    from winml_perf.support import secrets
+
+    text = secrets._URL_PASSWORD.sub(lambda m: f"{m['head']}:***@", text)
+    return secrets._KEY_VALUE.sub(lambda m: f"{m['head']}***", text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password=x",
+        "=password=x",
+        "PassWord \t\n = 'a b' and sslkey= k",
+        "ſslkey=abc",  # a long s folds to 's' under IGNORECASE
+        "\u212aey passfile\u3000=\u2003/x",  # Kelvin sign; ideographic and em spaces are \s
+        "xpassword=1 _pwd=2 pwd=3",  # a key inside a word is no key
+        '{"argv": ["--store", "host=h password=secret dbname=d"], "n": 1}',
+        "a = b, c== d, =, password",
+        "postgresql://u:p@h/db?sslpassword=q",
+    ],
+)
+def test_mask_is_the_patterns_result_exactly(text):
+    assert mask(text) == _mask_by_patterns_alone(text)
+
+
+def test_mask_matches_the_patterns_on_random_texts():
+    import random
+
+    rng = random.Random(37)
+    pieces = ["password", "PWD", "passwd", "sslcert", "=", " ", "\t", "\n", "'", "a", "_", "://", "@", ":", "x", "ſ"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 12)))
+        assert mask(text) == _mask_by_patterns_alone(text), repr(text)

@@ -121,18 +121,21 @@ def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
     """The run on stdout in ``fmt``; for formats other than table, warnings and the summary go to
     stderr so stdout stays machine-readable. ``doc``: the run's JSON document (the summary's input)."""
     from winml_perf.compare.run_summary import route_verdicts, summarize_routes, summary_lines
+    from winml_perf.publish.formats import json_text
     from winml_perf.publish.render import render_run
 
+    # json: the text of ``doc`` itself (the run's JSON document, not built a second time)
+    text = None if fmt == "table" else json_text(doc, "json") if fmt == "json" else run_text(run, fmt)
     summary_report = summarize_routes(doc)
     summary = (
         summary_lines(summary_report, route_verdicts(doc)) if summary_report is not None and summary_report.rows else []
     )
-    if fmt == "table":
+    if text is None:
         print(render_run(run))
         if summary:
             print("\n".join(["", *(fill(line) for line in summary)]))
         return
-    sys.stdout.write(run_text(run, fmt))
+    sys.stdout.write(text)
     sys.stdout.flush()
     print(fill(render_run(run, warnings_only=True)), file=sys.stderr, end="")
     for line in summary:

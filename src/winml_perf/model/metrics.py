@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter
 from typing import Any
 
 Sample = Any  # a model.sample.IterationSample (not imported: sample.py builds on this table)
@@ -385,4 +386,4 @@ def metric_values(samples: Sequence[Sample], name: str) -> list[float]:
         pool = m.pool
         assert pool is not None, f"pooled metric {name} has no pool"
         return [float(x) for s in samples for x in pool(s)]
-    return [s.values[name] for s in samples]
+    return list(map(itemgetter(name), map(attrgetter("values"), samples)))

@@ -200,8 +200,8 @@ class RunRecord:
             "finished_utc": self.finished_utc,
             "status": self.status,
             "argv": None if self.argv is None else list(self.argv),
-            "sweep": copy.deepcopy(dict(self.sweep)),
-            "environment": copy.deepcopy(dict(self.environment)),
+            "sweep": copied(dict(self.sweep)),
+            "environment": copied(dict(self.environment)),
             "cells": [c.to_dict() for c in self.cells],
         }
 

@@ -103,7 +103,7 @@ class IterationSample:
             "new_tokens": self.new_tokens,
             "prompt_ms": _finite_or_none(self.prompt_ms),
             "ttft_ms": _finite_or_none(self.ttft_ms),
-            "decode_step_ms": [float(x) for x in self.decode_step_ms],
+            "decode_step_ms": list(map(float, self.decode_step_ms)),
             "e2e_ms": _finite_or_none(self.e2e_ms),
         }
         if self.generator_ms is not None:

@@ -36,20 +36,37 @@ def _all_numbers_fine(items: list[Any]) -> bool:
     return math.isfinite(total) and max(map(abs, items), default=0) <= MAX_MAGNITUDE
 
 
+def _fine(node: Any, depth: int) -> bool:
+    """``first_problem(node) is None``, without building the path of every value on the way."""
+    if depth > MAX_DEPTH:
+        return False
+    if isinstance(node, Mapping):
+        return all(_fine(value, depth + 1) for value in node.values())
+    if isinstance(node, list):
+        return _all_numbers_fine(node) or all(_fine(value, depth + 1) for value in node)
+    return not _bad(node)
+
+
 def first_problem(node: Any, path: str = "", depth: int = 0) -> str | None:
     """Where ``node`` holds a non-finite or out-of-range number, or nests too deep; None when fine."""
+    if _fine(node, depth):  # the common case: a whole record fine, no path named
+        return None
+    return _first_problem(node, path, depth)
+
+
+def _first_problem(node: Any, path: str, depth: int) -> str | None:
     if depth > MAX_DEPTH:
         return f"{path or '(top level)'}: nested deeper than {MAX_DEPTH} levels"
     if isinstance(node, Mapping):
         for key, value in node.items():
-            found = first_problem(value, f"{path}/{key}" if path else str(key), depth + 1)
+            found = _first_problem(value, f"{path}/{key}" if path else str(key), depth + 1)
             if found:
                 return found
     elif isinstance(node, list):
         if _all_numbers_fine(node):
             return None
         for i, value in enumerate(node):
-            found = first_problem(value, f"{path}/{i}", depth + 1)
+            found = _first_problem(value, f"{path}/{i}", depth + 1)
             if found:
                 return found
     elif _bad(node):

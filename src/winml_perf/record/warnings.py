@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from winml_perf.model.route import CPU, Route
 from winml_perf.stats import detect_drift, detect_modes
 from winml_perf.stats import sample_stats as stats
@@ -264,8 +266,8 @@ def ci_not_reached(
 def check_modes(what: str, values: Sequence[float], unit: str = "ms") -> list[BenchWarning]:
     """Two modes in ``values`` (decode steps, iteration latencies): a median between them describes
     neither. ``what`` names the values in the sentence ("decode steps")."""
-    xs = [v for v in values if v is not None and math.isfinite(v) and v > 0]
-    report = detect_modes(xs)
+    arr = np.asarray(values, dtype=float)  # None becomes NaN
+    report = detect_modes(arr[np.isfinite(arr) & (arr > 0)])  # the finite positive values, in order
     if not report.bimodal:
         return []
     parts = " / ".join(f"{human(m.centre)} {unit} ({m.share:.0%})" for m in report.modes)

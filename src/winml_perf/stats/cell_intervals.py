@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import chain
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -36,6 +38,8 @@ WORK_BUDGET = 200_000_000
 
 def by_invocation(samples: Sequence[IterationSample], metric: str) -> list[list[float]]:
     """One list of the metric's values per invocation, in invocation order."""
+    if len(set(map(attrgetter("invocation"), samples))) == 1:  # one process: one group, no sorting out
+        return [metric_values(samples, metric)]
     groups: dict[int, list[IterationSample]] = {}
     for s in samples:
         groups.setdefault(s.invocation, []).append(s)
@@ -53,11 +57,15 @@ def in_process_interval(samples: Sequence[IterationSample], metric: str) -> Inte
 
 def clusters(generations: Sequence[Values], cap: int = MAX_CLUSTERS) -> list[np.ndarray]:
     """The generations, merged into at most ``cap`` clusters of consecutive generations."""
-    arrays = [np.asarray(g, dtype=float) for g in generations if len(g)]
-    if len(arrays) <= cap:
-        return arrays
-    bounds = np.linspace(0, len(arrays), cap + 1).round().astype(int)
-    return [np.concatenate(arrays[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
+    gens = [g for g in generations if len(g)]
+    if len(gens) <= cap:
+        return [np.asarray(g, dtype=float) for g in gens]
+    # every step in one array, then each cluster a slice of it (one conversion, not one per generation)
+    sizes = np.fromiter(map(len, gens), dtype=np.int64, count=len(gens))
+    flat = np.fromiter(chain.from_iterable(gens), dtype=float, count=int(sizes.sum()))
+    starts = np.concatenate(([0], np.cumsum(sizes)))
+    bounds = np.linspace(0, len(gens), cap + 1).round().astype(int)
+    return [flat[starts[a] : starts[b]] for a, b in zip(bounds[:-1], bounds[1:])]
 
 
 def itl_percentiles(samples: Sequence[IterationSample]) -> tuple[PercentileInterval, ...]:

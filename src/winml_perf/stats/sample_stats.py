@@ -49,9 +49,7 @@ SETTLE_TOLERANCE_PCT = 5.0
 
 def _array(values: Values) -> np.ndarray:
     """The values as a float array without None or NaN (numpy: summaries of 10^6 values stay cheap)."""
-    if not isinstance(values, np.ndarray):
-        values = [math.nan if v is None else v for v in values]
-    xs = np.asarray(values, dtype=float).ravel()
+    xs = np.asarray(values, dtype=float).ravel()  # None becomes NaN
     kept: np.ndarray = xs[~np.isnan(xs)]
     return kept
 
@@ -65,22 +63,28 @@ def median(values: Values) -> float:
     return percentile(values, 50.0)
 
 
+def _stdev_about(xs: np.ndarray, m: float) -> float:
+    """Sample standard deviation of ``xs`` (no NaN) about its mean ``m``; NaN below 2 samples."""
+    if xs.size < 2:
+        return math.nan
+    return math.sqrt(math.fsum(((xs - m) ** 2).tolist()) / (xs.size - 1))  # exactly rounded sums, as before
+
+
 def stdev(values: Values) -> float:
     """Sample standard deviation (n - 1 in the denominator); NaN below 2 samples."""
     xs = _array(values)
-    if xs.size < 2:
-        return math.nan
-    m = math.fsum(xs.tolist()) / xs.size
-    return math.sqrt(math.fsum(((xs - m) ** 2).tolist()) / (xs.size - 1))  # exactly rounded sums, as before
+    return _stdev_about(xs, mean(xs))
+
+
+def _cv_pct(m: float, s: float) -> float:
+    return math.nan if math.isnan(s) or not m else s / abs(m) * 100.0
 
 
 def cv_pct(values: Values) -> float:
     """Coefficient of variation in percent: stdev / mean * 100."""
-    m = mean(values)
-    s = stdev(values)
-    if math.isnan(s) or not m:
-        return math.nan
-    return s / abs(m) * 100.0
+    xs = _array(values)
+    m = mean(xs)
+    return _cv_pct(m, _stdev_about(xs, m))
 
 
 def _sorted_percentile(ordered: np.ndarray, q: float) -> float:
@@ -131,9 +135,7 @@ def modified_z_scores(values: Values) -> list[float]:
 
 
 def _modified_z(values: Values) -> np.ndarray:
-    raw = np.asarray(
-        [math.nan if v is None else v for v in values] if not isinstance(values, np.ndarray) else values, dtype=float
-    ).ravel()
+    raw = np.asarray(values, dtype=float).ravel()  # None becomes NaN
     xs = raw[~np.isnan(raw)]
     if not xs.size:
         return np.zeros(raw.size)
@@ -206,12 +208,14 @@ def summarize(values: Values, interval: tuple[float, float] | None = None) -> Su
     lo, hi = interval if interval is not None else uncertainty.median_ci(ordered)
     med = _sorted_percentile(ordered, 50.0)
     half = max(med - lo, hi - med) / abs(med) * 100.0 if math.isfinite(lo) and math.isfinite(hi) and med else math.nan
+    m = mean(xs)
+    s = _stdev_about(xs, m)  # one mean and one spread: each is an exactly rounded sum over every value
     return Summary(
         n=int(xs.size),
-        mean=mean(xs),
+        mean=m,
         median=med,
-        stdev=stdev(xs),
-        cv_pct=cv_pct(xs),
+        stdev=s,
+        cv_pct=_cv_pct(m, s),
         min=float(ordered[0]) if xs.size else math.nan,
         max=float(ordered[-1]) if xs.size else math.nan,
         p50=med,

@@ -54,26 +54,44 @@ def _key(k: Any) -> str:
 
 def _plain_texts(items: Any) -> list[str] | None:
     """The texts of a list made only of floats (all finite), only of ints or only of strings, of
-    exactly those types, in one C-level pass; None for any other list."""
-    if all(type(x) is float for x in items):
+    exactly those types, in C-level passes; None for any other list."""
+    kinds = set(map(type, items))
+    if kinds == _FLOAT:
         return list(map(float.__repr__, items)) if all(map(math.isfinite, items)) else None
-    if all(type(x) is int for x in items):
+    if kinds == _INT:
         return list(map(int.__repr__, items))
-    if all(type(x) is str for x in items):
+    if kinds == _STR:
         return list(map(encode_basestring_ascii, items))
     return None
 
 
+_FLOAT, _INT, _STR = {float}, {int}, {str}
+#: The text of a value of exactly this type (a float's only when finite: None sends it the long way).
+_PLAIN: dict[type, Any] = {
+    str: encode_basestring_ascii,
+    int: int.__repr__,
+    float: lambda x: float.__repr__(x) if math.isfinite(x) else None,
+    bool: lambda x: "true" if x else "false",
+    type(None): lambda x: "null",
+}
+#: Texts of the str keys met so far (a record repeats the same few hundred keys per sample).
+_KEY_TEXTS: dict[str, str] = {}
+_KEY_TEXTS_MAX = 10_000
+
+
 def _plain(x: Any) -> str | None:
-    """The text of a str, int or finite float of exactly those types, else None."""
-    t = type(x)
-    if t is str:
-        return encode_basestring_ascii(x)
-    if t is float:
-        return float.__repr__(x) if math.isfinite(x) else None
-    if t is int:
-        return int.__repr__(x)
-    return None
+    """The text of a str, int, float (finite), bool or None of exactly those types, else None."""
+    text = _PLAIN.get(type(x))
+    return None if text is None else text(x)
+
+
+def _key_text(k: Any) -> str:
+    text = _KEY_TEXTS.get(k) if type(k) is str else None
+    if text is None:
+        text = _key(k)
+        if type(k) is str and len(_KEY_TEXTS) < _KEY_TEXTS_MAX:
+            _KEY_TEXTS[k] = text
+    return text
 
 
 def _encode(value: Any, level: int, out: list[str], seen: set[int]) -> None:
@@ -97,13 +115,16 @@ def _encode(value: Any, level: int, out: list[str], seen: set[int]) -> None:
     else:
         out.append("[" if is_list else "{")
         pairs = enumerate(value) if is_list else value.items()
-        for i, (k, item) in enumerate(pairs):
-            out.append((inner if i == 0 else "," + inner) + ("" if is_list else _key(k) + ": "))
+        before = inner
+        for k, item in pairs:
+            head = before if is_list else before + _key_text(k) + ": "
+            before = "," + inner
             text = _plain(item)
             if text is None:
+                out.append(head)
                 _encode(item, level + 1, out, seen)
             else:
-                out.append(text)
+                out.append(head + text)
     out.append("\n" + INDENT * level + ("]" if is_list else "}"))
     seen.discard(id(value))
 

@@ -42,6 +42,9 @@ _KEY_VALUE = re.compile(
     re.IGNORECASE,
 )
 # a whole argument that is a URL: the userinfo runs to the last '@' (spaces included)
+#: Longest key of SECRET_KEYS: a match of _KEY_VALUE has its key this many characters or fewer before its '='.
+_LONGEST_KEY = max(map(len, SECRET_KEYS))
+_KEY_AT_END = re.compile(rf"(?:{_KEYS})\Z", re.IGNORECASE)
 _WHOLE_URL = re.compile(r"^(?P<head>(?:--[\w-]+=)?[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#]*):(?P<secret>.*)@", re.DOTALL)
 
 _remembered: set[str] = set()
@@ -84,6 +87,21 @@ def remember_secret(secret: str | None) -> None:
         _remembered.update(v for v in _variants(str(secret)) if len(v) >= MIN_LITERAL and v != HIDDEN)
 
 
+def _may_hold_key_value(text: str) -> bool:
+    """Could _KEY_VALUE match in ``text``? Each of its matches is a key, blanks, then '=': this looks
+    behind each '=' only, where the pattern would be tried at every character (a run record of
+    10^5 samples is tens of MB)."""
+    at = text.find("=")
+    while at >= 0:
+        end = at
+        while end > 0 and text[end - 1].isspace():  # \s and str.isspace are the same set
+            end -= 1
+        if _KEY_AT_END.search(text, max(0, end - _LONGEST_KEY), end):
+            return True
+        at = text.find("=", at + 1)
+    return False
+
+
 def mask(text: str) -> str:
     """``text`` with every credential of a store location replaced by ***."""
     if not text:
@@ -91,8 +109,11 @@ def mask(text: str) -> str:
     for secret in sorted(_remembered, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, HIDDEN)
-    text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{HIDDEN}@", text)
-    return _KEY_VALUE.sub(lambda m: f"{m['head']}{HIDDEN}", text)
+    if "://" in text:  # every _URL_PASSWORD match holds one
+        text = _URL_PASSWORD.sub(lambda m: f"{m['head']}:{HIDDEN}@", text)
+    if _may_hold_key_value(text):
+        text = _KEY_VALUE.sub(lambda m: f"{m['head']}{HIDDEN}", text)
+    return text
 
 
 def mask_arg(arg: str) -> str:

@@ -1,0 +1,97 @@
+"""Run records from fake sessions with every clock-dependent field scrubbed: the golden set that pins
+a record's content (tests/unit/test_record_golden.py; tests/golden/record_digests.json).
+
+``python -m tests.unit.record_golden`` prints the digests of the current code as JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from typing import Any
+
+from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
+from winml_perf.measure.sweep import run_sweep
+from winml_perf.model.record import RunRecord
+from winml_perf.model.spec import IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
+from winml_perf.publish.formats import json_text
+
+#: Keys whose value is a clock reading or an id drawn at random: replaced by their key's name.
+VOLATILE = frozenset(
+    {
+        "run_id",
+        "cell_id",
+        "started_utc",
+        "finished_utc",
+        "wall_s",
+        "measure_s",
+        "timestamp_utc",
+        "model_load_ms",
+        "first_generation_ms",
+        "warmup_s",
+    }
+)
+
+#: name -> (iterations policy, fake session script, prompt tokens, new tokens)
+CASES: dict[str, tuple[IterationPolicy, dict[str, Any], int, int]] = {
+    "n1": (IterationPolicy(iterations=1), {"jitter_pct": 10.0, "jitter_seed": 1}, 16, 8),
+    "n7": (IterationPolicy(iterations=7), {"jitter_pct": 10.0, "jitter_seed": 2}, 16, 8),
+    "n200_jitter": (IterationPolicy(iterations=200), {"jitter_pct": 25.0, "jitter_seed": 3}, 32, 16),
+    "n2000_drift": (
+        IterationPolicy(iterations=2000),
+        {"jitter_pct": 40.0, "jitter_seed": 4, "drift_pct_per_call": 0.01, "scales": [1.0, 1.0, 3.0]},
+        64,
+        32,
+    ),
+    "n300_x3": (IterationPolicy(iterations=100, invocations=3), {"jitter_pct": 15.0, "jitter_seed": 5}, 16, 8),
+    "adaptive": (
+        IterationPolicy(target_ci_pct=1.0, max_iterations=3000),
+        {"jitter_pct": 20.0, "jitter_seed": 6},
+        16,
+        8,
+    ),
+}
+
+
+def scrubbed(value: Any) -> Any:
+    """``value`` with every volatile key's value replaced by the key's name."""
+    if isinstance(value, dict):
+        return {k: (k if k in VOLATILE else scrubbed(v)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [scrubbed(v) for v in value]
+    return value
+
+
+def case_run(name: str) -> RunRecord:
+    """The run record of case ``name`` (one fake route, one cell)."""
+    policy, script, prompt, new = CASES[name]
+    route = RouteSpec("config", fake_spec("fake-config", label="config", **script), bundle="fake")
+    cells = expand_sweep([route], [prompt], [new], warmup=WarmupPolicy(count=1), iterations=policy)
+    run = run_sweep(
+        cells,
+        open_fake_session,
+        seed=0,
+        isolate=False,
+        environment=FAKE_ENV,
+        roofline=False,
+        sample_memory=False,
+        argv=["perf", "fake"],
+    )
+    return run
+
+
+def case_text(name: str) -> str:
+    """Case ``name``'s run record as `perf --format json` writes it, clock readings scrubbed."""
+    return json_text(scrubbed(case_run(name).to_dict()), "json")
+
+
+def digests() -> dict[str, str]:
+    return {name: hashlib.sha256(case_text(name).encode()).hexdigest() for name in CASES}
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:  # write each case's text into this folder (to diff two trees)
+        for name in CASES:
+            with open(f"{sys.argv[1]}/{name}.json", "w") as f:
+                f.write(case_text(name))
+    print(json.dumps(digests(), indent=2))
