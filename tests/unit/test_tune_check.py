@@ -62,7 +62,9 @@ def _tune(monkeypatch, race_seed: int, seeds_asked: list[int]):
     def judge_routes(bundle, routes, seed=0, **kw):
         seeds_asked.append(seed)
         judged = {r.label: _judged(r.label, seed, RATIOS[r.label][seed]) for r in routes if r.label != "config"}
-        return SimpleNamespace(by_label=judged, errors={}, cost_ms=1.0)
+        return SimpleNamespace(
+            by_label=judged, errors={}, cost_ms=1.0, cost=eq.CheckCost(judged=len(judged)), reference="config"
+        )
 
     monkeypatch.setattr(eq, "judge_routes", judge_routes)
     monkeypatch.setattr(
