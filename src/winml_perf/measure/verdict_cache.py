@@ -8,7 +8,9 @@ of everything its verdict depends on:
   by its sha256 read afresh in this process (the tool's own bookkeeping beside them, ``manifest.json``
   and ``placement.json``, and ``_compiled/`` are left out: the runtime reads none of them);
 - the prompt's token ids, the steps, whether decoder layers are judged;
-- onnxruntime and onnxruntime-genai versions, and the plugin library of every EP either bundle names;
+- onnxruntime and onnxruntime-genai versions, the plugin library of every EP either bundle names, and
+  the host's name and machine type (a GPU EP's figures are this machine's; a driver update on the same
+  host is not seen: ``--no-equivalence-cache`` or ``winml bundle clean``);
 - the source of the modules that compute a verdict (``CODE``): a change to them misses every entry.
 
 The key is recomputed from content on every run and must equal the one stored in the file; a file's
@@ -24,6 +26,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import platform
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -148,6 +151,7 @@ class VerdictCache:
             "format": FORMAT,
             "code": code_digest(),
             "versions": runtime_versions(),
+            "host": [platform.node(), platform.machine()],  # a verdict is measured on this machine's devices
             "reference": bundle_digest(reference),
             "reference_plugins": _plugins(reference),
             "prompt_ids": [int(t) for t in prompt_ids],
