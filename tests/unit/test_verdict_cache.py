@@ -149,9 +149,10 @@ def test_another_prompt_steps_layers_or_code_misses(passes, bundles, monkeypatch
 
 def test_two_routes_of_the_same_content_share_one_judgement(passes, bundles):
     ref, ep, twin = bundles
-    run = eq.judge_routes(str(ref), _routes(ep, twin), steps=8, cache=True)
+    run = eq.judge_routes(str(ref), _routes(ep, twin, ref), steps=8, cache=True)
     assert passes.count("tf:ep") == 1 and "tf:twin" not in passes
-    assert run.cost.judged == 1 and run.cost.shared == 1
+    assert passes.count("bands:ref") == 1 and passes.count("tf:ref") == 2  # the reference's, then route ep=ref's
+    assert run.cost.judged == 2 and run.cost.shared == 1
     assert run.by_label["ep=twin"].route_path == str(twin)  # its own folder, the other's figures
     assert _same(run.by_label["ep=twin"], replace(run.by_label["ep=ep"], route_path=str(twin)))
 
