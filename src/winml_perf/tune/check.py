@@ -70,26 +70,26 @@ def pooled_verdict(judged: Sequence[Any]) -> str:
 
 
 @dataclass(frozen=True)
-class CheckCost:
+class CheckReport:
     """What the check cost, for the tune's report: its line on stderr and its figures."""
 
     line: str
     figures: dict
 
 
-def _cost(runs: Sequence[Any], cache: bool) -> CheckCost:
-    from winml_perf.measure.equivalence import CheckCost as Parts
-    from winml_perf.measure.equivalence import cost_line
+def _cost(runs: Sequence[Any], cache: bool) -> CheckReport:
+    """The cost of every prompt's check together (measure/equivalence.py EquivalenceRun.cost)."""
+    from winml_perf.measure.equivalence import CheckCost, cost_line
 
-    parts = Parts()
+    parts = CheckCost()
     for run in runs:
         parts = parts.add(run.cost)
     seconds = sum(run.cost_ms for run in runs) / 1000.0
     figures = {"seconds": round(seconds, 3), "prompts": len(runs), "cache": cache, **parts.to_dict()}
-    return CheckCost(cost_line(runs, cache, where="before the race"), figures)
+    return CheckReport(cost_line(runs, cache, where="before the race"), figures)
 
 
-def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[str, Judged], CheckCost]:
+def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[str, Judged], CheckReport]:
     """Each route (RouteSpecs, config's own skipped) judged against config as the module doc says,
     each prompt's reference run once and the verdict cache read first (``cache``); returns {label:
     Judged} and what the check cost."""
