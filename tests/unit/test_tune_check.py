@@ -52,7 +52,7 @@ RATIOS = {
 }
 
 
-def _tune(monkeypatch, race_seed: int, seeds_asked: list[int]):
+def _tune(monkeypatch, race_seed: int, seeds_asked: list[int], said: list[str] | None = None, cache: bool = True):
     from winml_perf.measure import equivalence as eq
     from winml_perf.model.spec import RouteSpec, SessionSpec
     from winml_perf.tune import prune as prune_mod
@@ -60,9 +60,12 @@ def _tune(monkeypatch, race_seed: int, seeds_asked: list[int]):
     from winml_perf.tune.goal import Budget
 
     def judge_routes(bundle, routes, seed=0, **kw):
+        assert kw["cache"] is cache  # --no-equivalence-cache reaches every check
         seeds_asked.append(seed)
         judged = {r.label: _judged(r.label, seed, RATIOS[r.label][seed]) for r in routes if r.label != "config"}
-        return SimpleNamespace(by_label=judged, errors={}, cost_ms=1.0)
+        return SimpleNamespace(
+            by_label=judged, errors={}, cost_ms=1.0, cost=eq.CheckCost(judged=len(judged)), reference="config"
+        )
 
     monkeypatch.setattr(eq, "judge_routes", judge_routes)
     monkeypatch.setattr(
@@ -70,11 +73,21 @@ def _tune(monkeypatch, race_seed: int, seeds_asked: list[int]):
     )
     monkeypatch.setattr(session_mod, "_eps", lambda request: ["CPUExecutionProvider", "WebGpuExecutionProvider"])
     request = session_mod.TuneRequest(
-        TINY_PIPELINE, Budget(seconds=600), stages=("context", "iterator"), seed=race_seed, no_store=True, max_rounds=2
+        TINY_PIPELINE,
+        Budget(seconds=600),
+        stages=("context", "iterator"),
+        seed=race_seed,
+        no_store=True,
+        max_rounds=2,
+        equivalence_cache=cache,
     )
     outcome = session_mod.run_tune(
-        request, measure_factory=lambda specs, *_: FakeRounds(dict.fromkeys(specs, 100.0)), say=lambda line: None
+        request,
+        measure_factory=lambda specs, *_: FakeRounds(dict.fromkeys(specs, 100.0)),
+        say=(said.append if said is not None else lambda line: None),
     )
+    if said is not None:
+        said.append(outcome.to_dict(request))
     return {p.label: p.reason for p in outcome.pruned}, {s.route: s.equivalence for s in outcome.standings}
 
 
@@ -86,4 +99,15 @@ def test_two_tunes_with_different_seeds_prune_the_same_routes(monkeypatch):
     assert set(pruned_2) == set(pruned_3) == {"ep=webgpu[context,iterator]"}  # 3x its limit on the first prompt
     assert kept_2 == kept_3 and kept_2["ep=webgpu[iterator]"] == WITHIN  # pooled: 0.57x over seeds 0-2
     assert pruned_2["ep=webgpu[context,iterator]"].endswith("(check prompt: seed 0)")  # far off: one prompt decides
-    assert sorted(set(asked_2)) == sorted(set(asked_3)) == list(CHECK_SEEDS)  # never the race's seed
+    assert sorted(asked_2) == sorted(asked_3) == list(CHECK_SEEDS)  # each once, never the race's seed
+
+
+def test_the_check_says_what_it_cost_and_the_report_keeps_it(monkeypatch):
+    said: list = []
+    _tune(monkeypatch, 0, [], said, cache=False)
+    line = next(x for x in said if isinstance(x, str) and x.startswith("tune: equivalence: "))
+    # 3 routes on the first prompt, ep=webgpu[iterator] (near its limit) on two more
+    assert line.startswith("tune: equivalence: 5 route(s) over 3 check prompts against config in ")
+    assert "(5 judged: reference " in line and line.endswith("before the race")
+    check = said[-1]["equivalence_check"]
+    assert check["prompts"] == 3 and check["judged"] == 5 and check["cache"] is False and check["seconds"] > 0

@@ -191,12 +191,12 @@ def test_prune_sets_aside_routes_the_engine_refuses_and_exits_2_when_config_is_o
     monkeypatch.setattr(P, "prepare_one", prepared)
     candidates = [SimpleNamespace(label=x, assignment=()) for x in folders]
     settings = P.PruneSettings(tmp_path, 0.5, None, equivalence=False, serving=True)
-    survivors, pruned = P.prune(settings, candidates, ({}, {}), say=lambda _: None)
+    survivors, pruned, _ = P.prune(settings, candidates, ({}, {}), say=lambda _: None)
     assert [s.label for s in survivors] == [CONFIG_LABEL]
     (p,) = pruned
     assert p.label == "ep=webgpu" and p.check == P.ENGINE and "decoder-pipeline" in p.reason
     # a single-stream tune does not ask the Engine
-    survivors, pruned = P.prune(P.PruneSettings(tmp_path, 0.5, None, equivalence=False), candidates, ({}, {}))
+    survivors, pruned, _ = P.prune(P.PruneSettings(tmp_path, 0.5, None, equivalence=False), candidates, ({}, {}))
     assert len(survivors) == 2 and not pruned
     folders[CONFIG_LABEL] = folders["ep=webgpu"]
     with pytest.raises(UsageError) as refused:

@@ -135,12 +135,14 @@ def test_a_route_the_equivalence_check_refuses_never_races_even_when_fastest(mon
         return RouteSpec(label, SessionSpec("winml-genai", str(tmp_path)))
 
     from tests.unit.test_tune_check import _judged
+    from winml_perf.measure.equivalence import CheckCost
 
     ratios = {"ep=wrong": 5.0, "ep=a": 0.1}  # KL against the precision limit: far over, far under
 
     def judge_routes(bundle, routes, seed=0, **kw):
         by_label = {r.label: _judged(r.label, seed, ratios[r.label]) for r in routes if r.label in ratios}
-        return SimpleNamespace(by_label=by_label, errors={}, cost_ms=1.0)
+        cost = CheckCost(judged=len(by_label))
+        return SimpleNamespace(by_label=by_label, errors={}, cost_ms=1.0, cost=cost, reference="config")
 
     monkeypatch.setattr(eq, "judge_routes", judge_routes)
     monkeypatch.setattr(prune_mod, "prepare_one", lambda settings, c: fake_spec(c.route.label))
@@ -150,7 +152,7 @@ def test_a_route_the_equivalence_check_refuses_never_races_even_when_fastest(mon
         Candidate((("s", x),), RouteRequest(ep=x.removeprefix("ep="))) for x in ("ep=wrong", "ep=a")
     ]
     settings = prune_mod.PruneSettings(tmp_path, 0.5, None)
-    survivors, pruned = prune_mod.prune(settings, cands, ({}, {}), say=lambda line: None)
+    survivors, pruned, _ = prune_mod.prune(settings, cands, ({}, {}), say=lambda line: None)
     assert [p.label for p in pruned] == ["ep=wrong"] and pruned[0].check == "equivalence"
     labels = [s.label for s in survivors]
     assert "ep=wrong" not in labels
@@ -190,7 +192,7 @@ def test_ctrl_c_in_the_race_exits_130_keeping_the_rounds_and_printing_the_standi
 
     def fake_prune(settings, candidates, stage_paths, say):
         spec = lambda label: RouteSpec(label, SessionSpec("winml-genai", str(TINY_PIPELINE)))  # noqa: E731
-        return [prune_mod.Survivor(Candidate((), RouteRequest()), spec(x)) for x in labels], []
+        return [prune_mod.Survivor(Candidate((), RouteRequest()), spec(x)) for x in labels], [], None
 
     class InterruptedRounds(FakeRounds):
         def __init__(self, *args, **kwargs):

@@ -170,6 +170,15 @@ class JudgeFlags:
             "(default: on with 2+ routes or --reference-bundle; docs/equivalence.md).",
         ),
     ] = None
+    equivalence_cache: Annotated[
+        bool,
+        typer.Option(
+            "--equivalence-cache/--no-equivalence-cache",
+            rich_help_panel=WORKLOAD,
+            help="Reuse equivalence verdicts judged before on the same bundles' content (default on; "
+            "docs/equivalence.md).",
+        ),
+    ] = True
     reference_bundle: Annotated[
         Path | None,
         typer.Option(

@@ -59,6 +59,9 @@ def check_objective_flags(objective: str, given: dict[str, object]) -> None:
     """Exit 2 naming a flag the objective does not read: the serving flags without --objective
     goodput; --iterations, --warmup and --max-ttft-ms with it (a serving round has no iterations;
     its SLO states the TTFT a request must meet)."""
+    from winml_perf.tune.goal import objective_metric
+
+    objective_metric(objective)  # exit 2 on an unknown objective
     used = [flag for flag, value in given.items() if value is not None]
     if objective == "goodput":
         for flag in (f for f in used if f in SINGLE_STREAM_FLAGS):
@@ -117,6 +120,9 @@ def tune_command(  # noqa: PLR0913
             "--equivalence/--no-equivalence", metavar="", help="Prune routes not equivalent to config (default on)."
         ),
     ] = True,
+    equivalence_cache: Annotated[
+        bool, typer.Option("--equivalence-cache/--no-equivalence-cache", help="Reuse verdicts of unchanged bundles.")
+    ] = True,
     prompt_tokens: Annotated[
         int | None, typer.Option(metavar="N", help="Prompt length (default 16, or the bundle's static one).")
     ] = None,
@@ -154,16 +160,12 @@ def tune_command(  # noqa: PLR0913
     from winml_perf.tune.goal import objective_metric, parse_budget
     from winml_perf.tune.session import TuneRequest, run_tune
 
-    if fmt not in ("table", "json"):
-        raise UsageError(f"--format {fmt!r} is not known for tune", "use table or json")
-    objective_metric(objective)
     load_flags = {"--concurrency": concurrency, "--requests": requests, "--slo": slo}
     check_objective_flags(
         objective, {**load_flags, "--iterations": iterations, "--warmup": warmup, "--max-ttft-ms": max_ttft_ms}
     )
     serving = _serving_load(concurrency, requests, slo) if objective == "goodput" else {}
-    _check_inputs(bundle, store, no_store, equivalence)
-    report = _report_path(report, no_store, seed)
+    _check_inputs(bundle, store, no_store, equivalence, fmt)
     request = TuneRequest(
         bundle=bundle,
         budget=parse_budget(budget),
@@ -177,6 +179,7 @@ def tune_command(  # noqa: PLR0913
         compile=compile,
         ep_libraries=tuple(ep_library or ()),
         equivalence=equivalence,
+        equivalence_cache=equivalence_cache,
         seed=seed,
         prompt_tokens=prompt_tokens,
         max_new_tokens=max_new_tokens,
@@ -186,15 +189,18 @@ def tune_command(  # noqa: PLR0913
         store=store,
         no_store=no_store,
         emit=emit,
-        report=report,
+        report=_report_path(report, no_store, seed),
         **serving,
     )
     outcome = run_tune(request, argv=sys.argv[1:])
     _report_outcome(outcome, request, objective_metric(objective), fmt)
 
 
-def _check_inputs(bundle: Path, store: str | None, no_store: bool, equivalence: bool) -> None:
-    """Exit 2 before any work: both store flags, a bundle that is not one, onnx missing for the check."""
+def _check_inputs(bundle: Path, store: str | None, no_store: bool, equivalence: bool, fmt: str) -> None:
+    """Exit 2 before any work: an unknown --format, both store flags, a bundle that is not one, onnx
+    missing for the check."""
+    if fmt not in ("table", "json"):
+        raise UsageError(f"--format {fmt!r} is not known for tune", "use table or json")
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
     from winml_perf.bundle.config import load_config_dict

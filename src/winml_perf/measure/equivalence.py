@@ -15,7 +15,7 @@ from __future__ import annotations
 import shutil
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -436,6 +436,103 @@ class EquivalenceRun:
     reference: str
     cost_ms: float
     errors: dict[str, str]  # routes whose teacher-forced pass failed: why (their cells fail on their own)
+    cost: CheckCost = field(default_factory=lambda: CheckCost())
+
+
+@dataclass
+class CheckCost:
+    """Where a check's time went, and how many routes it judged, found cached or shared."""
+
+    judged: int = 0  # routes given a teacher-forced pass here
+    from_cache: int = 0  # routes whose verdict the verdict cache held
+    shared: int = 0  # routes whose prepared bundle had the content of one judged before them in this run
+    reference_ms: float = 0.0  # the reference's teacher-forced pass and its layer profiles
+    bands_ms: float = 0.0  # the noise floor and precision band (their variants' passes), or reading them back
+    routes_ms: float = 0.0  # the routes' teacher-forced and layer passes
+    keys_ms: float = 0.0  # hashing the bundles' content for the cache's keys
+
+    def add(self, other: CheckCost) -> CheckCost:
+        return CheckCost(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
+
+    def to_dict(self) -> dict[str, float]:
+        return {k: round(v, 3) if isinstance(v, float) else v for k, v in self.__dict__.items()}
+
+
+@dataclass(frozen=True)
+class _Reference:
+    """What every route is judged against: the reference's pass, its bands and layer bands."""
+
+    path: str
+    label: str
+    prompt_ids: list[int]
+    steps: int
+    stage_outputs: list
+    reference: Any  # session.genai_logits.TeacherForced
+    noise: Band
+    precision: Band | None
+    layer_bands: LayerBands | None
+    layer_failure: str | None
+    ref_precision: tuple
+
+
+def _reference(path: str, label: str, prompt_ids: list[int], steps: int, layers: bool, store, cost: CheckCost):
+    """The reference's teacher-forced pass and layer profiles, then its bands (read from ``store`` when it
+    holds them for this content, else measured and stored)."""
+    from winml_perf.session.genai_logits import teacher_forced
+
+    t0 = time.perf_counter()
+    stage_outputs = _stage_outputs(path)
+    wanted = [n for _, names, _, _ in stage_outputs for n in names]
+    reference = teacher_forced(path, prompt_ids, steps, outputs=wanted)
+    layer_bands, layer_failure = None, None
+    if layers:
+        tokens = [*prompt_ids, *reference.continuation[: steps - 1]]
+        try:
+            layer_bands = LayerBands.of(path, tokens)
+        except Exception as exc:  # the logits are judged without the layers, and the run says why
+            layer_failure = f"layers not judged: the reference's pass failed: {type(exc).__name__}: {exc}"
+    t1 = time.perf_counter()
+    cost.reference_ms += (t1 - t0) * 1000.0
+    cached = store.bands() if store is not None else None
+    if cached is not None and cached.fits(layer_bands):
+        noise, precision = cached.noise, cached.precision
+        cached.fill(layer_bands)
+    else:
+        noise, precision = reference_bands(path, reference, prompt_ids, layer_bands)
+        if store is not None:
+            store.save_bands(noise, precision, layer_bands)
+    cost.bands_ms += (time.perf_counter() - t1) * 1000.0
+    return _Reference(
+        path, label, prompt_ids, steps, stage_outputs, reference, noise, precision, layer_bands, layer_failure,
+        _precision(path),
+    )  # fmt: skip
+
+
+def _judge_one(ref: _Reference, path: str, n_prompt: int, seed: int) -> Equivalence:
+    """One route's teacher-forced pass (and layer passes) against the reference; BenchmarkFailure
+    when its pass fails."""
+    from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
+    from winml_perf.session.genai_logits import teacher_forced
+    from winml_perf.stats.equivalence import compare_logits, first_departing_stage, verdict
+
+    t1 = time.perf_counter()
+    wanted = [n for _, names, _, _ in ref.stage_outputs for n in names]
+    run = teacher_forced(path, ref.prompt_ids, ref.steps, ref.reference.continuation, outputs=wanted)
+    figures = compare_logits(ref.reference.logits, run.logits)
+    stages, unobserved = _stage_figures(ref.stage_outputs, ref.reference, run)
+    route_precision = _precision(path)
+    question = question_for(route_precision, ref.ref_precision)
+    same = question == SAME_MODEL_QUESTION
+    noise, precision = ref.noise, ref.precision
+    bands = (noise, precision) if precision else (noise,)
+    where = _route_layers(ref.layer_bands, ref.layer_failure, path, same)
+    judged = verdict(figures, noise, None if same else precision)  # the same kernels: no precision band
+    judged = _overruled_by_layers(judged, where, same)
+    return Equivalence(
+        ref.label, ref.path, path, n_prompt, seed, figures, judged,
+        bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
+        where, route_precision, ref.ref_precision, question,
+    )  # fmt: skip
 
 
 def judge_routes(
@@ -448,14 +545,16 @@ def judge_routes(
     *,
     layers: bool = True,
     reference_route: str | None = None,
+    cache: bool = False,
 ) -> EquivalenceRun:
     """Every route (but the reference itself) against the reference: the config route (the bundle),
     or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation; with ``layers``,
-    each decoder layer's output too (one full-sequence pass over the same tokens)."""
+    each decoder layer's output too (one full-sequence pass over the same tokens). With ``cache``, a
+    route's verdict is read from the verdict cache (measure/verdict_cache.py) when it holds one for the
+    same content, and a route whose prepared bundle has the content of one judged before it shares its
+    verdict; the reference is run only when some route has to be judged."""
     from winml_perf.bundle.config import load_config
-    from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.session.genai_session import GenaiSession
-    from winml_perf.stats.equivalence import compare_logits, first_departing_stage, verdict
 
     t0 = time.perf_counter()
     ref_path = str(reference_bundle or bundle)
@@ -466,46 +565,77 @@ def judge_routes(
     static = load_config(Path(bundle)).static_prompt_length()
     n_prompt = static[1] if static else n_prompt  # a static-shape stage takes exactly its length
     prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
-    stage_outputs = _stage_outputs(ref_path)
-    wanted = [n for _, names, _, _ in stage_outputs for n in names]
-    reference = teacher_forced(ref_path, prompt_ids, steps, outputs=wanted)
-    layer_bands, layer_failure = None, None
-    if layers:
-        tokens = [*prompt_ids, *reference.continuation[: steps - 1]]
-        try:
-            layer_bands = LayerBands.of(ref_path, tokens)
-        except Exception as exc:  # the logits are judged without the layers, and the run says why
-            layer_failure = f"layers not judged: the reference's pass failed: {type(exc).__name__}: {exc}"
-    noise, precision = reference_bands(ref_path, reference, prompt_ids, layer_bands)
-    ref_precision = _precision(ref_path)
-    from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
+    store = None
+    if cache:
+        from winml_perf.measure.verdict_cache import VerdictCache
 
-    out: dict[str, Equivalence] = {}
-    errors: dict[str, str] = {}
-    for r in routes:
-        if r.label == ref_label:
-            continue
+        store = VerdictCache.open(bundle, ref_path, prompt_ids, steps, layers)
+    cost = CheckCost()
+    reference: list[_Reference] = []  # built before the first route that has to be judged
+
+    def ready() -> None:  # a reference that cannot run fails the whole check (BenchmarkFailure)
+        if not reference:
+            reference.append(_reference(ref_path, ref_label, prompt_ids, steps, layers, store, cost))
+
+    def judge(path: str) -> Equivalence:
         t1 = time.perf_counter()
         try:
-            run = teacher_forced(r.session.path, prompt_ids, steps, reference.continuation, outputs=wanted)
-        except BenchmarkFailure as exc:
-            errors[r.label] = exc.message
-            continue
-        figures = compare_logits(reference.logits, run.logits)
-        stages, unobserved = _stage_figures(stage_outputs, reference, run)
-        route_precision = _precision(r.session.path)
-        question = question_for(route_precision, ref_precision)
-        same = question == SAME_MODEL_QUESTION
-        bands = (noise, precision) if precision else (noise,)
-        where = _route_layers(layer_bands, layer_failure, r.session.path, same)
-        judged = verdict(figures, noise, None if same else precision)  # the same kernels: no precision band
-        judged = _overruled_by_layers(judged, where, same)
-        out[r.label] = Equivalence(
-            ref_label, ref_path, str(r.session.path), n_prompt, seed, figures, judged,
-            bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
-            where, route_precision, ref_precision, question,
-        )  # fmt: skip
-    return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors)
+            return _judge_one(reference[0], path, n_prompt, seed)
+        finally:
+            cost.routes_ms += (time.perf_counter() - t1) * 1000.0
+
+    out, errors = _each_route([r for r in routes if r.label != ref_label], ready, judge, store, cost)
+    out = {label: replace(e, reference=ref_label, reference_path=ref_path) for label, e in out.items()}
+    if store is not None:
+        cost.keys_ms = store.keys_ms
+    return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors, cost)
+
+
+def _each_route(
+    routes: Sequence[Any], ready, judge, store, cost: CheckCost
+) -> tuple[dict[str, Equivalence], dict[str, str]]:
+    """{label: Equivalence} and {label: why its pass failed}: each route judged by ``judge(path)`` (after
+    ``ready()``), unless ``store`` (the verdict cache) holds its content's verdict or a route of the same
+    content came before it in this run."""
+    out: dict[str, Equivalence] = {}
+    errors: dict[str, str] = {}
+    seen: dict[str, Equivalence | str] = {}  # content key -> its verdict, or why its pass failed
+    for r in routes:
+        path, t1 = str(r.session.path), time.perf_counter()
+        key = store.route_key(path) if store is not None else None
+        found = _known(key, seen, store, cost)
+        if found is None:
+            ready()
+            try:
+                found = judge(path)
+            except BenchmarkFailure as exc:
+                found = exc.message
+            cost.judged += 1
+            if key is not None and isinstance(found, Equivalence):
+                store.save_verdict(key, found)
+        elif isinstance(found, Equivalence):  # read back or shared: this route's folder, and this run's cost
+            found = replace(found, route_path=path, cost_ms=round((time.perf_counter() - t1) * 1000.0, 3))
+        if key is not None:
+            seen[key] = found
+        if isinstance(found, str):
+            errors[r.label] = found
+        else:
+            out[r.label] = found
+    return out, errors
+
+
+def _known(key: str | None, seen: Mapping[str, Equivalence | str], store, cost: CheckCost) -> Equivalence | str | None:
+    """A route's verdict (or its pass's failure) without judging it: shared with a route of the same
+    content judged before it in this run, or read from the verdict cache; None when it must be judged."""
+    if key is None:
+        return None
+    if key in seen:
+        cost.shared += 1
+        return seen[key]
+    cached = store.verdict(key)
+    if cached is not None:
+        cost.from_cache += 1
+    return cached
 
 
 def _route_layers(
@@ -548,15 +678,20 @@ def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: objec
 
 
 def attach_equivalence(
-    bundle: str, routes: list[Any], seed: int, reference_bundle: str | None, reference_route: str | None = None
+    bundle: str,
+    routes: list[Any],
+    seed: int,
+    reference_bundle: str | None,
+    reference_route: str | None = None,
+    cache: bool = False,
 ) -> list[Any]:
     """The routes with their Equivalence recorded; one line per route and the check's cost on stderr
-    (it runs before the sweep: nothing of it enters a timed iteration)."""
+    (it runs before the sweep: nothing of it enters a timed iteration). ``cache``: the verdict cache."""
     from dataclasses import replace
 
     try:
         run = judge_routes(
-            bundle, routes, seed=seed, reference_bundle=reference_bundle, reference_route=reference_route
+            bundle, routes, seed=seed, reference_bundle=reference_bundle, reference_route=reference_route, cache=cache
         )
     except BenchmarkFailure as exc:  # the reference itself could not run: no route is judged, and it says so
         say(f"equivalence: not judged: {exc}")
@@ -565,13 +700,36 @@ def attach_equivalence(
         say(equivalence_line(label, e))
     for label, why in run.errors.items():
         say(f"equivalence: {label} not judged: {why}")
-    say(
-        f"equivalence: {len(run.by_label)} route(s) against {run.reference} in {run.cost_ms / 1000:.1f} s, outside the timed iterations"
-    )
+    say(cost_line([run], cached=cache))
     return [
         replace(r, route=replace(r.recorded_route, equivalence=run.by_label[r.label])) if r.label in run.by_label else r
         for r in routes
     ]
+
+
+def cost_line(runs: Sequence[EquivalenceRun], cached: bool, where: str = "outside the timed iterations") -> str:
+    """'equivalence: 9 route(s) against config in 3.2 s (6 from cache, 3 judged: reference 1.1 s, bands
+    1.4 s, routes 0.7 s), outside the timed iterations' over one check or several (one per prompt)."""
+    cost = CheckCost()
+    for run in runs:
+        cost = cost.add(run.cost)
+    n = sum(len(run.by_label) + len(run.errors) for run in runs)
+    seconds = sum(run.cost_ms for run in runs) / 1000.0
+    prompts = f" over {len(runs)} check prompts" if len(runs) > 1 else ""
+    parts = [f"{cost.from_cache} from cache"] if cached else []
+    if cost.shared:
+        parts.append(f"{cost.shared} shared (same content)")
+    judged = f"{cost.judged} judged"
+    if cost.judged:
+        judged += (
+            f": reference {cost.reference_ms / 1000:.1f} s, bands {cost.bands_ms / 1000:.1f} s, "
+            f"routes {cost.routes_ms / 1000:.1f} s"
+        )
+    parts.append(judged)
+    if cached:
+        parts.append(f"content keys {cost.keys_ms / 1000:.1f} s")
+    head = f"equivalence: {n} route(s){prompts} against {runs[0].reference if runs else CONFIG}"
+    return f"{head} in {seconds:.1f} s ({', '.join(parts)}), {where}"
 
 
 def equivalence_line(label: str, e: Equivalence) -> str:

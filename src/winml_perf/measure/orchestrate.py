@@ -52,6 +52,7 @@ class PerfRequest:
     no_store: bool = False
     check_outputs: bool = False
     equivalence: bool | None = None  # teacher-forced equivalence; None: on with 2+ routes or a reference bundle
+    equivalence_cache: bool = True  # reuse verdicts judged before on the same content (measure/verdict_cache.py)
     reference_bundle: Path | None = None  # --reference-bundle: judge every route against this bundle
     reference_route: str | None = None  # --reference ROUTE: judge every other route against this one of the run's
     perplexity: Path | None = None  # --perplexity: each route's perplexity over this text (measure/perplexity.py)
@@ -435,7 +436,9 @@ def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
 
         if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
             ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_equivalence(str(req.path), routes, req.seed, ref, req.reference_route)
+            routes = attach_equivalence(
+                str(req.path), routes, req.seed, ref, req.reference_route, req.equivalence_cache
+            )
         if req.perplexity is not None:
             from winml_perf.measure.perplexity import attach_perplexity
 

@@ -69,16 +69,36 @@ def pooled_verdict(judged: Sequence[Any]) -> str:
     return verdict(figures, bands.get("noise floor"), bands.get("precision"))
 
 
-def judge(bundle: str, routes: Sequence[Any]) -> tuple[dict[str, Judged], float]:
-    """Each route (RouteSpecs, config's own skipped) judged against config as the module doc says;
-    returns {label: Judged} and the seconds the check took."""
+@dataclass(frozen=True)
+class CheckReport:
+    """What the check cost, for the tune's report: its line on stderr and its figures."""
+
+    line: str
+    figures: dict
+
+
+def _cost(runs: Sequence[Any], cache: bool) -> CheckReport:
+    """The cost of every prompt's check together (measure/equivalence.py EquivalenceRun.cost)."""
+    from winml_perf.measure.equivalence import CheckCost, cost_line
+
+    parts = CheckCost()
+    for run in runs:
+        parts = parts.add(run.cost)
+    seconds = sum(run.cost_ms for run in runs) / 1000.0
+    figures = {"seconds": round(seconds, 3), "prompts": len(runs), "cache": cache, **parts.to_dict()}
+    return CheckReport(cost_line(runs, cache, where="before the race"), figures)
+
+
+def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[str, Judged], CheckReport]:
+    """Each route (RouteSpecs, config's own skipped) judged against config as the module doc says,
+    each prompt's reference run once and the verdict cache read first (``cache``); returns {label:
+    Judged} and what the check cost."""
     from winml_perf.measure.equivalence import equivalence_line, judge_routes
 
-    first = judge_routes(bundle, routes, seed=CHECK_SEEDS[0])
+    first = judge_routes(bundle, routes, seed=CHECK_SEEDS[0], cache=cache)
     out = {label: Judged("", "", error=why) for label, why in first.errors.items()}
     near = [r for r in routes if r.label in first.by_label and near_limit(first.by_label[r.label])]
-    more = [judge_routes(bundle, near, seed=seed) for seed in CHECK_SEEDS[1:]] if near else []
-    cost_ms = first.cost_ms + sum(run.cost_ms for run in more)
+    more = [judge_routes(bundle, near, seed=seed, cache=cache) for seed in CHECK_SEEDS[1:]] if near else []
     for label, e in first.by_label.items():
         line = equivalence_line(label, e).splitlines()[0] + f" (check prompt: seed {CHECK_SEEDS[0]})"
         if not any(r.label == label for r in near):
@@ -99,4 +119,4 @@ def judge(bundle: str, routes: Sequence[Any]) -> tuple[dict[str, Judged], float]
             f"mean KL {kl:.2g} against the mean limit {limit:.2g} ({kl / limit:.2f}×; per prompt {ratios})",
             e,
         )
-    return out, cost_ms / 1000.0
+    return out, _cost([first, *more], cache)

@@ -68,6 +68,7 @@ class PruneSettings:
     ep_libraries: tuple[str, ...] = ()
     equivalence: bool = True
     serving: bool = False  # --objective goodput: prune the routes og.Engine refuses
+    equivalence_cache: bool = True  # reuse verdicts judged before on the same content
 
 
 def engine_problem(spec: Any) -> str | None:
@@ -112,10 +113,10 @@ def prune(
     candidates: Sequence[Candidate],
     stage_paths: tuple[dict[str, bool], dict[str, bool]],
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
-) -> tuple[list[Survivor], list[Pruned]]:
-    """(survivors, pruned) of ``candidates`` (config first: it is the reference and is never pruned).
-    ``stage_paths``: which stages run on the prompt and on token generation. Each reason is kept
-    for the standings, which print it once."""
+) -> tuple[list[Survivor], list[Pruned], dict | None]:
+    """(survivors, pruned, what the equivalence check cost: None when it did not run) of ``candidates``
+    (config first: it is the reference and is never pruned). ``stage_paths``: which stages run on the
+    prompt and on token generation. Each reason is kept for the standings, which print it once."""
     survivors: list[Survivor] = []
     pruned: list[Pruned] = []
 
@@ -149,20 +150,21 @@ def prune(
             drop(c.label, PLACEMENT, problem)
             continue
         survivors.append(Survivor(c, spec))
+    cost = None
     if settings.equivalence and len(survivors) > 1:
-        survivors = _judged(settings, survivors, drop, say)
-    return survivors, pruned
+        survivors, cost = _judged(settings, survivors, drop, say)
+    return survivors, pruned, cost
 
 
-def _judged(settings: PruneSettings, survivors: list[Survivor], drop, say) -> list[Survivor]:
+def _judged(settings: PruneSettings, survivors: list[Survivor], drop, say) -> tuple[list[Survivor], dict]:
     """The survivors equivalent to the config route (or within its precision tolerance) on the tune's
     fixed check prompts (tune/check.py), each with its verdict; the others dropped with the check's figures.
     The record keeps the judgement on `winml perf`'s check prompt."""
     from winml_perf.model.equivalence import NOT_EQUIVALENT
     from winml_perf.tune.check import judge
 
-    judged, seconds = judge(str(settings.bundle), [s.spec for s in survivors])
-    say(f"tune: equivalence checked in {seconds:.1f} s")
+    judged, cost = judge(str(settings.bundle), [s.spec for s in survivors], settings.equivalence_cache)
+    say(f"tune: {cost.line}")
     kept = [survivors[0]]
     for s in survivors[1:]:
         j = judged.get(s.label)
@@ -178,4 +180,4 @@ def _judged(settings: PruneSettings, survivors: list[Survivor], drop, say) -> li
         say(j.line)
         route = replace(s.spec.recorded_route, equivalence=j.first)
         kept.append(replace(s, spec=replace(s.spec, route=route), verdict=j.verdict))
-    return kept
+    return kept, cost.figures

@@ -31,6 +31,7 @@ class TuneRequest:
     compile: bool = False
     ep_libraries: tuple[str, ...] = ()
     equivalence: bool = True
+    equivalence_cache: bool = True  # reuse verdicts judged before on the same content (measure/verdict_cache.py)
     seed: int = 0
     prompt_tokens: int | None = None
     max_new_tokens: int = 32
@@ -68,6 +69,7 @@ class TuneOutcome:
     run_ids: list[str] = field(default_factory=list)
     interrupted: int | None = None
     preparation_s: float = 0.0  # preparing, placement and equivalence checks: before the race, outside --budget
+    equivalence_check: dict | None = None  # what the equivalence check cost (part of preparation_s); None: not run
     notes: list[str] = field(default_factory=list)  # what the ranking stood on, said on stderr (goodput's SLO)
 
     def to_dict(self, request: TuneRequest) -> dict:
@@ -90,6 +92,7 @@ class TuneOutcome:
             "tokens": self.race.tokens,
             "elapsed_s": round(self.race.elapsed_s(), 3),  # the race's own clock (what --budget counts)
             "preparation_s": round(self.preparation_s, 3),
+            "equivalence_check": self.equivalence_check,
             "stopped": self.race.stopped,
             "interrupted": self.interrupted,
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
@@ -197,8 +200,9 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
         tuple(request.ep_libraries),
         request.equivalence,
         serving=request.serving,
+        equivalence_cache=request.equivalence_cache,
     )
-    survivors, pruned = prune(settings, candidates, _stage_paths(request.bundle), say)
+    survivors, pruned, check = prune(settings, candidates, _stage_paths(request.bundle), say)
     equivalence = {s.label: s.equivalence for s in survivors}
     said = " (each with its reason in the standings)" if pruned else ""
     preparation_s = time.monotonic() - t0
@@ -246,7 +250,7 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
     # the budget counts from here: preparing the routes and judging their equivalence is paid once,
     # before the race, and printed above; the budget buys paired measurements
     outcome = TuneOutcome([], None, pruned, race, store=None if store is None else store.display)
-    outcome.preparation_s = preparation_s
+    outcome.preparation_s, outcome.equivalence_check = preparation_s, check
     try:
         race.run()
     except KeyboardInterrupt as exc:
