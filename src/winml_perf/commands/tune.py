@@ -230,7 +230,8 @@ def _report_outcome(outcome, request, metric: str, fmt: str) -> None:
         print()
         print(
             fill(
-                f"{race.rounds} round(s), {race.tokens} tokens, {race.elapsed_s():.0f} s"
+                f"{race.rounds} round(s){f' ({race.screened} short, screening)' if race.screened else ''},"
+                f" {race.tokens} tokens, {race.elapsed_s():.0f} s"
                 f" of {request.budget.describe()} (after {outcome.preparation_s:.0f} s of preparation and checks);"
                 f" stopped: {race.stopped}"
             )
