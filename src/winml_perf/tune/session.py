@@ -173,6 +173,8 @@ def run_tune(
         from winml_perf.tune.emit import check_emit_dir
 
         check_emit_dir(request.emit)
+    if request.screen_rounds == 1:
+        raise UsageError("--screen-rounds 1: the screen pools its variance over 2 short rounds or more", "pass 0 or 2")
     static = config.static_prompt_length()
     prompt_tokens = request.prompt_tokens or (static[1] if static else 16)
     if static and prompt_tokens != static[1]:
