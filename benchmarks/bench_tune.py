@@ -165,6 +165,31 @@ def wrongful_drops(trials: int, screen_rounds: int, cap: int = 30) -> None:
         )
 
 
+def screen_spread(screens: int = 20_000) -> None:
+    """The screen alone over 12 equal routes (2 short rounds, noise as Simulated's short rounds), one
+    of them noisier than the rest by a factor: how often it is screened out, against its bound (one
+    tail of the interval: half the look's share). The pooled variance assumes one spread; this is
+    what a route that breaks the assumption costs."""
+    from winml_perf.tune.screen import screen_out
+
+    labels = [CONFIG_LABEL] + [f"e{i:02d}" for i in range(11)]
+    sigma = float(np.hypot(0.03, 0.05))  # process effect and one iteration's noise, on the log scale
+    for alpha in (0.05, 0.05 / 30):  # a loose look, and the share of one look of the race's 30
+        rates = []
+        for factor in (1, 2, 3, 5):
+            rng, dropped = np.random.default_rng(1), 0
+            for _ in range(screens):
+                spread = np.full((12, 1), sigma)
+                spread[1] *= factor
+                table = np.exp(rng.normal(0.0, 1.0, (12, 2)) * spread + rng.normal(0.0, 0.05, (1, 2)))
+                out = screen_out(dict(zip(labels, table.tolist())), True, alpha, CONFIG_LABEL)
+                dropped += out is not None and "e00" in out.dropped
+            rates.append(f"x{factor}: {dropped / screens:.4f}")
+        print(
+            f"  screen alone, look share {alpha:.4f} (bound {alpha / 2:.4f}), {screens} screens; one route's noise {', '.join(rates)}"
+        )
+
+
 def real(bundle: Path, flags: list[str], screen_rounds: int) -> None:
     from dataclasses import replace
 
@@ -215,6 +240,7 @@ def main() -> None:
         simulated(args.trials, args.screen_rounds)
         if args.equal:
             wrongful_drops(args.trials, args.screen_rounds)
+            screen_spread()
     else:
         real(args.real, args.flags, args.screen_rounds)
 
