@@ -190,3 +190,28 @@ def test_the_real_seam_screens_with_one_iteration_and_the_same_store_lists():
     assert not said
     assert _screen(replace(request, max_ttft_ms=200.0), full, said.append) is None
     assert said and "--max-ttft-ms" in said[0]
+
+
+def test_a_route_without_a_value_in_every_short_round_is_kept_and_the_rest_are_still_screened():
+    class Gappy(ScreenedRounds):
+        def short(self, k, labels):
+            result = super().short(k, labels)
+            values = {x: ({DECODE: [math.nan]} if x == "ep=b" and k == 0 else v) for x, v in result.values.items()}
+            return RoundResult(values, result.tokens)
+
+    fake = Gappy(SPEEDS)
+    settings = RaceSettings(DECODE, Budget(seconds=10_000), 0, tokens_per_invocation=200, screen_rounds=2)
+    r = Race(list(SPEEDS), settings, fake, clock=fake.clock, screen=fake.short).run()
+    assert r.dropped["ep=slow"].startswith("screened out")
+    assert not r.dropped.get("ep=b", "").startswith("screened out")  # not compared: the full rounds judge it
+    assert fake.invocations["ep=b"] >= 2
+
+
+def test_after_a_full_round_the_time_budget_prices_full_rounds_by_their_own_cost():
+    """Short rounds that are dear (0.5 s for a third of the tokens: scaled, 1.5 s) must not keep
+    pricing full rounds (1 s each) once these have run: the race uses its budget for full rounds."""
+    speeds = {CONFIG_LABEL: 100.0, "ep=a": 100.0, "ep=b": 100.0}
+    r, fake = screened_race(speeds, budget=Budget(seconds=28.0), max_rounds=100)
+    # 3 s of screen, then full rounds of 3 s priced at 3.75 s, not at the short rounds' 5.7 s:
+    # the 8th starts at 24 s (24 + 3.75 <= 28), where 24 + 5.7 would not
+    assert r.full_rounds == 8 and fake.now == pytest.approx(27.0)

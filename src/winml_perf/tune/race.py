@@ -116,7 +116,9 @@ class Race:
         self.stopped: str | None = None
         self._rng = random.Random(settings.seed)
         self._last_round = (0.0, 0, 0)  # seconds, tokens, routes
-        self._slowest_route_s = 0.0  # the dearest round's seconds per route: what the next may cost
+        self._slowest_route_s = 0.0  # the dearest full round's seconds per route: what the next may cost
+        self._slowest_short_s = 0.0  # the same over the short rounds
+        self._short_scale = 1.0  # a full invocation's tokens over a short one's
         self.screen = screen  # measures a short round (one iteration per invocation), or None
         # the screen runs when it has a seam, two or more rounds and three or more routes to compare;
         # not under --max-ttft-ms (a leader must meet the bound, which short rounds do not judge)
@@ -165,14 +167,21 @@ class Race:
         return self.rounds - self.screened
 
     def _price(self, screening: bool) -> None:
-        """What the next round may cost per route: the dearest so far; a short round's time scaled up
-        by the full invocation's tokens over its own (an upper bound while time grows with tokens)."""
         seconds, tokens, routes = self._last_round
-        per_route = seconds / routes
+        if not screening:
+            self._slowest_route_s = max(self._slowest_route_s, seconds / routes)
+            return
+        self._slowest_short_s = max(self._slowest_short_s, seconds / routes)
         full, short = self.settings.tokens_per_invocation, tokens / routes
-        if screening and full > short > 0:
-            per_route *= full / short
-        self._slowest_route_s = max(self._slowest_route_s, per_route)
+        self._short_scale = full / short if full > short > 0 else 1.0
+
+    def _route_s(self) -> float:
+        """What the next round may cost per route: the dearest round of its kind so far; for the first
+        full round, the dearest short one scaled by the full invocation's tokens over a short one's
+        (an upper bound while an invocation's time grows with its tokens)."""
+        if self.screening_next():
+            return self._slowest_short_s
+        return self._slowest_route_s if self.full_rounds else self._slowest_short_s * self._short_scale
 
     def _keep(self, label: str, values: Mapping[str, Sequence[float]], screening: bool) -> None:
         if not screening:
@@ -186,6 +195,8 @@ class Race:
         from winml_perf.tune.screen import screen_out
 
         values = {x: [self.screen_data[x][k] for k in sorted(self.screen_data[x])] for x in self.alive}
+        # a route without a positive value in every short round is not compared (and not dropped)
+        values = {x: v for x, v in values.items() if len(v) == self.screened and all(y > 0 for y in v)}
         outcome = screen_out(values, bigger_is_better(self.settings.objective), sig.ALPHA / self.looks(), CONFIG_LABEL)
         for label, why in ({} if outcome is None else outcome.dropped).items():
             self._drop(label, f"{why} (round {self.rounds})")
@@ -209,7 +220,7 @@ class Race:
         n = len(self.alive)
         if s.budget.seconds is not None:
             # priced at the dearest round so far, plus a margin: rounds on a busy machine vary
-            next_s = self._slowest_route_s * n * ROUND_TIME_MARGIN
+            next_s = self._route_s() * n * ROUND_TIME_MARGIN
             if self.elapsed_s() + next_s > s.budget.seconds:
                 return f"the budget ({s.budget.describe()}) cannot pay for another round"
         if s.budget.tokens is not None:
