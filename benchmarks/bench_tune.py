@@ -5,14 +5,18 @@ Simulated (the default): the race's measurement seam replaced by routes of known
 drift shared by every route (lognormal σ 5 %), a per-process effect per invocation (σ 3 %) and
 per-iteration noise (σ 5 %, 5 iterations); an invocation costs 2 s of load plus its iterations'
 tokens at the route's speed (config: 100 tok/s decode, 64 + 64 tokens, 1 warmup). The race runs to
-its own stop (no budget); "everything" measures every route for as many paired rounds as the race
-ran (its finalists' precision), then judges with the same verdict code. Over --trials seeds.
+its own stop (no budget), opening with --screen-rounds short rounds (one iteration; 0: none) as
+`winml tune` does; "everything" measures every route in full for as many paired rounds as the race
+ran (its short rounds counted as rounds), and for its full rounds only (the stricter comparison),
+then judges with the same verdict code. Over --trials seeds. --equal adds how often a route as fast
+as the fastest is dropped (equal and near-equal sets), and the screen's sensitivity to one route
+noisier than the rest.
 
-Real (--real BUNDLE, flags after --): `run_tune` on the bundle twice, racing and then every route
-for the race's number of rounds (min_rounds = max_rounds), nothing stored; reports both verdicts,
-tokens and wall time.
+Real (--real BUNDLE, flags after --): `run_tune` on the bundle, racing and then every route for the
+race's number of rounds (min_rounds = max_rounds, no screen), and for its full rounds when it
+screened; nothing stored; reports the verdicts, tokens and wall time.
 
-    python benchmarks/bench_tune.py --trials 40
+    python benchmarks/bench_tune.py --trials 40 [--screen-rounds 2] [--equal]
     python benchmarks/bench_tune.py --real bundles/tiny-qwen2-pipeline -- --eps cpu,webgpu --stages context,iterator
 """
 
