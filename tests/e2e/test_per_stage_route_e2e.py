@@ -80,8 +80,8 @@ def test_tune_races_an_assignment_over_two_eps(tmp_path):
     result = run_winml(
         "tune", BUNDLES / "tiny-qwen2-npu", "--eps", "cpu,qnn", "--stages", "embeddings,context",
         "--min-placement", "0", "--no-equivalence", "--iterations", "2", "--warmup", "1", "--max-new-tokens", "4",
-        "--max-rounds", "2", "--budget", "300s", "--seed", "1", "--store", tmp_path / "store.db", "--format", "json",
-        timeout=600,
+        "--max-rounds", "2", "--screen-rounds", "0", "--budget", "300s", "--seed", "1", "--store", tmp_path / "store.db",
+        "--format", "json", timeout=600,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr[-3000:]
     doc = result.json()

@@ -148,6 +148,9 @@ def test_host_memory_eps_do_not_cross_devices_with_cpu():
         (["--stages", "decoder", "--eps", "cpu"], "--stages decoder"),
         (["--ep-option", "soc_model=60"], "--ep-option"),
         (["--min-placement", "1.5"], "--min-placement"),
+        (["--screen-rounds", "1", "--eps", "cpu"], "--screen-rounds 1"),
+        (["--screen-rounds", "-1"], "--screen-rounds"),
+        (["--screen-rounds", "2", "--objective", "goodput"], "--screen-rounds does not apply to --objective goodput"),
     ],
 )
 def test_bad_tune_input_is_exit_2_naming_the_flag_before_anything_is_measured(capsys, args, named):

@@ -19,8 +19,11 @@ EPILOG = (
 )
 #: tune's flags that only a serving race (--objective goodput) reads, and those it has no use for.
 SERVING_FLAGS = ("--concurrency", "--requests", "--slo")
-SINGLE_STREAM_FLAGS = ("--iterations", "--warmup", "--max-ttft-ms")
+SINGLE_STREAM_FLAGS = ("--iterations", "--warmup", "--max-ttft-ms", "--screen-rounds")
 DEFAULT_ITERATIONS, DEFAULT_WARMUP = 5, 1
+OBJECTIVE_HELP = "decode (tok/s), ttft, e2e or request_ttft (ms); goodput (requests/s meeting --slo under load)."
+BUDGET_HELP = "Wall time or tokens the race may spend (preparing and checking the routes come before it)."
+SCREEN_HELP = "Short rounds of every route before the full ones, dropping the clearly slower (default 2; 0: none)."
 DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, DEFAULT_SLO = 4, 16, "ttft=200ms,tpot=50ms"
 TUNE_REPORTS = Path("results") / "tune"
 
@@ -86,23 +89,11 @@ def tune_command(  # noqa: PLR0913
         list[str] | None,
         typer.Option(metavar="EP:KEY=VALUE", help="An option of an EP's forced routes (repeatable)."),
     ] = None,
-    objective: Annotated[
-        str,
-        typer.Option(
-            metavar="WHAT",
-            help="decode (tok/s), ttft, e2e or request_ttft (ms); goodput (requests/s meeting --slo under load).",
-        ),
-    ] = "decode",
+    objective: Annotated[str, typer.Option(metavar="WHAT", help=OBJECTIVE_HELP)] = "decode",
     max_ttft_ms: Annotated[
         float | None, typer.Option(metavar="MS", help="Constraint: a route's TTFT median at most this.")
     ] = None,
-    budget: Annotated[
-        str,
-        typer.Option(
-            metavar="300s|20000tok",
-            help="Wall time or tokens the race may spend (preparing and checking the routes come before it).",
-        ),
-    ] = "300s",
+    budget: Annotated[str, typer.Option(metavar="300s|20000tok", help=BUDGET_HELP)] = "300s",
     min_placement: Annotated[
         float,
         typer.Option(metavar="SHARE", help="Prune a route whose forced stage keeps fewer of its nodes on its EP."),
@@ -146,6 +137,7 @@ def tune_command(  # noqa: PLR0913
         ),
     ] = None,
     max_rounds: Annotated[int, typer.Option(metavar="N", help="At most this many race rounds.")] = 30,
+    screen_rounds: Annotated[int | None, typer.Option(metavar="N", help=SCREEN_HELP)] = None,
     seed: Annotated[int, typer.Option(metavar="N", help="Seeds the prompt and each round's order.")] = 0,
     store: Annotated[str | None, typer.Option(metavar="PATH|URL", help="Results store (as winml perf).")] = None,
     no_store: Annotated[bool, typer.Option("--no-store", metavar="", help="Store nothing.")] = False,
@@ -161,9 +153,13 @@ def tune_command(  # noqa: PLR0913
     from winml_perf.tune.session import TuneRequest, run_tune
 
     load_flags = {"--concurrency": concurrency, "--requests": requests, "--slo": slo}
-    check_objective_flags(
-        objective, {**load_flags, "--iterations": iterations, "--warmup": warmup, "--max-ttft-ms": max_ttft_ms}
-    )
+    single = {
+        "--iterations": iterations,
+        "--warmup": warmup,
+        "--max-ttft-ms": max_ttft_ms,
+        "--screen-rounds": screen_rounds,
+    }
+    check_objective_flags(objective, {**load_flags, **single})
     serving = _serving_load(concurrency, requests, slo) if objective == "goodput" else {}
     _check_inputs(bundle, store, no_store, equivalence, fmt)
     request = TuneRequest(
@@ -186,6 +182,7 @@ def tune_command(  # noqa: PLR0913
         iterations=DEFAULT_ITERATIONS if iterations is None else iterations,
         warmup=DEFAULT_WARMUP if warmup is None else warmup,
         max_rounds=max_rounds,
+        screen_rounds=TuneRequest.screen_rounds if screen_rounds is None else screen_rounds,
         store=store,
         no_store=no_store,
         emit=emit,
@@ -236,7 +233,8 @@ def _report_outcome(outcome, request, metric: str, fmt: str) -> None:
         print()
         print(
             fill(
-                f"{race.rounds} round(s), {race.tokens} tokens, {race.elapsed_s():.0f} s"
+                f"{race.rounds} round(s){f' ({race.screened} short, screening)' if race.screened else ''},"
+                f" {race.tokens} tokens, {race.elapsed_s():.0f} s"
                 f" of {request.budget.describe()} (after {outcome.preparation_s:.0f} s of preparation and checks);"
                 f" stopped: {race.stopped}"
             )

@@ -98,6 +98,7 @@ BOUNDS: dict[str, Bound] = {
     "--min-placement": Bound(0, 1, "0.5", unit="(share of a stage's nodes)"),
     "--max-device-crossings": _count(1024, "1", low=0),
     "--max-rounds": _count(10_000, "30", low=2),
+    "--screen-rounds": _count(1000, "2", low=0),
     "--budget": _seconds("300s"),
     "--budget tokens": _count(10**12, "20000tok"),
     # results, dashboard

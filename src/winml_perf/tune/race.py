@@ -7,7 +7,12 @@ route with the best ratio to config; a route whose 95 % interval of the ratio to
 wholly on the worse side of 1 is dropped (and one whose TTFT interval lies wholly above
 --max-ttft-ms). Config always runs: every ratio is stated against it. The race stops when no route
 but config is left, when one route is left against config and its interval has a side, at
---max-rounds, or before a round the budget cannot pay for.
+--max-rounds (full rounds), or before a round the budget cannot pay for.
+
+With a ``screen`` seam, three or more routes and no --max-ttft-ms, the race opens with
+``screen_rounds`` short rounds (one measured iteration per invocation) and drops the routes
+tune/screen.py shows slower than the screen's leader; the screen is one more look in the
+correction, and its short rounds feed no ratio of the full rounds.
 
 The ratios and intervals come from compare.routes.invocation_ratio (stats.paired_ratio underneath);
 nothing here computes an interval of its own. How a round is measured is the ``measure`` seam:
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import math
 import random
+import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -79,6 +85,8 @@ class RaceSettings:
     max_rounds: int = 30
     max_ttft_ms: float | None = None
     tokens_per_invocation: int = 0  # the plan's tokens in one invocation: the first round's projection
+    screen_rounds: int = 0  # short rounds of every route before the full ones (tune/screen.py); 0: none
+    screen_tokens_per_invocation: int = 0  # the tokens of one short invocation: the screen's projection
 
 
 class Race:
@@ -91,6 +99,7 @@ class Race:
         measure: Measure,
         clock: Callable[[], float] = time.monotonic,
         on_round: Callable[[Race], None] | None = None,
+        screen: Measure | None = None,
     ) -> None:
         assert labels and labels[0] == CONFIG_LABEL, "config runs first in the list and always"
         self.settings = settings
@@ -107,31 +116,90 @@ class Race:
         self.stopped: str | None = None
         self._rng = random.Random(settings.seed)
         self._last_round = (0.0, 0, 0)  # seconds, tokens, routes
-        self._slowest_route_s = 0.0  # the dearest round's seconds per route: what the next may cost
+        self._slowest_route_s = 0.0  # the dearest full round's seconds per route: what the next may cost
+        self._slowest_short_s = 0.0  # the same over the short rounds
+        self._short_scale = 1.0  # a full invocation's tokens over a short one's
+        self.screen = screen  # measures a short round (one iteration per invocation), or None
+        # the screen runs when it has a seam, two or more rounds and three or more routes to compare;
+        # not under --max-ttft-ms (a leader must meet the bound, which short rounds do not judge)
+        self.screens = (
+            screen is not None and settings.screen_rounds >= 2 and len(labels) >= 3 and settings.max_ttft_ms is None
+        )
+        self.screened = 0  # short rounds run so far
+        self.screen_data: dict[str, dict[int, float]] = {label: {} for label in labels}
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> Race:
         while (reason := self.stop_reason()) is None:
             order = self._rng.sample(self.alive, len(self.alive))
+            screening = self.screening_next()
             t0 = self.clock()
-            result = self.measure(self.rounds, order)
+            result = (self.screen if screening and self.screen is not None else self.measure)(self.rounds, order)
             self._last_round = (self.clock() - t0, result.tokens, len(order))
-            self._slowest_route_s = max(self._slowest_route_s, self._last_round[0] / len(order))
+            self._price(screening)
             self.tokens += result.tokens
             for label in order:
                 if label in result.failed:
                     self._drop(label, f"its cell failed in round {self.rounds + 1}: {result.failed[label]}")
                 elif label in result.values:
-                    self.data[label][self.rounds] = result.values[label]
+                    self._keep(label, result.values[label], screening)
             self.rounds += 1
+            self.screened += screening
             if CONFIG_LABEL in self.dropped:
                 self.stopped = "the config route failed: no ratio can be stated"
                 return self
-            self._eliminate()
+            if not screening:
+                self._eliminate()
+            elif self.screened == self.settings.screen_rounds:
+                self._screen_out()
             if self.on_round is not None:
                 self.on_round(self)
         self.stopped = reason
         return self
+
+    def screening_next(self) -> bool:
+        """Whether the next round is a short screening round."""
+        return self.screens and self.screened < self.settings.screen_rounds
+
+    @property
+    def full_rounds(self) -> int:
+        """The rounds of full invocations: what every interval, min_rounds and max_rounds count."""
+        return self.rounds - self.screened
+
+    def _price(self, screening: bool) -> None:
+        seconds, tokens, routes = self._last_round
+        if not screening:
+            self._slowest_route_s = max(self._slowest_route_s, seconds / routes)
+            return
+        self._slowest_short_s = max(self._slowest_short_s, seconds / routes)
+        full, short = self.settings.tokens_per_invocation, tokens / routes
+        self._short_scale = full / short if full > short > 0 else 1.0
+
+    def _route_s(self) -> float:
+        """What the next round may cost per route: the dearest round of its kind so far; for the first
+        full round, the dearest short one scaled by the full invocation's tokens over a short one's
+        (an upper bound while an invocation's time grows with its tokens)."""
+        if self.screening_next():
+            return self._slowest_short_s
+        return self._slowest_route_s if self.full_rounds else self._slowest_short_s * self._short_scale
+
+    def _keep(self, label: str, values: Mapping[str, Sequence[float]], screening: bool) -> None:
+        if not screening:
+            self.data[label][self.rounds] = values
+            return
+        finite = [v for v in values.get(self.settings.objective, ()) if math.isfinite(v)]
+        self.screen_data[label][self.rounds] = statistics.median(finite) if finite else math.nan
+
+    def _screen_out(self) -> None:
+        """After the last short round: drop the routes the screen shows slower than its leader."""
+        from winml_perf.tune.screen import screen_out
+
+        values = {x: [self.screen_data[x][k] for k in sorted(self.screen_data[x])] for x in self.alive}
+        # a route without a positive value in every short round is not compared (and not dropped)
+        values = {x: v for x, v in values.items() if len(v) == self.screened and all(y > 0 for y in v)}
+        outcome = screen_out(values, bigger_is_better(self.settings.objective), sig.ALPHA / self.looks(), CONFIG_LABEL)
+        for label, why in ({} if outcome is None else outcome.dropped).items():
+            self._drop(label, f"{why} (round {self.rounds})")
 
     def elapsed_s(self) -> float:
         return self.clock() - self.started
@@ -141,9 +209,9 @@ class Race:
         others = [x for x in self.alive if x != CONFIG_LABEL]
         if not others:
             return "no route but config is left"
-        if self.rounds >= s.max_rounds:
+        if self.full_rounds >= s.max_rounds:
             return f"--max-rounds {s.max_rounds} reached"
-        if len(others) == 1 and self.rounds >= s.min_rounds:
+        if len(others) == 1 and self.full_rounds >= s.min_rounds:
             level = self.look_confidence()  # this is a look too: the same correction as a drop
             sp = self.speedup(others[0], confidence=level)
             if sp.better or sp.worse:
@@ -152,14 +220,23 @@ class Race:
         n = len(self.alive)
         if s.budget.seconds is not None:
             # priced at the dearest round so far, plus a margin: rounds on a busy machine vary
-            next_s = self._slowest_route_s * n * ROUND_TIME_MARGIN
+            next_s = self._route_s() * n * ROUND_TIME_MARGIN
             if self.elapsed_s() + next_s > s.budget.seconds:
                 return f"the budget ({s.budget.describe()}) cannot pay for another round"
         if s.budget.tokens is not None:
-            next_tokens = tokens / routes * n if routes else s.tokens_per_invocation * n
+            next_tokens = self._next_tokens_per_route(tokens, routes) * n
             if self.tokens + next_tokens > s.budget.tokens:
                 return f"the budget ({s.budget.describe()}) cannot pay for another round"
         return None
+
+    def _next_tokens_per_route(self, tokens: int, routes: int) -> float:
+        """The last round's tokens per route, or the plan's when the next round is of another kind
+        (the first round, or the first full round after the screen)."""
+        if self.screening_next():
+            return tokens / routes if routes else self.settings.screen_tokens_per_invocation
+        if routes and self.full_rounds > 0:
+            return tokens / routes
+        return self.settings.tokens_per_invocation or (tokens / routes if routes else 0)
 
     def time_left_s(self) -> float | None:
         b = self.settings.budget.seconds
@@ -208,7 +285,7 @@ class Race:
         return max(pool, key=lambda x: (_finite(self.speedup(x).estimate), x == CONFIG_LABEL))
 
     def _eliminate(self) -> None:
-        if self.rounds < self.settings.min_rounds:
+        if self.full_rounds < self.settings.min_rounds:
             return
         bound = self.settings.max_ttft_ms
         if bound is not None:
@@ -231,10 +308,10 @@ class Race:
                 )
 
     def looks(self) -> int:
-        """How often the race may look at a route's interval to drop it: after every round from
-        min_rounds to max_rounds."""
+        """How often the race may look at a route's interval to drop it: after every full round from
+        min_rounds to max_rounds, and once after the screen when there is one."""
         s = self.settings
-        return max(1, s.max_rounds - max(s.min_rounds, 1) + 1)
+        return max(1, s.max_rounds - max(s.min_rounds, 1) + 1) + int(self.screens)
 
     def look_confidence(self) -> float:
         """The level of each look's interval: Bonferroni over the race's looks, so that a route no

@@ -5,10 +5,13 @@ record goes to the store as soon as it exists."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from winml_perf.tune.race import RoundResult
+
+#: Measured iterations in one invocation of a screening round (its warmup as the full rounds').
+SCREEN_ITERATIONS = 1
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,16 @@ class RealRounds:
     environment: Mapping[str, Any] | None = None
     store_errors: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
+
+    def short(self) -> RealRounds:
+        """The screen's seam: the same routes, prompt, warmup and store, one measured iteration per
+        invocation (the run ids and store errors go to this object's lists)."""
+        if self.environment is None:
+            from winml_perf.record.environment import collect_environment
+
+            self.environment = collect_environment()
+        shape = replace(self.shape, iterations=SCREEN_ITERATIONS)
+        return replace(self, shape=shape, store_errors=self.store_errors, run_ids=self.run_ids)
 
     def __call__(self, round_index: int, labels: Sequence[str]) -> RoundResult:
         from winml_perf.compare.cells import cell_of_record

@@ -7,7 +7,7 @@ import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +39,7 @@ class TuneRequest:
     warmup: int = 1
     max_rounds: int = 30
     min_rounds: int = 2  # rounds before the first elimination (= max_rounds: every route measured alike)
+    screen_rounds: int = 2  # short rounds of every route before the full ones (tune/screen.py); 0: none
     concurrency: int = 4  # --objective goodput: requests in flight (closed loop)
     requests: int = 16  # --objective goodput: requests each route serves per round
     slo: Slo = Slo(200.0, 50.0)  # --objective goodput: what a request must meet to count
@@ -89,6 +90,7 @@ class TuneOutcome:
             "budget": request.budget.describe(),
             "seed": request.seed,
             "rounds": self.race.rounds,
+            "screening_rounds": self.race.screened,  # of the rounds, the short ones (tune/screen.py)
             "tokens": self.race.tokens,
             "elapsed_s": round(self.race.elapsed_s(), 3),  # the race's own clock (what --budget counts)
             "preparation_s": round(self.preparation_s, 3),
@@ -149,6 +151,8 @@ def progress_line(race) -> str:
     budget = (
         f"{left:.0f} s left" if left is not None else f"{max(race.settings.budget.tokens - race.tokens, 0)} tokens left"
     )
+    if race.screened and not race.full_rounds:
+        return f"tune: round {race.rounds} (short, screening): {len(race.alive)} racing, {len(race.dropped)} dropped, {budget}"
     return (
         f"tune: round {race.rounds}: {len(race.alive)} racing, {len(race.dropped)} dropped, {budget};"
         f" leader {lead} {fixed(sp.estimate, 2)}× config"
@@ -172,6 +176,8 @@ def run_tune(
         from winml_perf.tune.emit import check_emit_dir
 
         check_emit_dir(request.emit)
+    if request.screen_rounds == 1:
+        raise UsageError("--screen-rounds 1: the screen pools its variance over 2 short rounds or more", "pass 0 or 2")
     static = config.static_prompt_length()
     prompt_tokens = request.prompt_tokens or (static[1] if static else 16)
     if static and prompt_tokens != static[1]:
@@ -187,7 +193,7 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
     from winml_perf.tune.candidates import config_assignment, enumerate_candidates
     from winml_perf.tune.prune import PruneSettings, prune
     from winml_perf.tune.race import Race, RaceSettings
-    from winml_perf.tune.rounds import RealRounds, Shape
+    from winml_perf.tune.rounds import SCREEN_ITERATIONS, RealRounds, Shape
 
     eps = _eps(request)
     candidates = enumerate_candidates(config_assignment(request.bundle), eps, _options(request), request.stages)
@@ -243,9 +249,12 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
             max_rounds=request.max_rounds,
             max_ttft_ms=request.max_ttft_ms,
             tokens_per_invocation=tokens_per_invocation,
+            screen_rounds=request.screen_rounds,
+            screen_tokens_per_invocation=replace(shape, iterations=SCREEN_ITERATIONS).tokens_per_invocation,
         ),
         measure,
         on_round=lambda r: say(progress_line(r)),
+        screen=_screen(request, measure, say),
     )
     # the budget counts from here: preparing the routes and judging their equivalence is paid once,
     # before the race, and printed above; the budget buys paired measurements
@@ -269,11 +278,21 @@ def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> Tun
     return _conclude(request, outcome, equivalence, specs)
 
 
+def _screen(request: TuneRequest, measure: Any, say: Callable[[str], None]) -> Any:
+    """The seam of the race's short screening rounds (tune/screen.py), or None: it needs a seam that
+    can measure a short round (the real single-stream rounds, or a test's seam offering short());
+    a serving round has no iterations to shorten; under --max-ttft-ms short rounds do not judge the bound."""
+    if not request.screen_rounds or request.serving or not hasattr(measure, "short"):
+        return None
+    if request.max_ttft_ms is not None:
+        say("tune: no screening rounds under --max-ttft-ms (short rounds do not judge the bound); full rounds only")
+        return None
+    return measure.short()
+
+
 def with_shown_routes(rows: list, specs: Mapping[str, Any]) -> list:
     """Standings with each route as every listing shows it (model/route.shown_label: ``(compiled)``,
     ``(emulated)``), so a compiled and an uncompiled candidate never share a label (issue 35)."""
-    from dataclasses import replace
-
     from winml_perf.model.route import shown_label
 
     shown = {label: shown_label(spec.recorded_route) for label, spec in specs.items()}

@@ -121,8 +121,8 @@ def _verdict(
             f"no verdict: config, the reference of every ratio, failed ({race.dropped[CONFIG_LABEL]})",
         )
     others = [x for x in race.alive if x != CONFIG_LABEL]
-    if others and race.rounds < 2:  # no route has an interval against config: nothing was decided by measuring
-        measured = "no round ran" if not race.rounds else "1 round ran; an interval needs 2 paired invocations"
+    if others and race.full_rounds < 2:  # no route has an interval against config: nothing was decided by measuring
+        measured = "no round ran" if not race.rounds else f"{_rounds_ran(race)}; an interval needs 2 paired invocations"
         return (
             NO_VERDICT,
             CONFIG_LABEL,
@@ -147,6 +147,11 @@ def _verdict(
         )
     eq = equivalence.get(lead) or "equivalence not judged"
     return WINNER, lead, f"{_winner_text(lead, sp, objective_word, load_label)}, {eq}"
+
+
+def _rounds_ran(race: Race) -> str:
+    full = "1 round ran" if race.full_rounds == 1 else f"{race.full_rounds} full rounds ran"
+    return full if not race.screened else f"{race.screened} short screening rounds and {full}"
 
 
 def _finite(x: float) -> float:
