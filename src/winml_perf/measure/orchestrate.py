@@ -178,24 +178,40 @@ def _emulated(route_eps) -> tuple[str, ...]:
     return tuple(e for e in emulated_eps() if e in wanted)
 
 
-def prepare_routes(req: PerfRequest, config=None) -> list[RouteSpec]:
-    """Every route of ``req`` resolved once (ep/resolved.py), then prepared; ``config``: the bundle's
-    parsed genai config when the caller has it (else it is read here, once)."""
+@dataclass(frozen=True)
+class ResolvedRequest:
+    """A run's routes, each resolved once (ep/resolved.py), with the plugin EPs registered for them."""
+
+    routes: tuple[ResolvedRoute, ...]
+    plugin_specs: tuple[str, ...] = ()
+    plugin_ms: float = 0.0
+
+
+def resolve_request(req: PerfRequest) -> ResolvedRequest:
+    """Register ``--ep-library`` plugins, then resolve every route of ``req`` once (exit 2 for two that
+    are one route, an EP that is not here, options that do not fit)."""
     from winml_perf.ep.plugins import register_plugin_eps
     from winml_perf.ep.resolved import resolve_routes
 
     t0 = time.perf_counter()
     registrations = register_plugin_eps(list(req.ep_libraries))
     plugin_ms = round((time.perf_counter() - t0) * 1000.0, 3)
-    specs = _plugin_specs(registrations)
-    resolved = resolve_routes(req.routes, req.runtime, req.ep_options, req.compile)
+    routes = resolve_routes(req.routes, req.runtime, req.ep_options, req.compile)
+    return ResolvedRequest(routes, _plugin_specs(registrations), plugin_ms)
+
+
+def prepare_routes(req: PerfRequest, config=None, resolved: ResolvedRequest | None = None) -> list[RouteSpec]:
+    """Every route of ``req`` prepared from its resolved value (``resolved``, else resolved here);
+    ``config``: the bundle's parsed genai config when the caller has it (else it is read here, once)."""
+    resolved = resolved if resolved is not None else resolve_request(req)
+    specs, plugin_ms = resolved.plugin_specs, resolved.plugin_ms
     if not runtime_named(req.runtime).token_based:
-        return measured_once([_onnx_route(req, r, specs, plugin_ms) for r in resolved])
+        return measured_once([_onnx_route(req, r, specs, plugin_ms) for r in resolved.routes])
     if config is None:
         from winml_perf.bundle.config import load_config
 
         config = load_config(req.path)
-    return measured_once([_genai_route(req, r, specs, plugin_ms, config) for r in resolved])
+    return measured_once([_genai_route(req, r, specs, plugin_ms, config) for r in resolved.routes])
 
 
 def measured_once(routes: list[RouteSpec]) -> list[RouteSpec]:
@@ -260,30 +276,34 @@ def run_benchmark(
         config = load_config(req.path)  # parsed once for the run; the routes are prepared from it
         req = at_static_prompt(config, req)  # bundle errors (exit 2) before anything else happens
     validate_request(req, (DEFAULT_PROMPT_TOKENS,))  # flag values the bundle or machine cannot take: exit 2 now
-    source = derived_from(req)
+    _require_modules(req)
+    resolved = resolve_request(req)  # every route resolved once, before anything is prepared
+    source = derived_from(req, resolved.routes)
     with cache.holding(source) if source is not None else contextlib.nullcontext():  # no `bundle clean` under the run
-        return _prepare_and_measure(req, argv, on_cell, config)
+        return _prepare_and_measure(req, argv, on_cell, config, resolved)
 
 
-def derived_from(req: PerfRequest) -> Path | None:
+def derived_from(req: PerfRequest, routes: Sequence[ResolvedRoute]) -> Path | None:
     """The folder whose artifact cache some route of ``req`` loads from (a forced genai route, a
     prepared ONNX model); None when every route loads the source itself."""
     if runtime_named(req.runtime).token_based:
-        forced = any(rr.forced for rr in req.routes)
-        return Path(req.path) if forced else None
+        return Path(req.path) if any(r.forced for r in routes) else None
     return Path(req.path).resolve().parent if req.prepare_model else None
 
 
 def _prepare_and_measure(
-    req: PerfRequest, argv: Sequence[str] | None, on_cell: Callable[[Any], None] | None, config=None
+    req: PerfRequest,
+    argv: Sequence[str] | None,
+    on_cell: Callable[[Any], None] | None,
+    config,
+    resolved: ResolvedRequest,
 ) -> BenchmarkOutcome:
     from winml_perf.measure.progress import make_progress
     from winml_perf.measure.sweep import SweepInterrupted, run_sweep
     from winml_perf.results.location import unstored_path
     from winml_perf.results.locking import StoreLockTimeout
 
-    _require_modules(req)
-    routes = prepare_routes(req, config)
+    routes = prepare_routes(req, config, resolved)
     routes = _judged(req, routes)
     cells = _cells(req, routes)
     store = None
