@@ -1,5 +1,5 @@
 """One route, resolved once: what ``--ep/--device/--stages`` or one ``--route`` spec asks, settled on this
-machine into a frozen ResolvedRoute that preparing, the session and the record read instead of resolving again.
+machine into a frozen ResolvedRoute that preparing and the record's route.target read instead of resolving again.
 
 ``resolve_route`` is the only place a perf route's request becomes a target: the EP name is normalised
 there (once), ``--ep-option`` is merged with the route's own options there (``route_options``, the one
