@@ -12,6 +12,7 @@ from winml_perf.bundle.epcontext import compat
 from winml_perf.bundle.onnx_prepare import prepare_onnx
 from winml_perf.ep.devices import Target
 from winml_perf.ep.effective import plain_provider_options
+from winml_perf.ep.resolved import resolve_route
 from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, _onnx_route
 from winml_perf.session.onnx_session import OnnxSession
 from winml_perf.support.errors import BundleError
@@ -35,7 +36,8 @@ def test_the_plain_route_records_its_placement_and_options_and_is_strict_checked
     """Plain models had no placement (so no fallback warning and --strict did nothing) and no options decision."""
     model = models.mlp(tmp_path / "mlp.onnx")
     request = RouteRequest(ep="cpu")
-    spec = _onnx_route(PerfRequest(path=model, routes=(request,), runtime="winml", strict=True), request, (), 0.0)
+    req = PerfRequest(path=model, routes=(request,), runtime="winml", strict=True)
+    spec = _onnx_route(req, resolve_route(request, req.runtime, req.ep_options), (), 0.0)
     (stage,) = spec.route.stages
     assert stage.forced and stage.placement is not None and stage.placement.nodes_per_ep == {CPU: 3}
     assert spec.route.target["options"]["ep"] == CPU and spec.route.target["ep_options"] == {}

@@ -13,7 +13,8 @@ from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
 from winml_perf.bundle.routing import plan_assignment
 from winml_perf.ep import table as eps
-from winml_perf.measure.orchestrate import parse_route, per_stage_options
+from winml_perf.ep.resolved import per_stage_options
+from winml_perf.measure.orchestrate import parse_route
 from winml_perf.support.errors import UsageError
 
 QNN, WEBGPU, CPU = "QNNExecutionProvider", "WebGpuExecutionProvider", "CPUExecutionProvider"

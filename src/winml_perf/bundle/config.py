@@ -185,10 +185,33 @@ class GenaiConfig:
         return parse_config(self.bundle, raw, check_files=False)
 
 
+#: (bundle as given, its real path) -> (the genai_config.json bytes parsed, the config they gave).
+_PARSED: dict[tuple[Path, Path], tuple[bytes, GenaiConfig]] = {}
+_PARSED_MAX = 64
+
+
 def load_config(bundle: Path) -> GenaiConfig:
-    """Load and validate a bundle's config, including that every stage's model file is there."""
+    """Load and validate a bundle's config, including that every stage's model file is there.
+
+    A bundle whose genai_config.json holds the same bytes as when this process last parsed it is not
+    parsed again (one run reads a bundle's config from several rooms); its stage files are checked anew."""
     bundle = Path(bundle)
-    return parse_config(bundle, load_config_dict(bundle), check_files=True)
+    try:
+        text = (bundle / CONFIG_NAME).read_bytes()
+    except OSError:
+        text = None  # load_config_dict says what is wrong
+    key = (bundle, bundle.resolve())
+    hit = _PARSED.get(key)
+    if text is not None and hit is not None and hit[0] == text:
+        for stage in hit[1].stages:
+            _check_file(bundle, bundle / CONFIG_NAME, stage)
+        return hit[1]
+    config = parse_config(bundle, load_config_dict(bundle), check_files=True)
+    if text is not None:
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = (text, config)
+    return config
 
 
 def parse_config(bundle: Path, data: dict, check_files: bool = True) -> GenaiConfig:

@@ -394,12 +394,13 @@ def placement_key(derive_key: str, identity: Mapping) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def derived_placement(folder: Path, derive_key: str) -> RoutePlacement:
+def derived_placement(folder: Path, derive_key: str, config: GenaiConfig | None = None) -> RoutePlacement:
     """Placement of every stage of the derived bundle ``folder``: from its placement.json when that
-    was made under the same key, else measured and saved (unless an EP was unavailable here)."""
+    was made under the same key, else measured and saved (unless an EP was unavailable here).
+    ``config``: the folder's config, when the caller read it already."""
     t0 = time.perf_counter()
     folder = Path(folder)
-    config = load_config(folder)
+    config = config if config is not None else load_config(folder)
     needed = [stage_ep(s)[0] for s in config.stages]
     key = placement_key(derive_key, ep_identity(needed))
     cached, problem = json_shapes.read_json(folder / PLACEMENT_FILE, PLACEMENT_SHAPE, sealed=True)

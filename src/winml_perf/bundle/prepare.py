@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.bundle import cache
-from winml_perf.bundle.config import load_config
+from winml_perf.bundle.config import GenaiConfig, load_config
 from winml_perf.bundle.derive import derive_bundle
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.placement import RoutePlacement, derived_placement
@@ -42,11 +42,13 @@ def plan_for(
     stages: list[str] | None = None,
     ep_options: dict | None = None,
     per_stage: PerStage | None = None,
+    config: GenaiConfig | None = None,
 ) -> RoutePlan:
-    """Load and validate the bundle's config, then plan the route (no writes, no EP checks); the forced
-    EP's options are decided by ep/effective.py against the installed EP version and its names here.
-    ``per_stage`` plans a per-stage route instead (``target`` and ``stages`` then unused)."""
-    config = load_config(Path(bundle))
+    """Load and validate the bundle's config (unless the caller parsed it: ``config``), then plan the
+    route (no writes, no EP checks); the forced EP's options are decided by ep/effective.py against the
+    installed EP version and its names here. ``per_stage`` plans a per-stage route instead (``target``
+    and ``stages`` then unused)."""
+    config = config if config is not None else load_config(Path(bundle))
     if per_stage is not None:
         return plan_assignment(config, per_stage.label, per_stage.targets, per_stage.ep_options, effective_options)
     return plan_route(config, target, stages, ep_options, effective_options)
@@ -75,6 +77,7 @@ def prepare_route(  # noqa: PLR0913
     runner=None,
     no_recompile: bool = False,
     per_stage: PerStage | None = None,
+    config: GenaiConfig | None = None,
 ) -> Route:
     """The route for ``target`` (a devices.Target), ready to load from ``Route.path``; see the module doc.
 
@@ -84,10 +87,11 @@ def prepare_route(  # noqa: PLR0913
     (device_free.runner: with no device, and then no placement sessions either: the compile's node
     placement is in prepared.json); ``no_recompile`` refuses to compile (bundle/epcontext/travel.py).
     ``per_stage``: a route that puts each of its stages on its own EP (routing.plan_assignment).
+    ``config``: the bundle's config, when the caller parsed it already (`winml perf` does, once a run).
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
-    plan = plan_for(bundle, target, stages, ep_options, per_stage)
+    plan = plan_for(bundle, target, stages, ep_options, per_stage, config)
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
     label = label or plan.requested
@@ -118,15 +122,17 @@ def prepare_route(  # noqa: PLR0913
             runner=runner,
             no_recompile=no_recompile,
         )
+        derived = None  # the derived bundle's config, read once for its placement and compile verdicts
         if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
             placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
         else:
-            placed = derived_placement(result.path, result.key)  # placement.json: a cache hit costs a file read
+            derived = load_config(result.path)
+            placed = derived_placement(result.path, result.key, derived)  # placement.json: a hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
     if result.cache == "hit" and getattr(runner, "checks_on_device", True):  # device-free: no session here
-        outcomes = _reuse_verdicts(result.path, outcomes)
+        outcomes = _reuse_verdicts(result.path, outcomes, derived)
     else:  # just compiled (its verdict from the compile child), or device-free (none): how each was made
-        outcomes = _with_provenance(result.path, outcomes)
+        outcomes = _with_provenance(result.path, outcomes, derived)
     compiled = any(o.status == "compiled" for o in outcomes)
     warnings = () if compiled else plan.warnings  # a route that compiles its stages changes what runs
     return Route(
@@ -159,14 +165,16 @@ def _decided(plan: RoutePlan) -> dict | None:
     return None
 
 
-def _reuse_verdicts(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple[CompileOutcome, ...]:
+def _reuse_verdicts(
+    folder: Path, outcomes: tuple[CompileOutcome, ...], config: GenaiConfig | None = None
+) -> tuple[CompileOutcome, ...]:
     """On a hit, each compiled stage's verdict as this reuse found it (onnxruntime, or the kept session verdict);
     a stage prepared device-free also says how it was made and whether this run matches ("prepared")."""
     from dataclasses import replace
 
     from winml_perf.bundle.epcontext import compat, device_free
 
-    config = load_config(folder)
+    config = config if config is not None else load_config(folder)
     made = device_free.read_prepared(folder)
     out = []
     for o in outcomes:
@@ -181,7 +189,9 @@ def _reuse_verdicts(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple
     return tuple(out)
 
 
-def _with_provenance(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tuple[CompileOutcome, ...]:
+def _with_provenance(
+    folder: Path, outcomes: tuple[CompileOutcome, ...], config: GenaiConfig | None = None
+) -> tuple[CompileOutcome, ...]:
     """Each compiled stage's verdict as it stands (None: not checked, device-free) with how it was made ("prepared")."""
     from dataclasses import replace
 
@@ -190,7 +200,7 @@ def _with_provenance(folder: Path, outcomes: tuple[CompileOutcome, ...]) -> tupl
     made = device_free.read_prepared(folder)
     if not any(o.status == "compiled" and o.compiled_output in made for o in outcomes):
         return outcomes
-    config = load_config(folder)
+    config = config if config is not None else load_config(folder)
     out = []
     for o in outcomes:
         if o.status != "compiled" or o.compiled_output not in made:

@@ -70,7 +70,7 @@ class EPDevice:
         """Device classes this EP device can be picked for by ``--device`` (an emulator serves none)."""
         if self.emulated:
             return ()
-        if is_known_ep(self.ep_name) and self.device_type not in EPS[normalize_ep_name(self.ep_name)].devices:
+        if is_known_ep(self.ep_name) and self.device_type not in EPS[_canonical_or_own(self.ep_name)].devices:
             return ()
         return (self.device_type,) if self.device_type in DEVICE_CLASSES else ()
 
@@ -220,6 +220,13 @@ def _check_device_word(device: str | None, allowed: Sequence[str], flag: str = "
     return word
 
 
+def _canonical_or_own(ep: str) -> str:
+    """A known EP's canonical name (no lookup when ``ep`` is one already); an unknown one as written."""
+    if ep in EPS or not is_known_ep(ep):
+        return ep
+    return normalize_ep_name(ep)
+
+
 def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[EPDevice] | None = None) -> str:
     """'auto'/None or a concrete class -> the concrete device class to use on this machine.
 
@@ -229,7 +236,7 @@ def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[
     word = _check_device_word(device or "auto", ("cpu", "gpu", "npu", "auto"))
     devs = _devices_or_list(devices)
     if ep is not None:
-        return _resolve_device_for_ep(word, normalize_ep_name(ep) if is_known_ep(ep) else ep, devs)
+        return _resolve_device_for_ep(word, _canonical_or_own(ep), devs)
     if word == "auto":
         for cls in DEVICE_CLASSES:
             if _eps_serving(cls, devs):
@@ -346,7 +353,12 @@ def default_device(runtime: str | Runtime) -> str:
 
 
 def resolve_target(
-    ep: str | None, device: str | None, runtime: str | Runtime, devices: Sequence[EPDevice] | None = None
+    ep: str | None,
+    device: str | None,
+    runtime: str | Runtime,
+    devices: Sequence[EPDevice] | None = None,
+    *,
+    canonical: str | None = None,
 ) -> Target:
     """`--ep` > concrete `--device` > config.
 
@@ -357,6 +369,8 @@ def resolve_target(
     * ``--device config`` (the default for runtime winml-genai): the bundle's own routing.
       With runtime winml (plain ONNX models, no genai_config.json) it is a UsageError; that
       runtime defaults to ``auto``.
+
+    ``canonical``: ``ep`` already normalised by the caller (ep/resolved.py), so it is not normalised twice.
     """
     runtime = runtime_named(runtime)
     word = _check_device_word(device, DEVICE_CHOICES) if device is not None else default_device(runtime)
@@ -366,7 +380,7 @@ def resolve_target(
             remedy="use --device cpu|gpu|npu|auto or --ep NAME with --runtime winml, or --runtime winml-genai",
         )
     if ep is not None:
-        canonical = normalize_ep_name(ep)
+        canonical = canonical or normalize_ep_name(ep)
         devs = _devices_or_list(devices)
         concrete = word if word in ("cpu", "gpu", "npu") else "auto"
         cls = resolve_device(concrete, ep=canonical, devices=devs)

@@ -122,7 +122,7 @@ def plain_provider_options(target, asked: Mapping[str, str] | None) -> tuple[Eff
 def device_from_options(ep: str, device: str | None, asked: Mapping[str, str] | None) -> str | None:
     """The ``--device`` word to resolve when ``asked`` pins ``device_type`` to one class (``CPU``,
     ``GPU``, ``NPU``) for an EP (any spelling) that takes it; UsageError when ``--device`` names another."""
-    info = EPS.get(normalize_ep_name(ep)) if is_known_ep(ep) else None
+    info = EPS.get(ep) or (EPS.get(normalize_ep_name(ep)) if is_known_ep(ep) else None)
     pinned = str((asked or {}).get(DEVICE_TYPE, "")).upper()
     if info is None or not info.device_type_option or pinned not in CONCRETE_DEVICE_TYPES:
         return device

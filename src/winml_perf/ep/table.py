@@ -498,7 +498,7 @@ def is_known_ep(spelling: str) -> bool:
 
 
 def ep_info(spelling: str) -> EPInfo:
-    return EPS[normalize_ep_name(spelling)]
+    return EPS.get(spelling) or EPS[normalize_ep_name(spelling)]
 
 
 def ep_alias(canonical: str) -> str:

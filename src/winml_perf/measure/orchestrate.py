@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle import cache
 from winml_perf.measure.route_request import RouteRequest as RouteRequest
@@ -23,6 +23,9 @@ from winml_perf.model.runtime import GENAI, ONNX, runtime_named
 from winml_perf.model.spec import IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.support.errors import StoreError, UsageError
 from winml_perf.support.text_table import say
+
+if TYPE_CHECKING:
+    from winml_perf.ep.resolved import ResolvedRoute
 
 DEFAULT_PROMPT_TOKENS = DEFAULTS.prompt_tokens
 
@@ -70,138 +73,59 @@ def _plugin_specs(registrations) -> tuple[str, ...]:
     return tuple(f"{r.ep_name}={r.library_path}" for r in registrations)
 
 
-def _genai_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
-    from winml_perf.bundle.prepare import prepare_route
-    from winml_perf.ep.devices import resolve_target
-    from winml_perf.ep.effective import device_from_options
-
-    if rr.assign:
-        return _per_stage_route(req, rr, plugin_specs, plugin_ms)
-    forced = rr.ep is not None or rr.device not in (None, "config")
-    options = {**dict(req.ep_options), **dict(rr.options)} if forced else dict(rr.options or req.ep_options)
-    device = device_from_options(rr.ep, rr.device, options) if rr.ep else rr.device  # device_type=CPU pins cpu
-    target = resolve_target(rr.ep, device, req.runtime)
-    if rr.stages and target.kind == "config":
-        raise UsageError("--stages needs a forced route", "add --ep NAME or --device CLASS")
-    route = prepare_route(
-        req.path,
-        target,
-        list(rr.stages) or None,
-        compile=req.compile,
-        verify_sources=req.verify_sources,
-        compile_timeout_s=req.compile_timeout_s,
-        label=rr.label,
-        ep_options=options,
-        no_recompile=req.no_recompile,
-    )
-    if req.compile:
-        from winml_perf.bundle.epcontext.gate import settle_compile
-
-        route = settle_compile(route, req.allow_uncompiled)
-    if req.strict:
-        from winml_perf.bundle.placement import enforce_strict
-
-        enforce_strict(route)
-    route = replace(
-        route,
-        target={**target.to_dict(), "ep_options": options, **(route.target or {})},  # + the decided options
-        plugin_registration_ms=plugin_ms,
-        emulated=_emulated(s.ep_after for s in route.stages),
-    )
-    return RouteSpec.from_route(route, str(req.path), GENAI.name, plugin_specs)
-
-
-def per_stage_options(
-    rr: RouteRequest, ep_options: Sequence[tuple[str, str]], route_eps: set[str]
-) -> dict[str, dict[str, str]]:
-    """A per-stage route's options by canonical EP: ``EP:KEY=VALUE`` from ``--ep-option`` (those of
-    the route's EPs, ``route_eps``) under the route's own. An option without ``EP:`` cannot say which
-    EP it is for: exit 2."""
-    from winml_perf.ep.table import is_known_ep, normalize_ep_name, valid_names_text
-
-    out: dict[str, dict[str, str]] = {}
-    for where, pairs in (("--ep-option", ep_options), (f"--route {rr.label!r}", rr.options)):
-        for key, value in pairs:
-            ep, sep, name = key.partition(":")
-            if not sep or not name:
-                raise UsageError(
-                    f"{where} {key}={value}: route {rr.label} is a per-stage route, so an option must say its EP",
-                    f"write it EP:KEY=VALUE, e.g. qnn:{key}={value}",
-                )
-            if not is_known_ep(ep):
-                raise UsageError(f"{where} {key}={value}: {ep!r} is not a known EP", f"use one of {valid_names_text()}")
-            if where != "--ep-option" or normalize_ep_name(ep) in route_eps:
-                out.setdefault(normalize_ep_name(ep), {})[name] = value
-    return out
-
-
-def per_stage_targets(rr: RouteRequest, runtime: str) -> dict[str, Any]:
-    """Stage -> its devices.Target; an EP name that is not one exits 2 naming the route."""
-    from winml_perf.ep.devices import resolve_target
-    from winml_perf.ep.table import is_known_ep, valid_names_text
-
-    for stage, ep in rr.assign:
-        if not is_known_ep(ep):
-            raise UsageError(
-                f"--route {rr.label!r}: {ep!r} (stage {stage}) is not a known execution provider",
-                f"use one of {valid_names_text()}",
-            )
-    return {stage: resolve_target(ep, None, runtime) for stage, ep in rr.assign}
-
-
-def _per_stage_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
-    """A route that puts each of its stages on its own EP (``stages=context:qnn,iterator:cpu``)."""
+def _genai_route(
+    req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str, ...], plugin_ms: float, config=None
+) -> RouteSpec:
+    """A bundle's route, prepared from its resolved value (``config``: the bundle's, parsed once per run)."""
     from winml_perf.bundle.prepare import PerStage, prepare_route
-    from winml_perf.ep.table import ep_alias
 
-    targets = per_stage_targets(rr, req.runtime)
-    options = per_stage_options(rr, req.ep_options, {t.ep for t in targets.values() if t.ep})
-    route = prepare_route(
+    per_stage = PerStage(route.label, route.targets(), route.per_ep_options()) if route.per_stage else None
+    prepared = prepare_route(
         req.path,
-        None,
+        route.target,
+        list(route.stages) or None,
         compile=req.compile,
         verify_sources=req.verify_sources,
         compile_timeout_s=req.compile_timeout_s,
-        label=rr.label,
+        label=route.label,
+        ep_options=None if route.per_stage else route.options_dict(),
         no_recompile=req.no_recompile,
-        per_stage=PerStage(rr.label, targets, options),
+        per_stage=per_stage,
+        config=config,
     )
     if req.compile:
         from winml_perf.bundle.epcontext.gate import settle_compile
 
-        route = settle_compile(route, req.allow_uncompiled)
+        prepared = settle_compile(prepared, req.allow_uncompiled)
     if req.strict:
         from winml_perf.bundle.placement import enforce_strict
 
-        enforce_strict(route)
-    target = {
-        "kind": "stages",
-        "label": rr.label,
-        "stages": {stage: t.ep for stage, t in targets.items()},
-        "ep_options": {ep_alias(ep): o for ep, o in options.items()},
-    }
-    route = replace(
-        route,
-        target={**target, **(route.target or {})},
+        enforce_strict(prepared)
+    prepared = replace(
+        prepared,
+        target={**route.target_dict(), **(prepared.target or {})},  # + the decided options
         plugin_registration_ms=plugin_ms,
-        emulated=_emulated(s.ep_after for s in route.stages),
+        emulated=_emulated(s.ep_after for s in prepared.stages),
     )
-    return RouteSpec.from_route(route, str(req.path), GENAI.name, plugin_specs)
+    return RouteSpec.from_route(prepared, str(req.path), GENAI.name, plugin_specs)
 
 
-def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
+def _onnx_route(req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
     from winml_perf.bundle.onnx_placement import model_placement
     from winml_perf.bundle.onnx_prepare import prepare_onnx
-    from winml_perf.ep.devices import resolve_target
     from winml_perf.ep.effective import plain_provider_options
     from winml_perf.model.spec import SessionSpec
     from winml_perf.session.onnx_session import preflight
 
-    if rr.stages or rr.assign:
-        raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
-    target = resolve_target(rr.ep, rr.device, ONNX)
-    decided, provider_options = plain_provider_options(target, {**dict(req.ep_options), **dict(rr.options)})
-    options = {**req.onnx_options, "ep": rr.ep, "device": rr.device, "provider_options": provider_options}
+    target = route.target
+    assert target is not None and target.ep is not None  # runtime winml has no config route nor per-stage one
+    decided, provider_options = plain_provider_options(target, route.options_dict())
+    options = {
+        **req.onnx_options,
+        "ep": target.requested_ep,
+        "device": target.requested_device,
+        "provider_options": provider_options,
+    }
     preflight(req.path, options)
     path, prepared, prepare_ms = req.path, None, None
     if req.prepare_model:
@@ -216,7 +140,6 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
         )
         options |= prepared.session_options()
         path, prepare_ms = prepared.path, prepared.prepare_ms
-    assert target.ep is not None  # runtime winml refuses --device config, so its target names an EP
     placement = model_placement(
         req.path,
         target.ep,
@@ -225,9 +148,9 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
         options.get("graph_optimization_level"),
     )
     stage = StageRoute("model", (req.path.name,), None, target.ep, forced=True, placement=placement)
-    route = Route(
-        rr.label,
-        rr.label,
+    recorded = Route(
+        route.label,
+        route.label,
         target.label,
         (stage,),
         MODEL,
@@ -239,34 +162,10 @@ def _onnx_route(req: PerfRequest, rr: RouteRequest, plugin_specs: tuple[str, ...
     if req.strict:
         from winml_perf.bundle.placement import enforce_strict
 
-        enforce_strict(route)
+        enforce_strict(recorded)
     return RouteSpec(
-        rr.label, SessionSpec(ONNX.name, str(path), plugin_specs, options), route, str(req.path), prepare_ms, None
+        route.label, SessionSpec(ONNX.name, str(path), plugin_specs, options), recorded, str(req.path), prepare_ms, None
     )
-
-
-def _refuse_duplicate_routes(req: PerfRequest) -> None:
-    """Two --route values that resolve to the same placement (ep=cpu and ep=CPU) measure one route twice."""
-    from winml_perf.ep.devices import resolve_target
-
-    seen: dict[tuple, RouteRequest] = {}
-    for rr in req.routes:
-        if rr.assign:
-            ran = tuple(sorted((stage, t.ep or "") for stage, t in per_stage_targets(rr, req.runtime).items()))
-            key: tuple = ("stages", ran, tuple(sorted(rr.options)))
-        else:
-            target = resolve_target(rr.ep, rr.device, req.runtime)
-            key = (
-                ("config",)
-                if target.kind == "config"
-                else (target.ep, target.device, tuple(sorted(rr.stages)), tuple(sorted(rr.options)))
-            )
-        if key in seen:
-            raise UsageError(
-                f"--route {seen[key].label} and --route {rr.label} are the same route",
-                "list each route once",
-            )
-        seen[key] = rr
 
 
 def _emulated(route_eps) -> tuple[str, ...]:
@@ -280,16 +179,40 @@ def _emulated(route_eps) -> tuple[str, ...]:
     return tuple(e for e in emulated_eps() if e in wanted)
 
 
-def prepare_routes(req: PerfRequest) -> list[RouteSpec]:
+@dataclass(frozen=True)
+class ResolvedRequest:
+    """A run's routes, each resolved once (ep/resolved.py), with the plugin EPs registered for them."""
+
+    routes: tuple[ResolvedRoute, ...]
+    plugin_specs: tuple[str, ...] = ()
+    plugin_ms: float = 0.0
+
+
+def resolve_request(req: PerfRequest) -> ResolvedRequest:
+    """Register ``--ep-library`` plugins, then resolve every route of ``req`` once (exit 2 for two that
+    are one route, an EP that is not here, options that do not fit)."""
     from winml_perf.ep.plugins import register_plugin_eps
+    from winml_perf.ep.resolved import resolve_routes
 
     t0 = time.perf_counter()
     registrations = register_plugin_eps(list(req.ep_libraries))
     plugin_ms = round((time.perf_counter() - t0) * 1000.0, 3)
-    specs = _plugin_specs(registrations)
-    _refuse_duplicate_routes(req)
-    build = _genai_route if runtime_named(req.runtime).token_based else _onnx_route
-    return measured_once([build(req, rr, specs, plugin_ms) for rr in req.routes])
+    routes = resolve_routes(req.routes, req.runtime, req.ep_options, req.compile)
+    return ResolvedRequest(routes, _plugin_specs(registrations), plugin_ms)
+
+
+def prepare_routes(req: PerfRequest, config=None, resolved: ResolvedRequest | None = None) -> list[RouteSpec]:
+    """Every route of ``req`` prepared from its resolved value (``resolved``, else resolved here);
+    ``config``: the bundle's parsed genai config when the caller has it (else it is read here, once)."""
+    resolved = resolved if resolved is not None else resolve_request(req)
+    specs, plugin_ms = resolved.plugin_specs, resolved.plugin_ms
+    if not runtime_named(req.runtime).token_based:
+        return measured_once([_onnx_route(req, r, specs, plugin_ms) for r in resolved.routes])
+    if config is None:
+        from winml_perf.bundle.config import load_config
+
+        config = load_config(req.path)
+    return measured_once([_genai_route(req, r, specs, plugin_ms, config) for r in resolved.routes])
 
 
 def measured_once(routes: list[RouteSpec]) -> list[RouteSpec]:
@@ -347,35 +270,41 @@ def run_benchmark(
     error is kept in the outcome and the caller reports it once the run record is safe elsewhere.
     While a route measures from a derived folder the cache root is held (shared): `bundle clean`
     waits for the run instead of removing the folder under it."""
+    config = None
     if runtime_named(req.runtime).token_based:
         from winml_perf.bundle.config import load_config
 
-        req = at_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else happens
+        config = load_config(req.path)  # parsed once for the run; the routes are prepared from it
+        req = at_static_prompt(config, req)  # bundle errors (exit 2) before anything else happens
     validate_request(req, (DEFAULT_PROMPT_TOKENS,))  # flag values the bundle or machine cannot take: exit 2 now
-    source = derived_from(req)
+    _require_modules(req)
+    resolved = resolve_request(req)  # every route resolved once, before anything is prepared
+    source = derived_from(req, resolved.routes)
     with cache.holding(source) if source is not None else contextlib.nullcontext():  # no `bundle clean` under the run
-        return _prepare_and_measure(req, argv, on_cell)
+        return _prepare_and_measure(req, argv, on_cell, config, resolved)
 
 
-def derived_from(req: PerfRequest) -> Path | None:
+def derived_from(req: PerfRequest, routes: Sequence[ResolvedRoute]) -> Path | None:
     """The folder whose artifact cache some route of ``req`` loads from (a forced genai route, a
     prepared ONNX model); None when every route loads the source itself."""
     if runtime_named(req.runtime).token_based:
-        forced = any(rr.forced for rr in req.routes)
-        return Path(req.path) if forced else None
+        return Path(req.path) if any(r.forced for r in routes) else None
     return Path(req.path).resolve().parent if req.prepare_model else None
 
 
 def _prepare_and_measure(
-    req: PerfRequest, argv: Sequence[str] | None, on_cell: Callable[[Any], None] | None
+    req: PerfRequest,
+    argv: Sequence[str] | None,
+    on_cell: Callable[[Any], None] | None,
+    config,
+    resolved: ResolvedRequest,
 ) -> BenchmarkOutcome:
     from winml_perf.measure.progress import make_progress
     from winml_perf.measure.sweep import SweepInterrupted, run_sweep
     from winml_perf.results.location import unstored_path
     from winml_perf.results.locking import StoreLockTimeout
 
-    _require_modules(req)
-    routes = prepare_routes(req)
+    routes = prepare_routes(req, config, resolved)
     routes = _judged(req, routes)
     cells = _cells(req, routes)
     store = None

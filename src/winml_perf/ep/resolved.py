@@ -1,0 +1,222 @@
+"""One route, resolved once: what ``--ep/--device/--stages`` or one ``--route`` spec asks, settled on this
+machine into a frozen ResolvedRoute that preparing and the record's route.target read instead of resolving again.
+
+``resolve_route`` is the only place a perf route's request becomes a target: the EP name is normalised
+there (once), ``--ep-option`` is merged with the route's own options there (``route_options``, the one
+merge), and whether the route is forced is a property of the value it returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+from winml_perf.ep.devices import Target, resolve_target
+from winml_perf.ep.effective import device_from_options
+from winml_perf.ep.table import ep_alias, is_known_ep, normalize_ep_name, valid_names_text
+from winml_perf.model.runtime import Runtime, runtime_named
+from winml_perf.support.errors import UsageError
+
+Pairs = tuple[tuple[str, str], ...]
+EP_OPTION = "--ep-option"
+
+
+class RouteAsk(Protocol):
+    """A route as the command line asks for it (measure/route_request.RouteRequest)."""
+
+    @property
+    def ep(self) -> str | None: ...
+    @property
+    def device(self) -> str | None: ...
+    @property
+    def stages(self) -> tuple[str, ...]: ...
+    @property
+    def options(self) -> Pairs: ...
+    @property
+    def assign(self) -> Pairs: ...
+    @property
+    def label(self) -> str: ...
+
+
+class Option(NamedTuple):
+    """One provider option a route hands its EP, and where it came from."""
+
+    ep: str | None  # canonical EP of a per-stage route's option; None: the route's one EP
+    key: str
+    value: str
+    source: str  # '--ep-option' or "--route 'LABEL'"
+
+
+@dataclass(frozen=True)
+class ResolvedRoute:
+    """A route settled on this machine: one target (``target``) or, for a per-stage route, one target a
+    stage (``stage_targets``); the provider options asked of it, each with where it came from."""
+
+    label: str
+    target: Target | None  # None: a per-stage route (see stage_targets)
+    stages: tuple[str, ...] = ()  # the stages a forced route moves; () = all
+    asked: tuple[Option, ...] = ()  # --ep-option under the route's own options (route_options)
+    stage_targets: tuple[tuple[str, Target], ...] = ()  # per-stage route: stage -> its Target
+    own_options: Pairs = ()  # the route's own options, as written (what tells two routes apart)
+    compile: bool = False
+
+    @property
+    def per_stage(self) -> bool:
+        return bool(self.stage_targets)
+
+    @property
+    def forced(self) -> bool:
+        """Whether the route moves a stage off the bundle's config (it then runs from a derived folder)."""
+        return self.per_stage or (self.target is not None and self.target.kind != "config")
+
+    @property
+    def ep(self) -> str | None:
+        return self.target.ep if self.target is not None else None
+
+    def options_dict(self) -> dict[str, str]:
+        """The route's options for its one EP."""
+        return {o.key: o.value for o in self.asked if o.ep is None}
+
+    def per_ep_options(self) -> dict[str, dict[str, str]]:
+        """A per-stage route's options, by canonical EP."""
+        out: dict[str, dict[str, str]] = {}
+        for o in self.asked:
+            if o.ep is not None:
+                out.setdefault(o.ep, {})[o.key] = o.value
+        return out
+
+    def targets(self) -> dict[str, Target]:
+        return dict(self.stage_targets)
+
+    @property
+    def key(self) -> tuple:
+        """What makes two routes the same placement (``ep=cpu`` and ``ep=CPU`` are one route)."""
+        if self.per_stage:
+            ran = tuple(sorted((stage, t.ep or "") for stage, t in self.stage_targets))
+            return ("stages", ran, tuple(sorted(self.own_options)))
+        assert self.target is not None
+        if self.target.kind == "config":
+            return ("config",)
+        return (self.target.ep, self.target.device, tuple(sorted(self.stages)), tuple(sorted(self.own_options)))
+
+    def target_dict(self) -> dict[str, Any]:
+        """What the record's route.target holds of the request (the prepared route adds its own facts)."""
+        if self.per_stage:
+            return {
+                "kind": "stages",
+                "label": self.label,
+                "stages": {stage: t.ep for stage, t in self.stage_targets},
+                "ep_options": {ep_alias(ep): o for ep, o in self.per_ep_options().items()},
+            }
+        assert self.target is not None
+        return {**self.target.to_dict(), "ep_options": self.options_dict()}
+
+
+def route_options(
+    route: RouteAsk, shared: Sequence[tuple[str, str]], route_eps: set[str] | None = None
+) -> tuple[Option, ...]:
+    """The one ``--ep-option`` merge: ``shared`` (``--ep-option``) under the route's own options.
+
+    A per-stage route (``route_eps``: the canonical EPs its stages take) takes ``EP:KEY=VALUE`` pairs:
+    one without ``EP:`` cannot say which EP it is for (exit 2), and a shared one for an EP the route
+    does not take stays with the run's other routes."""
+    merged: dict[tuple[str | None, str], Option] = {}
+    for where, pairs in ((EP_OPTION, shared), (f"--route {route.label!r}", route.options)):
+        for key, value in pairs:
+            if route_eps is None:
+                merged[(None, key)] = Option(None, key, value, where)
+                continue
+            ep = _option_ep(route, where, key, value)
+            if where != EP_OPTION or ep in route_eps:
+                name = key.partition(":")[2]
+                merged[(ep, name)] = Option(ep, name, value, where)
+    return tuple(merged.values())
+
+
+def _option_ep(route: RouteAsk, where: str, key: str, value: str) -> str:
+    """The canonical EP of a per-stage route's ``EP:KEY`` option; exit 2 when it names none or no known one."""
+    ep, sep, name = key.partition(":")
+    if not sep or not name:
+        raise UsageError(
+            f"{where} {key}={value}: route {route.label} is a per-stage route, so an option must say its EP",
+            f"write it EP:KEY=VALUE, e.g. qnn:{key}={value}",
+        )
+    if not is_known_ep(ep):
+        raise UsageError(f"{where} {key}={value}: {ep!r} is not a known EP", f"use one of {valid_names_text()}")
+    return normalize_ep_name(ep)
+
+
+def per_stage_options(
+    route: RouteAsk, ep_options: Sequence[tuple[str, str]], route_eps: set[str]
+) -> dict[str, dict[str, str]]:
+    """A per-stage route's options by canonical EP (``route_options`` decides them)."""
+    return ResolvedRoute(route.label, None, asked=route_options(route, ep_options, route_eps)).per_ep_options()
+
+
+def per_stage_targets(route: RouteAsk, runtime: str | Runtime) -> dict[str, Target]:
+    """Stage -> its Target; an EP name that is not one exits 2 naming the route."""
+    for stage, ep in route.assign:
+        if not is_known_ep(ep):
+            raise UsageError(
+                f"--route {route.label!r}: {ep!r} (stage {stage}) is not a known execution provider",
+                f"use one of {valid_names_text()}",
+            )
+    return {stage: resolve_target(ep, None, runtime) for stage, ep in route.assign}
+
+
+def resolve_route(
+    route: RouteAsk, runtime: str | Runtime, ep_options: Sequence[tuple[str, str]] = (), compile: bool = False
+) -> ResolvedRoute:
+    """``route`` settled here, once: its target (EPUnavailableError naming what is here when its EP is
+    not), its stages and its provider options (``ep_options``, ``--ep-option``, under its own)."""
+    rt = runtime_named(runtime)
+    if route.assign:
+        if not rt.token_based:
+            raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
+        targets = per_stage_targets(route, rt)
+        return ResolvedRoute(
+            route.label,
+            None,
+            asked=route_options(route, ep_options, {t.ep for t in targets.values() if t.ep}),
+            stage_targets=tuple(targets.items()),
+            own_options=route.options,
+            compile=compile,
+        )
+    if route.stages and not rt.token_based:
+        raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
+    asked = route_options(route, ep_options)
+    options = {o.key: o.value for o in asked}
+    canonical = normalize_ep_name(route.ep) if route.ep and is_known_ep(route.ep) else None  # the one normalisation
+    device = route.device
+    if rt.token_based and route.ep:  # device_type=CPU in the options pins the cpu device
+        device = device_from_options(canonical or route.ep, route.device, options)
+    target = resolve_target(route.ep, device, rt, canonical=canonical)
+    if route.stages and target.kind == "config":
+        raise UsageError("--stages needs a forced route", "add --ep NAME or --device CLASS")
+    return ResolvedRoute(
+        route.label,
+        target,
+        stages=route.stages,
+        asked=asked,
+        own_options=route.options,
+        compile=compile,
+    )
+
+
+def resolve_routes(
+    routes: Sequence[RouteAsk],
+    runtime: str | Runtime,
+    ep_options: Sequence[tuple[str, str]] = (),
+    compile: bool = False,
+) -> tuple[ResolvedRoute, ...]:
+    """Every route of a run, resolved once each; two that are the same placement exit 2 naming both."""
+    resolved = tuple(resolve_route(r, runtime, ep_options, compile) for r in routes)
+    seen: dict[tuple, ResolvedRoute] = {}
+    for r in resolved:
+        if r.key in seen:
+            raise UsageError(
+                f"--route {seen[r.key].label} and --route {r.label} are the same route", "list each route once"
+            )
+        seen[r.key] = r
+    return resolved
