@@ -170,15 +170,16 @@ class JudgeFlags:
             "(default: on with 2+ routes or --reference-bundle; docs/equivalence.md).",
         ),
     ] = None
-    equivalence_cache: Annotated[
+    no_equivalence_cache: Annotated[
         bool,
         typer.Option(
-            "--equivalence-cache/--no-equivalence-cache",
+            "--no-equivalence-cache",
+            metavar="",
             rich_help_panel=WORKLOAD,
-            help="Reuse equivalence verdicts judged before on the same bundles' content (default on; "
-            "docs/equivalence.md).",
+            help="Judge equivalence afresh instead of reusing a verdict judged before on the same bundles' "
+            "content (docs/equivalence.md).",
         ),
-    ] = True
+    ] = False
     reference_bundle: Annotated[
         Path | None,
         typer.Option(

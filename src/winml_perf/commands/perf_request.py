@@ -165,7 +165,7 @@ def _judging(judge: JudgeFlags, bundle: Path, chosen: Runtime, routes: tuple[Rou
 
     return {
         "equivalence": judge.equivalence,
-        "equivalence_cache": judge.equivalence_cache,
+        "equivalence_cache": not judge.no_equivalence_cache,
         "reference_bundle": reference_bundle(judge.reference_bundle, judge.equivalence, chosen.token_based, bundle),
         "perplexity": text_to_score(
             judge.perplexity, judge.perplexity_text, judge.perplexity_chunk, chosen.token_based

@@ -111,9 +111,9 @@ def tune_command(  # noqa: PLR0913
             "--equivalence/--no-equivalence", metavar="", help="Prune routes not equivalent to config (default on)."
         ),
     ] = True,
-    equivalence_cache: Annotated[
-        bool, typer.Option("--equivalence-cache/--no-equivalence-cache", help="Reuse verdicts of unchanged bundles.")
-    ] = True,
+    no_equivalence_cache: Annotated[
+        bool, typer.Option("--no-equivalence-cache", metavar="", help="Judge afresh; reuse no verdict.")
+    ] = False,
     prompt_tokens: Annotated[
         int | None, typer.Option(metavar="N", help="Prompt length (default 16, or the bundle's static one).")
     ] = None,
@@ -175,7 +175,7 @@ def tune_command(  # noqa: PLR0913
         compile=compile,
         ep_libraries=tuple(ep_library or ()),
         equivalence=equivalence,
-        equivalence_cache=equivalence_cache,
+        equivalence_cache=not no_equivalence_cache,
         seed=seed,
         prompt_tokens=prompt_tokens,
         max_new_tokens=max_new_tokens,
