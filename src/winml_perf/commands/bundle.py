@@ -201,7 +201,9 @@ class PlainModelFlags:
 
     graph_optimization_level: Annotated[
         str,
-        typer.Option("--graph-optimization-level", metavar="LEVEL", help=".onnx: disable|basic|extended|layout|all"),
+        typer.Option(
+            "--graph-optimization-level", metavar="LEVEL", help=".onnx: disable, basic, extended, layout or all"
+        ),
     ] = "all"
     session_config: Annotated[
         list[str] | None,

@@ -105,12 +105,9 @@ def tune_command(  # noqa: PLR0913
     ep_library: Annotated[
         list[str] | None, typer.Option(metavar="NAME=PATH", help="A plugin EP library (repeatable).")
     ] = None,
-    equivalence: Annotated[
-        bool,
-        typer.Option(
-            "--equivalence/--no-equivalence", metavar="", help="Prune routes not equivalent to config (default on)."
-        ),
-    ] = True,
+    no_equivalence: Annotated[
+        bool, typer.Option("--no-equivalence", metavar="", help="Do not prune routes not equivalent to config.")
+    ] = False,
     no_equivalence_cache: Annotated[
         bool, typer.Option("--no-equivalence-cache", metavar="", help="Judge afresh; reuse no verdict.")
     ] = False,
@@ -144,7 +141,9 @@ def tune_command(  # noqa: PLR0913
     emit: Annotated[Path | None, typer.Option(metavar="DIR", help="Write the winner as a bundle in DIR (new).")] = None,
     report: Annotated[
         Path | None,
-        typer.Option(metavar="FILE", help="The tune report (JSON); default results/tune/tune-UTCTIME-seedN.json."),
+        typer.Option(
+            metavar="FILE", help="The tune report (JSON); by default in results/tune/, named by time and seed."
+        ),
     ] = None,
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json on stdout.")] = "table",
 ) -> None:
@@ -161,7 +160,7 @@ def tune_command(  # noqa: PLR0913
     }
     check_objective_flags(objective, {**load_flags, **single})
     serving = _serving_load(concurrency, requests, slo) if objective == "goodput" else {}
-    _check_inputs(bundle, store, no_store, equivalence, fmt)
+    _check_inputs(bundle, store, no_store, not no_equivalence, fmt)
     request = TuneRequest(
         bundle=bundle,
         budget=parse_budget(budget),
@@ -174,7 +173,7 @@ def tune_command(  # noqa: PLR0913
         max_crossings=max_device_crossings,
         compile=compile,
         ep_libraries=tuple(ep_library or ()),
-        equivalence=equivalence,
+        equivalence=not no_equivalence,
         equivalence_cache=not no_equivalence_cache,
         seed=seed,
         prompt_tokens=prompt_tokens,
