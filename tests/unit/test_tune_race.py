@@ -5,6 +5,7 @@ within its budget, and on an interrupt keep the rounds it measured and print the
 from __future__ import annotations
 
 import math
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -98,6 +99,10 @@ def test_the_race_stays_within_its_budget(budget):
         assert r.tokens <= budget.tokens
     else:
         assert fake.now <= budget.seconds
+    # the stop says what the next round would cost and what is left, so the user can size --budget
+    m = re.search(r"a round of (\d+) route\(s\) is priced at (\d+) (s|tokens), (\d+)( s)? (are|is) left", r.stopped)
+    assert m, r.stopped
+    assert int(m.group(1)) == len(r.alive) and int(m.group(2)) >= int(m.group(4))  # rounded to whole units
 
 
 def test_a_route_over_the_ttft_bound_is_dropped_and_never_leads():

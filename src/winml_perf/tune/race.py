@@ -222,11 +222,19 @@ class Race:
             # priced at the dearest round so far, plus a margin: rounds on a busy machine vary
             next_s = self._route_s() * n * ROUND_TIME_MARGIN
             if self.elapsed_s() + next_s > s.budget.seconds:
-                return f"the budget ({s.budget.describe()}) cannot pay for another round"
+                left_s = max(0.0, s.budget.seconds - self.elapsed_s())
+                return (
+                    f"the budget ({s.budget.describe()}) cannot pay for another round"
+                    f" (a round of {n} route(s) is priced at {next_s:.0f} s, {left_s:.0f} s are left)"
+                )
         if s.budget.tokens is not None:
             next_tokens = self._next_tokens_per_route(tokens, routes) * n
             if self.tokens + next_tokens > s.budget.tokens:
-                return f"the budget ({s.budget.describe()}) cannot pay for another round"
+                left = max(0, s.budget.tokens - self.tokens)
+                return (
+                    f"the budget ({s.budget.describe()}) cannot pay for another round"
+                    f" (a round of {n} route(s) is priced at {next_tokens:.0f} tokens, {left} are left)"
+                )
         return None
 
     def _next_tokens_per_route(self, tokens: int, routes: int) -> float:
