@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from tests.conftest import BUNDLES, QUICK_RUN, TINY_PIPELINE, run_winml
+from tests.conftest import BUNDLES, QUICK_RUN, TINY_FLAT, TINY_PIPELINE, run_winml
 from tests.results_fakes import hex_id, make_cell
 from winml_perf.results.store import open_store
 from winml_perf.support.optional import importable
@@ -97,6 +97,23 @@ def test_perf_fits_the_terminal(long_bundle, tmp_path, width):
     assert result.returncode == 0, result.stderr[-2000:]
     _fits(result, width, args)
     assert "| config" in result.stdout
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_serve_fits_the_terminal_and_names_the_columns_that_left(tmp_path, width):
+    """winml serve's table of 14 columns (177 characters of headers alone) through the one writer:
+    route, load and TTFT stay, the ITL percentiles leave first, and the line under it says so."""
+    flat = tmp_path / f"{LONG}-flat"
+    shutil.copytree(TINY_FLAT, flat, ignore=shutil.ignore_patterns("_compiled"))
+    args = ("serve", str(flat), "--concurrency", "1,2", "--requests", "4", "--prompt-tokens", "8")
+    args += ("--max-new-tokens", "4", "--invocations", "2", "--no-store")
+    result = run_winml(*args, env={"COLUMNS": str(width)})
+    assert result.returncode == 0, result.stderr[-2000:]
+    _fits(result, width, args)
+    out = result.stdout
+    assert "route" in out and "load" in out and "TTFT" in out and "concurrency 2" in out
+    table, _, note = out.partition("(left out to fit")
+    assert "ITL p50/p90/p99 ms" not in table and "ITL p50/p90/p99 ms" in note
 
 
 @pytest.mark.skipif(not importable("onnxruntime_qnn"), reason="needs onnxruntime-qnn (pip install -e '.[qnn]')")

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from winml_perf.compare.serving import Comparison
 from winml_perf.model.record import CellRecord
 from winml_perf.support.human_numbers import human
+from winml_perf.support.text_table import fill, fitted
 
 COLUMNS = (
     ("route", None),
@@ -25,6 +26,23 @@ COLUMNS = (
     ("peak RSS MiB", None),
     ("saturation", None),
 )
+
+#: The columns that leave, in this order, when the table is wider than the terminal: the route, its
+#: load, TTFT, TPOT, throughput and goodput stay longest (the figures the verdicts are about).
+DROP_ORDER = (
+    "ITL p50/p90/p99 ms",
+    "peak RSS MiB",
+    "batch mean",
+    "queue p50/p99 ms",
+    "e2e p50 ms",
+    "served by",
+    "req/s",
+    "saturation",
+    "TPOT p50/p99 ms",
+    "tok/s",
+)
+#: Where a column that left is still to be had: serve prints no markdown or csv.
+EVERY_SERVING_COLUMN = "--format json or -o FILE has every figure"
 
 
 def _interval(cell: CellRecord, name: str) -> str:
@@ -63,17 +81,23 @@ def _row(cell: CellRecord) -> list[str]:
     return out
 
 
-def serving_table(cells: Sequence[CellRecord]) -> str:
-    rows = [[t for t, _ in COLUMNS]] + [_row(c) for c in cells if c.serving is not None]
-    widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
-    lines = ["  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+def serving_table(cells: Sequence[CellRecord], width: int | None = None) -> str:
+    """One row per route and load point, fitted to ``width`` (the terminal's by default) by the one
+    table writer: columns leave in DROP_ORDER and a line names them."""
+    heads = [t for t, _ in COLUMNS]
+    rows = [_row(c) for c in cells if c.serving is not None]
+    return fitted(heads, rows, width, drop=DROP_ORDER, where=EVERY_SERVING_COLUMN).rstrip("\n")
 
 
-def serving_text(cells: Sequence[CellRecord], gains: Sequence[Comparison], verdicts: Sequence[Comparison]) -> str:
-    """The whole closing text: the table, what the intervals cover, notes, gains, verdicts, saturation."""
-    out = [serving_table(cells)]
+def serving_text(
+    cells: Sequence[CellRecord],
+    gains: Sequence[Comparison],
+    verdicts: Sequence[Comparison],
+    width: int | None = None,
+) -> str:
+    """The whole closing text: the table, what the intervals cover, notes, gains, verdicts,
+    saturation; within ``width`` (the terminal's by default), prose broken between words."""
+    out = [serving_table(cells, width)]
     serving = [c.serving for c in cells if c.serving is not None]
     if serving:
         k = len(serving[0].invocations)
@@ -103,4 +127,4 @@ def serving_text(cells: Sequence[CellRecord], gains: Sequence[Comparison], verdi
     if verdicts:
         out.append("\nroutes per load point:")
         out += [f"  {v.sentence}" for v in verdicts]
-    return "\n".join(out) + "\n"
+    return fill("\n".join(out), width) + "\n"
