@@ -4,11 +4,13 @@ ModuleNotFoundError"; what needs a missing module exits 2 naming the pip command
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
+from tests import models
 from tests.conftest import QUICK_RUN, TINY_FLAT, run_winml
 
 pytestmark = pytest.mark.e2e
@@ -24,7 +26,13 @@ BLOCKED = (
     "psycopg",
     "pynvml",
     "onnxruntime_qnn",
+    "gguf",
 )
+
+#: winml serve, as lean as a test can make it (the README's closed loop)
+SERVE = ("serve", "--concurrency", "1,2", "--requests", "4", "--prompt-tokens", "8", "--max-new-tokens", "4")
+SERVE += ("--invocations", "1", "-q")
+
 
 BLOCKER = f"""
 import sys
@@ -94,6 +102,9 @@ def test_readme_commands_on_the_base_install(base_env, tmp_path, bundle_copy):
         ("compare", "routes", "--store", str(store)),
         ("compare", "runs", "--store", str(store), "--baseline", "previous", "--candidate", "latest"),
         ("dashboard", "--store", str(store), "-o", str(tmp_path / "site")),
+        (*SERVE, str(bundle), "-o", str(tmp_path / "serve.json"), "--store", str(store)),
+        ("dashboard", "--serving", str(tmp_path / "serve.json"), "-o", str(tmp_path / "serving-site")),
+        ("perf", str(models.mlp(tmp_path / "mlp.onnx")), "--ep", "cpu", "--iterations", "3", "--store", str(store)),
     ]
     for args in walk:
         result = run_winml(*args, env=base_env, cwd=tmp_path)
@@ -102,6 +113,11 @@ def test_readme_commands_on_the_base_install(base_env, tmp_path, bundle_copy):
             assert result.returncode == 2 and "no run" in result.stderr, result.stderr
         else:
             assert result.returncode == 0, (args, result.stderr[-2000:])
+    run_id = json.loads((tmp_path / "serve.json").read_text())["run_id"]
+    shown = run_winml("results", "show", run_id[:12], "--store", str(store), env=base_env, cwd=tmp_path)
+    _ok(shown, "results", "show")
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    assert "serving: concurrency 2, served by engine" in shown.stdout and "goodput req/s" in shown.stdout
 
 
 def test_features_that_need_onnx_exit_2_naming_pip_before_any_work(base_env, tmp_path, bundle_copy):
@@ -113,6 +129,7 @@ def test_features_that_need_onnx_exit_2_naming_pip_before_any_work(base_env, tmp
         ("tune", str(bundle), "--eps", "cpu", "--budget", "20s", "--no-store"),
         ("bundle", "synth", "-o", str(tmp_path / "synth"), "--preset", "qwen2.5-0.5b"),
         ("results", "list", "--store", "postgresql://nobody@127.0.0.1:1/none"),
+        ("bundle", "from-gguf", str(_gguf_stand_in(tmp_path)), "-o", str(tmp_path / "from-gguf")),
     ]:
         result = run_winml(*args, env=base_env, cwd=tmp_path)
         _ok(result, *args)
@@ -123,6 +140,13 @@ def test_features_that_need_onnx_exit_2_naming_pip_before_any_work(base_env, tmp
     result = run_winml(*routed, "--no-equivalence", env=base_env, cwd=tmp_path)
     _ok(result, *routed)
     assert result.returncode == 0
+
+
+def _gguf_stand_in(tmp_path: Path) -> Path:
+    """A file named .gguf: the module check comes before the file is read."""
+    path = tmp_path / "model.gguf"
+    path.write_bytes(b"GGUF" + bytes(60))
+    return path
 
 
 def test_an_optional_module_missing_anywhere_is_exit_2_naming_pip():

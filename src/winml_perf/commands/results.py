@@ -229,6 +229,11 @@ def _show_table(row: dict) -> str:
     if rec.get("failure"):
         lines.append(f"  failure: {rec['failure'].get('kind')}: {rec['failure'].get('message')}")
     lines.append(f"  equivalence: {view_of_record(rec).text()}")
+    if rec.get("serving"):
+        from winml_perf.model.serving import ServingSection
+        from winml_perf.publish.serving_table import serving_summary
+
+        lines += [f"  {line}" for line in serving_summary(ServingSection.from_dict(rec["serving"]))]
     rows = _metric_rows(rec)
     if rows:
         lines.append(table_text(METRIC_HEAD, rows, "table").rstrip("\n"))

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from winml_perf.compare.serving import Comparison
 from winml_perf.model.record import CellRecord
+from winml_perf.model.serving import ServingSection
 from winml_perf.support.human_numbers import human
 from winml_perf.support.text_table import fill, fitted
 
@@ -47,7 +48,12 @@ EVERY_SERVING_COLUMN = "--format json or -o FILE has every figure"
 
 def _interval(cell: CellRecord, name: str) -> str:
     assert cell.serving is not None
-    f = cell.serving.figures.get(name) or {}
+    return figure_text(cell.serving, name)
+
+
+def figure_text(section: ServingSection, name: str) -> str:
+    """'5303 [4810, 5790]': a serving figure with its interval over invocations, '-' where absent."""
+    f = section.figures.get(name) or {}
     est, low, high = f.get("estimate"), f.get("low"), f.get("high")
     if est is None:
         return "-"
@@ -79,6 +85,22 @@ def _row(cell: CellRecord) -> list[str]:
             assert names is not None
             out.append("/".join(human(sec.figure(n)) if sec.figure(n) is not None else "-" for n in names))
     return out
+
+
+def serving_summary(section: ServingSection) -> list[str]:
+    """A stored serving cell in a few lines (``results show``): its load point, who served it, the
+    throughput and goodput with their intervals, and the latency percentiles."""
+    pct = " / ".join(
+        f"{title} {'/'.join(human(v) if (v := section.figure(n)) is not None else '-' for n in names)}"
+        for title, names in COLUMNS[3:7]
+        if names is not None
+    )
+    return [
+        f"serving: {section.load.label}, served by {section.server}; SLO {section.slo.text}",
+        f"  output tok/s {figure_text(section, 'output_tokens_per_s')}  req/s {figure_text(section, 'requests_per_s')}"
+        f"  goodput req/s {figure_text(section, 'goodput_requests_per_s')}",
+        f"  {pct}",
+    ]
 
 
 def serving_table(cells: Sequence[CellRecord], width: int | None = None) -> str:
