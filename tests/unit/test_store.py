@@ -364,3 +364,24 @@ def test_open_store_creates_the_default_file_under_cwd(tmp_path, monkeypatch):
     con = sqlite3.connect(tmp_path / "results" / "winml-perf.db")
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     con.close()
+
+
+def test_invocation_counts_read_what_the_stored_record_says_without_its_samples(tmp_path):
+    """The count compare routes and the overview pair by: the stored record's invocations (1 for a
+    record made before invocations existed), for many ids in one pass, as reading each record whole."""
+    from tests.results_fakes import make_cell
+    from winml_perf.compare.cells import invocations_of
+
+    ids = []
+    with open_store(tmp_path / "s.db") as s:
+        for k, n in enumerate((0, 1, 3, 10)):
+            cell = make_cell("a" * 32, index=k, when=f"2025-01-01T02:00:0{k}Z")
+            if n:
+                cell["invocations"] = [
+                    {"index": i, "iterations": 2, "medians": {"decode_step_ms": 2.0}} for i in range(n)
+                ]
+            ids.append(s.write_record(cell))
+        counts = s.invocation_counts(ids)
+        assert counts == {i: invocations_of(s.get(i)["record"]) for i in ids}
+        assert [counts[i] for i in ids] == [1, 1, 3, 10]
+        assert s.invocation_counts([]) == {}

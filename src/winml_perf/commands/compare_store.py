@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from winml_perf.compare.cells import Cell, invocations_of, stored_cell
+from winml_perf.compare.cells import stored_cells
 from winml_perf.compare.gate import Histories, HistoryQuery, gated, history_queries
 from winml_perf.compare.routes import RoutesReport, compare_routes
 from winml_perf.compare.runs import RunsReport, Side, compare_runs
@@ -17,23 +17,6 @@ from winml_perf.results.selectors import resolve_run_id, select
 from winml_perf.results.store import Store
 from winml_perf.stats import significance as sig
 from winml_perf.support.errors import StoreError
-
-
-def stored_cells(store: Store, rows: Sequence[Mapping[str, Any]], *, invocations: bool = False) -> list[Cell]:
-    """Cells of record rows (store.records), with the measured samples of the ok ones; with
-    ``invocations``, how many invocations each ran (read from its stored record)."""
-    ok_ids = [r["id"] for r in rows if r["status"] == "ok"]
-    samples: dict[int, list[dict]] = {}
-    for s in store.samples(ok_ids, phase="measured"):
-        samples.setdefault(s["record_id"], []).append(s)
-    return [
-        stored_cell(
-            r,
-            samples.get(r["id"], []),
-            invocations_of(store.get(r["id"])["record"]) if invocations and r["status"] == "ok" else None,
-        )
-        for r in rows
-    ]
 
 
 def _resolve_run(store: Store, run: str | None, baseline_route: str, filters: Mapping[str, Any]) -> str:

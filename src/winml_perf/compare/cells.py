@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.equivalence_view import EquivalenceView, view_of_row
 from winml_perf.model.metrics import METRICS, get
 from winml_perf.results.rows import record_rows, series_where
 from winml_perf.support.errors import UsageError
+
+if TYPE_CHECKING:
+    from winml_perf.results.store import Store
 
 #: Metrics compared by default, in table order, when both sides have them.
 DEFAULT_METRICS = tuple(m.name for m in METRICS if m.compared)
@@ -95,6 +98,17 @@ def stored_cell(row: Mapping[str, Any], samples: Iterable[Mapping[str, Any]], in
         samples=tuple(measured_sample(s) for s in samples),
         equivalence=view_of_row(row),
     )
+
+
+def stored_cells(store: Store, rows: Sequence[Mapping[str, Any]], *, invocations: bool = False) -> list[Cell]:
+    """Cells of record rows (store.records), with the measured samples of the ok ones; with
+    ``invocations``, how many invocations each ok one ran (from its stored record)."""
+    ok_ids = [r["id"] for r in rows if r["status"] == "ok"]
+    samples: dict[int, list[dict]] = {}
+    for s in store.samples(ok_ids, phase="measured"):
+        samples.setdefault(s["record_id"], []).append(s)
+    counts = store.invocation_counts(ok_ids) if invocations else {}
+    return [stored_cell(r, samples.get(r["id"], []), counts.get(r["id"])) for r in rows]
 
 
 def invocations_of(record: Mapping[str, Any]) -> int:

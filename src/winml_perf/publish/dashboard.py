@@ -57,7 +57,7 @@ from winml_perf.publish.dashboard_page import (
     write_file,
 )
 from winml_perf.publish.formats import human
-from winml_perf.publish.route_ratio import PairedRatio, paired_ratios, ratio_cell
+from winml_perf.publish.route_ratio import PairedRatio, ratio_cell
 from winml_perf.publish.serving_pages import find_serving, overview_section, write_serving_page
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results.rows import series_where
@@ -168,18 +168,19 @@ def write_dashboard(
         len(page_jobs), default_jobs(sum(r["records"] for r in selected)) if jobs is None else max(1, int(jobs))
     )
     summaries: list[dict] = []
+    ratios: dict[str, PairedRatio] = {}  # each route against config in one run (issue 35), made with its page
     total = 0
     pending: list = []
     try:
         for result in _results(store, page_jobs, workers):
             summaries += result.summaries
+            ratios.update(result.ratios)
             total += result.records
             pending += result.computed
             if len(pending) >= KEEP_BATCH:
                 cpc.save(store, pending)
                 pending = []
         cpc.save(store, pending)
-        ratios = paired_ratios(store, summaries)  # each route against config in one run (issue 35)
         rows_html = "".join(_index_row(s, ratios) for s in summaries)
         testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries} | {g.testbed for g in serving_runs})
         routes = sorted({str(s["row"]["route"]) for s in summaries})

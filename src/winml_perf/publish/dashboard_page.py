@@ -24,6 +24,7 @@ from winml_perf.compare.text import shape_label
 from winml_perf.model.equivalence_view import view_of_row
 from winml_perf.model.metrics import METRICS, bigger_is_better, get, primary_metric
 from winml_perf.publish import dashboard_svg as svg
+from winml_perf.publish.route_ratio import PairedRatio, paired_ratios
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results.series import SeriesColumns, series_columns
 from winml_perf.results.store import Store, open_store
@@ -134,6 +135,7 @@ class PageResult:
     records: int
     charts: int
     computed: list[tuple[cpc.Search, list[dict]]]  # change points found now (to keep in the store)
+    ratios: dict[str, PairedRatio] = field(default_factory=dict)  # the overview's "vs config" of this page's series
 
 
 @dataclass
@@ -349,6 +351,7 @@ def render(store: Store, job: PageJob) -> PageResult:
         + "".join(c for c in cards if c)
     )
     summaries = [_summary(s) for s in series]
+    ratios = paired_ratios(store, summaries)  # a page holds config and the routes of its testbed and bundle
     records = sum(x["records"] for x in summaries)
     write_file(
         Path(job.out_dir) / page_path(job.testbed, job.bundle),
@@ -360,7 +363,7 @@ def render(store: Store, job: PageJob) -> PageResult:
             {"page": "detail", "records": records, "charts": charts},
         ),
     )
-    return PageResult(summaries, records, charts, computed)
+    return PageResult(summaries, records, charts, computed, ratios)
 
 
 @cache

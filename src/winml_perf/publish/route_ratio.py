@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from winml_perf.compare.cells import invocations_of, stored_cell
+from winml_perf.compare.cells import stored_cells
 from winml_perf.compare.routes import RouteComparison, compare_routes
 from winml_perf.results.series import newest_shared_run
 from winml_perf.results.store import Store
@@ -63,11 +63,7 @@ def paired_ratios(store: Store, summaries: Sequence[Mapping[str, Any]]) -> dict[
 def run_ratio(store: Store, run_id: str, series: Sequence[str], route: str, metric: str) -> RouteComparison | None:
     """compare routes' comparison of ``route`` against config in run ``run_id`` for ``metric``,
     over the run's ok records of ``series`` (the route's and config's), with compare routes' defaults."""
-    rows = store.records(run_id=run_id, series=list(series), status="ok")
-    samples: dict[int, list[dict]] = {}
-    for x in store.samples([r["id"] for r in rows], phase="measured"):
-        samples.setdefault(x["record_id"], []).append(x)
-    cells = [stored_cell(r, samples.get(r["id"], []), invocations_of(store.get(r["id"])["record"])) for r in rows]
+    cells = stored_cells(store, store.records(run_id=run_id, series=list(series), status="ok"), invocations=True)
     report = compare_routes(
         cells,
         run_id,

@@ -389,6 +389,19 @@ class Store:
             return sa.select(stmt.subquery().c.id)
         return stmt
 
+    def invocation_counts(self, record_ids: Sequence[int]) -> dict[int, int]:
+        """Record id -> how many invocations its cell ran (1 for records made before invocations
+        existed), read from the stored record's JSON in one pass, without its samples."""
+        r = mig.records.c
+
+        def make(chunk: list[int]) -> sa.Select:
+            return sa.select(r.id, r.record_json).where(r.id.in_(chunk))
+
+        return {
+            row["id"]: len(json.loads(row["record_json"]).get("invocations") or ()) or 1
+            for row in self._chunked(make, record_ids)
+        }
+
     def samples(self, record_ids: Sequence[int], phase: str | None = "measured") -> list[dict]:
         def make(chunk: list[int]) -> sa.Select:
             stmt = sa.select(mig.samples).where(mig.samples.c.record_id.in_(chunk))
