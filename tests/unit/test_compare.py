@@ -213,6 +213,11 @@ def test_compare_runs_golden_and_gate(golden_store):
     assert not by["ttft_ms"].regression  # identical prompt timings
     assert decode.regression and decode.gate == "regression" and "wholly on the worse side" in decode.gate_reason
     assert not by["tpot_ms"].regression and by["tpot_ms"].gate == "counted once"
+    # one verdict a line, the one that decides the exit code: the gate's, not also the two runs' (issue 37)
+    assert decode.sentence().endswith(f"invocations): REGRESSION ({decode.gate_reason})")
+    assert "inconclusive" not in decode.sentence() and by["ttft_ms"].sentence().endswith(
+        "): unchanged (" + by["ttft_ms"].gate_reason + ")"
+    )
     assert report.notes == ()  # the failed ep=webgpu cell is not a config cell
     assert_golden(
         "compare_runs.json", json.dumps(report.to_dict(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -57,20 +57,22 @@ class RunChange:
     gate_reason: str | None = None
 
     def sentence(self, label: str | None = None) -> str:
-        """The change in one line; ``label``: the series as the report names it (RunsReport.label)."""
+        """The change in one line; ``label``: the series as the report names it (RunsReport.label).
+        It ends with one verdict: the one that decides the exit code (shown_verdict)."""
         sign = "+" if self.delta_pct >= 0 else ""
-        flag = (
-            f"  REGRESSION ({self.gate_reason})"
-            if self.regression and self.gate_reason
-            else "  REGRESSION"
-            if self.regression
-            else ""
-        )
         return (
             f"{label or key_label(self.key)} {metric_word(self.metric)}: {human(self.baseline_median)} -> {human(self.candidate_median)} "
             f"({sign}{fixed(self.delta_pct, 2)}%{self.interval_text()} over {self.n_baseline} vs {self.n_candidate}"
-            f" invocations): {self.verdict}{flag}"
+            f" invocations): {self.shown_verdict()}"
         )
+
+    def shown_verdict(self) -> str:
+        """'REGRESSION (why)' when the row fails the gate; else the gate's verdict where a gate judged
+        the series (--fail-on-regression: it decides the exit code), else the two runs' verdict."""
+        shown = "REGRESSION" if self.regression else self.gate
+        if shown is None:
+            return self.verdict
+        return f"{shown} ({self.gate_reason})" if self.gate_reason else shown
 
     def interval_text(self) -> str:
         """' [-9.3%, -4.1%]', or '' when there is no interval (too few invocations)."""
