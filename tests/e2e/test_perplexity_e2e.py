@@ -72,6 +72,28 @@ def test_a_route_against_an_identical_reference_reads_ratio_one_exactly(bundle, 
     if bundle == TINY_PIPELINE:  # the stages a prompt runs through, chained
         assert route["perplexity"]["how"] == "pipeline: embeddings → context → lm_head"
     assert "×1 exactly against bundle:" in result.stderr
+    # KL and top-1 over the same scored positions: bit-equal logits read 0 and 1 exactly
+    positions = diff["chunks"] * 127
+    assert diff["kl_mean"] == 0.0 and diff["kl_low"] == 0.0 and diff["kl_high"] == 0.0
+    assert diff["top1_agreement"] == 1.0 and diff["top1_matches"] == diff["positions"] == positions
+    assert diff["chunk_kl"] == [0.0] * diff["chunks"] and diff["chunk_top1"] == [127] * diff["chunks"]
+    assert f"KL 0 [0, 0], top-1 100.0 % over {positions:,} positions" in result.stderr
+
+
+def test_a_changed_reference_reads_kl_above_zero_with_an_interval(tmp_path):
+    from tests.e2e.test_equivalence_e2e import perturbed_copy
+
+    ref = perturbed_copy(TINY_FLAT, tmp_path / "perturbed")
+    result = run_winml(
+        "perf", TINY_FLAT, "--route", "config", "--perplexity", "--perplexity-chunk", "256",
+        "--reference-bundle", ref, *RUN,
+    )  # fmt: skip
+    diff = _routes(result)["config"]["equivalence"]["perplexity"]
+    assert not diff["identical"] and diff["positions"] == diff["chunks"] * 127
+    assert 0 <= diff["kl_low"] < diff["kl_mean"] < diff["kl_high"] and all(k > 0 for k in diff["chunk_kl"])
+    assert diff["kl_mean"] == pytest.approx(sum(diff["chunk_kl"]) / diff["chunks"])
+    assert 0 <= diff["top1_agreement"] < 1 and diff["top1_matches"] == sum(diff["chunk_top1"])
+    assert f"top-1 {diff['top1_agreement'] * 100:.1f} % over {diff['positions']:,} positions" in result.stderr
 
 
 def test_perplexity_text_and_chunk_are_taken(tmp_path):

@@ -47,3 +47,5 @@ def test_config_perplexity_is_an_english_figure_and_itself_as_reference_is_ratio
     assert p["low"] < p["perplexity"] < p["high"]
     diff = cell["route"]["equivalence"]["perplexity"]
     assert diff["identical"] and diff["ratio"] == 1.0 and (diff["low"], diff["high"]) == (1.0, 1.0)
+    assert diff["kl_mean"] == 0.0 and (diff["kl_low"], diff["kl_high"]) == (0.0, 0.0)  # the same logits, compared
+    assert diff["top1_agreement"] == 1.0 and diff["top1_matches"] == diff["positions"] == 255 * p["text"]["chunks"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from dataclasses import replace
 
 from typer.testing import CliRunner
 
@@ -16,6 +17,9 @@ from winml_perf.model.perplexity import PerplexityDifference
 from winml_perf.results.store import open_store
 
 RATIO = PerplexityDifference("config", 42.80, 42.74, 1.0014, 0.9967, 1.0062, 0.95, math.log(1.0014), 9, False)
+AGREED = replace(
+    RATIO, kl_mean=0.0045, kl_low=0.0031, kl_high=0.006, top1_agreement=0.962, top1_matches=2208, positions=2295
+)
 
 
 def _judged(run_id: str) -> list[dict]:
@@ -94,5 +98,82 @@ def test_the_dashboard_shows_the_perplexity_ratio_beside_the_verdict(tmp_path):
     assert f'<span class="sub perplexity">{shown}</span>' in webgpu
     assert re.search(r'title="[^"]*\(KL 0\.012, top-1 100%, perplexity ×1\.0014 \[0\.9967, 1\.0062\]\)"', webgpu)
     assert "perplexity" not in config
+    pages = list((index.parent / "pages").rglob("*.html"))
+    assert any(shown in p.read_text() for p in pages)
+
+
+def _agreed(run_id: str) -> list[dict]:
+    with_agreement = {**logits_equivalence("within precision tolerance", 0.012, 1.0), "perplexity": AGREED.to_dict()}
+    return [
+        make_cell(run_id, route="config", index=0),
+        make_cell(run_id, route="ep=qnn", index=1, equivalence=with_agreement),
+    ]
+
+
+def test_the_view_reads_kl_and_top1_over_the_text_and_says_them_beside_the_ratio():
+    view = view_of_record(_agreed(hex_id("k"))[1])
+    assert (view.perplexity_kl, view.perplexity_kl_low, view.perplexity_kl_high) == (0.0045, 0.0031, 0.006)
+    assert view.perplexity_top1 == 0.962
+    figures = view.figures_text()
+    assert "perplexity ×1.0014 [0.9967, 1.0062], text KL 0.0045 [0.0031, 0.006], text top-1 96.2 %" in figures
+    assert view.perplexity_text() == (
+        "perplexity 42.8 (×1.0014 [0.9967, 1.0062] of the reference; KL 0.0045 [0.0031, 0.006], top-1 96.2 %)"
+    )
+    older = view_of_record(_judged(hex_id("o"))[1])  # a record from before: None, and nothing said
+    assert older.perplexity_kl is None and older.perplexity_top1 is None and "text KL" not in older.figures_text()
+
+
+def test_results_list_export_and_compare_routes_carry_kl_and_top1(tmp_path):
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        store.write_records(_agreed(hex_id("l")))
+    listed = CliRunner().invoke(app, ["results", "list", "--store", str(db), "--format", "json"])
+    rows = {r["route"]: r for r in json.loads(listed.stdout)}
+    assert rows["ep=qnn"]["equivalence_perplexity_kl"] == 0.0045 and rows["ep=qnn"]["equivalence_perplexity_top1"]
+    assert rows["config"]["equivalence_perplexity_kl_high"] is None
+    out = tmp_path / "e.csv"
+    exported = CliRunner().invoke(app, ["results", "export", "--store", str(db), "--format", "csv", "-o", str(out)])
+    assert exported.exit_code == 0, exported.output
+    header = out.read_text().splitlines()[0].split(",")
+    assert {"equivalence_perplexity_kl_low", "equivalence_perplexity_top1"} <= set(header)
+    result = CliRunner().invoke(app, ["compare", "routes", "--store", str(db)], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "text KL 0.0045 [0.0031, 0.006], text top-1 96.2 %" in " ".join(result.output.split())
+
+
+def test_migration_0011_fills_kl_and_top1_of_records_stored_before_it(tmp_path):
+    db = tmp_path / "old.db"
+    with open_store(db) as store:
+        store.write_records(_agreed(hex_id("n")) + _judged(hex_id("p")))
+    con = sqlite3.connect(db)  # as a store at 0010 held them: no KL or top-1 columns
+    for column in ("kl", "kl_low", "kl_high", "top1"):
+        con.execute(f"ALTER TABLE records DROP COLUMN equivalence_perplexity_{column}")
+    con.execute("DELETE FROM schema_migrations WHERE name = '0011_text_agreement_columns'")
+    con.commit()
+    con.close()
+    with open_store(db) as store:
+        assert "0011_text_agreement_columns" in store.applied_migrations()
+        rows = [(r["run_id"], r["route"], r) for r in store.records()]
+    by = {(run, route): r for run, route, r in rows}
+    qnn = by[(hex_id("n"), "ep=qnn")]
+    assert (qnn["equivalence_perplexity_kl"], qnn["equivalence_perplexity_kl_low"]) == (0.0045, 0.0031)
+    assert (qnn["equivalence_perplexity_kl_high"], qnn["equivalence_perplexity_top1"]) == (0.006, 0.962)
+    webgpu = by[(hex_id("p"), "ep=webgpu")]  # its ratio kept, its KL never measured: NULL
+    assert webgpu["equivalence_perplexity_ratio"] == 1.0014 and webgpu["equivalence_perplexity_kl"] is None
+
+
+def test_the_dashboard_shows_kl_and_top1_beside_the_perplexity_ratio(tmp_path):
+    import re
+
+    from winml_perf.publish.dashboard import write_dashboard
+
+    db = tmp_path / "s.db"
+    with open_store(db) as store:
+        store.write_records(_agreed(hex_id("e")))
+        index = write_dashboard(store, tmp_path / "site")
+    rows = re.findall(r"<tr data-testbed=.*?</tr>", index.read_text())
+    qnn = next(r for r in rows if 'data-route="ep=qnn"' in r)
+    shown = "perplexity 42.8 (×1.0014 [0.9967, 1.0062] of the reference; KL 0.0045 [0.0031, 0.006], top-1 96.2 %)"
+    assert f'<span class="sub perplexity">{shown}</span>' in qnn
     pages = list((index.parent / "pages").rglob("*.html"))
     assert any(shown in p.read_text() for p in pages)

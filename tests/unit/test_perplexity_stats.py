@@ -8,12 +8,16 @@ import numpy as np
 import pytest
 
 from winml_perf.stats.perplexity import (
+    ChunkAgreement,
+    chunk_agreement,
     chunk_nll,
     chunk_spans,
     first_scored,
+    log_softmax,
     perplexity,
     perplexity_ratio,
     scored_per_chunk,
+    text_agreement,
     token_nll,
 )
 
@@ -105,3 +109,73 @@ def test_a_constant_shift_has_a_point_interval():
 def test_ratio_refuses_unpaired_chunks():
     with pytest.raises(ValueError, match="paired"):
         perplexity_ratio([1.0, 2.0], [1.0])
+
+
+# KL(reference ‖ route) and top-1 agreement over the text (issue 34, item 3)
+
+
+def _kl_by_hand(p: np.ndarray, q: np.ndarray) -> float:
+    p, q = p / p.sum(), q / q.sum()
+    return float((p * np.log(p / q)).sum())
+
+
+def test_chunk_agreement_by_hand_on_the_scored_half_only():
+    # 4 tokens: only position 2 is scored. p = (3/4, 1/4), q = (1/4, 3/4): KL = 3/4 ln 3 + 1/4 ln(1/3) = ln(3)/2
+    ref, route = np.zeros((4, 2)), np.zeros((4, 2))
+    ref[0], route[0] = [100.0, -100.0], [-100.0, 100.0]  # wildly apart on the unscored half: must not count
+    ref[3], route[3] = [100.0, -100.0], [-100.0, 100.0]  # the last position predicts nothing
+    ref[2], route[2] = np.log([3.0, 1.0]), np.log([1.0, 3.0])
+    a = chunk_agreement(ref, route)
+    assert a.kl == pytest.approx(math.log(3) / 2) and (a.matches, a.positions) == (0, 1)
+    route[2] = np.log([2.0, 1.0])  # the same argmax, another distribution
+    a = chunk_agreement(ref, route)
+    assert a.kl == pytest.approx(_kl_by_hand(np.array([3.0, 1.0]), np.array([2.0, 1.0]))) and a.matches == 1
+
+
+def test_chunk_agreement_is_the_mean_over_positions_whatever_the_block():
+    rng = np.random.default_rng(0)
+    ref = rng.normal(0, 3, (9, 50)).astype(np.float32)
+    route = (ref + rng.normal(0, 1, ref.shape)).astype(np.float32)
+    first = first_scored(9)  # positions 4..7 scored
+    p, q = log_softmax(ref[first:8]), log_softmax(route[first:8])
+    expected = float((np.exp(p) * (p - q)).sum(axis=1).mean())
+    agree = int((ref[first:8].argmax(1) == route[first:8].argmax(1)).sum())
+    for block in (1, 3, 64):
+        a = chunk_agreement(ref, route, block=block)
+        assert a.kl == pytest.approx(expected, rel=1e-12) and a.matches == agree and a.positions == 4
+    assert a.kl > 0
+
+
+def test_bit_equal_logits_read_kl_zero_and_top1_one_exactly():
+    rng = np.random.default_rng(1)
+    logits = (rng.normal(0, 30, (64, 4096)) + 1e4).astype(np.float32)  # large and sharp: still exactly 0
+    a = chunk_agreement(logits, logits.copy())
+    assert a.kl == 0.0 and a.matches == a.positions == scored_per_chunk(64)
+    folded = text_agreement([a, a, a])
+    assert folded.kl_mean == 0.0 and folded.kl_low == 0.0 and folded.kl_high == 0.0 and folded.top1 == 1.0
+
+
+def test_log_softmax_is_stable_and_chunk_agreement_refuses_other_shapes():
+    assert np.allclose(np.exp(log_softmax(np.array([[1e4, 1e4]]))), 0.5)
+    with pytest.raises(ValueError, match="same S x V"):
+        chunk_agreement(np.zeros((4, 3)), np.zeros((4, 5)))
+
+
+def test_text_agreement_folds_chunks_with_a_t_interval_over_chunk_means():
+    # chunk KLs 1.0, 1.1, 1.2: mean 1.1, sd 0.1, half-width t(0.975, 2) * 0.1 / sqrt(3)
+    chunks = [ChunkAgreement(1.0, 9, 10), ChunkAgreement(1.1, 8, 10), ChunkAgreement(1.2, 7, 10)]
+    t = text_agreement(chunks)
+    half = 4.302652729911275 * 0.1 / math.sqrt(3)
+    assert t.kl_mean == pytest.approx(1.1) and t.kl_low == pytest.approx(1.1 - half)
+    assert t.kl_high == pytest.approx(1.1 + half) and t.confidence == 0.95
+    assert (t.matches, t.positions, t.top1) == (24, 30, pytest.approx(0.8))
+    assert t.chunk_kl == (1.0, 1.1, 1.2) and t.chunk_matches == (9, 8, 7)
+
+
+def test_text_agreement_low_bound_stops_at_zero_and_one_chunk_has_none():
+    wide = text_agreement([ChunkAgreement(1.0, 1, 2), ChunkAgreement(2.0, 1, 2), ChunkAgreement(3.0, 1, 2)])
+    assert wide.kl_low == 0.0 and wide.kl_high > 3.0  # KL is never negative: the t bound is clipped
+    one = text_agreement([ChunkAgreement(0.5, 3, 4)])
+    assert one.kl_mean == 0.5 and math.isnan(one.kl_low) and math.isnan(one.kl_high) and one.top1 == 0.75
+    with pytest.raises(ValueError, match="no chunk"):
+        text_agreement([])

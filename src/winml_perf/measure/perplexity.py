@@ -19,7 +19,7 @@ import hashlib
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -99,16 +99,23 @@ def _prompt_stages(config) -> list:
     return out
 
 
-def chunk_nlls(folder: str | Path, chunks: Chunks) -> tuple[list[float], str]:
-    """Each chunk's mean NLL on the bundle at ``folder`` (a route's folder: its own EPs and options),
-    and how it was run. BenchmarkFailure when a stage cannot load or run a whole chunk."""
-    import numpy as np
+@dataclass(frozen=True)
+class Scorer:
+    """One folder's open sessions, one per stage a prompt runs through (a flat decoder: one)."""
 
+    folder: Path
+    sessions: tuple[tuple[Any, str, Any], ...]  # (stage, EP, InferenceSession), in order
+    kv: Any  # session/layer_outputs.KvShape
+    how: str  # "flat decoder" | "pipeline: embeddings → transformer → lm_head"
+
+
+def open_scorer(folder: str | Path) -> Scorer:
+    """The sessions of the bundle at ``folder`` (a route's folder: its own EPs and options), opened once.
+    BenchmarkFailure when a stage cannot load."""
     from winml_perf.bundle.config import load_config
     from winml_perf.bundle.variants import stage_session_entries
     from winml_perf.measure.equivalence import _stage_ep
-    from winml_perf.session.layer_outputs import KvShape, full_sequence_feeds, open_session
-    from winml_perf.stats.perplexity import chunk_nll
+    from winml_perf.session.layer_outputs import KvShape, open_session
 
     folder = Path(folder)
     config = load_config(folder)
@@ -129,27 +136,114 @@ def chunk_nlls(folder: str | Path, chunks: Chunks) -> tuple[list[float], str]:
             raise BenchmarkFailure(
                 f"{s.filename} on {ep}: {_first_line(exc)}", "its perplexity is not measured"
             ) from exc
-    out: list[float] = []
+    return Scorer(folder, tuple(sessions), kv, how)
+
+
+def chunk_logits(scorer: Scorer, chunk: Sequence[int]) -> Any:
+    """One full-sequence pass over ``chunk`` from an empty cache: the S x V logits (float32).
+    BenchmarkFailure when a stage cannot run a whole chunk."""
+    import numpy as np
+
+    from winml_perf.session.layer_outputs import full_sequence_feeds
+
+    tensors: dict[str, Any] = {}
+    for s, ep, session in scorer.sessions:
+        inputs = session.get_inputs()
+        try:
+            feeds = full_sequence_feeds([i for i in inputs if i.name not in tensors], chunk, None, scorer.kv)
+            for i in inputs:
+                if i.name in tensors:
+                    feeds[i.name] = tensors[i.name]
+            wanted = [o.name for o in session.get_outputs() if not o.name.startswith("present")]
+            tensors.update(zip(wanted, session.run(wanted, feeds)))
+        except Exception as exc:  # a static shape, an input the pass cannot feed, an EP failure
+            raise BenchmarkFailure(
+                f"{s.name} ({s.filename} on {ep}) cannot take a chunk of {len(chunk)} tokens: {_first_line(exc)}",
+                "its perplexity is not measured (a smaller --perplexity-chunk may fit)",
+            ) from exc
+    if "logits" not in tensors:
+        raise BenchmarkFailure(f"{scorer.folder}: no stage outputs logits", "its perplexity is not measured")
+    return np.asarray(tensors["logits"], dtype=np.float32)[0]
+
+
+def chunk_nlls(folder: str | Path, chunks: Chunks) -> tuple[list[float], str]:
+    """Each chunk's mean NLL on the bundle at ``folder``, and how it was run. BenchmarkFailure when a
+    stage cannot load or run a whole chunk."""
+    from winml_perf.stats.perplexity import chunk_nll
+
+    scorer = open_scorer(folder)
+    return [chunk_nll(chunk_logits(scorer, c), c) for c in chunks.chunks], scorer.how
+
+
+@dataclass
+class Pass:
+    """One folder's pass over the text, chunk by chunk: its sessions while open, what it has scored so
+    far, its agreement with the reference's logits on each chunk, and its cost."""
+
+    scorer: Scorer | None = None
+    nlls: list[float] = field(default_factory=list)
+    agreement: list[Any] = field(default_factory=list)  # stats/perplexity.ChunkAgreement per chunk
+    seconds: float = 0.0
+    failure: str | None = None  # why its perplexity is not measured
+    agreement_failure: str | None = None  # why its KL and top-1 are not
+
+    def score(self, chunk: Sequence[int]) -> Any:
+        """This folder's logits of ``chunk`` with its NLL recorded; None once it failed."""
+        from winml_perf.stats.perplexity import chunk_nll
+
+        if self.scorer is None:
+            return None
+        t0 = time.perf_counter()
+        try:
+            logits = chunk_logits(self.scorer, chunk)
+            self.nlls.append(chunk_nll(logits, chunk))
+            return logits
+        except BenchmarkFailure as exc:
+            self.scorer, self.failure = None, exc.message  # its sessions close with it
+            return None
+        finally:
+            self.seconds += time.perf_counter() - t0
+
+    def agree(self, reference: Any, logits: Any) -> None:
+        """Fold this chunk's KL and top-1 against the reference's logits of the same chunk."""
+        from winml_perf.stats.perplexity import chunk_agreement
+
+        if reference is None or logits is None or self.agreement_failure is not None:
+            return
+        t0 = time.perf_counter()
+        try:
+            self.agreement.append(chunk_agreement(reference, logits))
+        except ValueError as exc:  # another vocabulary: no position-by-position comparison
+            self.agreement_failure = str(exc)
+        self.seconds += time.perf_counter() - t0
+
+
+def open_pass(folder: Path) -> Pass:
+    """A folder's pass with its sessions open (or the reason they would not open)."""
+    t0 = time.perf_counter()
+    try:
+        return Pass(open_scorer(folder), seconds=time.perf_counter() - t0)
+    except BenchmarkFailure as exc:
+        return Pass(failure=exc.message, seconds=time.perf_counter() - t0)
+
+
+def score_chunks(
+    folders: Sequence[Path], reference: Path | None, chunks: Chunks, self_compare: bool = False
+) -> dict[Path, Pass]:
+    """Every folder's pass over the text, chunk by chunk: each folder's sessions opened once; on each
+    chunk the reference's logits first, then each other folder's, compared with them and let go, so
+    memory holds about two chunks' logits at a time, never the whole text's. ``self_compare``: the
+    reference is compared with itself too (a route that runs the reference's own folder: KL 0, top-1 1)."""
+    passes = {f: open_pass(f) for f in ([reference] if reference is not None else []) + list(folders)}
     for chunk in chunks.chunks:
-        tensors: dict[str, Any] = {}
-        for s, ep, session in sessions:
-            inputs = session.get_inputs()
-            try:
-                feeds = full_sequence_feeds([i for i in inputs if i.name not in tensors], chunk, None, kv)
-                for i in inputs:
-                    if i.name in tensors:
-                        feeds[i.name] = tensors[i.name]
-                wanted = [o.name for o in session.get_outputs() if not o.name.startswith("present")]
-                tensors.update(zip(wanted, session.run(wanted, feeds)))
-            except Exception as exc:  # a static shape, an input the pass cannot feed, an EP failure
-                raise BenchmarkFailure(
-                    f"{s.name} ({s.filename} on {ep}) cannot take a chunk of {len(chunk)} tokens: {_first_line(exc)}",
-                    "its perplexity is not measured (a smaller --perplexity-chunk may fit)",
-                ) from exc
-        if "logits" not in tensors:
-            raise BenchmarkFailure(f"{folder}: no stage outputs logits", "its perplexity is not measured")
-        out.append(chunk_nll(np.asarray(tensors["logits"], dtype=np.float32)[0], chunk))
-    return out, how
+        ref_logits = passes[reference].score(chunk) if reference is not None else None
+        if reference is not None and self_compare:
+            passes[reference].agree(ref_logits, ref_logits)
+        for folder, p in passes.items():
+            if folder != reference:
+                p.agree(ref_logits, p.score(chunk))
+        del ref_logits
+    return passes
 
 
 def _first_line(exc: Exception) -> str:
@@ -157,27 +251,46 @@ def _first_line(exc: Exception) -> str:
     return text.splitlines()[0] if text else repr(exc)
 
 
-def route_perplexity(folder: str | Path, chunks: Chunks) -> Perplexity:
-    """One route's Perplexity over the chunks (its cost: session loads, passes and scoring)."""
+def route_perplexity(p: Pass, chunks: Chunks) -> Perplexity:
+    """One folder's Perplexity over the chunks (its cost: session loads, passes and scoring)."""
     from winml_perf.stats.perplexity import perplexity
 
-    t0 = time.perf_counter()
-    nlls, how = chunk_nlls(folder, chunks)
-    est = perplexity(nlls)
-    ms = round((time.perf_counter() - t0) * 1000.0, 3)
+    est = perplexity(p.nlls)
+    how = p.scorer.how if p.scorer is not None else ""
     return Perplexity(
-        chunks.text, est.perplexity, est.low, est.high, est.confidence, est.mean_nll, tuple(nlls), ms, how
-    )
+        chunks.text, est.perplexity, est.low, est.high, est.confidence, est.mean_nll, tuple(p.nlls),
+        round(p.seconds * 1000.0, 3), how,
+    )  # fmt: skip
 
 
-def difference(route: Perplexity, reference: Perplexity, reference_label: str) -> PerplexityDifference:
-    """The route's perplexity against the reference's, paired on the same chunks."""
+def text_agreement_of(p: Pass, chunks: Chunks) -> Any:
+    """The folder's KL and top-1 against the reference over every chunk (stats/perplexity.TextAgreement),
+    None when any chunk went without."""
+    from winml_perf.stats.perplexity import text_agreement
+
+    if p.agreement_failure is not None or len(p.agreement) != len(chunks.chunks):
+        return None
+    return text_agreement(p.agreement)
+
+
+def difference(
+    route: Perplexity, reference: Perplexity, reference_label: str, agreement: Any = None
+) -> PerplexityDifference:
+    """The route's perplexity against the reference's, paired on the same chunks; with ``agreement``
+    (stats/perplexity.TextAgreement) its KL and top-1 over the same scored positions."""
     from winml_perf.stats.perplexity import perplexity_ratio
 
     r = perplexity_ratio(route.chunk_nll, reference.chunk_nll)
-    return PerplexityDifference(
+    diff = PerplexityDifference(
         reference_label, route.perplexity, reference.perplexity, r.ratio, r.low, r.high,
         r.confidence, r.mean_delta_nll, r.chunks, r.identical,
+    )  # fmt: skip
+    if agreement is None:
+        return diff
+    a = agreement
+    return replace(
+        diff, kl_mean=a.kl_mean, kl_low=a.kl_low, kl_high=a.kl_high, top1_agreement=a.top1, top1_matches=a.matches,
+        positions=a.positions, chunk_kl=a.chunk_kl, chunk_top1=a.chunk_matches,
     )  # fmt: skip
 
 
@@ -187,9 +300,19 @@ def _interval(low: float | None, high: float | None, digits: str) -> str:
     return f"[{low:{digits}}, {high:{digits}}]"
 
 
+def agreement_text(diff: PerplexityDifference) -> str:
+    """'KL 0.0045 [0.0031, 0.0060], top-1 96.2 % over 2,304 positions'; '' when not measured."""
+    if diff.kl_mean is None or diff.top1_agreement is None:
+        return ""
+    return (
+        f"KL {diff.kl_mean:.4g} {_interval(diff.kl_low, diff.kl_high, '.4g')}, "
+        f"top-1 {diff.top1_agreement * 100:.1f} % over {diff.positions or 0:,} positions"
+    )
+
+
 def perplexity_line(label: str, p: Perplexity, diff: PerplexityDifference | None) -> str:
     """'perplexity: ep=qnn 23.41 [21.9, 25.0] over 8 chunks of 512 tokens of coriolanus-act1.txt (95 %);
-    ×1.0123 [1.004, 1.021] against config'."""
+    ×1.0123 [1.004, 1.021] against config; KL 0.0045 [0.0031, 0.006], top-1 96.2 % over 2,040 positions'."""
     t = p.text
     text = (
         f"perplexity: {label} {p.perplexity:.4g} {_interval(p.low, p.high, '.4g')} over {t.chunks} chunk(s) of "
@@ -200,6 +323,8 @@ def perplexity_line(label: str, p: Perplexity, diff: PerplexityDifference | None
             text += f"; ×1 exactly against {diff.reference} (identical on every chunk)"
         else:
             text += f"; ×{diff.ratio:.4f} {_interval(diff.low, diff.high, '.4f')} against {diff.reference}"
+        agreement = agreement_text(diff)
+        text += f"; {agreement}" if agreement else ""
     return text
 
 
@@ -214,6 +339,57 @@ def reference_label(routes: Sequence[Any], reference_bundle: str | None, referen
     return CONFIG if any(r.label == CONFIG for r in routes) else None
 
 
+@dataclass(frozen=True)
+class Measured:
+    """What the passes gave, by label: each perplexity, its agreement with the reference, or why not."""
+
+    perplexity: dict[str, Perplexity]
+    agreement: dict[str, Any]  # label -> stats/perplexity.TextAgreement (routes other than the reference)
+    failed: dict[str, str]  # label -> why its perplexity is not measured
+    agreement_failed: dict[str, str]  # label -> why its KL and top-1 are not
+    passes: int  # folders measured
+
+
+def measure_labels(todo: Sequence[tuple[str, Path]], ref_label: str | None, chunks: Chunks) -> Measured:
+    """Score every distinct folder of ``todo`` (label, folder) chunk by chunk against the reference's."""
+    keys = {label: folder.resolve() for label, folder in todo}
+    ref_key = keys.get(ref_label) if ref_label else None
+    shares = any(k == ref_key for label, k in keys.items() if label != ref_label)  # a route on the reference's
+    passes = score_chunks(list(dict.fromkeys(keys.values())), ref_key, chunks, self_compare=shares)
+    m = Measured({}, {}, {}, {}, sum(p.failure is None for p in passes.values()))
+    for label, key in keys.items():
+        p = passes[key]
+        if p.failure is not None:
+            m.failed[label] = p.failure
+            continue
+        m.perplexity[label] = route_perplexity(p, chunks)
+        if ref_key is not None and label != ref_label:
+            m.agreement[label] = text_agreement_of(p, chunks)
+            if p.agreement_failure is not None:
+                m.agreement_failed[label] = p.agreement_failure
+    return m
+
+
+def _attach_one(r: Any, m: Measured, reference: Perplexity | None, ref_label: str | None) -> Any:
+    """One route with its perplexity (or why not) and, judged against the reference, the difference."""
+    p = m.perplexity.get(r.label)
+    route = r.recorded_route
+    if p is None:
+        why = m.failed.get(r.label, "not measured")
+        print(f"perplexity: {r.label} not measured: {why}", file=sys.stderr)
+        return replace(r, route=replace(route, perplexity_not_measured=why))
+    diff = None
+    if reference is not None and r.label != ref_label:
+        diff = difference(p, reference, str(ref_label), m.agreement.get(r.label))
+    print(perplexity_line(r.label, p, diff), file=sys.stderr)
+    if r.label in m.agreement_failed:
+        print(f"perplexity: {r.label} KL and top-1 not measured: {m.agreement_failed[r.label]}", file=sys.stderr)
+    route = replace(route, perplexity=p)
+    if diff is not None and isinstance(route.equivalence, Equivalence):  # judged against the same reference
+        route = replace(route, equivalence=replace(route.equivalence, perplexity=diff))
+    return replace(r, route=route)
+
+
 def attach_perplexity(
     bundle: str,
     routes: list[Any],
@@ -223,54 +399,26 @@ def attach_perplexity(
     reference_route: str | None = None,
 ) -> list[Any]:
     """The routes with their perplexity recorded (route.perplexity) and, where the route was judged
-    against the reference (route.equivalence), the ratio to the reference's; one line per route and
-    the cost on stderr."""
+    against the reference (route.equivalence), the ratio to the reference's with KL and top-1 over the
+    same positions; one line per route and the cost on stderr."""
     t0 = time.perf_counter()
     chunks = chunk_text(bundle, text_path, chunk)
     ref_label = reference_label(routes, reference_bundle, reference_route)
-    measured: dict[str, Perplexity] = {}
-    failed: dict[str, str] = {}
-    by_folder: dict[Path, Perplexity | str] = {}  # one pass per folder: a reference bundle that is a route's own
     todo = [(r.label, Path(r.session.path)) for r in routes]
     if reference_bundle:
         todo.append((ref_label or "", Path(reference_bundle)))
-    for label, folder in todo:
-        key = folder.resolve()
-        if key not in by_folder:
-            try:
-                by_folder[key] = route_perplexity(folder, chunks)
-            except BenchmarkFailure as exc:
-                by_folder[key] = exc.message
-        done = by_folder[key]
-        if isinstance(done, Perplexity):
-            measured[label] = done
-        else:
-            failed[label] = done
-    reference = measured.get(ref_label) if ref_label else None
+    m = measure_labels(todo, ref_label, chunks)
+    reference = m.perplexity.get(ref_label) if ref_label else None
     if reference_bundle and reference is not None:
         print(perplexity_line(str(ref_label), reference, None), file=sys.stderr)
-    out = []
-    for r in routes:
-        p = measured.get(r.label)
-        route = r.recorded_route
-        if p is None:
-            why = failed.get(r.label, "not measured")
-            print(f"perplexity: {r.label} not measured: {why}", file=sys.stderr)
-            out.append(replace(r, route=replace(route, perplexity_not_measured=why)))
-            continue
-        diff = difference(p, reference, str(ref_label)) if reference is not None and r.label != ref_label else None
-        print(perplexity_line(r.label, p, diff), file=sys.stderr)
-        route = replace(route, perplexity=p)
-        if diff is not None and isinstance(route.equivalence, Equivalence):  # judged against the same reference
-            route = replace(route, equivalence=replace(route.equivalence, perplexity=diff))
-        out.append(replace(r, route=route))
-    if ref_label and reference is None and ref_label in failed:
+    out = [_attach_one(r, m, reference, ref_label) for r in routes]
+    if ref_label and reference is None and ref_label in m.failed:
         print(
-            f"perplexity: no ratio: the reference {ref_label} was not measured ({failed[ref_label]})", file=sys.stderr
+            f"perplexity: no ratio: the reference {ref_label} was not measured ({m.failed[ref_label]})",
+            file=sys.stderr,
         )
-    n = sum(isinstance(v, Perplexity) for v in by_folder.values())
     print(
-        f"perplexity: {n} pass(es) of {chunks.text.chunks} x {chunk} tokens ({chunks.text.tokens} tokens of "
+        f"perplexity: {m.passes} pass(es) of {chunks.text.chunks} x {chunk} tokens ({chunks.text.tokens} tokens of "
         f"{chunks.text.name}) in {time.perf_counter() - t0:.1f} s, outside the timed iterations",
         file=sys.stderr,
     )

@@ -47,6 +47,10 @@ class EquivalenceView:
     perplexity_ratio: float | None = None  # ... its ratio to the reference's, paired over chunks
     perplexity_ratio_low: float | None = None  # ... the ratio's interval (None: too few chunks)
     perplexity_ratio_high: float | None = None
+    perplexity_kl: float | None = None  # ... KL(reference || route) over the text's scored tokens, nats
+    perplexity_kl_low: float | None = None  # ... its t interval over chunks (None: too few chunks)
+    perplexity_kl_high: float | None = None
+    perplexity_top1: float | None = None  # ... share of the text's scored tokens whose argmax agrees
 
     def __post_init__(self) -> None:
         if self.verdict not in VIEW_VERDICTS:
@@ -86,10 +90,23 @@ class EquivalenceView:
             lo, hi = self.perplexity_ratio_low, self.perplexity_ratio_high
             interval = f" [{lo:.4f}, {hi:.4f}]" if lo is not None and hi is not None else ""
             parts.append(f"perplexity ×{self.perplexity_ratio:.4f}{interval}")  # as perf prints it
+        parts.extend(f"text {part}" for part in self._text_agreement())
         return ", ".join(parts)
 
+    def _text_agreement(self) -> list[str]:
+        """['KL 0.0045 [0.0031, 0.006]', 'top-1 96.2 %']: over the perplexity's text; [] when not measured."""
+        parts = []
+        if self.perplexity_kl is not None:
+            lo, hi = self.perplexity_kl_low, self.perplexity_kl_high
+            interval = f" [{lo:.4g}, {hi:.4g}]" if lo is not None and hi is not None else ""
+            parts.append(f"KL {self.perplexity_kl:.4g}{interval}")  # as perf prints it
+        if self.perplexity_top1 is not None:
+            parts.append(f"top-1 {self.perplexity_top1 * 100:.1f} %")
+        return parts
+
     def perplexity_text(self) -> str | None:
-        """'perplexity 42.74 (×1.0014 [0.9967, 1.0062] of the reference)'; None when not measured."""
+        """'perplexity 42.74 (×1.0014 [0.9967, 1.0062] of the reference; KL 0.0045 [0.0031, 0.006], top-1
+        96.2 %)'; None when not measured."""
         if self.perplexity is None and self.perplexity_ratio is None:
             return None
         own = f"perplexity {self.perplexity:.4g}" if self.perplexity is not None else "perplexity"
@@ -97,7 +114,8 @@ class EquivalenceView:
             return own
         lo, hi = self.perplexity_ratio_low, self.perplexity_ratio_high
         interval = f" [{lo:.4f}, {hi:.4f}]" if lo is not None and hi is not None else ""
-        return f"{own} (×{self.perplexity_ratio:.4f}{interval} of the reference)"
+        agreement = ", ".join(self._text_agreement())
+        return f"{own} (×{self.perplexity_ratio:.4f}{interval} of the reference{'; ' + agreement if agreement else ''})"
 
     def text(self) -> str:
         """'within precision tolerance (KL 0.014, top-1 81 %) against config', 'not checked'."""
@@ -147,7 +165,8 @@ def _outputs_view(d: Mapping[str, Any]) -> EquivalenceView:
 
 
 def _perplexity_fields(d: Mapping[str, Any]) -> dict[str, float | None]:
-    """The route's perplexity and its ratio to the reference's (``route.equivalence.perplexity``)."""
+    """The route's perplexity, its ratio to the reference's, and KL and top-1 over the same text
+    (``route.equivalence.perplexity``)."""
     raw = d.get("perplexity")
     p: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     return {
@@ -155,6 +174,10 @@ def _perplexity_fields(d: Mapping[str, Any]) -> dict[str, float | None]:
         "perplexity_ratio": finite_number(p.get("ratio")),
         "perplexity_ratio_low": finite_number(p.get("low")),
         "perplexity_ratio_high": finite_number(p.get("high")),
+        "perplexity_kl": finite_number(p.get("kl_mean")),
+        "perplexity_kl_low": finite_number(p.get("kl_low")),
+        "perplexity_kl_high": finite_number(p.get("kl_high")),
+        "perplexity_top1": finite_number(p.get("top1_agreement")),
     }
 
 
@@ -213,6 +236,10 @@ def view_of_row(row: Mapping[str, Any]) -> EquivalenceView:
         perplexity_ratio=finite_number(row.get(PREFIX + "perplexity_ratio")),
         perplexity_ratio_low=finite_number(row.get(PREFIX + "perplexity_ratio_low")),
         perplexity_ratio_high=finite_number(row.get(PREFIX + "perplexity_ratio_high")),
+        perplexity_kl=finite_number(row.get(PREFIX + "perplexity_kl")),
+        perplexity_kl_low=finite_number(row.get(PREFIX + "perplexity_kl_low")),
+        perplexity_kl_high=finite_number(row.get(PREFIX + "perplexity_kl_high")),
+        perplexity_top1=finite_number(row.get(PREFIX + "perplexity_top1")),
     )
 
 

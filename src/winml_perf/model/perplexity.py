@@ -22,6 +22,10 @@ def _opt(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
+def _int(v: Any) -> int | None:
+    return None if v is None else int(v)
+
+
 @dataclass(frozen=True)
 class PerplexityText:
     """The text scored: where it comes from, its size, and how it was cut."""
@@ -112,7 +116,10 @@ class Perplexity:
 @dataclass(frozen=True)
 class PerplexityDifference:
     """A route's perplexity against the reference's on the same chunks: the ratio exp(mean ΔNLL) with
-    a paired t interval over chunks (1 exactly when both compute bit-identical logits)."""
+    a paired t interval over chunks (1 exactly when both compute bit-identical logits); and over the
+    same scored positions, KL(reference ‖ route) with a t interval over the chunk means and top-1
+    agreement over every scored position (KL 0 and top-1 1.0 exactly for bit-identical logits). The
+    agreement is None in records written before it was measured."""
 
     reference: str  # the reference's label (a route label, or bundle:PATH)
     perplexity: float  # the route's
@@ -124,10 +131,21 @@ class PerplexityDifference:
     mean_delta_nll: float  # nats per token, route − reference
     chunks: int
     identical: bool
+    kl_mean: float | None = None  # nats per scored token, mean over chunks
+    kl_low: float | None = None  # its t interval over the chunk means (None: one chunk)
+    kl_high: float | None = None
+    top1_agreement: float | None = None  # top1_matches / positions
+    top1_matches: int | None = None
+    positions: int | None = None  # scored positions over every chunk
+    chunk_kl: tuple[float, ...] = ()  # each chunk's mean KL, in order
+    chunk_top1: tuple[int, ...] = ()  # each chunk's agreeing positions, in order
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "low", _num(self.low) if self.low is not None else None)
-        object.__setattr__(self, "high", _num(self.high) if self.high is not None else None)
+        for name in ("low", "high", "kl_low", "kl_high"):
+            v = getattr(self, name)
+            object.__setattr__(self, name, _num(v) if v is not None else None)
+        object.__setattr__(self, "chunk_kl", tuple(self.chunk_kl))
+        object.__setattr__(self, "chunk_top1", tuple(self.chunk_top1))
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -141,6 +159,14 @@ class PerplexityDifference:
             "mean_delta_nll": self.mean_delta_nll,
             "chunks": self.chunks,
             "identical": self.identical,
+            "kl_mean": self.kl_mean,
+            "kl_low": self.kl_low,
+            "kl_high": self.kl_high,
+            "top1_agreement": self.top1_agreement,
+            "top1_matches": self.top1_matches,
+            "positions": self.positions,
+            "chunk_kl": list(self.chunk_kl),
+            "chunk_top1": list(self.chunk_top1),
         }
 
     @classmethod
@@ -156,4 +182,12 @@ class PerplexityDifference:
             float(d["mean_delta_nll"]),
             int(d["chunks"]),
             bool(d["identical"]),
+            _opt(d.get("kl_mean")),
+            _opt(d.get("kl_low")),
+            _opt(d.get("kl_high")),
+            _opt(d.get("top1_agreement")),
+            _int(d.get("top1_matches")),
+            _int(d.get("positions")),
+            tuple(float(x) for x in d.get("chunk_kl") or ()),
+            tuple(int(x) for x in d.get("chunk_top1") or ()),
         )

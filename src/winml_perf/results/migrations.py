@@ -43,6 +43,9 @@ Tables (one schema for SQLite and PostgreSQL):
 - ``records.equivalence_perplexity*`` (0010): with ``winml perf --perplexity``, the route's perplexity
   and its ratio to the reference's with the ratio's interval (``route.equivalence.perplexity``),
   filled from the stored JSON; NULL for runs without it.
+- ``records.equivalence_perplexity_kl*``, ``equivalence_perplexity_top1`` (0011): over the same text,
+  KL(reference ‖ route) with its interval over chunks and top-1 agreement (``route.equivalence.perplexity``),
+  filled from the stored JSON; NULL for runs without them (and for runs made before they were measured).
 """
 
 from __future__ import annotations
@@ -305,6 +308,16 @@ def perplexity_columns() -> list[sa.Column]:
     ]
 
 
+def text_agreement_columns() -> list[sa.Column]:
+    """The ``records.equivalence_perplexity_kl*`` and ``_top1`` columns of 0011, after 0010's in COLUMNS order."""
+    return [
+        sa.Column("equivalence_perplexity_kl", sa.Float, nullable=True),
+        sa.Column("equivalence_perplexity_kl_low", sa.Float, nullable=True),
+        sa.Column("equivalence_perplexity_kl_high", sa.Float, nullable=True),
+        sa.Column("equivalence_perplexity_top1", sa.Float, nullable=True),
+    ]
+
+
 def _fill_view_columns(conn: sa.Connection, names: list[str]) -> None:
     """Fill the named ``equivalence_*`` columns of every record from its JSON (model/equivalence_view)."""
     import json
@@ -337,6 +350,14 @@ def _m0010_perplexity_columns(conn: sa.Connection) -> None:
     """Issue 34: a route's perplexity and its ratio to the reference's beside its equivalence verdict,
     filled from each record's JSON (NULL where the run had no --perplexity)."""
     columns = perplexity_columns()
+    _add_columns(conn, columns)
+    _fill_view_columns(conn, [c.name for c in columns])
+
+
+def _m0011_text_agreement_columns(conn: sa.Connection) -> None:
+    """Issue 34: KL and top-1 agreement against the reference over the perplexity's text, beside the
+    perplexity ratio, filled from each record's JSON (NULL where the run did not measure them)."""
+    columns = text_agreement_columns()
     _add_columns(conn, columns)
     _fill_view_columns(conn, [c.name for c in columns])
 
@@ -408,7 +429,7 @@ samples.append_column(sa.Column("invocation", sa.Integer, nullable=True))
 metrics.append_column(sa.Column("invocations", sa.Text, nullable=True))
 records.append_column(sa.Column("bundle_id", sa.String(BUNDLE_ID_LENGTH), nullable=True))
 records.append_column(sa.Column("series_label", sa.String(SERIES_LABEL_LENGTH), nullable=True))
-for _column in equivalence_columns() + perplexity_columns():
+for _column in equivalence_columns() + perplexity_columns() + text_agreement_columns():
     records.append_column(_column)
 change_point_cache = _v4_change_point_cache(metadata)
 
@@ -431,6 +452,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0008_bundle_id", _m0008_bundle_id),
     Migration("0009_series_by_what_is_tracked", _m0009_series_by_what_is_tracked),
     Migration("0010_perplexity_columns", _m0010_perplexity_columns),
+    Migration("0011_text_agreement_columns", _m0011_text_agreement_columns),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)

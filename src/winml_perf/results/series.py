@@ -55,6 +55,8 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
         r.id, r.equivalence_verdict, r.equivalence_reference, r.run_id.label("equivalence_run_id"),
         r.equivalence_kind, r.equivalence_kl_mean, r.equivalence_top1_agreement, r.equivalence_perplexity,
         r.equivalence_perplexity_ratio, r.equivalence_perplexity_ratio_low, r.equivalence_perplexity_ratio_high,
+        r.equivalence_perplexity_kl, r.equivalence_perplexity_kl_low, r.equivalence_perplexity_kl_high,
+        r.equivalence_perplexity_top1,
     )  # fmt: skip
 
     def by_ids(conn: sa.Connection, cols: tuple, wanted: list[int]) -> dict[int, dict]:

@@ -138,3 +138,76 @@ def perplexity_ratio(
     return PerplexityRatio(
         math.exp(mean), math.exp(mean - half), math.exp(mean + half), mean, len(d), confidence, bool(np.all(d == 0))
     )
+
+
+# Agreement with the reference over the same text: on each chunk's scored positions (the second half,
+# as chunk_nll scores them), KL(reference ‖ route) of the next-token distributions and whether the
+# argmax agrees. KL's interval is a t interval over the chunk means, as the perplexity's (it covers this
+# text's chunk-to-chunk spread, not other texts); top-1 agreement is the share of every scored position.
+
+#: Positions per block when taking the log-softmax in float64: bounds the scratch memory of one chunk.
+BLOCK = 64
+
+
+def log_softmax(logits: np.ndarray) -> np.ndarray:
+    """log softmax over the last axis, float64, stable for large logits: ``logits`` P x V."""
+    x = np.asarray(logits, dtype=np.float64)
+    shifted = x - x.max(axis=-1, keepdims=True)
+    return np.asarray(shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)), dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class ChunkAgreement:
+    """One chunk's agreement of a route with the reference over its scored positions."""
+
+    kl: float  # mean KL(reference ‖ route) per scored position, nats
+    matches: int  # scored positions whose argmax agrees
+    positions: int  # scored positions
+
+
+def chunk_agreement(reference: np.ndarray, route: np.ndarray, block: int = BLOCK) -> ChunkAgreement:
+    """KL(reference ‖ route) and top-1 agreement over one chunk's scored half: ``reference`` and
+    ``route`` are the S x V logits of the same chunk of S tokens. Bit-equal logits give KL 0 and every
+    position agreeing, exactly. The log-softmax is taken ``block`` positions at a time."""
+    if np.shape(reference) != np.shape(route) or np.ndim(reference) != 2:
+        raise ValueError(f"logits of the same S x V shape needed, got {np.shape(reference)} and {np.shape(route)}")
+    n = int(np.shape(reference)[0])
+    first, end = first_scored(n), n - 1
+    total, matches = 0.0, 0
+    for i in range(first, end, block):
+        a, b = np.asarray(reference[i : min(i + block, end)]), np.asarray(route[i : min(i + block, end)])
+        p, q = log_softmax(a), log_softmax(b)
+        total += float(np.maximum((np.exp(p) * (p - q)).sum(axis=1), 0.0).sum())  # ≥ 0, rounding aside
+        matches += int((a.argmax(axis=1) == b.argmax(axis=1)).sum())
+    return ChunkAgreement(total / (end - first), matches, end - first)
+
+
+@dataclass(frozen=True)
+class TextAgreement:
+    """A route's agreement with the reference over the text: KL's mean over chunks with its t interval
+    (nan bounds with one chunk; the lower bound no less than 0), and top-1 over every scored position."""
+
+    kl_mean: float  # nats per scored token (every chunk scores as many: the mean over tokens too)
+    kl_low: float
+    kl_high: float
+    top1: float  # matches / positions
+    matches: int
+    positions: int
+    chunk_kl: tuple[float, ...]
+    chunk_matches: tuple[int, ...]
+    confidence: float
+
+
+def text_agreement(chunks: Sequence[ChunkAgreement], confidence: float = CONFIDENCE) -> TextAgreement:
+    """Fold the chunks' agreements (in order) into the text's."""
+    if not chunks:
+        raise ValueError("no chunk to fold")
+    kl = np.asarray([c.kl for c in chunks], dtype=np.float64)
+    mean = float(kl.mean())
+    half = _t_half(kl, confidence)
+    matches = sum(c.matches for c in chunks)
+    positions = sum(c.positions for c in chunks)
+    return TextAgreement(
+        mean, max(mean - half, 0.0) if math.isfinite(half) else math.nan, mean + half, matches / positions,
+        matches, positions, tuple(float(x) for x in kl), tuple(c.matches for c in chunks), confidence,
+    )  # fmt: skip
