@@ -318,8 +318,10 @@ def text_agreement_columns() -> list[sa.Column]:
     ]
 
 
-def _fill_view_columns(conn: sa.Connection, names: list[str]) -> None:
-    """Fill the named ``equivalence_*`` columns of every record from its JSON (model/equivalence_view)."""
+def _fill_view_columns(conn: sa.Connection, names: list[str], only: str = "") -> None:
+    """Fill the named ``equivalence_*`` columns of every record from its JSON (model/equivalence_view);
+    ``only``: an SQL condition on the records' columns that every record with a value meets (the rest
+    keep NULL without their JSON being read)."""
     import json
 
     from winml_perf.model.equivalence_view import view_of_record
@@ -328,7 +330,7 @@ def _fill_view_columns(conn: sa.Connection, names: list[str]) -> None:
     last = 0
     while True:
         batch = conn.execute(
-            sa.text("SELECT id, record_json FROM records WHERE id > :last ORDER BY id LIMIT :n"),
+            sa.text(f"SELECT id, record_json FROM records WHERE id > :last {only} ORDER BY id LIMIT :n"),
             {"last": last, "n": MIGRATION_CHUNK},
         ).all()
         if not batch:
@@ -359,7 +361,8 @@ def _m0011_text_agreement_columns(conn: sa.Connection) -> None:
     perplexity ratio, filled from each record's JSON (NULL where the run did not measure them)."""
     columns = text_agreement_columns()
     _add_columns(conn, columns)
-    _fill_view_columns(conn, [c.name for c in columns])
+    # measured only beside a perplexity ratio (0010's column): a fleet's other records are not read
+    _fill_view_columns(conn, [c.name for c in columns], only="AND equivalence_perplexity_ratio IS NOT NULL")
 
 
 def _m0007_equivalence_columns(conn: sa.Connection) -> None:
