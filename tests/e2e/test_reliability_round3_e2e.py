@@ -419,3 +419,37 @@ def test_a_password_in_any_form_is_in_no_output_record_report_or_traceback(pg_ur
     done.append(run_winml("results", "show", "nosuch", cwd=tmp_path, env={**env, "WINML_PERF_VERBOSE": "1"}))
     assert done[-1].returncode == 2
     _no_secret(done, tmp_path)
+
+
+def test_a_sweep_of_hundreds_of_cells_writes_every_cell_and_leaves_no_spool(tmp_path):
+    """Issue 36: the finished cells live on disk during the run (record/cell_spool.py), not in
+    memory; -o and --format json still hold every cell, in order, as one valid run record, the
+    same text both ways, and the spool's folder is gone after the run. A plain subprocess, so
+    TMPDIR is this test's folder."""
+    from winml_perf.record.validation import validate_record
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    out = tmp_path / "run.json"
+    argv = ["perf", TINY_FLAT, "--prompt-tokens", "1-100+1", "--max-new-tokens", "1-3+1", "--invocations", "1"]
+    argv += ["--iterations", "1", "--warmup", "0", "--no-store", "-q", "--format", "json", "-o", out]
+    done = subprocess.run(
+        [sys.executable, "-m", "winml_perf", *map(str, argv)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TMPDIR": str(temp)},
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = out.read_text()
+    assert done.stdout == text  # --format json and -o: the same run record
+    doc = json.loads(text)
+    validate_record(doc)
+    cells = doc["cells"]
+    assert len(cells) == 300 == doc["sweep"]["cell_count"]
+    assert [c["cell_index"] for c in cells] == list(range(300))
+    assert [(c["shape"]["prompt_tokens"], c["shape"]["max_new_tokens"]) for c in cells] == [
+        (p, n) for p in range(1, 101) for n in range(1, 4)
+    ]
+    assert all(c["status"] == "ok" and len(c["samples"]["iterations"]) == 1 for c in cells)
+    assert not list(temp.glob("winml-perf-cells-*"))  # the spool's folder was removed at exit

@@ -5,16 +5,18 @@ an interrupted run, a refused store or failed cells."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable, Sequence
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from winml_perf.commands.perf_flags import OutputFlags
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
-from winml_perf.support.output import check_output, write_output
+from winml_perf.support.output import check_output, write_output_chunks
 from winml_perf.support.text_table import fill
 
 if TYPE_CHECKING:
-    from winml_perf.model.record import RunRecord
+    from winml_perf.model.record import CellRecord, RunRecord
 
 #: Every file to write, by its flag: (path, exporter format).
 Exports = dict[str, tuple[Path, str]]
@@ -51,10 +53,10 @@ def report(outcome: Any, files: Exports, out: OutputFlags, texts: bool, explain:
     ``explain``: the profile of each cell. Raises the exit status of what did not go to plan."""
     run: RunRecord = outcome.run
     for flag, (path, export_fmt) in files.items():
-        write_output(path, run_export(run, export_fmt), flag)
+        write_output_chunks(path, run_export(run, export_fmt), flag)
     if outcome.interrupted is not None:
         raise RunInterrupted(outcome.interrupted, _kept(outcome, run, [str(p) for p, _ in files.values()]))
-    doc = run.to_dict()  # the closing summary and --explain read the record's JSON document
+    doc = run_document(run)  # the closing summary and --explain read the record's JSON document
     _print_run(run, doc, out.fmt)
     side = sys.stdout if out.fmt == "table" else sys.stderr
     if texts:
@@ -68,12 +70,28 @@ def report(outcome: Any, files: Exports, out: OutputFlags, texts: bool, explain:
         print(fill(f"stored {len(run.cells)} record(s) in {outcome.store} (run {run.run_id})"), file=sys.stderr)
     if outcome.store_errors:
         _refuse_unstored(outcome, run, files)
-    failed = [c for c in run.cells if not c.ok]
+    _raise_failed(run.cells)
+
+
+def _raise_failed(cells: Sequence[CellRecord]) -> None:
+    """BenchmarkFailure naming the first three failed cells, when a cell failed."""
+    from winml_perf.record.cell_spool import ok_cells
+
+    failed = len(cells) - len(ok_cells(cells))
     if failed:
+        first = islice((c for c in cells if not c.ok), 3)
         raise BenchmarkFailure(
-            f"{len(failed)} of {len(run.cells)} cells failed: "
-            + "; ".join(f"{c.cell_key}: {c.failure.message if c.failure else '?'}" for c in failed[:3])
+            f"{failed} of {len(cells)} cells failed: "
+            + "; ".join(f"{c.cell_key}: {c.failure.message if c.failure else '?'}" for c in first)
         )
+
+
+def run_document(run: RunRecord) -> dict[str, Any]:
+    """``run.to_dict()`` whose cells are made one at a time as they are read (a sequence of their
+    dicts, not a list): what reads it walks the cells, holding one at a time."""
+    from winml_perf.record.cell_spool import CellDicts
+
+    return {**run.head_dict(), "cells": CellDicts(run.cells)}
 
 
 def _refuse_unstored(outcome: Any, run: RunRecord, files: Exports) -> None:
@@ -96,7 +114,7 @@ def _save_unstored(outcome: Any, run: RunRecord) -> Path | None:
     path = outcome.unstored_path / f"{run.run_id}.json"
     try:
         check_output(path)
-        write_output(path, run_text(run, "json"))
+        write_output_chunks(path, run_export(run, "json"))
     except UsageError:
         return None
     return path
@@ -121,11 +139,9 @@ def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
     """The run on stdout in ``fmt``; for formats other than table, warnings and the summary go to
     stderr so stdout stays machine-readable. ``doc``: the run's JSON document (the summary's input)."""
     from winml_perf.compare.run_summary import route_verdicts, summarize_routes, summary_lines
-    from winml_perf.publish.formats import json_text
-    from winml_perf.publish.render import render_run
+    from winml_perf.publish.render import render_run, run_chunks
 
-    # json: the text of ``doc`` itself (the run's JSON document, not built a second time)
-    text = None if fmt == "table" else json_text(doc, "json") if fmt == "json" else run_text(run, fmt)
+    text = None if fmt == "table" else run_chunks(run, fmt)  # json and jsonl a cell at a time
     summary_report = summarize_routes(doc)
     summary = (
         summary_lines(summary_report, route_verdicts(doc)) if summary_report is not None and summary_report.rows else []
@@ -135,7 +151,7 @@ def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
         if summary:
             print("\n".join(["", *(fill(line) for line in summary)]))
         return
-    sys.stdout.write(text)
+    sys.stdout.writelines(text)
     sys.stdout.flush()
     print(fill(render_run(run, warnings_only=True)), file=sys.stderr, end="")
     for line in summary:
@@ -156,13 +172,16 @@ def _print_texts(doc: dict, stream: TextIO) -> None:
             print(f"\n{label} generated:\n  " + _printable(text).replace("\n", "\n  "), file=stream)
 
 
-def run_export(run: RunRecord, fmt: str) -> str:
-    """The run as exporter ``fmt`` writes it (`--export-FORMAT`, -o)."""
+def run_export(run: RunRecord, fmt: str) -> Iterable[str]:
+    """The run as exporter ``fmt`` writes it (`--export-FORMAT`, -o), in pieces: json and jsonl a
+    cell at a time (publish/render.run_chunks), so a long sweep's record is never whole in memory."""
     from winml_perf.publish.exporters import get
+    from winml_perf.publish.formats import JSON_FORMATS
+    from winml_perf.publish.render import run_chunks
 
     write = get(fmt).run_text
     assert write is not None, f"exporter {fmt} has no run text"  # exports() takes run formats only
-    return write(run)
+    return run_chunks(run, fmt) if fmt in JSON_FORMATS else [write(run)]
 
 
 def run_text(run: RunRecord, fmt: str) -> str:

@@ -25,7 +25,7 @@ class SweepContext:
     explainer: Callable[..., dict] | None = None  # (cell, prompt_ids, timeout_s) -> explain section
     on_result: Callable[[CellResult], None] | None = None
     hosts: dict[str, Host] = field(default_factory=dict)  # route label -> its live host
-    results: list[CellResult] = field(default_factory=list)
+    results: list[CellResult] = field(default_factory=list)  # kept only when there is no on_result
     order: list[dict[str, Any]] = field(default_factory=list)  # one entry per round, as the record's sweep.order
     meters: dict[str, Any] = field(default_factory=dict)  # route label -> its EnergyMeter (power/meters.py)
     meter_notes: dict[str, dict[str, Any]] = field(default_factory=dict)  # route label -> what it covers, or why none
@@ -56,10 +56,12 @@ class SweepContext:
             getattr(host, "kill", host.close)()
 
     def deliver(self, result: CellResult) -> None:
-        """A cell's final result: kept for the outcome and handed on at once."""
-        self.results.append(result)
+        """A cell's final result: handed on at once to ``on_result``, else kept for the outcome (a
+        sweep that hands them on does not keep them: its memory stays flat in the number of cells)."""
         if self.on_result is not None:
             self.on_result(result)
+        else:
+            self.results.append(result)
 
     def kill_hosts(self) -> None:
         """Stop every live host now (an interrupt: children do not finish their current request)."""

@@ -25,12 +25,13 @@ from winml_perf.session.factory import open_session
 
 @dataclass(frozen=True)
 class SweepOutcome:
-    results: tuple[CellResult, ...]
+    results: tuple[CellResult, ...]  # empty when each went to on_result instead
     order: tuple[dict, ...]  # one entry per round: {"group": g, "round": r, "order": [cell keys]}
 
 
 class SweepRunner:
-    """Runs cells (see module doc). ``on_result`` gets each CellResult as soon as it is final."""
+    """Runs cells (see module doc). ``on_result`` gets each CellResult as soon as it is final (the
+    outcome then keeps none of them); without it, the outcome has them all."""
 
     def __init__(
         self,

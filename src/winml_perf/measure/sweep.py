@@ -16,6 +16,7 @@ from winml_perf.model.record import CellRecord, RunRecord
 from winml_perf.model.result import CellResult
 from winml_perf.model.spec import CellSpec
 from winml_perf.record.build import cell_record, new_run_id, run_record
+from winml_perf.record.cell_spool import CellSpool
 from winml_perf.session.factory import open_session
 from winml_perf.support.errors import Interrupted
 
@@ -188,7 +189,8 @@ def run_sweep(  # noqa: PLR0913
     series_label: str | None = None,
 ) -> RunRecord:
     """Measure every cell and return the run's record; ``on_cell_done(record)`` is called as soon as
-    each cell is final (store it there). ``isolate=None`` isolates when there is more than one route.
+    each cell is final (store it there); the run's cells are then kept on disk and decoded when
+    read (record/cell_spool.py), so memory does not grow with them. ``isolate=None`` isolates when there is more than one route.
     ``environment``: collect_environment() of this run (collected here when None).
     ``roofline``: add decode's fraction of the memory-bandwidth bound (bandwidth measured once per machine, cached).
     ``explain``: after each cell's measured iterations, profile its route apart (measure/explain_cell.py).
@@ -212,7 +214,7 @@ def run_sweep(  # noqa: PLR0913
         else 1
     )
     extra = {"rounds": rounds, "seed": seed, "isolate": isolate, "invocations": invocations}
-    records: list[CellRecord] = []
+    spool = CellSpool()  # finished cells on disk: memory flat in the number of cells (issue 36)
 
     def on_result(result: CellResult) -> None:
         with collector_paused():
@@ -226,7 +228,7 @@ def run_sweep(  # noqa: PLR0913
                 gpu_bandwidth=gpu_bandwidth,
                 series_label=series_label,
             )
-            records.append(rec)
+            spool.append(rec)
             if on_cell_done is not None:
                 on_cell_done(rec)
 
@@ -245,9 +247,8 @@ def run_sweep(  # noqa: PLR0913
 
     def record(order: Sequence[Mapping], interrupted: str | None = None) -> RunRecord:
         sweep = _sweep_section(cells, routes, extra, order, (bandwidth, gpu_bandwidth), interrupted)
-        done = sorted(records, key=lambda r: r.cell_index)
         run = run_record(
-            done,
+            spool.cells(),
             run_id=run_id,
             environment=environment,
             started_utc=started,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
@@ -142,12 +142,13 @@ class CellRecord:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> CellRecord:
+    def from_dict(cls, d: Mapping[str, Any], *, owned: bool = False) -> CellRecord:
+        """The record of ``d``; ``owned``: ``d`` is the caller's to give away (just parsed from
+        JSON), so its values are taken as they are rather than copied."""
         _check_version(d, f"cell record {d.get('cell_id', '?')}")
         if d.get("kind", "cell") != "cell":
             raise StoreError(f"record kind {d.get('kind')!r} is not a cell record", "pass a cell record (kind 'cell')")
-        names = {f.name for f in fields(cls)}
-        values = {k: copied(v) for k, v in d.items() if k in names}
+        values = {k: v if owned else copied(v) for k, v in d.items() if k in _CELL_FIELDS}
         failure = values.get("failure")
         serving = values.get("serving")
         values.update(
@@ -169,6 +170,10 @@ class CellRecord:
         return cls(**values)
 
 
+#: CellRecord's field names: the keys from_dict takes.
+_CELL_FIELDS = frozenset(f.name for f in fields(CellRecord))
+
+
 @dataclass(frozen=True)
 class RunRecord:
     run_id: str
@@ -177,7 +182,7 @@ class RunRecord:
     status: str  # "ok" when every cell is ok, else "failed"
     sweep: Mapping[str, Any]  # routes, prompt_tokens, max_new_tokens, rounds, seed, isolate, order
     environment: Mapping[str, Any]
-    cells: tuple[CellRecord, ...] = ()
+    cells: Sequence[CellRecord] = ()  # a tuple, or a sweep's cells on disk (record/cell_spool.py)
     argv: tuple[str, ...] | None = None
     schema_version: int = SCHEMA_VERSION
     kind: str = "run"
@@ -192,6 +197,10 @@ class RunRecord:
         return self.status == "ok"
 
     def to_dict(self) -> dict[str, Any]:
+        return {**self.head_dict(), "cells": [c.to_dict() for c in self.cells]}
+
+    def head_dict(self) -> dict[str, Any]:
+        """``to_dict()`` without its last key, ``cells`` (a long run's JSON is written cell by cell)."""
         return {
             "schema_version": self.schema_version,
             "kind": self.kind,
@@ -202,7 +211,6 @@ class RunRecord:
             "argv": None if self.argv is None else list(self.argv),
             "sweep": copied(dict(self.sweep)),
             "environment": copied(dict(self.environment)),
-            "cells": [c.to_dict() for c in self.cells],
         }
 
     def to_json(self, indent: int | None = None) -> str:

@@ -33,7 +33,8 @@ def _slope(s: Mapping[str, Any] | None, scale: float, unit: str) -> str:
 
 def energy_lines(cells: Sequence[CellRecord]) -> list[str]:
     lines = []
-    for c in cells:
+    any_sustained = False
+    for c in cells:  # one walk: a long run's cells are read from disk (record/cell_spool.py)
         e = c.energy or {}
         if e.get("status") == "measured":
             meter = e.get("meter") or {}
@@ -45,6 +46,7 @@ def energy_lines(cells: Sequence[CellRecord]) -> list[str]:
             )
         s = c.sustained
         if s:
+            any_sustained = True
             rates = [w["tokens_per_s"] for w in s.get("windows") or [] if w.get("tokens_per_s") is not None]
             cps = s.get("change_points")
             found = (
@@ -63,7 +65,7 @@ def energy_lines(cells: Sequence[CellRecord]) -> list[str]:
                 lines.append(
                     f"[{c.cell_key}] energy: {e.get('status') or 'not measured'} ({e.get('reason') or 'no meter'})"
                 )
-    if any(c.sustained for c in cells):
+    if any_sustained:
         lines.append(
             "generated tokens/s: every token a window's generations produced over its wall time, prompt passes"
             " included; the table's decode tok/s: decode steps only, per generation (so it reads higher)"

@@ -4,7 +4,7 @@ routes, warnings, and the run's rows in every ``--format`` (formats.py)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from winml_perf.ep.effective import options_lines
@@ -26,7 +26,9 @@ from winml_perf.publish.run_table import (
     token_columns,
     with_equivalence,
 )
+from winml_perf.record.cell_spool import ok_cells
 from winml_perf.support.human_numbers import fixed
+from winml_perf.support.indented_json import dumps_indented_chunks
 from winml_perf.support.text_table import fill, left_out
 
 
@@ -53,26 +55,35 @@ def _columns(run: RunRecord) -> list[Column]:
 def run_rows(run: RunRecord) -> tuple[list[str], list[list[Any]]]:
     """Headers (metric names) and raw rows (numbers unrounded) of the run's ok cells, as exports
     write them (publish/run_table.py)."""
-    return export_rows(_columns(run), [c for c in run.cells if c.ok])
+    return export_rows(_columns(run), ok_cells(run.cells))
 
 
 def _markdown(run: RunRecord) -> str:
     """Every column as a person reads it (no terminal to fit)."""
-    heads, rows = screen_rows(_columns(run), [c for c in run.cells if c.ok])
+    heads, rows = screen_rows(_columns(run), ok_cells(run.cells))
     return table_text(heads, rows, "markdown")
 
 
 def run_text(run: RunRecord, fmt: str) -> str:
     """The run in a --format other than table: markdown/csv rows of the cells, json the record,
     jsonl one cell record per line."""
-    if fmt == "json":
-        return json_text(run.to_dict(), "json")
-    if fmt == "jsonl":
-        return json_text([c.to_dict() for c in run.cells], "jsonl")
-    if fmt == "markdown":
-        return _markdown(run)
-    headers, rows = run_rows(run)
-    return table_text(headers, rows, "csv")
+    return "".join(run_chunks(run, fmt))
+
+
+def run_chunks(run: RunRecord, fmt: str) -> Iterator[str]:
+    """``run_text`` in pieces: json and jsonl a cell at a time (a long sweep's cells are never all
+    in memory at once, issue 36), markdown and csv whole."""
+    if fmt == "json":  # the text of json_text(run.to_dict(), "json")
+        yield from dumps_indented_chunks(run.head_dict(), "cells", (c.to_dict() for c in run.cells))
+        yield "\n"
+    elif fmt == "jsonl":
+        for c in run.cells:
+            yield json_text(c.to_dict(), "jsonl")
+    elif fmt == "markdown":
+        yield _markdown(run)
+    else:
+        headers, rows = run_rows(run)
+        yield table_text(headers, rows, "csv")
 
 
 def _placement_text(placement: StagePlacement | None) -> str:
@@ -129,9 +140,13 @@ def warning_lines(cells: Sequence[CellRecord]) -> list[str]:
     """Warnings grouped by kind: one heading per kind with its remedy once, then the cells it
     concerns, each with its own detail; failed cells after them."""
     by_kind: dict[tuple[str, str], list[tuple[str, RecordWarning]]] = defaultdict(list)
-    for c in cells:
+    failed = []
+    for c in cells:  # one walk: a long run's cells are read from disk (record/cell_spool.py)
         for w in c.warnings:
             by_kind[(w.code, w.remedy)].append((c.cell_key, w))
+        if not c.ok:
+            kind, message = (c.failure.kind, c.failure.message) if c.failure else (None, None)
+            failed.append(f"FAILED [{c.cell_key}] {kind}: {message}")
     lines = []
     for (code, remedy), hits in by_kind.items():
         keys = {k for k, _ in hits}
@@ -141,17 +156,17 @@ def warning_lines(cells: Sequence[CellRecord]) -> list[str]:
             if key not in by_message[w.message]:
                 by_message[w.message].append(key)
         lines += [f"  {', '.join(ks)}: {message}" for message, ks in by_message.items()]
-    for c in cells:
-        if not c.ok:
-            kind, message = (c.failure.kind, c.failure.message) if c.failure else (None, None)
-            lines.append(f"FAILED [{c.cell_key}] {kind}: {message}")
-    return lines
+    return lines + failed
 
 
 def _stop_lines(cells: Sequence[CellRecord]) -> list[str]:
     """Why each adaptive cell stopped, and a note when an interval covers one process only."""
     lines = []
-    for c in cells:
+    count = sustained = in_proc = 0
+    for c in cells:  # one walk, as warning_lines
+        count += 1
+        sustained += _sustained(c)
+        in_proc += _covers(c) == "in-proc"
         policy = c.policy
         if policy.adaptive:
             s = c.summary
@@ -161,12 +176,11 @@ def _stop_lines(cells: Sequence[CellRecord]) -> list[str]:
                 f"({_covers(c)}) against --target-ci {policy.target_ci_pct:g}%, "
                 f"{s.invocations or 1} invocation(s), {s.iterations} iterations"
             )
-    sustained = [c for c in cells if _sustained(c)]
-    if sustained and len(sustained) == len(cells):  # --duration runs one process and refuses --invocations
+    if sustained and sustained == count:  # --duration runs one process and refuses --invocations
         lines.append(
             "CI95 in-proc covers this process only: a sustained run is one process; another run may differ by more"
         )
-    elif cells and all(_covers(c) == "in-proc" for c in cells):
+    elif count and in_proc == count:
         lines.append(
             "CI95 in-proc covers this process only: another run may differ by more; "
             "--invocations 5 (the default) gives an interval across processes"
@@ -187,7 +201,7 @@ def render_run(run: RunRecord, warnings_only: bool = False, width: int | None = 
     width = terminal_width() if width is None else width
     parts = [f"{cells[0].bundle if cells else ''}  runtime={cells[0].runtime if cells else ''}  run={run.run_id[:12]}"]
     parts += _route_lines(cells)
-    ok = [c for c in cells if c.ok]
+    ok = ok_cells(cells)
     if ok:
         table, dropped = fitted_table(_columns(run), ok, width)
         parts.append(table)

@@ -275,7 +275,10 @@ def run_record(
     sweep: Mapping[str, Any],
     argv: Sequence[str] | None = None,
 ) -> RunRecord:
-    status = "ok" if cells and all(c.ok for c in cells) else "failed"
+    """The run of ``cells``: a spooled view (record/cell_spool.py) stays one, anything else becomes a tuple."""
+    from winml_perf.record.cell_spool import SpooledCells, ok_cells
+
+    status = "ok" if cells and len(ok_cells(cells)) == len(cells) else "failed"
     return RunRecord(
         run_id=run_id,
         started_utc=started_utc,
@@ -283,6 +286,6 @@ def run_record(
         status=status,
         sweep=dict(sweep),
         environment=dict(environment),
-        cells=tuple(cells),
+        cells=cells if isinstance(cells, SpooledCells) else tuple(cells),
         argv=None if argv is None else tuple(argv),
     )

@@ -11,6 +11,7 @@ infinities refused (ValueError); circular containers refused (ValueError).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Iterator, Mapping
 from json.encoder import encode_basestring_ascii
 from typing import Any
 
@@ -134,3 +135,21 @@ def dumps_indented(doc: Any) -> str:
     out: list[str] = []
     _encode(doc, 0, out, set())
     return "".join(out)
+
+
+def dumps_indented_chunks(head: Mapping[str, Any], key: str, items: Iterable[Any]) -> Iterator[str]:
+    """``dumps_indented({**head, key: list(items)})`` in pieces, one per item: a document whose last
+    key holds a long list (a run's cells) is written without holding the list (``key`` not in ``head``)."""
+    text = dumps_indented(dict(head))
+    yield (text[:-2] + "," if head else "{") + "\n" + INDENT + _key_text(key) + ": "
+    before, inner = "[", "\n" + INDENT * 2
+    for item in items:
+        out = [before + inner]
+        plain = _plain(item)
+        if plain is None:
+            _encode(item, 2, out, set())
+        else:
+            out.append(plain)
+        before = ","
+        yield "".join(out)
+    yield ("[]" if before == "[" else "\n" + INDENT + "]") + "\n}"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from pathlib import Path
 
 from winml_perf.support.errors import UsageError
@@ -69,6 +70,12 @@ def check_output(path: Path, flag: str = "-o") -> None:
 
 def write_output(path: Path, text: str, flag: str = "-o") -> None:
     """Write ``text`` to ``path`` as the module doc says; UsageError when it cannot be written."""
+    write_output_chunks(path, [text], flag)
+
+
+def write_output_chunks(path: Path, chunks: Iterable[str], flag: str = "-o") -> None:
+    """``write_output`` of the text ``chunks`` make, one after another (a long run's record is
+    never one string in memory)."""
     target = _target(Path(path))
     try:
         mode = target.stat().st_mode
@@ -77,22 +84,22 @@ def write_output(path: Path, text: str, flag: str = "-o") -> None:
     try:
         if mode is not None and _in_place(mode):
             with open(target, "w", encoding="utf-8") as fh:
-                fh.write(text)
+                fh.writelines(chunks)
             return
-        _replace(target, text, mode)
+        _replace(target, chunks, mode)
     except OSError as exc:
         raise UsageError(
             f"{flag} {path}: cannot write ({exc.strerror or exc})", f"pass {flag} with a writable path"
         ) from None
 
 
-def _replace(target: Path, text: str, old_mode: int | None) -> None:
+def _replace(target: Path, chunks: Iterable[str], old_mode: int | None) -> None:
     from winml_perf.support.safe_write import temp_name
 
     tmp = temp_name(target)  # unique to the process and the call: concurrent writers never share one
     try:
         with open(tmp, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            fh.writelines(chunks)
             fh.flush()
             os.fsync(fh.fileno())
         if old_mode is not None:
