@@ -28,6 +28,7 @@ import numpy as np
 
 from winml_perf.publish.formats import human
 from winml_perf.stats.series.changepoint import shift_text
+from winml_perf.support.human_numbers import human_many
 
 #: Width of one character of the 11 px axis font, for sizing margins (a generous estimate).
 CHAR_PX = 7.0
@@ -279,18 +280,22 @@ def _markers(
     """A marker per record with its hover title; a record without a value is a cross on the x axis."""
     out = []
     cy = y(np.nan_to_num(v)).tolist()
-    for x, yy, val, low, high, tip in zip(px.tolist(), cy, v.tolist(), lo.tolist(), hi.tolist(), tips):
+    values, lows, highs = v.tolist(), lo.tolist(), hi.tolist()
+    texts, low_texts, high_texts = human_many(values), human_many(lows), human_many(highs)  # 3 a record
+    for x, yy, val, low, high, tip, text, low_text, high_text in zip(
+        px.tolist(), cy, values, lows, highs, tips, texts, low_texts, high_texts
+    ):
         if val != val:  # NaN: the record failed
             out.append(
                 f'<path class="pt failed" d="M{x - 3:.1f},{base - 3:.1f}l6,6m0,-6l-6,6"><title>{tip} · failed</title></path>'
             )
         elif low == low and high == high:
             out.append(
-                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {human(val)} [{human(low)}, {human(high)}] {unit}</title></circle>'
+                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {text} [{low_text}, {high_text}] {unit}</title></circle>'
             )
         else:
             out.append(
-                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {human(val)} {unit}</title></circle>'
+                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {text} {unit}</title></circle>'
             )
     return "".join(out)
 

@@ -4,6 +4,7 @@ formats (CSV, JSON, the store) keep full precision and never pass through it."""
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 #: Significant digits of a human number (README "Results" states the rule).
@@ -47,6 +48,36 @@ def human(value: Any, digits: int = SIGNIFICANT) -> str:
     if exponent >= digits:  # beyond the largest suffix
         return f"{x:.{digits - 1}e}"
     return f"{x:.{min(max(0, digits - 1 - exponent), 12)}f}"  # 0.57 is '0.5700': every digit it has
+
+
+#: The smallest exponent human_many writes without human(): its decimals stay within human's 12.
+_FAST_MIN_EXPONENT = -8
+
+
+def human_many(values: Iterable[Any], digits: int = SIGNIFICANT) -> list[str]:
+    """``[human(v, digits) for v in values]``, the same texts at about a third of the cost: a float
+    below 10**digits (and not tiny) is written from the digits of one e-format (its 'd.ddd' are the
+    rounded value's digits; only the point moves); anything else goes through human(). For the
+    dashboard's hover texts, three a record (10^6 records: 3 million numbers)."""
+    form = f"%.{digits - 1}e"
+    out: list[str] = []
+    for x in values:
+        if type(x) is not float or x != x or x == 0.0 or x in (math.inf, -math.inf):
+            out.append(human(x, digits))
+            continue
+        mantissa, _, power = (form % x).rpartition("e")
+        exponent = int(power)
+        if exponent >= digits or exponent < _FAST_MIN_EXPONENT:
+            out.append(human(x, digits))
+            continue
+        sign = "-" if mantissa[0] == "-" else ""
+        figures = mantissa.lstrip("-").replace(".", "")
+        if exponent >= 0:
+            whole, frac = figures[: exponent + 1], figures[exponent + 1 :]
+            out.append(f"{sign}{whole}.{frac}" if frac else f"{sign}{whole}")
+        else:
+            out.append(f"{sign}0.{'0' * (-exponent - 1)}{figures}")
+    return out
 
 
 def fixed(value: float, decimals: int = 1, signed: bool = False) -> str:
