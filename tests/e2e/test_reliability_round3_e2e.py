@@ -176,6 +176,30 @@ def test_three_concurrent_dashboards_into_one_folder_all_finish_whole(tmp_path):
         assert page.read_text().rstrip().endswith("</html>"), page
 
 
+def test_two_runs_writing_one_output_file_at_once_leave_one_whole_record(tmp_path):
+    """Class 7, another door: two `winml perf -o` into the same file at once. Each write is a unique
+    temporary file and a rename, so both finish and the file is one whole, valid run record."""
+    from winml_perf.record.validation import validate_record
+
+    out = tmp_path / "run.json"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "winml_perf", "perf", str(TINY_FLAT), *LEAN, "--no-store", "-q", "-o", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=tmp_path,
+        )  # fmt: skip
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-500:] for o in outs]
+    run = json.loads(out.read_text())
+    validate_record(run)
+    assert len(run["cells"]) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]  # no temporary file left beside it
+
+
 def test_tune_emit_copies_a_linked_sub_folder_and_the_bundle_runs(tmp_path):
     """Failed before: --emit skipped a symlinked sub-folder and emitted a bundle that could not run."""
     bundle = _copy_bundle(tmp_path / "b")
@@ -356,6 +380,27 @@ def test_a_reference_bundle_of_another_vocabulary_is_refused_naming_both(tmp_pat
     (same_vocab / "tokenizer.json").write_text(json.dumps(tok))
     done = run_winml("perf", TINY_FLAT, "--reference-bundle", same_vocab, *LEAN, "--no-store")
     assert done.returncode == 2 and "tokenizer" in done.stderr
+
+
+def test_a_reference_that_is_no_bundle_or_cannot_be_judged_exits_2_naming_the_flag(tmp_path):
+    """Class 6, two more doors: a --reference-bundle that is no bundle (a missing path, a model file,
+    a folder of bundles), and a reference the run cannot judge against (a plain ONNX model, or
+    --reference beside --reference-bundle): exit 2 naming the flag, before any route is derived."""
+    from tests import models
+
+    bundle = _copy_bundle(tmp_path / "b")
+    for ref in (tmp_path / "missing", BUNDLES / "tiny-qwen2" / "model.onnx", BUNDLES):
+        done = run_winml("perf", bundle, "--reference-bundle", ref, *LEAN, "--no-store")
+        assert done.returncode == 2, done.stderr[-500:]
+        assert "--reference-bundle" in done.stderr and "genai_config.json" in done.stderr
+        assert "unexpected" not in done.stderr
+    plain = models.mlp(tmp_path / "m.onnx")
+    done = run_winml("perf", plain, "--ep", "cpu", "--reference-bundle", bundle, "--iterations", "2", "--no-store")
+    assert done.returncode == 2 and "--reference-bundle" in done.stderr, done.stderr[-500:]
+    both = ("--reference-bundle", TINY_FLAT, "--reference", "config", "--route", "config", "--route", "ep=cpu")
+    done = run_winml("perf", bundle, *both, *LEAN, "--no-store")
+    assert done.returncode == 2 and "--reference cannot be combined" in done.stderr, done.stderr[-500:]
+    assert not [p for p in (bundle / "_compiled").glob("*") if p.name != ".lock"]
 
 
 def test_results_list_by_absolute_path_finds_a_record_stored_by_relative_path(tmp_path):
