@@ -200,6 +200,24 @@ def test_two_runs_writing_one_output_file_at_once_leave_one_whole_record(tmp_pat
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run.json"]  # no temporary file left beside it
 
 
+def test_two_exports_into_one_file_at_once_leave_one_whole_export(tmp_path):
+    """Class 7, a third door: two `winml results export -o` into the same file at once; both finish
+    and the file is one whole export (every record's row, no half-written line)."""
+    store = tmp_path / "s.db"
+    assert run_winml("perf", TINY_FLAT, *LEAN, "--store", store).returncode == 0
+    expected = run_winml("results", "export", "--store", store, "--format", "csv").stdout
+    out = tmp_path / "out" / "export.csv"
+    out.parent.mkdir()
+    cmd = [sys.executable, "-m", "winml_perf", "results", "export", "--store", str(store), "--format", "csv"]
+    procs = [
+        subprocess.Popen([*cmd, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-500:] for o in outs]
+    assert out.read_text() == expected and [p.name for p in out.parent.iterdir()] == ["export.csv"]
+
+
 def test_tune_emit_copies_a_linked_sub_folder_and_the_bundle_runs(tmp_path):
     """Failed before: --emit skipped a symlinked sub-folder and emitted a bundle that could not run."""
     bundle = _copy_bundle(tmp_path / "b")
