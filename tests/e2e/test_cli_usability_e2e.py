@@ -331,9 +331,15 @@ def test_the_readme_and_the_synth_error_name_the_same_install_command():
 
 
 def test_nightly_ratios_are_written_as_the_tool_writes_them():
+    """docs/nightly.md quotes compare routes' sentences in the form compare/routes.py prints them:
+    hyperfine's '1.00 ± 0.01 times as fast as' when symmetric, else the ratio alone and the
+    interval's two sides beside the shape '(95% CI +0.07/−0.05; p128 n128, 20 rounds)'."""
     nightly = (REPO / "docs/nightly.md").read_text()
-    ratios = re.findall(r"ran (\d+\.\d\d) (\S+(?: \S+)?) ×", nightly)
-    assert ratios
-    for _, interval in ratios:
-        assert re.fullmatch(r"± \d+\.\d\d|\+\d+\.\d\d/−\d+\.\d\d", interval), interval
-    assert any(i.startswith("+") for _, i in ratios)  # the asymmetric form, the common one, is shown
+    symmetric = re.findall(
+        r"ran \d+\.\d\d ± \d+\.\d\d times (?:faster than|slower than|as fast as) \S+ \(p\d+ n\d+, ", nightly
+    )
+    asymmetric = re.findall(
+        r"ran \d+\.\d\d times (?:faster|slower) than \S+ \(95% CI \+\d+\.\d\d/−\d+\.\d\d; p\d+ n\d+, ", nightly
+    )
+    assert symmetric and asymmetric  # both forms are shown
+    assert not re.search(r"ran \d+\.\d\d \S+(?: \S+)? ×", nightly)  # the form of an older version
