@@ -167,6 +167,12 @@ class CellProgress:
     def finished(self) -> bool:
         return self.stop is not None or self.failure is not None
 
+    def release(self) -> None:
+        """Drop what the cell measured once its result has been handed over (issue 36: a sweep's
+        memory flat in its cells); whether it finished, and why, stay."""
+        self.invocations, self.warmups, self.energy_readings, self.timeline, self.ordered = [], [], [], [], []
+        self.begin, self.end, self.power_state, self.idle_marks = None, None, {}, ()
+
     def remaining_s(self) -> float | None:
         """What is left of the cell's time budget (None: no --cell-timeout)."""
         if self.cell.cell_timeout_s is None:

@@ -192,6 +192,7 @@ class CellDriver:
         result = self._result(memory_scope, explain)
         self.context.progress.cell_finished(self.cell.key, result.status, self._summary())
         self.context.deliver(result)
+        self.state.release()  # the schedule keeps its drivers to the end of the sweep: not their samples
         return result
 
     # -- the result --------------------------------------------------------------------------------
