@@ -3,8 +3,9 @@
 ``CellSpool`` takes each cell's record as soon as it is final and writes its JSON as one line of a
 file in a folder of its own (``tempfile.mkdtemp``: new, private to the user, never an existing
 path), opened new with O_EXCL and without following a link; it keeps only where each line starts,
-its length, the cell's index and whether it is ok (33 bytes a cell). The folder is removed when
-the spool is no longer referenced, or at exit.
+its length, the cell's index and whether it is ok (33 bytes a cell). The first few cells
+(KEEP_CELLS, within KEEP_SAMPLES samples) stay in memory instead: a run of one or a few cells
+pays nothing for the spool. The folder is removed when the spool is no longer referenced, or at exit.
 
 ``SpooledCells`` is the read-only view a ``RunRecord`` carries as its ``cells``: a
 ``Sequence[CellRecord]`` in cell-index order that decodes a cell when it is asked for, so a
@@ -28,6 +29,11 @@ from typing import IO, Any, overload
 from winml_perf.model.record import CellRecord
 
 _FILE = "cells.jsonl"
+#: A sweep's first cells stay in memory, as many as this and within KEEP_SAMPLES samples in all:
+#: a run of a few cells pays no encoding and no decoding for the spool (its closing output walks
+#: the cells about nine times), and memory is still bounded however many cells follow.
+KEEP_CELLS = 32
+KEEP_SAMPLES = 100_000
 
 
 def _close_and_remove(handle: IO[bytes], folder: str, owner: int) -> None:
@@ -49,25 +55,38 @@ class CellSpool:
         self._indices = array("q")  # each line's cell_index
         self._ok = bytearray()
         self._end = 0
+        self._kept: dict[int, CellRecord] = {}  # line -> a record kept in memory (not in the file)
+        self._kept_samples = 0
         self._finalizer = weakref.finalize(self, _close_and_remove, self._file, self.folder, os.getpid())
 
     def __len__(self) -> int:
         return len(self._offsets)
 
     def append(self, record: CellRecord) -> None:
-        """Keep ``record`` on disk (its ``to_json()``, one line)."""
-        data = record.to_json().encode("utf-8") + b"\n"
+        """Keep ``record``: in memory while the first cells fit KEEP_CELLS and KEEP_SAMPLES, else on
+        disk (its ``to_json()``, one line)."""
+        samples = len(record.samples.warmup) + len(record.samples.iterations)
         with self._lock:
-            self._file.seek(self._end)
-            self._file.write(data)
-            self._offsets.append(self._end)
-            self._lengths.append(len(data))
-            self._end += len(data)
+            if len(self._kept) < KEEP_CELLS and self._kept_samples + samples <= KEEP_SAMPLES:
+                self._kept[len(self._offsets)] = record
+                self._kept_samples += samples
+                self._offsets.append(-1)
+                self._lengths.append(0)
+            else:
+                data = record.to_json().encode("utf-8") + b"\n"
+                self._file.seek(self._end)
+                self._file.write(data)
+                self._offsets.append(self._end)
+                self._lengths.append(len(data))
+                self._end += len(data)
         self._indices.append(record.cell_index)
         self._ok.append(1 if record.ok else 0)
 
     def read(self, line: int) -> CellRecord:
         """The record of the ``line``-th cell appended."""
+        kept = self._kept.get(line)
+        if kept is not None:
+            return kept
         with self._lock:
             self._file.seek(self._offsets[line])
             data = self._file.read(self._lengths[line])
