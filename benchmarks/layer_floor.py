@@ -27,8 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
-from winml_perf.bundle.config import CONFIG_NAME, load_config
-from winml_perf.bundle.variants import _linked_copy, optimization_variant
+from winml_perf.bundle.variants import optimization_variant, session_variant
 from winml_perf.measure.equivalence import EQUIVALENCE_STEPS, LayerBands, _stage_figures, _stage_outputs
 from winml_perf.session.genai_logits import teacher_forced
 from winml_perf.session.genai_session import GenaiSession
@@ -40,12 +39,7 @@ PROMPT_TOKENS = 16
 
 def threads_variant(bundle: Path, threads: int) -> Path:
     """A folder loading ``bundle`` with every stage at intra_op_num_threads ``threads``."""
-    config = load_config(bundle)
-    names = ["decoder"] if config.kind == "flat" else list(config.stage_names)
-    variant = config.with_session_entries({n: {"intra_op_num_threads": threads} for n in names})
-    out = _linked_copy(bundle, {CONFIG_NAME})
-    (out / CONFIG_NAME).write_text(variant.dumps(), encoding="utf-8")
-    return out
+    return session_variant(bundle, {"intra_op_num_threads": threads})
 
 
 def _spread(errors: dict[int, float]) -> dict[str, float | int | None]:

@@ -11,6 +11,7 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from winml_perf.bundle.config import CONFIG_NAME, load_config
 from winml_perf.ep.table import EPS, Fp16Option, ep_from_genai_provider, is_known_ep
@@ -34,9 +35,14 @@ def _linked_copy(bundle: Path, skip: set[str]) -> Path:
 
 def optimization_variant(bundle: Path, level: str = NOISE_LEVEL) -> Path:
     """A folder loading ``bundle`` with every stage at graph optimisation ``level``."""
+    return session_variant(bundle, {"graph_optimization_level": level})
+
+
+def session_variant(bundle: Path, entries: dict[str, Any]) -> Path:
+    """A folder loading ``bundle`` (its files linked) with these session options on every stage."""
     config = load_config(bundle)
     names = ["decoder"] if config.kind == "flat" else list(config.stage_names)
-    variant = config.with_session_entries({n: {"graph_optimization_level": level} for n in names})
+    variant = config.with_session_entries({n: dict(entries) for n in names})
     out = _linked_copy(bundle, {CONFIG_NAME})
     (out / CONFIG_NAME).write_text(variant.dumps(), encoding="utf-8")
     return out
