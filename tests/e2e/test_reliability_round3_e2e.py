@@ -152,24 +152,24 @@ def test_dashboard_sustained_refuses_a_planted_link(tmp_path):
     assert not (outside / "victim").exists()
 
 
+def _at_once(n: int, *args, cwd=None) -> None:
+    """``winml ARGS`` in ``n`` processes started together; every one must exit 0."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "winml_perf", *map(str, args)]
+    procs = [
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=cwd)
+        for _ in range(n)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0] * n, [o[1][-500:] for o in outs]
+
+
 def test_three_concurrent_dashboards_into_one_folder_all_finish_whole(tmp_path):
     """Failed before: the temporary names were .NAME.html.tmp in every process: two of three exited 2."""
     store = tmp_path / "s.db"
     assert run_winml("perf", TINY_FLAT, *LEAN, "--store", store).returncode == 0
     site = tmp_path / "site"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "winml_perf", "dashboard", "--store", str(store), "-o", str(site)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )  # fmt: skip
-        for _ in range(3)
-    ]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0, 0], [o[1][-500:] for o in outs]
+    _at_once(3, "dashboard", "--store", store, "-o", site)
     pages = [p for p in site.rglob("*") if p.is_file()]
     assert not [p for p in pages if p.name.endswith(".tmp")]
     for page in pages:
@@ -182,18 +182,7 @@ def test_two_runs_writing_one_output_file_at_once_leave_one_whole_record(tmp_pat
     from winml_perf.record.validation import validate_record
 
     out = tmp_path / "run.json"
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "winml_perf", "perf", str(TINY_FLAT), *LEAN, "--no-store", "-q", "-o", str(out)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=tmp_path,
-        )  # fmt: skip
-        for _ in range(2)
-    ]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [o[1][-500:] for o in outs]
+    _at_once(2, "perf", TINY_FLAT, *LEAN, "--no-store", "-q", "-o", out, cwd=tmp_path)
     run = json.loads(out.read_text())
     validate_record(run)
     assert len(run["cells"]) == 1
@@ -208,13 +197,7 @@ def test_two_exports_into_one_file_at_once_leave_one_whole_export(tmp_path):
     expected = run_winml("results", "export", "--store", store, "--format", "csv").stdout
     out = tmp_path / "out" / "export.csv"
     out.parent.mkdir()
-    cmd = [sys.executable, "-m", "winml_perf", "results", "export", "--store", str(store), "--format", "csv"]
-    procs = [
-        subprocess.Popen([*cmd, "-o", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        for _ in range(2)
-    ]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [o[1][-500:] for o in outs]
+    _at_once(2, "results", "export", "--store", store, "--format", "csv", "-o", out)
     assert out.read_text() == expected and [p.name for p in out.parent.iterdir()] == ["export.csv"]
 
 

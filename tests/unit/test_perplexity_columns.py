@@ -22,11 +22,12 @@ AGREED = replace(
 )
 
 
-def _judged(run_id: str) -> list[dict]:
-    with_ppl = {**logits_equivalence("within precision tolerance", 0.012, 1.0), "perplexity": RATIO.to_dict()}
+def _judged(run_id: str, route: str = "ep=webgpu", perplexity: PerplexityDifference = RATIO) -> list[dict]:
+    """A run of config and ``route``, judged within precision tolerance with ``perplexity``."""
+    with_ppl = {**logits_equivalence("within precision tolerance", 0.012, 1.0), "perplexity": perplexity.to_dict()}
     return [
         make_cell(run_id, route="config", index=0),
-        make_cell(run_id, route="ep=webgpu", index=1, equivalence=with_ppl),
+        make_cell(run_id, route=route, index=1, equivalence=with_ppl),
     ]
 
 
@@ -103,11 +104,7 @@ def test_the_dashboard_shows_the_perplexity_ratio_beside_the_verdict(tmp_path):
 
 
 def _agreed(run_id: str) -> list[dict]:
-    with_agreement = {**logits_equivalence("within precision tolerance", 0.012, 1.0), "perplexity": AGREED.to_dict()}
-    return [
-        make_cell(run_id, route="config", index=0),
-        make_cell(run_id, route="ep=qnn", index=1, equivalence=with_agreement),
-    ]
+    return _judged(run_id, "ep=qnn", AGREED)
 
 
 def test_the_view_reads_kl_and_top1_over_the_text_and_says_them_beside_the_ratio():

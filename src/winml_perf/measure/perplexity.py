@@ -166,15 +166,6 @@ def chunk_logits(scorer: Scorer, chunk: Sequence[int]) -> Any:
     return np.asarray(tensors["logits"], dtype=np.float32)[0]
 
 
-def chunk_nlls(folder: str | Path, chunks: Chunks) -> tuple[list[float], str]:
-    """Each chunk's mean NLL on the bundle at ``folder``, and how it was run. BenchmarkFailure when a
-    stage cannot load or run a whole chunk."""
-    from winml_perf.stats.perplexity import chunk_nll
-
-    scorer = open_scorer(folder)
-    return [chunk_nll(chunk_logits(scorer, c), c) for c in chunks.chunks], scorer.how
-
-
 @dataclass
 class Pass:
     """One folder's pass over the text, chunk by chunk: its sessions while open, what it has scored so

@@ -28,6 +28,8 @@ COLUMNS = (
     ("saturation", None),
 )
 
+#: The latency percentiles ``results show`` gives of a stored serving cell.
+LATENCY_COLUMNS = ("TTFT p50/p90/p99 ms", "TPOT p50/p99 ms", "ITL p50/p90/p99 ms", "e2e p50 ms")
 #: The columns that leave, in this order, when the table is wider than the terminal: the route, its
 #: load, TTFT, TPOT, throughput and goodput stay longest (the figures the verdicts are about).
 DROP_ORDER = (
@@ -92,8 +94,8 @@ def serving_summary(section: ServingSection) -> list[str]:
     throughput and goodput with their intervals, and the latency percentiles."""
     pct = " / ".join(
         f"{title} {'/'.join(human(v) if (v := section.figure(n)) is not None else '-' for n in names)}"
-        for title, names in COLUMNS[3:7]
-        if names is not None
+        for title, names in COLUMNS
+        if title in LATENCY_COLUMNS and names is not None
     )
     return [
         f"serving: {section.load.label}, served by {section.server}; SLO {section.slo.text}",

@@ -173,6 +173,8 @@ def chunk_agreement(reference: np.ndarray, route: np.ndarray, block: int = BLOCK
         raise ValueError(f"logits of the same S x V shape needed, got {np.shape(reference)} and {np.shape(route)}")
     n = int(np.shape(reference)[0])
     first, end = first_scored(n), n - 1
+    if route is reference:  # the reference against itself: nothing to compute
+        return ChunkAgreement(0.0, end - first, end - first)
     total, matches = 0.0, 0
     for i in range(first, end, block):
         a, b = np.asarray(reference[i : min(i + block, end)]), np.asarray(route[i : min(i + block, end)])
