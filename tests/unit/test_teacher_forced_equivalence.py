@@ -91,7 +91,7 @@ def _fake_layer_profile(calls):
     """Layer outputs depend on the path: 'other' computes layer 2 of 4 differently (so, accumulated,
     layers 2 and 3 depart; fed the reference's input, layer 2 alone), the rest are REF's."""
 
-    def profile(path, tokens, embeds=None, teacher=None):
+    def profile(path, tokens, embeds=None, teacher=None, shared=None):
         calls.append(f"layers:{path}" + (":local" if teacher is not None else ""))
         if str(path) == "no-layers":
             raise OSError("cannot write the tapped copy")

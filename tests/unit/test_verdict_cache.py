@@ -40,7 +40,7 @@ def passes(monkeypatch, tmp_path):
         calls.append(f"tf:{Path(path).name}")
         return genai_logits.TeacherForced(str(path), _logits(Path(path), steps), tuple(range(steps)), {})
 
-    def layer_profile(path, tokens, embeds=None, teacher=None):
+    def layer_profile(path, tokens, embeds=None, teacher=None, shared=None):
         calls.append(f"layers:{Path(path).name}")
         scale = 1.0 + (Path(path) / "model.onnx.data").read_bytes()[0]
         values = {k: np.resize(REF, (1, len(tokens), REF.shape[1])) * (k + 1) * scale for k in range(4)}

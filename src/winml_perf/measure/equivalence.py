@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from winml_perf.measure.shared_passes import FilePass, FilePasses, StageFile
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
 from winml_perf.support.errors import BenchmarkFailure
@@ -215,7 +216,9 @@ class LayerProfile:
 @dataclass
 class LayerBands:
     """The reference's layer profile (accumulated, and each layer fed the reference's own input) and,
-    filled by reference_bands, each band's error per layer in both."""
+    filled by reference_bands, each band's error per layer in both. ``shared`` holds every stage
+    file's pass on these tokens (measure/shared_passes.py): a route running a stage file as the
+    reference or an earlier route did reads that pass back."""
 
     tokens: list[int]
     reference: LayerProfile
@@ -223,18 +226,21 @@ class LayerBands:
     local: LayerProfile | None = None
     local_errors: dict[str, dict[int, float]] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)  # what could not be measured, and why
+    shared: FilePasses = field(default_factory=FilePasses)
 
     @classmethod
     def of(cls, path: str | Path, tokens: list[int]) -> LayerBands:
-        reference = layer_profile(path, tokens)
-        return cls(tokens, reference, {}, layer_profile(path, tokens, reference.embeds, teacher=reference.values))
+        shared = FilePasses()
+        reference = layer_profile(path, tokens, shared=shared)
+        local = layer_profile(path, tokens, reference.embeds, teacher=reference.values, shared=shared)
+        return cls(tokens, reference, {}, local, shared=shared)
 
     def passes(self, path: str | Path) -> tuple[LayerProfile, LayerProfile]:
         """The bundle at ``path``: its accumulated pass and its layer-by-layer pass on the reference's input."""
         embeds = self.reference.embeds
         return (
-            layer_profile(path, self.tokens, embeds),
-            layer_profile(path, self.tokens, embeds, teacher=self.reference.values),
+            layer_profile(path, self.tokens, embeds, shared=self.shared),
+            layer_profile(path, self.tokens, embeds, teacher=self.reference.values, shared=self.shared),
         )
 
     def measure_band(self, name: str, before: str | Path | None, after: str | Path) -> None:
@@ -275,16 +281,21 @@ def _stage_node(config, name: str) -> dict:
 
 
 def layer_profile(
-    folder: str | Path, tokens: list[int], embeds: Any = None, teacher: dict[int, Any] | None = None
+    folder: str | Path,
+    tokens: list[int],
+    embeds: Any = None,
+    teacher: dict[int, Any] | None = None,
+    shared: FilePasses | None = None,
 ) -> LayerProfile:
     """One full-sequence pass of every stage file holding decoder layers (a temporary copy with each
     layer's output added as a graph output), on the stage's own EP and options as its genai_config
     says. A pipeline's transformer stages are fed ``embeds`` (else its own embeddings stage's output),
     so a route's transformer is judged on exactly the reference's input. With ``teacher`` ({layer:
     the reference's output}), every layer reads its predecessor's output from there: each layer's
-    own error, given the reference's input."""
+    own error, given the reference's input. With ``shared`` (the passes of one check, all on the same
+    tokens, ``embeds`` and ``teacher``), a stage file already run with the same content, EP, options
+    and session entries is not run again."""
     from winml_perf.bundle.config import load_config
-    from winml_perf.bundle.variants import stage_session_entries, tapped_copy
     from winml_perf.onnxfile.header import input_shapes
     from winml_perf.session.layer_outputs import run_full_sequence
 
@@ -299,10 +310,10 @@ def layer_profile(
     for filename, stages in _stages_by_file(config.stages).items():
         label = "/".join(s.name for s in stages) if config.kind == "pipeline" else "decoder"
         ep, options = _stage_ep(stages[0])
-        entries = stage_session_entries(config, stages[0].name)
         shapes = input_shapes(folder / filename)
         if config.kind == "pipeline" and "input_ids" in shapes and embeds is None:  # the embeddings stage
             out = (_stage_node(config, stages[0].name).get("outputs") or ["inputs_embeds"])[0]
+            entries = stage_entries(config, stages[0].name)
             try:
                 embeds = run_full_sequence(folder / filename, ep, options, entries, tokens, [out], kv).outputs[out]
             except BenchmarkFailure as exc:
@@ -314,37 +325,62 @@ def layer_profile(
         if why is not None:
             unobserved.append(f"{label}: {why}")
             continue
-        try:  # a file the tap cannot rewrite leaves its layers unobserved, said why; the run goes on
-            tapped, taps, inputs = tapped_copy(folder, filename, teacher=teacher is not None)
-        except Exception as exc:  # onnx raises its own error types for files it cannot read or write
-            unobserved.append(f"{label}: cannot add layer outputs to {filename}: {type(exc).__name__}: {exc}")
+        file = StageFile(
+            folder, filename, label, ep, options, stage_entries(config, stages[0].name), "input_ids" in shapes
+        )
+        done = shared.get(file, teacher is not None) if shared is not None else None
+        if done is None:
+            done = _file_pass(file, tokens[:n], embeds, teacher, kv)
+            if shared is not None:
+                shared.put(file, teacher is not None, done)
+        if isinstance(done, str):
+            unobserved.append(done)
             continue
-        try:
-            if not taps:
-                unobserved.append(f"{label}: no decoder layer readable in {filename} (compiled into an EPContext node)")
-                continue
-            if teacher is not None and not set(inputs) <= set(teacher):
-                unobserved.append(f"{label}: no reference output to feed layers {sorted(set(inputs) - set(teacher))}")
-                continue
-            run = run_full_sequence(
-                tapped / filename,
-                ep,
-                options,
-                entries,
-                tokens[:n],
-                list(taps.values()),
-                kv,
-                None if "input_ids" in shapes else embeds[:, :n],
-                {name: teacher[k][:, :n] for k, name in inputs.items()} if teacher is not None else None,
-            )
-        except BenchmarkFailure as exc:
-            unobserved.append(f"{label}: {exc.message}")
-            continue
-        finally:
-            shutil.rmtree(tapped, ignore_errors=True)
         longest = max(longest, n)
-        _keep_first(taps, run.outputs, label, found)
+        _keep_first(done.taps, done.outputs, label, found)
     return LayerProfile(*found, tuple(unobserved), embeds, longest, (time.perf_counter() - t0) * 1000.0)
+
+
+def stage_entries(config, stage_name: str) -> dict:
+    from winml_perf.bundle.variants import stage_session_entries
+
+    return stage_session_entries(config, stage_name)
+
+
+def _file_pass(
+    file: StageFile, tokens: list[int], embeds: Any, teacher: dict[int, Any] | None, kv: KvShape
+) -> FilePass | str:
+    """One stage file's tapped full-sequence pass: its layers' outputs, or why they are unobserved."""
+    from winml_perf.bundle.variants import tapped_copy
+    from winml_perf.session.layer_outputs import run_full_sequence
+
+    label, filename = file.label, file.filename
+    try:  # a file the tap cannot rewrite leaves its layers unobserved, said why; the run goes on
+        tapped, taps, inputs = tapped_copy(file.folder, filename, teacher=teacher is not None)
+    except Exception as exc:  # onnx raises its own error types for files it cannot read or write
+        return f"{label}: cannot add layer outputs to {filename}: {type(exc).__name__}: {exc}"
+    try:
+        if not taps:
+            return f"{label}: no decoder layer readable in {filename} (compiled into an EPContext node)"
+        if teacher is not None and not set(inputs) <= set(teacher):
+            return f"{label}: no reference output to feed layers {sorted(set(inputs) - set(teacher))}"
+        n = len(tokens)
+        run = run_full_sequence(
+            tapped / filename,
+            file.ep,
+            file.options,
+            file.entries,
+            tokens,
+            list(taps.values()),
+            kv,
+            None if file.takes_ids else embeds[:, :n],
+            {name: teacher[k][:, :n] for k, name in inputs.items()} if teacher is not None else None,
+        )
+    except BenchmarkFailure as exc:
+        return f"{label}: {exc.message}"
+    finally:
+        shutil.rmtree(tapped, ignore_errors=True)
+    return FilePass(taps, {t: run.outputs[t] for t in taps.values()})
 
 
 def _kv_shape(decoder: Mapping[str, Any]) -> KvShape:
@@ -450,6 +486,8 @@ class CheckCost:
     bands_ms: float = 0.0  # the noise floor and precision band (their variants' passes), or reading them back
     routes_ms: float = 0.0  # the routes' teacher-forced and layer passes
     keys_ms: float = 0.0  # hashing the bundles' content for the cache's keys
+    layer_passes: int = 0  # stage-file layer passes run (the reference's and the bands' included)
+    layer_passes_shared: int = 0  # a route's stage-file pass read back: run alike before (shared_passes.py)
 
     def add(self, other: CheckCost) -> CheckCost:
         return CheckCost(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
@@ -588,6 +626,9 @@ def judge_routes(
     out = {label: replace(e, reference=ref_label, reference_path=ref_path) for label, e in out.items()}
     if store is not None:
         cost.keys_ms = store.keys_ms
+    if reference and reference[0].layer_bands is not None:
+        cost.layer_passes = reference[0].layer_bands.shared.runs
+        cost.layer_passes_shared = reference[0].layer_bands.shared.reused
     return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors, cost)
 
 
@@ -725,6 +766,8 @@ def cost_line(runs: Sequence[EquivalenceRun], cached: bool, where: str = "outsid
             f": reference {cost.reference_ms / 1000:.1f} s, bands {cost.bands_ms / 1000:.1f} s, "
             f"routes {cost.routes_ms / 1000:.1f} s"
         )
+    if cost.layer_passes_shared:
+        judged += f"; layer passes {cost.layer_passes} run, {cost.layer_passes_shared} shared"
     parts.append(judged)
     if cached:
         parts.append(f"content keys {cost.keys_ms / 1000:.1f} s")

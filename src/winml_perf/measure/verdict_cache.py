@@ -42,6 +42,7 @@ BOOKKEEPING = frozenset({"manifest.json", "placement.json"})
 CODE = (
     "winml_perf.measure.equivalence",
     "winml_perf.measure.verdict_cache",
+    "winml_perf.measure.shared_passes",
     "winml_perf.model.equivalence",
     "winml_perf.stats.equivalence",
     "winml_perf.stats.layer_equivalence",

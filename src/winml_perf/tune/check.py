@@ -77,8 +77,9 @@ class CheckReport:
     figures: dict
 
 
-def _cost(runs: Sequence[Any], cache: bool) -> CheckReport:
-    """The cost of every prompt's check together (measure/equivalence.py EquivalenceRun.cost)."""
+def _cost(runs: Sequence[Any], cache: bool, models: tuple[int, int] = (0, 0)) -> CheckReport:
+    """The cost of every prompt's check together (measure/equivalence.py EquivalenceRun.cost), and
+    ``models``: how many models the check loaded and how many times it took one kept from before."""
     from winml_perf.measure.equivalence import CheckCost, cost_line
 
     parts = CheckCost()
@@ -86,7 +87,11 @@ def _cost(runs: Sequence[Any], cache: bool) -> CheckReport:
         parts = parts.add(run.cost)
     seconds = sum(run.cost_ms for run in runs) / 1000.0
     figures = {"seconds": round(seconds, 3), "prompts": len(runs), "cache": cache, **parts.to_dict()}
-    return CheckReport(cost_line(runs, cache, where="before the race"), figures)
+    figures.update(models_loaded=models[0], models_reused=models[1])
+    line = cost_line(runs, cache, where="before the race")
+    if models[1]:
+        line += f"; {models[0]} model load(s), {models[1]} pass(es) on a model kept from an earlier prompt"
+    return CheckReport(line, figures)
 
 
 def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[str, Judged], CheckReport]:
@@ -94,11 +99,14 @@ def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[
     each prompt's reference run once and the verdict cache read first (``cache``); returns {label:
     Judged} and what the check cost."""
     from winml_perf.measure.equivalence import equivalence_line, judge_routes
+    from winml_perf.session.model_pool import keep_models
 
-    first = judge_routes(bundle, routes, seed=CHECK_SEEDS[0], cache=cache)
+    with keep_models() as models:  # a near route's three prompts load its model once
+        first = judge_routes(bundle, routes, seed=CHECK_SEEDS[0], cache=cache)
+        near = [r for r in routes if r.label in first.by_label and near_limit(first.by_label[r.label])]
+        models.retain([bundle, *(r.session.path for r in near)])
+        more = [judge_routes(bundle, near, seed=seed, cache=cache) for seed in CHECK_SEEDS[1:]] if near else []
     out = {label: Judged("", "", error=why) for label, why in first.errors.items()}
-    near = [r for r in routes if r.label in first.by_label and near_limit(first.by_label[r.label])]
-    more = [judge_routes(bundle, near, seed=seed, cache=cache) for seed in CHECK_SEEDS[1:]] if near else []
     for label, e in first.by_label.items():
         line = equivalence_line(label, e).splitlines()[0] + f" (check prompt: seed {CHECK_SEEDS[0]})"
         if not any(r.label == label for r in near):
@@ -119,4 +127,4 @@ def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[
             f"mean KL {kl:.2g} against the mean limit {limit:.2g} ({kl / limit:.2f}×; per prompt {ratios})",
             e,
         )
-    return out, _cost([first, *more], cache)
+    return out, _cost([first, *more], cache, (models.loads, models.reused))

@@ -1,0 +1,111 @@
+"""The layer passes of one equivalence check, shared between the routes that run a stage file alike.
+
+A route's layer pass over a stage file depends only on the file, the EP, provider options and session
+entries it runs with, and the check's inputs (tokens, the reference's embeddings and, for the
+layer-by-layer pass, the reference's layer outputs), which one check holds fixed. Routes that place
+some stage as another route (or as the reference) did run that stage file alike, so its pass is run
+once per check: a tune over every assignment of EPs to stages runs each distinct (stage file, EP,
+options) once instead of once per route. A stage file is the same when it is the same file on disk
+(device, inode, size, modification time) with the same external data files: derived bundles link
+their sources, so a file left as it was is found again, and a file rewritten by preparation is not.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+#: Session entries that do not change what a session computes (the stage's name in logs) or that the
+#: pass takes elsewhere (the EP and its options are part of the key on their own).
+_NOT_COMPUTING = frozenset({"log_id", "provider_options"})
+
+
+@dataclass(frozen=True)
+class StageFile:
+    """One stage file of a bundle as a layer pass runs it."""
+
+    folder: Path
+    filename: str
+    label: str  # its stages, 'context/iterator' (a flat bundle: 'decoder')
+    ep: str
+    options: dict
+    entries: dict
+    takes_ids: bool  # fed token ids (a flat decoder), else the embeddings
+
+
+@dataclass(frozen=True)
+class FilePass:
+    """A stage file's tapped pass: {layer: tensor name} and each tapped tensor's value."""
+
+    taps: dict[int, str]
+    outputs: dict[str, Any]
+
+
+@dataclass
+class FilePasses:
+    """The passes one check ran, by what decides them; ``runs`` and ``reused`` count them."""
+
+    done: dict[tuple, FilePass | str] = field(default_factory=dict)  # a pass, or why its layers are unobserved
+    runs: int = 0
+    reused: int = 0
+
+    def get(self, file: StageFile, teacher: bool) -> FilePass | str | None:
+        found = self.done.get(pass_key(file, teacher))
+        if found is not None:
+            self.reused += 1
+        return found
+
+    def put(self, file: StageFile, teacher: bool, done: FilePass | str) -> None:
+        self.runs += 1
+        self.done[pass_key(file, teacher)] = done
+
+
+def pass_key(file: StageFile, teacher: bool) -> tuple:
+    """What decides a stage file's pass within one check (its inputs are the check's own)."""
+    entries = {k: v for k, v in file.entries.items() if k not in _NOT_COMPUTING}
+    return (
+        file.label,
+        file.takes_ids,
+        teacher,
+        file_identity(file.folder / file.filename),
+        file.ep,
+        json.dumps(file.options, sort_keys=True, default=str),
+        json.dumps(entries, sort_keys=True, default=str),
+    )
+
+
+# the external data files each ONNX file names, by the file's identity (read once per process)
+_EXTERNAL: dict[tuple[int, int, int, int], tuple[str, ...]] = {}
+
+
+def file_identity(path: Path) -> tuple:
+    """The ONNX file and each external data file it names, as files on disk (links resolved)."""
+    own = _stat(path)
+    if own not in _EXTERNAL:
+        _EXTERNAL[own] = _external_names(path)
+    return (own, *(_stat(path.parent / name) for name in _EXTERNAL[own]))
+
+
+def _external_names(path: Path) -> tuple[str, ...]:
+    import onnx
+
+    model = onnx.load(str(path), load_external_data=False)
+    return tuple(
+        sorted(
+            {
+                entry.value
+                for tensor in model.graph.initializer
+                if tensor.data_location == onnx.TensorProto.EXTERNAL
+                for entry in tensor.external_data
+                if entry.key == "location"
+            }
+        )
+    )
+
+
+def _stat(path: Path) -> tuple[int, int, int, int]:
+    st = os.stat(path.resolve())
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
