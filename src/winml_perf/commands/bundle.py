@@ -73,12 +73,18 @@ def parse_stages(stages: str | None) -> list[str] | None:
 
 
 def target_for(
-    ep: str | None, device: str | None, ep_library: list[str] | None = None, asked: dict[str, str] | None = None
+    ep: str | None,
+    device: str | None,
+    ep_library: list[str] | None = None,
+    asked: dict[str, str] | None = None,
+    *,
+    here: bool = False,
 ):
     """The Target for these flags: ``--ep`` planned as `winml perf` runs it where the EP is here, else on
     its home device (no availability check); ``--device`` resolved here. A ``device_type`` in ``asked``
     (``--ep-option``) names the device. ``--ep-library`` plugins are registered first, so compile
-    children and device resolution see them."""
+    children and device resolution see them. ``here``: ``--ep`` resolved as `winml perf` resolves it,
+    its EP and device required on this machine (compiling runs the EP); resolved once either way."""
     from winml_perf.ep.devices import Target, planned_target, resolve_target
     from winml_perf.ep.effective import device_from_options
     from winml_perf.ep.plugins import register_plugin_eps
@@ -86,7 +92,8 @@ def target_for(
     if ep_library:
         register_plugin_eps(ep_library)
     if ep is not None:
-        return planned_target(ep, device_from_options(ep, device, asked), GENAI)
+        resolve = resolve_target if here else planned_target
+        return resolve(ep, device_from_options(ep, device, asked), GENAI)
     if device is None or device == "config":
         return Target("config", None, device, None, None)
     return resolve_target(None, device, GENAI)
@@ -285,14 +292,9 @@ def prepare_command(
             "give seconds, e.g. --compile-timeout 600",
         )
     asked = parse_options(plugins.ep_option or ())
-    target = target_for(ep, device, plugins.ep_library, asked)
+    # compiling on a device (not device-free) needs the EP and its device here
+    target = target_for(ep, device, plugins.ep_library, asked, here=build.compile and not free.device_free)
     runner = _device_free_runner(target.ep, free.strict) if free.device_free else None
-    if build.compile and ep is not None and not free.device_free:
-        from winml_perf.ep.devices import resolve_target
-        from winml_perf.ep.effective import device_from_options
-
-        # compiling needs the EP and its device here
-        target = resolve_target(ep, device_from_options(ep, device, asked), "winml-genai")
     session_config = plain.session_config
     if free.strict and bundle.suffix == ".onnx":  # a plain model's compile takes it as session config (and key)
         session_config = [*(session_config or []), "session.disable_cpu_ep_fallback=1"]
