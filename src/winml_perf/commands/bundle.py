@@ -397,7 +397,7 @@ def _prepare_onnx_model(
     asked: dict[str, str],
     device_free: bool = False,
 ) -> None:
-    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.bundle.onnx_prepare import EpSettings, OnnxBuild, prepare_onnx
     from winml_perf.ep.effective import plain_provider_options
     from winml_perf.session.onnx_options import parse_session_config
 
@@ -409,12 +409,13 @@ def _prepare_onnx_model(
         model,
         target,
         level,
-        provider_options=plain_provider_options(target, asked)[1],  # --ep-option, checked, with the EP's defaults
-        session_config=parse_session_config(session_config or []),
+        ep_settings=EpSettings(
+            plain_provider_options(target, asked)[1],  # --ep-option, checked, with the EP's defaults
+            parse_session_config(session_config or []),
+        ),
+        build=OnnxBuild(compile_timeout_s=compile_timeout, device_free=device_free),
         verify_sources=verify_sources,
-        compile_timeout_s=compile_timeout,
         plugin_libraries=list(ep_library or ()),
-        device_free=device_free,
     )
     if format == "json":
         sys.stdout.write(json_text(prepared.to_dict(), "json"))

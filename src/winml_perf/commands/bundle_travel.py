@@ -56,16 +56,15 @@ def import_prepared(
 
     if bundle.suffix == ".onnx" and bundle.is_file():
         from winml_perf.bundle.epcontext.export_onnx import import_plan
-        from winml_perf.bundle.onnx_prepare import prepare_onnx
+        from winml_perf.bundle.onnx_prepare import EpSettings, OnnxBuild, prepare_onnx
 
         plan = import_plan(bundle, source)
         prepared = prepare_onnx(
             bundle,
             plan.target,
             plan.graph_optimization_level,
-            provider_options=plan.provider_options,
-            session_config=plan.session_config,
-            importer=plan.write,
+            ep_settings=EpSettings(plan.provider_options, plan.session_config),
+            build=OnnxBuild(importer=plan.write),
         )
         compat = prepared.compatibility or {}
         print(

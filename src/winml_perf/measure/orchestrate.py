@@ -112,7 +112,7 @@ def _genai_route(
 
 def _onnx_route(req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
     from winml_perf.bundle.onnx_placement import model_placement
-    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.bundle.onnx_prepare import EpSettings, OnnxBuild, prepare_onnx
     from winml_perf.ep.effective import plain_provider_options
     from winml_perf.model.spec import SessionSpec
     from winml_perf.session.onnx_session import preflight
@@ -133,10 +133,9 @@ def _onnx_route(req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str,
             req.path,
             target,
             options["graph_optimization_level"],
-            provider_options=provider_options,
-            session_config=options.get("session_config"),
+            ep_settings=EpSettings(provider_options, options.get("session_config") or {}),
+            build=OnnxBuild(no_recompile=req.no_recompile),
             plugin_libraries=list(plugin_specs),
-            no_recompile=req.no_recompile,
         )
         options |= prepared.session_options()
         path, prepare_ms = prepared.path, prepared.prepare_ms
