@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from winml_perf.bundle import derive
-from winml_perf.bundle.prepare import plan_for, prepare_route
+from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
 from winml_perf.commands.bundle_travel import export_prepared, import_prepared
 from winml_perf.commands.from_gguf import from_gguf
 from winml_perf.commands.help_style import PlainTyper
@@ -317,12 +317,10 @@ def prepare_command(
         bundle,
         target,
         parse_stages(stages),
-        build.compile,
+        Compiling(build.compile_timeout, runner) if build.compile else None,
         build.verify_sources,
         require_available=False,
-        compile_timeout_s=build.compile_timeout,
         ep_options=asked,
-        runner=runner,
     )
     for w in route.warnings:
         print(fill(f"warning: {w}"), file=sys.stderr)

@@ -49,7 +49,7 @@ def import_prepared(
     """Derive BUNDLE's route from an export instead of compiling; `winml perf --ep X --compile` then finds it fresh."""
     from winml_perf.bundle.epcontext import compile as compiler
     from winml_perf.bundle.epcontext import export as ex
-    from winml_perf.bundle.prepare import plan_for, prepare_route
+    from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
     from winml_perf.ep.devices import planned_target
     from winml_perf.ep.effective import device_from_options
     from winml_perf.model.runtime import GENAI
@@ -94,7 +94,7 @@ def import_prepared(
     jobs, _notes = compiler.compile_jobs(plan_for(bundle, target, None, asked))
     ex.check_here(doc, bundle, jobs)
     route = prepare_route(
-        bundle, target, None, True, require_available=False, ep_options=asked, runner=ex.runner(source, doc)
+        bundle, target, None, Compiling(runner=ex.runner(source, doc)), require_available=False, ep_options=asked
     )
     print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) from {source}", file=sys.stderr)
     print(route.path)

@@ -77,19 +77,17 @@ def _genai_route(
     req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str, ...], plugin_ms: float, config=None
 ) -> RouteSpec:
     """A bundle's route, prepared from its resolved value (``config``: the bundle's, parsed once per run)."""
-    from winml_perf.bundle.prepare import PerStage, prepare_route
+    from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
 
     per_stage = PerStage(route.label, route.targets(), route.per_ep_options()) if route.per_stage else None
     prepared = prepare_route(
         req.path,
         route.target,
         list(route.stages) or None,
-        compile=req.compile,
+        compile=Compiling(req.compile_timeout_s, no_recompile=req.no_recompile) if req.compile else None,
         verify_sources=req.verify_sources,
-        compile_timeout_s=req.compile_timeout_s,
         label=route.label,
         ep_options=None if route.per_stage else route.options_dict(),
-        no_recompile=req.no_recompile,
         per_stage=per_stage,
         config=config,
     )
