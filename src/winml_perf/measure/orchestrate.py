@@ -297,7 +297,7 @@ def _prepare_and_measure(
     resolved: ResolvedRequest,
 ) -> BenchmarkOutcome:
     from winml_perf.measure.progress import make_progress
-    from winml_perf.measure.sweep import SweepInterrupted, run_sweep
+    from winml_perf.measure.sweep import CellExtras, RunFacts, SweepInterrupted, run_sweep
     from winml_perf.results.location import unstored_path
     from winml_perf.results.locking import StoreLockTimeout
 
@@ -340,9 +340,8 @@ def _prepare_and_measure(
             isolate=req.isolate,
             on_cell_done=on_cell_done,
             progress=make_progress(req.quiet),
-            argv=argv,
-            explain=req.explain,
-            series_label=req.series,
+            facts=RunFacts(argv=argv, series_label=req.series),
+            extras=CellExtras(explain=req.explain),
         )
     except SweepInterrupted as exc:
         outcome.run, outcome.interrupted = exc.run, exc.signum
