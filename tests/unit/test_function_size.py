@@ -20,7 +20,7 @@ MAX_LINES = 100
 #: noqa each: the two of the perf branch and the six the parallel branches of issue 39 and 40 left,
 #: moved from pyproject.toml's per-file ignores when they landed). Lower it as they are split; never raise it.
 SIZE_RULES = ("C901", "PLR0913", "PLR0915")
-SIZE_NOQA = 2
+SIZE_NOQA = 1
 
 #: "path/from/src.py:function" -> its lines today. Split one and take it off; add none.
 OVER = {}
