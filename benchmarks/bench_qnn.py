@@ -57,11 +57,11 @@ def compile_inprocess_ms(out_dir: Path, n: int = 5) -> list[float]:
 
 def route_figures(root: Path, n: int = 20) -> dict:
     from winml_perf.bundle.derive import derive_bundle
-    from winml_perf.bundle.prepare import plan_for, prepare_route
+    from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
 
     bundle = root / "npu"
     shutil.copytree(NPU, bundle, ignore=shutil.ignore_patterns("_compiled"))
-    cold = prepare_route(bundle, _target(), ["iterator"], compile=True, require_available=False)
+    cold = prepare_route(bundle, _target(), ["iterator"], compile=Compiling(), require_available=False)
     (compiled,) = [c for c in cold.compile if c.status == "compiled"]
     plan = plan_for(bundle, _target(), ["iterator"])
     derive_hits, prepare_hits = [], []
@@ -71,7 +71,7 @@ def route_figures(root: Path, n: int = 20) -> dict:
         derive_hits.append((time.perf_counter() - t0) * 1000)
         assert hit.cache == "hit"
         t0 = time.perf_counter()
-        again = prepare_route(bundle, _target(), ["iterator"], compile=True, require_available=False)
+        again = prepare_route(bundle, _target(), ["iterator"], compile=Compiling(), require_available=False)
         prepare_hits.append((time.perf_counter() - t0) * 1000)
         assert again.cache == "hit"
     return {"compile_child_ms": compiled.compile_ms, "derive_hit_ms": derive_hits, "prepare_hit_ms": prepare_hits}

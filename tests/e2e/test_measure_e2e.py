@@ -11,7 +11,7 @@ from winml_perf.bundle.decode_bytes import decode_bytes
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.ep.devices import resolve_target
 from winml_perf.measure.runner import run_cell
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import RunFacts, run_sweep
 from winml_perf.model.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.record import roofline
 from winml_perf.record.build import cell_record
@@ -90,7 +90,7 @@ def test_isolated_interleaved_sweep_over_two_routes(bundle_copy, tiny_flat, env,
     routes = [_route(bundle), _route(bundle, "cpu")]
     cells = expand_sweep(routes, [8], [4], warmup=WarmupPolicy(count=1), iterations=IterationPolicy(iterations=2))
     done = []
-    run = run_sweep(cells, rounds=2, seed=5, isolate=True, on_cell_done=done.append, environment=env)
+    run = run_sweep(cells, rounds=2, seed=5, isolate=True, on_cell_done=done.append, facts=RunFacts(environment=env))
     validate_record(run.to_dict())
     assert run.status == "ok" and len(done) == 2
     config, forced = run.cells

@@ -158,16 +158,16 @@ from winml_perf.session.onnx_session import OnnxSession
 plugins.register_plugin_eps()
 model = models.multi_io(sys.argv[1])
 opts = dict(shapes={"seq": [3]}, seed=1)
-with OnnxSession(model, ep="cpu", **opts) as s:
+with OnnxSession.from_options(model, ep="cpu", **opts) as s:
     expected = s.run()
 out = {}
 for io in (False, True):
-    with OnnxSession(model, ep="webgpu", io_binding=io, **opts) as s:
+    with OnnxSession.from_options(model, ep="webgpu", io_binding=io, **opts) as s:
         got, t, again = s.run(), s.run_timed(), s.run()
         out[f"io_{io}"] = {"describe": s.describe(), "equal": [bool(np.allclose(a, b)) for a, b in zip(expected, got)],
                            "repeat_equal": [bool(np.array_equal(a, b)) for a, b in zip(got, again)], "ms": t}
 prepared = prepare_onnx(model, resolve_target("webgpu", None, "winml"), "all")
-with OnnxSession(prepared.path, ep="webgpu", io_binding=True, **opts, **prepared.session_options()) as s:
+with OnnxSession.from_options(prepared.path, ep="webgpu", io_binding=True, **opts, **prepared.session_options()) as s:
     out["prepared"] = {"kind": prepared.kind, "equal": [bool(np.allclose(a, b)) for a, b in zip(expected, s.run())],
                        "describe": s.describe()}
 print(json.dumps(out))

@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.record import RunRecord
 from winml_perf.model.spec import IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.publish.formats import json_text
@@ -72,10 +72,8 @@ def case_run(name: str) -> RunRecord:
         open_fake_session,
         seed=0,
         isolate=False,
-        environment=FAKE_ENV,
-        roofline=False,
-        sample_memory=False,
-        argv=["perf", "fake"],
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf", "fake"]),
+        extras=CellExtras(roofline=False, sample_memory=False),
     )
     return run
 

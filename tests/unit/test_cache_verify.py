@@ -15,7 +15,7 @@ from tests.unit.bundle_fakes import ep_target, fake_model_bytes, make_bundle, pi
 from winml_perf.bundle import cache, cache_contents, derive
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.onnx_prepare import prepare_onnx
-from winml_perf.bundle.prepare import prepare_route
+from winml_perf.bundle.prepare import Compiling, prepare_route
 from winml_perf.ep.devices import Target
 
 CPU = Target("ep", "cpu", None, "CPUExecutionProvider", "cpu")
@@ -232,7 +232,7 @@ def compiling(tmp_path, monkeypatch):
 
 def test_failed_compile_is_never_published_and_the_next_run_compiles_again(compiling, unchanged):
     with unchanged(compiling):
-        first = _prep(compiling, compile=True)
+        first = _prep(compiling, compile=Compiling())
         status = {c.stages: c.status for c in first.compile}
         assert status[("lm_head",)] == "failed" and status[("context", "iterator")] == "discarded"
         assert (
@@ -242,20 +242,20 @@ def test_failed_compile_is_never_published_and_the_next_run_compiles_again(compi
         assert first.path == _prep(compiling).path  # the uncompiled derived bundle
         assert not list(first.path.glob("*_ctx.onnx")) and any("lm_head" in w for w in first.warnings)
         assert [p for p in (compiling / "_compiled").iterdir() if not p.name.startswith(".")] == [first.path]
-        second = _prep(compiling, compile=True)
+        second = _prep(compiling, compile=Compiling())
         assert second.cache == "hit" and "compile failed (lm_head: failed)" in second.cache_reason  # compiled again
     models.mlp(compiling / "lm_head.onnx")
-    fixed = _prep(compiling, compile=True)
+    fixed = _prep(compiling, compile=Compiling())
     assert fixed.path != first.path and {c.status for c in fixed.compile} == {"compiled"}
-    assert _prep(compiling, compile=True).cache == "hit"
+    assert _prep(compiling, compile=Compiling()).cache == "hit"
 
 
 def test_edited_compiled_model_is_recompiled(compiling):
     models.mlp(compiling / "lm_head.onnx")
-    first = _prep(compiling, compile=True)
+    first = _prep(compiling, compile=Compiling())
     ctx = first.path / "lm_head_cpu_ctx.onnx"
     ctx.write_bytes(ctx.read_bytes()[:-10])
-    again = _prep(compiling, compile=True)
+    again = _prep(compiling, compile=Compiling())
     assert again.cache == "miss" and "lm_head_cpu_ctx.onnx was truncated or rewritten" in again.cache_reason
     assert {c.status for c in again.compile} == {"compiled"}
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.route import OutputCheck, Route
 from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 from winml_perf.publish.render import render_run
@@ -21,7 +21,13 @@ def run():
         RouteSpec("ep=cpu", fake_spec(), route=Route("ep=cpu", "ep=cpu", "ep=cpu")),
     ]
     cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=2))
-    return run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, argv=["perf"])
+    return run_sweep(
+        cells,
+        open_fake_session,
+        isolate=False,
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False),
+    )
 
 
 def _with_check(run, first_difference):

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import BUNDLES
 from winml_perf.bundle.epcontext import compat
-from winml_perf.bundle.prepare import prepare_route
+from winml_perf.bundle.prepare import Compiling, prepare_route
 from winml_perf.ep.devices import Target
 
 QNN = "QNNExecutionProvider"
@@ -25,7 +25,12 @@ def npu_bundle(tmp_path):
 
 def test_a_soc_88_binary_under_htp_arch_68_is_found_by_a_session_and_recompiled_once(npu_bundle, monkeypatch):
     first = prepare_route(
-        npu_bundle, QNN_TARGET, ["iterator"], compile=True, require_available=False, ep_options={"soc_model": "88"}
+        npu_bundle,
+        QNN_TARGET,
+        ["iterator"],
+        compile=Compiling(),
+        require_available=False,
+        ep_options={"soc_model": "88"},
     )
     (compiled,) = [c for c in first.compile if c.status == "compiled"]
     assert compiled.compatibility["verdict"] == "verified" and compiled.compatibility["source"] == "session"
@@ -38,7 +43,12 @@ def test_a_soc_88_binary_under_htp_arch_68_is_found_by_a_session_and_recompiled_
         and "QNN_CONTEXT_ERROR_CREATE_FROM_BINARY" in verdict.detail
     )
     again = prepare_route(
-        npu_bundle, QNN_TARGET, ["iterator"], compile=True, require_available=False, ep_options={"soc_model": "88"}
+        npu_bundle,
+        QNN_TARGET,
+        ["iterator"],
+        compile=Compiling(),
+        require_available=False,
+        ep_options={"soc_model": "88"},
     )
     assert again.cache == "miss" and "recompiling" in again.cache_reason
     assert (
@@ -48,9 +58,9 @@ def test_a_soc_88_binary_under_htp_arch_68_is_found_by_a_session_and_recompiled_
 
 
 def test_a_kept_session_verdict_makes_a_hit_need_no_session(npu_bundle, monkeypatch):
-    first = prepare_route(npu_bundle, QNN_TARGET, ["iterator"], compile=True, require_available=False)
+    first = prepare_route(npu_bundle, QNN_TARGET, ["iterator"], compile=Compiling(), require_available=False)
     monkeypatch.setattr(compat, "load_error", lambda *a: pytest.fail("a hit with a kept verdict opened a session"))
-    again = prepare_route(npu_bundle, QNN_TARGET, ["iterator"], compile=True, require_available=False)
+    again = prepare_route(npu_bundle, QNN_TARGET, ["iterator"], compile=Compiling(), require_available=False)
     assert again.cache == "hit" and again.path == first.path
     (compiled,) = [c for c in again.compile if c.status == "compiled"]
     assert compiled.compatibility["source"] == "memo" and compiled.compatibility["status"] == "EMULATED_DEVICE"

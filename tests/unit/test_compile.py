@@ -11,7 +11,7 @@ from onnx import TensorProto, helper
 from tests.unit.bundle_fakes import ep_target, fake_model_bytes, make_bundle, pipeline_config, unframed
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.epcontext import compile as compiler
-from winml_perf.bundle.prepare import prepare_route
+from winml_perf.bundle.prepare import Compiling, prepare_route
 from winml_perf.bundle.routing import plan_route
 from winml_perf.support.errors import BundleError
 
@@ -39,7 +39,7 @@ def test_shared_source_compiled_once_and_cpu_stages_have_nothing_to_compile(tmp_
 
 def test_cpu_route_with_compile_is_nothing_to_compile(tmp_path):
     bundle = make_bundle(tmp_path, pipeline_config())
-    prepared = prepare_route(bundle, ep_target("cpu"), compile=True, require_available=False)
+    prepared = prepare_route(bundle, ep_target("cpu"), compile=Compiling(), require_available=False)
     assert {c.status for c in prepared.compile} == {"nothing to compile"}
     assert prepared.path == prepare_route(bundle, ep_target("cpu"), require_available=False).path
 
@@ -57,20 +57,20 @@ def real_bundle(tmp_path, monkeypatch):
 
 
 def test_compile_in_child_writes_ctx_model_and_rewrites_filenames(real_bundle):
-    prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    prepared = prepare_route(real_bundle, ep_target("cpu"), compile=Compiling(), require_available=False)
     compiled = {c.output: c for c in prepared.compile if c.status == "compiled"}
     assert set(compiled) == {"context_cpu_ctx.onnx", "lm_head_cpu_ctx.onnx"}
     assert compiled["context_cpu_ctx.onnx"].stages == ("context", "iterator")
     onnx.load(prepared.path / "context_cpu_ctx.onnx")  # a valid model
     stages = json.loads((prepared.path / "genai_config.json").read_text())["model"]["decoder"]["pipeline"][0]
     assert stages["iterator"]["filename"] == "context_cpu_ctx.onnx"
-    again = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    again = prepare_route(real_bundle, ep_target("cpu"), compile=Compiling(), require_available=False)
     assert again.cache == "hit" and again.path == prepared.path
 
 
 def test_compile_failure_falls_back_to_source_model(real_bundle):
     (real_bundle / "lm_head.onnx").write_bytes(fake_model_bytes(b"not an onnx model"))  # whole, but no model
-    prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    prepared = prepare_route(real_bundle, ep_target("cpu"), compile=Compiling(), require_available=False)
     failed = [c for c in prepared.compile if c.status == "failed"]
     assert failed and failed[0].stages == ("lm_head",) and "keeps its source model" in failed[0].reason
     assert any("lm_head" in w for w in prepared.warnings)
@@ -100,7 +100,7 @@ def test_compatibility_without_info_is_not_checked(real_bundle):
 
 
 def test_incompatible_compiled_stage_is_recompiled(real_bundle, monkeypatch):
-    first = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    first = prepare_route(real_bundle, ep_target("cpu"), compile=Compiling(), require_available=False)
     from winml_perf.bundle.epcontext import compat
 
     monkeypatch.setattr(
@@ -108,7 +108,7 @@ def test_incompatible_compiled_stage_is_recompiled(real_bundle, monkeypatch):
         "ask_onnxruntime",
         lambda path, ep: compat.Verdict("recompile", "onnxruntime", "EP_UNSUPPORTED", "v", "fake device"),
     )
-    second = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    second = prepare_route(real_bundle, ep_target("cpu"), compile=Compiling(), require_available=False)
     assert second.cache == "miss" and "EP_UNSUPPORTED" in second.cache_reason and "recompiling" in second.cache_reason
     assert second.path == first.path and (second.path / "manifest.json").is_file()
 
@@ -122,7 +122,7 @@ def test_compile_child_receives_ep_library_plugins(real_bundle, monkeypatch):
     path = webgpu.get_library_path()
     plugins.register_plugin_eps([f"webgpu={path}"], env={}, discover=False)  # what --ep-library does at the edge
     monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_probes")  # writes what it sees to OUT
-    prepared = prepare_route(real_bundle, ep_target("cpu"), compile=True, require_available=False)
+    prepared = prepare_route(real_bundle, ep_target("cpu"), compile=Compiling(), require_available=False)
     reports = [
         json.loads(unframed((prepared.path / c.output).read_bytes()))
         for c in prepared.compile

@@ -56,7 +56,7 @@ def test_a_device_free_hit_opens_no_session_on_the_build_server(tmp_path, monkey
     build server without one recompiled every time."""
     from tests.unit.bundle_fakes import FLAT_QNN, ep_target, make_bundle
     from winml_perf.bundle.epcontext import compat
-    from winml_perf.bundle.prepare import prepare_route
+    from winml_perf.bundle.prepare import Compiling, prepare_route
 
     bundle = make_bundle(tmp_path, FLAT_QNN)
 
@@ -71,6 +71,6 @@ def test_a_device_free_hit_opens_no_session_on_the_build_server(tmp_path, monkey
         raise AssertionError("a session was opened on the EP's device")
 
     monkeypatch.setattr(compat, "check_stage", no_device)
-    first = prepare_route(bundle, ep_target("qnn"), compile=True, require_available=False, runner=fake)
-    again = prepare_route(bundle, ep_target("qnn"), compile=True, require_available=False, runner=fake)
+    first = prepare_route(bundle, ep_target("qnn"), compile=Compiling(runner=fake), require_available=False)
+    again = prepare_route(bundle, ep_target("qnn"), compile=Compiling(runner=fake), require_available=False)
     assert (first.cache, again.cache) == ("miss", "hit") and again.path == first.path

@@ -14,7 +14,7 @@ import pytest
 from scipy.stats import t as student_t
 
 from tests.unit.fakes import FAKE_ENV, fake_spec
-from winml_perf.measure.sweep import route_meters, run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, route_meters, run_sweep
 from winml_perf.model.route import CPU, Route, StageRoute
 from winml_perf.model.sample import GenerationTiming
 from winml_perf.model.spec import CellSpec, IterationPolicy, PromptSpec, WarmupPolicy
@@ -215,10 +215,8 @@ def test_energy_per_token_through_the_seam_matches_the_powers_the_session_drew(m
         [_cell("config", IterationPolicy(iterations=3, invocations=2))],
         lambda spec: SleepySession(meter),
         isolate=False,
-        environment=FAKE_ENV,
-        roofline=False,
-        argv=["perf"],
-        energy_meters={"config": meter},
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False, energy_meters={"config": meter}),
     )
     (rec,) = run.cells
     e = rec.energy
@@ -244,9 +242,8 @@ def test_a_route_without_a_meter_records_not_measured_and_why():
         [_cell("config", IterationPolicy(iterations=2))],
         lambda spec: SleepySession(None, prefill_s=0.0, decode_step_s=0.0),
         isolate=False,
-        environment=FAKE_ENV,
-        roofline=False,
-        argv=["perf"],
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False),
     )
     e = run.cells[0].energy
     assert e["status"] == A.NOT_MEASURED and e["reason"] and "prefill_j_per_token" not in e
@@ -269,9 +266,8 @@ def test_a_sustained_run_finds_a_slowdown_injected_halfway():
         [_cell("config", IterationPolicy(iterations=1, duration_s=6.0), new_tokens=5)],
         lambda spec: SleepySession(None, prefill_s=0.01, decode_step_s=0.005, slow_after_s=3.0),
         isolate=False,
-        environment=FAKE_ENV,
-        roofline=False,
-        argv=["perf"],
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False),
     )
     (rec,) = run.cells
     assert rec.stop_reason == "duration" and rec.measure_s >= 6.0

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tests.results_fakes import hex_id, make_cell
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.cli import app
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.route import Route
 from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 from winml_perf.publish import exporters
@@ -56,7 +56,13 @@ def test_the_perf_table_and_its_markdown_write_129_0k_while_csv_keeps_every_digi
     spec = fake_spec(decode_ms=0.007753)  # 1000 / 0.007753 = 128982 tokens/s
     routes = [RouteSpec("config", spec, route=Route("config", "config", "config"))]
     cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=3))
-    run = run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, argv=["perf"])
+    run = run_sweep(
+        cells,
+        open_fake_session,
+        isolate=False,
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False),
+    )
     screen = render_run(run, width=10_000)
     assert "129.0k σ" in screen and "128982" not in screen and "128983" not in screen
     assert "129.0k" in run_text(run, "markdown")
@@ -135,7 +141,13 @@ def test_a_run_whose_interval_is_wider_than_its_median_still_prints_four_digits(
     spec = fake_spec(decode_ms=1.0, scales=[0.01, 90.0, 0.02, 70.0, 0.03, 50.0, 0.5])
     routes = [RouteSpec("config", spec, route=Route("config", "config", "config"))]
     cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=7))
-    run = run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, argv=["perf"])
+    run = run_sweep(
+        cells,
+        open_fake_session,
+        isolate=False,
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False),
+    )
     ci = run.cells[0].summary.primary_ci95_half_width_pct
     assert ci is not None and ci > 1000  # the case under test
     for text in (render_run(run, width=10_000), run_text(run, "markdown")):

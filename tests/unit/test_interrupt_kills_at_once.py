@@ -8,7 +8,7 @@ import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.measure.context import SweepContext
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.route import Route
 from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 
@@ -47,5 +47,11 @@ def test_an_interrupted_invocation_kills_its_host_before_any_graceful_close(monk
     routes = [RouteSpec("config", fake_spec(), route=Route("config", "config", "config"))]
     cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=2, invocations=2))
     with pytest.raises(KeyboardInterrupt):
-        run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, argv=["perf"])
+        run_sweep(
+            cells,
+            open_fake_session,
+            isolate=False,
+            facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+            extras=CellExtras(roofline=False),
+        )
     assert calls and calls[0] == "kill", calls

@@ -10,7 +10,7 @@ import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.measure import stopping
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.spec import IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.record.validation import validate_record
 
@@ -26,7 +26,12 @@ def routes(tmp_path: Path, **per_route) -> list[RouteSpec]:
 def sweep(rs, policy, *, prompt=(16,), new=(8,), seed=0, isolate=False, warmup=WarmupPolicy(count=1)):
     cells = expand_sweep(rs, list(prompt), list(new), warmup=warmup, iterations=policy)
     return run_sweep(
-        cells, open_fake_session, seed=seed, isolate=isolate, environment=FAKE_ENV, roofline=False, sample_memory=False
+        cells,
+        open_fake_session,
+        seed=seed,
+        isolate=isolate,
+        facts=RunFacts(environment=FAKE_ENV),
+        extras=CellExtras(roofline=False, sample_memory=False),
     )
 
 

@@ -12,14 +12,19 @@ import pytest
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session, read_log
 from winml_perf.ep.child import describe_exit
 from winml_perf.measure.hosting.isolate import ChildCrashed, ChildHost
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.spec import CellSpec, IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.record.validation import validate_record
 
 
 def sweep(cells, **kw):
     return run_sweep(
-        cells, open_fake_session, isolate=True, environment=FAKE_ENV, roofline=False, sample_memory=False, **kw
+        cells,
+        open_fake_session,
+        isolate=True,
+        **kw,
+        facts=RunFacts(environment=FAKE_ENV),
+        extras=CellExtras(roofline=False, sample_memory=False),
     )
 
 

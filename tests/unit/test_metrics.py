@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model import metrics as M
 from winml_perf.model.record import load_schema
 from winml_perf.model.route import Route
@@ -160,7 +160,13 @@ def test_unknown_names_follow_the_naming_convention_and_sort_after_the_table():
 def test_a_measured_cell_records_every_table_metric_of_its_session():
     routes = [RouteSpec("config", fake_spec(), route=Route("config", requested="config", effective="config"))]
     cells = expand_sweep(routes, [8], [1, 4], iterations=IterationPolicy(iterations=3))
-    run = run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, sample_memory=False)
+    run = run_sweep(
+        cells,
+        open_fake_session,
+        isolate=False,
+        facts=RunFacts(environment=FAKE_ENV),
+        extras=CellExtras(roofline=False, sample_memory=False),
+    )
     by_key = {c.cell_key: c for c in run.cells}
     four, one = by_key["config|p8|n4"], by_key["config|p8|n1"]
     assert list(four.metrics) == [m.name for m in M.session_metrics(True)]  # table order
@@ -184,5 +190,11 @@ def test_request_ttft_adds_the_generators_creation_to_the_model_ttft():
 def test_a_cell_whose_session_did_not_time_the_generator_leaves_request_ttft_out():
     routes = [RouteSpec("config", fake_spec(generator_ms=None), route=Route("config", requested="config"))]
     cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=2))
-    run = run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, sample_memory=False)
+    run = run_sweep(
+        cells,
+        open_fake_session,
+        isolate=False,
+        facts=RunFacts(environment=FAKE_ENV),
+        extras=CellExtras(roofline=False, sample_memory=False),
+    )
     assert "request_ttft_ms" not in run.cells[0].metrics and "ttft_ms" in run.cells[0].metrics

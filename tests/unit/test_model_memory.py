@@ -7,7 +7,7 @@ import mmap
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.measure.memory import MemorySampler
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.route import Route
 from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 from winml_perf.publish.render import render_run, run_text
@@ -33,7 +33,13 @@ def test_the_baseline_is_taken_before_the_model_and_the_model_is_the_peak_above_
 def test_a_cell_record_and_the_table_carry_the_models_memory():
     routes = [RouteSpec("config", fake_spec(), route=Route("config", "config", "config"))]
     cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=2, invocations=2))
-    run = run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, argv=["perf"])
+    run = run_sweep(
+        cells,
+        open_fake_session,
+        isolate=False,
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False),
+    )
     (cell,) = run.cells
     memory = cell.memory
     assert 0 <= memory["model_rss_bytes"] < memory["peak_rss_bytes"] and memory["baseline_rss_bytes"] > 0

@@ -57,9 +57,9 @@ def test_prepared_load_disables_optimisation_and_gives_same_outputs(tmp_path):
     model = models.multi_io(tmp_path / "multi.onnx")
     prepared = prepare_onnx(model, CPU, "all")
     opts = dict(ep="cpu", shapes={"seq": [3]}, seed=5)
-    with OnnxSession(model, **opts) as plain:
+    with OnnxSession.from_options(model, **opts) as plain:
         expected = plain.run()
-    with OnnxSession(prepared.path, **opts, **prepared.session_options()) as ready:
+    with OnnxSession.from_options(prepared.path, **opts, **prepared.session_options()) as ready:
         got = ready.run()
         d = ready.describe()
     for e, g in zip(expected, got):
@@ -85,7 +85,10 @@ def test_external_data_is_part_of_the_key(tmp_path):
     model = models.with_external_data(tmp_path / "ext.onnx")
     assert external_data_files(model) == ["ext.onnx.data"]
     first = prepare_onnx(model, CPU, "basic")
-    with OnnxSession(model, ep="cpu") as a, OnnxSession(first.path, ep="cpu", **first.session_options()) as b:
+    with (
+        OnnxSession(model, ep="cpu") as a,
+        OnnxSession.from_options(first.path, ep="cpu", **first.session_options()) as b,
+    ):
         np.testing.assert_allclose(a.run()[0], b.run()[0], rtol=1e-6, atol=1e-6)
     data = tmp_path / "ext.onnx.data"
     st = data.stat()

@@ -17,7 +17,7 @@ from winml_perf.session.onnx_options import (
     parse_session_config,
     parse_threads,
 )
-from winml_perf.session.onnx_session import OnnxSession, ort_ep_devices, preflight
+from winml_perf.session.onnx_session import OnnxIO, OnnxSession, OnnxSettings, ort_ep_devices, preflight
 from winml_perf.support.errors import EXIT_USAGE, BundleError, EPUnavailableError, UsageError
 
 
@@ -69,13 +69,10 @@ def test_ep_devices_helper_returns_ort_objects():
 
 # -- running --------------------------------------------------------------------------------------------
 def test_mlp_matches_numpy_and_reports(model_dir):
-    with OnnxSession(
-        model_dir / "mlp.onnx",
-        ep="cpu",
-        intra_op_threads=1,
-        inter_op_threads=1,
-        session_config={"session.intra_op.allow_spinning": "0"},
-    ) as s:
+    settings = OnnxSettings(
+        intra_op_threads=1, inter_op_threads=1, session_config={"session.intra_op.allow_spinning": "0"}
+    )
+    with OnnxSession(model_dir / "mlp.onnx", ep="cpu", settings=settings) as s:
         (y,) = s.run()
         np.testing.assert_allclose(y, models.reference_mlp(s.feeds["x"]), rtol=1e-5, atol=1e-5)
         ms = s.run_timed()
@@ -99,7 +96,7 @@ def test_default_target_is_auto_device(model_dir):
 
 
 def test_dynamic_batch_from_shape_flag(model_dir):
-    with OnnxSession(model_dir / "dyn.onnx", ep="cpu", shapes={"x": [3, 8]}) as s:
+    with OnnxSession(model_dir / "dyn.onnx", ep="cpu", io=OnnxIO(shapes={"x": [3, 8]})) as s:
         (y,) = s.run()
         x = s.feeds["x"]
     assert x.shape == (3, 8) and y.shape == (3, 4)
@@ -109,7 +106,7 @@ def test_dynamic_batch_from_shape_flag(model_dir):
 def test_real_input_file(model_dir, tmp_path):
     data = np.linspace(-1, 1, 16, dtype=np.float32).reshape(2, 8)
     np.save(tmp_path / "x.npy", data)
-    with OnnxSession(model_dir / "dyn.onnx", ep="cpu", inputs={"x": str(tmp_path / "x.npy")}) as s:
+    with OnnxSession(model_dir / "dyn.onnx", ep="cpu", io=OnnxIO(inputs={"x": str(tmp_path / "x.npy")})) as s:
         (y,) = s.run()
     np.testing.assert_allclose(y, models.reference_mlp(data), rtol=1e-5, atol=1e-5)
 
@@ -117,9 +114,9 @@ def test_real_input_file(model_dir, tmp_path):
 @pytest.mark.parametrize("level", ["disable", "basic", "all"])
 def test_io_binding_equals_plain_run(model_dir, level):
     kwargs = dict(ep="cpu", shapes={"features": [2, 3, 4]}, graph_optimization_level=level, seed=3)
-    with OnnxSession(model_dir / "multi.onnx", **kwargs) as plain:
+    with OnnxSession.from_options(model_dir / "multi.onnx", **kwargs) as plain:
         expected = plain.run()
-    with OnnxSession(model_dir / "multi.onnx", io_binding=True, **kwargs) as bound:
+    with OnnxSession.from_options(model_dir / "multi.onnx", io_binding=True, **kwargs) as bound:
         first = bound.run()  # first bound run: onnxruntime allocates outputs, then they are pinned
         assert bound._outputs_pinned
         bound.run_timed()
@@ -132,7 +129,7 @@ def test_io_binding_equals_plain_run(model_dir, level):
 
 
 def test_io_binding_run_timed_first(model_dir):
-    with OnnxSession(model_dir / "mlp.onnx", ep="cpu", io_binding=True) as s:
+    with OnnxSession(model_dir / "mlp.onnx", ep="cpu", io=OnnxIO(io_binding=True)) as s:
         assert s.run_timed() > 0 and s.run_timed() > 0
         (y,) = s.run()
         x = s.feeds["x"]
@@ -142,7 +139,7 @@ def test_io_binding_run_timed_first(model_dir):
 def test_io_binding_device_refused_goes_to_host_and_says_why(model_dir, monkeypatch):
     cpu = table.EPS["CPUExecutionProvider"]
     monkeypatch.setitem(table.EPS, cpu.name, dataclasses.replace(cpu, io_device="cuda"))  # no CUDA allocator here
-    with OnnxSession(model_dir / "mlp.onnx", ep="cpu", io_binding=True) as s:
+    with OnnxSession(model_dir / "mlp.onnx", ep="cpu", io=OnnxIO(io_binding=True)) as s:
         (y,) = s.run()
         x = s.feeds["x"]
         io = s.describe()["io_binding"]
@@ -173,7 +170,7 @@ def test_options_from_flags_build_a_session(model_dir, tmp_path):
         session_config=["session.intra_op.allow_spinning=0"],
     )
     assert json.loads(json.dumps(options)) == options  # travels to a child process as is
-    with OnnxSession(model_dir / "multi.onnx", **options) as s:
+    with OnnxSession.from_options(model_dir / "multi.onnx", **options) as s:
         scaled, total, _ = s.run()
         d = s.describe()
     assert total.shape == (1, 2) and np.allclose(total, 4.0)
@@ -226,12 +223,12 @@ def test_missing_model_file(tmp_path):
 
 def test_bad_inputs_fail_at_load(model_dir, tmp_path):
     with pytest.raises(UsageError, match="no input or dimension named 'nope'"):
-        OnnxSession(model_dir / "mlp.onnx", ep="cpu", shapes={"nope": [1]}).load()
+        OnnxSession(model_dir / "mlp.onnx", ep="cpu", io=OnnxIO(shapes={"nope": [1]})).load()
     with pytest.raises(UsageError, match="'seq'"):
         OnnxSession(model_dir / "multi.onnx", ep="cpu").load()
     np.save(tmp_path / "i.npy", np.ones((1, 8), np.int32))
     with pytest.raises(UsageError, match="dtype int32"):
-        OnnxSession(model_dir / "mlp.onnx", ep="cpu", inputs={"x": str(tmp_path / "i.npy")}).load()
+        OnnxSession(model_dir / "mlp.onnx", ep="cpu", io=OnnxIO(inputs={"x": str(tmp_path / "i.npy")})).load()
 
 
 def test_preflight_checks_without_target(model_dir, tmp_path):
@@ -252,3 +249,13 @@ def test_preflight_accepts_the_fallback_rule_meant_for_the_target_session(model_
     Failed before: preflight raised."""
     out = preflight(model_dir / "mlp.onnx", {"session_config": {"session.disable_cpu_ep_fallback": "1"}})
     assert [i["name"] for i in out["inputs"]] == ["x"]
+
+
+def test_flat_options_go_to_their_groups_and_an_unknown_one_is_refused(model_dir):
+    """SessionSpec.options is flat JSON; from_options sorts each key into OnnxIO, OnnxSettings or the session's own."""
+    s = OnnxSession.from_options(
+        model_dir / "mlp.onnx", ep="cpu", shapes={"x": [1, 8]}, seed=3, intra_op_threads=2, prepared=True
+    )
+    assert (s.ep_requested, s.shapes, s.seed, s.intra_op_threads, s.prepared) == ("cpu", {"x": (1, 8)}, 3, 2, True)
+    with pytest.raises(TypeError, match="nope"):
+        OnnxSession.from_options(model_dir / "mlp.onnx", nope=1)

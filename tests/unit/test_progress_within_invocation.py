@@ -4,7 +4,7 @@ the table does (issue 28)."""
 from __future__ import annotations
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.route import Route
 from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 
@@ -34,7 +34,12 @@ def _run(progress: Recorder, iterations: int, invocations: int):
     routes = [RouteSpec("config", fake_spec(), route=Route("config", "config", "config"))]
     cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=iterations, invocations=invocations))
     return run_sweep(
-        cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, argv=["perf"], progress=progress
+        cells,
+        open_fake_session,
+        isolate=False,
+        progress=progress,
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False),
     )
 
 

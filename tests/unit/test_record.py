@@ -9,7 +9,7 @@ import json
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.measure.sweep import collector_paused, run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, collector_paused, run_sweep
 from winml_perf.model.record import SCHEMA_VERSION, CellRecord, RunRecord, load_schema, record_from_dict
 from winml_perf.model.record_sections import Shape
 from winml_perf.model.route import CPU, Route, StageRoute
@@ -33,10 +33,8 @@ def run():
         cells,
         open_fake_session,
         isolate=False,
-        environment=FAKE_ENV,
-        roofline=False,
-        sample_memory=True,
-        argv=["perf", "x"],
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf", "x"]),
+        extras=CellExtras(roofline=False, sample_memory=True),
     )
 
 
@@ -135,9 +133,9 @@ def test_records_are_built_and_handed_on_with_the_collector_paused_and_it_resume
         cells,
         open_fake_session,
         isolate=False,
-        environment=FAKE_ENV,
-        roofline=False,
         on_cell_done=lambda rec: seen.append((rec.cell_key, gc.isenabled())),
+        facts=RunFacts(environment=FAKE_ENV),
+        extras=CellExtras(roofline=False),
     )
     assert seen == [("config|p8|n4", False)] and gc.isenabled()
 

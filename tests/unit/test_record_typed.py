@@ -9,7 +9,7 @@ import pytest
 
 from tests.results_fakes import golden_cells
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.record import CellRecord, record_from_dict
 from winml_perf.model.record_sections import Headline, MetricSummary, Policy, RecordSamples, RecordWarning, Shape
 from winml_perf.model.result import CellFailure, LoadPhases
@@ -34,10 +34,8 @@ def _sweep(keep_token_ids: bool, iterations: IterationPolicy, runtime: str = "wi
         cells,
         open_fake_session,
         isolate=False,
-        environment=FAKE_ENV,
-        roofline=False,
-        keep_token_ids=keep_token_ids,
-        argv=["perf", "x"],
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf", "x"]),
+        extras=CellExtras(roofline=False, keep_token_ids=keep_token_ids),
     )
 
 

@@ -9,7 +9,7 @@ import io
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.route import Route
 from winml_perf.model.spec import IterationPolicy, RouteSpec, expand_sweep
 from winml_perf.publish.render import render_run, run_text
@@ -19,7 +19,13 @@ from winml_perf.publish.render import render_run, run_text
 def run():
     routes = [RouteSpec("config", fake_spec(jitter_pct=3.0), route=Route("config", "config", "config"))]
     cells = expand_sweep(routes, [8], [4], iterations=IterationPolicy(iterations=4, invocations=3))
-    return run_sweep(cells, open_fake_session, isolate=False, environment=FAKE_ENV, roofline=False, argv=["perf"])
+    return run_sweep(
+        cells,
+        open_fake_session,
+        isolate=False,
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False),
+    )
 
 
 def _table_lines(text: str) -> list[str]:

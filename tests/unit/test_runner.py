@@ -9,7 +9,7 @@ import pytest
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session, read_log
 from winml_perf.measure import runner, stopping
 from winml_perf.measure.schedule_rounds import batch_size
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.metrics import metric_values
 from winml_perf.model.route import CPU, Route, StageRoute
 from winml_perf.model.spec import CellSpec, IterationPolicy, PromptSpec, RouteSpec, WarmupPolicy, expand_sweep
@@ -33,7 +33,13 @@ def run(c: CellSpec):
 
 def sweep(cells, **kw):
     kw.setdefault("isolate", False)
-    return run_sweep(cells, open_fake_session, environment=FAKE_ENV, roofline=False, sample_memory=False, **kw)
+    return run_sweep(
+        cells,
+        open_fake_session,
+        **kw,
+        facts=RunFacts(environment=FAKE_ENV),
+        extras=CellExtras(roofline=False, sample_memory=False),
+    )
 
 
 # -- single cells ------------------------------------------------------------------------------------

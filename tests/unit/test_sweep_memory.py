@@ -14,7 +14,7 @@ import tracemalloc
 import pytest
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
-from winml_perf.measure.sweep import run_sweep
+from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
 from winml_perf.model.route import Route
 from winml_perf.model.spec import IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 
@@ -31,11 +31,9 @@ def _sweep(cells, on_cell_done=None):
         cells,
         open_fake_session,
         isolate=False,
-        environment=FAKE_ENV,
-        roofline=False,
-        sample_memory=False,
         on_cell_done=on_cell_done,
-        argv=["perf"],
+        facts=RunFacts(environment=FAKE_ENV, argv=["perf"]),
+        extras=CellExtras(roofline=False, sample_memory=False),
     )
 
 

@@ -35,7 +35,7 @@ import re
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -238,31 +238,49 @@ def _fits(device_free: bool, provider_options: Mapping[str, str], seen: dict):
     return lambda folder, manifest: _valid(folder, manifest) or (here(folder, manifest) if here else None)
 
 
-def prepare_onnx(  # noqa: PLR0913
+@dataclass(frozen=True)
+class EpSettings:
+    """What the EP and its session are handed besides the graph (both in the cache key): the EP's
+    provider options and the session config entries."""
+
+    provider_options: Mapping[str, str] = field(default_factory=dict)
+    session_config: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class OnnxBuild:
+    """How a prepared model missing from the cache (or not fit here) comes to be. ``compile_timeout_s``:
+    seconds an EPContext compile child may take. ``device_free``: compiled on the EP's virtual device
+    (bundle/epcontext/device_free.py), trusted on a hit without asking the devices here. ``importer(tmp,
+    output)``: writes the model from an export instead of compiling (bundle/epcontext/export_onnx.py) and
+    returns its compat verdict here. ``no_recompile``: a model not prepared, or not fit here, is exit 2
+    saying why, and nothing is compiled."""
+
+    compile_timeout_s: float = 600.0
+    device_free: bool = False
+    importer: Callable[[Path, str], Any] | None = None
+    no_recompile: bool = False
+
+
+def prepare_onnx(
     model_path: str | Path,
     target,
     graph_optimization_level: str = "all",
     *,
-    provider_options: Mapping[str, str] | None = None,
-    session_config: Mapping[str, str] | None = None,
+    ep_settings: EpSettings | None = None,
+    build: OnnxBuild | None = None,
     verify_sources: bool = False,
-    compile_timeout_s: float = 600.0,
     plugin_libraries: Sequence[str] = (),
-    device_free: bool = False,
-    importer: Callable[[Path, str], Any] | None = None,
-    no_recompile: bool = False,
 ) -> PreparedModel:
     """The prepared model for ``target`` (a devices.Target of kind 'ep' or 'device'): reused when
-    fresh, else compiled and published atomically (see the module doc). For a non-CPU EP, plugin
-    EPs (installed packages, $WINML_PERF_EP_LIBRARIES, ``plugin_libraries`` 'NAME=PATH') are
-    registered here first; the compile child registers what this process has. ``device_free``: an
-    EPContext model compiled on the EP's virtual device (bundle/epcontext/device_free.py), trusted on a hit
-    without asking the devices here. ``importer(tmp, output)``: writes the model from an export instead of
-    compiling (bundle/epcontext/export_onnx.py) and returns its compat verdict here. ``no_recompile``: a
-    model not prepared, or not fit here, is exit 2 saying why, and nothing is compiled."""
+    fresh, else made as ``build`` says (compiled, by default) and published atomically (see the module
+    doc). For a non-CPU EP, plugin EPs (installed packages, $WINML_PERF_EP_LIBRARIES,
+    ``plugin_libraries`` 'NAME=PATH') are registered here first; the compile child registers what
+    this process has."""
     from winml_perf.session.onnx_options import parse_graph_optimization_level
 
     t0 = time.perf_counter()
+    build = build or OnnxBuild()
     model = Path(model_path).resolve()
     if not model.is_file():
         raise BundleError(f"{model_path}: model file not found", "pass the path of an .onnx file")
@@ -276,66 +294,86 @@ def prepare_onnx(  # noqa: PLR0913
         from winml_perf.ep import plugins
 
         plugins.register_plugin_eps(list(plugin_libraries))  # idempotent; a plugin EP needs it before compiling
-    provider_options, session_config = dict(provider_options or {}), dict(session_config or {})
+    asked = ep_settings or EpSettings()
+    given = EpSettings(dict(asked.provider_options or {}), dict(asked.session_config or {}))
     kind = "epcontext" if eps.compiles(target.ep) else "optimized"
     sources = cache.source_identities(model.parent, model_files(model), verify_sources)
     request = cache.Request(
         model.parent,
         f"{model.stem}-{eps.ep_alias(target.ep)}",
         "prepared model",
-        settings(model, kind, target, level, provider_options, session_config),
+        settings(model, kind, target, level, given.provider_options, given.session_config),
         sources,
         shape=SHAPE,
     )
-    out = output_name(model, kind, target.ep, level)
-    timing: dict = {}
-    seen: dict = {}  # the verdict the cache's check reached on a hit
+    made = _Making(model, output_name(model, kind, target.ep, level), kind, target, level, given, build)
+    check = _fits(build.device_free, given.provider_options, made.seen)
+    if build.no_recompile:
+        from winml_perf.bundle.epcontext.travel import require_fresh
 
-    def build(tmp: Path) -> dict:
-        if importer is not None:
-            seen["verdict"] = importer(tmp, out)
-        elif device_free:
+        require_fresh(request, check)
+    entry = cache.get_or_build(request, made.build, check)
+    return _prepared(entry, made, t0)
+
+
+@dataclass
+class _Making:
+    """One prepare's model being made: what the cache's build writes, and what it saw (compile time, a verdict)."""
+
+    model: Path
+    out: str
+    kind: str
+    target: Any
+    level: str
+    settings: EpSettings
+    how: OnnxBuild
+    timing: dict = field(default_factory=dict)
+    seen: dict = field(default_factory=dict)  # the verdict the cache's check reached on a hit, or the importer's
+
+    def build(self, tmp: Path) -> dict:
+        model, out, target, level, how = self.model, self.out, self.target, self.level, self.how
+        provider_options, session_config = self.settings.provider_options, self.settings.session_config
+        if how.importer is not None:
+            self.seen["verdict"] = how.importer(tmp, out)
+        elif how.device_free:
             from winml_perf.bundle.epcontext.device_free import compile_plain
 
-            args = (target.ep, level, provider_options, session_config, compile_timeout_s)
-            timing["compile_ms"] = compile_plain(model, tmp / out, *args)
+            args = (target.ep, level, provider_options, session_config, how.compile_timeout_s)
+            self.timing["compile_ms"] = compile_plain(model, tmp / out, *args)
         else:
-            timing["compile_ms"] = _run_compile(
-                model, tmp / out, kind, target, level, provider_options, session_config, compile_timeout_s
+            self.timing["compile_ms"] = _run_compile(
+                model, tmp / out, self.kind, target, level, provider_options, session_config, how.compile_timeout_s
             )
-            if kind == "epcontext":
+            if self.kind == "epcontext":
                 _write_made_here(tmp / out, model, target.ep, provider_options, session_config)
         return {
-            "kind": kind,
+            "kind": self.kind,
             "ep": target.ep,
             "device": target.device,
             "graph_optimization_level": level,
             "output": out,
             "source": {"model": str(model)},
             "target": target.to_dict(),
-            "timings": dict(timing),
+            "timings": dict(self.timing),
         }
 
-    check = _fits(device_free, provider_options, seen)
-    if no_recompile:
-        from winml_perf.bundle.epcontext.travel import require_fresh
 
-        require_fresh(request, check)
-    entry = cache.get_or_build(request, build, check)
+def _prepared(entry, made: _Making, t0: float) -> PreparedModel:
+    """The cache entry as a PreparedModel, with an EPContext model's compatibility here."""
     m = entry.manifest
     compatibility = None
     if m["kind"] == "epcontext":
         from winml_perf.bundle.epcontext import onnx_reuse
 
-        verdict = seen.get("verdict")
-        if (
-            entry.cache == "miss" and not device_free and importer is None
-        ):  # compiled here: the compile's load check passed
+        provider_options = made.settings.provider_options
+        verdict = made.seen.get("verdict")
+        if entry.cache == "miss" and not made.how.device_free and made.how.importer is None:
+            # compiled here: the compile's load check passed
             verdict = onnx_reuse.compiled_verdict(entry.folder, m["output"], m["ep"], provider_options)
         compatibility = onnx_reuse.compatibility(entry.folder, m["output"], m["ep"], provider_options, verdict)
     return PreparedModel(
         entry.folder / m["output"],
-        model,
+        made.model,
         entry.folder,
         m["kind"],
         m["ep"],
@@ -345,7 +383,7 @@ def prepare_onnx(  # noqa: PLR0913
         entry.cache,
         entry.reason,
         _ms(t0),
-        timing.get("compile_ms", 0.0),
+        made.timing.get("compile_ms", 0.0),
         tuple(m["files"]),
         compatibility=compatibility,
     )

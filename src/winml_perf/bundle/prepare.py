@@ -63,31 +63,39 @@ class PerStage:
     ep_options: Mapping[str, Mapping[str, str]]
 
 
-def prepare_route(  # noqa: PLR0913
+@dataclass(frozen=True)
+class Compiling:
+    """A route's stages compiled to EPContext (``--compile``), and how: ``timeout_s`` for each compile;
+    ``runner`` compiles the jobs (device_free.runner: with no device, and then no placement sessions
+    either: the compile's node placement is in prepared.json; default compile.run_jobs);
+    ``no_recompile`` refuses to compile (bundle/epcontext/travel.py)."""
+
+    timeout_s: float = 600.0
+    runner: Any = None
+    no_recompile: bool = False
+
+
+def prepare_route(
     bundle: Path,
     target,
     stages: list[str] | None = None,
-    compile: bool = False,
+    compile: Compiling | None = None,
     verify_sources: bool = False,
     *,
     require_available: bool = True,
-    compile_timeout_s: float = 600.0,
     label: str | None = None,
     ep_options: dict | None = None,
-    runner=None,
-    no_recompile: bool = False,
     per_stage: PerStage | None = None,
     config: GenaiConfig | None = None,
 ) -> Route:
     """The route for ``target`` (a devices.Target), ready to load from ``Route.path``; see the module doc.
 
-    ``label`` names the route (default: the target's label). ``require_available=False`` (used by
-    ``winml bundle prepare``) derives without checking that the stages' EPs exist here; the derived
-    bundle can then be carried to a machine that has them. ``runner`` compiles the jobs
-    (device_free.runner: with no device, and then no placement sessions either: the compile's node
-    placement is in prepared.json); ``no_recompile`` refuses to compile (bundle/epcontext/travel.py).
-    ``per_stage``: a route that puts each of its stages on its own EP (routing.plan_assignment).
-    ``config``: the bundle's config, when the caller parsed it already (`winml perf` does, once a run).
+    ``compile``: compile the stages that compile, as it says (None: compile nothing). ``label`` names
+    the route (default: the target's label). ``require_available=False`` (used by ``winml bundle
+    prepare``) derives without checking that the stages' EPs exist here; the derived bundle can then be
+    carried to a machine that has them. ``per_stage``: a route that puts each of its stages on its own
+    EP (routing.plan_assignment). ``config``: the bundle's config, when the caller parsed it already
+    (`winml perf` does, once a run).
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
@@ -95,7 +103,9 @@ def prepare_route(  # noqa: PLR0913
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
     label = label or plan.requested
-    jobs, notes = compiler.compile_jobs(plan) if compile else ([], [])
+    jobs, notes = compiler.compile_jobs(plan) if compile is not None else ([], [])
+    how = compile or Compiling()  # no compile: no job, so only its runner (None) is read
+    runner = how.runner
     if not plan.forced and not jobs:
         from winml_perf.bundle.config_placement import config_placement
 
@@ -118,9 +128,9 @@ def prepare_route(  # noqa: PLR0913
             plan,
             verify_sources=verify_sources,
             compile=bool(jobs),
-            compile_timeout_s=compile_timeout_s,
+            compile_timeout_s=how.timeout_s,
             runner=runner,
-            no_recompile=no_recompile,
+            no_recompile=how.no_recompile,
         )
         derived = None  # the derived bundle's config, read once for its placement and compile verdicts
         if runner is not None:  # device-free: no session may open a device; prepared.json has the placement

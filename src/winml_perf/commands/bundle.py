@@ -18,7 +18,7 @@ from typing import Annotated
 import typer
 
 from winml_perf.bundle import derive
-from winml_perf.bundle.prepare import plan_for, prepare_route
+from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
 from winml_perf.commands.bundle_travel import export_prepared, import_prepared
 from winml_perf.commands.from_gguf import from_gguf
 from winml_perf.commands.help_style import PlainTyper
@@ -73,12 +73,18 @@ def parse_stages(stages: str | None) -> list[str] | None:
 
 
 def target_for(
-    ep: str | None, device: str | None, ep_library: list[str] | None = None, asked: dict[str, str] | None = None
+    ep: str | None,
+    device: str | None,
+    ep_library: list[str] | None = None,
+    asked: dict[str, str] | None = None,
+    *,
+    here: bool = False,
 ):
     """The Target for these flags: ``--ep`` planned as `winml perf` runs it where the EP is here, else on
     its home device (no availability check); ``--device`` resolved here. A ``device_type`` in ``asked``
     (``--ep-option``) names the device. ``--ep-library`` plugins are registered first, so compile
-    children and device resolution see them."""
+    children and device resolution see them. ``here``: ``--ep`` resolved as `winml perf` resolves it,
+    its EP and device required on this machine (compiling runs the EP); resolved once either way."""
     from winml_perf.ep.devices import Target, planned_target, resolve_target
     from winml_perf.ep.effective import device_from_options
     from winml_perf.ep.plugins import register_plugin_eps
@@ -86,7 +92,8 @@ def target_for(
     if ep_library:
         register_plugin_eps(ep_library)
     if ep is not None:
-        return planned_target(ep, device_from_options(ep, device, asked), GENAI)
+        resolve = resolve_target if here else planned_target
+        return resolve(ep, device_from_options(ep, device, asked), GENAI)
     if device is None or device == "config":
         return Target("config", None, device, None, None)
     return resolve_target(None, device, GENAI)
@@ -285,14 +292,9 @@ def prepare_command(
             "give seconds, e.g. --compile-timeout 600",
         )
     asked = parse_options(plugins.ep_option or ())
-    target = target_for(ep, device, plugins.ep_library, asked)
+    # compiling on a device (not device-free) needs the EP and its device here
+    target = target_for(ep, device, plugins.ep_library, asked, here=build.compile and not free.device_free)
     runner = _device_free_runner(target.ep, free.strict) if free.device_free else None
-    if build.compile and ep is not None and not free.device_free:
-        from winml_perf.ep.devices import resolve_target
-        from winml_perf.ep.effective import device_from_options
-
-        # compiling needs the EP and its device here
-        target = resolve_target(ep, device_from_options(ep, device, asked), "winml-genai")
     session_config = plain.session_config
     if free.strict and bundle.suffix == ".onnx":  # a plain model's compile takes it as session config (and key)
         session_config = [*(session_config or []), "session.disable_cpu_ep_fallback=1"]
@@ -315,12 +317,10 @@ def prepare_command(
         bundle,
         target,
         parse_stages(stages),
-        build.compile,
+        Compiling(build.compile_timeout, runner) if build.compile else None,
         build.verify_sources,
         require_available=False,
-        compile_timeout_s=build.compile_timeout,
         ep_options=asked,
-        runner=runner,
     )
     for w in route.warnings:
         print(fill(f"warning: {w}"), file=sys.stderr)
@@ -395,7 +395,7 @@ def _prepare_onnx_model(
     asked: dict[str, str],
     device_free: bool = False,
 ) -> None:
-    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.bundle.onnx_prepare import EpSettings, OnnxBuild, prepare_onnx
     from winml_perf.ep.effective import plain_provider_options
     from winml_perf.session.onnx_options import parse_session_config
 
@@ -407,12 +407,13 @@ def _prepare_onnx_model(
         model,
         target,
         level,
-        provider_options=plain_provider_options(target, asked)[1],  # --ep-option, checked, with the EP's defaults
-        session_config=parse_session_config(session_config or []),
+        ep_settings=EpSettings(
+            plain_provider_options(target, asked)[1],  # --ep-option, checked, with the EP's defaults
+            parse_session_config(session_config or []),
+        ),
+        build=OnnxBuild(compile_timeout_s=compile_timeout, device_free=device_free),
         verify_sources=verify_sources,
-        compile_timeout_s=compile_timeout,
         plugin_libraries=list(ep_library or ()),
-        device_free=device_free,
     )
     if format == "json":
         sys.stdout.write(json_text(prepared.to_dict(), "json"))

@@ -49,23 +49,22 @@ def import_prepared(
     """Derive BUNDLE's route from an export instead of compiling; `winml perf --ep X --compile` then finds it fresh."""
     from winml_perf.bundle.epcontext import compile as compiler
     from winml_perf.bundle.epcontext import export as ex
-    from winml_perf.bundle.prepare import plan_for, prepare_route
+    from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
     from winml_perf.ep.devices import planned_target
     from winml_perf.ep.effective import device_from_options
     from winml_perf.model.runtime import GENAI
 
     if bundle.suffix == ".onnx" and bundle.is_file():
         from winml_perf.bundle.epcontext.export_onnx import import_plan
-        from winml_perf.bundle.onnx_prepare import prepare_onnx
+        from winml_perf.bundle.onnx_prepare import EpSettings, OnnxBuild, prepare_onnx
 
         plan = import_plan(bundle, source)
         prepared = prepare_onnx(
             bundle,
             plan.target,
             plan.graph_optimization_level,
-            provider_options=plan.provider_options,
-            session_config=plan.session_config,
-            importer=plan.write,
+            ep_settings=EpSettings(plan.provider_options, plan.session_config),
+            build=OnnxBuild(importer=plan.write),
         )
         compat = prepared.compatibility or {}
         print(
@@ -95,7 +94,7 @@ def import_prepared(
     jobs, _notes = compiler.compile_jobs(plan_for(bundle, target, None, asked))
     ex.check_here(doc, bundle, jobs)
     route = prepare_route(
-        bundle, target, None, True, require_available=False, ep_options=asked, runner=ex.runner(source, doc)
+        bundle, target, None, Compiling(runner=ex.runner(source, doc)), require_available=False, ep_options=asked
     )
     print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) from {source}", file=sys.stderr)
     print(route.path)

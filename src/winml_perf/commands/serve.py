@@ -15,13 +15,11 @@ from typing import Annotated
 
 import typer
 
+from winml_perf.commands.option_groups import option_groups
+from winml_perf.commands.serve_flags import LoadFlags, ServeOutputFlags, ServeRoutingFlags
 from winml_perf.model import flag_bounds
 from winml_perf.support.errors import BenchmarkFailure, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
-
-ROUTING = "Routing"
-LOAD = "Load"
-OUTPUT = "Output"
 
 EPILOG = """\
 [bold]Loads[/bold]:
@@ -73,140 +71,89 @@ def _routes(route: list[str], ep: str | None, device: str | None):
     return (RouteRequest(ep=ep, device=device),)
 
 
-def serve_command(  # noqa: PLR0913
+@option_groups
+def serve_command(
     bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", show_default=False, help="A bundle folder.")],
-    route: Annotated[
-        list[str] | None,
-        typer.Option(metavar="ROUTE", rich_help_panel=ROUTING, help="config, ep=NAME, device=CLASS (repeatable)."),
-    ] = None,
-    ep: Annotated[
-        str | None, typer.Option(metavar="NAME", rich_help_panel=ROUTING, help="Force every stage onto this EP.")
-    ] = None,
-    device: Annotated[
-        str | None, typer.Option(metavar="CLASS", rich_help_panel=ROUTING, help="config, auto, cpu, gpu or npu.")
-    ] = None,
-    ep_option: Annotated[
-        list[str] | None, typer.Option(metavar="KEY=VALUE", rich_help_panel=ROUTING, help="EP provider option.")
-    ] = None,
-    ep_library: Annotated[
-        list[str] | None, typer.Option(metavar="NAME=PATH", rich_help_panel=ROUTING, help="Register a plugin EP.")
-    ] = None,
-    fallback: Annotated[
-        str | None,
-        typer.Option(
-            metavar="batch1",
-            rich_help_panel=ROUTING,
-            help="Where the Engine refuses a route, serve it with batch-1 generators stepped in turn (labelled).",
-        ),
-    ] = None,
-    concurrency: Annotated[
-        list[str] | None, typer.Option(metavar="N[,N]", rich_help_panel=LOAD, help="Closed loop: requests in flight.")
-    ] = None,
-    request_rate: Annotated[
-        list[str] | None,
-        typer.Option(metavar="R[,R]/s", rich_help_panel=LOAD, help="Open loop: Poisson arrivals per second."),
-    ] = None,
-    requests: Annotated[int, typer.Option(metavar="N", rich_help_panel=LOAD, help="Requests per load point.")] = 16,
-    prompt_tokens: Annotated[
-        str | None,
-        typer.Option(
-            metavar="N|LOW-HIGH",
-            rich_help_panel=LOAD,
-            help="Prompt length, fixed or uniform (default 128, or a static pipeline's length).",
-        ),
-    ] = None,
-    max_new_tokens: Annotated[
-        str, typer.Option(metavar="N|LOW-HIGH", rich_help_panel=LOAD, help="Output length, fixed or uniform.")
-    ] = "32",
-    slo: Annotated[
-        str, typer.Option(metavar="ttft=MS,tpot=MS", rich_help_panel=LOAD, help="Goodput's objectives.")
-    ] = "ttft=200ms,tpot=50ms",
-    baseline: Annotated[
-        bool,
-        typer.Option(
-            "--baseline/--no-baseline",
-            rich_help_panel=LOAD,
-            help="Also serve the requests one after another in batch-1 generators (the batching gain's base).",
-        ),
-    ] = True,
-    invocations: Annotated[
-        int, typer.Option(metavar="N", rich_help_panel=LOAD, help="Fresh processes per route (intervals over them).")
-    ] = 3,
-    seed: Annotated[int, typer.Option(metavar="N", rich_help_panel=LOAD, help="Seed of arrivals, lengths, order.")] = 0,
-    reference: Annotated[
-        str | None, typer.Option(metavar="ROUTE", rich_help_panel=OUTPUT, help="Route the others are judged against.")
-    ] = None,
-    fmt: Annotated[
-        str, typer.Option("--format", metavar="FMT", rich_help_panel=OUTPUT, help="table or json.")
-    ] = "table",
-    output: Annotated[
-        Path | None,
-        typer.Option("-o", "--output", metavar="FILE", rich_help_panel=OUTPUT, help="Write the run record."),
-    ] = None,
-    store: Annotated[
-        str | None, typer.Option(metavar="PATH|URL", rich_help_panel=OUTPUT, help="Results store.")
-    ] = None,
-    no_store: Annotated[
-        bool, typer.Option("--no-store", rich_help_panel=OUTPUT, help="Do not store the cells.")
-    ] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", rich_help_panel=OUTPUT, help="No progress lines.")] = False,
+    routing: ServeRoutingFlags,
+    load: LoadFlags,
+    out: ServeOutputFlags,
 ) -> None:
     """Serve many requests at once (onnxruntime-genai's Engine) per route and load: TTFT/TPOT/ITL
     percentiles, throughput, goodput, queueing, batch occupancy, saturation."""
-    from winml_perf.compare.serving import batching_gains, route_verdicts
-    from winml_perf.ep.options import parse_options
-    from winml_perf.measure.serving.run import ServeRequest, run_serving
-    from winml_perf.model.serving import Lengths, Slo
-    from winml_perf.publish.render import run_text
-    from winml_perf.publish.serving_table import serving_text
+    from winml_perf.measure.serving.run import run_serving
 
-    if fmt not in ("table", "json"):
-        raise UsageError(f"--format {fmt!r} is not offered by serve", "use --format table or --format json")
-    if fallback not in (None, "batch1"):
-        raise UsageError(f"--fallback {fallback!r} is not understood", "the one fallback is --fallback batch1")
-    if store and no_store:
+    req = serve_request(bundle, routing, load, out)
+    outcome = run_serving(req, argv=sys.argv[1:])
+    report(outcome, out)
+
+
+def _check_flags(routing: ServeRoutingFlags, load: LoadFlags, out: ServeOutputFlags) -> None:
+    """Exit 2 before any work: a format, fallback or store choice serve does not offer, a count out of bounds."""
+    if out.fmt not in ("table", "json"):
+        raise UsageError(f"--format {out.fmt!r} is not offered by serve", "use --format table or --format json")
+    if routing.fallback not in (None, "batch1"):
+        raise UsageError(f"--fallback {routing.fallback!r} is not understood", "the one fallback is --fallback batch1")
+    if out.store and out.no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
-    flag_bounds.check("--requests", requests)
-    flag_bounds.check("--invocations", invocations)
-    prompt = None if prompt_tokens is None else Lengths.parse(prompt_tokens, "--prompt-tokens")
-    new = Lengths.parse(max_new_tokens, "--max-new-tokens")
+    flag_bounds.check("--requests", load.requests)
+    flag_bounds.check("--invocations", load.invocations)
+
+
+def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out: ServeOutputFlags):
+    """The flags as a ServeRequest, every one checked (exit 2 naming the flag) before anything is prepared."""
+    from winml_perf.ep.options import parse_options
+    from winml_perf.measure.serving.run import ServeRequest
+    from winml_perf.model.serving import Lengths, Slo
+
+    _check_flags(routing, load, out)
+    prompt = None if load.prompt_tokens is None else Lengths.parse(load.prompt_tokens, "--prompt-tokens")
+    new = Lengths.parse(load.max_new_tokens, "--max-new-tokens")
     for flag, lengths in (("--prompt-tokens", prompt), ("--max-new-tokens", new)):
         if lengths is not None:
             flag_bounds.check(flag, lengths.high, lengths.text)
-    if output is not None:
-        check_output(output)
+    if out.output is not None:
+        check_output(out.output)
     req = ServeRequest(
         path=bundle,
-        routes=_routes(route or [], ep, device),
-        ep_libraries=tuple(ep_library or ()),
-        ep_options=tuple(sorted(parse_options(ep_option or ()).items())),
-        concurrency=_ints(concurrency or [], "--concurrency"),
-        rates=_rates(request_rate or []),
-        requests=requests,
+        routes=_routes(routing.route or [], routing.ep, routing.device),
+        ep_libraries=tuple(routing.ep_library or ()),
+        ep_options=tuple(sorted(parse_options(routing.ep_option or ()).items())),
+        concurrency=_ints(load.concurrency or [], "--concurrency"),
+        rates=_rates(load.request_rate or []),
+        requests=load.requests,
         prompt_tokens=prompt,
         max_new_tokens=new,
-        slo=Slo.parse(slo),
-        invocations=invocations,
-        seed=seed,
-        sequential_baseline=baseline,
-        fallback=fallback == "batch1",
-        quiet=quiet or fmt == "json",
-        store=store,
-        no_store=no_store,
+        slo=Slo.parse(load.slo),
+        invocations=load.invocations,
+        seed=load.seed,
+        sequential_baseline=load.baseline,
+        fallback=routing.fallback == "batch1",
+        quiet=out.quiet or out.fmt == "json",
+        store=out.store,
+        no_store=out.no_store,
     )
     req.loads()  # no load given: exit 2 before preparing anything
     labels = [r.label for r in req.routes]
-    if reference is not None and reference not in labels:
+    if out.reference is not None and out.reference not in labels:
         raise UsageError(
-            f"--reference {reference!r} is not one of the routes ({', '.join(labels)})", "name one of them"
+            f"--reference {out.reference!r} is not one of the routes ({', '.join(labels)})", "name one of them"
         )
-    outcome = run_serving(req, argv=sys.argv[1:])
+    return req
+
+
+def report(outcome, out: ServeOutputFlags) -> None:
+    """The run record (-o, --format json), the serving table with its gains and verdicts (compare/serving.py),
+    where the cells were stored; then the exit the run calls for."""
+    from winml_perf.compare.serving import batching_gains, route_verdicts
+    from winml_perf.publish.render import run_text
+    from winml_perf.publish.serving_table import serving_text
+
     run = outcome.run
-    if output is not None:
-        write_output(output, run_text(run, "json"))
+    if out.output is not None:
+        write_output(out.output, run_text(run, "json"))
     cells = list(run.cells)
-    text = serving_text(cells, batching_gains(cells), route_verdicts(cells, reference))
-    if fmt == "json":
+    text = serving_text(cells, batching_gains(cells), route_verdicts(cells, out.reference))
+    if out.fmt == "json":
         sys.stdout.write(run_text(run, "json"))
         print(text, file=sys.stderr, end="")
     else:

@@ -10,6 +10,8 @@ from typing import Annotated, Any
 
 import typer
 
+from winml_perf.commands.option_groups import option_groups
+from winml_perf.commands.tune_flags import CandidateFlags, RoundFlags, SearchFlags, TuneOutputFlags
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, UsageError
 from winml_perf.support.text_table import fill, say
 
@@ -21,9 +23,6 @@ EPILOG = (
 SERVING_FLAGS = ("--concurrency", "--requests", "--slo")
 SINGLE_STREAM_FLAGS = ("--iterations", "--warmup", "--max-ttft-ms", "--screen-rounds")
 DEFAULT_ITERATIONS, DEFAULT_WARMUP = 5, 1
-OBJECTIVE_HELP = "decode (tok/s), ttft, e2e or request_ttft (ms); goodput (requests/s meeting --slo under load)."
-BUDGET_HELP = "Wall time or tokens the race may spend (preparing and checking the routes come before it)."
-SCREEN_HELP = "Short rounds of every route before the full ones, dropping the clearly slower (default 2; 0: none)."
 DEFAULT_CONCURRENCY, DEFAULT_REQUESTS, DEFAULT_SLO = 4, 16, "ttft=200ms,tpot=50ms"
 TUNE_REPORTS = Path("results") / "tune"
 
@@ -75,121 +74,72 @@ def check_objective_flags(objective: str, given: dict[str, object]) -> None:
         raise UsageError(f"{flag} is read by --objective goodput only", f"add --objective goodput, or drop {flag}")
 
 
-def tune_command(  # noqa: PLR0913
+@option_groups
+def tune_command(
     bundle: Annotated[Path, typer.Argument(metavar="BUNDLE", help="A genai bundle folder (genai_config.json).")],
-    eps: Annotated[
-        str | None,
-        typer.Option(metavar="EP[,EP]", help="EPs to assign to the stages (default: every EP with a device here)."),
-    ] = None,
-    stages: Annotated[
-        str | None,
-        typer.Option(metavar="NAME[,NAME]", help="Search only these stages; the others stay as config has them."),
-    ] = None,
-    ep_option: Annotated[
-        list[str] | None,
-        typer.Option(metavar="EP:KEY=VALUE", help="An option of an EP's forced routes (repeatable)."),
-    ] = None,
-    objective: Annotated[str, typer.Option(metavar="WHAT", help=OBJECTIVE_HELP)] = "decode",
-    max_ttft_ms: Annotated[
-        float | None, typer.Option(metavar="MS", help="Constraint: a route's TTFT median at most this.")
-    ] = None,
-    budget: Annotated[str, typer.Option(metavar="300s|20000tok", help=BUDGET_HELP)] = "300s",
-    min_placement: Annotated[
-        float,
-        typer.Option(metavar="SHARE", help="Prune a route whose forced stage keeps fewer of its nodes on its EP."),
-    ] = 0.5,
-    max_device_crossings: Annotated[
-        int | None, typer.Option(metavar="N", help="Prune assignments whose data crosses devices more often.")
-    ] = None,
-    compile: Annotated[bool, typer.Option("--compile", metavar="", help="EPContext-compile forced stages.")] = False,
-    ep_library: Annotated[
-        list[str] | None, typer.Option(metavar="NAME=PATH", help="A plugin EP library (repeatable).")
-    ] = None,
-    no_equivalence: Annotated[
-        bool, typer.Option("--no-equivalence", metavar="", help="Do not prune routes not equivalent to config.")
-    ] = False,
-    no_equivalence_cache: Annotated[
-        bool, typer.Option("--no-equivalence-cache", metavar="", help="Judge afresh; reuse no verdict.")
-    ] = False,
-    prompt_tokens: Annotated[
-        int | None, typer.Option(metavar="N", help="Prompt length (default 16, or the bundle's static one).")
-    ] = None,
-    max_new_tokens: Annotated[int, typer.Option(metavar="N", help="Tokens generated per iteration.")] = 32,
-    iterations: Annotated[
-        int | None, typer.Option(metavar="N", help="Measured iterations in each invocation (default 5).")
-    ] = None,
-    warmup: Annotated[
-        int | None, typer.Option(metavar="N", help="Warmup iterations in each invocation (default 1).")
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(metavar="N", help="--objective goodput: requests in flight (default 4).")
-    ] = None,
-    requests: Annotated[
-        int | None, typer.Option(metavar="N", help="--objective goodput: requests per route per round (default 16).")
-    ] = None,
-    slo: Annotated[
-        str | None,
-        typer.Option(
-            metavar="ttft=MS,tpot=MS", help="--objective goodput: what a request meets to count (ttft=200ms,tpot=50ms)."
-        ),
-    ] = None,
-    max_rounds: Annotated[int, typer.Option(metavar="N", help="At most this many race rounds.")] = 30,
-    screen_rounds: Annotated[int | None, typer.Option(metavar="N", help=SCREEN_HELP)] = None,
-    seed: Annotated[int, typer.Option(metavar="N", help="Seeds the prompt and each round's order.")] = 0,
-    store: Annotated[str | None, typer.Option(metavar="PATH|URL", help="Results store (as winml perf).")] = None,
-    no_store: Annotated[bool, typer.Option("--no-store", metavar="", help="Store nothing.")] = False,
-    emit: Annotated[Path | None, typer.Option(metavar="DIR", help="Write the winner as a bundle in DIR (new).")] = None,
-    report: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE", help="The tune report (JSON); by default in results/tune/, named by time and seed."
-        ),
-    ] = None,
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json on stdout.")] = "table",
+    search: SearchFlags,
+    candidates: CandidateFlags,
+    rounds: RoundFlags,
+    out: TuneOutputFlags,
 ) -> None:
     """Search per-stage EP assignments of a bundle, race them with 95 % intervals, name the winner."""
-    from winml_perf.tune.goal import objective_metric, parse_budget
-    from winml_perf.tune.session import TuneRequest, run_tune
+    from winml_perf.tune.goal import objective_metric
+    from winml_perf.tune.session import run_tune
 
-    load_flags = {"--concurrency": concurrency, "--requests": requests, "--slo": slo}
+    request = tune_request(bundle, search, candidates, rounds, out)
+    outcome = run_tune(request, argv=sys.argv[1:])
+    _report_outcome(outcome, request, objective_metric(search.objective), out.fmt)
+
+
+def tune_request(
+    bundle: Path, search: SearchFlags, candidates: CandidateFlags, rounds: RoundFlags, out: TuneOutputFlags
+):
+    """The flags as a TuneRequest, every one checked (exit 2 naming the flag) before any work."""
+    from winml_perf.tune.goal import parse_budget
+    from winml_perf.tune.session import TuneRequest
+
+    load_flags = {"--concurrency": rounds.concurrency, "--requests": rounds.requests, "--slo": rounds.slo}
     single = {
-        "--iterations": iterations,
-        "--warmup": warmup,
-        "--max-ttft-ms": max_ttft_ms,
-        "--screen-rounds": screen_rounds,
+        "--iterations": rounds.iterations,
+        "--warmup": rounds.warmup,
+        "--max-ttft-ms": search.max_ttft_ms,
+        "--screen-rounds": rounds.screen_rounds,
     }
-    check_objective_flags(objective, {**load_flags, **single})
-    serving = _serving_load(concurrency, requests, slo) if objective == "goodput" else {}
-    _check_inputs(bundle, store, no_store, not no_equivalence, fmt)
-    request = TuneRequest(
+    check_objective_flags(search.objective, {**load_flags, **single})
+    serving = _serving_load(rounds.concurrency, rounds.requests, rounds.slo) if search.objective == "goodput" else {}
+    _check_inputs(bundle, out.store, out.no_store, not candidates.no_equivalence, out.fmt)
+    return TuneRequest(
         bundle=bundle,
-        budget=parse_budget(budget),
-        eps=tuple(w.strip() for w in (eps or "").split(",") if w.strip()),
-        stages=tuple(w.strip() for w in (stages or "").split(",") if w.strip()),
-        ep_options=_ep_options(ep_option or []),
-        objective=objective,
-        max_ttft_ms=max_ttft_ms,
-        min_placement=min_placement,
-        max_crossings=max_device_crossings,
-        compile=compile,
-        ep_libraries=tuple(ep_library or ()),
-        equivalence=not no_equivalence,
-        equivalence_cache=not no_equivalence_cache,
-        seed=seed,
-        prompt_tokens=prompt_tokens,
-        max_new_tokens=max_new_tokens,
-        iterations=DEFAULT_ITERATIONS if iterations is None else iterations,
-        warmup=DEFAULT_WARMUP if warmup is None else warmup,
-        max_rounds=max_rounds,
-        screen_rounds=TuneRequest.screen_rounds if screen_rounds is None else screen_rounds,
-        store=store,
-        no_store=no_store,
-        emit=emit,
-        report=_report_path(report, no_store, seed),
+        budget=parse_budget(search.budget),
+        eps=_words(search.eps),
+        stages=_words(search.stages),
+        ep_options=_ep_options(search.ep_option or []),
+        objective=search.objective,
+        max_ttft_ms=search.max_ttft_ms,
+        min_placement=candidates.min_placement,
+        max_crossings=candidates.max_device_crossings,
+        compile=candidates.compile,
+        ep_libraries=tuple(candidates.ep_library or ()),
+        equivalence=not candidates.no_equivalence,
+        equivalence_cache=not candidates.no_equivalence_cache,
+        seed=rounds.seed,
+        prompt_tokens=rounds.prompt_tokens,
+        max_new_tokens=rounds.max_new_tokens,
+        iterations=DEFAULT_ITERATIONS if rounds.iterations is None else rounds.iterations,
+        warmup=DEFAULT_WARMUP if rounds.warmup is None else rounds.warmup,
+        max_rounds=rounds.max_rounds,
+        screen_rounds=TuneRequest.screen_rounds if rounds.screen_rounds is None else rounds.screen_rounds,
+        store=out.store,
+        no_store=out.no_store,
+        emit=out.emit,
+        report=_report_path(out.report, out.no_store, rounds.seed),
         **serving,
     )
-    outcome = run_tune(request, argv=sys.argv[1:])
-    _report_outcome(outcome, request, objective_metric(objective), fmt)
+
+
+def _words(text: str | None) -> tuple[str, ...]:
+    """A comma list's words, blanks dropped."""
+    return tuple(w.strip() for w in (text or "").split(",") if w.strip())
 
 
 def _check_inputs(bundle: Path, store: str | None, no_store: bool, equivalence: bool, fmt: str) -> None:

@@ -24,7 +24,7 @@ def profile_model(model_path: str | Path, options: Mapping[str, Any], runs: int 
 
     work = Path(tempfile.mkdtemp(prefix="winml-explain-"))
     try:
-        session = OnnxSession(model_path, **dict(options), profile_prefix=str(work / STAGE))
+        session = OnnxSession.from_options(model_path, **dict(options), profile_prefix=str(work / STAGE))
         session.load()
         try:
             session.run_timed()

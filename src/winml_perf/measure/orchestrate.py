@@ -77,19 +77,17 @@ def _genai_route(
     req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str, ...], plugin_ms: float, config=None
 ) -> RouteSpec:
     """A bundle's route, prepared from its resolved value (``config``: the bundle's, parsed once per run)."""
-    from winml_perf.bundle.prepare import PerStage, prepare_route
+    from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
 
     per_stage = PerStage(route.label, route.targets(), route.per_ep_options()) if route.per_stage else None
     prepared = prepare_route(
         req.path,
         route.target,
         list(route.stages) or None,
-        compile=req.compile,
+        compile=Compiling(req.compile_timeout_s, no_recompile=req.no_recompile) if req.compile else None,
         verify_sources=req.verify_sources,
-        compile_timeout_s=req.compile_timeout_s,
         label=route.label,
         ep_options=None if route.per_stage else route.options_dict(),
-        no_recompile=req.no_recompile,
         per_stage=per_stage,
         config=config,
     )
@@ -112,7 +110,7 @@ def _genai_route(
 
 def _onnx_route(req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:
     from winml_perf.bundle.onnx_placement import model_placement
-    from winml_perf.bundle.onnx_prepare import prepare_onnx
+    from winml_perf.bundle.onnx_prepare import EpSettings, OnnxBuild, prepare_onnx
     from winml_perf.ep.effective import plain_provider_options
     from winml_perf.model.spec import SessionSpec
     from winml_perf.session.onnx_session import preflight
@@ -133,10 +131,9 @@ def _onnx_route(req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str,
             req.path,
             target,
             options["graph_optimization_level"],
-            provider_options=provider_options,
-            session_config=options.get("session_config"),
+            ep_settings=EpSettings(provider_options, options.get("session_config") or {}),
+            build=OnnxBuild(no_recompile=req.no_recompile),
             plugin_libraries=list(plugin_specs),
-            no_recompile=req.no_recompile,
         )
         options |= prepared.session_options()
         path, prepare_ms = prepared.path, prepared.prepare_ms
@@ -300,7 +297,7 @@ def _prepare_and_measure(
     resolved: ResolvedRequest,
 ) -> BenchmarkOutcome:
     from winml_perf.measure.progress import make_progress
-    from winml_perf.measure.sweep import SweepInterrupted, run_sweep
+    from winml_perf.measure.sweep import CellExtras, RunFacts, SweepInterrupted, run_sweep
     from winml_perf.results.location import unstored_path
     from winml_perf.results.locking import StoreLockTimeout
 
@@ -343,9 +340,8 @@ def _prepare_and_measure(
             isolate=req.isolate,
             on_cell_done=on_cell_done,
             progress=make_progress(req.quiet),
-            argv=argv,
-            explain=req.explain,
-            series_label=req.series,
+            facts=RunFacts(argv=argv, series_label=req.series),
+            extras=CellExtras(explain=req.explain),
         )
     except SweepInterrupted as exc:
         outcome.run, outcome.interrupted = exc.run, exc.signum

@@ -6,7 +6,7 @@ import gc
 import signal
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from winml_perf.measure.cell_progress import utc_now
@@ -169,7 +169,35 @@ def _sweep_section(
     }
 
 
-def run_sweep(  # noqa: PLR0913
+@dataclass(frozen=True)
+class RunFacts:
+    """What the run record says of the run besides its cells. ``environment``: collect_environment()
+    of this run (collected by run_sweep when None); ``run_id`` (a new one when None); ``argv``: the
+    command line; ``series_label``: winml perf --series NAME, recorded with every cell (the series it
+    belongs to)."""
+
+    environment: Mapping[str, Any] | None = None
+    run_id: str | None = None
+    argv: Sequence[str] | None = None
+    series_label: str | None = None
+
+
+@dataclass(frozen=True)
+class CellExtras:
+    """What each cell measures and keeps besides its timings. ``roofline``: decode's fraction of the
+    memory-bandwidth bound (bandwidth measured once per machine, cached); ``sample_memory``: RSS
+    sampled while it runs; ``keep_token_ids``: the generated ids in the record; ``explain``: after the
+    measured iterations, its route profiled apart (measure/explain_cell.py); ``energy_meters``: route
+    label -> EnergyMeter to use instead of the host's (tests)."""
+
+    roofline: bool = True
+    sample_memory: bool = True
+    keep_token_ids: bool = False
+    explain: bool = False
+    energy_meters: Mapping[str, Any] | None = None
+
+
+def run_sweep(
     cells: Sequence[CellSpec],
     session_factory: Callable = open_session,
     rounds: int | None = None,
@@ -178,35 +206,27 @@ def run_sweep(  # noqa: PLR0913
     on_cell_done: Callable[[CellRecord], None] | None = None,
     *,
     progress: Progress | None = None,
-    environment: Mapping[str, Any] | None = None,
-    run_id: str | None = None,
-    argv: Sequence[str] | None = None,
-    roofline: bool = True,
-    sample_memory: bool = True,
-    keep_token_ids: bool = False,
-    explain: bool = False,
-    energy_meters: Mapping[str, Any] | None = None,
-    series_label: str | None = None,
+    facts: RunFacts | None = None,
+    extras: CellExtras | None = None,
 ) -> RunRecord:
     """Measure every cell and return the run's record; ``on_cell_done(record)`` is called as soon as
     each cell is final (store it there); the run's cells are then kept on disk and decoded when
     read (record/cell_spool.py), so memory does not grow with them. ``isolate=None`` isolates when there is more than one route.
-    ``environment``: collect_environment() of this run (collected here when None).
-    ``roofline``: add decode's fraction of the memory-bandwidth bound (bandwidth measured once per machine, cached).
-    ``explain``: after each cell's measured iterations, profile its route apart (measure/explain_cell.py).
-    ``energy_meters``: route label -> EnergyMeter to use instead of the host's (tests).
-    ``series_label``: winml perf --series NAME, recorded with every cell (the series it belongs to)."""
+    ``facts``: what the record says of the run (RunFacts); ``extras``: what each cell measures besides
+    its timings (CellExtras; by default the roofline and memory samples)."""
+    facts, extras = facts or RunFacts(), extras or CellExtras()
     cells = list(cells)
     routes = _unique(c.route_label for c in cells)
     if isolate is None:
         isolate = len(routes) > 1 or any(c.iterations.multi_invocation for c in cells)
+    environment = facts.environment
     if environment is None:
         from winml_perf.record.environment import collect_environment
 
         environment = collect_environment()
-    run_id = run_id or new_run_id()
+    run_id = facts.run_id or new_run_id()
     started = utc_now()
-    bandwidth = _bandwidth_or_note(roofline, cells)
+    bandwidth = _bandwidth_or_note(extras.roofline, cells)
     gpu_bandwidth = _gpu_bandwidth_or_none(bandwidth, cells, environment)
     invocations = (
         max((c.iterations.max_invocations if c.iterations.adaptive else c.iterations.invocations) for c in cells)
@@ -224,9 +244,9 @@ def run_sweep(  # noqa: PLR0913
                 environment=environment,
                 policy_extra=extra,
                 bandwidth=bandwidth,
-                keep_token_ids=keep_token_ids,
+                keep_token_ids=extras.keep_token_ids,
                 gpu_bandwidth=gpu_bandwidth,
-                series_label=series_label,
+                series_label=facts.series_label,
             )
             spool.append(rec)
             if on_cell_done is not None:
@@ -240,9 +260,9 @@ def run_sweep(  # noqa: PLR0913
         isolate=isolate,
         progress=progress,
         on_result=on_result,
-        sample_memory=sample_memory,
-        explainer=_explainer(explain),
-        meters=route_meters(cells, environment, energy_meters),
+        sample_memory=extras.sample_memory,
+        explainer=_explainer(extras.explain),
+        meters=route_meters(cells, environment, extras.energy_meters),
     )
 
     def record(order: Sequence[Mapping], interrupted: str | None = None) -> RunRecord:
@@ -254,7 +274,7 @@ def run_sweep(  # noqa: PLR0913
             started_utc=started,
             finished_utc=utc_now(),
             sweep=sweep,
-            argv=argv,
+            argv=facts.argv,
         )
         return replace(run, status="failed") if interrupted else run  # not every planned cell ran
 

@@ -260,9 +260,7 @@ def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool, width: 
         models = [{**m, "index": int(k)} for m, k in zip(models, after) if k < len(idx)]
     return svg.draw(
         frame,
-        v,
-        lo,
-        hi,
+        svg.Columns(v, lo, hi),
         title=title,
         unit=unit,
         change_points=cps,

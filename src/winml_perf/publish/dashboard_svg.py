@@ -143,9 +143,7 @@ def chart(
     )
     return draw(
         frame,
-        col["v"],
-        col["lo"],
-        col["hi"],
+        Columns(col["v"], col["lo"], col["hi"]),
         title=title,
         unit=unit,
         change_points=change_points,
@@ -167,11 +165,18 @@ def hover_text(t: str, commit: Any, version: Any, testbed: Any, run: Any) -> str
     return escape(text) if _HTML_SPECIAL.search(text) else text  # most texts need no escaping
 
 
-def draw(  # noqa: PLR0913
+@dataclass(frozen=True, eq=False)
+class Columns:
+    """A chart's values, one a record: the value and its interval's low and high (NaN: none)."""
+
+    v: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+def draw(
     frame: Frame,
-    v: np.ndarray,
-    lo: np.ndarray,
-    hi: np.ndarray,
+    columns: Columns,
     *,
     title: str,
     unit: str,
@@ -181,11 +186,12 @@ def draw(  # noqa: PLR0913
     height: int = HEIGHT,
     model_changes: Sequence[Mapping[str, Any]] = (),
 ) -> str:
-    """One history chart over ``frame`` from value, low and high columns (NaN: none; a record
+    """One history chart over ``frame`` from value, low and high ``columns`` (NaN: none; a record
     without a value is drawn only as a failed marker). ``tips``: a marker per record with this
     escaped hover text (None: the line and band only). ``change_points`` as for ``chart``;
     ``model_changes``: where the bundle's content changed (index of the first record of the new
     content, 'from', 'to'), drawn as a dashed line marked 'model'."""
+    v, lo, hi = columns.v, columns.lo, columns.hi
     ok = ~np.isnan(v)
     banded = ok & ~np.isnan(lo) & ~np.isnan(hi)
     vals = np.concatenate([v[ok], lo[banded], hi[banded]])

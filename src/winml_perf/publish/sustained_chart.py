@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from winml_perf.publish.dashboard_page import render_page
-from winml_perf.publish.dashboard_svg import DATA_UNITS, MAX_X_TICKS, Frame, draw
+from winml_perf.publish.dashboard_svg import DATA_UNITS, MAX_X_TICKS, Columns, Frame, draw
 from winml_perf.support.human_numbers import signed
 
 MIB = float(1 << 20)
@@ -62,7 +62,9 @@ def cell_charts(cell: Mapping[str, Any]) -> tuple[str, int]:
             if round(cp["t_s"], 9) in index
         ]
         nan = np.full(len(v), np.nan)
-        svg = draw(_frame(start, t, duration), v, nan, nan, title="tokens/s", unit="tokens/s", change_points=cps)
+        svg = draw(
+            _frame(start, t, duration), Columns(v, nan, nan), title="tokens/s", unit="tokens/s", change_points=cps
+        )
         found = (
             "; ".join(f"at {cp['t_s']:.0f} s: {cp['shift']:+.1%} ({cp['direction']})" for cp in cps)
             or "no change point"
@@ -77,7 +79,7 @@ def cell_charts(cell: Mapping[str, Any]) -> tuple[str, int]:
     t, v = _series(windows, "rss_bytes", MIB)
     if len(v):
         nan = np.full(len(v), np.nan)
-        svg = draw(_frame(start, t, duration), v, nan, nan, title="RSS", unit="MiB")
+        svg = draw(_frame(start, t, duration), Columns(v, nan, nan), title="RSS", unit="MiB")
         parts.append(
             f"<div class='card'><h3>RSS of the session's process</h3>{svg}"
             f"<p>{_slope_text(s.get('rss_slope_bytes_per_min'), MIB, 'MiB')}</p></div>"
@@ -86,7 +88,7 @@ def cell_charts(cell: Mapping[str, Any]) -> tuple[str, int]:
     t, v = _series(windows, "power_w")
     if len(v):
         nan = np.full(len(v), np.nan)
-        svg = draw(_frame(start, t, duration), v, nan, nan, title="power", unit="W")
+        svg = draw(_frame(start, t, duration), Columns(v, nan, nan), title="power", unit="W")
         covers = escape(str(((cell.get("energy") or {}).get("meter") or {}).get("covers", "")))
         parts.append(
             f"<div class='card'><h3>power during generation ({covers})</h3>{svg}"

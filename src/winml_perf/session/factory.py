@@ -42,7 +42,8 @@ def session_class(runtime: Runtime) -> Any:
 
 def open_session(spec: SessionSpec) -> Any:
     """Build (not load) the session for ``spec``: its runtime's session class over ``spec.path`` with the
-    spec's options (GenaiSession for 'winml-genai', OnnxSession for 'winml'). The runner calls
+    spec's options (GenaiSession for 'winml-genai', OnnxSession for 'winml'): through the class's
+    ``from_options`` where it has one (it sorts the flat options into its groups). The runner calls
     ``load()`` on it, timed."""
     cls = session_class(runtime_named(spec.runtime))
-    return cls(spec.path, **dict(spec.options))
+    return getattr(cls, "from_options", cls)(spec.path, **dict(spec.options))

@@ -44,7 +44,7 @@ def infer_once(target: OutputsTarget) -> Inference:
     """Open the route's session, run it once on its fixed inputs, close it."""
     from winml_perf.session.onnx_session import OnnxSession
 
-    with OnnxSession(target.path, **{**dict(target.options), **TIMING_ONLY}) as s:
+    with OnnxSession.from_options(target.path, **{**dict(target.options), **TIMING_ONLY}) as s:
         arrays = s.run()
         names = [o.name for o in s.outputs]
         return Inference(dict(zip(names, arrays)), s.feeds)

@@ -22,7 +22,8 @@
   unprepared source at the requested level, so the record shows both creation times.
 
 Options are plain JSON-able keyword arguments, so a ``SessionSpec(runtime="winml", options=...)`` can
-build this class in a child process: ``OnnxSession(path, **spec.options)``; ``onnx_options.options_from_flags``
+build this class in a child process: ``OnnxSession.from_options(path, **spec.options)`` (each key to its
+group: OnnxIO, OnnxSettings, or the EP, device and prepared model); ``onnx_options.options_from_flags``
 makes them from `winml perf` flags, and ``preflight`` checks them in the parent (usage errors, exit 2).
 """
 
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -102,48 +104,86 @@ def _explain_create_error(model: Path, ep: str, exc: Exception) -> Exception:
     return BundleError(f"{model}: onnxruntime could not load the model: {text}", "check the model with onnx.checker")
 
 
+@dataclass(frozen=True)
+class OnnxIO:
+    """A plain model's inputs and outputs: ``shapes`` fixes dynamic dimensions (input -> dims),
+    ``inputs`` reads inputs from .npy files (input -> path), ``seed`` seeds the generated rest;
+    ``io_binding`` keeps inputs and outputs in bound OrtValues (on the EP's device where it can)."""
+
+    shapes: Mapping[str, Sequence[int]] | None = None
+    inputs: Mapping[str, str] | None = None
+    seed: int = 0
+    io_binding: bool = False
+
+
+@dataclass(frozen=True)
+class OnnxSettings:
+    """How onnxruntime's session is made: thread counts, graph optimisation level, session config
+    entries, the EP's provider options; whether it records which EP ran each node
+    (``record_assignment``), and where onnxruntime's profile goes (``profile_prefix``: explain)."""
+
+    intra_op_threads: int | None = None
+    inter_op_threads: int | None = None
+    graph_optimization_level: str | None = None
+    session_config: Mapping[str, str] | None = None
+    provider_options: Mapping[str, str] | None = None
+    record_assignment: bool = True
+    profile_prefix: str | None = None
+
+
+_IO_KEYS = tuple(f.name for f in fields(OnnxIO))
+_SETTINGS_KEYS = tuple(f.name for f in fields(OnnxSettings))
+_OWN_KEYS = ("ep", "device", "prepared", "source_model")
+
+
 class OnnxSession:
     """Load a plain ONNX model once, then run timed inferences with fixed inputs.
 
-    ``with OnnxSession("m.onnx", ep="cpu", shapes={"x": [1, 8]}) as s: s.run_timed()``
+    ``with OnnxSession("m.onnx", ep="cpu", io=OnnxIO(shapes={"x": [1, 8]})) as s: s.run_timed()``
     """
 
-    def __init__(  # noqa: PLR0913
+    def __init__(
         self,
         model_path: str | Path,
         *,
         ep: str | None = None,
         device: str | None = None,
-        shapes: Mapping[str, Sequence[int]] | None = None,
-        inputs: Mapping[str, str] | None = None,
-        io_binding: bool = False,
-        intra_op_threads: int | None = None,
-        inter_op_threads: int | None = None,
-        graph_optimization_level: str | None = None,
-        session_config: Mapping[str, str] | None = None,
-        provider_options: Mapping[str, str] | None = None,
-        seed: int = 0,
+        io: OnnxIO | None = None,
+        settings: OnnxSettings | None = None,
         prepared: bool = False,
         source_model: str | None = None,
-        record_assignment: bool = True,
-        profile_prefix: str | None = None,
     ) -> None:
+        io, settings = io or OnnxIO(), settings or OnnxSettings()
         self.model_path = Path(model_path)
         self.ep_requested, self.device_requested = ep, device
-        self.shapes = {str(k): tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
-        self.input_files = {str(k): str(v) for k, v in (inputs or {}).items()}
-        self.io_binding = bool(io_binding)
-        self.intra_op_threads = parse_threads(intra_op_threads, "--intra-op-threads")
-        self.inter_op_threads = parse_threads(inter_op_threads, "--inter-op-threads")
-        self.graph_optimization_level = parse_graph_optimization_level(graph_optimization_level)
-        self.session_config = {str(k): str(v) for k, v in (session_config or {}).items()}
-        self.provider_options = {str(k): str(v) for k, v in (provider_options or {}).items()}
-        self.seed = int(seed)
+        self.shapes = {str(k): tuple(int(d) for d in v) for k, v in (io.shapes or {}).items()}
+        self.input_files = {str(k): str(v) for k, v in (io.inputs or {}).items()}
+        self.io_binding = bool(io.io_binding)
+        self.intra_op_threads = parse_threads(settings.intra_op_threads, "--intra-op-threads")
+        self.inter_op_threads = parse_threads(settings.inter_op_threads, "--inter-op-threads")
+        self.graph_optimization_level = parse_graph_optimization_level(settings.graph_optimization_level)
+        self.session_config = {str(k): str(v) for k, v in (settings.session_config or {}).items()}
+        self.provider_options = {str(k): str(v) for k, v in (settings.provider_options or {}).items()}
+        self.seed = int(io.seed)
         self.prepared = bool(prepared)
         self.source_model = str(source_model) if source_model else None
-        self.record_assignment = bool(record_assignment)
-        self.profile_prefix = str(profile_prefix) if profile_prefix else None  # onnxruntime profiling (explain)
+        self.record_assignment = bool(settings.record_assignment)
+        self.profile_prefix = str(settings.profile_prefix) if settings.profile_prefix else None  # profiling (explain)
         self._reset()
+
+    @classmethod
+    def from_options(cls, model_path: str | Path, **options: Any) -> OnnxSession:
+        """The session for flat, JSON-able options (``SessionSpec.options``, ``onnx_options.options_from_flags``,
+        ``PreparedModel.session_options()``), each key to its group; an unknown key is a TypeError."""
+        unknown = sorted(set(options) - {*_IO_KEYS, *_SETTINGS_KEYS, *_OWN_KEYS})
+        if unknown:
+            raise TypeError(f"OnnxSession got unexpected options {unknown}")
+        return cls(
+            model_path,
+            io=OnnxIO(**{k: options[k] for k in _IO_KEYS if k in options}),
+            settings=OnnxSettings(**{k: options[k] for k in _SETTINGS_KEYS if k in options}),
+            **{k: options[k] for k in _OWN_KEYS if k in options},
+        )
 
     def _reset(self) -> None:
         self._session: Any = None  # an onnxruntime InferenceSession once loaded (onnxruntime is untyped)
@@ -461,5 +501,5 @@ def preflight(model_path: str | Path, options: Mapping[str, Any]) -> dict:
     # (disable_cpu_ep_fallback on a CPU-only session is "Conflicting session configuration").
     config = {k: v for k, v in dict(opts.get("session_config") or {}).items() if k != DISABLE_CPU_FALLBACK}
     opts["session_config"] = config
-    with OnnxSession(model_path, **opts) as session:
+    with OnnxSession.from_options(model_path, **opts) as session:
         return {"inputs": [p.to_dict() for p in session.planned], "outputs": [o.to_dict() for o in session.outputs]}

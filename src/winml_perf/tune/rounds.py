@@ -54,7 +54,7 @@ class RealRounds:
     def __call__(self, round_index: int, labels: Sequence[str]) -> RoundResult:
         from winml_perf.compare.cells import cell_of_record
         from winml_perf.measure.progress import NullProgress
-        from winml_perf.measure.sweep import run_sweep
+        from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
         from winml_perf.model.spec import IterationPolicy, PromptSpec, WarmupPolicy, expand_sweep
         from winml_perf.record.environment import collect_environment
         from winml_perf.support.errors import StoreError
@@ -91,9 +91,8 @@ class RealRounds:
             isolate=True,
             on_cell_done=on_cell_done,
             progress=NullProgress(),
-            environment=self.environment,
-            argv=self.argv,
-            roofline=False,
+            facts=RunFacts(environment=self.environment, argv=self.argv),
+            extras=CellExtras(roofline=False),
         )
         self.run_ids.append(run.run_id)
         return RoundResult(values, self.shape.tokens_per_invocation * len(cells), failed)

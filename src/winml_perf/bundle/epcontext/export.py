@@ -103,9 +103,21 @@ _SHAPES: dict[str, tuple[type, type | None]] = {
 }
 
 
-def _check_shape(folder: Path, doc: dict) -> None:  # noqa: C901
+def _check_shape(folder: Path, doc: dict) -> None:
+    """Exit 2 naming the key unless export.json's keys hold what they should and every member it names
+    is a plain name inside the export folder."""
     where = f"{folder}/{EXPORT_FILE}"
     doc.setdefault("files", {})
+    _check_containers(where, doc)
+    _check_fields(where, doc)
+    for name in doc["files"]:
+        _check_member(folder, where, name, must_exist=True)
+    if "output" in doc:
+        _check_member(folder, where, doc["output"], must_exist=False)
+
+
+def _check_containers(where: str, doc: dict) -> None:
+    """Each key of ``_SHAPES`` present is its kind of container, holding entries of its kind."""
     for key, (kind, item) in _SHAPES.items():
         value = doc.get(key)
         if value is None:
@@ -115,6 +127,11 @@ def _check_shape(folder: Path, doc: dict) -> None:  # noqa: C901
         items: list[Any] = list(value.values()) if isinstance(value, dict) else list(cast(list, value))
         if item is not None and any(not isinstance(v, item) for v in items):
             raise UsageError(f"{where}: key {key!r} holds an entry that is not a {item.__name__}", "export it again")
+
+
+def _check_fields(where: str, doc: dict) -> None:
+    """The strings and objects read later: output and model, each job's ep/source/output, the asked
+    options (a bundle's route), the settings' EP and provider options (a plain model's)."""
     for key in ("output", "model"):
         if key in doc and not isinstance(doc[key], str):
             raise UsageError(f"{where}: key {key!r} is not a string", "export it again")
@@ -131,10 +148,6 @@ def _check_shape(folder: Path, doc: dict) -> None:  # noqa: C901
             raise UsageError(f"{where}: key 'settings.ep' is missing or not a string", "export it again")
         if not isinstance(settings.get("provider_options") or {}, dict):
             raise UsageError(f"{where}: key 'settings.provider_options' is not an object", "export it again")
-    for name in doc["files"]:
-        _check_member(folder, where, name, must_exist=True)
-    if "output" in doc:
-        _check_member(folder, where, doc["output"], must_exist=False)
 
 
 def _check_member(folder: Path, where: str, name: str, must_exist: bool) -> None:
