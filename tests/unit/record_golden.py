@@ -16,7 +16,8 @@ from winml_perf.model.record import RunRecord
 from winml_perf.model.spec import IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.publish.formats import json_text
 
-#: Keys whose value is a clock reading or an id drawn at random: replaced by their key's name.
+#: Keys whose value is a clock reading, an id drawn at random or a reading of this machine (power_state:
+#: its /sys): replaced by their key's name.
 VOLATILE = frozenset(
     {
         "run_id",
@@ -29,6 +30,7 @@ VOLATILE = frozenset(
         "model_load_ms",
         "first_generation_ms",
         "warmup_s",
+        "power_state",
     }
 )
 
