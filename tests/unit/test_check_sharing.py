@@ -130,3 +130,26 @@ def test_the_tunes_extra_prompts_take_the_models_loaded_for_the_first(monkeypatc
         assert "over 3 check prompts" in judged["copy"].line
     else:
         assert reused == 0 and loads >= 2
+
+
+def test_the_reference_band_variants_are_made_once_per_check_and_removed_after(monkeypatch, tmp_path):
+    """Over the tune's three check prompts the noise and precision variants are made once, and no
+    variant folder outlives the check."""
+    from types import SimpleNamespace as NS
+
+    from winml_perf.bundle import variants
+    from winml_perf.tune import check
+
+    made: list[Path] = []
+    real = variants.optimization_variant
+
+    def counted(bundle, *a, **k):
+        made.append(real(bundle, *a, **k))
+        return made[-1]
+
+    monkeypatch.setattr(variants, "optimization_variant", counted)
+    monkeypatch.setattr(check, "near_limit", lambda e: True)
+    copy = _linked(PIPELINE, tmp_path / "copy")
+    judged, report = check.judge(str(PIPELINE), [NS(label="copy", session=NS(path=str(copy)))], cache=False)
+    assert "over 3 check prompts" in judged["copy"].line
+    assert len(made) == 1 and not made[0].exists()

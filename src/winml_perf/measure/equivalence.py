@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from winml_perf.measure.kept_variants import release, variant
 from winml_perf.measure.shared_passes import FilePass, FilePasses, StageFile
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
@@ -134,7 +135,7 @@ def _band(
         if layers is not None:  # the same change's error at each decoder layer
             layers.measure_band(name, None, path)
     finally:
-        shutil.rmtree(path, ignore_errors=True)
+        release(path)
     figures = compare_logits(reference.logits, run.logits)
     return Band(name, change, figures, band_limit(figures, floor))
 
@@ -152,16 +153,16 @@ def reference_bands(
     noise = _band(
         "noise floor",
         f"graph_optimization_level {NOISE_LEVEL}",
-        optimization_variant(src),
+        variant("noise", src, optimization_variant),
         reference,
         prompt_ids,
         KL_NOISE_MIN,
         layers,
     )
-    made = precision_variant(src)
+    made = variant("precision", src, precision_variant)
     precision = _band("precision", made[1], made[0], reference, prompt_ids, noise.kl_limit, layers) if made else None
     if precision is None or precision.figures.identical:  # no precision change, or one the EP ignores
-        pair = fp16_cpu_variants(src)
+        pair = variant("fp16", src, fp16_cpu_variants)
         if pair is not None:
             ignored = f"; {precision.change} changed nothing" if precision is not None else ""
             precision = _pair_band(
@@ -191,8 +192,8 @@ def _pair_band(
         if layers is not None:
             layers.measure_band(name, before, after)
     finally:
-        shutil.rmtree(before, ignore_errors=True)
-        shutil.rmtree(after, ignore_errors=True)
+        release(before)
+        release(after)
     figures = compare_logits(a.logits, b.logits)
     return Band(name, change, figures, band_limit(figures, floor))
 

@@ -99,12 +99,14 @@ def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[
     each prompt's reference run once and the verdict cache read first (``cache``); returns {label:
     Judged} and what the check cost."""
     from winml_perf.measure.equivalence import equivalence_line, judge_routes
+    from winml_perf.measure.kept_variants import keep_variants, variant_folders
     from winml_perf.session.model_pool import keep_models
 
-    with keep_models() as models:  # a near route's three prompts load its model once
+    # a near route's three prompts load its model once; the reference's band variants are made once
+    with keep_models() as models, keep_variants() as variants:
         first = judge_routes(bundle, routes, seed=CHECK_SEEDS[0], cache=cache)
         near = [r for r in routes if r.label in first.by_label and near_limit(first.by_label[r.label])]
-        models.retain([bundle, *(r.session.path for r in near)])
+        models.retain([bundle, *(r.session.path for r in near), *variant_folders(variants)])
         more = [judge_routes(bundle, near, seed=seed, cache=cache) for seed in CHECK_SEEDS[1:]] if near else []
     out = {label: Judged("", "", error=why) for label, why in first.errors.items()}
     for label, e in first.by_label.items():
