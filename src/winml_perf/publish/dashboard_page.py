@@ -380,7 +380,7 @@ def render_page(title: str, heading: str, body: str, status: Mapping[str, Any]) 
         css=_asset("dashboard.css"),
         body=body,
         status=attrs,
-        js=_asset("dashboard.js"),
+        js=_asset("human.js") + _asset("dashboard.js"),  # the hover numbers' formatter, then the page's script
     )
 
 
