@@ -26,7 +26,7 @@ from winml_perf.model.metrics import METRICS, bigger_is_better, get, primary_met
 from winml_perf.publish import dashboard_svg as svg
 from winml_perf.publish.route_ratio import PairedRatio, paired_ratios
 from winml_perf.results import change_point_cache as cpc
-from winml_perf.results.series import SeriesColumns, series_columns
+from winml_perf.results.series import SeriesColumns, page_columns
 from winml_perf.results.store import Store, open_store
 from winml_perf.stats.series.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE, shift_text
 from winml_perf.support.safe_write import write_text
@@ -177,15 +177,20 @@ def change_points(
     return cps, (search if fresh is not None else None), fresh
 
 
-def _read_series(store: Store, row: dict, filters: Mapping[str, Any], kept: Mapping) -> tuple[_Series, tuple | None]:
-    cols = series_columns(
-        store,
-        row["series_key"],
-        HISTORY_METRICS,
-        invocations_of=(series_primary(row),),
-        window=CHANGE_WINDOW,
-        **filters,
-    )
+def _read_page(store: Store, rows: Sequence[dict], filters: Mapping[str, Any]) -> dict[str, SeriesColumns]:
+    """The columns of a page's series, read together: series_key -> SeriesColumns."""
+    by_primary: dict[str, list[str]] = {}
+    for row in rows:
+        by_primary.setdefault(series_primary(row), []).append(row["series_key"])
+    out: dict[str, SeriesColumns] = {}
+    for metric, keys in by_primary.items():  # one read per primary metric (a page holds one, as a rule)
+        out.update(
+            page_columns(store, keys, HISTORY_METRICS, invocations_of=(metric,), window=CHANGE_WINDOW, **filters)
+        )
+    return out
+
+
+def _read_series(row: dict, cols: SeriesColumns, kept: Mapping) -> tuple[_Series, tuple | None]:
     cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
     frame = svg.Frame.of(svg.unix_seconds(cols.created_utc), cols.git_commits)
     testbed = row["testbed_id"]
@@ -332,9 +337,10 @@ def render(store: Store, job: PageJob) -> PageResult:
     )
     probes = [(r["series_key"], series_primary(r)) for r in rows]
     kept = cpc.kept(store, probes)
+    columns = _read_page(store, rows, job.filters)
     series, computed = [], []
     for row in rows:
-        s, found = _read_series(store, row, job.filters, kept)
+        s, found = _read_series(row, columns[row["series_key"]], kept)
         series.append(s)
         if found is not None:
             computed.append(found)
