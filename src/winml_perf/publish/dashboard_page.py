@@ -357,7 +357,8 @@ def render(store: Store, job: PageJob) -> PageResult:
         + "".join(c for c in cards if c)
     )
     summaries = [_summary(s) for s in series]
-    ratios = paired_ratios(store, summaries)  # a page holds config and the routes of its testbed and bundle
+    whole = not any(v is not None for v in job.filters.values())  # the columns hold every record
+    ratios = paired_ratios(store, summaries, columns if whole else None)  # config is on the routes' page
     records = sum(x["records"] for x in summaries)
     write_file(
         Path(job.out_dir) / page_path(job.testbed, job.bundle),

@@ -191,7 +191,9 @@ def page_columns(
     shown = (r.series_key, r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status, r.bundle_id)
     recs = apply_filters(sa.select(*shown), filters).where(r.series_key.in_(keys))
     in_series = apply_filters(sa.select(r.id), filters).where(r.series_key.in_(keys))
-    vals = sa.select(m.record_id, m.name, m.median, m.ci95_low, m.ci95_high).where(
+    # each metric by its position in ``metrics`` (a small int: no text per row to build)
+    which = sa.case({name: k for k, name in enumerate(metrics)}, value=m.name)
+    vals = sa.select(m.record_id, which, m.median, m.ci95_low, m.ci95_high).where(
         m.record_id.in_(in_series), m.name.in_(list(metrics)), m.median.is_not(None)
     )
 
@@ -242,7 +244,7 @@ def _invocation_texts(conn: sa.Connection, metric: str, ids: Sequence[int]) -> d
         stmt = sa.select(m.record_id, m.invocations).where(
             m.record_id.in_(ids[k : k + IDENTITY_CHUNK]), m.name == metric, m.invocations.is_not(None)
         )
-        out.update(conn.execute(stmt).tuples().all())
+        out.update((rid, text) for rid, text in conn.execute(stmt))
     return out
 
 
@@ -261,8 +263,8 @@ def _metric_columns(
     ids: Sequence[Sequence[int]], rows: Sequence[Sequence[Any]], metrics: Sequence[str]
 ) -> list[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """Per series (``ids``: each series' record ids), metric -> (median, low, high) columns aligned
-    with its ids, from the (record id, name, median, low, high) rows of them all (NaN where a record
-    has no row or a bound is NULL), by array operations."""
+    with its ids, from the (record id, the metric's position in ``metrics``, median, low, high) rows
+    of them all (NaN where a record has no row or a bound is NULL), by array operations."""
     sizes = [len(x) for x in ids]
     out = [{name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics} for n in sizes]
     if not rows:
@@ -279,10 +281,10 @@ def _metric_columns(
     position = order[at]  # into the records of all the series, one after the other
     starts = np.cumsum([0, *sizes])
     owner = np.searchsorted(starts, position, side="right") - 1
-    names = np.asarray(name, dtype=object)
+    names = np.asarray(name, dtype=np.int64)
     numbers = [np.array(c, dtype=float) for c in (median, low, high)]  # None -> NaN
-    for metric in metrics:
-        mask = names == metric
+    for k_metric, metric in enumerate(metrics):
+        mask = names == k_metric
         for k, values in enumerate(out):
             sel = np.flatnonzero(mask & (owner == k))
             for column, source in zip(values[metric], numbers):
@@ -329,3 +331,18 @@ def newest_shared_run(store: Store, series: str, other: str, *, newest: int = 20
     theirs = sa.select(r.run_id).where(r.series_key == other, r.status == "ok")
     stmt = sa.select(mine.c.run_id).where(mine.c.run_id.in_(theirs)).order_by(mine.c.t.desc()).limit(1)
     return store.read(lambda c: c.execute(stmt).scalar())
+
+
+def newest_shared_run_of(series: SeriesColumns, other: SeriesColumns, *, newest: int = 200) -> str | None:
+    """``newest_shared_run`` from the columns of both series already read (every record of each:
+    read without filters): the newest run (by its newest ok record in ``series``), among the
+    ``newest`` newest runs of ``series``, that holds ok records of ``other`` too; else None."""
+    latest: dict[Any, str] = {}
+    for run, t, ok in zip(series.run_ids, series.created_utc, series.ok.tolist()):
+        if ok and run is not None and (run not in latest or t > latest[run]):
+            latest[run] = t
+    theirs = {run for run, ok in zip(other.run_ids, other.ok.tolist()) if ok and run is not None}
+    for run in sorted(latest, key=latest.__getitem__, reverse=True)[: int(newest)]:
+        if run in theirs:
+            return str(run)
+    return None
