@@ -72,6 +72,12 @@ class RunLevels:
 
 def as_runs(values: Sequence[Any], what: str = "series") -> list[np.ndarray]:
     """Per-run arrays of positive finite invocation values (a scalar is a one-invocation run)."""
+    try:  # as a rule every run has as many invocations: one array, checked at once
+        table = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        table = np.empty(0)
+    if table.ndim == 2 and table.shape[1] and np.isfinite(table).all() and (table > 0).all():
+        return list(table)
     runs = []
     for i, v in enumerate(values):
         x = np.atleast_1d(np.asarray(v, dtype=float))
@@ -93,7 +99,13 @@ def as_runs(values: Sequence[Any], what: str = "series") -> list[np.ndarray]:
 def _rolling_median(x: np.ndarray, half: int) -> np.ndarray:
     """Median of x[t - half : t + half + 1] (cut at the ends) for every t."""
     padded = np.concatenate([np.full(half, np.nan), x, np.full(half, np.nan)])
-    out: np.ndarray = np.nanmedian(np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1), axis=1)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    out = np.empty(len(x))
+    whole = np.arange(half, len(x) - half)  # windows that are not cut: no NaN, a plain median
+    cut = np.setdiff1d(np.arange(len(x)), whole)
+    out[whole] = np.median(windows[whole], axis=1)
+    if len(cut):
+        out[cut] = np.nanmedian(windows[cut], axis=1)
     return out
 
 
