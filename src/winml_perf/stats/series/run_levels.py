@@ -142,10 +142,15 @@ def _comb_anchors(runs: np.ndarray, offset: float, half: int) -> np.ndarray:
     candidates = np.concatenate([runs, runs - offset], axis=1)  # (n, 2 width)
     per_run = np.empty((n, 2 * width, 2 * reach + 1))  # cost of candidate c of run s against run s + d - reach
     rows = max(1, _COMB_ELEMENTS // values[0].size // (2 * width))
-    for start in range(0, n, rows):
+    for start in range(0, n, rows):  # in place: two temporaries a batch, not seven
         d = values[start : start + rows, None, :, :] - candidates[start : start + rows, :, None, None]
-        cost = np.minimum(np.minimum(d * d, (d - offset) ** 2), CLIP * CLIP)
-        per_run[start : start + rows] = np.where(np.isnan(cost), 0.0, cost).sum(axis=3)
+        lower = d - offset
+        np.multiply(d, d, out=d)
+        np.multiply(lower, lower, out=lower)
+        np.minimum(d, lower, out=d)
+        np.minimum(d, CLIP * CLIP, out=d)
+        d[np.isnan(d)] = 0.0
+        d.sum(axis=3, out=per_run[start : start + rows])
     summed = np.concatenate([np.zeros((n, 2 * width, 1)), np.cumsum(per_run, axis=2)], axis=2)
     step = np.arange(-half, half + 1)  # window t = s + step holds runs s + step - half .. s + step + half
     in_window = summed[..., step + half + reach + 1] - summed[..., step - half + reach]  # (n, 2 width, 2 half + 1)
