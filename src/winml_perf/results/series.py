@@ -206,9 +206,9 @@ def page_columns(
         out = {key: _columns(rows, v) for (key, rows), v in zip(by_series.items(), values)}
         for metric in invocations_of:
             newest = {key: _newest_ok(cols, metric, window) for key, cols in out.items()}
-            texts = _invocation_texts(conn, metric, [i for ids in newest.values() for i in ids])
-            for key, ids in newest.items():
-                out[key].invocations[metric] = _parsed(store, key, [(i, texts[i]) for i in ids if i in texts])
+            texts = _invocation_texts(conn, metric, [i for chosen in newest.values() for i in chosen])
+            for key, chosen in newest.items():
+                out[key].invocations[metric] = _parsed(store, key, [(i, texts[i]) for i in chosen if i in texts])
         return out
 
     return store.read(read)
