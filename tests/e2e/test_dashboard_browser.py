@@ -284,3 +284,28 @@ def test_the_serving_page_and_its_overview_section_render_without_errors(tmp_pat
     status, dom, log = render(index.parent / "serving.html", tmp_path)
     assert (status["data-state"], status["data-errors"], status["data-charts"]) == ("done", "0", "4"), status
     assert dom.count('class="point"') == 2 * 6 and not console_errors(log)
+
+
+def test_a_hover_shows_the_numbers_as_human_writes_them(site, tmp_path):
+    """The markers' titles get their numbers from the page's script when the pointer reaches them:
+    every marker of the hovered chart, with human()'s text of its value, interval and unit."""
+    from winml_perf.support.human_numbers import human
+
+    index, _ = site
+    page = index.parent / page_path("tb-linux", "tiny-qwen2-pipeline")
+    hover = 'document.querySelector(".card[data-primary] circle.pt").dispatchEvent(new MouseEvent("mouseover", {bubbles: true}));'
+    hovered = tmp_path / "hovered.html"
+    hovered.write_text(page.read_text().replace("  init();", "  init(); " + hover))
+    status, dom, log = render(hovered, tmp_path)
+    assert (status["data-state"], status["data-errors"]) == ("done", "0") and not console_errors(log), status
+    primary = dom.split('data-primary=""', 1)[1].split("</section>", 1)[0]
+    groups = re.findall(r'<g class="pts" ([^>]*)>(.*?)</g>', primary)
+    assert len(groups) == 2  # a chart per route
+    (attrs, markers), (_, untouched) = groups
+    raw = {k: unescape(v) for k, v in re.findall(r'data-([a-z]+)="([^"]*)"', attrs)}
+    titles = [unescape(t) for t in re.findall(r"<title>([^<]*)</title>", markers)]
+    assert len(titles) == len(raw["v"].split(" ")) == 37
+    for title, v, lo, hi in zip(titles, *(map(float, raw[k].split(" ")) for k in ("v", "lo", "hi"))):
+        assert title.endswith(f" · {human(v)} [{human(lo)}, {human(hi)}] {raw['unit']}"), title
+        assert title.startswith("2025-") and " · commit " in title
+    assert raw["unit"] not in "".join(re.findall(r"<title>([^<]*)</title>", untouched))  # only the chart hovered

@@ -7,6 +7,7 @@ import re
 
 import pytest
 
+from tests.unit.test_dashboard_hover_numbers import js_human
 from winml_perf.publish import dashboard_svg as svg
 
 
@@ -51,7 +52,12 @@ def test_one_record_draws_its_value_and_interval_in_every_chart():
 def test_numbers_are_written_as_people_read_them():
     pts = [{**p, "v": 33010.4 + i, "lo": 30970.2, "hi": 33950.9} for i, p in enumerate(_points(3))]
     out = svg.chart(pts, title="prompt", unit="tokens/s")
-    assert "e+0" not in out and "33.01k [30.97k, 33.95k]" in out  # four significant digits
+    (group,) = re.findall(r'<g class="pts" ([^>]*)>', out)
+    raw = dict(re.findall(r'data-([a-z]+)="([^"]*)"', group))
+    first = [float(raw[k].split(" ")[0]) for k in ("v", "lo", "hi")]  # the hover's numbers, as its script writes them
+    assert (
+        "e+0" not in out and "{} [{}, {}]".format(*js_human(first)) == "33.01k [30.97k, 33.95k]"
+    )  # 4 significant digits
     assert svg.tick_label(1234.5678) == "1235" and svg.tick_label(0.012345) == "0.01235"
 
 

@@ -14,8 +14,9 @@ publish/dashboard_svg.py, a few lines of inline JS for the filters; no network) 
   that testbed and bundle: a card per metric with the series of the sweep (routes x shapes) as small
   multiples, the interval as a band, the change points of the primary metric marked and listed; a
   route filter. The primary metric's card has a marker per record (hover: date, commit, version,
-  testbed); the other cards draw the line and band only, which keeps a page of a year of nightlies
-  to a few MB.
+  testbed, and the value with its interval, which the page's script writes from the chart's exact
+  values: assets/human.js); the other cards draw the line and band only, which keeps a page of a
+  year of nightlies to a few MB.
 
 Change points: E-Divisive means (stats/series/changepoint.py) over the primary metric of each series
 (decode tok/s for generation, e2e for one-token runs, latency for plain ONNX), over its newest

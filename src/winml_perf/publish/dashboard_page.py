@@ -26,7 +26,7 @@ from winml_perf.model.metrics import METRICS, bigger_is_better, get, primary_met
 from winml_perf.publish import dashboard_svg as svg
 from winml_perf.publish.route_ratio import PairedRatio, paired_ratios
 from winml_perf.results import change_point_cache as cpc
-from winml_perf.results.series import SeriesColumns, series_columns
+from winml_perf.results.series import SeriesColumns, page_columns
 from winml_perf.results.store import Store, open_store
 from winml_perf.stats.series.changepoint import DEFAULT_MIN_SIZE, MODE_SHARE, shift_text
 from winml_perf.support.safe_write import write_text
@@ -177,15 +177,20 @@ def change_points(
     return cps, (search if fresh is not None else None), fresh
 
 
-def _read_series(store: Store, row: dict, filters: Mapping[str, Any], kept: Mapping) -> tuple[_Series, tuple | None]:
-    cols = series_columns(
-        store,
-        row["series_key"],
-        HISTORY_METRICS,
-        invocations_of=(series_primary(row),),
-        window=CHANGE_WINDOW,
-        **filters,
-    )
+def _read_page(store: Store, rows: Sequence[dict], filters: Mapping[str, Any]) -> dict[str, SeriesColumns]:
+    """The columns of a page's series, read together: series_key -> SeriesColumns."""
+    by_primary: dict[str, list[str]] = {}
+    for row in rows:
+        by_primary.setdefault(series_primary(row), []).append(row["series_key"])
+    out: dict[str, SeriesColumns] = {}
+    for metric, keys in by_primary.items():  # one read per primary metric (a page holds one, as a rule)
+        out.update(
+            page_columns(store, keys, HISTORY_METRICS, invocations_of=(metric,), window=CHANGE_WINDOW, **filters)
+        )
+    return out
+
+
+def _read_series(row: dict, cols: SeriesColumns, kept: Mapping) -> tuple[_Series, tuple | None]:
     cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
     frame = svg.Frame.of(svg.unix_seconds(cols.created_utc), cols.git_commits)
     testbed = row["testbed_id"]
@@ -330,9 +335,10 @@ def render(store: Store, job: PageJob) -> PageResult:
     )
     probes = [(r["series_key"], series_primary(r)) for r in rows]
     kept = cpc.kept(store, probes)
+    columns = _read_page(store, rows, job.filters)
     series, computed = [], []
     for row in rows:
-        s, found = _read_series(store, row, job.filters, kept)
+        s, found = _read_series(row, columns[row["series_key"]], kept)
         series.append(s)
         if found is not None:
             computed.append(found)
@@ -349,7 +355,8 @@ def render(store: Store, job: PageJob) -> PageResult:
         + "".join(c for c in cards if c)
     )
     summaries = [_summary(s) for s in series]
-    ratios = paired_ratios(store, summaries)  # a page holds config and the routes of its testbed and bundle
+    whole = not any(v is not None for v in job.filters.values())  # the columns hold every record
+    ratios = paired_ratios(store, summaries, columns if whole else None)  # config is on the routes' page
     records = sum(x["records"] for x in summaries)
     write_file(
         Path(job.out_dir) / page_path(job.testbed, job.bundle),
@@ -378,7 +385,7 @@ def render_page(title: str, heading: str, body: str, status: Mapping[str, Any]) 
         css=_asset("dashboard.css"),
         body=body,
         status=attrs,
-        js=_asset("dashboard.js"),
+        js=_asset("human.js") + _asset("dashboard.js"),  # the hover numbers' formatter, then the page's script
     )
 
 

@@ -7,7 +7,8 @@ Axes: "nice" ticks (1, 2, 2.5 or 5 x 10^k; Heckbert, "Nice numbers for graph lab
 records in run order, evenly spaced (a run is a commit tested, not a moment: nights with no run
 leave no gap, and a tick is a record's own commit and UTC date, never a date the run did not have).
 Margins are sized from the longest tick label so no label is clipped. Numbers are written by
-publish/formats.human, as every human output of winml-perf.
+publish/formats.human, as every human output of winml-perf; those of the markers' hover titles by
+the page's script (assets/human.js, the same rule) from the exact values the markers' group carries.
 
 Cost: a page of a year of nightlies draws ~25,000 points, so the data of a chart is written as
 integers in a scaled group (``DATA_UNITS``, strokes that do not scale) from numpy columns, and a
@@ -28,7 +29,6 @@ import numpy as np
 
 from winml_perf.publish.formats import human
 from winml_perf.stats.series.changepoint import shift_text
-from winml_perf.support.human_numbers import human_many
 
 #: Width of one character of the 11 px axis font, for sizing margins (a generous estimate).
 CHAR_PX = 7.0
@@ -283,27 +283,27 @@ def _solo(x: float, val: float, low: float, high: float, y: Any, dot: bool) -> s
 def _markers(
     px: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, tips: Sequence[str], y: Any, base: float, unit: str
 ) -> str:
-    """A marker per record with its hover title; a record without a value is a cross on the x axis."""
-    out = []
+    """A marker per record with its hover title; a record without a value is a cross on the x axis.
+    The numbers of the titles (value [low, high] unit) are not written into them: the group carries
+    each record's raw value, low and high (``data-v``, ``data-lo``, ``data-hi``: Python reprs, 'nan'
+    for none) and assets/dashboard.js appends them, as publish/formats.human writes them, when the
+    pointer first reaches the chart's markers (3 numbers a record, 3 million at 10^6 records)."""
+    out = [f'<g class="pts" data-unit="{unit}" data-v="{_raw(v)}" data-lo="{_raw(lo)}" data-hi="{_raw(hi)}">']
     cy = y(np.nan_to_num(v)).tolist()
-    values, lows, highs = v.tolist(), lo.tolist(), hi.tolist()
-    texts, low_texts, high_texts = human_many(values), human_many(lows), human_many(highs)  # 3 a record
-    for x, yy, val, low, high, tip, text, low_text, high_text in zip(
-        px.tolist(), cy, values, lows, highs, tips, texts, low_texts, high_texts
-    ):
+    for x, yy, val, tip in zip(px.tolist(), cy, v.tolist(), tips):
         if val != val:  # NaN: the record failed
             out.append(
                 f'<path class="pt failed" d="M{x - 3:.1f},{base - 3:.1f}l6,6m0,-6l-6,6"><title>{tip} · failed</title></path>'
             )
-        elif low == low and high == high:
-            out.append(
-                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {text} [{low_text}, {high_text}] {unit}</title></circle>'
-            )
         else:
-            out.append(
-                f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip} · {text} {unit}</title></circle>'
-            )
+            out.append(f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip}</title></circle>')
+    out.append("</g>")
     return "".join(out)
+
+
+def _raw(column: np.ndarray) -> str:
+    """A column's values as exact text (shortest round-trip reprs, 'nan' for none), space-separated."""
+    return " ".join(map(repr, column.tolist()))
 
 
 def sparkline(values: Sequence[float], width: int = 120, height: int = 26) -> str:

@@ -18,7 +18,7 @@ from typing import Any
 
 from winml_perf.compare.cells import stored_cells
 from winml_perf.compare.routes import RouteComparison, compare_routes
-from winml_perf.results.series import newest_shared_run
+from winml_perf.results.series import SeriesColumns, newest_shared_run, newest_shared_run_of
 from winml_perf.results.store import Store
 from winml_perf.stats import significance as sig
 from winml_perf.support.human_numbers import fixed
@@ -41,9 +41,13 @@ def _group(s: Mapping[str, Any]) -> tuple:
     return (row["testbed_id"], row["bundle"], row.get("runtime"), row["prompt_tokens"], row["max_new_tokens"])
 
 
-def paired_ratios(store: Store, summaries: Sequence[Mapping[str, Any]]) -> dict[str, PairedRatio]:
+def paired_ratios(
+    store: Store, summaries: Sequence[Mapping[str, Any]], columns: Mapping[str, SeriesColumns] | None = None
+) -> dict[str, PairedRatio]:
     """series_key of each non-config series -> its ratio to config from the newest run that measured
-    both (absent: never measured together, or the comparison has no value)."""
+    both (absent: never measured together, or the comparison has no value). ``columns``: every
+    record of each series, read already (series_key -> SeriesColumns, unfiltered): the shared run
+    is found in them instead of by a query per series."""
     config = {_group(s): s for s in summaries if s["row"]["route"] == CONFIG}
     out: dict[str, PairedRatio] = {}
     for s in summaries:
@@ -51,7 +55,11 @@ def paired_ratios(store: Store, summaries: Sequence[Mapping[str, Any]]) -> dict[
         base = config.get(_group(s))
         if row["route"] == CONFIG or base is None:
             continue
-        run = newest_shared_run(store, row["series_key"], base["row"]["series_key"])
+        key, config_key = row["series_key"], base["row"]["series_key"]
+        if columns is not None and key in columns and config_key in columns:
+            run = newest_shared_run_of(columns[key], columns[config_key])
+        else:
+            run = newest_shared_run(store, key, config_key)
         if run is None:
             continue
         ratio = run_ratio(store, run, [row["series_key"], base["row"]["series_key"]], str(row["route"]), s["metric"])

@@ -4,8 +4,9 @@
 
 - ``series_list(store, **filters)``: one row per series the filters select (the dashboard's list).
 - ``history`` / ``histories``: one or several metrics of one series, oldest first (the gate).
-- ``series_columns``: every record of one series with the medians and 95 % CIs of some metrics, as
-  columns, and the per-invocation medians of the newest records (the dashboard's pages).
+- ``series_columns`` / ``page_columns``: every record of one series (of a few series, read
+  together) with the medians and 95 % CIs of some metrics, as columns, and the per-invocation
+  medians of the newest records (the dashboard's pages).
 - ``series_runs``: each series' newest run ids ('latest' / 'previous' per series).
 """
 
@@ -166,86 +167,129 @@ def series_columns(
     window: int | None = None,
     **filters: Any,
 ) -> SeriesColumns:
-    """``SeriesColumns`` of one series (a ``series_key``) and ``metrics``, filtered: two reads of
-    one index range, the records, then their metric rows (no row per record and metric of an
-    outer join); and for each metric of ``invocations_of`` the per-invocation medians of its
-    newest ``window`` ok records with a value (all when None): what change points search."""
+    """``SeriesColumns`` of one series (a ``series_key``) and ``metrics``, filtered (``page_columns``
+    of that series alone)."""
+    return page_columns(store, [series], metrics, invocations_of=invocations_of, window=window, **filters)[series]
+
+
+def page_columns(
+    store: Store,
+    series: Sequence[str],
+    metrics: Sequence[str],
+    *,
+    invocations_of: Sequence[str] = (),
+    window: int | None = None,
+    **filters: Any,
+) -> dict[str, SeriesColumns]:
+    """series_key -> ``SeriesColumns`` of each of ``series`` (a dashboard page's: a few) and
+    ``metrics``, filtered, in three reads for them all: the records (the series index), their metric
+    rows (no row per record and metric of an outer join), and for each metric of ``invocations_of``
+    the per-invocation medians of each series' newest ``window`` ok records with a value (all when
+    None): what change points search."""
     r, m = mig.records.c, mig.metrics.c
-    recs = (
-        apply_filters(
-            sa.select(r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status, r.bundle_id), filters
-        )
-        .where(r.series_key == series)
-        .order_by(r.created_utc, r.id)
-    )
-    in_series = apply_filters(sa.select(r.id), filters).where(r.series_key == series)
-    vals = sa.select(m.record_id, m.name, m.median, m.ci95_low, m.ci95_high).where(
+    keys = list(dict.fromkeys(series))
+    shown = (r.series_key, r.id, r.run_id, r.created_utc, r.git_commit, r.winml_perf_version, r.status, r.bundle_id)
+    recs = apply_filters(sa.select(*shown), filters).where(r.series_key.in_(keys))
+    in_series = apply_filters(sa.select(r.id), filters).where(r.series_key.in_(keys))
+    # each metric by its position in ``metrics`` (a small int: no text per row to build)
+    which = sa.case({name: k for k, name in enumerate(metrics)}, value=m.name)
+    vals = sa.select(m.record_id, which, m.median, m.ci95_low, m.ci95_high).where(
         m.record_id.in_(in_series), m.name.in_(list(metrics)), m.median.is_not(None)
     )
 
-    def newest_lists(conn: sa.Connection, metric: str) -> dict[int, list[float]]:
-        stmt = (
-            apply_filters(sa.select(m.record_id, m.invocations).join(mig.records, m.record_id == r.id), filters)
-            .where(r.series_key == series, r.status == "ok", m.name == metric, m.median.is_not(None))
-            .order_by(r.created_utc.desc(), r.id.desc())
-        )
-        if window is not None:
-            stmt = stmt.limit(int(window))
-        rows = [(rid, text) for rid, text in conn.execute(stmt).all() if text is not None]
-        lists = json.loads("[" + ",".join(text for _, text in rows) + "]")  # one parse: each text is a JSON list
-        if len(lists) != len(rows) or not all(isinstance(v, list) for v in lists):
-            raise UsageError(
-                f"{store.display}: metrics.invocations of series {series} holds a value that is not a JSON list",
-                "the column is written by winml-perf itself; set the damaged rows' invocations to NULL (their medians are searched then)",
-            )
-        return {rid: [float(v) for v in values] for (rid, _), values in zip(rows, lists)}
+    def read(conn: sa.Connection) -> dict[str, SeriesColumns]:
+        by_series: dict[str, list[sa.Row]] = {key: [] for key in keys}
+        for row in conn.execute(recs.order_by(r.series_key, r.created_utc, r.id)).all():
+            by_series[row[0]].append(row)
+        ids = [[row[1] for row in rows] for rows in by_series.values()]
+        values = _metric_columns(ids, conn.execute(vals).all(), metrics)
+        out = {key: _columns(rows, v) for (key, rows), v in zip(by_series.items(), values)}
+        for metric in invocations_of:
+            newest = {key: _newest_ok(cols, metric, window) for key, cols in out.items()}
+            texts = _invocation_texts(conn, metric, [i for chosen in newest.values() for i in chosen])
+            for key, chosen in newest.items():
+                out[key].invocations[metric] = _parsed(store, key, [(i, texts[i]) for i in chosen if i in texts])
+        return out
 
-    def read(conn: sa.Connection) -> tuple[Sequence[sa.Row], Sequence[sa.Row], dict]:
-        return (
-            conn.execute(recs).all(),
-            conn.execute(vals).all(),
-            {name: newest_lists(conn, name) for name in invocations_of},
-        )
+    return store.read(read)
 
-    rec_rows, metric_rows, invocations = store.read(read)
-    cols = list(zip(*rec_rows)) if rec_rows else [()] * 7
+
+def _columns(rec_rows: Sequence[sa.Row], values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> SeriesColumns:
+    """One series' columns from its record rows (series_key first) and its metric columns."""
+    cols = list(zip(*rec_rows)) if rec_rows else [()] * 8
     return SeriesColumns(
-        list(cols[0]),
         list(cols[1]),
         list(cols[2]),
         list(cols[3]),
         list(cols[4]),
-        np.array([status == "ok" for status in cols[5]], dtype=bool),
-        _metric_columns(cols[0], metric_rows, metrics),
-        invocations,
-        list(cols[6]),
+        list(cols[5]),
+        np.array([status == "ok" for status in cols[6]], dtype=bool),
+        values,
+        {},
+        list(cols[7]),
     )
 
 
+def _newest_ok(cols: SeriesColumns, metric: str, window: int | None) -> list[int]:
+    """Record ids of the newest ``window`` ok records with a value of ``metric`` (all when None)."""
+    where = np.flatnonzero(cols.ok & ~np.isnan(cols.values[metric][0]))
+    return [cols.ids[i] for i in (where if window is None else where[len(where) - min(len(where), int(window)) :])]
+
+
+def _invocation_texts(conn: sa.Connection, metric: str, ids: Sequence[int]) -> dict[int, str]:
+    """record id -> its metrics.invocations text of ``metric``, for those of ``ids`` that have one."""
+    m = mig.metrics.c
+    out: dict[int, str] = {}
+    for k in range(0, len(ids), IDENTITY_CHUNK):
+        stmt = sa.select(m.record_id, m.invocations).where(
+            m.record_id.in_(ids[k : k + IDENTITY_CHUNK]), m.name == metric, m.invocations.is_not(None)
+        )
+        out.update((rid, text) for rid, text in conn.execute(stmt))
+    return out
+
+
+def _parsed(store: Store, series: str, rows: Sequence[tuple[int, str]]) -> dict[int, list[float]]:
+    """record id -> its per-invocation medians, from (record id, JSON list text) rows: one parse."""
+    lists = json.loads("[" + ",".join(text for _, text in rows) + "]")  # each text is a JSON list
+    if len(lists) != len(rows) or not all(isinstance(v, list) for v in lists):
+        raise UsageError(
+            f"{store.display}: metrics.invocations of series {series} holds a value that is not a JSON list",
+            "the column is written by winml-perf itself; set the damaged rows' invocations to NULL (their medians are searched then)",
+        )
+    return {rid: [float(v) for v in values] for (rid, _), values in zip(rows, lists)}
+
+
 def _metric_columns(
-    ids: Sequence[int], rows: Sequence[Sequence[Any]], metrics: Sequence[str]
-) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """metric -> (median, low, high) columns aligned with ``ids`` from (record id, name, median,
-    low, high) rows (NaN where a record has no row or a bound is NULL), by array operations."""
-    n = len(ids)
-    values = {name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics}
+    ids: Sequence[Sequence[int]], rows: Sequence[Sequence[Any]], metrics: Sequence[str]
+) -> list[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """Per series (``ids``: each series' record ids), metric -> (median, low, high) columns aligned
+    with its ids, from the (record id, the metric's position in ``metrics``, median, low, high) rows
+    of them all (NaN where a record has no row or a bound is NULL), by array operations."""
+    sizes = [len(x) for x in ids]
+    out = [{name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics} for n in sizes]
     if not rows:
-        return values
+        return out
+    page_ids = np.asarray([i for x in ids for i in x], dtype=np.int64)
+    n = len(page_ids)
     rid, name, median, low, high = zip(*rows)
-    order = np.argsort(np.asarray(ids, dtype=np.int64), kind="stable")
-    sorted_ids = np.asarray(ids, dtype=np.int64)[order]
+    order = np.argsort(page_ids, kind="stable")
+    sorted_ids = page_ids[order]
     wanted = np.asarray(rid, dtype=np.int64)
     at = np.minimum(np.searchsorted(sorted_ids, wanted), n - 1)
     if n == 0 or not np.array_equal(sorted_ids[at], wanted):
         raise RuntimeError("series_columns: metric rows of records the records query did not return")
-    position = order[at]
-    names = np.asarray(name, dtype=object)
+    position = order[at]  # into the records of all the series, one after the other
+    starts = np.cumsum([0, *sizes])
+    owner = np.searchsorted(starts, position, side="right") - 1
+    names = np.asarray(name, dtype=np.int64)
     numbers = [np.array(c, dtype=float) for c in (median, low, high)]  # None -> NaN
-    for metric, target in values.items():
-        mask = names == metric
-        for column, source in zip(target, numbers):
-            column[position[mask]] = source[mask]
-    return values
+    for k_metric, metric in enumerate(metrics):
+        mask = names == k_metric
+        for k, values in enumerate(out):
+            sel = np.flatnonzero(mask & (owner == k))
+            for column, source in zip(values[metric], numbers):
+                column[position[sel] - starts[k]] = source[sel]
+    return out
 
 
 def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
@@ -287,3 +331,18 @@ def newest_shared_run(store: Store, series: str, other: str, *, newest: int = 20
     theirs = sa.select(r.run_id).where(r.series_key == other, r.status == "ok")
     stmt = sa.select(mine.c.run_id).where(mine.c.run_id.in_(theirs)).order_by(mine.c.t.desc()).limit(1)
     return store.read(lambda c: c.execute(stmt).scalar())
+
+
+def newest_shared_run_of(series: SeriesColumns, other: SeriesColumns, *, newest: int = 200) -> str | None:
+    """``newest_shared_run`` from the columns of both series already read (every record of each:
+    read without filters): the newest run (by its newest ok record in ``series``), among the
+    ``newest`` newest runs of ``series``, that holds ok records of ``other`` too; else None."""
+    latest: dict[Any, str] = {}
+    for run, t, ok in zip(series.run_ids, series.created_utc, series.ok.tolist()):
+        if ok and run is not None and (run not in latest or t > latest[run]):
+            latest[run] = t
+    theirs = {run for run, ok in zip(other.run_ids, other.ok.tolist()) if ok and run is not None}
+    for run in sorted(latest, key=latest.__getitem__, reverse=True)[: int(newest)]:
+        if run in theirs:
+            return str(run)
+    return None

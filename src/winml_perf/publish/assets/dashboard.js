@@ -3,7 +3,7 @@
  * presets them) and reports into #winml-status what the page drew (data-points: markers of the
  * primary card or of the index, data-state, data-errors, data-cards: each card's metric and its
  * vertical span in px, data-content-right: the right edge of the rightmost chart or table) for
- * headless tests. */
+ * headless tests; and it writes the numbers of the charts' hover titles (below). */
 (function () {
   "use strict";
   var errors = [];
@@ -50,6 +50,33 @@
     });
     report(errors.length ? "error" : "done");
   }
+
+  /* A chart's markers carry their titles without the numbers: the group (g.pts) holds each record's
+   * value, low and high as exact text (data-v, data-lo, data-hi; 'nan': none) and its unit. When the
+   * pointer first reaches a marker of the group, every title of the group gets its numbers, as
+   * publish/dashboard_svg.py wrote them before: ' · value [low, high] unit' (winmlHuman, human.js). */
+  function column(group, name) {
+    return (group.getAttribute("data-" + name) || "").split(" ").map(function (t) {
+      return t === "inf" ? Infinity : t === "-inf" ? -Infinity : Number(t);
+    });
+  }
+
+  function hoverNumbers(group) {
+    if (group.hasAttribute("data-numbers")) { return; }
+    group.setAttribute("data-numbers", "");
+    var v = column(group, "v"), lo = column(group, "lo"), hi = column(group, "hi"), unit = group.getAttribute("data-unit");
+    group.querySelectorAll(".pt").forEach(function (pt, i) {
+      var title = pt.querySelector("title");
+      if (pt.classList.contains("failed") || !title) { return; }
+      var band = lo[i] === lo[i] && hi[i] === hi[i] ? " [" + winmlHuman(lo[i]) + ", " + winmlHuman(hi[i]) + "]" : "";
+      title.textContent += " · " + winmlHuman(v[i]) + band + " " + unit;
+    });
+  }
+
+  document.addEventListener("mouseover", function (e) {
+    var group = e.target instanceof Element ? e.target.closest("g.pts") : null;
+    if (group) { hoverNumbers(group); }
+  });
 
   function init() {
     var preset = {};

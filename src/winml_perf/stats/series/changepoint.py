@@ -184,8 +184,11 @@ def _earlier_distances(y: np.ndarray) -> np.ndarray:
         columns = np.ascontiguousarray(y.T)
         r = np.empty((n, k))
         r[0] = 0.0
+        work = np.empty((n, k))  # in place: no temporaries per prefix
         for t in range(1, n):
-            r[t] = np.abs(columns[:t] - columns[t]).sum(axis=0)
+            diff = np.subtract(columns[:t], columns[t], out=work[:t])
+            np.abs(diff, out=diff)
+            diff.sum(axis=0, out=r[t])
         return r.T
     below = ((y[:, :, None] > y[:, None, :]) & np.tri(n, n, -1, dtype=bool)).astype(float)
     count_sum = np.matmul(below, np.stack([np.ones_like(y), y], axis=-1))

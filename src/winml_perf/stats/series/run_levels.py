@@ -72,6 +72,12 @@ class RunLevels:
 
 def as_runs(values: Sequence[Any], what: str = "series") -> list[np.ndarray]:
     """Per-run arrays of positive finite invocation values (a scalar is a one-invocation run)."""
+    try:  # as a rule every run has as many invocations: one array, checked at once
+        table = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        table = np.empty(0)
+    if table.ndim == 2 and table.shape[1] and np.isfinite(table).all() and (table > 0).all():
+        return list(table)
     runs = []
     for i, v in enumerate(values):
         x = np.atleast_1d(np.asarray(v, dtype=float))
@@ -93,7 +99,13 @@ def as_runs(values: Sequence[Any], what: str = "series") -> list[np.ndarray]:
 def _rolling_median(x: np.ndarray, half: int) -> np.ndarray:
     """Median of x[t - half : t + half + 1] (cut at the ends) for every t."""
     padded = np.concatenate([np.full(half, np.nan), x, np.full(half, np.nan)])
-    out: np.ndarray = np.nanmedian(np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1), axis=1)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    out = np.empty(len(x))
+    whole = np.arange(half, len(x) - half)  # windows that are not cut: no NaN, a plain median
+    cut = np.setdiff1d(np.arange(len(x)), whole)
+    out[whole] = np.median(windows[whole], axis=1)
+    if len(cut):
+        out[cut] = np.nanmedian(windows[cut], axis=1)
     return out
 
 
@@ -130,10 +142,15 @@ def _comb_anchors(runs: np.ndarray, offset: float, half: int) -> np.ndarray:
     candidates = np.concatenate([runs, runs - offset], axis=1)  # (n, 2 width)
     per_run = np.empty((n, 2 * width, 2 * reach + 1))  # cost of candidate c of run s against run s + d - reach
     rows = max(1, _COMB_ELEMENTS // values[0].size // (2 * width))
-    for start in range(0, n, rows):
+    for start in range(0, n, rows):  # in place: two temporaries a batch, not seven
         d = values[start : start + rows, None, :, :] - candidates[start : start + rows, :, None, None]
-        cost = np.minimum(np.minimum(d * d, (d - offset) ** 2), CLIP * CLIP)
-        per_run[start : start + rows] = np.where(np.isnan(cost), 0.0, cost).sum(axis=3)
+        lower = d - offset
+        np.multiply(d, d, out=d)
+        np.multiply(lower, lower, out=lower)
+        np.minimum(d, lower, out=d)
+        np.minimum(d, CLIP * CLIP, out=d)
+        d[np.isnan(d)] = 0.0
+        d.sum(axis=3, out=per_run[start : start + rows])
     summed = np.concatenate([np.zeros((n, 2 * width, 1)), np.cumsum(per_run, axis=2)], axis=2)
     step = np.arange(-half, half + 1)  # window t = s + step holds runs s + step - half .. s + step + half
     in_window = summed[..., step + half + reach + 1] - summed[..., step - half + reach]  # (n, 2 width, 2 half + 1)

@@ -1,0 +1,92 @@
+"""The numbers of the dashboard's hover titles: the page carries each marker's raw value, low and
+high, exactly, and its script (publish/assets/human.js, run here in node) writes them as
+support/human_numbers.human() does, character for character, ties and edges included."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+from html import unescape
+
+import numpy as np
+import pytest
+
+from winml_perf.publish import dashboard_svg as svg
+from winml_perf.publish.dashboard_page import _asset
+from winml_perf.support.human_numbers import human
+
+
+def _node() -> str:
+    path = shutil.which("node") or shutil.which("nodejs")
+    if path:
+        return path
+    if os.environ.get("CI"):
+        pytest.fail("node is missing in CI (the dashboard's hover formatter is checked with it)")
+    pytest.skip("node is not installed")
+
+
+def js_human(values: list[float]) -> list[str]:
+    """human.js's text of each value, in node (values passed as exact reprs)."""
+    script = (
+        _asset("human.js")
+        + "\nvar xs = JSON.parse(require('fs').readFileSync(0, 'utf8')).map(Number);"
+        + "\nprocess.stdout.write(JSON.stringify(xs.map(winmlHuman)));"
+    )
+    texts = [repr(float(v)).replace("inf", "Infinity") for v in values]
+    proc = subprocess.run([_node(), "-e", script], input=json.dumps(texts), capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def _values() -> list[float]:
+    rng = random.Random(37)
+    out = [rng.choice((-1, 1)) * 10 ** rng.uniform(-14, 17) for _ in range(40_000)]
+    out += [round(rng.uniform(0, 300), rng.randint(0, 6)) for _ in range(10_000)]  # stored values: few decimals
+    # exact binary ties at the fifth significant digit (Python rounds them to even, toExponential away from 0)
+    out += [sign * k / 2**m for k in range(10_001, 99_999, 2) for m in (0, 3) for sign in (1, -1) if k % 10 == 5][
+        :20_000
+    ]
+    out += [12.125, 12.135, 1234.5, 1235.5, 99995.0, 9999.5, 9999.6, 999.95, 0.5, 0.00012345, 33010.4, 30970.2]
+    out += [1e-9, 1.23456e-9, 9.9996e-10, 1.23456e-10, 1e-15, -1.5e-13, 9.9995e14, 1e15, 1.2345e20, 5e-324]
+    out += [0.0, -0.0, math.nan, math.inf, -math.inf, 1e300]
+    return out
+
+
+def test_the_pages_formatter_writes_every_number_as_human_does():
+    values = _values()
+    wanted = [human(v) for v in values]
+    got = js_human(values)
+    wrong = [(v, w, g) for v, w, g in zip(values, wanted, got) if w != g]
+    assert not wrong, f"{len(wrong)} of {len(values)} differ, e.g. {wrong[:5]}"
+
+
+def test_markers_carry_exact_values_and_titles_without_numbers():
+    pts = [
+        {"t": f"2026-12-0{i + 1}T02:00:00Z", "v": 33010.4 + i / 3, "lo": 30970.2, "hi": 33950.9, "commit": "abc"}
+        for i in range(3)
+    ]
+    pts.append({"t": "2026-12-05T02:00:00Z", "v": None, "lo": None, "hi": None, "commit": "def"})  # failed
+    pts.append({"t": "2026-12-06T02:00:00Z", "v": 0.1 + 0.2, "lo": None, "hi": None, "commit": "ghi"})  # no interval
+    out = svg.chart(pts, title="decode", unit="tokens/s")
+    (group,) = re.findall(r'<g class="pts" ([^>]*)>', out)
+    attrs = {k: unescape(v) for k, v in re.findall(r'data-([a-z]+)="([^"]*)"', group)}
+    assert attrs["unit"] == "tokens/s"
+    for key in ("v", "lo", "hi"):
+        column = np.array([np.nan if p[key] is None else p[key] for p in pts], dtype=float)
+        parsed = np.array([float(t) for t in attrs[key].split(" ")])
+        assert np.array_equal(parsed, column, equal_nan=True)  # exact: each value round-trips
+    titles = re.findall(r"<title>([^<]*)</title>", out)
+    assert len(titles) == 5 and "tokens/s" not in "".join(titles) and titles[3].endswith(" · failed")
+
+
+def test_the_numbers_the_script_appends_are_the_ones_written_before():
+    pts = [{"t": "2026-12-01T02:00:00Z", "v": 33010.4, "lo": 30970.2, "hi": 33950.9, "commit": "abc"}]
+    (group,) = re.findall(r'<g class="pts" ([^>]*)>', svg.chart(pts * 2, title="prompt", unit="tokens/s"))
+    attrs = dict(re.findall(r'data-([a-z]+)="([^"]*)"', group))
+    v, lo, hi = (float(attrs[k].split(" ")[0]) for k in ("v", "lo", "hi"))
+    assert js_human([v, lo, hi]) == ["33.01k", "30.97k", "33.95k"]  # four significant digits
