@@ -147,15 +147,16 @@ def cell_warnings(
         out += W.check_token_counts(
             list(result.warmup_samples) + list(result.samples), expected_prompt, cell.max_new_tokens
         )
-    out += W.check_cv(primary, values, sustained=cell.iterations.duration_s is not None)
+    sustained = cell.iterations.duration_s is not None
+    out += W.check_cv(primary, values, sustained=sustained)
     out += W.check_slow_first([s.latency_ms for s in result.samples])
     out += W.check_outliers(primary, values)
     if result.ok:
         steps = [x for s in result.samples for x in s.decode_step_ms]
         out += (
-            W.check_modes("decode steps", steps)
+            W.check_modes("decode steps", steps, sustained=sustained)
             if steps
-            else W.check_modes("iteration latencies", [s.latency_ms for s in result.samples])
+            else W.check_modes("iteration latencies", [s.latency_ms for s in result.samples], sustained=sustained)
         )
         m = get(primary)
         out += W.check_drift(primary, IV.by_invocation(result.samples, primary), m.short_unit or m.unit if m else "")

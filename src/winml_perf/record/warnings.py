@@ -263,9 +263,10 @@ def ci_not_reached(
     ]
 
 
-def check_modes(what: str, values: Sequence[float], unit: str = "ms") -> list[BenchWarning]:
+def check_modes(what: str, values: Sequence[float], unit: str = "ms", sustained: bool = False) -> list[BenchWarning]:
     """Two modes in ``values`` (decode steps, iteration latencies): a median between them describes
-    neither. ``what`` names the values in the sentence ("decode steps")."""
+    neither. ``what`` names the values in the sentence ("decode steps"); ``sustained``: a --duration
+    run, one process, whose remedy names no flag it refuses (--invocations)."""
     arr = np.asarray(values, dtype=float)  # None becomes NaN
     report = detect_modes(arr[np.isfinite(arr) & (arr > 0)])  # the finite positive values, in order
     if not report.bimodal:
@@ -275,8 +276,13 @@ def check_modes(what: str, values: Sequence[float], unit: str = "ms") -> list[Be
         BenchWarning(
             BIMODAL,
             f"{what} are bimodal: {parts}",
-            "the median sits between two behaviours of the machine or EP (clocks, placement, a kernel choice); compare "
-            "routes over several --invocations and look at ITL percentiles rather than one median",
+            "the median sits between two behaviours of the machine or EP (clocks, placement, a kernel choice); "
+            + (
+                "the tokens/s over time (winml dashboard --sustained) shows when each held; look at ITL percentiles"
+                " rather than one median"
+                if sustained
+                else "compare routes over several --invocations and look at ITL percentiles rather than one median"
+            ),
             {
                 "what": what,
                 "unit": unit,
