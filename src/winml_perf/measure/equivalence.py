@@ -297,6 +297,7 @@ def layer_profile(
     tokens, ``embeds`` and ``teacher``), a stage file already run with the same content, EP, options
     and session entries is not run again."""
     from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.variants import stage_session_entries
     from winml_perf.onnxfile.header import input_shapes
     from winml_perf.session.layer_outputs import run_full_sequence
 
@@ -314,7 +315,7 @@ def layer_profile(
         shapes = input_shapes(folder / filename)
         if config.kind == "pipeline" and "input_ids" in shapes and embeds is None:  # the embeddings stage
             out = (_stage_node(config, stages[0].name).get("outputs") or ["inputs_embeds"])[0]
-            entries = stage_entries(config, stages[0].name)
+            entries = stage_session_entries(config, stages[0].name)
             try:
                 embeds = run_full_sequence(folder / filename, ep, options, entries, tokens, [out], kv).outputs[out]
             except BenchmarkFailure as exc:
@@ -327,7 +328,7 @@ def layer_profile(
             unobserved.append(f"{label}: {why}")
             continue
         file = StageFile(
-            folder, filename, label, ep, options, stage_entries(config, stages[0].name), "input_ids" in shapes
+            folder, filename, label, ep, options, stage_session_entries(config, stages[0].name), "input_ids" in shapes
         )
         done = shared.get(file, teacher is not None) if shared is not None else None
         if done is None:
@@ -340,12 +341,6 @@ def layer_profile(
         longest = max(longest, n)
         _keep_first(done.taps, done.outputs, label, found)
     return LayerProfile(*found, tuple(unobserved), embeds, longest, (time.perf_counter() - t0) * 1000.0)
-
-
-def stage_entries(config, stage_name: str) -> dict:
-    from winml_perf.bundle.variants import stage_session_entries
-
-    return stage_session_entries(config, stage_name)
 
 
 def _file_pass(
