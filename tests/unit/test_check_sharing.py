@@ -153,3 +153,18 @@ def test_the_reference_band_variants_are_made_once_per_check_and_removed_after(m
     judged, report = check.judge(str(PIPELINE), [NS(label="copy", session=NS(path=str(copy)))], cache=False)
     assert "over 3 check prompts" in judged["copy"].line
     assert len(made) == 1 and not made[0].exists()
+
+
+def test_a_layer_session_is_opened_once_per_check_and_gives_what_a_fresh_one_gives():
+    """The tune's later prompts run a stage file's tapped session again instead of opening it again
+    (its graph does not depend on the prompt); the layers read are those of a fresh session."""
+    other = [7, 11, 2, 80, 31, 4, 66, 19]
+    fresh = eq.LayerBands.of(PIPELINE, other)
+    with keep_models() as pool:
+        eq.LayerBands.of(PIPELINE, TOKENS)
+        opened = pool.sessions_opened
+        assert opened == 2 and pool.sessions_reused == 0  # the transformer: accumulated and layer-by-layer
+        kept = eq.LayerBands.of(PIPELINE, other)
+        assert pool.sessions_opened == opened and pool.sessions_reused == 2
+    assert _same(kept.reference, fresh.reference) and _same(kept.local, fresh.local)
+    assert pool.sessions == {}  # let go when the check ends

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from winml_perf.measure.kept_variants import release, variant
-from winml_perf.measure.shared_passes import FilePass, FilePasses, StageFile
+from winml_perf.measure.shared_passes import FilePass, FilePasses, PassClock, StageFile
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
 from winml_perf.support.errors import BenchmarkFailure
@@ -332,9 +332,10 @@ def layer_profile(
         )
         done = shared.get(file, teacher is not None) if shared is not None else None
         if done is None:
-            done = _file_pass(file, tokens[:n], embeds, teacher, kv)
+            clock = PassClock()
+            done = _file_pass(file, tokens[:n], embeds, teacher, kv, clock)
             if shared is not None:
-                shared.put(file, teacher is not None, done)
+                shared.put(file, teacher is not None, done, clock)
         if isinstance(done, str):
             unobserved.append(done)
             continue
@@ -344,28 +345,29 @@ def layer_profile(
 
 
 def _file_pass(
-    file: StageFile, tokens: list[int], embeds: Any, teacher: dict[int, Any] | None, kv: KvShape
+    file: StageFile, tokens: list[int], embeds: Any, teacher: dict[int, Any] | None, kv: KvShape, clock: PassClock
 ) -> FilePass | str:
-    """One stage file's tapped full-sequence pass: its layers' outputs, or why they are unobserved."""
-    from winml_perf.bundle.variants import tapped_copy
-    from winml_perf.session.layer_outputs import run_full_sequence
+    """One stage file's tapped full-sequence pass: its layers' outputs, or why they are unobserved;
+    ``clock`` takes the time of rewriting the file and of its session and run. Inside keep_models()
+    the session is opened once per check and run again on each later prompt."""
+    from winml_perf.session.layer_outputs import run_opened
 
-    label, filename = file.label, file.filename
-    try:  # a file the tap cannot rewrite leaves its layers unobserved, said why; the run goes on
-        tapped, taps, inputs = tapped_copy(file.folder, filename, teacher=teacher is not None)
-    except Exception as exc:  # onnx raises its own error types for files it cannot read or write
-        return f"{label}: cannot add layer outputs to {filename}: {type(exc).__name__}: {exc}"
+    label = file.label
+    opened = _tapped_session(file, teacher is not None, clock)
+    if isinstance(opened, str):
+        return opened
+    session, taps, inputs, tapped = opened
+    if not taps:
+        return f"{label}: no decoder layer readable in {file.filename} (compiled into an EPContext node)"
+    if teacher is not None and not set(inputs) <= set(teacher):
+        return f"{label}: no reference output to feed layers {sorted(set(inputs) - set(teacher))}"
+    t1 = time.perf_counter()
+    n = len(tokens)
     try:
-        if not taps:
-            return f"{label}: no decoder layer readable in {filename} (compiled into an EPContext node)"
-        if teacher is not None and not set(inputs) <= set(teacher):
-            return f"{label}: no reference output to feed layers {sorted(set(inputs) - set(teacher))}"
-        n = len(tokens)
-        run = run_full_sequence(
-            tapped / filename,
+        run = run_opened(
+            session,
+            tapped,
             file.ep,
-            file.options,
-            file.entries,
             tokens,
             list(taps.values()),
             kv,
@@ -375,8 +377,43 @@ def _file_pass(
     except BenchmarkFailure as exc:
         return f"{label}: {exc.message}"
     finally:
-        shutil.rmtree(tapped, ignore_errors=True)
+        clock.run_ms += (time.perf_counter() - t1) * 1000.0
     return FilePass(taps, {t: run.outputs[t] for t in taps.values()})
+
+
+def _tapped_session(file: StageFile, teacher: bool, clock: PassClock) -> tuple[Any, dict, dict, Path] | str:
+    """The session of the stage file's tapped copy on its EP, its taps and teacher inputs, and the
+    copy's path (for messages; the copy is removed once the session holds the model): kept from an
+    earlier prompt of the check when there is one; else why its layers are unobserved."""
+    from winml_perf.bundle.variants import tapped_copy
+    from winml_perf.measure.shared_passes import session_key, stage_file_bytes
+    from winml_perf.session.layer_outputs import open_pass_session
+    from winml_perf.session.model_pool import keep_session, kept_session
+
+    key = session_key(file, teacher)
+    kept = kept_session(key)
+    if kept is not None:
+        return kept
+    t0 = time.perf_counter()
+    try:  # a file the tap cannot rewrite leaves its layers unobserved, said why; the run goes on
+        tapped, taps, inputs = tapped_copy(file.folder, file.filename, teacher=teacher)
+    except Exception as exc:  # onnx raises its own error types for files it cannot read or write
+        return f"{file.label}: cannot add layer outputs to {file.filename}: {type(exc).__name__}: {exc}"
+    finally:
+        clock.tap_ms += (time.perf_counter() - t0) * 1000.0
+    t1 = time.perf_counter()
+    try:
+        if not taps:
+            return None, taps, inputs, tapped / file.filename
+        session = open_pass_session(tapped / file.filename, file.ep, file.options, file.entries)
+    except BenchmarkFailure as exc:
+        return f"{file.label}: {exc.message}"
+    finally:
+        shutil.rmtree(tapped, ignore_errors=True)
+        clock.run_ms += (time.perf_counter() - t1) * 1000.0
+    opened = (session, taps, inputs, tapped / file.filename)
+    keep_session(key, file.folder, opened, stage_file_bytes(file))
+    return opened
 
 
 def _kv_shape(decoder: Mapping[str, Any]) -> KvShape:
@@ -481,9 +518,14 @@ class CheckCost:
     reference_ms: float = 0.0  # the reference's teacher-forced pass and its layer profiles
     bands_ms: float = 0.0  # the noise floor and precision band (their variants' passes), or reading them back
     routes_ms: float = 0.0  # the routes' teacher-forced and layer passes
+    route_loads_ms: float = 0.0  # of routes_ms: loading the routes' models (a kept model costs nothing)
+    route_steps_ms: float = 0.0  # of routes_ms: their teacher-forced steps
+    route_layers_ms: float = 0.0  # of routes_ms: their layer passes (run, or read back when shared)
     keys_ms: float = 0.0  # hashing the bundles' content for the cache's keys
     layer_passes: int = 0  # stage-file layer passes run (the reference's and the bands' included)
     layer_passes_shared: int = 0  # a route's stage-file pass read back: run alike before (shared_passes.py)
+    layer_tap_ms: float = 0.0  # every layer pass run: rewriting its stage file with the layers' outputs
+    layer_run_ms: float = 0.0  # every layer pass run: its session made on the stage's EP, and its one run
 
     def add(self, other: CheckCost) -> CheckCost:
         return CheckCost(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
@@ -542,7 +584,7 @@ def _reference(path: str, label: str, prompt_ids: list[int], steps: int, layers:
     )  # fmt: skip
 
 
-def _judge_one(ref: _Reference, path: str, n_prompt: int, seed: int) -> Equivalence:
+def _judge_one(ref: _Reference, path: str, n_prompt: int, seed: int, cost: CheckCost) -> Equivalence:
     """One route's teacher-forced pass (and layer passes) against the reference; BenchmarkFailure
     when its pass fails."""
     from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
@@ -552,6 +594,8 @@ def _judge_one(ref: _Reference, path: str, n_prompt: int, seed: int) -> Equivale
     t1 = time.perf_counter()
     wanted = [n for _, names, _, _ in ref.stage_outputs for n in names]
     run = teacher_forced(path, ref.prompt_ids, ref.steps, ref.reference.continuation, outputs=wanted)
+    cost.route_loads_ms += run.load_ms
+    cost.route_steps_ms += run.run_ms
     figures = compare_logits(ref.reference.logits, run.logits)
     stages, unobserved = _stage_figures(ref.stage_outputs, ref.reference, run)
     route_precision = _precision(path)
@@ -559,7 +603,9 @@ def _judge_one(ref: _Reference, path: str, n_prompt: int, seed: int) -> Equivale
     same = question == SAME_MODEL_QUESTION
     noise, precision = ref.noise, ref.precision
     bands = (noise, precision) if precision else (noise,)
+    t2 = time.perf_counter()
     where = _route_layers(ref.layer_bands, ref.layer_failure, path, same)
+    cost.route_layers_ms += (time.perf_counter() - t2) * 1000.0
     judged = verdict(figures, noise, None if same else precision)  # the same kernels: no precision band
     judged = _overruled_by_layers(judged, where, same)
     return Equivalence(
@@ -614,7 +660,7 @@ def judge_routes(
     def judge(path: str) -> Equivalence:
         t1 = time.perf_counter()
         try:
-            return _judge_one(reference[0], path, n_prompt, seed)
+            return _judge_one(reference[0], path, n_prompt, seed, cost)
         finally:
             cost.routes_ms += (time.perf_counter() - t1) * 1000.0
 
@@ -625,6 +671,8 @@ def judge_routes(
     if reference and reference[0].layer_bands is not None:
         cost.layer_passes = reference[0].layer_bands.shared.runs
         cost.layer_passes_shared = reference[0].layer_bands.shared.reused
+        cost.layer_tap_ms = reference[0].layer_bands.shared.tap_ms
+        cost.layer_run_ms = reference[0].layer_bands.shared.run_ms
     return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors, cost)
 
 
@@ -762,8 +810,19 @@ def cost_line(runs: Sequence[EquivalenceRun], cached: bool, where: str = "outsid
             f": reference {cost.reference_ms / 1000:.1f} s, bands {cost.bands_ms / 1000:.1f} s, "
             f"routes {cost.routes_ms / 1000:.1f} s"
         )
-    if cost.layer_passes_shared:
-        judged += f"; layer passes {cost.layer_passes} run, {cost.layer_passes_shared} shared"
+        if cost.route_loads_ms or cost.route_steps_ms or cost.route_layers_ms:
+            judged += (
+                f" (model loads {cost.route_loads_ms / 1000:.1f} s, teacher-forced steps "
+                f"{cost.route_steps_ms / 1000:.1f} s, layer passes {cost.route_layers_ms / 1000:.1f} s)"
+            )
+    if cost.layer_passes:
+        judged += f"; layer passes {cost.layer_passes} run"
+        if cost.layer_tap_ms or cost.layer_run_ms:
+            judged += (
+                f" (rewriting {cost.layer_tap_ms / 1000:.1f} s, sessions and runs {cost.layer_run_ms / 1000:.1f} s)"
+            )
+        if cost.layer_passes_shared:
+            judged += f", {cost.layer_passes_shared} shared"
     parts.append(judged)
     if cached:
         parts.append(f"content keys {cost.keys_ms / 1000:.1f} s")

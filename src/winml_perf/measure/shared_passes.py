@@ -45,12 +45,23 @@ class FilePass:
 
 
 @dataclass
+class PassClock:
+    """Where one pass's time went (ms)."""
+
+    tap_ms: float = 0.0  # rewriting the stage file with its layers' outputs
+    run_ms: float = 0.0  # making its session on the stage's EP, and the one run
+
+
+@dataclass
 class FilePasses:
-    """The passes one check ran, by what decides them; ``runs`` and ``reused`` count them."""
+    """The passes one check ran, by what decides them; ``runs`` and ``reused`` count them, ``tap_ms`` and
+    ``run_ms`` add up the time of those run."""
 
     done: dict[tuple, FilePass | str] = field(default_factory=dict)  # a pass, or why its layers are unobserved
     runs: int = 0
     reused: int = 0
+    tap_ms: float = 0.0
+    run_ms: float = 0.0
 
     def get(self, file: StageFile, teacher: bool) -> FilePass | str | None:
         found = self.done.get(pass_key(file, teacher))
@@ -58,8 +69,11 @@ class FilePasses:
             self.reused += 1
         return found
 
-    def put(self, file: StageFile, teacher: bool, done: FilePass | str) -> None:
+    def put(self, file: StageFile, teacher: bool, done: FilePass | str, clock: PassClock | None = None) -> None:
         self.runs += 1
+        if clock is not None:
+            self.tap_ms += clock.tap_ms
+            self.run_ms += clock.run_ms
         self.done[pass_key(file, teacher)] = done
 
 
@@ -75,6 +89,17 @@ def pass_key(file: StageFile, teacher: bool) -> tuple:
         json.dumps(file.options, sort_keys=True, default=str),
         json.dumps(entries, sort_keys=True, default=str),
     )
+
+
+def session_key(file: StageFile, teacher: bool) -> tuple:
+    """What decides a layer pass's session (its tapped graph, EP, options and entries), whatever the
+    prompt: the key under which the check keeps it for its later prompts (session/model_pool.py)."""
+    return ("layer session", *pass_key(file, teacher))
+
+
+def stage_file_bytes(file: StageFile) -> int:
+    """The bytes of the stage file and its external data files."""
+    return sum(part[2] for part in file_identity(file.folder / file.filename))
 
 
 # the external data files each ONNX file names, by the file's identity (read once per process)

@@ -112,6 +112,16 @@ class StagePass:
     ms: float
 
 
+def open_pass_session(model: Path, ep: str, provider_options: Mapping[str, str], entries: Mapping[str, Any]):
+    """open_session, with onnxruntime's failure as a BenchmarkFailure naming the model."""
+    try:
+        return open_session(model, ep, provider_options, entries)
+    except BenchmarkFailure:
+        raise
+    except Exception as exc:  # onnxruntime raises its own exception types with the EP's message
+        raise _pass_failed(model, ep, exc) from exc
+
+
 def run_full_sequence(
     model: Path,
     ep: str,
@@ -127,21 +137,39 @@ def run_full_sequence(
     they are, cast to the input's type); BenchmarkFailure naming the model when onnxruntime cannot
     create or run it."""
     t0 = time.perf_counter()
+    session = open_pass_session(model, ep, provider_options, entries)
+    run = run_opened(session, model, ep, tokens, wanted, kv, embeds, given)
+    return StagePass(run.outputs, (time.perf_counter() - t0) * 1000.0)
+
+
+def run_opened(
+    session: Any,
+    model: Path,
+    ep: str,
+    tokens: Sequence[int],
+    wanted: Sequence[str],
+    kv: KvShape,
+    embeds: np.ndarray | None = None,
+    given: Mapping[str, np.ndarray] | None = None,
+) -> StagePass:
+    """run_full_sequence on a session already opened on ``model`` (named in a failure)."""
+    t0 = time.perf_counter()
     given = dict(given or {})
     try:
-        session = open_session(model, ep, provider_options, entries)
         inputs = session.get_inputs()
         feeds = full_sequence_feeds([i for i in inputs if i.name not in given], tokens, embeds, kv)
         for info in inputs:
             if info.name in given:
                 feeds[info.name] = np.asarray(given[info.name]).astype(_DTYPES.get(info.type, np.float32))
         values = session.run(list(wanted), feeds)
-    except BenchmarkFailure:
-        raise
     except Exception as exc:  # onnxruntime raises its own exception types with the EP's message
-        raise BenchmarkFailure(
-            f"{model}: the layer pass on {ep} failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
-            "the layers of this stage are left unobserved",
-        ) from exc
+        raise _pass_failed(model, ep, exc) from exc
     out = {name: np.asarray(v, dtype=np.float32) for name, v in zip(wanted, values)}
     return StagePass(out, (time.perf_counter() - t0) * 1000.0)
+
+
+def _pass_failed(model: Path, ep: str, exc: Exception) -> BenchmarkFailure:
+    return BenchmarkFailure(
+        f"{model}: the layer pass on {ep} failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}",
+        "the layers of this stage are left unobserved",
+    )

@@ -1,11 +1,13 @@
-"""Loaded onnxruntime-genai models kept for the length of one equivalence check.
+"""Loaded onnxruntime-genai models, and the layer passes' sessions, kept for the length of one check.
 
 The tune judges a route near its limit on three prompts (tune/check.py); each prompt's pass used to
-load the route's model again, and on an EP that compiles (OpenVINO, WebGPU) the load is most of the
-pass. Inside ``keep_models()`` a teacher-forced pass takes the model of a folder it has loaded before
-in the same check. A model is kept while the bundles of all kept models add up to no more than half
-of the memory free when the check began (the oldest one is let go first), so a large model is loaded
-again rather than pressing the machine; outside ``keep_models()`` nothing is kept.
+load the route's model again, and open each layer pass's session again, and on an EP that compiles
+(OpenVINO, WebGPU) opening is most of a pass. Inside ``keep_models()`` a teacher-forced pass takes
+the model of a folder it has loaded before in the same check, and a layer pass the session it opened
+before on the same stage file, EP and options (its tapped graph does not depend on the prompt).
+Models and sessions are kept while their files add up to no more than half of the memory free when
+the check began (the oldest one is let go first), so a large model is loaded again rather than
+pressing the machine; outside ``keep_models()`` nothing is kept.
 """
 
 from __future__ import annotations
@@ -23,13 +25,17 @@ MEMORY_SHARE = 0.5
 
 
 class ModelPool:
-    """The models loaded so far, by folder, oldest first, within ``budget`` bytes of bundle files."""
+    """The models and layer sessions opened so far, oldest first, within ``budget`` bytes of their files."""
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.models: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()  # model_key -> (model, its files' bytes)
+        # a layer pass's key (measure/shared_passes.session_key) -> (what it opened, its file's bytes, folder)
+        self.sessions: OrderedDict[tuple, tuple[Any, int, str]] = OrderedDict()
         self.loads = 0
         self.reused = 0
+        self.sessions_opened = 0
+        self.sessions_reused = 0
 
     def model(self, folder: str | Path) -> Any:
         """The model of the bundle at ``folder``: kept from before, else loaded (and kept if it fits)."""
@@ -43,20 +49,43 @@ class ModelPool:
         model = og.Model(og.Config(str(folder)))
         self.loads += 1
         size = folder_bytes(Path(folder))
-        while self.models and self._held() + size > self.budget:
-            self.models.popitem(last=False)
+        self._make_room(size)
         if size <= self.budget:
             self.models[key] = (model, size)
         return model
 
+    def session(self, key: tuple) -> Any:
+        """What a layer pass opened before under ``key``, or None."""
+        if key not in self.sessions:
+            return None
+        self.sessions.move_to_end(key)
+        self.sessions_reused += 1
+        return self.sessions[key][0]
+
+    def keep_session(self, key: tuple, folder: str | Path, opened: Any, size: int) -> None:
+        """Keep ``opened`` (a layer pass's session and taps) of a stage file of ``size`` bytes in ``folder``."""
+        self.sessions_opened += 1
+        self._make_room(size)
+        if size <= self.budget:
+            self.sessions[key] = (opened, size, str(Path(folder).resolve()))
+
     def retain(self, folders: Iterable[str | Path]) -> None:
-        """Let go of every kept model but those of ``folders``."""
+        """Let go of every kept model and session but those of ``folders``."""
         keep = {str(Path(f).resolve()) for f in folders}
         for key in [k for k in self.models if k[0] not in keep]:
             del self.models[key]
+        for key in [k for k, kept in self.sessions.items() if kept[2] not in keep]:
+            del self.sessions[key]
+
+    def _make_room(self, size: int) -> None:
+        """Let go of the oldest models, then the oldest sessions, until ``size`` more bytes fit."""
+        while self.models and self._held() + size > self.budget:
+            self.models.popitem(last=False)
+        while self.sessions and self._held() + size > self.budget:
+            self.sessions.popitem(last=False)
 
     def _held(self) -> int:
-        return sum(size for _, size in self.models.values())
+        return sum(size for _, size in self.models.values()) + sum(kept[1] for kept in self.sessions.values())
 
 
 _POOL: ContextVar[ModelPool | None] = ContextVar("winml_model_pool", default=None)
@@ -72,6 +101,7 @@ def keep_models(budget: int | None = None) -> Iterator[ModelPool]:
     finally:
         _POOL.reset(token)
         pool.models.clear()
+        pool.sessions.clear()
 
 
 def load_model(folder: str | Path) -> Any:
@@ -82,6 +112,19 @@ def load_model(folder: str | Path) -> Any:
     import onnxruntime_genai as og
 
     return og.Model(og.Config(str(folder)))
+
+
+def kept_session(key: tuple) -> Any:
+    """Inside keep_models(), what a layer pass opened before under ``key``; else None."""
+    pool = _POOL.get()
+    return pool.session(key) if pool is not None else None
+
+
+def keep_session(key: tuple, folder: str | Path, opened: Any, size: int) -> None:
+    """Inside keep_models(), keep a layer pass's session for the check's later prompts; else nothing."""
+    pool = _POOL.get()
+    if pool is not None:
+        pool.keep_session(key, folder, opened, size)
 
 
 def model_key(folder: str | Path) -> tuple:
