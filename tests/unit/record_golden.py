@@ -1,7 +1,13 @@
 """Run records from fake sessions with every clock-dependent field scrubbed: the golden set that pins
 a record's content (tests/unit/test_record_golden.py; tests/golden/record_digests.json).
 
-``python -m tests.unit.record_golden`` prints the digests of the current code as JSON."""
+The digests file holds, beside each case's digest, the metric table's names when they were recorded
+(``metrics``). A case's text is digested without the keys of the table's metrics added since (a cell's
+``metrics``, ``summary`` and ``uncertainty`` entries, all named by the metric): a new metric changes no
+digest, while a change to any byte that was recorded, a recorded metric's included, still does (taking a
+new metric's keys out can only remove bytes that were not recorded, or the digest differs).
+
+``python -m tests.unit.record_golden`` prints the digests file of the current code."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ from typing import Any
 
 from tests.unit.fakes import FAKE_ENV, fake_spec, open_fake_session
 from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
+from winml_perf.model.metrics import METRICS
 from winml_perf.model.record import RunRecord
 from winml_perf.model.spec import IterationPolicy, RouteSpec, WarmupPolicy, expand_sweep
 from winml_perf.publish.formats import json_text
@@ -80,13 +87,32 @@ def case_run(name: str) -> RunRecord:
     return run
 
 
-def case_text(name: str) -> str:
-    """Case ``name``'s run record as `perf --format json` writes it, clock readings scrubbed."""
-    return json_text(scrubbed(case_run(name).to_dict()), "json")
+def without_metrics(value: Any, names: frozenset[str]) -> Any:
+    """``value`` without the keys that name a metric in ``names`` or one of its entries (``itl_ms_p90``)."""
+    if isinstance(value, dict):
+        return {
+            k: without_metrics(v, names)
+            for k, v in value.items()
+            if k not in names and not any(k.startswith(f"{n}_") for n in names)
+        }
+    if isinstance(value, list):
+        return [without_metrics(v, names) for v in value]
+    return value
 
 
-def digests() -> dict[str, str]:
-    return {name: hashlib.sha256(case_text(name).encode()).hexdigest() for name in CASES}
+def case_text(name: str, recorded_metrics: list[str] | None = None) -> str:
+    """Case ``name``'s run record as `perf --format json` writes it, clock readings scrubbed; given the
+    metrics recorded with the digests, the table's other (newer) metrics left out."""
+    doc = scrubbed(case_run(name).to_dict())
+    if recorded_metrics is not None:
+        doc = without_metrics(doc, frozenset(m.name for m in METRICS) - set(recorded_metrics))
+    return json_text(doc, "json")
+
+
+def digests() -> dict[str, Any]:
+    """The digests file: the metric table's names and each case's digest."""
+    cases = {name: hashlib.sha256(case_text(name).encode()).hexdigest() for name in CASES}
+    return {"metrics": [m.name for m in METRICS], "cases": cases}
 
 
 if __name__ == "__main__":

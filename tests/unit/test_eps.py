@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from winml_perf.ep.table import (
+    _TABLE,
     DEVICE_CLASSES,
     EPS,
     ep_alias,
@@ -14,7 +15,12 @@ from winml_perf.ep.table import (
 )
 from winml_perf.support.errors import EXIT_USAGE, UsageError
 
-CANONICAL = [
+#: Every canonical name, in the table's order (its preference order among equally good EPs).
+CANONICAL = list(EPS)
+
+#: The EPs the table has held since issue 38, in their preference order: none may go, be renamed or move
+#: (a new EP may sit anywhere among them).
+KNOWN_ORDER = [
     "CPUExecutionProvider",
     "CUDAExecutionProvider",
     "NvTensorRTRTXExecutionProvider",
@@ -90,8 +96,17 @@ GENAI = {
 }
 
 
-def test_table_has_exactly_the_canonical_eps():
-    assert list(EPS) == CANONICAL
+def test_the_known_eps_keep_their_names_and_order():
+    assert [name for name in CANONICAL if name in KNOWN_ORDER] == KNOWN_ORDER
+
+
+def test_each_entry_is_one_ep_under_every_spelling_it_gives():
+    """A new entry's alias or spelling may not take another EP's (the lookup would hand it over silently)."""
+    assert len(_TABLE) == len(EPS) and len({info.alias for info in _TABLE}) == len(_TABLE)
+    for info in _TABLE:
+        assert info.name.endswith("ExecutionProvider") and info.name == info.name.strip(), info.name
+        for spelling in (info.name, info.alias, *info.extra_spellings, *filter(None, [info.genai_name])):
+            assert normalize_ep_name(spelling) == info.name, (spelling, info.name)
 
 
 @pytest.mark.parametrize("name", CANONICAL)

@@ -31,6 +31,33 @@ TIMING = GenerationTiming(
     e2e_ms=69.0,
     token_ids=(5, 6, 7, 8),
 )
+#: Every metric of the table, in its order, with the sessions that summarise it ('token': generation,
+#: 'plain': plain ONNX) or 'cell' (one value read from the cell record). The names are what records, the
+#: store and exports carry: one renamed, dropped, moved or given to another session fails here. A new
+#: metric is one line (the golden record digests leave it out: tests/unit/record_golden.py).
+TABLE = {
+    "decode_tokens_per_s": "token",
+    "prompt_tokens_per_s": "token",
+    "ttft_ms": "token",
+    "request_ttft_ms": "token",
+    "generator_ms": "token",
+    "tpot_ms": "token",
+    "e2e_ms": "token",
+    "prompt_ms": "token",
+    "itl_ms": "token",
+    "latency_ms": "plain",
+    "inferences_per_s": "plain",
+    "peak_rss_bytes": "cell",
+    "device_memory_peak_used_bytes": "cell",
+    "model_load_ms": "cell",
+    "first_generation_ms": "cell",
+    "prepare_ms": "cell",
+    "compile_ms": "cell",
+    "prefill_j_per_token": "cell",
+    "decode_j_per_token": "cell",
+    "idle_w": "cell",
+    "roofline_fraction": "cell",
+}
 SUFFIX_UNITS = {
     "_ms": "ms",
     "_bytes": "bytes",
@@ -40,6 +67,14 @@ SUFFIX_UNITS = {
     "_j_per_token": "J/token",
     "_w": "W",
 }
+
+
+def test_the_table_is_the_pinned_one():
+    def kind(m: M.Metric) -> str:
+        return "cell" if m.source == M.CELL else "token" if m.token else "plain" if m.plain else "none"
+
+    assert [(m.name, kind(m)) for m in M.METRICS] == list(TABLE.items())
+    assert [m.name for m in M.session_metrics(True)] == [n for n, k in TABLE.items() if k == "token"]
 
 
 def test_names_are_unique_lowercase_and_match_the_record_schema_pattern():

@@ -3,7 +3,8 @@
 Each ``Metric`` says what it is (name with its unit, which direction is better, labels), where its
 values come from, and which consumers use it. Consumers iterate ``METRICS`` (in this order) or
 ask ``get(name)``; no other module spells a metric's name. Adding a metric is one entry here, plus
-a migration when it is ``stored`` (a column of the samples table, results/migrations.py).
+a migration when it is ``stored`` (a column of the samples table, results/migrations.py); its test
+beside its line in tests/unit/test_metrics.py's ``TABLE``.
 
 Where the values come from (``source``):
 
