@@ -23,10 +23,6 @@ class RouteRequest:
     assign: tuple[tuple[str, str], ...] = ()
 
     @property
-    def forced(self) -> bool:
-        return bool(self.ep or self.assign or (self.device and self.device != "config"))
-
-    @property
     def label(self) -> str:
         from winml_perf.ep.options import label_suffix
 
