@@ -6,8 +6,9 @@ counts cover the whole run, the orchestration and the measuring) count three thi
 * ``normalize_ep_name``: once per route that spells an EP (``--ep cpu``, ``ep=cpu``), at the edge
   (ep/resolved.py); never for a name that is canonical already, so ``--device cpu`` normalises nothing;
 * ``load_config``: once per bundle folder a run reads (the source bundle, each route's derived one):
-  the rooms that read a config after that (prepare, the roofline, equivalence) are handed it; and each
-  genai_config.json is parsed (``load_config_dict``) once.
+  the rooms that read a config after that are handed it (prepare, the roofline) or find it in the run's
+  bundle/config.ConfigBook (equivalence and its variant folders); and each genai_config.json is parsed
+  (``load_config_dict``) once.
 """
 
 from __future__ import annotations
@@ -79,11 +80,10 @@ def _by(counts: Counter, name: str) -> dict:
     return {k[1]: v for k, v in counts.items() if k[0] == name}
 
 
-def _read_once_each(counts: Counter, source: Path, loaded_once: bool = True) -> None:
-    """Every bundle folder the run read: its config parsed once and (``loaded_once``) loaded once, the source among them."""
+def _read_once_each(counts: Counter, source: Path) -> None:
+    """Every bundle folder the run read: its config loaded once and parsed once, the source among them."""
     loaded, parsed = _by(counts, "load_config"), _by(counts, "load_config_dict")
-    if loaded_once:
-        assert loaded and set(loaded.values()) == {1}, loaded
+    assert loaded and set(loaded.values()) == {1}, loaded
     assert parsed and set(parsed.values()) == {1}, parsed
     assert source.resolve() in loaded
 
@@ -115,5 +115,4 @@ def test_two_routes_are_resolved_once_each_and_each_config_read_once(monkeypatch
     counts = _perf(monkeypatch, tmp_path, bundle, "--route", "config", "--route", route)
     assert _by(counts, "resolve_target") == {None: 1, ep: 1}  # the config route, and the forced one
     assert _by(counts, "normalize_ep_name") == {ep: 1}
-    # equivalence (measure/equivalence.py, bundle/variants.py) still loads by path: parsed once each, not yet loaded once
-    _read_once_each(counts, tmp_path / "tiny", loaded_once=ep != "qnn")
+    _read_once_each(counts, tmp_path / "tiny")  # equivalence, its variant folders and the record read them too

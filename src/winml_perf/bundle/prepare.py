@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.bundle import cache
-from winml_perf.bundle.config import ConfigBook, GenaiConfig, load_config
+from winml_perf.bundle.config import ConfigBook, GenaiConfig, config_of, load_config
 from winml_perf.bundle.derive import derive_bundle
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.placement import RoutePlacement, derived_placement
@@ -185,7 +185,7 @@ def _reuse_verdicts(
 
     from winml_perf.bundle.epcontext import compat, device_free
 
-    config = config if config is not None else load_config(folder)
+    config = config if config is not None else config_of(folder)
     made = device_free.read_prepared(folder)
     out = []
     for o in outcomes:
@@ -211,7 +211,7 @@ def _with_provenance(
     made = device_free.read_prepared(folder)
     if not any(o.status == "compiled" and o.compiled_output in made for o in outcomes):
         return outcomes
-    config = config if config is not None else load_config(folder)
+    config = config if config is not None else config_of(folder)
     out = []
     for o in outcomes:
         if o.status != "compiled" or o.compiled_output not in made:

@@ -279,7 +279,10 @@ def run_benchmark(
     _require_modules(req)
     resolved = resolve_request(req)  # every route resolved once, before anything is prepared
     source = derived_from(req, resolved.routes)
-    with cache.holding(source) if source is not None else contextlib.nullcontext():  # no `bundle clean` under the run
+    with (
+        cache.holding(source) if source is not None else contextlib.nullcontext(),  # no `bundle clean` under the run
+        configs.reading(),  # equivalence and perplexity read the configs the run has read
+    ):
         return _prepare_and_measure(req, argv, on_cell, configs, resolved)
 
 
