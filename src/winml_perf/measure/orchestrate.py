@@ -75,7 +75,11 @@ def _plugin_specs(registrations) -> tuple[str, ...]:
 
 
 def _genai_route(
-    req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str, ...], plugin_ms: float, configs: ConfigBook
+    req: PerfRequest,
+    route: ResolvedRoute,
+    plugin_specs: tuple[str, ...],
+    plugin_ms: float,
+    configs: ConfigBook | None = None,
 ) -> RouteSpec:
     """A bundle's route, prepared from its resolved value (``configs``: the run's genai configs, each read once)."""
     from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
