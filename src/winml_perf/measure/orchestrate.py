@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle import cache
-from winml_perf.measure.route_request import RouteRequest as RouteRequest
-from winml_perf.measure.route_request import parse_route as parse_route
+from winml_perf.ep.route_request import RouteRequest as RouteRequest
+from winml_perf.ep.route_request import parse_route as parse_route
 from winml_perf.measure.validate import validate_request
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import MODEL, Route, StageRoute
