@@ -10,6 +10,7 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +69,11 @@ class PerfRequest:
     prepare_model: bool = False
     explain: bool = False
     series: str | None = None  # --series NAME: the series the records belong to, in place of the bundle's path
+
+    @cached_property
+    def token_based(self) -> bool:
+        """A genai bundle (token-based), not a plain ONNX model: the runtime named once a request."""
+        return runtime_named(self.runtime).token_based
 
 
 def _plugin_specs(registrations) -> tuple[str, ...]:
@@ -210,7 +216,7 @@ def prepare_routes(
     ``configs``: the genai configs the run has read (the bundle's, then each derived one's, read once)."""
     resolved = resolved if resolved is not None else resolve_request(req)
     specs, plugin_ms = resolved.plugin_specs, resolved.plugin_ms
-    if not runtime_named(req.runtime).token_based:
+    if not req.token_based:
         return measured_once([_onnx_route(req, r, specs, plugin_ms) for r in resolved.routes])
     if configs is None:
         from winml_perf.bundle.config import ConfigBook
@@ -237,7 +243,7 @@ def measured_once(routes: list[RouteSpec]) -> list[RouteSpec]:
 
 
 def _cells(req: PerfRequest, routes: Sequence[RouteSpec]):
-    if not runtime_named(req.runtime).token_based:
+    if not req.token_based:
         return expand_sweep(
             routes, None, None, warmup=req.warmup, iterations=req.iterations, cell_timeout_s=req.cell_timeout_s
         )
@@ -277,7 +283,7 @@ def run_benchmark(
     from winml_perf.bundle.config import ConfigBook
 
     configs = ConfigBook()  # every genai config the run reads, read once and handed down
-    if runtime_named(req.runtime).token_based:
+    if req.token_based:
         req = at_static_prompt(configs.of(req.path), req)  # bundle errors (exit 2) before anything else happens
     validate_request(req, (DEFAULT_PROMPT_TOKENS,))  # flag values the bundle or machine cannot take: exit 2 now
     _require_modules(req)
@@ -293,7 +299,7 @@ def run_benchmark(
 def derived_from(req: PerfRequest, routes: Sequence[ResolvedRoute]) -> Path | None:
     """The folder whose artifact cache some route of ``req`` loads from (a forced genai route, a
     prepared ONNX model); None when every route loads the source itself."""
-    if runtime_named(req.runtime).token_based:
+    if req.token_based:
         return Path(req.path) if any(r.forced for r in routes) else None
     return Path(req.path).resolve().parent if req.prepare_model else None
 
@@ -363,9 +369,9 @@ def _prepare_and_measure(
 def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
     """The prepared routes with what judges them before the sweep: output checks, equivalence and
     perplexity (a bundle), or every route's outputs against the reference route's (a plain model)."""
-    if req.check_outputs and runtime_named(req.runtime).token_based:
+    if req.check_outputs and req.token_based:
         routes = _with_output_checks(req, routes)
-    if runtime_named(req.runtime).token_based:
+    if req.token_based:
         from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
 
         if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
@@ -416,7 +422,7 @@ def _require_modules(req: PerfRequest) -> None:
     from winml_perf.measure.equivalence import wants_equivalence
     from winml_perf.support.optional import require
 
-    if runtime_named(req.runtime).token_based and wants_equivalence(
+    if req.token_based and wants_equivalence(
         req.equivalence, len(req.routes), req.reference_bundle or req.reference_route
     ):
         require("the equivalence check (on with 2+ routes or a reference; --no-equivalence turns it off)", "onnx")
