@@ -388,15 +388,21 @@ def resolve_target(
 
 
 def planned_target(
-    ep: str, device: str | None, runtime: str | Runtime, devices: Sequence[EPDevice] | None = None
+    ep: str,
+    device: str | None,
+    runtime: str | Runtime,
+    devices: Sequence[EPDevice] | None = None,
+    *,
+    canonical: str | None = None,
 ) -> Target:
     """The target ``--ep X`` plans for without requiring X here (`winml bundle show|prepare`): where X is
     available, exactly what ``resolve_target`` (what `winml perf` runs) gives; elsewhere a concrete
-    ``--device`` as asked, else X's home device, with ``device_source`` saying so."""
-    canonical = normalize_ep_name(ep)
+    ``--device`` as asked, else X's home device, with ``device_source`` saying so. ``canonical``: ``ep``
+    already normalised by the caller (it is not normalised again)."""
+    canonical = canonical or normalize_ep_name(ep)
     devs = _devices_or_list(devices)
     if any(d.ep_name == canonical for d in devs):
-        return resolve_target(ep, device, runtime, devs)
+        return resolve_target(ep, device, runtime, devs, canonical=canonical)
     if device in ("cpu", "gpu", "npu"):
         return Target("ep", ep, device, canonical, device, f"--device {device} ({canonical} is not available here)")
     home = EPS[canonical].home_device
