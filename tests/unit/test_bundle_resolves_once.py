@@ -4,6 +4,7 @@ never resolved again, whether the EP is planned (no compile) or required here (-
 from __future__ import annotations
 
 import shutil
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -46,3 +47,26 @@ def test_bundle_prepare_resolves_its_target_once(bundle, resolved, flags):
     result = CliRunner().invoke(app, ["bundle", "prepare", str(bundle), *flags, "--format", "json"])
     assert result.exit_code == 0, result.output
     assert len(resolved) == 1, resolved
+
+
+@pytest.mark.parametrize(
+    ("command", "flags"),
+    [("prepare", ["--ep", "cpu", "--compile"]), ("prepare", ["--ep", "cpu"]), ("show", ["--ep", "cpu"])],
+)
+def test_bundle_commands_normalise_the_ep_once(bundle, monkeypatch, command, flags):
+    """The EP as spelled is normalised once (commands/bundle.py), then handed on as its canonical name."""
+    from winml_perf.ep import table
+
+    spelled: list[str] = []
+    real = table.normalize_ep_name
+
+    def counting(name):
+        spelled.append(name)
+        return real(name)
+
+    for module in [m for m in list(sys.modules.values()) if getattr(m, "__name__", "").startswith("winml_perf")]:
+        if getattr(module, "normalize_ep_name", None) is real:
+            monkeypatch.setattr(module, "normalize_ep_name", counting)
+    result = CliRunner().invoke(app, ["bundle", command, str(bundle), *flags, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    assert spelled == ["cpu"], spelled

@@ -13,7 +13,7 @@ from winml_perf.bundle.config import load_config
 from winml_perf.bundle.derive import derive_bundle
 from winml_perf.bundle.routing import plan_assignment
 from winml_perf.ep import table as eps
-from winml_perf.ep.resolved import per_stage_options
+from winml_perf.ep.resolved import ResolvedRoute, per_stage_options
 from winml_perf.measure.orchestrate import parse_route
 from winml_perf.support.errors import UsageError
 
@@ -31,7 +31,9 @@ def bundle(tmp_path):
 
 def test_a_per_stage_route_parses_to_its_mapping_and_scoped_options():
     rr = parse_route(" stages=context:qnn, iterator:webgpu ; options=qnn:soc_model=60 ")
-    assert rr.assign == (("context", "qnn"), ("iterator", "webgpu")) and rr.ep is None and rr.forced
+    assert rr.assign == (("context", "qnn"), ("iterator", "webgpu")) and rr.ep is None
+    resolved = ResolvedRoute(rr.label, None, stage_targets=tuple(_targets(context=QNN, iterator=WEBGPU).items()))
+    assert resolved.forced  # whether a route is forced: one property, of the resolved route
     assert rr.options == (("qnn:soc_model", "60"),)
     assert rr.label == "stages=context:qnn,iterator:webgpu(qnn:soc_model=60)"
     assert (

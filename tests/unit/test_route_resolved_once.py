@@ -1,7 +1,15 @@
-"""Issue 39: a perf run resolves each route once. For a one-route and a two-route run of `winml perf`
-(in this process, through cli.main), `resolve_target` runs once per route, the EP name a route was
-given is normalised once, and each bundle's genai_config.json is parsed once, however many rooms
-read the config."""
+"""Issue 39: a perf run resolves each route once. A one-route and a two-route run of `winml perf` on
+the tiny bundles (in this process, through cli.main, with --no-isolate so the cell runs here too: the
+counts cover the whole run, the orchestration and the measuring) count three things:
+
+* ``resolve_target``: once per route;
+* ``normalize_ep_name``: once per route that spells an EP (``--ep cpu``, ``ep=cpu``), at the edge
+  (ep/resolved.py); never for a name that is canonical already, so ``--device cpu`` normalises nothing;
+* ``load_config``: once per bundle folder a run reads (the source bundle, each route's derived one):
+  the rooms that read a config after that are handed it (prepare, the roofline) or find it in the run's
+  bundle/config.ConfigBook (equivalence and its variant folders); and each genai_config.json is parsed
+  (``load_config_dict``) once.
+"""
 
 from __future__ import annotations
 
@@ -16,7 +24,7 @@ from pathlib import Path
 import pytest
 
 import winml_perf
-from tests.conftest import TINY_FLAT
+from tests.conftest import TINY_FLAT, TINY_PIPELINE
 from winml_perf.bundle import config as bundle_config
 from winml_perf.ep import devices, table
 
@@ -36,16 +44,17 @@ def _count(monkeypatch, module, name: str, counts: Counter, key=lambda *a: a[0] 
             monkeypatch.setattr(mod, name, counted)
 
 
-def _perf(monkeypatch, tmp_path: Path, *routes: str) -> Counter:
+def _perf(monkeypatch, tmp_path: Path, source: Path, *routes: str) -> Counter:
     for found in pkgutil.walk_packages(winml_perf.__path__, "winml_perf."):  # every binding exists before counting
         importlib.import_module(found.name)
     bundle = tmp_path / "tiny"
-    shutil.copytree(TINY_FLAT, bundle, ignore=shutil.ignore_patterns("_compiled"))
+    shutil.copytree(source, bundle, ignore=shutil.ignore_patterns("_compiled"))
     monkeypatch.setattr(bundle_config, "_PARSED", {}, raising=False)  # nothing parsed before this run
     counts: Counter = Counter()
     _count(monkeypatch, devices, "resolve_target", counts)
     _count(monkeypatch, table, "normalize_ep_name", counts)
     _count(monkeypatch, bundle_config, "load_config_dict", counts, key=lambda b: Path(b).resolve())
+    _count(monkeypatch, bundle_config, "load_config", counts, key=lambda b: Path(b).resolve())
     from winml_perf.cli import main
 
     argv = [
@@ -67,30 +76,43 @@ def _perf(monkeypatch, tmp_path: Path, *routes: str) -> Counter:
     return counts
 
 
-def _parsed(counts: Counter) -> dict[Path, int]:
-    return {k[1]: v for k, v in counts.items() if k[0] == "load_config_dict"}
+def _by(counts: Counter, name: str) -> dict:
+    return {k[1]: v for k, v in counts.items() if k[0] == name}
 
 
-def test_one_route_is_resolved_once_and_its_config_parsed_once(monkeypatch, tmp_path, capsys):
-    counts = _perf(monkeypatch, tmp_path, "--ep", "cpu")
-    assert sum(v for k, v in counts.items() if k[0] == "resolve_target") == 1
-    assert counts[("normalize_ep_name", "cpu")] == 1  # the route's EP, as the user spelled it
-    parsed = _parsed(counts)
-    assert parsed and set(parsed.values()) == {1}, parsed  # the source bundle and the derived one, once each
-    assert (tmp_path / "tiny").resolve() in parsed
+def _read_once_each(counts: Counter, source: Path) -> None:
+    """Every bundle folder the run read: its config loaded once and parsed once, the source among them."""
+    loaded, parsed = _by(counts, "load_config"), _by(counts, "load_config_dict")
+    assert loaded and set(loaded.values()) == {1}, loaded
+    assert parsed and set(parsed.values()) == {1}, parsed
+    assert source.resolve() in loaded
+
+
+@pytest.mark.parametrize("bundle", [TINY_FLAT, TINY_PIPELINE], ids=["flat", "pipeline"])
+@pytest.mark.parametrize(
+    ("flags", "spelled"),
+    [(("--ep", "cpu"), ["cpu"]), (("--device", "cpu"), [])],
+    ids=["ep", "device"],
+)
+def test_one_route_is_resolved_once_and_its_config_read_once(monkeypatch, tmp_path, capsys, bundle, flags, spelled):
+    counts = _perf(monkeypatch, tmp_path, bundle, *flags)
+    assert sum(_by(counts, "resolve_target").values()) == 1
+    assert _by(counts, "normalize_ep_name") == dict.fromkeys(spelled, 1)  # the route's EP as spelled; nothing else
+    _read_once_each(counts, tmp_path / "tiny")
+    assert len(_by(counts, "load_config")) == 2  # the source bundle and the route's derived one
 
 
 @pytest.mark.parametrize(
-    ("route", "ep"),
+    ("bundle", "route", "ep"),
     [
-        ("ep=cpu;stages=decoder", "cpu"),  # runs as the config route: measured once
-        pytest.param("ep=qnn", "qnn", marks=needs_qnn),  # a second route measured and judged against config
+        (TINY_FLAT, "ep=cpu;stages=decoder", "cpu"),  # runs as the config route: measured once
+        (TINY_PIPELINE, "ep=cpu;stages=context", "cpu"),
+        pytest.param(TINY_FLAT, "ep=qnn", "qnn", marks=needs_qnn),  # a second route measured and judged against config
     ],
+    ids=["flat", "pipeline", "qnn"],
 )
-def test_two_routes_are_resolved_once_each_and_each_config_parsed_once(monkeypatch, tmp_path, capsys, route, ep):
-    counts = _perf(monkeypatch, tmp_path, "--route", "config", "--route", route)
-    assert counts[("resolve_target", None)] == 1  # the config route
-    assert counts[("resolve_target", ep)] == 1
-    assert counts[("normalize_ep_name", ep)] == 1
-    parsed = _parsed(counts)
-    assert parsed and set(parsed.values()) == {1}, parsed  # equivalence and the record read them too
+def test_two_routes_are_resolved_once_each_and_each_config_read_once(monkeypatch, tmp_path, capsys, bundle, route, ep):
+    counts = _perf(monkeypatch, tmp_path, bundle, "--route", "config", "--route", route)
+    assert _by(counts, "resolve_target") == {None: 1, ep: 1}  # the config route, and the forced one
+    assert _by(counts, "normalize_ep_name") == {ep: 1}
+    _read_once_each(counts, tmp_path / "tiny")  # equivalence, its variant folders and the record read them too

@@ -12,7 +12,9 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
@@ -212,6 +214,61 @@ def load_config(bundle: Path) -> GenaiConfig:
             _PARSED.clear()
         _PARSED[key] = (text, config)
     return config
+
+
+def config_identity(bundle: Path) -> tuple[int, int, int] | None:
+    """(inode, mtime_ns, size) of a bundle's genai_config.json; None when it cannot be read."""
+    try:
+        st = (Path(bundle) / CONFIG_NAME).stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+class ConfigBook:
+    """The genai configs one run reads, by bundle folder: each loaded (``load_config``) once, then handed
+    to every room that reads it after: passed down (prepare, the roofline), or, while the run is
+    ``reading`` it, found by ``config_of`` (equivalence, its variants, perplexity). A folder whose
+    genai_config.json is no longer the file it was ((path, inode, mtime_ns, size)) is loaded again."""
+
+    def __init__(self) -> None:
+        self._known: dict[Path, tuple[tuple[int, int, int], GenaiConfig]] = {}
+
+    def add(self, config: GenaiConfig) -> GenaiConfig:
+        """Keep ``config`` (just loaded from its folder) for the rest of the run."""
+        identity = config_identity(config.bundle)
+        if identity is not None:
+            self._known[Path(config.bundle).resolve()] = (identity, config)
+        return config
+
+    def known(self, bundle: str | Path) -> GenaiConfig | None:
+        """The config of ``bundle`` when this run loaded it and its file is unchanged; None otherwise."""
+        key = Path(bundle).resolve()
+        hit = self._known.get(key)
+        return hit[1] if hit is not None and hit[0] == config_identity(key) else None
+
+    def of(self, bundle: str | Path) -> GenaiConfig:
+        """The config of ``bundle``: the one this run loaded, else loaded now (BundleError as load_config's)."""
+        known = self.known(bundle)
+        return known if known is not None else self.add(load_config(Path(bundle)))
+
+    @contextmanager
+    def reading(self) -> Iterator[ConfigBook]:
+        """While inside, ``config_of`` (in this thread and context) reads from this book."""
+        token = _READING.set(self)
+        try:
+            yield self
+        finally:
+            _READING.reset(token)
+
+
+_READING: ContextVar[ConfigBook | None] = ContextVar("winml_perf_config_book", default=None)
+
+
+def config_of(bundle: str | Path) -> GenaiConfig:
+    """A bundle's config: from the run's ConfigBook while one is ``reading`` (read once a run), else ``load_config``."""
+    book = _READING.get()
+    return book.of(bundle) if book is not None else load_config(Path(bundle))
 
 
 def parse_config(bundle: Path, data: dict, check_files: bool = True) -> GenaiConfig:

@@ -22,10 +22,13 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.onnxfile.wire import DTYPE_BITS, GraphInfo, Initializer, read_graph
 from winml_perf.support.errors import BundleError
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import GenaiConfig
 
 #: (op type, input index) pairs that read one row of their table per token, and the axis attribute they gather over.
 ROW_LOOKUPS = {
@@ -231,13 +234,18 @@ def _past_patterns(decoder: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def decode_bytes(
-    bundle: str | Path, prompt_tokens: int, max_new_tokens: int, stages: Sequence[str] | None = None
+    bundle: str | Path,
+    prompt_tokens: int,
+    max_new_tokens: int,
+    stages: Sequence[str] | None = None,
+    config: GenaiConfig | None = None,
 ) -> DecodeBytes:
-    """Bytes per decode step of a bundle's token-generation stages (``stages``: only these names).
+    """Bytes per decode step of a bundle's token-generation stages (``stages``: only these names;
+    ``config``: the bundle's, when the caller has it, else read here).
     BundleError when a stage's graph cannot be sized (unreadable, compiled, KV shape unknown)."""
     from winml_perf.bundle.config import load_config
 
-    config = load_config(Path(bundle))
+    config = config if config is not None else load_config(Path(bundle))
     decoder = config.raw["model"]["decoder"]
     past = mean_past_tokens(prompt_tokens, max_new_tokens)
     if past is None:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from winml_perf.bundle.config import GenaiConfig, Stage, load_config
+from winml_perf.bundle.config import GenaiConfig, Stage, config_of
 from winml_perf.bundle.routing import stage_ep
 from winml_perf.ep import table as eps
 from winml_perf.model.route import CPU, ERROR, OK, UNAVAILABLE, Route, StagePlacement, StageRoute
@@ -400,7 +400,7 @@ def derived_placement(folder: Path, derive_key: str, config: GenaiConfig | None 
     ``config``: the folder's config, when the caller read it already."""
     t0 = time.perf_counter()
     folder = Path(folder)
-    config = config if config is not None else load_config(folder)
+    config = config if config is not None else config_of(folder)
     needed = [stage_ep(s)[0] for s in config.stages]
     key = placement_key(derive_key, ep_identity(needed))
     cached, problem = json_shapes.read_json(folder / PLACEMENT_FILE, PLACEMENT_SHAPE, sealed=True)

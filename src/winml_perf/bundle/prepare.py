@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.bundle import cache
-from winml_perf.bundle.config import GenaiConfig, load_config
+from winml_perf.bundle.config import ConfigBook, GenaiConfig, config_of, load_config
 from winml_perf.bundle.derive import derive_bundle
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.placement import RoutePlacement, derived_placement
@@ -86,7 +86,7 @@ def prepare_route(
     label: str | None = None,
     ep_options: dict | None = None,
     per_stage: PerStage | None = None,
-    config: GenaiConfig | None = None,
+    configs: ConfigBook | None = None,
 ) -> Route:
     """The route for ``target`` (a devices.Target), ready to load from ``Route.path``; see the module doc.
 
@@ -94,12 +94,13 @@ def prepare_route(
     the route (default: the target's label). ``require_available=False`` (used by ``winml bundle
     prepare``) derives without checking that the stages' EPs exist here; the derived bundle can then be
     carried to a machine that has them. ``per_stage``: a route that puts each of its stages on its own
-    EP (routing.plan_assignment). ``config``: the bundle's config, when the caller parsed it already
-    (`winml perf` does, once a run).
+    EP (routing.plan_assignment). ``configs``: the genai configs the run has read (`winml perf` reads
+    each bundle's once a run): the bundle's is taken from there, and the derived bundle's is kept there.
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
-    plan = plan_for(bundle, target, stages, ep_options, per_stage, config)
+    book = configs if configs is not None else ConfigBook()
+    plan = plan_for(bundle, target, stages, ep_options, per_stage, book.of(bundle))
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
     label = label or plan.requested
@@ -136,7 +137,7 @@ def prepare_route(
         if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
             placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
         else:
-            derived = load_config(result.path)
+            derived = book.of(result.path)
             placed = derived_placement(result.path, result.key, derived)  # placement.json: a hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
     if result.cache == "hit" and getattr(runner, "checks_on_device", True):  # device-free: no session here
@@ -184,7 +185,7 @@ def _reuse_verdicts(
 
     from winml_perf.bundle.epcontext import compat, device_free
 
-    config = config if config is not None else load_config(folder)
+    config = config if config is not None else config_of(folder)
     made = device_free.read_prepared(folder)
     out = []
     for o in outcomes:
@@ -210,7 +211,7 @@ def _with_provenance(
     made = device_free.read_prepared(folder)
     if not any(o.status == "compiled" and o.compiled_output in made for o in outcomes):
         return outcomes
-    config = config if config is not None else load_config(folder)
+    config = config if config is not None else config_of(folder)
     out = []
     for o in outcomes:
         if o.status != "compiled" or o.compiled_output not in made:

@@ -121,7 +121,7 @@ def plan_route(
     if not getattr(target, "ep", None):
         raise UsageError(f"route {target.label} resolved to no execution provider", "pass --ep explicitly")
     chosen = _chosen_stages(config, stages)
-    ep = eps.normalize_ep_name(target.ep)
+    ep = eps.canonical_ep(target.ep)  # canonical already (ep/resolved.py normalised it): no lookup
     if ep_options:
         if ep == CPU:
             raise UsageError(
@@ -156,8 +156,8 @@ def plan_assignment(
             f"--route {label}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a stage of this bundle",
             f"stages here: {', '.join(config.stage_names)}",
         )
-    asked = {eps.normalize_ep_name(ep): dict(opts) for ep, opts in (ep_options or {}).items()}
-    stage_eps = {name: eps.normalize_ep_name(target.ep) for name, target in targets.items()}
+    asked = {eps.canonical_ep(ep): dict(opts) for ep, opts in (ep_options or {}).items()}
+    stage_eps = {name: eps.canonical_ep(target.ep) for name, target in targets.items()}
     stray = sorted(set(asked) - set(stage_eps.values()))
     if stray:
         raise UsageError(

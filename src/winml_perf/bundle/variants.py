@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from winml_perf.bundle.config import CONFIG_NAME, load_config
+from winml_perf.bundle.config import CONFIG_NAME, config_of
 from winml_perf.ep.table import EPS, Fp16Option, ep_from_genai_provider, is_known_ep
 
 NOISE_LEVEL = "ORT_DISABLE_ALL"
@@ -40,7 +40,7 @@ def optimization_variant(bundle: Path, level: str = NOISE_LEVEL) -> Path:
 
 def session_variant(bundle: Path, entries: dict[str, Any]) -> Path:
     """A folder loading ``bundle`` (its files linked) with these session options on every stage."""
-    config = load_config(bundle)
+    config = config_of(bundle)
     names = ["decoder"] if config.kind == "flat" else list(config.stage_names)
     variant = config.with_session_entries({n: dict(entries) for n in names})
     out = _linked_copy(bundle, {CONFIG_NAME})
@@ -53,7 +53,7 @@ def accuracy_levels(bundle: Path) -> set[int]:
     import onnx
 
     levels: set[int] = set()
-    for name in {s.filename for s in load_config(bundle).stages}:
+    for name in {s.filename for s in config_of(bundle).stages}:
         model = onnx.load(str(bundle / name), load_external_data=False)
         for node in model.graph.node:
             if node.op_type == "MatMulNBits":
@@ -71,7 +71,7 @@ def precision_variant(bundle: Path) -> tuple[Path, str] | None:
     if not levels:
         return _fp16_variant(bundle)
     target = ACCURACY_LEVELS[0] if max(levels) == ACCURACY_LEVELS[1] else ACCURACY_LEVELS[1]
-    files = sorted({s.filename for s in load_config(bundle).stages})
+    files = sorted({s.filename for s in config_of(bundle).stages})
     out = _linked_copy(bundle, set(files))
     for name in files:
         model = onnx.load(str(bundle / name), load_external_data=False)  # external data stays linked
@@ -99,7 +99,7 @@ def _fp16_switch(stage) -> tuple[str, dict, str, Fp16Option] | None:
 
 def _fp16_variant(bundle: Path) -> tuple[Path, str] | None:
     """The bundle with every stage's fp16 switch flipped; None without a stage whose EP has one."""
-    config = load_config(bundle)
+    config = config_of(bundle)
     updates, was, what = {}, set(), set()
     for stage in config.stages:
         switch = _fp16_switch(stage)
@@ -284,7 +284,7 @@ def bundle_precision(folder: Path) -> tuple:
     options it is given, and one line of what it computes in."""
     from winml_perf.model.equivalence import StagePrecision
 
-    config = load_config(folder)
+    config = config_of(folder)
     out = []
     for stage in config.stages:
         key, options = next(iter(stage.provider_options[0].items())) if stage.provider_options else ("cpu", {})
@@ -321,7 +321,7 @@ def fp16_declared_stages(bundle: Path) -> list[str]:
     """The stages whose EP options ask for fp16 compute (the EP table's ``fp16_option``: QNN's
     enable_htp_fp16_precision, default 1)."""
     out = []
-    for stage in load_config(bundle).stages:
+    for stage in config_of(bundle).stages:
         switch = _fp16_switch(stage)
         if switch is not None and switch[1] and switch[3].declared(switch[1]):  # no options given: none declared
             out.append(stage.name)
@@ -338,7 +338,7 @@ def fp16_cpu_variants(bundle: Path) -> tuple[Path, Path, str] | None:
     stages = fp16_declared_stages(bundle)
     if not stages:
         return None
-    config = load_config(bundle)
+    config = config_of(bundle)
     on_cpu = config.with_provider_options({name: [] for name in stages})
     files = sorted({config.stage(name).filename for name in stages})
     fp32 = _linked_copy(bundle, {CONFIG_NAME})

@@ -88,12 +88,14 @@ def target_for(
     from winml_perf.ep.devices import Target, planned_target, resolve_target
     from winml_perf.ep.effective import device_from_options
     from winml_perf.ep.plugins import register_plugin_eps
+    from winml_perf.ep.table import normalize_ep_name
 
     if ep_library:
         register_plugin_eps(ep_library)
     if ep is not None:
+        canonical = normalize_ep_name(ep)  # the EP as spelled, normalised once
         resolve = resolve_target if here else planned_target
-        return resolve(ep, device_from_options(ep, device, asked), GENAI)
+        return resolve(ep, device_from_options(canonical, device, asked), GENAI, canonical=canonical)
     if device is None or device == "config":
         return Target("config", None, device, None, None)
     return resolve_target(None, device, GENAI)

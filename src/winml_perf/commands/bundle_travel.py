@@ -47,6 +47,7 @@ def import_prepared(
     source: Annotated[Path, typer.Argument(metavar="EXPORT", help="a folder written by export-prepared")],
 ) -> None:
     """Derive BUNDLE's route from an export instead of compiling; `winml perf --ep X --compile` then finds it fresh."""
+    from winml_perf.bundle.config import ConfigBook
     from winml_perf.bundle.epcontext import compile as compiler
     from winml_perf.bundle.epcontext import export as ex
     from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
@@ -90,11 +91,19 @@ def import_prepared(
         raise UsageError(f"{source}/{ex.EXPORT_FILE} names no compile job", "export a route prepared with --compile")
     ep = jobs_doc[0]["ep"]
     asked = {str(k): str(v) for k, v in (doc["options"].get("asked") or {}).items()}
-    target = planned_target(eps.ep_alias(ep), device_from_options(eps.ep_alias(ep), None, asked), GENAI)
-    jobs, _notes = compiler.compile_jobs(plan_for(bundle, target, None, asked))
+    canonical = eps.canonical_ep(ep)
+    target = planned_target(eps.ep_alias(ep), device_from_options(canonical, None, asked), GENAI, canonical=canonical)
+    configs = ConfigBook()  # the bundle's config, read once for the plan and the route
+    jobs, _notes = compiler.compile_jobs(plan_for(bundle, target, None, asked, config=configs.of(bundle)))
     ex.check_here(doc, bundle, jobs)
     route = prepare_route(
-        bundle, target, None, Compiling(runner=ex.runner(source, doc)), require_available=False, ep_options=asked
+        bundle,
+        target,
+        None,
+        Compiling(runner=ex.runner(source, doc)),
+        require_available=False,
+        ep_options=asked,
+        configs=configs,
     )
     print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) from {source}", file=sys.stderr)
     print(route.path)

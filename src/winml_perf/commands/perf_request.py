@@ -27,8 +27,8 @@ from winml_perf.model.spec import IterationPolicy, WarmupPolicy, check_sweep_siz
 from winml_perf.support.errors import UsageError
 
 if TYPE_CHECKING:
+    from winml_perf.ep.route_request import RouteRequest
     from winml_perf.measure.orchestrate import PerfRequest
-    from winml_perf.measure.route_request import RouteRequest
 
 
 def perf_request(
@@ -42,8 +42,8 @@ def perf_request(
 ) -> PerfRequest:
     """The request the flags ask for; exit 2 at the first flag (or pair of flags) that cannot be."""
     from winml_perf.commands.sweep_values import sweep_values
+    from winml_perf.ep.route_request import route_requests
     from winml_perf.measure.orchestrate import PerfRequest
-    from winml_perf.measure.route_request import route_requests
     from winml_perf.publish.formats import check_format
 
     check_format(out.fmt)
@@ -177,7 +177,7 @@ def _judging(judge: JudgeFlags, bundle: Path, chosen: Runtime, routes: tuple[Rou
 
 def _reference_route(judge: JudgeFlags, routes: tuple[RouteRequest, ...], token_based: bool) -> str | None:
     """--reference ROUTE: one of the run's --route labels (the check on); else exit 2 naming them."""
-    from winml_perf.measure.route_request import reference_label
+    from winml_perf.ep.route_request import reference_label
 
     if judge.reference is None:
         return None

@@ -36,6 +36,8 @@ from winml_perf.ep.table import (
     DEVICE_CLASSES,
     EPS,
     IGNORED_PROVIDERS,
+    canonical_ep,
+    canonical_or_own,
     emulator_of,
     ep_alias,
     install_sentence,
@@ -70,7 +72,7 @@ class EPDevice:
         """Device classes this EP device can be picked for by ``--device`` (an emulator serves none)."""
         if self.emulated:
             return ()
-        if is_known_ep(self.ep_name) and self.device_type not in EPS[_canonical_or_own(self.ep_name)].devices:
+        if is_known_ep(self.ep_name) and self.device_type not in EPS[canonical_or_own(self.ep_name)].devices:
             return ()
         return (self.device_type,) if self.device_type in DEVICE_CLASSES else ()
 
@@ -208,7 +210,7 @@ def _rank(name: str, cls: str) -> tuple[int, int, int]:
     table = list(EPS)
     if not is_known_ep(name):
         return (1, 0, len(table))
-    info = EPS[normalize_ep_name(name)]
+    info = EPS[canonical_ep(name)]
     position = info.devices.index(cls)
     return (0 if position == 0 else 2, position, table.index(info.name))
 
@@ -220,13 +222,6 @@ def _check_device_word(device: str | None, allowed: Sequence[str], flag: str = "
     return word
 
 
-def _canonical_or_own(ep: str) -> str:
-    """A known EP's canonical name (no lookup when ``ep`` is one already); an unknown one as written."""
-    if ep in EPS or not is_known_ep(ep):
-        return ep
-    return normalize_ep_name(ep)
-
-
 def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[EPDevice] | None = None) -> str:
     """'auto'/None or a concrete class -> the concrete device class to use on this machine.
 
@@ -236,7 +231,7 @@ def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[
     word = _check_device_word(device or "auto", ("cpu", "gpu", "npu", "auto"))
     devs = _devices_or_list(devices)
     if ep is not None:
-        return _resolve_device_for_ep(word, _canonical_or_own(ep), devs)
+        return _resolve_device_for_ep(word, canonical_or_own(ep), devs)
     if word == "auto":
         for cls in DEVICE_CLASSES:
             if _eps_serving(cls, devs):
@@ -393,15 +388,21 @@ def resolve_target(
 
 
 def planned_target(
-    ep: str, device: str | None, runtime: str | Runtime, devices: Sequence[EPDevice] | None = None
+    ep: str,
+    device: str | None,
+    runtime: str | Runtime,
+    devices: Sequence[EPDevice] | None = None,
+    *,
+    canonical: str | None = None,
 ) -> Target:
     """The target ``--ep X`` plans for without requiring X here (`winml bundle show|prepare`): where X is
     available, exactly what ``resolve_target`` (what `winml perf` runs) gives; elsewhere a concrete
-    ``--device`` as asked, else X's home device, with ``device_source`` saying so."""
-    canonical = normalize_ep_name(ep)
+    ``--device`` as asked, else X's home device, with ``device_source`` saying so. ``canonical``: ``ep``
+    already normalised by the caller (it is not normalised again)."""
+    canonical = canonical or normalize_ep_name(ep)
     devs = _devices_or_list(devices)
     if any(d.ep_name == canonical for d in devs):
-        return resolve_target(ep, device, runtime, devs)
+        return resolve_target(ep, device, runtime, devs, canonical=canonical)
     if device in ("cpu", "gpu", "npu"):
         return Target("ep", ep, device, canonical, device, f"--device {device} ({canonical} is not available here)")
     home = EPS[canonical].home_device

@@ -54,7 +54,7 @@ from typing import TypedDict
 from winml_perf.ep.package_facts import module_version as _module_version
 from winml_perf.ep.package_facts import package_holding
 from winml_perf.ep.package_facts import sdk_version as _sdk_version
-from winml_perf.ep.table import is_known_ep, normalize_ep_name
+from winml_perf.ep.table import canonical_or_own
 from winml_perf.support.errors import PluginError, UsageError
 
 ENV_VAR = "WINML_PERF_EP_LIBRARIES"
@@ -127,10 +127,6 @@ def registered_specs() -> tuple[str, ...]:
     return tuple(f"{r.ep_name}={r.library_path}" for r in registered_plugins().values())
 
 
-def _canonical_name(name: str) -> str:
-    return normalize_ep_name(name) if is_known_ep(name) else name
-
-
 def _origin_text(origin: str) -> str:
     return {"flag": "--ep-library", "env": ENV_VAR}.get(origin, origin)
 
@@ -144,7 +140,7 @@ def parse_library_spec(text: str, origin: str) -> PluginSpec:
             f"{where} entry {text!r} is not NAME=PATH",
             remedy="write e.g. WebGpuExecutionProvider=/path/to/libonnxruntime_providers_webgpu.so",
         )
-    return PluginSpec(_canonical_name(name.strip()), path.strip(), origin)
+    return PluginSpec(canonical_or_own(name.strip()), path.strip(), origin)
 
 
 def parse_env(env: Mapping[str, str] | None = None) -> list[PluginSpec]:
@@ -246,7 +242,7 @@ def discover_plugin_packages() -> list[PluginSpec]:
                 f"plugin EP package {module_name} failed to report its library: {type(exc).__name__}: {exc}",
                 remedy=f"reinstall or uninstall the package that provides {module_name}",
             ) from exc
-        ep = _canonical_name(ep_names[0])
+        ep = canonical_or_own(ep_names[0])
         _PACKAGES[ep] = {
             "package": dist_name or module_name,
             "module": module_name,

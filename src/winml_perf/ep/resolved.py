@@ -10,33 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple
 
 from winml_perf.ep.devices import Target, resolve_target
 from winml_perf.ep.effective import device_from_options
+from winml_perf.ep.route_request import RouteRequest
 from winml_perf.ep.table import ep_alias, is_known_ep, normalize_ep_name, valid_names_text
 from winml_perf.model.runtime import Runtime, runtime_named
 from winml_perf.support.errors import UsageError
 
 Pairs = tuple[tuple[str, str], ...]
 EP_OPTION = "--ep-option"
-
-
-class RouteAsk(Protocol):
-    """A route as the command line asks for it (measure/route_request.RouteRequest)."""
-
-    @property
-    def ep(self) -> str | None: ...
-    @property
-    def device(self) -> str | None: ...
-    @property
-    def stages(self) -> tuple[str, ...]: ...
-    @property
-    def options(self) -> Pairs: ...
-    @property
-    def assign(self) -> Pairs: ...
-    @property
-    def label(self) -> str: ...
 
 
 class Option(NamedTuple):
@@ -114,7 +98,7 @@ class ResolvedRoute:
 
 
 def route_options(
-    route: RouteAsk, shared: Sequence[tuple[str, str]], route_eps: set[str] | None = None
+    route: RouteRequest, shared: Sequence[tuple[str, str]], route_eps: set[str] | None = None
 ) -> tuple[Option, ...]:
     """The one ``--ep-option`` merge: ``shared`` (``--ep-option``) under the route's own options.
 
@@ -134,7 +118,7 @@ def route_options(
     return tuple(merged.values())
 
 
-def _option_ep(route: RouteAsk, where: str, key: str, value: str) -> str:
+def _option_ep(route: RouteRequest, where: str, key: str, value: str) -> str:
     """The canonical EP of a per-stage route's ``EP:KEY`` option; exit 2 when it names none or no known one."""
     ep, sep, name = key.partition(":")
     if not sep or not name:
@@ -148,13 +132,13 @@ def _option_ep(route: RouteAsk, where: str, key: str, value: str) -> str:
 
 
 def per_stage_options(
-    route: RouteAsk, ep_options: Sequence[tuple[str, str]], route_eps: set[str]
+    route: RouteRequest, ep_options: Sequence[tuple[str, str]], route_eps: set[str]
 ) -> dict[str, dict[str, str]]:
     """A per-stage route's options by canonical EP (``route_options`` decides them)."""
     return ResolvedRoute(route.label, None, asked=route_options(route, ep_options, route_eps)).per_ep_options()
 
 
-def per_stage_targets(route: RouteAsk, runtime: str | Runtime) -> dict[str, Target]:
+def per_stage_targets(route: RouteRequest, runtime: str | Runtime) -> dict[str, Target]:
     """Stage -> its Target; an EP name that is not one exits 2 naming the route."""
     for stage, ep in route.assign:
         if not is_known_ep(ep):
@@ -166,7 +150,7 @@ def per_stage_targets(route: RouteAsk, runtime: str | Runtime) -> dict[str, Targ
 
 
 def resolve_route(
-    route: RouteAsk, runtime: str | Runtime, ep_options: Sequence[tuple[str, str]] = (), compile: bool = False
+    route: RouteRequest, runtime: str | Runtime, ep_options: Sequence[tuple[str, str]] = (), compile: bool = False
 ) -> ResolvedRoute:
     """``route`` settled here, once: its target (EPUnavailableError naming what is here when its EP is
     not), its stages and its provider options (``ep_options``, ``--ep-option``, under its own)."""
@@ -205,7 +189,7 @@ def resolve_route(
 
 
 def resolve_routes(
-    routes: Sequence[RouteAsk],
+    routes: Sequence[RouteRequest],
     runtime: str | Runtime,
     ep_options: Sequence[tuple[str, str]] = (),
     compile: bool = False,

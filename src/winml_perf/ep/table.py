@@ -497,8 +497,19 @@ def is_known_ep(spelling: str) -> bool:
     return _key(spelling or "") in _LOOKUP
 
 
+def canonical_ep(name: str) -> str:
+    """A known EP's canonical name: ``name`` itself when it is one already (no lookup: a route's EP is
+    normalised once, where the route is resolved), else ``normalize_ep_name(name)``."""
+    return name if name in EPS else normalize_ep_name(name)
+
+
+def canonical_or_own(name: str) -> str:
+    """A known EP's canonical name (no lookup when ``name`` is one already); an unknown one as written."""
+    return name if name in EPS or not is_known_ep(name) else normalize_ep_name(name)
+
+
 def ep_info(spelling: str) -> EPInfo:
-    return EPS.get(spelling) or EPS[normalize_ep_name(spelling)]
+    return EPS[canonical_ep(spelling)]
 
 
 def ep_alias(canonical: str) -> str:

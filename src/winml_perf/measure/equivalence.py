@@ -83,9 +83,9 @@ CONFIG = "config"
 def _stage_outputs(path: str) -> list[tuple[str, list[str], bool, bool]]:
     """(stage, its non-KV outputs, runs on the prompt, runs on token generation) in pipeline order;
     [] for a flat bundle (its logits say all)."""
-    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.config import config_of
 
-    config = load_config(Path(path))
+    config = config_of(path)
     if config.kind == "flat":
         return []
     nodes = config.raw["model"]["decoder"]["pipeline"]
@@ -296,14 +296,14 @@ def layer_profile(
     own error, given the reference's input. With ``shared`` (the passes of one check, all on the same
     tokens, ``embeds`` and ``teacher``), a stage file already run with the same content, EP, options
     and session entries is not run again."""
-    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.config import config_of
     from winml_perf.bundle.variants import stage_session_entries
     from winml_perf.onnxfile.header import input_shapes
     from winml_perf.session.layer_outputs import run_full_sequence
 
     t0 = time.perf_counter()
     folder = Path(folder)
-    config = load_config(folder)
+    config = config_of(folder)
     kv = _kv_shape(config.raw["model"]["decoder"])
     # each layer's output, the stage that gave it and its tensor's name
     found: tuple[dict[int, Any], dict[int, str], dict[int, str]] = ({}, {}, {})
@@ -633,7 +633,7 @@ def judge_routes(
     route's verdict is read from the verdict cache (measure/verdict_cache.py) when it holds one for the
     same content, and a route whose prepared bundle has the content of one judged before it shares its
     verdict; the reference is run only when some route has to be judged."""
-    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.config import config_of
     from winml_perf.session.genai_session import GenaiSession
 
     t0 = time.perf_counter()
@@ -642,7 +642,7 @@ def judge_routes(
     if reference_route is not None:  # one of the run's routes, as prepared (its own derived folder)
         chosen = reference_of(routes, reference_route)
         ref_path, ref_label = str(chosen.session.path), chosen.label
-    static = load_config(Path(bundle)).static_prompt_length()
+    static = config_of(bundle).static_prompt_length()
     n_prompt = static[1] if static else n_prompt  # a static-shape stage takes exactly its length
     prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
     store = None

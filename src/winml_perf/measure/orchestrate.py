@@ -10,12 +10,13 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle import cache
-from winml_perf.measure.route_request import RouteRequest as RouteRequest
-from winml_perf.measure.route_request import parse_route as parse_route
+from winml_perf.ep.route_request import RouteRequest as RouteRequest
+from winml_perf.ep.route_request import parse_route as parse_route
 from winml_perf.measure.validate import validate_request
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import MODEL, Route, StageRoute
@@ -25,6 +26,7 @@ from winml_perf.support.errors import StoreError, UsageError
 from winml_perf.support.text_table import say
 
 if TYPE_CHECKING:
+    from winml_perf.bundle.config import ConfigBook
     from winml_perf.ep.resolved import ResolvedRoute
 
 DEFAULT_PROMPT_TOKENS = DEFAULTS.prompt_tokens
@@ -68,15 +70,24 @@ class PerfRequest:
     explain: bool = False
     series: str | None = None  # --series NAME: the series the records belong to, in place of the bundle's path
 
+    @cached_property
+    def token_based(self) -> bool:
+        """A genai bundle (token-based), not a plain ONNX model: the runtime named once a request."""
+        return runtime_named(self.runtime).token_based
+
 
 def _plugin_specs(registrations) -> tuple[str, ...]:
     return tuple(f"{r.ep_name}={r.library_path}" for r in registrations)
 
 
 def _genai_route(
-    req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str, ...], plugin_ms: float, config=None
+    req: PerfRequest,
+    route: ResolvedRoute,
+    plugin_specs: tuple[str, ...],
+    plugin_ms: float,
+    configs: ConfigBook | None = None,
 ) -> RouteSpec:
-    """A bundle's route, prepared from its resolved value (``config``: the bundle's, parsed once per run)."""
+    """A bundle's route, prepared from its resolved value (``configs``: the run's genai configs, each read once)."""
     from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
 
     per_stage = PerStage(route.label, route.targets(), route.per_ep_options()) if route.per_stage else None
@@ -89,7 +100,7 @@ def _genai_route(
         label=route.label,
         ep_options=None if route.per_stage else route.options_dict(),
         per_stage=per_stage,
-        config=config,
+        configs=configs,
     )
     if req.compile:
         from winml_perf.bundle.epcontext.gate import settle_compile
@@ -198,18 +209,20 @@ def resolve_request(req: PerfRequest) -> ResolvedRequest:
     return ResolvedRequest(routes, _plugin_specs(registrations), plugin_ms)
 
 
-def prepare_routes(req: PerfRequest, config=None, resolved: ResolvedRequest | None = None) -> list[RouteSpec]:
+def prepare_routes(
+    req: PerfRequest, configs: ConfigBook | None = None, resolved: ResolvedRequest | None = None
+) -> list[RouteSpec]:
     """Every route of ``req`` prepared from its resolved value (``resolved``, else resolved here);
-    ``config``: the bundle's parsed genai config when the caller has it (else it is read here, once)."""
+    ``configs``: the genai configs the run has read (the bundle's, then each derived one's, read once)."""
     resolved = resolved if resolved is not None else resolve_request(req)
     specs, plugin_ms = resolved.plugin_specs, resolved.plugin_ms
-    if not runtime_named(req.runtime).token_based:
+    if not req.token_based:
         return measured_once([_onnx_route(req, r, specs, plugin_ms) for r in resolved.routes])
-    if config is None:
-        from winml_perf.bundle.config import load_config
+    if configs is None:
+        from winml_perf.bundle.config import ConfigBook
 
-        config = load_config(req.path)
-    return measured_once([_genai_route(req, r, specs, plugin_ms, config) for r in resolved.routes])
+        configs = ConfigBook()
+    return measured_once([_genai_route(req, r, specs, plugin_ms, configs) for r in resolved.routes])
 
 
 def measured_once(routes: list[RouteSpec]) -> list[RouteSpec]:
@@ -230,7 +243,7 @@ def measured_once(routes: list[RouteSpec]) -> list[RouteSpec]:
 
 
 def _cells(req: PerfRequest, routes: Sequence[RouteSpec]):
-    if not runtime_named(req.runtime).token_based:
+    if not req.token_based:
         return expand_sweep(
             routes, None, None, warmup=req.warmup, iterations=req.iterations, cell_timeout_s=req.cell_timeout_s
         )
@@ -267,24 +280,26 @@ def run_benchmark(
     error is kept in the outcome and the caller reports it once the run record is safe elsewhere.
     While a route measures from a derived folder the cache root is held (shared): `bundle clean`
     waits for the run instead of removing the folder under it."""
-    config = None
-    if runtime_named(req.runtime).token_based:
-        from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.config import ConfigBook
 
-        config = load_config(req.path)  # parsed once for the run; the routes are prepared from it
-        req = at_static_prompt(config, req)  # bundle errors (exit 2) before anything else happens
+    configs = ConfigBook()  # every genai config the run reads, read once and handed down
+    if req.token_based:
+        req = at_static_prompt(configs.of(req.path), req)  # bundle errors (exit 2) before anything else happens
     validate_request(req, (DEFAULT_PROMPT_TOKENS,))  # flag values the bundle or machine cannot take: exit 2 now
     _require_modules(req)
     resolved = resolve_request(req)  # every route resolved once, before anything is prepared
     source = derived_from(req, resolved.routes)
-    with cache.holding(source) if source is not None else contextlib.nullcontext():  # no `bundle clean` under the run
-        return _prepare_and_measure(req, argv, on_cell, config, resolved)
+    with (
+        cache.holding(source) if source is not None else contextlib.nullcontext(),  # no `bundle clean` under the run
+        configs.reading(),  # equivalence and perplexity read the configs the run has read
+    ):
+        return _prepare_and_measure(req, argv, on_cell, configs, resolved)
 
 
 def derived_from(req: PerfRequest, routes: Sequence[ResolvedRoute]) -> Path | None:
     """The folder whose artifact cache some route of ``req`` loads from (a forced genai route, a
     prepared ONNX model); None when every route loads the source itself."""
-    if runtime_named(req.runtime).token_based:
+    if req.token_based:
         return Path(req.path) if any(r.forced for r in routes) else None
     return Path(req.path).resolve().parent if req.prepare_model else None
 
@@ -293,7 +308,7 @@ def _prepare_and_measure(
     req: PerfRequest,
     argv: Sequence[str] | None,
     on_cell: Callable[[Any], None] | None,
-    config,
+    configs: ConfigBook,
     resolved: ResolvedRequest,
 ) -> BenchmarkOutcome:
     from winml_perf.measure.progress import make_progress
@@ -301,7 +316,7 @@ def _prepare_and_measure(
     from winml_perf.results.location import unstored_path
     from winml_perf.results.locking import StoreLockTimeout
 
-    routes = prepare_routes(req, config, resolved)
+    routes = prepare_routes(req, configs, resolved)
     routes = _judged(req, routes)
     cells = _cells(req, routes)
     store = None
@@ -341,7 +356,7 @@ def _prepare_and_measure(
             on_cell_done=on_cell_done,
             progress=make_progress(req.quiet),
             facts=RunFacts(argv=argv, series_label=req.series),
-            extras=CellExtras(explain=req.explain),
+            extras=CellExtras(explain=req.explain, configs=configs),
         )
     except SweepInterrupted as exc:
         outcome.run, outcome.interrupted = exc.run, exc.signum
@@ -354,9 +369,9 @@ def _prepare_and_measure(
 def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
     """The prepared routes with what judges them before the sweep: output checks, equivalence and
     perplexity (a bundle), or every route's outputs against the reference route's (a plain model)."""
-    if req.check_outputs and runtime_named(req.runtime).token_based:
+    if req.check_outputs and req.token_based:
         routes = _with_output_checks(req, routes)
-    if runtime_named(req.runtime).token_based:
+    if req.token_based:
         from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
 
         if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
@@ -407,7 +422,7 @@ def _require_modules(req: PerfRequest) -> None:
     from winml_perf.measure.equivalence import wants_equivalence
     from winml_perf.support.optional import require
 
-    if runtime_named(req.runtime).token_based and wants_equivalence(
+    if req.token_based and wants_equivalence(
         req.equivalence, len(req.routes), req.reference_bundle or req.reference_route
     ):
         require("the equivalence check (on with 2+ routes or a reference; --no-equivalence turns it off)", "onnx")

@@ -44,11 +44,11 @@ class Chunks:
 def chunk_text(bundle: str | Path, text_path: Path, chunk: int) -> Chunks:
     """Tokenize ``text_path`` with the bundle's tokenizer and cut it into chunks of ``chunk`` tokens
     (each chunk's first token replaced by BOS when the tokenizer adds one, as llama-perplexity does)."""
-    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.config import config_of
     from winml_perf.session.genai_session import GenaiSession
     from winml_perf.stats.perplexity import chunk_spans, scored_per_chunk
 
-    raw = load_config(Path(bundle)).raw["model"]
+    raw = config_of(bundle).raw["model"]
     context = raw.get("context_length")
     if isinstance(context, int) and chunk > context:
         raise UsageError(
@@ -112,13 +112,13 @@ class Scorer:
 def open_scorer(folder: str | Path) -> Scorer:
     """The sessions of the bundle at ``folder`` (a route's folder: its own EPs and options), opened once.
     BenchmarkFailure when a stage cannot load."""
-    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.config import config_of
     from winml_perf.bundle.variants import stage_session_entries
     from winml_perf.measure.equivalence import _stage_ep
     from winml_perf.session.layer_outputs import KvShape, open_session
 
     folder = Path(folder)
-    config = load_config(folder)
+    config = config_of(folder)
     decoder = config.raw["model"]["decoder"]
     kv = KvShape(int(decoder.get("num_key_value_heads") or decoder["num_attention_heads"]), int(decoder["head_size"]))
     stages = _prompt_stages(config)

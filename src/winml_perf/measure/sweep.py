@@ -7,7 +7,7 @@ import signal
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.measure.cell_progress import utc_now
 from winml_perf.measure.progress import Progress
@@ -19,6 +19,9 @@ from winml_perf.record.build import cell_record, new_run_id, run_record
 from winml_perf.record.cell_spool import CellSpool
 from winml_perf.session.factory import open_session
 from winml_perf.support.errors import Interrupted
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import ConfigBook
 
 
 class SweepInterrupted(Interrupted):
@@ -188,13 +191,15 @@ class CellExtras:
     memory-bandwidth bound (bandwidth measured once per machine, cached); ``sample_memory``: RSS
     sampled while it runs; ``keep_token_ids``: the generated ids in the record; ``explain``: after the
     measured iterations, its route profiled apart (measure/explain_cell.py); ``energy_meters``: route
-    label -> EnergyMeter to use instead of the host's (tests)."""
+    label -> EnergyMeter to use instead of the host's (tests); ``configs``: the genai configs the run
+    read (bundle/config.ConfigBook), so the roofline does not read a bundle's again."""
 
     roofline: bool = True
     sample_memory: bool = True
     keep_token_ids: bool = False
     explain: bool = False
     energy_meters: Mapping[str, Any] | None = None
+    configs: ConfigBook | None = None
 
 
 def run_sweep(
@@ -247,6 +252,7 @@ def run_sweep(
                 keep_token_ids=extras.keep_token_ids,
                 gpu_bandwidth=gpu_bandwidth,
                 series_label=facts.series_label,
+                configs=extras.configs,
             )
             spool.append(rec)
             if on_cell_done is not None:

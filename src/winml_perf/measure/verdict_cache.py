@@ -93,13 +93,11 @@ def code_digest() -> str:
 
 def _plugins(folder: str | Path) -> dict:
     """The plugin library of each EP the bundle at ``folder`` names (none for CPU or a built-in EP)."""
-    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.config import config_of
     from winml_perf.ep.plugins import plugin_identity
     from winml_perf.ep.table import CPU_EP, ep_from_genai_provider
 
-    named = {
-        ep_from_genai_provider(key) for s in load_config(Path(folder)).stages for o in s.provider_options for key in o
-    }
+    named = {ep_from_genai_provider(key) for s in config_of(folder).stages for o in s.provider_options for key in o}
     out = {}
     for ep in sorted(named - {CPU_EP}):
         ident = plugin_identity(ep)

@@ -8,7 +8,7 @@ import math
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.metrics import DECODE_THROUGHPUT, ITL, POOLED, get, metric_values, session_metrics
 from winml_perf.model.record import CellRecord, RunRecord
@@ -21,6 +21,9 @@ from winml_perf.record.bundle_identity import bundle_id
 from winml_perf.record.warnings import check_same_output
 from winml_perf.stats import cell_intervals as IV
 from winml_perf.stats import sample_stats as stats
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import ConfigBook
 
 
 def new_run_id() -> str:
@@ -178,9 +181,11 @@ def cell_record(
     keep_token_ids: bool = False,
     gpu_bandwidth: Mapping[str, Any] | None = None,
     series_label: str | None = None,
+    configs: ConfigBook | None = None,
 ) -> CellRecord:
     """The self-contained record of one cell (``series_label``: winml perf --series). ``bandwidth``: cached_bandwidth() (the host's) to add a
-    roofline; ``gpu_bandwidth``: nvidia_bandwidth() when a stage runs on an NVIDIA GPU."""
+    roofline; ``gpu_bandwidth``: nvidia_bandwidth() when a stage runs on an NVIDIA GPU; ``configs``: the
+    genai configs the run read (the roofline reads the cell's bundle's from there)."""
     cell = result.cell
     metrics, section = cell_statistics(result)
     summary = headline(result, metrics, section)
@@ -203,6 +208,7 @@ def cell_record(
             environment,
             {HOST: bandwidth, NVIDIA_GPU: gpu_bandwidth},
             working_set=working_set_bandwidth,
+            config=configs.known(cell.session.path) if configs is not None else None,
         )
     return CellRecord(
         run_id=run_id,

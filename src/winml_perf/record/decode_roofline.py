@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle.decode_bytes import DecodeBytes, decode_bytes
 from winml_perf.record.device_bandwidth import HOST, NVIDIA_GPU, UNKNOWN, stage_device
 from winml_perf.support.errors import BenchmarkFailure, WinmlPerfError
 from winml_perf.support.human_numbers import human
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import GenaiConfig
 
 WORKING_SET_NOTE = (
     "host bytes per step under 1 GiB (they may sit in the CPU caches): bounded by the faster of the DRAM probe "
@@ -87,11 +90,13 @@ def decode_roofline(
     environment: Mapping[str, Any],
     bandwidths: Mapping[str, Mapping[str, Any] | None],
     working_set: Callable[[float], Mapping[str, Any] | None] | None = None,
+    config: GenaiConfig | None = None,
 ) -> dict[str, Any]:
     """The record's roofline section. ``bandwidths``: {HOST: cached_bandwidth(), NVIDIA_GPU: nvidia_bandwidth()};
-    ``working_set(bytes)``: a host probe for working sets that fit in the caches (working_set_bandwidth)."""
+    ``working_set(bytes)``: a host probe for working sets that fit in the caches (working_set_bandwidth);
+    ``config``: the bundle's genai config when the run has it (else read from ``bundle``)."""
     try:
-        db = decode_bytes(bundle, prompt_tokens, max_new_tokens)
+        db = decode_bytes(bundle, prompt_tokens, max_new_tokens, config=config)
     except WinmlPerfError as exc:
         return _empty(f"not computed: {exc}")
     stages = {s.get("stage"): s for s in route.get("stages") or []}

@@ -45,22 +45,18 @@ class StageDevice:
     emulated: bool = False
 
 
-def _canonical(ep: str) -> str:
-    return eps.normalize_ep_name(ep) if eps.is_known_ep(ep) else ep
-
-
 def stage_device(ep_name: str | None, environment: Mapping[str, Any]) -> StageDevice:
     """The memory an EP's stage reads, from the run's environment (ep_devices, gpu)."""
     if not ep_name:
         return StageDevice(UNKNOWN, "no EP recorded for the stage")
-    ep = _canonical(ep_name)
+    ep = eps.canonical_or_own(ep_name)
     memory = eps.memory_of(ep)
     if memory == eps.HOST_MEMORY:
         return StageDevice(HOST, f"host ({eps.ep_alias(ep).upper()} EP)")
     rows = [
         r
         for r in ((environment.get("ep_devices") or {}).get("devices") or [])
-        if _canonical(str(r.get("ep_name"))) == ep
+        if eps.canonical_or_own(str(r.get("ep_name"))) == ep
     ]
     types = {str(r.get("device_type")) for r in rows}
     if any(r.get("device_type") == "gpu" and r.get("vendor_id") == NVIDIA_VENDOR_ID for r in rows):

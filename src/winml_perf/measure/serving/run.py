@@ -157,19 +157,11 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
     import contextlib
 
     from winml_perf.bundle import cache
+    from winml_perf.bundle.config import ConfigBook
+    from winml_perf.measure.orchestrate import derived_from, resolve_request
 
-    source = Path(req.path) if any(rr.forced for rr in req.routes) else None
-    with cache.holding(source) if source is not None else contextlib.nullcontext():
-        return _serve(req, argv)
-
-
-def _serve(req: ServeRequest, argv: Sequence[str] | None) -> ServeOutcome:
-    from winml_perf.bundle.config import load_config
-    from winml_perf.measure.cell_progress import utc_now
-    from winml_perf.record.build import new_run_id, run_record
-    from winml_perf.record.environment import collect_environment
-
-    req = at_static_prompt(load_config(req.path), req)  # bundle errors (exit 2) before anything else
+    configs = ConfigBook()  # the bundle's config and each derived one's, read once and handed down
+    req = at_static_prompt(configs.of(req.path), req)  # bundle errors (exit 2) before anything else
     loads = req.loads()
     if req.invocations < 1:
         raise UsageError(f"--invocations must be 1 or more, got {req.invocations}", "e.g. --invocations 3")
@@ -182,7 +174,19 @@ def _serve(req: ServeRequest, argv: Sequence[str] | None) -> ServeOutcome:
         quiet=req.quiet,
         equivalence=False,
     )
-    routes = prepare_routes(perf_req)
+    resolved = resolve_request(perf_req)  # every route resolved once; forced is read from them
+    source = derived_from(perf_req, resolved.routes)
+    with cache.holding(source) if source is not None else contextlib.nullcontext():
+        return _serve(req, argv, loads, prepare_routes(perf_req, configs, resolved))
+
+
+def _serve(
+    req: ServeRequest, argv: Sequence[str] | None, loads: tuple[LoadSpec, ...], routes: list[RouteSpec]
+) -> ServeOutcome:
+    from winml_perf.measure.cell_progress import utc_now
+    from winml_perf.record.build import new_run_id, run_record
+    from winml_perf.record.environment import collect_environment
+
     notes = refuse_unservable(routes, req.fallback)
     started = utc_now()
     run_id = new_run_id()

@@ -1,11 +1,13 @@
 """A route as the command line asks for it: ``--route`` specs or ``--ep/--device/--stages``, parsed into
-RouteRequests before anything is resolved; and ``--reference ROUTE`` found among them."""
+RouteRequests before anything is resolved (ep/resolved.py resolves each, in this room); and
+``--reference ROUTE`` found among them."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from winml_perf.ep.options import label_suffix, parse_options
 from winml_perf.support.errors import UsageError
 
 
@@ -23,13 +25,7 @@ class RouteRequest:
     assign: tuple[tuple[str, str], ...] = ()
 
     @property
-    def forced(self) -> bool:
-        return bool(self.ep or self.assign or (self.device and self.device != "config"))
-
-    @property
     def label(self) -> str:
-        from winml_perf.ep.options import label_suffix
-
         if self.assign:
             mapping = ",".join(f"{stage}:{ep}" for stage, ep in self.assign)
             return f"stages={mapping}" + label_suffix(dict(self.options))
@@ -49,8 +45,6 @@ ROUTE_KEYS = ("stages", "options")
 def parse_route(text: str) -> RouteRequest:
     """``config`` | ``ep=webgpu`` | ``device=gpu``, then optional ``;stages=context,iterator`` and
     ``;options=soc_model=60,htp_arch=73`` parts."""
-    from winml_perf.ep.options import parse_options
-
     head, *tails = (part.strip() for part in text.strip().split(";"))
     if head.partition("=")[0].strip() == "stages":
         return _parse_per_stage(text, head, tails)
@@ -86,8 +80,6 @@ def parse_route(text: str) -> RouteRequest:
 
 def _parse_per_stage(text: str, head: str, tails: list[str]) -> RouteRequest:
     """``stages=context:qnn,iterator:cpu`` then an optional ``;options=qnn:soc_model=60,...``."""
-    from winml_perf.ep.options import parse_options
-
     example = "e.g. --route 'stages=context:qnn,iterator:cpu;options=qnn:soc_model=60'"
     assign: list[tuple[str, str]] = []
     for item in head.partition("=")[2].split(","):
