@@ -173,3 +173,26 @@ def _isolated_store(tmp_path_factory, monkeypatch, _host_probes):
         shutil.copy2(probe, cache / probe.name)
     monkeypatch.setenv("WINML_PERF_CACHE_DIR", str(cache))
     return store
+
+
+def openvino_offers_a_device() -> bool:
+    """The OpenVINO plugin is installed and offers a device here (an Intel host with `.[openvino]`):
+    tests of an EP missing here that use OpenVINO as the missing one cannot run then. Asked in a child
+    process, so that this one registers no plugin EP before its tests do."""
+    import importlib.util
+
+    if importlib.util.find_spec("onnxruntime_ep_openvino") is None:
+        return False
+    probe = (
+        "from winml_perf.ep.plugins import register_plugin_eps; from winml_perf.ep.devices import list_ep_devices; "
+        "register_plugin_eps(); "
+        "print(any(d.ep_name.startswith('OpenVINOExecutionProvider') for d in list_ep_devices()))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    return out.stdout.strip().endswith("True")
+
+
+#: For tests that take OpenVINO as the EP missing here.
+needs_openvino_absent = pytest.mark.skipif(
+    openvino_offers_a_device(), reason="OpenVINO offers a device here (plugin installed on an Intel host)"
+)

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tests import models
+from tests.conftest import needs_openvino_absent
 from winml_perf.bundle import cache
 from winml_perf.bundle.onnx_prepare import clean_onnx, prepare_onnx
 from winml_perf.ep.devices import Target, resolve_target
@@ -158,6 +159,7 @@ def test_missing_model_and_config_target(tmp_path):
         prepare_onnx(model, Target("config", None, None, None, None))
 
 
+@needs_openvino_absent
 def test_compiling_ep_without_its_device_fails_in_child_and_leaves_nothing(tmp_path, monkeypatch):
     """OpenVINO compiles to EPContext: the compile runs in a child; without an OpenVINO device here it is an
     error. (Not QNN: onnxruntime-qnn may be installed here, and its plugin is found by protocol.)"""

@@ -11,6 +11,7 @@ import os
 
 import pytest
 
+from tests.conftest import needs_openvino_absent
 from tests.placement_models import strict_bundle
 from tests.unit.bundle_fakes import fake_model_bytes
 from winml_perf.bundle import placement as pl
@@ -182,6 +183,7 @@ def test_measure_on_cpu_places_every_node_of_a_cpu_only_model_on_cpu(tmp_path):
     assert p.cpu_fallback_ops == {} and p.ep_actual is None
 
 
+@needs_openvino_absent
 def test_an_ep_missing_here_is_unavailable_not_a_silent_cpu_result(tmp_path):
     config = load_config(strict_bundle(tmp_path / "strict", provider_options=[{"OpenVINO": {}}]))
     [p] = pl.measure_config(config)
@@ -265,6 +267,7 @@ def test_edited_or_misshapen_placement_json_is_measured_again(tiny_pipeline, bun
     assert prepare_route(bundle, CPU_TARGET).placement_cache == "hit"  # saved again, sealed
 
 
+@needs_openvino_absent
 def test_placement_with_an_ep_missing_here_is_reported_but_not_saved(tmp_path):
     bundle = strict_bundle(tmp_path / "strict")
     prepared = prepare_route(
