@@ -100,7 +100,8 @@ def _same(a, b) -> bool:
 def test_a_second_identical_run_judges_nothing_and_gets_the_same_verdicts(passes, bundles):
     ref, ep, _ = bundles
     first = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
-    assert passes == ["tf:ref", "layers:ref", "layers:ref", "bands:ref", "tf:ep", "layers:ep", "layers:ep"]
+    assert passes[:4] == ["tf:ref", "layers:ref", "layers:ref", "bands:ref"]  # the reference first
+    assert sorted(passes[4:]) == ["layers:ep", "layers:ep", "tf:ep"]  # its layers beside its teacher-forced pass
     assert first.cost.judged == 1 and first.cost.from_cache == 0
     passes.clear()
     second = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)

@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from winml_perf.measure.kept_variants import release, variant
+from winml_perf.measure.layers_ahead import LayersAhead
 from winml_perf.measure.shared_passes import FilePass, FilePasses, PassClock, StageFile
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
@@ -520,7 +521,8 @@ class CheckCost:
     routes_ms: float = 0.0  # the routes' teacher-forced and layer passes
     route_loads_ms: float = 0.0  # of routes_ms: loading the routes' models (a kept model costs nothing)
     route_steps_ms: float = 0.0  # of routes_ms: their teacher-forced steps
-    route_layers_ms: float = 0.0  # of routes_ms: their layer passes (run, or read back when shared)
+    route_layers_ms: float = 0.0  # their layer passes (run, or read back when shared), in a second thread
+    route_layers_waited_ms: float = 0.0  # of routes_ms: waiting for those layer passes
     keys_ms: float = 0.0  # hashing the bundles' content for the cache's keys
     layer_passes: int = 0  # stage-file layer passes run (the reference's and the bands' included)
     layer_passes_shared: int = 0  # a route's stage-file pass read back: run alike before (shared_passes.py)
@@ -584,10 +586,20 @@ def _reference(path: str, label: str, prompt_ids: list[int], steps: int, layers:
     )  # fmt: skip
 
 
-def _judge_one(ref: _Reference, path: str, n_prompt: int, seed: int, cost: CheckCost) -> Equivalence:
-    """One route's teacher-forced pass (and layer passes) against the reference; BenchmarkFailure
-    when its pass fails."""
+def _same_model(ref: _Reference, path: str) -> bool:
+    """Whether the route at ``path`` asks "the same model?" of the reference (its precision is the
+    reference's) rather than "within what precision changes do?"."""
     from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
+
+    return question_for(_precision(path), ref.ref_precision) == SAME_MODEL_QUESTION
+
+
+def _judge_one(
+    ref: _Reference, path: str, n_prompt: int, seed: int, cost: CheckCost, layers_of: Callable[[str], Layers | None]
+) -> Equivalence:
+    """One route's teacher-forced pass against the reference, with its layers from ``layers_of(path)``;
+    BenchmarkFailure when its pass fails."""
+    from winml_perf.model.equivalence import question_for
     from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import compare_logits, first_departing_stage, verdict
 
@@ -600,12 +612,10 @@ def _judge_one(ref: _Reference, path: str, n_prompt: int, seed: int, cost: Check
     stages, unobserved = _stage_figures(ref.stage_outputs, ref.reference, run)
     route_precision = _precision(path)
     question = question_for(route_precision, ref.ref_precision)
-    same = question == SAME_MODEL_QUESTION
+    same = _same_model(ref, path)
     noise, precision = ref.noise, ref.precision
     bands = (noise, precision) if precision else (noise,)
-    t2 = time.perf_counter()
-    where = _route_layers(ref.layer_bands, ref.layer_failure, path, same)
-    cost.route_layers_ms += (time.perf_counter() - t2) * 1000.0
+    where = layers_of(path)
     judged = verdict(figures, noise, None if same else precision)  # the same kernels: no precision band
     judged = _overruled_by_layers(judged, where, same)
     return Equivalence(
@@ -653,18 +663,30 @@ def judge_routes(
     cost = CheckCost()
     reference: list[_Reference] = []  # built before the first route that has to be judged
 
-    def ready() -> None:  # a reference that cannot run fails the whole check (BenchmarkFailure)
+    def route_layers(path: str) -> Layers | None:
+        ref = reference[0]
+        return _route_layers(ref.layer_bands, ref.layer_failure, path, _same_model(ref, path))
+
+    ahead = LayersAhead(route_layers)  # the routes' layer passes, beside their teacher-forced passes
+
+    def ready(to_judge: Sequence[str]) -> None:  # a reference that cannot run fails the whole check
         if not reference:
             reference.append(_reference(ref_path, ref_label, prompt_ids, steps, layers, store, cost))
+            if reference[0].layer_bands is not None:
+                ahead.start(to_judge)
 
     def judge(path: str) -> Equivalence:
         t1 = time.perf_counter()
         try:
-            return _judge_one(reference[0], path, n_prompt, seed, cost)
+            return _judge_one(reference[0], path, n_prompt, seed, cost, ahead.result)
         finally:
             cost.routes_ms += (time.perf_counter() - t1) * 1000.0
 
-    out, errors = _each_route([r for r in routes if r.label != ref_label], ready, judge, store, cost)
+    try:
+        out, errors = _each_route([r for r in routes if r.label != ref_label], ready, judge, store, cost)
+    finally:
+        ahead.close()
+    cost.route_layers_ms, cost.route_layers_waited_ms = ahead.worker_ms, ahead.waited_ms
     out = {label: replace(e, reference=ref_label, reference_path=ref_path) for label, e in out.items()}
     if store is not None:
         cost.keys_ms = store.keys_ms
@@ -680,17 +702,18 @@ def _each_route(
     routes: Sequence[Any], ready, judge, store, cost: CheckCost
 ) -> tuple[dict[str, Equivalence], dict[str, str]]:
     """{label: Equivalence} and {label: why its pass failed}: each route judged by ``judge(path)`` (after
-    ``ready()``), unless ``store`` (the verdict cache) holds its content's verdict or a route of the same
-    content came before it in this run."""
+    ``ready(paths)``, the folders of every route to be judged), unless ``store`` (the verdict cache) holds
+    its content's verdict or a route of the same content came before it in this run."""
     out: dict[str, Equivalence] = {}
     errors: dict[str, str] = {}
     seen: dict[str, Equivalence | str] = {}  # content key -> its verdict, or why its pass failed
+    cached = _cached_verdicts(routes, store)
     for r in routes:
         path, t1 = str(r.session.path), time.perf_counter()
         key = store.route_key(path) if store is not None else None
-        found = _known(key, seen, store, cost)
+        found = _known(key, seen, cached, cost)
         if found is None:
-            ready()
+            ready(_to_judge(routes, store, cached))
             try:
                 found = judge(path)
             except BenchmarkFailure as exc:
@@ -709,7 +732,31 @@ def _each_route(
     return out, errors
 
 
-def _known(key: str | None, seen: Mapping[str, Equivalence | str], store, cost: CheckCost) -> Equivalence | str | None:
+def _cached_verdicts(routes: Sequence[Any], store) -> dict[str, Equivalence | None]:
+    """{content key: the verdict cache's verdict, or None}, each key read once; {} without a cache."""
+    if store is None:
+        return {}
+    keys = dict.fromkeys(store.route_key(str(r.session.path)) for r in routes)
+    return {key: store.verdict(key) for key in keys}
+
+
+def _to_judge(routes: Sequence[Any], store, cached: Mapping[str, Equivalence | None]) -> list[str]:
+    """The folders of the routes a check will judge: each route's, but those whose content's verdict
+    the verdict cache holds or whose content an earlier route has."""
+    out, keys = [], set()
+    for r in routes:
+        path = str(r.session.path)
+        key = store.route_key(path) if store is not None else None
+        if key is None or (key not in keys and cached.get(key) is None):
+            out.append(path)
+        if key is not None:
+            keys.add(key)
+    return out
+
+
+def _known(
+    key: str | None, seen: Mapping[str, Equivalence | str], cached: Mapping[str, Equivalence | None], cost: CheckCost
+) -> Equivalence | str | None:
     """A route's verdict (or its pass's failure) without judging it: shared with a route of the same
     content judged before it in this run, or read from the verdict cache; None when it must be judged."""
     if key is None:
@@ -717,10 +764,10 @@ def _known(key: str | None, seen: Mapping[str, Equivalence | str], store, cost: 
     if key in seen:
         cost.shared += 1
         return seen[key]
-    cached = store.verdict(key)
-    if cached is not None:
+    found = cached.get(key)
+    if found is not None:
         cost.from_cache += 1
-    return cached
+    return found
 
 
 def _route_layers(
@@ -813,7 +860,8 @@ def cost_line(runs: Sequence[EquivalenceRun], cached: bool, where: str = "outsid
         if cost.route_loads_ms or cost.route_steps_ms or cost.route_layers_ms:
             judged += (
                 f" (model loads {cost.route_loads_ms / 1000:.1f} s, teacher-forced steps "
-                f"{cost.route_steps_ms / 1000:.1f} s, layer passes {cost.route_layers_ms / 1000:.1f} s)"
+                f"{cost.route_steps_ms / 1000:.1f} s; beside them, layer passes {cost.route_layers_ms / 1000:.1f} s, "
+                f"{cost.route_layers_waited_ms / 1000:.1f} s of it waited for)"
             )
     if cost.layer_passes:
         judged += f"; layer passes {cost.layer_passes} run"

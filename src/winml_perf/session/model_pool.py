@@ -13,6 +13,7 @@ pressing the machine; outside ``keep_models()`` nothing is kept.
 from __future__ import annotations
 
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -36,49 +37,55 @@ class ModelPool:
         self.reused = 0
         self.sessions_opened = 0
         self.sessions_reused = 0
+        self._lock = threading.Lock()  # the check's layer passes keep sessions from a second thread
 
     def model(self, folder: str | Path) -> Any:
         """The model of the bundle at ``folder``: kept from before, else loaded (and kept if it fits)."""
         import onnxruntime_genai as og
 
         key = model_key(folder)
-        if key in self.models:
-            self.models.move_to_end(key)
-            self.reused += 1
-            return self.models[key][0]
+        with self._lock:
+            if key in self.models:
+                self.models.move_to_end(key)
+                self.reused += 1
+                return self.models[key][0]
         model = og.Model(og.Config(str(folder)))
-        self.loads += 1
         size = folder_bytes(Path(folder))
-        self._make_room(size)
-        if size <= self.budget:
-            self.models[key] = (model, size)
+        with self._lock:
+            self.loads += 1
+            self._make_room(size)
+            if size <= self.budget:
+                self.models[key] = (model, size)
         return model
 
     def session(self, key: tuple) -> Any:
         """What a layer pass opened before under ``key``, or None."""
-        if key not in self.sessions:
-            return None
-        self.sessions.move_to_end(key)
-        self.sessions_reused += 1
-        return self.sessions[key][0]
+        with self._lock:
+            if key not in self.sessions:
+                return None
+            self.sessions.move_to_end(key)
+            self.sessions_reused += 1
+            return self.sessions[key][0]
 
     def keep_session(self, key: tuple, folder: str | Path, opened: Any, size: int) -> None:
         """Keep ``opened`` (a layer pass's session and taps) of a stage file of ``size`` bytes in ``folder``."""
-        self.sessions_opened += 1
-        self._make_room(size)
-        if size <= self.budget:
-            self.sessions[key] = (opened, size, str(Path(folder).resolve()))
+        with self._lock:
+            self.sessions_opened += 1
+            self._make_room(size)
+            if size <= self.budget:
+                self.sessions[key] = (opened, size, str(Path(folder).resolve()))
 
     def retain(self, folders: Iterable[str | Path]) -> None:
         """Let go of every kept model and session but those of ``folders``."""
         keep = {str(Path(f).resolve()) for f in folders}
-        for key in [k for k in self.models if k[0] not in keep]:
-            del self.models[key]
-        for key in [k for k, kept in self.sessions.items() if kept[2] not in keep]:
-            del self.sessions[key]
+        with self._lock:
+            for key in [k for k in self.models if k[0] not in keep]:
+                del self.models[key]
+            for key in [k for k, kept in self.sessions.items() if kept[2] not in keep]:
+                del self.sessions[key]
 
     def _make_room(self, size: int) -> None:
-        """Let go of the oldest models, then the oldest sessions, until ``size`` more bytes fit."""
+        """(Under the lock.) Let go of the oldest models, then the oldest sessions, until ``size`` more bytes fit."""
         while self.models and self._held() + size > self.budget:
             self.models.popitem(last=False)
         while self.sessions and self._held() + size > self.budget:
