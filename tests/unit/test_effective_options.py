@@ -137,9 +137,8 @@ def test_device_and_device_type_that_disagree_exit_2(tmp_path):
 
 def test_absent_ep_plans_its_home_device_and_says_so(tmp_path, monkeypatch):
     monkeypatch.setattr(dev, "_ort_ep_devices", lambda: [_device(CPU, HW.CPU)])
-    monkeypatch.setattr(
-        dev, "_ort_available_providers", lambda: [CPU]
-    )  # an installed plugin registers itself there too
+    # an installed plugin registers itself there too
+    monkeypatch.setattr(dev, "_ort_available_providers", lambda: [CPU])
     code, doc = _show(make_bundle(tmp_path, FLAT_CPU), "--ep", "openvino")
     assert code == 0 and _options(doc)["device_type"] == "NPU"
     assert "not available here" in doc["target"]["device_source"]

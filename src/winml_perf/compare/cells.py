@@ -27,6 +27,8 @@ COMPARABLE_METRICS = tuple(m.name for m in METRICS if m.stored)
 GROUP_FIELDS = ("testbed_id", "bundle", "route", "prompt_tokens", "max_new_tokens")
 #: A group key is GROUP_FIELDS plus the series key (options that change what is measured).
 KEY_FIELDS = GROUP_FIELDS + ("series_key",)
+#: A group key: the values of KEY_FIELDS, each a Cell field.
+Key = tuple[str | int | None, ...]
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class Cell:
         return self.status == "ok"
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> Key:
         """The group it is matched on: testbed x bundle x route x shape x series key."""
         return tuple(getattr(self, f) for f in KEY_FIELDS)
 
@@ -104,7 +106,7 @@ def stored_cells(store: Store, rows: Sequence[Mapping[str, Any]], *, invocations
     """Cells of record rows (store.records), with the measured samples of the ok ones; with
     ``invocations``, how many invocations each ok one ran (from its stored record)."""
     ok_ids = [r["id"] for r in rows if r["status"] == "ok"]
-    samples: dict[int, list[dict]] = {}
+    samples: dict[int, list[dict[str, Any]]] = {}
     for s in store.samples(ok_ids, phase="measured"):
         samples.setdefault(s["record_id"], []).append(s)
     counts = store.invocation_counts(ok_ids) if invocations else {}

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from winml_perf.compare.cells import Cell
+from winml_perf.compare.cells import Cell, Key
 from winml_perf.compare.runs import RunChange, RunsReport
 from winml_perf.compare.text import metric_word
 from winml_perf.model.metrics import bigger_is_better, get
@@ -58,10 +58,12 @@ class HistoryQuery:
     newest: int = GATE_HISTORY
 
 
-def run_estimates(history: Sequence[Mapping]) -> tuple[list[list[float]], list[str], tuple[float, float] | None]:
+def run_estimates(
+    history: Sequence[Mapping[str, Any]],
+) -> tuple[list[list[float]], list[str], tuple[float, float] | None]:
     """(per-run invocation estimates oldest first, their run ids, the newest run's interval when it
     is one record). Rows without ``invocations`` count as one invocation, their median."""
-    runs: OrderedDict[str, list[Mapping]] = OrderedDict()
+    runs: OrderedDict[str, list[Mapping[str, Any]]] = OrderedDict()
     for h in history:
         if h.get("invocations") or h["median"] is not None:
             runs.setdefault(h["run_id"] or f"record {h['id']}", []).append(h)
@@ -95,7 +97,7 @@ def judge_series(histories: Histories, metrics: Sequence[str], threshold_pct: fl
     return out
 
 
-def at_model_change(history: Sequence[Mapping], metric: str, threshold_pct: float) -> Verdict | None:
+def at_model_change(history: Sequence[Mapping[str, Any]], metric: str, threshold_pct: float) -> Verdict | None:
     """A model change is an event on its series (issue 35), a change point whose place is known:
     when the newest run ran another bundle content (``bundle_id``) than the run before it, its
     invocations against those of the runs of the previous model back to the change before
@@ -103,7 +105,7 @@ def at_model_change(history: Sequence[Mapping], metric: str, threshold_pct: floa
     that interval lies wholly beyond the threshold on the worse side. None when the newest run
     ran the same model, a digest is unknown, or the interval does not say so (the change-point
     rules stand then)."""
-    runs: OrderedDict[str, list[Mapping]] = OrderedDict()
+    runs: OrderedDict[str, list[Mapping[str, Any]]] = OrderedDict()
     for h in history:
         if h.get("invocations") or h.get("median") is not None:
             runs.setdefault(h["run_id"] or f"record {h['id']}", []).append(h)
@@ -118,7 +120,7 @@ def at_model_change(history: Sequence[Mapping], metric: str, threshold_pct: floa
     while start > 0 and digests[start - 1] == {old}:
         start -= 1
 
-    def invocations(rows: Sequence[Mapping]) -> list[list[float]]:
+    def invocations(rows: Sequence[Mapping[str, Any]]) -> list[list[float]]:
         return [[float(v)] for h in rows for v in (h.get("invocations") or [h["median"]])]
 
     before = [inv for rows in groups[start:-1] for inv in invocations(rows)]
@@ -143,8 +145,8 @@ def counted_elsewhere(metric: str, compared: Sequence[str]) -> str | None:
     return m.inverse_of if m is not None and m.inverse_of in compared else None
 
 
-def _by_candidate(report: RunsReport) -> dict[tuple, list[RunChange]]:
-    groups: dict[tuple, list[RunChange]] = {}
+def _by_candidate(report: RunsReport) -> dict[Key, list[RunChange]]:
+    groups: dict[Key, list[RunChange]] = {}
     for row in report.rows:
         groups.setdefault(row.candidate_key, []).append(row)
     return groups
@@ -156,10 +158,10 @@ def _judged(rows: Sequence[RunChange]) -> list[str]:
     return [m for m in compared if counted_elsewhere(m, compared) is None]
 
 
-def history_queries(report: RunsReport, candidate: Sequence[Cell]) -> dict[tuple, HistoryQuery | None]:
+def history_queries(report: RunsReport, candidate: Sequence[Cell]) -> dict[Key, HistoryQuery | None]:
     """Candidate group key -> the history its series needs; None where its newest cell has no
     series key."""
-    out: dict[tuple, HistoryQuery | None] = {}
+    out: dict[Key, HistoryQuery | None] = {}
     for key, rows in _by_candidate(report).items():
         cells = [c for c in candidate if c.ok and c.key == key]
         newest = max(cells, key=lambda c: (c.created_utc, c.record_id or 0))
@@ -171,7 +173,7 @@ def history_queries(report: RunsReport, candidate: Sequence[Cell]) -> dict[tuple
 
 def gated(
     report: RunsReport,
-    queries: Mapping[tuple, HistoryQuery | None],
+    queries: Mapping[Key, HistoryQuery | None],
     histories: Mapping[HistoryQuery, Histories],
 ) -> RunsReport:
     """``report`` with the gate's verdicts at its threshold (``fail_threshold_pct``) in place of the

@@ -16,6 +16,7 @@ import math
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -183,7 +184,7 @@ class RouteComparison:
     def _pairs_text(self) -> str:
         return f"{self.rounds} paired invocations" if self.pairing == INVOCATIONS else f"{self.rounds} rounds"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d.pop("equivalence")
         d.update(self.equivalence.columns())  # equivalence_verdict, _reference and the key figures
@@ -199,7 +200,7 @@ class RoutesReport:
     rows: tuple[RouteComparison, ...]
     notes: tuple[str, ...] = ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "run_id": self.run_id,
             "baseline_route": self.baseline_route,
@@ -298,8 +299,12 @@ def _wanted_routes(run_id: str, ok: Sequence[Cell], baseline_route: str, routes:
     return wanted
 
 
-def _shapes(ok: Sequence[Cell]) -> dict[tuple, _Shape]:
-    shapes: dict[tuple, _Shape] = {}
+#: A shape's key: bundle, testbed, prompt tokens, new tokens.
+ShapeKey = tuple[str | None, str | None, int | None, int | None]
+
+
+def _shapes(ok: Sequence[Cell]) -> dict[ShapeKey, _Shape]:
+    shapes: dict[ShapeKey, _Shape] = {}
     for c in ok:
         shape = shapes.setdefault((c.bundle, c.testbed_id, c.prompt_tokens, c.max_new_tokens), _Shape({}, {}))
         shape.samples.setdefault(str(c.route), []).extend(c.samples)
@@ -308,7 +313,7 @@ def _shapes(ok: Sequence[Cell]) -> dict[tuple, _Shape]:
     return shapes
 
 
-def _shape_order(key: tuple) -> tuple:
+def _shape_order(key: ShapeKey) -> tuple[str, ...]:
     return tuple("" if v is None else str(v).zfill(12) for v in key)
 
 
@@ -321,7 +326,7 @@ class _Options:
     seed: int
 
 
-def _compared(key: tuple, route: str, shape: _Shape, o: _Options) -> list[RouteComparison]:
+def _compared(key: ShapeKey, route: str, shape: _Shape, o: _Options) -> list[RouteComparison]:
     """Every metric of one route against the baseline route in one shape."""
     base, cand = shape.samples[o.baseline_route], shape.samples[route]
     invocations = shape.several[o.baseline_route] and shape.several[route]

@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
-from winml_perf.compare.cells import KEY_FIELDS, Cell, MeasuredSample, choose_metrics
+from winml_perf.compare.cells import KEY_FIELDS, Cell, Key, MeasuredSample, choose_metrics
 from winml_perf.compare.text import bundle_labels, key_label, metric_word
 from winml_perf.model.metrics import bigger_is_better
 from winml_perf.stats import significance as sig
@@ -39,8 +40,8 @@ class Side:
 
 @dataclass(frozen=True)
 class RunChange:
-    key: tuple
-    candidate_key: tuple
+    key: Key
+    candidate_key: Key
     metric: str
     n_baseline: int  # invocations a side (fresh processes; a cell without them counts as one)
     n_candidate: int
@@ -80,7 +81,7 @@ class RunChange:
             return ""
         return f" [{fixed(self.delta_low_pct, signed=True)}%, {fixed(self.delta_high_pct, signed=True)}%]"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["key"] = dict(zip(KEY_FIELDS, self.key))
         d["candidate_key"] = dict(zip(KEY_FIELDS, self.candidate_key))
@@ -96,11 +97,11 @@ class RunsReport:
     fail_threshold_pct: float | None
     equivalence_pct: float
     notes: tuple[str, ...] = field(default=())
-    bundles: Mapping[tuple, str] = field(default_factory=dict)  # group key -> its bundle's label
+    bundles: Mapping[Key, str] = field(default_factory=dict)  # group key -> its bundle's label
     # candidate group key -> 'model changed between baseline and candidate: a1b2c3 → d4e5f6' (issue 35)
-    model_changes: Mapping[tuple, str] = field(default_factory=dict)
+    model_changes: Mapping[Key, str] = field(default_factory=dict)
 
-    def label(self, key: tuple) -> str:
+    def label(self, key: Key) -> str:
         """A group key as this report names it: its bundle's path tail in place of the name where
         two bundles of the report share a name (compare/text.bundle_labels)."""
         return key_label(key, self.bundles.get(tuple(key)))
@@ -109,7 +110,7 @@ class RunsReport:
     def regressions(self) -> tuple[RunChange, ...]:
         return tuple(r for r in self.rows if r.regression)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         d = {
             "baseline": self.baseline,
             "candidate": self.candidate,
@@ -132,13 +133,13 @@ class RunsReport:
 
 
 def _pair_groups(
-    base: dict[tuple, list],
-    cand: dict[tuple, list],
+    base: dict[Key, list[Invocation]],
+    cand: dict[Key, list[Invocation]],
     force: bool,
     notes: list[str],
     per_series: bool = False,
-    label: Callable[[tuple], str] = key_label,
-) -> list[tuple[tuple, tuple]]:
+    label: Callable[[Key], str] = key_label,
+) -> list[tuple[Key, Key]]:
     common = sorted(set(base) & set(cand), key=str)
     only_b = sorted(set(base) - set(cand), key=str)
     only_c = sorted(set(cand) - set(base), key=str)
@@ -182,12 +183,12 @@ def invocations_of_cell(cell: Cell) -> list[Invocation]:
     return [tuple(v) for _, v in sorted(by_invocation.items())]
 
 
-def samples_by_group(cells: Sequence[Cell], notes: list[str], side: str) -> dict[tuple, list[Invocation]]:
+def samples_by_group(cells: Sequence[Cell], notes: list[str], side: str) -> dict[Key, list[Invocation]]:
     """Group key -> the invocations of one side's ok cells; failed cells counted in the notes."""
     ok = [c for c in cells if c.ok]
     if len(ok) < len(cells):
         notes.append(f"{side}: {len(cells) - len(ok)} failed cell(s) left out")
-    out: dict[tuple, list[Invocation]] = {}
+    out: dict[Key, list[Invocation]] = {}
     for c in ok:
         out.setdefault(c.key, []).extend(invocations_of_cell(c))
     return out
@@ -198,8 +199,8 @@ def _flat(invocations: Sequence[Invocation]) -> list[MeasuredSample]:
 
 
 def compare_samples(
-    key: tuple,
-    cand_key: tuple,
+    key: Key,
+    cand_key: Key,
     metric: str,
     base: Sequence[Invocation],
     cand: Sequence[Invocation],
@@ -269,7 +270,7 @@ def _check_sides(baseline: Side, candidate: Side) -> None:
         )
 
 
-def _check_groups(flag: str, side: Side, groups: dict) -> None:
+def _check_groups(flag: str, side: Side, groups: Mapping[Key, list[Invocation]]) -> None:
     if not groups:
         raise StoreError(
             f"{flag} {side.selector!r} ({side.meaning}) has no ok cells ({len(side.cells)} failed)",
@@ -314,7 +315,7 @@ def compare_runs(
         raise StoreError(
             "nothing to compare: no metric has samples on both sides", "check the selections with `winml results list`"
         )
-    changes: dict[tuple, str] = {}
+    changes: dict[Key, str] = {}
     for kb, kc in sorted({(r.key, r.candidate_key) for r in rows}, key=str):
         sentence = model_change([c for c in baseline.cells if c.key == kb], [c for c in candidate.cells if c.key == kc])
         if sentence:

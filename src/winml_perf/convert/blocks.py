@@ -71,7 +71,8 @@ def _fp16(data: np.ndarray, start: int) -> np.ndarray:
 
 def _pack_nibbles(values: np.ndarray) -> np.ndarray:
     """(…, 32) values in 0..15 → (…, 16) bytes, element 2i low and 2i + 1 high."""
-    return (values[..., 0::2] | (values[..., 1::2] << 4)).astype(np.uint8)
+    packed: np.ndarray = values[..., 0::2] | (values[..., 1::2] << 4)  # numpy's stubs give this as Any
+    return packed.astype(np.uint8)
 
 
 def _nibbles(data: np.ndarray, start: int) -> np.ndarray:
@@ -120,7 +121,7 @@ def nbits_values(nb: NBits) -> np.ndarray:
     else:
         q = nb.packed.astype(np.float32)
     zp = nb.zero_points if nb.zero_points is not None else np.full(nb.scales.shape, 2 ** (nb.bits - 1), np.float32)
-    values = (q - zp[..., None]) * nb.scales[..., None]
+    values: np.ndarray = (q - zp[..., None]) * nb.scales[..., None]  # numpy's stubs give this as Any
     if nb.offsets is not None:
         values = values + nb.offsets[..., None]
     return values.reshape(nb.rows, -1).astype(np.float32)

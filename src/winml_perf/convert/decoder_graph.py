@@ -18,12 +18,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from winml_perf.convert import blocks
 from winml_perf.convert.gguf_file import GgufModel, GgufTensor, Hyper
 from winml_perf.support.errors import UsageError
+
+if TYPE_CHECKING:
+    from onnx import ModelProto, NodeProto, TensorProto, ValueInfoProto
 
 PRECISIONS = ("auto", "int4", "fp32", "fp16")
 MS = "com.microsoft"
@@ -46,7 +50,8 @@ FLAT = "model.onnx"
 class Built:
     """The graph's parts and what the conversion did to each weight (for the summary)."""
 
-    parts: dict[str, tuple[list, list]] = field(default_factory=dict)  # file -> (nodes, initializers)
+    # file -> (nodes, initializers)
+    parts: dict[str, tuple[list[NodeProto], list[TensorProto]]] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)  # how each weight was written -> count
     max_carry_error: float = 0.0
     block_sums: dict[str, str] = field(default_factory=dict)  # activation -> its per-block sums
@@ -90,14 +95,15 @@ class _Writer:
         return blocks.NBits(nb.bits, nb.packed, nb.scales.astype(np.float16), nb.zero_points, offsets)
 
     # -- small helpers -------------------------------------------------------------------------------
-    def node(self, op: str, inputs: list[str], outputs: list[str], name: str, domain: str = "", **attrs) -> None:
+    def node(self, op: str, inputs: list[str], outputs: list[str], name: str, domain: str = "", **attrs: Any) -> None:
+        """``attrs``: the node's ONNX attributes, as onnx.helper.make_node takes them (``**kwargs: Any``)."""
         self._bucket()[0].append(self.helper.make_node(op, inputs, outputs, name=name, domain=domain, **attrs))
 
     def init(self, name: str, array: np.ndarray) -> str:
         self._bucket()[1].append(self.numpy_helper.from_array(np.ascontiguousarray(array), name))
         return name
 
-    def _bucket(self) -> tuple[list, list]:
+    def _bucket(self) -> tuple[list[NodeProto], list[TensorProto]]:
         return self.out.parts.setdefault(self.part, ([], []))
 
     def tensor(self, name: str) -> GgufTensor:
@@ -323,7 +329,7 @@ class _Writer:
         down = self.linear(f"{p}/mlp/gated", [self.tensor(f"{blk}.ffn_down.weight")], [None], f"{p}/mlp/down_proj")
         return down, f"{p}/post_sum"
 
-    def build(self):
+    def build(self) -> tuple[dict[str, ModelProto], Built]:
         h = self.hyper
         cos, sin = rope_caches(h)
         self.init("cos_cache", self.cast(cos))
@@ -340,7 +346,7 @@ class _Writer:
         final = self.init("output_norm", self.cast(self.floats(self.tensor("output_norm.weight"))[0]))
         self.node(
             "SkipSimplifiedLayerNormalization",
-            [residual, x, final],
+            [cast(str, residual), x, final],  # set by the last layer (a model has one at least)
             [self.hidden],
             f"/model/layers.{h.layers}/final_norm_layernorm/SkipLayerNorm",
             MS,
@@ -350,7 +356,7 @@ class _Writer:
         self.lm_head(self.hidden, shared)
         return self._models()
 
-    def _models(self) -> tuple[dict, Built]:
+    def _models(self) -> tuple[dict[str, ModelProto], Built]:
         """{file name: ModelProto}: one flat decoder, or the three stages of a pipeline."""
         onnx, helper, h = self.onnx, self.helper, self.hyper
         # the compute type of activations, KV cache and logits (named f32 as it is but under fp16)
@@ -380,10 +386,17 @@ class _Writer:
             LM_HEAD: self._model("lm_head", *parts[LM_HEAD], [hidden], [logits]),
         }, self.out
 
-    def _model(self, name: str, nodes: list, inits: list, inputs: list, outputs: list):
+    def _model(
+        self,
+        name: str,
+        nodes: list[NodeProto],
+        inits: list[TensorProto],
+        inputs: list[ValueInfoProto],
+        outputs: list[ValueInfoProto],
+    ) -> ModelProto:
         helper = self.helper
         graph = helper.make_graph(nodes, name, inputs, outputs, inits)
-        model = helper.make_model(
+        model: ModelProto = helper.make_model(  # mypy reads onnx's make_model as untyped
             graph,
             opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(MS, 1)],
             producer_name="winml-perf bundle from-gguf",
@@ -392,7 +405,9 @@ class _Writer:
         return model
 
 
-def build_decoder(model: GgufModel, options: GraphOptions, log: Callable[[str], None]):
+def build_decoder(
+    model: GgufModel, options: GraphOptions, log: Callable[[str], None]
+) -> tuple[dict[str, ModelProto], Built]:
     """{file name: onnx ModelProto} (weights still inside) and what was done to each weight."""
     if options.precision not in PRECISIONS:
         raise UsageError(

@@ -34,11 +34,11 @@ class OpCost:
     def is_copy(self) -> bool:
         return self.op in COPY_OPS
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"op": self.op, "ep": self.ep, "count": _num(self.count), "ms": _num(self.ms), "bytes": _num(self.bytes)}
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> OpCost:
+    def from_dict(cls, d: Mapping[str, Any]) -> OpCost:
         return cls(str(d["op"]), str(d["ep"]), float(d["count"]), float(d["ms"]), float(d.get("bytes") or 0))
 
 
@@ -57,7 +57,7 @@ class StageCost:
     def overhead_ms(self) -> float:
         return self.session_ms - self.ops_ms
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "stage": self.stage,
             "runs": _num(self.runs),
@@ -68,7 +68,7 @@ class StageCost:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> StageCost:
+    def from_dict(cls, d: Mapping[str, Any]) -> StageCost:
         return cls(
             str(d["stage"]),
             float(d["runs"]),
@@ -101,7 +101,7 @@ class PhaseBreakdown:
             "bytes": _num(sum(o.bytes for o in ops)),
         }
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "phase": self.phase,
             "instances": self.instances,
@@ -113,7 +113,7 @@ class PhaseBreakdown:
         }
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> PhaseBreakdown:
+    def from_dict(cls, d: Mapping[str, Any]) -> PhaseBreakdown:
         return cls(
             str(d["phase"]),
             int(d["instances"]),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from winml_perf.explain.breakdown import PhaseBreakdown, phases_from_dict
 
@@ -200,12 +200,12 @@ def phase_difference(a: PhaseBreakdown, b: PhaseBreakdown, label_a: str = "a", l
     return Difference(a.phase, label_a, label_b, a.wall_ms, b.wall_ms, tuple(out), host)
 
 
-def _label(record: Mapping) -> str:
+def _label(record: Mapping[str, Any]) -> str:
     route = record.get("route") or {}
     return str(route.get("label") or record.get("cell_key") or "?")
 
 
-def record_difference(record_a: Mapping, record_b: Mapping) -> list[Difference]:
+def record_difference(record_a: Mapping[str, Any], record_b: Mapping[str, Any]) -> list[Difference]:
     """The differences of every phase two cell records (dicts) both explain: ``b`` relative to ``a``."""
     pa = phases_from_dict(record_a.get("explain") or {})
     pb = phases_from_dict(record_b.get("explain") or {})

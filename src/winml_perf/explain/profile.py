@@ -53,7 +53,7 @@ def _int(value: Any) -> int:
         return 0
 
 
-def parse_events(events: Sequence[dict], source: str = "profile") -> list[RunProfile]:
+def parse_events(events: Sequence[dict[str, Any]], source: str = "profile") -> list[RunProfile]:
     """The runs of ``events`` in time order, each with its kernels."""
     if not isinstance(events, list):
         raise ProfileError(f"{source}: not an onnxruntime profile (expected a JSON list of events)")

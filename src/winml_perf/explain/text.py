@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from winml_perf.explain.breakdown import PhaseBreakdown, phases_from_dict
 from winml_perf.explain.difference import Contribution, Difference, short_ep
@@ -54,7 +55,7 @@ def phase_lines(phase: PhaseBreakdown) -> list[str]:
     return lines
 
 
-def explain_lines(record: Mapping) -> list[str]:
+def explain_lines(record: Mapping[str, Any]) -> list[str]:
     """The breakdown of one cell record (dict) with an ``explain`` section."""
     section = record.get("explain") or {}
     head = f"explain {record.get('cell_key', '?')}"
@@ -104,12 +105,12 @@ def difference_lines(diff: Difference, top: int = TOP_CONTRIBUTIONS) -> list[str
     return lines
 
 
-def _shape(record: Mapping) -> tuple:
+def _shape(record: Mapping[str, Any]) -> tuple[object, object]:
     shape = record.get("shape") or {}
     return (shape.get("prompt_tokens"), shape.get("max_new_tokens"))
 
 
-def baseline_of(records: Sequence[Mapping]) -> Mapping:
+def baseline_of(records: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
     """The config route when there is one, else the first."""
     for r in records:
         if (r.get("route") or {}).get("label") == "config":
@@ -117,7 +118,7 @@ def baseline_of(records: Sequence[Mapping]) -> Mapping:
     return records[0]
 
 
-def run_explain_text(doc: Mapping) -> str:
+def run_explain_text(doc: Mapping[str, Any]) -> str:
     """Every explained cell of a run record (dict), then each route's difference to the baseline route of its shape."""
     from winml_perf.explain.difference import record_difference
 
@@ -127,7 +128,7 @@ def run_explain_text(doc: Mapping) -> str:
     lines: list[str] = []
     for c in cells:
         lines += explain_lines(c)
-    groups: dict[tuple, list[Mapping]] = {}
+    groups: dict[tuple[object, object], list[Mapping[str, Any]]] = {}
     for c in cells:
         if (c.get("explain") or {}).get("phases"):
             groups.setdefault(_shape(c), []).append(c)

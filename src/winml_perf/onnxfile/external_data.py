@@ -38,7 +38,7 @@ def external_data_files(model: Path) -> list[str]:
     return sorted(found)
 
 
-def _varint(data, pos: int) -> tuple[int, int]:
+def _varint(data: mmap.mmap, pos: int) -> tuple[int, int]:
     value, shift = 0, 0
     while pos < len(data) and shift < 35:
         byte = data[pos]

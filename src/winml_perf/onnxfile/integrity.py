@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 GRAPH_FIELD = 7
 _FIXED = {1: 8, 5: 4}  # wire type -> bytes (fixed64, fixed32)
 
 
-def _varint(f) -> int | None:
+def _varint(f: BinaryIO) -> int | None:
     shift = result = 0
     while True:
         byte = f.read(1)

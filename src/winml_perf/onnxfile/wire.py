@@ -11,8 +11,10 @@ skipped by their length, so their pages are never read. Subgraphs (If/Loop bodie
 from __future__ import annotations
 
 import mmap
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 from winml_perf.support.errors import BundleError
 
@@ -24,6 +26,20 @@ _ATTR_NAME, _ATTR_INT = 1, 3
 _TENSOR_DIMS, _TENSOR_DATA_TYPE, _TENSOR_NAME, _TENSOR_DATA_LOCATION = 1, 2, 8, 14
 _VALUE_NAME, _VALUE_TYPE, _TYPE_TENSOR, _TENSOR_ELEM_TYPE, _TENSOR_SHAPE, _SHAPE_DIM = 1, 2, 1, 1, 2, 1
 _DIM_VALUE, _DIM_PARAM = 1, 2
+
+Span = tuple[int, int]  # (start, end) of a length-delimited field
+Value = int | Span | None  # a field's value: a varint, a span, or None (a fixed-size field, skipped)
+
+
+def _span(value: Value) -> Span:
+    """``value`` of a field that onnx.proto3 makes length-delimited (a message, a string)."""
+    return cast(Span, value)
+
+
+def _int(value: Value) -> int:
+    """``value`` of a field that onnx.proto3 makes a varint."""
+    return cast(int, value)
+
 
 #: Bits per element of each TensorProto.DataType (STRING, 8, has no fixed size and is left out).
 DTYPE_BITS = {
@@ -104,7 +120,7 @@ class GraphInfo:
     outputs: tuple[ValueInfo, ...]
 
 
-def _varint(buf, pos: int) -> tuple[int, int]:
+def _varint(buf: mmap.mmap, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         b = buf[pos]
@@ -115,7 +131,7 @@ def _varint(buf, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(buf, start: int, end: int):
+def _fields(buf: mmap.mmap, start: int, end: int) -> Iterator[tuple[int, int, Value]]:
     """(field number, wire type, value) of one message: value is an int, or (start, end) of a length-delimited field."""
     pos = start
     value: int | tuple[int, int] | None
@@ -136,88 +152,90 @@ def _fields(buf, start: int, end: int):
         yield number, wire, value
 
 
-def _text(buf, span: tuple[int, int]) -> str:
+def _text(buf: mmap.mmap, span: tuple[int, int]) -> str:
     return bytes(buf[span[0] : span[1]]).decode("utf-8")
 
 
-def _tensor(buf, start: int, end: int) -> Initializer:
+def _tensor(buf: mmap.mmap, start: int, end: int) -> Initializer:
     name, dims, dtype, external = "", [], 0, False
     for number, wire, value in _fields(buf, start, end):
         if number == _TENSOR_DIMS and wire == 0:
-            dims.append(value)
+            dims.append(_int(value))
         elif number == _TENSOR_DIMS and wire == 2:  # packed repeated int64
-            pos = value[0]
-            while pos < value[1]:
+            span = _span(value)
+            pos = span[0]
+            while pos < span[1]:
                 d, pos = _varint(buf, pos)
                 dims.append(d)
         elif number == _TENSOR_DATA_TYPE:
-            dtype = value
+            dtype = _int(value)
         elif number == _TENSOR_NAME:
-            name = _text(buf, value)
+            name = _text(buf, _span(value))
         elif number == _TENSOR_DATA_LOCATION:
             external = value == 1
     return Initializer(name, tuple(dims), dtype, external)
 
 
-def _node(buf, start: int, end: int) -> Node:
+def _node(buf: mmap.mmap, start: int, end: int) -> Node:
     op, domain, inputs, outputs, attrs = "", "", [], [], []
     for number, _, value in _fields(buf, start, end):
         if number == _NODE_ATTRIBUTE:
-            attrs += _int_attribute(buf, value)
+            attrs += _int_attribute(buf, _span(value))
         elif number == _NODE_INPUT:
-            inputs.append(_text(buf, value))
+            inputs.append(_text(buf, _span(value)))
         elif number == _NODE_OUTPUT:
-            outputs.append(_text(buf, value))
+            outputs.append(_text(buf, _span(value)))
         elif number == _NODE_OP_TYPE:
-            op = _text(buf, value)
+            op = _text(buf, _span(value))
         elif number == _NODE_DOMAIN:
-            domain = _text(buf, value)
+            domain = _text(buf, _span(value))
     return Node(op, domain, tuple(inputs), tuple(outputs), tuple(attrs))
 
 
-def _int_attribute(buf, span: tuple[int, int]) -> list[tuple[str, int]]:
+def _int_attribute(buf: mmap.mmap, span: tuple[int, int]) -> list[tuple[str, int]]:
     """[(name, value)] for an INT attribute (two's complement int64), [] for any other kind."""
     name, value = "", None
     for n, wire, v in _fields(buf, *span):
         if n == _ATTR_NAME:
-            name = _text(buf, v)
+            name = _text(buf, _span(v))
         elif n == _ATTR_INT and wire == 0:
-            value = v - (1 << 64) if v >= 1 << 63 else v
+            number = _int(v)
+            value = number - (1 << 64) if number >= 1 << 63 else number
     return [] if value is None else [(name, value)]
 
 
-def _submessage(buf, span: tuple[int, int], number: int) -> tuple[int, int] | None:
+def _submessage(buf: mmap.mmap, span: tuple[int, int], number: int) -> tuple[int, int] | None:
     for n, wire, value in _fields(buf, *span):
         if n == number and wire == 2:
-            return value
+            return _span(value)
     return None
 
 
-def _value_info(buf, start: int, end: int) -> ValueInfo:
+def _value_info(buf: mmap.mmap, start: int, end: int) -> ValueInfo:
     name, elem, dims = "", None, []
     for number, _, value in _fields(buf, start, end):
         if number == _VALUE_NAME:
-            name = _text(buf, value)
+            name = _text(buf, _span(value))
         elif number == _VALUE_TYPE:
-            tensor = _submessage(buf, value, _TYPE_TENSOR)
+            tensor = _submessage(buf, _span(value), _TYPE_TENSOR)
             if tensor is None:
                 continue
             for n, _, v in _fields(buf, *tensor):
                 if n == _TENSOR_ELEM_TYPE:
-                    elem = v
+                    elem = _int(v)
                 elif n == _TENSOR_SHAPE:
-                    for dn, _, dv in _fields(buf, *v):
+                    for dn, _, dv in _fields(buf, *_span(v)):
                         if dn == _SHAPE_DIM:
-                            dims.append(_dim(buf, dv))
+                            dims.append(_dim(buf, _span(dv)))
     return ValueInfo(name, elem, tuple(dims))
 
 
-def _dim(buf, span: tuple[int, int]) -> int | str | None:
+def _dim(buf: mmap.mmap, span: tuple[int, int]) -> int | str | None:
     for n, _, v in _fields(buf, *span):
         if n == _DIM_VALUE:
-            return v
+            return _int(v)
         if n == _DIM_PARAM:
-            return _text(buf, v)
+            return _text(buf, _span(v))
     return None
 
 
@@ -234,13 +252,13 @@ def read_graph(path: str | Path) -> GraphInfo:
                 if wire != 2:
                     continue
                 if number == _GRAPH_NODE:
-                    nodes.append(_node(buf, *value))
+                    nodes.append(_node(buf, *_span(value)))
                 elif number == _GRAPH_INITIALIZER:
-                    inits.append(_tensor(buf, *value))
+                    inits.append(_tensor(buf, *_span(value)))
                 elif number == _GRAPH_INPUT:
-                    inputs.append(_value_info(buf, *value))
+                    inputs.append(_value_info(buf, *_span(value)))
                 elif number == _GRAPH_OUTPUT:
-                    outputs.append(_value_info(buf, *value))
+                    outputs.append(_value_info(buf, *_span(value)))
     except (OSError, ValueError, IndexError, UnicodeDecodeError) as exc:
         raise BundleError(
             f"cannot read the ONNX graph {path}: {exc}",

@@ -8,7 +8,7 @@ speed, for the warning that interleaved routes ran in different states.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,7 @@ def gpu_state(index: int = 0) -> dict[str, Any]:
     except Exception as exc:
         return {"note": f"NVML unavailable: {exc}"}
     out: dict[str, Any] = {"index": index}
-    probes = {
+    probes: dict[str, Callable[[], object]] = {
         "sm_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
         "mem_clock_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
         "power_limit_w": lambda: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,

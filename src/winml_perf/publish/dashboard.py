@@ -154,7 +154,7 @@ def write_dashboard(
     ``jobs``: worker processes for the pages (None: ``default_jobs`` of the records selected)."""
     out_dir = Path(out_dir)
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+    groups: dict[tuple[object, object], list[dict[str, Any]]] = defaultdict(list)
     serving_keys, serving_runs = find_serving(store, filters)  # drawn on serving.html, not as histories
     selected = [r for r in series_list(store, **filters) if r["series_key"] not in serving_keys]
     names = bundle_labels((r["bundle"], series_where(r)) for r in selected)  # bundles named alike: own pages
@@ -168,10 +168,10 @@ def write_dashboard(
     workers = min(
         len(page_jobs), default_jobs(sum(r["records"] for r in selected)) if jobs is None else max(1, int(jobs))
     )
-    summaries: list[dict] = []
+    summaries: list[dict[str, Any]] = []
     ratios: dict[str, PairedRatio] = {}  # each route against config in one run (issue 35), made with its page
     total = 0
-    pending: list = []
+    pending: list[tuple[cpc.Search, list[dict[str, Any]]]] = []
     try:
         for result in _results(store, page_jobs, workers):
             summaries += result.summaries

@@ -85,11 +85,12 @@ def equivalence_badge(row: Mapping[str, Any]) -> str:
 DIGEST_DIGITS = 6
 
 
-def model_changes(cols: SeriesColumns) -> list[dict]:
+def model_changes(cols: SeriesColumns) -> list[dict[str, Any]]:
     """Where the series' bundle content (``bundle_id``) changes from one record to the next with a
     known digest (issue 35: a model change is an event on its series, as asv marks commits): each
     with 'index' into the records, 't', 'commit', 'from' and 'to' (short digests)."""
-    out, last = [], None
+    out: list[dict[str, Any]] = []
+    last = None
     for i, digest in enumerate(cols.bundle_ids):
         if not digest:
             continue
@@ -125,16 +126,16 @@ class PageJob:
     title: str
     testbed: Any
     bundle: Any
-    rows: tuple[dict, ...]
+    rows: tuple[dict[str, Any], ...]
     filters: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class PageResult:
-    summaries: list[dict]  # one per series, for the index row
+    summaries: list[dict[str, Any]]  # one per series, for the index row
     records: int
     charts: int
-    computed: list[tuple[cpc.Search, list[dict]]]  # change points found now (to keep in the store)
+    computed: list[tuple[cpc.Search, list[dict[str, Any]]]]  # change points found now (to keep in the store)
     ratios: dict[str, PairedRatio] = field(default_factory=dict)  # the overview's "vs config" of this page's series
 
 
@@ -142,17 +143,17 @@ class PageResult:
 class _Series:
     """One series of a page: its columns, time axis, hover texts and primary change points."""
 
-    row: dict
+    row: dict[str, Any]
     cols: SeriesColumns
     frame: svg.Frame
     tips: list[str]
-    change_points: list[dict]  # of the primary metric, each with 'index' into the records
-    model_changes: list[dict] = field(default_factory=list)  # model_changes(cols)
+    change_points: list[dict[str, Any]]  # of the primary metric, each with 'index' into the records
+    model_changes: list[dict[str, Any]] = field(default_factory=list)  # model_changes(cols)
 
 
 def change_points(
     series_key: str, cols: SeriesColumns, metric: str, kept: Mapping[tuple[str, str], tuple[str, str]]
-) -> tuple[list[dict], cpc.Search | None, list[dict] | None]:
+) -> tuple[list[dict[str, Any]], cpc.Search | None, list[dict[str, Any]] | None]:
     """Change points of ``metric`` over the newest CHANGE_WINDOW ok records, indexed into the
     records; from ``kept`` (change_point_cache.kept) when its row is current, else found now.
     Returns (change points, the search and its raw result when found now, else None twice)."""
@@ -177,7 +178,7 @@ def change_points(
     return cps, (search if fresh is not None else None), fresh
 
 
-def _read_page(store: Store, rows: Sequence[dict], filters: Mapping[str, Any]) -> dict[str, SeriesColumns]:
+def _read_page(store: Store, rows: Sequence[Mapping[str, Any]], filters: Mapping[str, Any]) -> dict[str, SeriesColumns]:
     """The columns of a page's series, read together: series_key -> SeriesColumns."""
     by_primary: dict[str, list[str]] = {}
     for row in rows:
@@ -190,7 +191,9 @@ def _read_page(store: Store, rows: Sequence[dict], filters: Mapping[str, Any]) -
     return out
 
 
-def _read_series(row: dict, cols: SeriesColumns, kept: Mapping) -> tuple[_Series, tuple | None]:
+def _read_series(
+    row: dict[str, Any], cols: SeriesColumns, kept: Mapping[tuple[str, str], tuple[str, str]]
+) -> tuple[_Series, tuple[cpc.Search, list[dict[str, Any]]] | None]:
     cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
     frame = svg.Frame.of(svg.unix_seconds(cols.created_utc), cols.git_commits)
     testbed = row["testbed_id"]
@@ -198,10 +201,12 @@ def _read_series(row: dict, cols: SeriesColumns, kept: Mapping) -> tuple[_Series
         svg.hover_text(t, commit, version, testbed, run)
         for t, commit, version, run in zip(cols.created_utc, cols.git_commits, cols.versions, cols.run_ids)
     ]
-    return _Series(row, cols, frame, tips, cps, model_changes(cols)), ((search, fresh) if search is not None else None)
+    return _Series(row, cols, frame, tips, cps, model_changes(cols)), (
+        (search, fresh) if search is not None and fresh is not None else None  # change_points gives both or neither
+    )
 
 
-def _summary(s: _Series) -> dict:
+def _summary(s: _Series) -> dict[str, Any]:
     metric = series_primary(s.row)
     med, low, high = s.cols.values[metric]
     ok = np.flatnonzero(s.cols.ok & ~np.isnan(med))

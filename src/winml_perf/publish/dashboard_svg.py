@@ -39,7 +39,7 @@ MAX_X_TICKS = 5
 
 def nice_step(span: float, count: int) -> float:
     raw = span / max(count, 1)
-    mag = 10 ** math.floor(math.log10(raw))
+    mag: float = 10 ** math.floor(math.log10(raw))  # int ** int: a float for a negative power
     return next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
 
 

@@ -23,7 +23,8 @@ from tabulate import tabulate
 from winml_perf.publish.csv_cells import neutralise
 from winml_perf.support.document_text import markdown_table, terminal_cell
 from winml_perf.support.errors import UsageError
-from winml_perf.support.human_numbers import SIGNIFICANT, human  # noqa: F401  (re-exported)
+from winml_perf.support.human_numbers import SIGNIFICANT as SIGNIFICANT  # re-exported
+from winml_perf.support.human_numbers import human as human  # re-exported, and used here
 from winml_perf.support.indented_json import dumps_indented
 from winml_perf.support.text_table import fitted
 
@@ -77,7 +78,10 @@ def table_text(
     if fmt == "markdown":
         return markdown_table(list(headers), shown) + "\n"
     shown = [[terminal_cell(v) for v in r] for r in shown]
-    return tabulate(shown, headers=list(headers), tablefmt="simple", disable_numparse=True) + "\n"
+    table: str = tabulate(
+        shown, headers=list(headers), tablefmt="simple", disable_numparse=True
+    )  # tabulate ships no types
+    return table + "\n"
 
 
 def json_text(docs: Sequence[Mapping[str, Any]] | Mapping[str, Any], fmt: str) -> str:

@@ -36,7 +36,7 @@ class PairedRatio:
     comparison: RouteComparison
 
 
-def _group(s: Mapping[str, Any]) -> tuple:
+def _group(s: Mapping[str, Any]) -> tuple[object, ...]:
     row = s["row"]
     return (row["testbed_id"], row["bundle"], row.get("runtime"), row["prompt_tokens"], row["max_new_tokens"])
 

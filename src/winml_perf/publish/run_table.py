@@ -22,7 +22,10 @@ from winml_perf.model.record import CellRecord
 from winml_perf.model.route import shown_label
 from winml_perf.publish.formats import human
 from winml_perf.support.human_numbers import fixed
-from winml_perf.support.text_table import UNLIMITED, fit, terminal_width, wrapped  # noqa: F401  (re-exported)
+from winml_perf.support.text_table import UNLIMITED as UNLIMITED  # re-exported
+from winml_perf.support.text_table import fit
+from winml_perf.support.text_table import terminal_width as terminal_width  # re-exported
+from winml_perf.support.text_table import wrapped as wrapped  # re-exported
 
 
 @dataclass(frozen=True)

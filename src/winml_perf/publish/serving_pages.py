@@ -40,7 +40,7 @@ class ServingGroup:
     routes: tuple[str, ...]
 
 
-def _serving_rows(store: Store, filters: Mapping[str, Any]) -> list[dict]:
+def _serving_rows(store: Store, filters: Mapping[str, Any]) -> list[dict[str, Any]]:
     """id, run, time, testbed, bundle, route and series of every serving record the filters select."""
     r = mig.records.c
     stmt = apply_filters(
@@ -54,7 +54,7 @@ def find_serving(store: Store, filters: Mapping[str, Any]) -> tuple[set[str], li
     """(the series of serving cells, left out of the single-stream overview and history pages;
     per testbed and bundle, the newest run holding serving cells, ordered by testbed and bundle)."""
     found = _serving_rows(store, filters)
-    runs: dict[tuple[str, str], dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    runs: dict[tuple[str, str], dict[str, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     names: dict[str, set[str]] = defaultdict(set)  # folder name -> the paths seen under it
     for row in found:
         path = str(row["bundle_path"] or row["bundle"])
@@ -92,7 +92,7 @@ def write_serving_page(store: Store, out_dir: Path, title: str, groups: Sequence
     from winml_perf.publish.dashboard_page import render_page, write_file
     from winml_perf.publish.serving_chart import serving_page
 
-    cells: list[dict] = []
+    cells: list[dict[str, Any]] = []
     captions: dict[tuple[str, str], str] = {}
     for group in groups:
         # named as the overview names it (the record holds the path); serving_page groups by it and the testbed

@@ -28,7 +28,7 @@ def _warn(path: Path, why: str) -> None:
     print(f"warning: cache file {path} is damaged ({why}); measuring again and rewriting it", file=sys.stderr)
 
 
-def read_cache(path: Path, valid: Callable[[dict], bool]) -> dict | None:
+def read_cache(path: Path, valid: Callable[[dict[str, Any]], bool]) -> dict[str, Any] | None:
     """The object cached in ``path``; None when absent, or damaged (then a warning on stderr)."""
     path = Path(path)
     try:

@@ -28,13 +28,14 @@ def markdown_table(headers: Sequence[Any], rows: Iterable[Sequence[Any]], **kwar
     """A github-markdown table whose every header and cell is ``markdown_cell`` escaped."""
     from tabulate import tabulate
 
-    return tabulate(
+    table: str = tabulate(  # tabulate ships no types
         [[markdown_cell(v) for v in r] for r in rows],
         headers=[markdown_cell(h) for h in headers],
         tablefmt="github",
         disable_numparse=True,
         **kwargs,
     )
+    return table
 
 
 def terminal_cell(value: Any) -> str:

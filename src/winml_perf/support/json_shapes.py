@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from winml_perf.support.errors import WinmlPerfError
 from winml_perf.support.json_input import parse_json_text
@@ -33,20 +33,25 @@ NUMBER = (int, float)
 
 @dataclass(frozen=True)
 class Opt:
-    spec: Any
+    spec: object  # a spec (see above); callers' shapes are plain dict literals
 
 
 @dataclass(frozen=True)
 class ListOf:
-    spec: Any
+    spec: object
 
 
 @dataclass(frozen=True)
 class DictOf:
-    spec: Any
+    spec: object
 
 
-def _name(spec) -> str:
+def _leaf(spec: object) -> type | tuple[type, ...]:
+    """A spec that is no Opt, ListOf, DictOf or shape: a type or a tuple of types."""
+    return cast("type | tuple[type, ...]", spec)
+
+
+def _name(spec: object) -> str:
     if isinstance(spec, Opt):
         return _name(spec.spec)
     if isinstance(spec, ListOf):
@@ -59,16 +64,16 @@ def _name(spec) -> str:
         return "number"
     if isinstance(spec, tuple):
         return " or ".join(t.__name__ for t in spec)
-    return spec.__name__
+    return cast(type, spec).__name__
 
 
-def _matches(value, kind) -> bool:
+def _matches(value: object, kind: type | tuple[type, ...]) -> bool:
     if isinstance(value, bool) and bool not in (kind if isinstance(kind, tuple) else (kind,)):
         return False
     return isinstance(value, kind)
 
 
-def problem(value, shape, label: str, where: str = "") -> str | None:
+def problem(value: object, shape: object, label: str, where: str = "") -> str | None:
     """None when ``value`` has ``shape``, else what is wrong (``label`` names the file)."""
     if isinstance(shape, Opt):
         return None if value is None else problem(value, shape.spec, label, where)
@@ -99,18 +104,20 @@ def problem(value, shape, label: str, where: str = "") -> str | None:
             if found:
                 return found
         return None
-    return None if _matches(value, shape) else f"{label} has no {_name(shape)} `{where}`"
+    return None if _matches(value, _leaf(shape)) else f"{label} has no {_name(shape)} `{where}`"
 
 
 SEAL = "sha256"  # the entry of a sealed JSON file that holds the digest of the rest of it
 
 
-def _seal_of(data: dict) -> str:
+def _seal_of(data: Mapping[str, Any]) -> str:
     text = json.dumps({k: v for k, v in data.items() if k != SEAL}, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def read_json(path: Path, shape: Mapping, sealed: bool = False) -> tuple[dict | None, str | None]:
+def read_json(
+    path: Path, shape: Mapping[str, object], sealed: bool = False
+) -> tuple[dict[str, Any] | None, str | None]:
     """(data, None) when ``path`` is a JSON object of ``shape`` (above) and, with ``sealed``,
     its seal matches what it holds (see ``write_sealed``); else (None, what is wrong)."""
     label = Path(path).name
@@ -132,7 +139,7 @@ def read_json(path: Path, shape: Mapping, sealed: bool = False) -> tuple[dict | 
     return data, None
 
 
-def write_sealed(path: Path, data: dict) -> str | None:
+def write_sealed(path: Path, data: Mapping[str, Any]) -> str | None:
     """Write ``data`` with its seal atomically (temp file + rename); None on success, else why not."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}-{uuid.uuid4().hex[:8]}")
     try:

@@ -17,6 +17,7 @@ import secrets
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
+from typing import BinaryIO
 
 from winml_perf.support.errors import UsageError
 
@@ -80,7 +81,7 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
 
 
-def _open_new(tmp: Path):
+def _open_new(tmp: Path) -> BinaryIO:
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     return os.fdopen(fd, "wb")
 

@@ -18,7 +18,8 @@ import os
 import re
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any, TextIO
 
 #: Lines native libraries print that say nothing to a user of this tool: libQnnHtp's
 #: " # LIBNATIVE: No alternate configuration present in libnative_tls.conf ..." on every QNN load
@@ -69,7 +70,7 @@ def _noise(line: bytes) -> bool:
     return NATIVE_NOISE.match(line.decode("utf-8", "replace")) is not None
 
 
-def _is_fd1(stream) -> bool:
+def _is_fd1(stream: TextIO | None) -> bool:
     try:
         return stream is not None and stream.fileno() == 1
     except (AttributeError, OSError, ValueError, io.UnsupportedOperation):
@@ -119,7 +120,7 @@ class GuardedText:
     progress bars) and cleans the names it shows itself. No ``buffer`` is offered, so nothing
     (click's echo) writes bytes past the guard."""
 
-    def __init__(self, stream) -> None:
+    def __init__(self, stream: TextIO) -> None:
         self.unguarded = stream
 
     def write(self, text: str) -> int:
@@ -131,19 +132,20 @@ class GuardedText:
         self.unguarded.write(clean(mask(text)))
         return len(text)
 
-    def writelines(self, lines) -> None:
+    def writelines(self, lines: Iterable[str]) -> None:
         for line in lines:
             self.write(line)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:  # every other attribute is the stream's
         if name == "buffer":
             raise AttributeError(name)
         return getattr(self.unguarded, name)
 
 
-def unguarded(stream):
+def unguarded(stream: TextIO) -> TextIO:
     """The stream under a GuardedText (or ``stream`` itself)."""
-    return getattr(stream, "unguarded", stream)
+    under: TextIO = getattr(stream, "unguarded", stream)
+    return under
 
 
 @contextlib.contextmanager

@@ -20,7 +20,7 @@ from winml_perf.publish.exporters.json import nothing_in
 VERDICT_VALUES = {EQUIVALENT: 1.0, WITHIN_PRECISION: 0.5, NOT_EQUIVALENT: 0.0}
 
 
-def equivalence_measures(row: Any) -> dict[str, dict]:
+def equivalence_measures(row: Any) -> dict[str, dict[str, float]]:
     """The row's equivalence verdict (as a number) and its numeric figures; {} when not checked."""
     view = view_of_row(row)
     if not view.checked:
@@ -32,7 +32,7 @@ def equivalence_measures(row: Any) -> dict[str, dict]:
 def to_bmf(df: Any, **_: Any) -> str:
     from winml_perf.results.frame import frame_rows
 
-    out: dict[str, dict] = {}
+    out: dict[str, dict[str, dict[str, Any]]] = {}
     for row in frame_rows(latest_per_series(df)):
         measures = {}
         for m in dashboard_metrics(row):

@@ -7,6 +7,7 @@ direction per file, so each format is one file, for ``customBiggerIsBetter`` and
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from winml_perf.model.equivalence_view import view_of_row
@@ -19,7 +20,7 @@ from winml_perf.support.errors import UsageError
 GAB_DIRECTIONS = {"bigger": "customBiggerIsBetter", "smaller": "customSmallerIsBetter"}
 
 
-def _entry(row: dict, metric: str) -> dict:
+def _entry(row: Mapping[str, Any], metric: str) -> dict[str, Any]:
     from winml_perf.results.frame import clean
 
     entry = {"name": f"{benchmark_name(row)} {metric}", "unit": unit(metric), "value": row[metric]}
@@ -35,7 +36,7 @@ def _entry(row: dict, metric: str) -> dict:
     return entry
 
 
-def gab_entries(df: Any, direction: str) -> list[dict]:
+def gab_entries(df: Any, direction: str) -> list[dict[str, Any]]:
     """github-action-benchmark entries of one direction ('bigger' | 'smaller')."""
     from winml_perf.results.frame import frame_rows
 
