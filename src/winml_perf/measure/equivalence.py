@@ -521,6 +521,8 @@ class CheckCost:
     routes_ms: float = 0.0  # the routes' teacher-forced and layer passes
     route_loads_ms: float = 0.0  # of routes_ms: loading the routes' models (a kept model costs nothing)
     route_steps_ms: float = 0.0  # of routes_ms: their teacher-forced steps
+    route_release_ms: float = 0.0  # of routes_ms: letting go of their generators (and models not kept)
+    route_compare_ms: float = 0.0  # of routes_ms: comparing their logits and stage outputs with the reference's
     route_layers_ms: float = 0.0  # their layer passes (run, or read back when shared), in a second thread
     route_layers_waited_ms: float = 0.0  # of routes_ms: waiting for those layer passes
     keys_ms: float = 0.0  # hashing the bundles' content for the cache's keys
@@ -608,8 +610,11 @@ def _judge_one(
     run = teacher_forced(path, ref.prompt_ids, ref.steps, ref.reference.continuation, outputs=wanted)
     cost.route_loads_ms += run.load_ms
     cost.route_steps_ms += run.run_ms
+    cost.route_release_ms += run.release_ms
+    t2 = time.perf_counter()
     figures = compare_logits(ref.reference.logits, run.logits)
     stages, unobserved = _stage_figures(ref.stage_outputs, ref.reference, run)
+    cost.route_compare_ms += (time.perf_counter() - t2) * 1000.0
     route_precision = _precision(path)
     question = question_for(route_precision, ref.ref_precision)
     same = _same_model(ref, path)
@@ -860,7 +865,8 @@ def cost_line(runs: Sequence[EquivalenceRun], cached: bool, where: str = "outsid
         if cost.route_loads_ms or cost.route_steps_ms or cost.route_layers_ms:
             judged += (
                 f" (model loads {cost.route_loads_ms / 1000:.1f} s, teacher-forced steps "
-                f"{cost.route_steps_ms / 1000:.1f} s; beside them, layer passes {cost.route_layers_ms / 1000:.1f} s, "
+                f"{cost.route_steps_ms / 1000:.1f} s, letting go {cost.route_release_ms / 1000:.1f} s, comparing "
+                f"{cost.route_compare_ms / 1000:.1f} s; beside them, layer passes {cost.route_layers_ms / 1000:.1f} s, "
                 f"{cost.route_layers_waited_ms / 1000:.1f} s of it waited for)"
             )
     if cost.layer_passes:

@@ -27,6 +27,7 @@ class TeacherForced:
     )  # stage output name -> {step: last position}
     load_ms: float = 0.0
     run_ms: float = 0.0
+    release_ms: float = 0.0  # letting go of the generator (and of the model when the check keeps none)
 
 
 def _read_outputs(generator, names: Sequence[str], step: int, into: dict[str, dict[int, np.ndarray]]) -> None:
@@ -76,9 +77,13 @@ def teacher_forced(
             if k < steps - 1:
                 generator.append_tokens(np.asarray([token], dtype=np.int32))
         t2 = time.perf_counter()
+        del generator, params, model  # timed: an EP may wait for its device as it frees them
+        t3 = time.perf_counter()
     except Exception as exc:  # onnxruntime-genai raises RuntimeError with the EP's message
         raise BenchmarkFailure(
             f"{path}: the equivalence check's teacher-forced pass failed: {str(exc).strip().splitlines()[0]}",
             "turn it off with --no-equivalence, or fix the route",
         ) from exc
-    return TeacherForced(str(path), np.stack(rows), tuple(fed), seen, (t1 - t0) * 1000.0, (t2 - t1) * 1000.0)
+    return TeacherForced(
+        str(path), np.stack(rows), tuple(fed), seen, (t1 - t0) * 1000.0, (t2 - t1) * 1000.0, (t3 - t2) * 1000.0
+    )
