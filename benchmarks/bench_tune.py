@@ -8,7 +8,8 @@ tokens at the route's speed (config: 100 tok/s decode, 64 + 64 tokens, 1 warmup)
 its own stop (no budget), opening with --screen-rounds short rounds (one iteration; 0: none) as
 `winml tune` does; "everything" measures every route in full for as many paired rounds as the race
 ran (its short rounds counted as rounds), and for its full rounds only (the stricter comparison),
-then judges with the same verdict code. Over --trials seeds. --equal adds how often a route as fast
+then judges with the same verdict code. Over --trials seeds; for each design, how many trials have the
+race at or below 0.30 of its tokens (issue 37's target), and the worst and best trial. --equal adds how often a route as fast
 as the fastest is dropped (equal and near-equal sets), and the screen's sensitivity to one route
 noisier than the rest.
 
@@ -52,6 +53,8 @@ RATIOS = {
 }
 PROMPT, NEW, ITERATIONS, WARMUP, LOAD_S, CONFIG_TOK_S = 64, 64, 5, 1, 2.0, 100.0
 SCREEN_ITERATIONS = 1
+#: Issue 37's target: the race at no more than this fraction of the tokens of measuring every route.
+TOKENS_TARGET = 0.30
 SCREEN_ROUNDS = 2  # what `winml tune` runs (tune/session.py TuneRequest.screen_rounds)
 
 
@@ -141,6 +144,12 @@ def simulated(trials: int, screen_rounds: int, cap: int = 30) -> None:
             f"    median {tokens:.0f} tokens, {seconds:.0f} s simulated; race / this: tokens median"
             f" {statistics.median(race_tokens):.2f}, time median {statistics.median(race_time):.2f}"
         )
+        if name != "race":  # per trial: the race's tokens over this design's, on the same seed
+            within = sum(round(x, 6) <= TOKENS_TARGET for x in race_tokens)
+            print(
+                f"    per trial: race / this tokens <= {TOKENS_TARGET:.2f} in {within}/{trials};"
+                f" worst {max(race_tokens):.3f}, best {min(race_tokens):.3f}"
+            )
 
 
 #: Equal routes: config slower, eleven routes of one speed; each of them is "the fastest".

@@ -5,18 +5,28 @@ slow drift of the machine hits the routes of a round alike and cancels in their 
 pairs them, as `winml perf --invocations` pairs its routes). After each round the leader is the
 route with the best ratio to config; a route whose 95 % interval of the ratio to the leader lies
 wholly on the worse side of 1 is dropped (and one whose TTFT interval lies wholly above
---max-ttft-ms). Config always runs: every ratio is stated against it. The race stops when no route
-but config is left, when one route is left against config and its interval has a side, at
---max-rounds (full rounds), or before a round the budget cannot pay for.
+--max-ttft-ms). Config runs until it retires (below): every ratio is stated against it. The race
+stops when no route but config is left, when one route is left against config and its interval has
+a side (or config retired), at --max-rounds (full rounds), or before a round the budget cannot pay
+for.
 
 With a ``screen`` seam, three or more routes and no --max-ttft-ms, the race opens with
 ``screen_rounds`` short rounds (one measured iteration per invocation) and drops the routes
 tune/screen.py shows slower than the screen's leader; the screen is one more look in the
 correction, and its short rounds feed no ratio of the full rounds.
 
+Config stops racing (retires) at a look where it would be dropped like any route and every route
+that races on is shown better than it: every ratio to config then has its side, and the rounds
+config ran keep stating them (the table's pairs against config end there). From then on the
+leader is judged against the last look's leader, and the race stops when one route is left. With
+three routes or more racing, a look compares them on one variance pooled over the racing routes'
+full rounds (stats/pooled.py), its share of the error split over the comparisons with the leader;
+with two, on their own pairs.
+
 The ratios and intervals come from compare.routes.invocation_ratio (stats.paired_ratio underneath);
-nothing here computes an interval of its own. How a round is measured is the ``measure`` seam:
-rounds.py runs the real thing, tests and benchmarks pass known speeds.
+nothing here computes an interval of its own but the pooled look (stats/pooled.py). How a round is
+measured is the ``measure`` seam: rounds.py runs the real thing, tests and benchmarks pass known
+speeds.
 """
 
 from __future__ import annotations
@@ -28,9 +38,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from winml_perf.compare.routes import invocation_ratio
 from winml_perf.model.metrics import bigger_is_better
 from winml_perf.stats import significance as sig
+from winml_perf.stats.pooled import PooledLogMeans
 from winml_perf.support.human_numbers import fixed, human
 from winml_perf.tune.candidates import CONFIG_LABEL
 from winml_perf.tune.goal import TTFT_METRIC, Budget
@@ -127,6 +140,10 @@ class Race:
         )
         self.screened = 0  # short rounds run so far
         self.screen_data: dict[str, dict[int, float]] = {label: {} for label in labels}
+        # config stops racing once it is shown worse than the leader and every other route still
+        # racing is shown better than it (its rounds so far keep stating every ratio): why, or None
+        self.config_retired: str | None = None
+        self._anchor = CONFIG_LABEL  # after config retires: the route the leader is judged against
 
     # -- the loop ----------------------------------------------------------------------------------
     def run(self) -> Race:
@@ -208,9 +225,15 @@ class Race:
         s = self.settings
         others = [x for x in self.alive if x != CONFIG_LABEL]
         if not others:
-            return "no route but config is left"
+            return (
+                "no route but config is left"
+                if self.config_retired is None
+                else "every route left after config retired failed"
+            )
         if self.full_rounds >= s.max_rounds:
             return f"--max-rounds {s.max_rounds} reached"
+        if len(others) == 1 and self.config_retired is not None:
+            return f"{others[0]} is the last route racing; config {self.config_retired}"
         if len(others) == 1 and self.full_rounds >= s.min_rounds:
             level = self.look_confidence()  # this is a look too: the same correction as a drop
             sp = self.speedup(others[0], confidence=level)
@@ -267,6 +290,44 @@ class Race:
         s, lo, hi = sig.speedup_ci(ci, bigger_is_better(metric))
         return Speedup(s, lo, hi, ci.rounds)
 
+    def pooled_look(self) -> PooledLogMeans | None:
+        """With three routes or more racing, each route's log value per full round fitted as route +
+        round + noise, one variance pooled over the racing routes (stats/pooled.py): (routes - 1)
+        (rounds - 1) degrees of freedom where a route's own pairs give rounds - 1. None with fewer
+        routes, fewer than two full rounds, or a value that is not positive and finite (then each
+        comparison uses its own pairs)."""
+        from winml_perf.stats.pooled import pooled_log_means
+
+        metric = self.settings.objective
+        series = [self.series(x, metric) for x in self.alive]
+        rounds = sorted(set.intersection(*(set(v) for v in series))) if series else []
+        if len(series) < 3 or len(rounds) < 2:
+            return None
+        table = np.array([[np.median(v[k]) if len(v[k]) else math.nan for k in rounds] for v in series])
+        if not (np.isfinite(table).all() and (table > 0).all()):
+            return None
+        return pooled_log_means(table if bigger_is_better(metric) else 1.0 / table)
+
+    def look_speedup(self, label: str, against: str, level: float, pooled: PooledLogMeans | None) -> Speedup:
+        """``label`` over ``against`` as a look judges it: from the pooled fit when there is one, at
+        ``level`` split over the racing routes compared with the leader (Bonferroni within the
+        look); else over their own paired invocations at ``level``."""
+        if pooled is None:
+            return self.speedup(label, against, confidence=level)
+        split = 1.0 - (1.0 - level) / max(len(self.alive) - 1, 1)
+        ratio, low, high = pooled.difference_interval(self.alive.index(label), self.alive.index(against), split)
+        return Speedup(ratio, low, high, self.full_rounds)
+
+    def _look_text(self, sp: Speedup, level: float, pooled: PooledLogMeans | None) -> str:
+        interval = f"{fixed(sp.estimate, 2)}× [{fixed(sp.low, 2)}, {fixed(sp.high, 2)}]"
+        if pooled is None:
+            return f"{interval} at {level:.2%} (95 % over the race's looks) over {sp.pairs} paired invocations"
+        split = 1.0 - (1.0 - level) / max(len(self.alive) - 1, 1)
+        return (
+            f"{interval} at {split:.3%} (95 % over the race's looks, split over {len(self.alive) - 1} comparisons)"
+            f" over {sp.pairs} rounds, variance pooled over {len(self.alive)} routes ({pooled.df} df)"
+        )
+
     def ttft_interval(self, label: str) -> tuple[float, float, float] | None:
         """(median, low, high) of the route's TTFT over its invocations (stats.median_interval)."""
         from winml_perf.stats import median_interval
@@ -286,11 +347,16 @@ class Race:
         return ttft is not None and ttft[0] <= bound
 
     def leader(self) -> str:
-        """The best route still racing by its ratio to config, among those within the constraint."""
+        """The best route still racing by its ratio to config, among those within the constraint.
+        Once config has retired, its ratios stop moving: the leader is then the route with the best
+        ratio to the last look's leader (the anchor), over the rounds the two ran together."""
         pool = [x for x in self.alive if self.meets_constraint(x)] or list(self.alive)
         if not pool:  # every route failed or left: config stays the reference named
             return CONFIG_LABEL
-        return max(pool, key=lambda x: (_finite(self.speedup(x).estimate), x == CONFIG_LABEL))
+        if self.config_retired is None:
+            return max(pool, key=lambda x: (_finite(self.speedup(x).estimate), x == CONFIG_LABEL))
+        anchor = self._anchor if self._anchor in pool else max(pool, key=lambda x: _finite(self.speedup(x).estimate))
+        return max(pool, key=lambda x: (1.0 if x == anchor else _finite(self.speedup(x, anchor).estimate), x == anchor))
 
     def _eliminate(self) -> None:
         if self.full_rounds < self.settings.min_rounds:
@@ -306,14 +372,43 @@ class Race:
                     )
         lead = self.leader()
         level = self.look_confidence()
-        for label in [x for x in self.alive if x not in (CONFIG_LABEL, lead)]:
-            sp = self.speedup(label, lead, confidence=level)
-            if sp.worse:
-                self._drop(
-                    label,
-                    f"worse than {lead}: {fixed(sp.estimate, 2)}× [{fixed(sp.low, 2)}, {fixed(sp.high, 2)}] at {level:.2%}"
-                    f" (95 % over the race's looks) over {sp.pairs} paired invocations (round {self.rounds})",
-                )
+        pooled = self.pooled_look()
+        verdicts = {x: self.look_speedup(x, lead, level, pooled) for x in self.alive if x != lead}
+        worse = [x for x, sp in verdicts.items() if x != CONFIG_LABEL and sp.worse]
+        retire = self._retires_config(lead, level, pooled, verdicts, worse)
+        for label in worse:
+            self._drop(
+                label, f"worse than {lead}: {self._look_text(verdicts[label], level, pooled)} (round {self.rounds})"
+            )
+        self._anchor = self.leader()
+        if retire is not None:
+            self.alive.remove(CONFIG_LABEL)
+            self.config_retired = retire
+
+    def _retires_config(
+        self,
+        lead: str,
+        level: float,
+        pooled: PooledLogMeans | None,
+        verdicts: Mapping[str, Speedup],
+        dropping: Sequence[str],
+    ) -> str | None:
+        """Config stops racing when it would be dropped like any route (its interval against the
+        leader wholly worse at this look) and every route that stays in the race is shown better
+        than it at the same look and by the table's own interval (95 % over its pairs with config):
+        every ratio to config then has its side, and its rounds so far keep stating them. Not
+        under --max-ttft-ms, nor while config leads. Why, or None."""
+        if CONFIG_LABEL not in verdicts or self.settings.max_ttft_ms is not None:
+            return None
+        staying = [x for x in self.alive if x != CONFIG_LABEL and x not in dropping]
+        if not verdicts[CONFIG_LABEL].worse or not all(
+            self.look_speedup(x, CONFIG_LABEL, level, pooled).better and self.speedup(x).better for x in staying
+        ):
+            return None
+        return (
+            f"retired in round {self.rounds}: worse than {lead}, {self._look_text(verdicts[CONFIG_LABEL], level, pooled)},"
+            f" and the {len(staying)} route(s) racing on shown better than config"
+        )
 
     def looks(self) -> int:
         """How often the race may look at a route's interval to drop it: after every full round from

@@ -96,6 +96,7 @@ class TuneOutcome:
             "preparation_s": round(self.preparation_s, 3),
             "equivalence_check": self.equivalence_check,
             "stopped": self.race.stopped,
+            "config_retired": self.race.config_retired,  # why config stopped racing, or None (tune/race.py)
             "interrupted": self.interrupted,
             "verdict": None if self.verdict is None else self.verdict.to_dict(),
             "standings": [s.to_dict() for s in self.standings],

@@ -23,7 +23,7 @@ NO_VERDICT = "no verdict"  # config, the reference of every ratio, failed; or no
 class Standing:
     rank: int | None  # None: pruned, never measured
     route: str
-    status: str  # "leader" | "racing" | "dropped" | "pruned"
+    status: str  # "leader" | "racing" | "retired" (config, no longer raced) | "dropped" | "pruned"
     speedup: float | None  # over config, > 1 better on the objective
     low: float | None
     high: float | None
@@ -72,10 +72,11 @@ def standings(race: Race, pruned: Sequence[Pruned], equivalence: Mapping[str, st
         return -(s.speedup if s.speedup is not None else -math.inf)
 
     racing = sorted(
-        (
+        [
             row(x, "leader" if x == lead else "racing", "" if x == lead else "not shown worse than the leader")
             for x in race.alive
-        ),
+        ]
+        + ([row(CONFIG_LABEL, "retired", race.config_retired)] if race.config_retired is not None else []),
         key=key,
     )
     dropped = sorted((row(x, "dropped", why) for x, why in race.dropped.items()), key=key)
@@ -130,6 +131,8 @@ def _verdict(
             f" left to race{'' if race.stopped is None else ', stopped: ' + race.stopped})",
         )
     lead = race.leader()
+    if lead == CONFIG_LABEL and race.config_retired is not None:  # config left the race, then every route failed
+        return (NO_VERDICT, CONFIG_LABEL, f"no verdict: config {race.config_retired}; then every route left failed")
     if lead == CONFIG_LABEL:
         if not others:
             return (SHIP_CONFIG, CONFIG_LABEL, "ship config: every other route was pruned or shown worse")
