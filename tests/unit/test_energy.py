@@ -231,7 +231,7 @@ def test_energy_per_token_through_the_seam_matches_the_powers_the_session_drew(m
     assert dec["j_per_token_interval"]["coverage"]["invocations"] == 2
     doc = rec.to_dict()
     validate_record(doc)
-    stored = {row["name"]: row["median"] for row in record_rows(doc).metrics}
+    stored = {row["name"]: row["median"] for row in record_rows(rec).metrics}
     assert stored["decode_j_per_token"] == pytest.approx(dec["j_per_token"])
     assert stored["idle_w"] == pytest.approx(e.idle_w)
     (line,) = energy_lines([rec])  # the run's text output

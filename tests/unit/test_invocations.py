@@ -231,7 +231,7 @@ def test_compare_routes_pairs_invocations_of_the_same_round_so_drift_cancels(tmp
     run = sweep(rs, IterationPolicy(iterations=4, invocations=4), seed=3)
     store = open_store(str(tmp_path / "r.db"))
     for cell in run.cells:
-        store.write_record(cell.to_dict())
+        store.write_record(cell)
     report = compare_stored_routes(store, metrics=["decode_tokens_per_s"])
     store.close()
     (row,) = report.rows

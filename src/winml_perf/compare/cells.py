@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.equivalence_view import EquivalenceView, view_of_row
 from winml_perf.model.metrics import METRICS, get
-from winml_perf.results.rows import record_rows, series_where
+from winml_perf.results.rows import json_record_rows, series_where
 from winml_perf.support.errors import UsageError
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def invocations_of(record: Mapping[str, Any]) -> int:
 
 def cell_of_record(record: Mapping[str, Any]) -> Cell:
     """A cell from one cell record (CellRecord.to_dict()), with the rows the store would write."""
-    rows = record_rows(record)
+    rows = json_record_rows(record)
     measured = [s for s in rows.samples if s["phase"] == "measured"]
     return stored_cell(rows.record, measured, invocations_of(record))
 

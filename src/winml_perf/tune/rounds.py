@@ -75,7 +75,7 @@ class RealRounds:
         def on_cell_done(record) -> None:
             if self.store is not None:
                 try:
-                    self.store.write_record(record.to_dict())
+                    self.store.write_record(record)
                 except StoreError as exc:
                     self.store_errors.append(f"{record.cell_key}: {exc}")
             label = record.route.label

@@ -239,7 +239,7 @@ def _serve(req: ServeRequest, argv: Sequence[str] | None) -> ServeOutcome:
         try:
             for cell in cells:
                 try:
-                    store.write_record(cell.to_dict())
+                    store.write_record(cell)
                 except StoreError as exc:
                     outcome.store_errors.append(f"{cell.cell_key}: {exc}")
         finally:
