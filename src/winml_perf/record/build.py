@@ -199,7 +199,7 @@ def cell_record(
         roof = decode_roofline(
             summary.get(DECODE_THROUGHPUT.name),
             cell.session.path,
-            route.to_dict(),
+            route,
             prompt_tokens,
             cell.max_new_tokens,
             environment,
