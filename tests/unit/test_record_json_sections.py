@@ -5,6 +5,7 @@ key left out, keys this version does not name kept as they were."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from tests.results_fakes import hex_id, make_cell
 from winml_perf.model.record import CellRecord
@@ -28,6 +29,11 @@ def test_a_section_made_here_writes_its_set_fields_in_field_order():
     assert Prompt(seed=3, mode="synthetic").to_dict() == {"mode": "synthetic", "seed": 3}
     assert list(Prompt(seed=3, mode="synthetic").to_dict()) == ["mode", "seed"]
     assert Memory().to_dict() == {} and Energy().to_dict() == {}
+
+
+def test_a_field_set_on_a_section_read_from_json_is_written_after_the_keys_read():
+    memory = replace(Memory.from_dict({"pid": 1, "ru_maxrss_bytes": None}), scope="each invocation")
+    assert list(memory.to_dict().items()) == [("pid", 1), ("ru_maxrss_bytes", None), ("scope", "each invocation")]
 
 
 def test_lists_read_as_tuples_are_written_as_lists():

@@ -41,7 +41,8 @@ def json_value(value: Any) -> Any:
 class JsonSection:
     """Typed fields (set by subclasses; None: not in the record) and two of their own: ``extra``,
     keys this version does not name, as written; ``written``, every key in the record's order
-    (empty: a section made here, whose set fields are written in field order)."""
+    (empty: a section made here). Keys are written in that order, then every other field that is
+    set, in field order."""
 
     #: Fields read through a converter (a nested section, a list read as a tuple), by name.
     NESTED: ClassVar[Mapping[str, Any]] = {}
@@ -51,13 +52,16 @@ class JsonSection:
 
     @classmethod
     def named(cls) -> tuple[str, ...]:
-        """The record keys this section names: its fields but ``extra`` and ``written``."""
-        return tuple(f.name for f in fields(cls) if f.name not in ("extra", "written"))
+        """The record keys this section names: its fields but ``extra`` and ``written``, in order."""
+        names = _NAMES.get(cls)
+        if names is None:
+            names = _NAMES.setdefault(cls, tuple(f.name for f in fields(cls) if f.name not in ("extra", "written")))
+        return names
 
     @classmethod
     def from_dict(cls: type[S], d: Mapping[str, Any]) -> S:
         """The section of ``d``, its values taken as they are (the caller copies what it must)."""
-        names = _NAMES.get(cls) or _NAMES.setdefault(cls, frozenset(cls.named()))
+        names = cls.named()
         known: dict[str, Any] = {}
         extra: dict[str, Any] = {}
         for k, v in d.items():
@@ -70,13 +74,17 @@ class JsonSection:
 
     def to_dict(self) -> dict[str, Any]:
         """The section's JSON: the keys as read (or the set fields, then ``extra``), values as JSON data."""
-        keys = self.written or (*(k for k in self.named() if getattr(self, k) is not None), *self.extra)
-        extra = self.extra
+        written, extra = self.written, self.extra
+        keys = (
+            *written,
+            *(k for k in self.named() if k not in written and getattr(self, k) is not None),
+            *(k for k in extra if k not in written),
+        )
         return {k: json_value(extra[k] if k in extra else getattr(self, k)) for k in keys}
 
 
-#: Each section class's named keys, computed once.
-_NAMES: dict[type, frozenset[str]] = {}
+#: Each section class's named keys in field order, computed once.
+_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def tuple_of(convert: Any = None) -> Any:
