@@ -29,6 +29,7 @@ def test_a_section_made_here_writes_its_set_fields_in_field_order():
     assert Prompt(seed=3, mode="synthetic").to_dict() == {"mode": "synthetic", "seed": 3}
     assert list(Prompt(seed=3, mode="synthetic").to_dict()) == ["mode", "seed"]
     assert Memory().to_dict() == {} and Energy().to_dict() == {}
+    assert Prompt.from_dict({"seed": 3, "mode": "synthetic"}) == Prompt(mode="synthetic", seed=3)  # equal content
 
 
 def test_a_field_set_on_a_section_read_from_json_is_written_after_the_keys_read():

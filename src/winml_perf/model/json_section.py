@@ -48,7 +48,8 @@ class JsonSection:
     NESTED: ClassVar[Mapping[str, Any]] = {}
 
     extra: Mapping[str, Any] = field(default_factory=dict, kw_only=True)  # keys this version does not name
-    written: tuple[str, ...] = field(default=(), kw_only=True)  # the keys in the order they were read
+    # the keys in the order they were read: how the section is written, not what it holds (no part of ==)
+    written: tuple[str, ...] = field(default=(), kw_only=True, compare=False, repr=False)
 
     @classmethod
     def named(cls) -> tuple[str, ...]:
