@@ -6,7 +6,7 @@
 
 A night of the fleet is 50 testbeds x 5 bundles x 2 routes x 2 shapes = 1,000 cells; each cell has
 10 measured iterations of 32 new tokens (one warmup), built as a schema-valid cell record and turned
-into rows by the store's own ``record_rows()``, then inserted in bulk (explicit ids, one transaction
+into rows by the store's own ``json_record_rows()``, then inserted in bulk (explicit ids, one transaction
 per chunk; each chunk of rows is built once and written to every store measured). Decode speed per
 series: a base level, a slow drift (+-1.5 %), per-run noise (3 %) and, in one series in ten, a real
 shift of 5-20 % at a random night.
@@ -41,7 +41,7 @@ import sqlalchemy as sa
 
 from winml_perf.results import load
 from winml_perf.results import migrations as mig
-from winml_perf.results.rows import record_rows
+from winml_perf.results.rows import json_record_rows
 from winml_perf.results.store import open_store
 
 TESTBEDS, BUNDLES, ROUTES, SHAPES = 50, 5, ("config", "ep=cpu"), ((128, 32), (512, 32))
@@ -229,7 +229,7 @@ def fill(
 
         for night in range(first_night, first_night + nights):
             for index, s in enumerate(series):
-                chunk.append(record_rows(_cell(s, night, total_nights, index, rng)))
+                chunk.append(json_record_rows(_cell(s, night, total_nights, index, rng)))
                 if len(chunk) >= CHUNK:
                     flush()
         if chunk:

@@ -233,7 +233,7 @@ def concurrent_writer(url: str, worker: int, count: int, go_file: str) -> None:
         time.sleep(0.01)
     with open_store(url) as store:
         for cell in cells:
-            store.write_record(cell)
+            store.write_json_record(cell)
 
 
 # -- the golden data set: hand-made records with hand-typed timings -------------------------------

@@ -71,7 +71,7 @@ def assert_gab_custom(doc) -> None:
 def store_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("usability") / "winml-perf.db"
     with open_store(path) as store:
-        store.write_records(golden_cells())
+        store.write_json_records(golden_cells())
     return path
 
 

@@ -114,11 +114,11 @@ NIGHTLY = "bundles/tiny-qwen2-pipeline"
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("dash")
     with open_store(root / "winml-perf.db") as store:
-        store.write_records(golden_cells())  # 5 records: 3 routes of one run, then a regression and a failed cell
+        store.write_json_records(golden_cells())  # 5 records: 3 routes of one run, then a regression and a failed cell
         for day in range(3, 40):  # a second bundle: 37 nights of two routes, a 15 % step on night 25
             center = 2.0 if day < 25 else 2.3
             run = hex_id("nightly", day)
-            store.write_records(
+            store.write_json_records(
                 interleaved_run(
                     run,
                     {"config": noisy(center, 10, 0.01, day), "ep=cpu": noisy(center * 0.8, 10, 0.01, 50 + day)},
@@ -127,7 +127,7 @@ def site(tmp_path_factory):
                     commit=f"{day:02d}" * 6,
                 )
             )
-        store.write_record(
+        store.write_json_record(
             make_cell(
                 hex_id("plain"),
                 bundle="bundles/other",
@@ -269,11 +269,11 @@ def test_the_serving_page_and_its_overview_section_render_without_errors(tmp_pat
     from tests.unit.test_dashboard_serving import _serving_run
 
     with open_store(tmp_path / "serving.db") as store:
-        store.write_records(_serving_run("3" * 32, "2026-12-04T00:00:00Z", 100.0))
+        store.write_json_records(_serving_run("3" * 32, "2026-12-04T00:00:00Z", 100.0))
         elsewhere = _serving_run("4" * 32, "2026-12-04T00:00:00Z", 50.0)
         for cell in elsewhere:
             cell["environment"]["testbed_id"] = "u"
-        store.write_records(elsewhere)
+        store.write_json_records(elsewhere)
         index = write_dashboard(store, tmp_path / "site")
     status, dom, log = render(index, tmp_path)
     assert (status["data-state"], status["data-errors"], status["data-serving-charts"]) == ("done", "0", "4"), status

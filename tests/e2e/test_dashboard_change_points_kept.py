@@ -48,8 +48,8 @@ def _cells(route: str, day: int, step_ms: float, index: int) -> dict:
 def _fill(store) -> None:
     """Two series of one page: 'config' steps 15 % slower from night 14, 'ep=cpu' flat."""
     for day in range(NIGHTS):
-        store.write_record(_cells("config", day, 2.0 if day < 14 else 2.3, 0))
-        store.write_record(_cells("ep=cpu", day, 2.6, 1))
+        store.write_json_record(_cells("config", day, 2.0 if day < 14 else 2.3, 0))
+        store.write_json_record(_cells("ep=cpu", day, 2.6, 1))
 
 
 class Counting:
@@ -125,7 +125,7 @@ def test_a_new_record_makes_only_its_series_searched_again(store_url, tmp_path, 
         _fill(store)
         write_dashboard(store, tmp_path / "s", jobs=1)
         counting.take()
-        store.write_record(_cells("config", NIGHTS, 2.0, 0))  # the step reverts on the newest night
+        store.write_json_record(_cells("config", NIGHTS, 2.0, 0))  # the step reverts on the newest night
         write_dashboard(store, tmp_path / "s", jobs=1)
         assert counting.take() == 1
         assert 'data-records="49"' in _page(tmp_path / "s")
@@ -138,13 +138,13 @@ def test_pruning_records_of_a_series_searches_it_again_and_drops_rows_of_emptied
     counting = Counting(monkeypatch)
     with open_store(store_url) as store:
         _fill(store)
-        store.write_record(
+        store.write_json_record(
             make_cell(
                 hex_id("old"), route="ep=gpu", bundle=BUNDLE, when="2025-01-01T02:00:00Z", step_ms=[2.0] * 6, index=2
             )
         )
         for day in range(10):  # a third series, long enough to be searched, then pruned away
-            store.write_record(
+            store.write_json_record(
                 make_cell(
                     hex_id("old", day),
                     route="ep=gpu",
@@ -168,8 +168,8 @@ def test_an_imported_record_in_the_middle_of_a_series_searches_it_again(store_ur
     with open_store(store_url) as store:
         for day in range(NIGHTS):
             if day != 7:  # night 7 of 'config' was written to a file on a testbed that could not reach the store
-                store.write_record(_cells("config", day, 2.0 if day < 14 else 2.3, 0))
-            store.write_record(_cells("ep=cpu", day, 2.6, 1))
+                store.write_json_record(_cells("config", day, 2.0 if day < 14 else 2.3, 0))
+            store.write_json_record(_cells("ep=cpu", day, 2.6, 1))
         write_dashboard(store, tmp_path / "s", jobs=1)
         counting.take()
         late = tmp_path / "late.json"
@@ -230,7 +230,7 @@ def test_pages_written_by_worker_processes_equal_pages_written_here(store_url, t
     with open_store(store_url) as store:
         _fill(store)
         for day in range(12):  # a second page
-            store.write_record(
+            store.write_json_record(
                 make_cell(hex_id("p2", day), bundle="bundles/other", when=_night(day), step_ms=noisy(3.0, 6, 0.01, day))
             )
         write_dashboard(store, tmp_path / "one", jobs=1)

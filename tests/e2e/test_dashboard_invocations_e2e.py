@@ -37,7 +37,7 @@ METRIC = "decode_tokens_per_s"
 @pytest.fixture
 def mode_store(store_url):  # noqa: F811
     with open_store(store_url) as store:
-        store.write_records(
+        store.write_json_records(
             _series("tb-flat", 1)
             + _series("tb-slower", 5, fresh_slowdown=1.10)
             + _series("tb-slow-mode", 3, fresh_share=0.8)
@@ -112,7 +112,7 @@ def test_records_without_invocations_are_searched_by_their_median(store_url, tmp
         for sample in cell["samples"]["iterations"]:
             sample.pop("invocation")
     with open_store(store_url) as store:
-        store.write_records(cells)
+        store.write_json_records(cells)
         key = store.records()[0]["series_key"]
         cols = series_columns(store, key, [METRIC], invocations_of=[METRIC], window=120)
         search, where = cpc.search_of(key, METRIC, cols, 120, {"higher_is_better": True})

@@ -39,7 +39,7 @@ def _night(night: int, rng: np.random.Generator, slowdown: float) -> dict:
 def first_night_store(store_url):
     rng = np.random.default_rng(28)
     with open_store(store_url) as store:
-        store.write_records([_night(n, rng, 2.7 if n == ORDINARY else 1.0) for n in range(ORDINARY + 1)])
+        store.write_json_records([_night(n, rng, 2.7 if n == ORDINARY else 1.0) for n in range(ORDINARY + 1)])
     return store_url
 
 

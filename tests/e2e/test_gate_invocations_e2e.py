@@ -60,7 +60,7 @@ def _series(testbed: str, seed: int, fresh_slowdown: float = 1.0, fresh_share: f
 @pytest.fixture
 def nightly_store(store_url):  # noqa: F811
     with open_store(store_url) as store:
-        store.write_records(
+        store.write_json_records(
             _series("tb-flat", 1)
             + _series("tb-slower", 2, fresh_slowdown=1.10)
             + _series("tb-slow-mode", 3, fresh_share=0.8)

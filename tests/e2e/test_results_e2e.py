@@ -62,7 +62,7 @@ def winml(*args, env: dict | None = None, cwd=None) -> Result:
 def store_path(tmp_path_factory):
     path = tmp_path_factory.mktemp("results") / "winml-perf.db"
     with open_store(path) as store:
-        store.write_records(golden_cells())
+        store.write_json_records(golden_cells())
     return path
 
 

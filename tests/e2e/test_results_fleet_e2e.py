@@ -62,7 +62,7 @@ def test_prune_keeps_what_is_younger_than_the_age(tmp_path):
     store = tmp_path / "results" / "winml-perf.db"
     with open_store(store) as s:
         for i, age in enumerate((200, 120, 91, 30, 1)):
-            s.write_record(make_cell(hex_id("prune", i), index=i, when=_iso(age)))
+            s.write_json_record(make_cell(hex_id("prune", i), index=i, when=_iso(age)))
     r = run_winml("results", "prune", "--older-than", "90d", "--store", store)
     assert r.returncode == 0, r.stderr
     assert "pruned 3 record(s)" in r.stderr

@@ -34,7 +34,7 @@ def store(tmp_path_factory):
                 for testbed in ("tb-linux-x86_64-h200", "tb-windows-arm64-snapdragon-x-elite"):
                     for route, slower in (("config", 1.0), ("ep=cpu", 0.9 + 0.2 * night), ("ep=webgpu", 0.5)):
                         steps = [2.0 * slower + 0.01 * k for k in range(6)]
-                        s.write_record(
+                        s.write_json_record(
                             make_cell(run, route=route, bundle=bundle, testbed=testbed, step_ms=steps,
                                       when=f"2025-01-0{night + 1}T02:00:00Z", index=index)
                         )  # fmt: skip

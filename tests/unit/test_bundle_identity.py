@@ -20,9 +20,15 @@ from winml_perf.model.record import CellRecord
 from winml_perf.record.bundle_identity import bundle_id
 from winml_perf.record.validation import validated_cell
 from winml_perf.results import load
-from winml_perf.results.rows import series_key
+from winml_perf.results import rows as R
 from winml_perf.results.store import open_store
 from winml_perf.support.errors import WinmlPerfError
+
+
+def series_key(doc: dict) -> str:
+    """The series key the store gives a record file's JSON (results/rows.py reads it typed)."""
+    return R.series_key(R.typed_record(doc))
+
 
 ID_A, ID_B = "a1b2c3d4e5f6", "0f0e0d0c0b0a"
 
@@ -113,7 +119,7 @@ def test_bundles_named_alike_are_two_series_and_a_rebuild_in_place_stays_one(tmp
     x, y = ({**c, "series_label": "nightly"} for c in (a1, moved))
     assert series_key(x) == series_key(y) != series_key(a1)  # ... unless the user names the series
     with open_store(tmp_path / "s.db") as store:
-        store.write_records([a1, b, a2])
+        store.write_json_records([a1, b, a2])
         df = load(store)
     assert list(df["bundle_id"]) == [ID_A, ID_B, ID_B]  # the digest is recorded with every run
     listed = CliRunner().invoke(app, ["results", "list", "--store", str(tmp_path / "s.db")])
@@ -124,7 +130,7 @@ def test_an_old_store_gains_the_column_and_keeps_its_series(tmp_path):
     db = tmp_path / "old.db"
     old = _cell("old", None)
     with open_store(db) as store:
-        store.write_record(old)
+        store.write_json_record(old)
     con = sqlite3.connect(db)  # the store as the code before migration 0008 left it (and so before 0009)
     con.execute("DROP INDEX ix_records_series_shown_digest")
     con.execute(
@@ -140,7 +146,7 @@ def test_an_old_store_gains_the_column_and_keeps_its_series(tmp_path):
         assert "0008_bundle_id" in store.applied_migrations()
         (row,) = store.records()
         assert row["bundle_id"] is None and row["series_key"] == series_key(old)
-        store.write_record(_cell("new", ID_A, "2025-01-02T02:00:00Z"))
+        store.write_json_record(_cell("new", ID_A, "2025-01-02T02:00:00Z"))
         keys = [r["series_key"] for r in store.records()]
     assert keys[0] == keys[1]  # the same folder: one series, its content now known (issue 35)
     listed = CliRunner().invoke(app, ["results", "list", "--store", str(db)])
@@ -150,7 +156,7 @@ def test_an_old_store_gains_the_column_and_keeps_its_series(tmp_path):
 def test_a_label_selects_its_bundle_as_listings_show_it(tmp_path):
     db = tmp_path / "s.db"
     with open_store(db) as store:
-        store.write_records([_cell("a", ID_A), _cell("b", ID_B, path="/b"), _cell("old", None, path="/c")])
+        store.write_json_records([_cell("a", ID_A), _cell("b", ID_B, path="/b"), _cell("old", None, path="/c")])
 
     def ids(bundle: str) -> list:
         with open_store(db, create=False) as store:
@@ -170,7 +176,7 @@ def test_dashboard_exports_keep_bundles_named_alike_apart(tmp_path, fmt):
     from winml_perf.publish import exporters
 
     with open_store(tmp_path / "s.db") as store:
-        store.write_records([_cell("a", ID_A), _cell("b", ID_B, path="/b")])
+        store.write_json_records([_cell("a", ID_A), _cell("b", ID_B, path="/b")])
         df = load(store)
     text = exporters.export(df, fmt)
     assert "a/tiny-qwen2 config p16 n8" in text and "b/tiny-qwen2 config p16 n8" in text, text

@@ -169,7 +169,7 @@ def test_parse_pct():
 @pytest.fixture
 def golden_store(store_url):
     with open_store(store_url) as store:
-        store.write_records(golden_cells())
+        store.write_json_records(golden_cells())
         yield store
 
 
@@ -239,8 +239,8 @@ def test_compare_runs_refuses_mismatched_series_unless_forced(golden_store):
 
 def test_forced_comparison_of_two_different_shapes(store_url):
     with open_store(store_url) as store:
-        store.write_record(make_cell(hex_id("s1"), prompt_tokens=16))
-        store.write_record(make_cell(hex_id("s2"), prompt_tokens=128, when="2025-01-02T00:00:00Z"))
+        store.write_json_record(make_cell(hex_id("s1"), prompt_tokens=16))
+        store.write_json_record(make_cell(hex_id("s2"), prompt_tokens=128, when="2025-01-02T00:00:00Z"))
         s1, s2 = f"run:{hex_id('s1')}", f"run:{hex_id('s2')}"  # 'previous'/'latest' are per series: two series here
         with pytest.raises(UsageError, match="--force"):
             compare_stored_runs(store, s1, s2)
@@ -292,7 +292,7 @@ def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
         for cell in interleaved_run(
             run, {"config": noisy(2.0, 20, 0.02, 1), "ep=cpu": noisy(2.0 / 1.3, 20, 0.02, 2)}, rounds=rounds
         ):
-            store.write_record(cell)
+            store.write_json_record(cell)
         (row,) = compare_stored_routes(store, metrics=["decode_tokens_per_s"]).rows
     assert row.rounds == 10 and row.n_baseline == 20 and row.verdict == sig.FASTER
     assert row.ci_low < 1.3 < row.ci_high
@@ -320,7 +320,7 @@ def _nightly(store, testbed: str, levels: list[float], start_day: int = 1, route
     """One cell per night on ``testbed``: decode step times around 1000 / level ms."""
     for night, level in enumerate(levels):
         day = start_day + night
-        store.write_record(
+        store.write_json_record(
             make_cell(
                 hex_id("night", testbed, route, night),
                 testbed=testbed,

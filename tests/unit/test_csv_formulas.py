@@ -47,7 +47,7 @@ def test_the_csv_exporter_neutralises_text_and_keeps_numbers(text, number):
 def test_results_export_and_list_keep_no_live_formula(winml, tmp_path):
     store = tmp_path / "s.db"
     with open_store(store) as s:
-        s.write_record(make_cell("c" * 32, bundle="bundles/=1+2", testbed='=HYPERLINK("http://evil/","x")'))
+        s.write_json_record(make_cell("c" * 32, bundle="bundles/=1+2", testbed='=HYPERLINK("http://evil/","x")'))
     outputs = [winml("results", "list", "--store", store, "--format", "csv").stdout]
     done = winml("results", "export", "--store", store, "--format", "csv", "-o", tmp_path / "x.csv")
     assert done.returncode == 0, done.stderr

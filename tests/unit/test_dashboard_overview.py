@@ -16,10 +16,12 @@ from winml_perf.results.store import open_store
 def index_html(tmp_path_factory):
     root = tmp_path_factory.mktemp("overview")
     with open_store(root / "private-folder" / "winml-perf.db") as store:
-        store.write_records(golden_cells())
-        store.write_record(make_cell(hex_id("solo"), bundle="bundles/solo", when="2025-01-05T02:00:00Z"))
+        store.write_json_records(golden_cells())
+        store.write_json_record(make_cell(hex_id("solo"), bundle="bundles/solo", when="2025-01-05T02:00:00Z"))
         fast = [0.0303, 0.0299, 0.0310, 0.0297, 0.0305, 0.0301]  # ~33000 tokens/s: e-notation under %.4g
-        store.write_record(make_cell(hex_id("fast"), bundle="bundles/fast", when="2025-01-05T02:00:00Z", step_ms=fast))
+        store.write_json_record(
+            make_cell(hex_id("fast"), bundle="bundles/fast", when="2025-01-05T02:00:00Z", step_ms=fast)
+        )
         index = write_dashboard(store, root / "site")
     return root, index.read_text()
 

@@ -35,9 +35,9 @@ def _serving_run(run_id: str, when: str, tokens_per_s: float) -> list[dict]:
 def site(tmp_path_factory):
     root = tmp_path_factory.mktemp("serving-site")
     with open_store(root / "store.db") as store:
-        store.write_records(_serving_run("1" * 32, "2026-12-01T00:00:00Z", 111.0))  # older: not drawn
-        store.write_records(_serving_run("2" * 32, "2026-12-04T00:00:00Z", 222.0))
-        store.write_record(make_cell(hex_id("single"), bundle="bundles/tiny-qwen2", testbed="t"))
+        store.write_json_records(_serving_run("1" * 32, "2026-12-01T00:00:00Z", 111.0))  # older: not drawn
+        store.write_json_records(_serving_run("2" * 32, "2026-12-04T00:00:00Z", 222.0))
+        store.write_json_record(make_cell(hex_id("single"), bundle="bundles/tiny-qwen2", testbed="t"))
         index = write_dashboard(store, root / "site")
     return root / "site", index.read_text()
 
@@ -66,7 +66,7 @@ def test_the_overview_links_to_the_serving_card_and_keeps_serving_series_off_its
 
 def test_a_store_without_serving_cells_writes_no_serving_page(tmp_path):
     with open_store(tmp_path / "store.db") as store:
-        store.write_record(make_cell(hex_id("single")))
+        store.write_json_record(make_cell(hex_id("single")))
         index = write_dashboard(store, tmp_path / "site")
     assert not (tmp_path / "site" / "serving.html").exists()
     assert "serving.html" not in index.read_text()

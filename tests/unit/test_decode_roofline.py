@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import BUNDLES, TINY_FLAT
 from winml_perf.bundle.decode_bytes import decode_bytes
+from winml_perf.model.route import Route, StageRoute
 from winml_perf.record import device_bandwidth as B
 from winml_perf.record import roofline as host_probe
 from winml_perf.record.decode_roofline import HOST, NVIDIA_GPU, RooflineExceeded, bound_fraction, decode_roofline
@@ -47,8 +48,8 @@ def test_bound_fraction_refuses_a_step_faster_than_the_bound():
         bound_fraction(1e-3, 0.0)
 
 
-def _pipeline_route(eps: dict[str, str]) -> dict:
-    return {"stages": [{"stage": s, "ep_after": ep} for s, ep in eps.items()]}
+def _pipeline_route(eps: dict[str, str], actual: dict[str, str] | None = None) -> Route:
+    return Route("r", stages=tuple(StageRoute(s, (), None, ep) for s, ep in eps.items()), actual=actual)
 
 
 def test_stages_on_two_devices_are_bounded_separately_and_add_up():
@@ -74,7 +75,7 @@ def test_stages_on_two_devices_are_bounded_separately_and_add_up():
 
 
 def test_the_session_report_of_what_ran_wins_over_what_was_asked():
-    route = {"stages": [{"stage": "decoder", "ep_after": WEBGPU}], "actual": {"decoder": CPU}}
+    route = _pipeline_route({"decoder": WEBGPU}, actual={"decoder": CPU})
     r = decode_roofline(
         100.0, str(TINY_FLAT), route, 16, 8, _env(), {HOST: {"bandwidth_bytes_per_s": 50e9, "method": "probe"}}
     )

@@ -220,19 +220,20 @@ def test_energy_per_token_through_the_seam_matches_the_powers_the_session_drew(m
     )
     (rec,) = run.cells
     e = rec.energy
-    assert e["status"] == A.MEASURED and e["meter"]["covers"] == "fake board"
-    pre, dec = e["prefill"], e["decode"]
+    assert e.status == A.MEASURED and e.meter is not None and e.meter["covers"] == "fake board"
+    pre, dec = e.prefill, e.decode
+    assert pre is not None and dec is not None
     assert pre["occurrences"] == dec["occurrences"] == 6 and dec["tokens"] == 6 * 10
     assert pre["mean_w"] == pytest.approx(PREFILL_W, rel=0.15) and dec["mean_w"] == pytest.approx(DECODE_W, rel=0.15)
-    assert e["prefill_j_per_token"] == pre["j_per_token"] == pytest.approx(pre["joules"] / (6 * 20))
-    assert e["idle_w"] == pytest.approx(IDLE_W, rel=0.15)
+    assert e.prefill_j_per_token == pre["j_per_token"] == pytest.approx(pre["joules"] / (6 * 20))
+    assert e.idle_w == pytest.approx(IDLE_W, rel=0.15)
     assert dec["j_per_token_above_idle"] < dec["j_per_token"]
     assert dec["j_per_token_interval"]["coverage"]["invocations"] == 2
     doc = rec.to_dict()
     validate_record(doc)
-    stored = {row["name"]: row["median"] for row in record_rows(doc).metrics}
+    stored = {row["name"]: row["median"] for row in record_rows(rec).metrics}
     assert stored["decode_j_per_token"] == pytest.approx(dec["j_per_token"])
-    assert stored["idle_w"] == pytest.approx(e["idle_w"])
+    assert stored["idle_w"] == pytest.approx(e.idle_w)
     (line,) = energy_lines([rec])  # the run's text output
     assert "fake board" in line and "decode" in line and "J/token" in line and "idle" in line
 
@@ -246,8 +247,8 @@ def test_a_route_without_a_meter_records_not_measured_and_why():
         extras=CellExtras(roofline=False),
     )
     e = run.cells[0].energy
-    assert e["status"] == A.NOT_MEASURED and e["reason"] and "prefill_j_per_token" not in e
-    assert "power_state" in e
+    assert e.status == A.NOT_MEASURED and e.reason and "prefill_j_per_token" not in e.to_dict()
+    assert "power_state" in e.to_dict()
 
 
 def test_routes_in_different_power_states_warn():
@@ -272,12 +273,13 @@ def test_a_sustained_run_finds_a_slowdown_injected_halfway():
     (rec,) = run.cells
     assert rec.stop_reason == "duration" and rec.measure_s >= 6.0
     s = rec.sustained
-    assert s is not None and len(s["windows"]) >= 10
-    (cp,) = [c for c in s["change_points"] if c["direction"] == "regression"]
+    assert s is not None and s.windows is not None and len(s.windows) >= 10
+    assert s.change_points is not None and s.rss_slope_bytes_per_min is not None
+    (cp,) = [c for c in s.change_points if c["direction"] == "regression"]
     assert 1.5 <= cp["t_s"] <= 4.5 and cp["shift"] < -0.4
-    assert s["rss_slope_bytes_per_min"]["low"] <= s["rss_slope_bytes_per_min"]["slope"]
+    assert s.rss_slope_bytes_per_min["low"] <= s.rss_slope_bytes_per_min["slope"]
     validate_record(rec.to_dict())
-    assert not math.isnan(s["tokens_per_s_slope_per_min"]["slope"])
+    assert s.tokens_per_s_slope_per_min is not None and not math.isnan(s.tokens_per_s_slope_per_min["slope"])
     lines = energy_lines([rec])
     (line,) = [x for x in lines if "sustained 6 s" in x]
     assert any("of --duration 6 s" in x for x in lines)  # where the time went (issue 38)

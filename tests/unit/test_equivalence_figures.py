@@ -27,7 +27,7 @@ runner = CliRunner()
 def golden_store(tmp_path_factory):
     path = tmp_path_factory.mktemp("eqfig") / "s.db"
     with open_store(path) as store:
-        store.write_records(golden_cells())
+        store.write_json_records(golden_cells())
     return path
 
 
@@ -90,7 +90,7 @@ def test_results_show_names_the_verdict(golden_store):
 
 def test_an_old_store_gets_its_verdicts_from_the_stored_json(tmp_path):
     """A store at schema 0006 (before the columns) is migrated on open and its records filled."""
-    from winml_perf.results.rows import record_rows
+    from winml_perf.results.rows import json_record_rows as record_rows
 
     path = tmp_path / "old.db"
     engine = sa.create_engine(f"sqlite:///{path}")

@@ -23,7 +23,7 @@ from winml_perf.support.errors import UsageError
 @pytest.fixture
 def golden_df(tmp_path):
     with open_store(tmp_path / "golden.db") as store:
-        store.write_records(golden_cells())
+        store.write_json_records(golden_cells())
         yield load(store)
 
 
@@ -96,8 +96,8 @@ def test_directions_and_units_from_metric_names():
 
 def test_dashboard_formats_refuse_a_mix_of_testbeds(tmp_path):
     with open_store(tmp_path / "s.db") as store:
-        store.write_record(make_cell("c" * 32, testbed="tb-a"))
-        store.write_record(make_cell("d" * 32, testbed="tb-b"))
+        store.write_json_record(make_cell("c" * 32, testbed="tb-a"))
+        store.write_json_record(make_cell("d" * 32, testbed="tb-b"))
         df = load(store)
     with pytest.raises(UsageError, match="--testbed"):
         export(df, "bmf")

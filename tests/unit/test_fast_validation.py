@@ -217,5 +217,5 @@ def test_valid_records_pass_and_values_jsonschema_accepts_are_not_refused():
 def test_the_store_refuses_a_damaged_long_array_before_writing_anything(tmp_path, where):
     with open_store(str(tmp_path / "r.db")) as store:
         with pytest.raises(StoreError, match="does not match record.schema.json"):
-            store.write_record(_damaged(where))
+            store.write_json_record(_damaged(where))
         assert store.count() == 0

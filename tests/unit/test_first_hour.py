@@ -24,7 +24,7 @@ def two_nights(tmp_path_factory):
     with open_store(path) as s:
         for night in range(2):
             for i, (route, testbed) in enumerate((r, t) for r in ("config", "ep=cpu") for t in ("a", "b", "c")):
-                s.write_record(
+                s.write_json_record(
                     make_cell(hex_id("n", night), route=route, testbed=f"tb-{testbed}", index=i,
                               when=f"2025-01-0{night + 1}T02:00:00Z")
                 )  # fmt: skip

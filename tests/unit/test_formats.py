@@ -12,6 +12,8 @@ import pytest
 
 from winml_perf.commands.sweep_values import sweep_values
 from winml_perf.model.record import CellRecord
+from winml_perf.model.record_context import Environment, Prompt
+from winml_perf.model.record_measures import Memory
 from winml_perf.model.record_sections import Headline, Policy, RecordSamples, Shape
 from winml_perf.model.result import CellFailure, LoadPhases
 from winml_perf.model.route import Route
@@ -107,14 +109,14 @@ def _cell(key: str, *warns: W.BenchWarning, failure: CellFailure | None = None) 
         bundle="b",
         route=Route("config"),
         shape=Shape(16, 8),
-        prompt={},
+        prompt=Prompt(),
         policy=Policy(WarmupPolicy().to_dict(), IterationPolicy().to_dict()),
         load=LoadPhases(),
         samples=RecordSamples(),
         metrics={},
         summary=Headline(),
-        memory={},
-        environment={},
+        memory=Memory(),
+        environment=Environment(),
         warnings=tuple(record_warning(w) for w in warns),
         failure=failure,
     )

@@ -76,7 +76,7 @@ def fast_store(tmp_path):
     with open_store(path) as store:
         for night in range(2):
             when = f"2025-01-0{night + 1}T02:00:00Z"
-            store.write_record(make_cell(hex_id("fast", night), step_ms=FAST_STEPS, when=when))
+            store.write_json_record(make_cell(hex_id("fast", night), step_ms=FAST_STEPS, when=when))
     return path
 
 

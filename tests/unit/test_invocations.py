@@ -213,9 +213,9 @@ def test_invocations_in_fresh_processes(tmp_path):
     rs = routes(tmp_path, a={}, b={})
     run = sweep(rs, IterationPolicy(iterations=2, invocations=2), isolate=True)
     for cell in run.cells:
-        pids = [f["pid"] for f in cell.invocations]
+        pids = [f.pid for f in cell.invocations]
         assert len(set(pids)) == 2 and None not in pids  # a fresh process each
-        assert cell.to_dict()["memory"] == {} or "each invocation" in cell.memory.get("scope", "")
+        assert cell.to_dict()["memory"] == {} or "each invocation" in (cell.memory.scope or "")
     assert sorted(loads(tmp_path)) == ["a", "a", "b", "b"]
 
 
@@ -231,7 +231,7 @@ def test_compare_routes_pairs_invocations_of_the_same_round_so_drift_cancels(tmp
     run = sweep(rs, IterationPolicy(iterations=4, invocations=4), seed=3)
     store = open_store(str(tmp_path / "r.db"))
     for cell in run.cells:
-        store.write_record(cell.to_dict())
+        store.write_record(cell)
     report = compare_stored_routes(store, metrics=["decode_tokens_per_s"])
     store.close()
     (row,) = report.rows

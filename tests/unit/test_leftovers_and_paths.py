@@ -38,7 +38,7 @@ def test_a_page_that_cannot_be_written_leaves_no_temporary_file(tmp_path, monkey
 def test_a_failed_dashboard_command_leaves_no_temporary_file(winml, tmp_path):
     store = tmp_path / "s.db"
     with open_store(store) as s:
-        s.write_record(make_cell(RUN))
+        s.write_json_record(make_cell(RUN))
     site = tmp_path / "site"
     (site / "index.html").mkdir(parents=True)
     done = winml("dashboard", "--store", store, "-o", site)
@@ -51,9 +51,9 @@ def store_with_b(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     store = tmp_path / "s.db"
     with open_store(store) as s:
-        s.write_record(make_cell(RUN, bundle="b", index=0))
-        s.write_record(make_cell(RUN, bundle="./b/", index=1, route="ep=cpu"))
-        s.write_record(make_cell(RUN, bundle="other/b", index=2, route="ep=x"))
+        s.write_json_record(make_cell(RUN, bundle="b", index=0))
+        s.write_json_record(make_cell(RUN, bundle="./b/", index=1, route="ep=cpu"))
+        s.write_json_record(make_cell(RUN, bundle="other/b", index=2, route="ep=x"))
     return store
 
 

@@ -42,6 +42,8 @@ def test_a_cell_record_and_the_table_carry_the_models_memory():
     )
     (cell,) = run.cells
     memory = cell.memory
-    assert 0 <= memory["model_rss_bytes"] < memory["peak_rss_bytes"] and memory["baseline_rss_bytes"] > 0
+    assert memory.model_rss_bytes is not None and memory.peak_rss_bytes is not None
+    assert 0 <= memory.model_rss_bytes < memory.peak_rss_bytes
+    assert memory.baseline_rss_bytes is not None and memory.baseline_rss_bytes > 0
     validate_record(cell.to_dict())
     assert "model MiB" in render_run(run, width=10_000) and "model_rss_mib" in run_text(run, "csv")

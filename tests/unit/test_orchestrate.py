@@ -90,7 +90,7 @@ def test_a_cell_that_cannot_be_stored_does_not_stop_the_sweep(tmp_path, monkeypa
     calls = []
 
     def failing_write(self, record):
-        calls.append(record["cell_key"])
+        calls.append(record.cell_key)
         if len(calls) == 1:
             raise StoreError("connection to the database was lost")
         return 1

@@ -42,7 +42,7 @@ def test_the_view_reads_the_ratio_and_its_interval_and_says_them():
 def test_results_list_and_the_csv_export_carry_the_ratio(tmp_path):
     db = tmp_path / "s.db"
     with open_store(db) as store:
-        store.write_records(_judged(hex_id("r")))
+        store.write_json_records(_judged(hex_id("r")))
     listed = CliRunner().invoke(app, ["results", "list", "--store", str(db), "--format", "json"])
     rows = {r["route"]: r for r in json.loads(listed.stdout)}
     assert rows["ep=webgpu"]["equivalence_perplexity_ratio"] == 1.0014
@@ -57,7 +57,7 @@ def test_results_list_and_the_csv_export_carry_the_ratio(tmp_path):
 def test_compare_routes_says_the_perplexity_ratio(tmp_path):
     db = tmp_path / "s.db"
     with open_store(db) as store:
-        store.write_records(_judged(hex_id("c")))
+        store.write_json_records(_judged(hex_id("c")))
     result = CliRunner().invoke(app, ["compare", "routes", "--store", str(db)], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
     assert "perplexity ×1.0014 [0.9967, 1.0062]" in result.output
@@ -66,7 +66,7 @@ def test_compare_routes_says_the_perplexity_ratio(tmp_path):
 def test_migration_0010_fills_the_columns_of_records_stored_before_it(tmp_path):
     db = tmp_path / "old.db"
     with open_store(db) as store:
-        store.write_records(_judged(hex_id("m")))
+        store.write_json_records(_judged(hex_id("m")))
     con = sqlite3.connect(db)  # as a store before 0010 held them: no perplexity columns
     for column in ("perplexity", "perplexity_ratio", "perplexity_ratio_low", "perplexity_ratio_high"):
         con.execute(f"ALTER TABLE records DROP COLUMN equivalence_{column}")
@@ -89,7 +89,7 @@ def test_the_dashboard_shows_the_perplexity_ratio_beside_the_verdict(tmp_path):
 
     db = tmp_path / "s.db"
     with open_store(db) as store:
-        store.write_records(_judged(hex_id("d")))
+        store.write_json_records(_judged(hex_id("d")))
         index = write_dashboard(store, tmp_path / "site")
     html = index.read_text()
     rows = re.findall(r"<tr data-testbed=.*?</tr>", html)
@@ -123,7 +123,7 @@ def test_the_view_reads_kl_and_top1_over_the_text_and_says_them_beside_the_ratio
 def test_results_list_export_and_compare_routes_carry_kl_and_top1(tmp_path):
     db = tmp_path / "s.db"
     with open_store(db) as store:
-        store.write_records(_agreed(hex_id("l")))
+        store.write_json_records(_agreed(hex_id("l")))
     listed = CliRunner().invoke(app, ["results", "list", "--store", str(db), "--format", "json"])
     rows = {r["route"]: r for r in json.loads(listed.stdout)}
     assert rows["ep=qnn"]["equivalence_perplexity_kl"] == 0.0045 and rows["ep=qnn"]["equivalence_perplexity_top1"]
@@ -141,7 +141,7 @@ def test_results_list_export_and_compare_routes_carry_kl_and_top1(tmp_path):
 def test_migration_0011_fills_kl_and_top1_of_records_stored_before_it(tmp_path):
     db = tmp_path / "old.db"
     with open_store(db) as store:
-        store.write_records(_agreed(hex_id("n")) + _judged(hex_id("p")))
+        store.write_json_records(_agreed(hex_id("n")) + _judged(hex_id("p")))
     con = sqlite3.connect(db)  # as a store at 0010 held them: no KL or top-1 columns
     for column in ("kl", "kl_low", "kl_high", "top1"):
         con.execute(f"ALTER TABLE records DROP COLUMN equivalence_perplexity_{column}")
@@ -166,7 +166,7 @@ def test_the_dashboard_shows_kl_and_top1_beside_the_perplexity_ratio(tmp_path):
 
     db = tmp_path / "s.db"
     with open_store(db) as store:
-        store.write_records(_agreed(hex_id("e")))
+        store.write_json_records(_agreed(hex_id("e")))
         index = write_dashboard(store, tmp_path / "site")
     rows = re.findall(r"<tr data-testbed=.*?</tr>", index.read_text())
     qnn = next(r for r in rows if 'data-route="ep=qnn"' in r)

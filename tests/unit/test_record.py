@@ -63,8 +63,9 @@ def test_cell_record_content(run):
     assert set(ok.metrics) == {m.name for m in session_metrics(True)}  # pinned: tests/unit/test_metrics.py's TABLE
     assert ok.summary["primary_metric"] == "decode_tokens_per_s"
     assert ok.summary["itl_ms_p99"] is not None and ok.summary["generated_tokens_total"] == 4 * 7  # 1 warmup + 6
-    assert ok.memory["peak_rss_bytes"] > 0 and "device_memory_note" in ok.memory
-    assert ok.output["identical_across_iterations"] is True
+    assert ok.memory.peak_rss_bytes is not None and ok.memory.peak_rss_bytes > 0
+    assert ok.memory.device_memory_note is not None
+    assert ok.output.identical_across_iterations is True
     one = next(c for c in run.cells if c.cell_key == "config|p8|n1")
     assert one.summary["primary_metric"] == "e2e_ms" and "decode_tokens_per_s" not in one.metrics
 

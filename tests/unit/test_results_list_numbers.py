@@ -14,7 +14,7 @@ from winml_perf.results.store import open_store
 def test_headline_numbers_are_the_human_formatters(tmp_path):
     fast = [0.0303, 0.0299, 0.0310, 0.0297, 0.0305, 0.0301]  # ~33 000 tokens/s
     with open_store(tmp_path / "s.db") as store:
-        store.write_record(make_cell(hex_id("fast"), step_ms=fast, prompt_ms=0.0123))
+        store.write_json_record(make_cell(hex_id("fast"), step_ms=fast, prompt_ms=0.0123))
         df = load(store)
     (row,) = summary_rows(df)
     cells = dict(zip(MARKDOWN_HEADERS, row))

@@ -12,6 +12,7 @@ from tests.unit.test_invocations import routes, sweep
 from winml_perf.commands.compare_store import compare_stored_routes
 from winml_perf.compare.run_summary import summarize_routes, summary_lines
 from winml_perf.model.metrics import sort_key
+from winml_perf.model.record import RunRecord
 from winml_perf.model.spec import IterationPolicy
 from winml_perf.results.store import open_store
 
@@ -25,7 +26,7 @@ def test_the_summary_is_the_stored_comparison(tmp_path):
     doc = _run(tmp_path)
     report = summarize_routes(doc)
     with open_store(str(tmp_path / "r.db")) as store:
-        store.write_run(doc)
+        store.write_run(RunRecord.from_dict(doc))
         stored = compare_stored_routes(store, doc["run_id"])
     rows = sorted(stored.rows, key=lambda r: (sort_key(r.metric), r.prompt_tokens or 0, r.max_new_tokens or 0, r.route))
     assert report is not None and report.rows

@@ -139,7 +139,7 @@ def test_plain_inference_session_reports_latency():
     assert rec.summary["latency_ms"] == pytest.approx(4.0)
     assert rec.summary["inferences_per_s"] == pytest.approx(250.0)
     assert "decode_tokens_per_s" not in rec.metrics
-    assert rec.prompt["mode"] == "inputs" and rec.shape.prompt_tokens is None
+    assert rec.prompt.mode == "inputs" and rec.shape.prompt_tokens is None
     validate_record(rec.to_dict())
 
 

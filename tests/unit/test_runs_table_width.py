@@ -27,7 +27,7 @@ def store(tmp_path_factory):
                 for testbed in TESTBEDS:
                     steps = [2.0 * slower + 0.01 * k for k in range(6)]
                     when = f"2025-01-0{night + 1}T02:00:00Z"
-                    s.write_record(
+                    s.write_json_record(
                         make_cell(hex_id("w", night), route=route, testbed=testbed, when=when, step_ms=steps,
                                   bundle="bundles/tiny-qwen2-pipeline")
                     )  # fmt: skip

@@ -20,8 +20,14 @@ from winml_perf.compare.gate import BY_MODEL_CHANGE, at_model_change
 from winml_perf.compare.runs import Side, compare_runs, model_change
 from winml_perf.model.route import bare_label, shown_label
 from winml_perf.record.validation import validated_cell
-from winml_perf.results.rows import series_key
+from winml_perf.results import rows as R
 from winml_perf.results.store import open_store
+
+
+def series_key(doc: dict) -> str:
+    """The series key the store gives a record file's JSON (results/rows.py reads it typed)."""
+    return R.series_key(R.typed_record(doc))
+
 
 A, B = "a1b2c3d4e5f6", "d4e5f6a7b8c9"
 
@@ -59,7 +65,7 @@ def test_a_compiled_and_an_uncompiled_route_are_two_series_and_listed_apart(tmp_
     validated_cell(compiled)
     assert series_key(plain) != series_key(compiled)
     with open_store(tmp_path / "s.db") as store:
-        store.write_records([plain, compiled])
+        store.write_json_records([plain, compiled])
         assert [r["route"] for r in store.records()] == ["ep=openvino", "ep=openvino (compiled)"]
         assert len(store.records(route="ep=openvino")) == 2  # the route named without marks: both
         assert len(store.records(route="ep=openvino (compiled)")) == 1
@@ -100,7 +106,7 @@ def test_a_labelled_series_is_listed_and_filtered_by_its_label(tmp_path):
         {**_cell("2", "2025-01-02T02:00:00Z", B, path="/builds/2/m"), "series_label": "qwen-nightly"},
     ]
     with open_store(db) as store:
-        store.write_records(cells)
+        store.write_json_records(cells)
         assert {r["series_key"] for r in store.records()} == {series_key(cells[0])}
     rows = json.loads(
         CliRunner()
@@ -119,7 +125,7 @@ def test_migration_0009_recomputes_series_and_routes_and_loses_nothing(tmp_path)
     rebuilt = _cell("n", "2025-01-02T02:00:00Z", B)
     first = _cell("f", "2025-01-01T02:00:00Z", A)
     with open_store(db) as store:
-        store.write_records([first, emulated, rebuilt])
+        store.write_json_records([first, emulated, rebuilt])
     con = sqlite3.connect(db)  # as a store before 0009 held them: series by digest, bare route labels
     before = {rid: (j, m) for rid, j, m in con.execute(
         "SELECT r.id, r.record_json, (SELECT count(*) FROM metrics WHERE record_id = r.id) FROM records r"
@@ -192,10 +198,10 @@ def test_a_not_equivalent_verdict_is_shown_with_its_run_and_does_not_stay_on_the
 
     judged = _cell("j", "2025-01-01T02:00:00Z", equivalence=logits_equivalence("not equivalent", 0.8, 0.4))
     with open_store(tmp_path / "s.db") as store:
-        store.write_records([judged])
+        store.write_json_records([judged])
         html = write_dashboard(store, tmp_path / "one").read_text()
         assert re.search(r'class="equivalence not-equivalent" title="run [0-9a-f]+[^"]*">NOT equivalent <span', html)
-        store.write_records([_cell("n", "2025-01-02T02:00:00Z")])  # the next night: not checked
+        store.write_json_records([_cell("n", "2025-01-02T02:00:00Z")])  # the next night: not checked
         html = write_dashboard(store, tmp_path / "two").read_text()
     assert "NOT equivalent" not in html and "not checked" in html
 
@@ -203,6 +209,6 @@ def test_a_not_equivalent_verdict_is_shown_with_its_run_and_does_not_stay_on_the
 @pytest.mark.parametrize("digest", ["zz", "a1b2c3d4e5f6a1b2c3d4e5f6a1b2c3d4e5f6a1b2c"])
 def test_a_digest_filter_that_is_not_hex_is_refused(tmp_path, digest):
     with open_store(tmp_path / "s.db") as store:
-        store.write_records([_cell("1", "2025-01-01T02:00:00Z")])
+        store.write_json_records([_cell("1", "2025-01-01T02:00:00Z")])
     result = run_winml("results", "list", "--store", tmp_path / "s.db", "--digest", digest)
     assert result.returncode == 2 and "--digest" in result.stderr

@@ -27,7 +27,7 @@ def _cells() -> list[dict]:
 
 def test_the_shared_run_from_columns_is_the_stores(tmp_path):
     with open_store(tmp_path / "s.db") as store:
-        store.write_records(_cells())
+        store.write_json_records(_cells())
         keys = {r["route"]: r["series_key"] for r in store.records()}
         cols = page_columns(store, list(keys.values()), HISTORY_METRICS)
         for newest in (200, 5, 3, 2, 1):
@@ -39,7 +39,7 @@ def test_the_shared_run_from_columns_is_the_stores(tmp_path):
 
 def test_the_overviews_ratios_are_the_same_with_a_filter(tmp_path):
     with open_store(tmp_path / "s.db") as store:
-        store.write_records(_cells())
+        store.write_json_records(_cells())
         plain = write_dashboard(store, tmp_path / "a", jobs=1).read_text()
         filtered = write_dashboard(store, tmp_path / "b", jobs=1, testbed="tb-linux").read_text()
     ratio = re.compile(r'<td class="num [a-z]+" title="[^"]*" data-run="([0-9a-f]+)" data-ratio="([^"]+)"')

@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.results_fakes import hex_id, make_cell, small_cell
+from winml_perf.model.record import CellRecord, RunRecord
 from winml_perf.results import load, load_samples
 from winml_perf.results import migrations as mig
 from winml_perf.results.store import ENV_VAR, open_store, resolve_location
@@ -74,7 +75,7 @@ def test_pending_migrations_are_applied_on_open(store_url):
 def test_write_record_keeps_the_record_its_metrics_and_every_raw_sample(store_url):
     cell = make_cell(RUN_A, route="ep=cpu", step_ms=[2.0, 2.5, 1.5], rounds=[0, 0, 1], commit="abcdef123456")
     with open_store(store_url) as store:
-        rid = store.write_record(cell)
+        rid = store.write_json_record(cell)
         row = store.get(rid)
         assert row["record"] == cell  # lossless
         assert (row["route"], row["bundle"], row["bundle_path"], row["prompt_tokens"], row["max_new_tokens"]) == (
@@ -121,7 +122,7 @@ def test_write_record_keeps_the_record_its_metrics_and_every_raw_sample(store_ur
 def test_writing_the_same_record_twice_stores_it_once(store_url):
     cell = make_cell(RUN_A)
     with open_store(store_url) as store:
-        first, second = store.write_record(cell), store.write_record(cell)
+        first, second = store.write_json_record(cell), store.write_json_record(cell)
         assert first == second
         assert store.count() == 1
         assert len(store.samples([first], phase=None)) == len(cell["samples"]["iterations"]) + len(
@@ -131,7 +132,7 @@ def test_writing_the_same_record_twice_stores_it_once(store_url):
 
 def test_a_failed_cell_is_stored_with_its_failure(store_url):
     with open_store(store_url) as store:
-        rid = store.write_record(make_cell(RUN_A, status="failed"))
+        rid = store.write_json_record(make_cell(RUN_A, status="failed"))
         row = store.get(rid)
         assert row["status"] == "failed" and row["n_samples"] == 0
         assert row["record"]["failure"]["signal_name"] == "SIGKILL"
@@ -151,13 +152,14 @@ def test_invalid_records_are_refused_and_nothing_is_written(store_url, mutate, m
     mutate(cell)
     with open_store(store_url) as store:
         with pytest.raises(StoreError, match=message):
-            store.write_record(cell)
+            store.write_json_record(cell)
         assert store.count() == 0
 
 
 def test_write_run_stores_every_cell(store_url):
     cells = [make_cell(RUN_A, route=r, index=i) for i, r in enumerate(("config", "ep=cpu"))]
-    run = {"kind": "run", "cells": cells}
+    when = "2025-01-01T02:00:00Z"
+    run = RunRecord(RUN_A, when, when, "ok", {}, {}, cells=tuple(CellRecord.from_dict(c) for c in cells))
     with open_store(store_url) as store:
         assert len(store.write_run(run)) == 2
         assert sorted(r["route"] for r in store.records()) == ["config", "ep=cpu"]
@@ -165,9 +167,11 @@ def test_write_run_stores_every_cell(store_url):
 
 def test_filters_select_records(store_url):
     with open_store(store_url) as store:
-        store.write_record(make_cell(RUN_A, route="config", when="2025-01-01T02:00:00Z", commit="aaaa1111"))
-        store.write_record(make_cell(RUN_A, route="ep=cpu", when="2025-01-01T02:00:01Z", commit="aaaa1111", index=1))
-        store.write_record(
+        store.write_json_record(make_cell(RUN_A, route="config", when="2025-01-01T02:00:00Z", commit="aaaa1111"))
+        store.write_json_record(
+            make_cell(RUN_A, route="ep=cpu", when="2025-01-01T02:00:01Z", commit="aaaa1111", index=1)
+        )
+        store.write_json_record(
             make_cell(
                 RUN_B,
                 route="config",
@@ -198,7 +202,7 @@ def test_filters_select_records(store_url):
 def test_get_by_cell_id_prefix_and_unknown_ids(store_url):
     cell = make_cell(RUN_A)
     with open_store(store_url) as store:
-        rid = store.write_record(cell)
+        rid = store.write_json_record(cell)
         assert store.get(cell["cell_id"][:10])["id"] == rid
         with pytest.raises(StoreError, match="no record") as err:
             store.get(999)
@@ -207,8 +211,8 @@ def test_get_by_cell_id_prefix_and_unknown_ids(store_url):
 
 def test_load_returns_a_dataframe_and_samples(store_url):
     with open_store(store_url) as store:
-        store.write_record(make_cell(RUN_A, route="config"))
-        store.write_record(make_cell(RUN_A, route="ep=cpu", index=1, step_ms=[1.0, 1.0]))
+        store.write_json_record(make_cell(RUN_A, route="config"))
+        store.write_json_record(make_cell(RUN_A, route="ep=cpu", index=1, step_ms=[1.0, 1.0]))
     df = load(store_url)
     assert list(df["route"]) == ["config", "ep=cpu"]
     assert df.loc[1, "decode_tokens_per_s"] == pytest.approx(1000.0)
@@ -359,7 +363,7 @@ def test_open_store_creates_the_default_file_under_cwd(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(ENV_VAR, raising=False)
     with open_store() as store:
-        store.write_record(small_cell(RUN_A, 0))
+        store.write_json_record(small_cell(RUN_A, 0))
     assert (tmp_path / "results" / "winml-perf.db").is_file()
     con = sqlite3.connect(tmp_path / "results" / "winml-perf.db")
     assert con.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
@@ -380,7 +384,7 @@ def test_invocation_counts_read_what_the_stored_record_says_without_its_samples(
                 cell["invocations"] = [
                     {"index": i, "iterations": 2, "medians": {"decode_step_ms": 2.0}} for i in range(n)
                 ]
-            ids.append(s.write_record(cell))
+            ids.append(s.write_json_record(cell))
         counts = s.invocation_counts(ids)
         assert counts == {i: invocations_of(s.get(i)["record"]) for i in ids}
         assert [counts[i] for i in ids] == [1, 1, 3, 10]

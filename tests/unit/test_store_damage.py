@@ -21,7 +21,7 @@ def _damaged_store(tmp_path: Path) -> Path:
     path = tmp_path / "s.db"
     with open_store(path) as s:
         for i in range(6):
-            s.write_record(make_cell(RUN, index=i, route=f"r{i}"))
+            s.write_json_record(make_cell(RUN, index=i, route=f"r{i}"))
     size = path.stat().st_size
     with open(path, "r+b") as f:
         for offset in range(size - 4 * PAGE, size, PAGE):  # the last pages: rows and indexes

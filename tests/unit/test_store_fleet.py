@@ -15,12 +15,23 @@ from tests.results_fakes import hex_id, make_cell
 from winml_perf.model.sample import IterationSample
 from winml_perf.results import load
 from winml_perf.results import migrations as mig
+from winml_perf.results import rows as R
 from winml_perf.results import store as store_mod
-from winml_perf.results.rows import record_rows, series_identity, series_key, without_restorable_samples
+from winml_perf.results.rows import json_record_rows as record_rows
+from winml_perf.results.rows import without_restorable_samples
 from winml_perf.results.selectors import select
 from winml_perf.results.series import history
 from winml_perf.results.store import open_store
 from winml_perf.stats.cell_intervals import by_invocation
+
+
+def series_key(doc: dict) -> str:
+    """The series key the store gives a record file's JSON (results/rows.py reads it typed)."""
+    return R.series_key(R.typed_record(doc))
+
+
+def series_identity(doc: dict) -> dict:
+    return R.series_identity(R.typed_record(doc))
 
 
 def _json_of(store, rid: int) -> dict:
@@ -33,7 +44,7 @@ def _json_of(store, rid: int) -> dict:
 def test_raw_samples_are_stored_once_and_given_back_whole(store_url):
     cell = make_cell(hex_id("once"), step_ms=[2.0, 2.5, 1.5], rounds=[0, 0, 1])
     with open_store(store_url) as store:
-        rid = store.write_record(cell)
+        rid = store.write_json_record(cell)
         assert "samples" not in _json_of(store, rid)  # only the samples table holds them
         assert store.get(rid)["record"] == cell
         assert store.get(cell["cell_id"][:10])["record"] == cell
@@ -50,7 +61,7 @@ def _with_invocations(cell: dict) -> dict:
 def test_samples_of_several_invocations_are_stored_once_with_their_invocation(store_url):
     cell = _with_invocations(make_cell(hex_id("inv"), step_ms=[2.0, 2.5, 1.5, 2.2]))
     with open_store(store_url) as store:
-        rid = store.write_record(cell)
+        rid = store.write_json_record(cell)
         assert "samples" not in _json_of(store, rid)
         assert [s["invocation"] for s in store.samples([rid])] == [0, 1, 0, 1]
         assert store.get(rid)["record"] == cell
@@ -60,7 +71,7 @@ def test_a_sample_the_table_cannot_give_back_stays_in_the_json(store_url):
     cell = make_cell(hex_id("odd"))
     cell["samples"]["iterations"][0]["token_ids"] = [1, 2, 3]  # kept by --keep-token-ids; no column
     with open_store(store_url) as store:
-        rid = store.write_record(cell)
+        rid = store.write_json_record(cell)
         assert _json_of(store, rid)["samples"] == cell["samples"]
         assert store.get(rid)["record"] == cell
 
@@ -210,7 +221,7 @@ def _fleet(store, nights: int = 3) -> None:
         for tb in ("tb-a", "tb-b"):
             run = hex_id("fleet", night, tb)
             for i, route in enumerate(("config", "ep=cpu")):
-                store.write_record(
+                store.write_json_record(
                     make_cell(
                         run,
                         route=route,
@@ -250,9 +261,9 @@ def test_history_reads_one_series_in_time_order(store_url):
 
 def test_bundle_filter_by_name_or_by_path(store_url):
     with open_store(store_url) as store:
-        store.write_record(make_cell(hex_id("b1"), bundle="bundles/tiny-qwen2"))
-        store.write_record(make_cell(hex_id("b2"), bundle="/elsewhere/tiny-qwen2", index=1))
-        store.write_record(make_cell(hex_id("b3"), bundle="bundles/other", index=2))
+        store.write_json_record(make_cell(hex_id("b1"), bundle="bundles/tiny-qwen2"))
+        store.write_json_record(make_cell(hex_id("b2"), bundle="/elsewhere/tiny-qwen2", index=1))
+        store.write_json_record(make_cell(hex_id("b3"), bundle="bundles/other", index=2))
         assert store.count(bundle="tiny-qwen2") == 2
         assert store.count(bundle="bundles/tiny-qwen2") == 1
         assert store.count(bundle=["other", "/elsewhere/tiny-qwen2"]) == 2
@@ -261,7 +272,10 @@ def test_bundle_filter_by_name_or_by_path(store_url):
 def test_reads_by_id_go_in_bounded_chunks(store_url, monkeypatch):
     monkeypatch.setattr(store_mod, "ID_CHUNK", 3)
     with open_store(store_url) as store:
-        ids = [store.write_record(make_cell(hex_id("c"), index=i, when=f"2025-01-01T00:00:{i:02d}Z")) for i in range(8)]
+        ids = [
+            store.write_json_record(make_cell(hex_id("c"), index=i, when=f"2025-01-01T00:00:{i:02d}Z"))
+            for i in range(8)
+        ]
         assert {m["record_id"] for m in store.metrics(ids)} == set(ids)
         assert len(store.samples(ids)) == 8 * 6
         assert [m["name"] for m in store.metrics(ids[:1], names=["ttft_ms"])] == ["ttft_ms"]
@@ -273,7 +287,7 @@ def test_prune_deletes_old_records_with_their_rows(store_url, monkeypatch):
     monkeypatch.setattr(store_mod, "PRUNE_CHUNK", 2)
     with open_store(store_url) as store:
         for i in range(5):
-            store.write_record(make_cell(hex_id("p"), index=i, when=f"2025-01-0{1 + i}T00:00:00Z"))
+            store.write_json_record(make_cell(hex_id("p"), index=i, when=f"2025-01-0{1 + i}T00:00:00Z"))
         assert store.prune("2025-01-04T00:00:00.000000Z") == 3
         kept = store.records()
         assert [r["created_utc"][:10] for r in kept] == ["2025-01-04", "2025-01-05"]
@@ -298,7 +312,7 @@ def _planner_rows(store, table: str) -> float | None:
 def test_analyze_gives_the_planner_the_stores_tables(store_url):
     with open_store(store_url) as store:
         for i in range(3):
-            store.write_record(make_cell(hex_id(f"an{i}")))
+            store.write_json_record(make_cell(hex_id(f"an{i}")))
         store.analyze()
         assert _planner_rows(store, "records") == 3
         assert _planner_rows(store, "metrics") > 3
@@ -312,7 +326,7 @@ def test_analyze_leaves_the_other_tables_of_a_shared_database_alone(pg_url):
             conn.execute(sa.text(f'CREATE SCHEMA "{other}"'))
             conn.execute(sa.text(f'CREATE TABLE "{other}".orders AS SELECT generate_series(1, 5) AS id'))
         try:
-            store.write_record(make_cell(hex_id("shared")))
+            store.write_json_record(make_cell(hex_id("shared")))
             store.analyze()
             assert _planner_rows(store, "records") == 1
             assert _planner_rows(store, f'"{other}".orders') is None  # a bare ANALYZE would have counted its 5 rows

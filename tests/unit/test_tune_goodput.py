@@ -16,6 +16,7 @@ import pytest
 from tests.unit.test_serving import Clock, FakeEngine
 from winml_perf.measure.serving.child import WARMUP_REQUESTS, WARMUP_TOKENS, ServingReply
 from winml_perf.measure.serving.loop import run_load
+from winml_perf.model.record import CellRecord
 from winml_perf.model.route import Route
 from winml_perf.model.serving import ENGINE, ServedInvocation, Slo
 from winml_perf.model.spec import RouteSpec, SessionSpec
@@ -35,8 +36,8 @@ class FakeStore:
     def __init__(self) -> None:
         self.records: list[dict] = []
 
-    def write_record(self, record: dict) -> int:
-        self.records.append(json.loads(json.dumps(record)))
+    def write_record(self, record: CellRecord) -> int:
+        self.records.append(json.loads(record.to_json()))
         return len(self.records)
 
 

@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.equivalence_view import EquivalenceView, view_of_row
 from winml_perf.model.metrics import METRICS, get
-from winml_perf.results.rows import record_rows, series_where
+from winml_perf.model.record import CellRecord
+from winml_perf.results.rows import RecordRows, json_record_rows, record_rows, series_where
 from winml_perf.support.errors import UsageError
 
 if TYPE_CHECKING:
@@ -119,10 +120,18 @@ def invocations_of(record: Mapping[str, Any]) -> int:
 
 
 def cell_of_record(record: Mapping[str, Any]) -> Cell:
-    """A cell from one cell record (CellRecord.to_dict()), with the rows the store would write."""
-    rows = record_rows(record)
+    """A cell from one cell record's JSON (CellRecord.to_dict()), with the rows the store would write."""
+    return _cell_of_rows(json_record_rows(record), invocations_of(record))
+
+
+def cell_of(record: CellRecord) -> Cell:
+    """A cell from one cell record, with the rows the store would write."""
+    return _cell_of_rows(record_rows(record), len(record.invocations) or 1)
+
+
+def _cell_of_rows(rows: RecordRows, invocations: int) -> Cell:
     measured = [s for s in rows.samples if s["phase"] == "measured"]
-    return stored_cell(rows.record, measured, invocations_of(record))
+    return stored_cell(rows.record, measured, invocations)
 
 
 def cells_of_run(run: Mapping[str, Any]) -> list[Cell]:

@@ -339,7 +339,7 @@ def _prepare_and_measure(
             outcome.store_errors.append(f"{record.cell_key}: not tried ({lock_timed_out[0]})")
         elif store is not None:
             try:
-                store.write_record(record.to_dict())
+                store.write_record(record)
             except StoreError as exc:
                 outcome.store_errors.append(f"{record.cell_key}: {exc}")
                 if isinstance(exc, StoreLockTimeout):

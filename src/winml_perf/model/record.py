@@ -3,7 +3,8 @@
 A ``CellRecord`` is one JSON document per cell (one route at one shape), self-contained: route,
 shape, policies, load phases, raw per-iteration samples, summary metrics (units in the names),
 memory, roofline, environment, warnings, status. Its sections are typed (model/record_sections.py,
-model/route.py, model/result.py); ``to_dict``/``from_dict`` are only for the JSON edges (-o
+model/record_context.py, model/record_measures.py, model/route.py, model/result.py);
+``to_dict``/``from_dict`` are only for the JSON edges (-o
 files, the store, imports). A ``RunRecord`` groups the cells of one
 invocation under a ``run_id`` with the sweep's description (routes, shapes, seed, round orders).
 
@@ -20,8 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
+from winml_perf.model.json_section import JsonSection
+from winml_perf.model.record_context import Environment, Explain, Output, Prompt
+from winml_perf.model.record_measures import Energy, Invocation, Memory, Roofline, Sustained, Uncertainty
 from winml_perf.model.record_sections import Headline, MetricSummary, Policy, RecordSamples, RecordWarning, Shape
 from winml_perf.model.result import CellFailure, LoadPhases
 from winml_perf.model.route import Route
@@ -33,6 +37,8 @@ from winml_perf.support.errors import StoreError
 #: 1 — first layout.
 SCHEMA_VERSION = 1
 SCHEMA_RESOURCE = "record.schema.json"
+
+J = TypeVar("J", bound=JsonSection)
 
 
 #: Values a record copy shares rather than copies (immutable).
@@ -78,28 +84,28 @@ class CellRecord:
     bundle: str
     route: Route  # label, asked/resolved/per-stage (as prepared), actual (as the session reported)
     shape: Shape
-    prompt: Mapping[str, Any]
+    prompt: Prompt
     policy: Policy
     load: LoadPhases
     samples: RecordSamples
     metrics: Mapping[str, MetricSummary]  # metric name -> summary statistics
     summary: Headline  # headline scalars (medians etc.), units in names
-    memory: Mapping[str, Any]
-    environment: Mapping[str, Any]
+    memory: Memory
+    environment: Environment
     warnings: tuple[RecordWarning, ...] = ()
     failure: CellFailure | None = None
     stop_reason: str | None = None
-    output: Mapping[str, Any] = field(default_factory=dict)
-    roofline: Mapping[str, Any] | None = None
+    output: Output = field(default_factory=Output)
+    roofline: Roofline | None = None
     started_utc: str = ""
     finished_utc: str = ""
     wall_s: float = 0.0
     measure_s: float = 0.0
-    explain: Mapping[str, Any] | None = None  # with --explain: per-phase stage/operator breakdown (explain/)
-    invocations: tuple[Mapping[str, Any], ...] = ()  # per invocation: index, load, iterations, medians
-    uncertainty: Mapping[str, Any] = field(default_factory=dict)  # intervals and what they cover
-    energy: Mapping[str, Any] = field(default_factory=dict)  # J/token per phase or why not, idle, power state
-    sustained: Mapping[str, Any] | None = None  # --duration: the series over time and what it found
+    explain: Explain | None = None  # with --explain: per-phase stage/operator breakdown (explain/)
+    invocations: tuple[Invocation, ...] = ()  # per invocation: index, load, iterations, medians
+    uncertainty: Uncertainty = field(default_factory=Uncertainty)  # intervals and what they cover
+    energy: Energy = field(default_factory=Energy)  # J/token per phase or why not, idle, power state
+    sustained: Sustained | None = None  # --duration: the series over time and what it found
     bundle_id: str | None = None  # the bundle's content digest (record/bundle_identity.py); None before it
     series_label: str | None = None  # winml perf --series NAME: the series the user tracks (issue 35)
     serving: ServingSection | None = None  # `winml serve`: the load point and its figures (model/serving.py)
@@ -123,12 +129,17 @@ class CellRecord:
             summary=self.summary.to_dict(),
             warnings=[w.to_dict() for w in self.warnings],
             failure=None if self.failure is None else self.failure.to_dict(),
-            invocations=[dict(copied(i)) for i in self.invocations],
+            invocations=[i.to_dict() for i in self.invocations],
+            prompt=self.prompt.to_dict(),
+            memory=self.memory.to_dict(),
+            environment=self.environment.to_dict(),
+            output=self.output.to_dict(),
+            roofline=None if self.roofline is None else self.roofline.to_dict(),
+            explain=None if self.explain is None else self.explain.to_dict(),
+            uncertainty=self.uncertainty.to_dict(),
+            energy=self.energy.to_dict(),
+            sustained=None if self.sustained is None else self.sustained.to_dict(),
         )
-        for key in ("prompt", "memory", "environment", "output", "uncertainty", "energy"):
-            d[key] = dict(copied(d[key]))
-        for key in ("roofline", "explain", "sustained"):
-            d[key] = copied(d[key])
         for key in ("bundle_id", "series_label"):
             if d[key] is None:  # unknown or not given: left out, as records made before it
                 del d[key]
@@ -162,12 +173,23 @@ class CellRecord:
             summary=Headline.from_dict(values["summary"]),
             warnings=tuple(RecordWarning.from_dict(w) for w in values.get("warnings") or ()),
             failure=None if failure is None else CellFailure.from_dict(failure),
-            invocations=tuple(values.get("invocations") or ()),
-            uncertainty=dict(values.get("uncertainty") or {}),
-            energy=dict(values.get("energy") or {}),
+            prompt=Prompt.from_dict(values["prompt"]),
+            memory=Memory.from_dict(values["memory"]),
+            environment=Environment.from_dict(values["environment"]),
+            output=Output.from_dict(values.get("output") or {}),
+            roofline=_optional(Roofline, values.get("roofline")),
+            explain=_optional(Explain, values.get("explain")),
+            invocations=tuple(Invocation.from_dict(i) for i in values.get("invocations") or ()),
+            uncertainty=Uncertainty.from_dict(values.get("uncertainty") or {}),
+            energy=Energy.from_dict(values.get("energy") or {}),
+            sustained=_optional(Sustained, values.get("sustained")),
             schema_version=SCHEMA_VERSION,  # read older layouts into the current one
         )
         return cls(**values)
+
+
+def _optional(section: type[J], d: Mapping[str, Any] | None) -> J | None:
+    return None if d is None else section.from_dict(d)
 
 
 #: CellRecord's field names: the keys from_dict takes.

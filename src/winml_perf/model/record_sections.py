@@ -71,6 +71,13 @@ class Policy:
         return self.iterations.get("mode") == "adaptive"
 
     @property
+    def session_options(self) -> Mapping[str, Any] | None:
+        """The session's options as recorded (a plain ONNX model's EP, shapes, IO binding...)."""
+        session = self.rest.get("session")
+        options = session.get("options") if isinstance(session, Mapping) else None
+        return options if isinstance(options, Mapping) else None
+
+    @property
     def target_ci_pct(self) -> float | None:
         value = self.iterations.get("target_ci_pct")
         return None if value is None else float(value)

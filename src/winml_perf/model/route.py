@@ -449,12 +449,17 @@ def shown_label(route: Mapping[str, Any] | Route) -> str:
     """A route's label as every listing shows it: its label, `` (compiled)`` when a stage of it ran
     an EPContext model this run compiled, and `` (emulated)`` when an EP of it ran on an emulator
     (not the device's speed). Takes a Route or its record dict (``Route.to_dict()``)."""
-    d = route.to_dict() if isinstance(route, Route) else route
-    label = str(d.get("label") or "")
-    compiled = any(isinstance(c, Mapping) and c.get("status") == "compiled" for c in d.get("compile") or ())
+    if isinstance(route, Route):
+        label = route.label or ""
+        compiled = any(c.status == "compiled" for c in route.compile)
+        emulated = bool(route.emulated)
+    else:
+        label = str(route.get("label") or "")
+        compiled = any(isinstance(c, Mapping) and c.get("status") == "compiled" for c in route.get("compile") or ())
+        emulated = bool(route.get("emulated"))
     if compiled and not label.endswith(COMPILED_MARK):
         label += COMPILED_MARK
-    if d.get("emulated") and not label.endswith(EMULATED_MARK):
+    if emulated and not label.endswith(EMULATED_MARK):
         label += EMULATED_MARK
     return label
 

@@ -87,13 +87,13 @@ def _headline_column(head: str, name: str, rank: int) -> Column:
 
 
 def _rss_mib(c: CellRecord) -> float | None:
-    rss = c.memory.get(M.PEAK_RSS.name)
+    rss = c.memory.peak_rss_bytes
     return None if rss is None else rss / 2**20
 
 
 def _model_mib(c: CellRecord) -> float | None:
     """The peak RSS above the process's own before the model loaded (measure/memory.py)."""
-    rss = c.memory.get("model_rss_bytes")
+    rss = c.memory.model_rss_bytes
     return None if rss is None else rss / 2**20
 
 

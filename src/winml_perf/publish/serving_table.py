@@ -76,7 +76,7 @@ def _row(cell: CellRecord) -> list[str]:
         elif title == "served by":
             out.append(sec.server)
         elif title == "peak RSS MiB":
-            peak = cell.memory.get("peak_rss_bytes")
+            peak = cell.memory.peak_rss_bytes
             out.append("-" if not isinstance(peak, int) else f"{peak / 2**20:.0f}")
         elif title == "saturation":
             sat = sec.saturation

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.metrics import DECODE_THROUGHPUT, ITL, POOLED, get, metric_values, session_metrics
 from winml_perf.model.record import CellRecord, RunRecord
+from winml_perf.model.record_context import Environment, Explain, Output, Prompt
+from winml_perf.model.record_measures import Energy, Invocation, Memory, Roofline, Sustained, Uncertainty
 from winml_perf.model.record_sections import Headline, MetricSummary, Policy, RecordSamples, RecordWarning, Shape
 from winml_perf.model.result import CellResult
 from winml_perf.model.sample import IterationSample
@@ -202,7 +204,7 @@ def cell_record(
         roof = decode_roofline(
             summary.get(DECODE_THROUGHPUT.name),
             cell.session.path,
-            route.to_dict(),
+            route,
             prompt_tokens,
             cell.max_new_tokens,
             environment,
@@ -210,6 +212,7 @@ def cell_record(
             working_set=working_set_bandwidth,
             config=configs.known(cell.session.path) if configs is not None else None,
         )
+    sustained = sustained_section(result)
     return CellRecord(
         run_id=run_id,
         cell_id=uuid.uuid4().hex,
@@ -222,28 +225,30 @@ def cell_record(
         series_label=series_label,
         route=route,
         shape=Shape(result.prompt_info.get("tokens", cell.prompt_tokens), cell.max_new_tokens, cell.prompt_tokens),
-        prompt={**cell.prompt.to_dict(), **result.prompt_info},
+        prompt=Prompt.from_dict({**cell.prompt.to_dict(), **result.prompt_info}),
         policy=Policy.of(cell.warmup, cell.iterations, cell.cell_timeout_s, cell.session, dict(policy_extra or {})),
         load=result.load,
         samples=RecordSamples(result.warmup_samples, result.samples, keep_token_ids),
         metrics={k: MetricSummary.of(v) for k, v in metrics.items()},
         summary=Headline(summary),
-        memory=dict(result.memory),
-        environment=dict(environment),
+        memory=Memory.from_dict(dict(result.memory)),
+        environment=Environment.from_dict(dict(environment)),
         warnings=tuple(record_warning(w) for w in cell_warnings(result, metrics, section)),
         failure=result.failure,
         stop_reason=result.stop_reason,
-        output={**output_fingerprint(result.samples), **({"text": result.output_text} if result.output_text else {})},
-        roofline=roof,
+        output=Output.from_dict(
+            {**output_fingerprint(result.samples), **({"text": result.output_text} if result.output_text else {})}
+        ),
+        roofline=None if roof is None else Roofline.from_dict(roof),
         started_utc=result.started_utc,
         finished_utc=result.finished_utc,
         wall_s=result.wall_s,
         measure_s=result.measure_s,
-        explain=dict(result.explain) or None,
-        invocations=tuple(invocation_figures(result)),
-        uncertainty=section,
-        energy=dict(result.energy),
-        sustained=sustained_section(result),
+        explain=Explain.from_dict(dict(result.explain)) if result.explain else None,
+        invocations=tuple(Invocation.from_dict(f) for f in invocation_figures(result)),
+        uncertainty=Uncertainty.from_dict(section),
+        energy=Energy.from_dict(dict(result.energy)),
+        sustained=None if sustained is None else Sustained.from_dict(sustained),
     )
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle.decode_bytes import DecodeBytes, decode_bytes
+from winml_perf.model.route import Route
 from winml_perf.record.device_bandwidth import HOST, NVIDIA_GPU, UNKNOWN, stage_device
 from winml_perf.support.errors import BenchmarkFailure, WinmlPerfError
 from winml_perf.support.human_numbers import human
@@ -41,13 +42,6 @@ def bound_fraction(bound_s: float, decode_tokens_per_s: float) -> float:
             "the bytes per step or the bandwidth is wrong: report the bundle and the device",
         )
     return fraction
-
-
-def stage_ep(stage: Mapping[str, Any], actual: Mapping[str, Any]) -> str | None:
-    """What ran the stage: the session's report, else the placement proof, else what the route asked."""
-    placed = (stage.get("placement") or {}).get("ep_actual")
-    name = stage.get("stage")
-    return (actual.get(name) if name is not None else None) or stage.get("ep_actual") or placed or stage.get("ep_after")
 
 
 def _empty(note: str, db: DecodeBytes | None = None) -> dict[str, Any]:
@@ -84,7 +78,7 @@ def _host_bandwidth(
 def decode_roofline(
     decode_tokens_per_s: float | None,
     bundle: str,
-    route: Mapping[str, Any],
+    route: Route,
     prompt_tokens: int,
     max_new_tokens: int,
     environment: Mapping[str, Any],
@@ -99,11 +93,11 @@ def decode_roofline(
         db = decode_bytes(bundle, prompt_tokens, max_new_tokens, config=config)
     except WinmlPerfError as exc:
         return _empty(f"not computed: {exc}")
-    stages = {s.get("stage"): s for s in route.get("stages") or []}
-    actual = dict(route.get("actual") or {})
+    stages = {s.stage: s for s in route.stages}
     per_device: dict[str, dict[str, Any]] = {}
     for s in db.stages:
-        dev = stage_device(stage_ep(stages[s.stage], actual) if s.stage in stages else None, environment)
+        # what ran the stage: the session's report, else the placement proof, else what the route asked
+        dev = stage_device(stages[s.stage].ran_on(route.actual) if s.stage in stages else None, environment)
         entry = per_device.setdefault(
             dev.device, {"device": dev.device, "labels": [], "stages": [], "bytes": 0.0, "emulated": False}
         )

@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from winml_perf.model.record import CellRecord
+from winml_perf.model.record_context import Environment, Prompt
+from winml_perf.model.record_measures import Memory
 from winml_perf.model.record_sections import Headline, Policy, RecordSamples, Shape
 from winml_perf.model.result import LoadPhases
 from winml_perf.model.serving import SERVING_PRIMARY, LoadSpec, ServedInvocation, ServingSection, Slo
@@ -143,7 +145,7 @@ def serving_record(
             load.prompt_tokens.low if load.prompt_tokens.fixed else None,
             load.max_new_tokens.low if load.max_new_tokens.fixed else None,
         ),
-        prompt={"mode": "synthetic", "seed": load.seed, "lengths": load.prompt_tokens.text},
+        prompt=Prompt.from_dict({"mode": "synthetic", "seed": load.seed, "lengths": load.prompt_tokens.text}),
         policy=policy,
         load=LoadPhases(
             plugin_registration_ms=route.recorded_route.plugin_registration_ms,
@@ -154,8 +156,10 @@ def serving_record(
         samples=RecordSamples(),
         metrics={},
         summary=Headline(scalars),
-        memory={**dict(memory), "peak_rss_bytes_per_invocation": [s.peak_rss_bytes for s in section.invocations]},
-        environment=dict(environment),
+        memory=Memory.from_dict(
+            {**dict(memory), "peak_rss_bytes_per_invocation": [s.peak_rss_bytes for s in section.invocations]}
+        ),
+        environment=Environment.from_dict(dict(environment)),
         stop_reason="iterations",  # a fixed count: every request of the load point served
         started_utc=started_utc,
         finished_utc=finished_utc,

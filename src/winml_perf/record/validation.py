@@ -114,9 +114,8 @@ def _raise_first_error(d: Mapping) -> None:
         )
 
 
-def validated_cell(record: Any) -> dict:
-    """A cell record as a dict, checked against record.schema.json (StoreError names the path)."""
-    d = record.to_dict() if hasattr(record, "to_dict") else record
+def validated_cell(d: Any) -> dict:
+    """A cell record's JSON (a dict), checked against record.schema.json (StoreError names the path)."""
     if not isinstance(d, Mapping):
         raise StoreError(f"a record must be a dict (CellRecord.to_dict()), got {type(d).__name__}")
     if d.get("kind") == "run":

@@ -84,7 +84,7 @@ def import_files(store: Store, paths: Sequence[Path]) -> ImportReport:
     total = 0
     for _, cells in batches:
         for cell in cells:
-            store.write_record(cell)
+            store.write_json_record(cell)
             total += 1
     new = store.count() - before
     if new:

@@ -166,7 +166,7 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
     samples that its sample rows give back exactly; then refresh the planner's statistics."""
     import json
 
-    from winml_perf.results.rows import series_key, without_restorable_samples
+    from winml_perf.results.rows import series_key, typed_record, without_restorable_samples
 
     conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN series_key VARCHAR({SERIES_KEY_LENGTH})"))
     conn.execute(sa.text("ALTER TABLE samples ADD COLUMN invocation INTEGER"))
@@ -201,7 +201,7 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
             new_text = (
                 text if stored is record else json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)
             )
-            updates.append({"rid": rid, "k": series_key(record), "j": new_text})
+            updates.append({"rid": rid, "k": series_key(typed_record(record)), "j": new_text})
         conn.execute(sa.text("UPDATE records SET series_key = :k, record_json = :j WHERE id = :rid"), updates)
         if invocations:
             conn.execute(
@@ -395,7 +395,7 @@ def _m0009_series_by_what_is_tracked(conn: sa.Connection) -> None:
     keyed by the old series keys, is derived data and is emptied (recomputed when next read)."""
     import json
 
-    from winml_perf.results.rows import route_label, series_key
+    from winml_perf.results.rows import route_label, series_key, typed_record
 
     conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN series_label VARCHAR({SERIES_LABEL_LENGTH})"))
     last = 0
@@ -409,7 +409,7 @@ def _m0009_series_by_what_is_tracked(conn: sa.Connection) -> None:
         last = batch[-1][0]
         updates = []
         for rid, text in batch:
-            record = json.loads(text)
+            record = typed_record(json.loads(text))
             updates.append({"rid": rid, "k": series_key(record), "route": route_label(record)})
         conn.execute(sa.text("UPDATE records SET series_key = :k, route = :route WHERE id = :rid"), updates)
     conn.execute(sa.text("DELETE FROM change_point_cache"))

@@ -1,10 +1,12 @@
-"""Cell record dict (model/record.py ``CellRecord.to_dict()``) -> the store's rows. Pure, no I/O.
+"""Cell record (model/record.py ``CellRecord``) -> the store's rows. Pure, no I/O.
 
 The record's layout belongs to the measurement engine (schemas/record.schema.json); this module
-is the one place that knows where each stored column comes from. Per-iteration metrics in the
-samples table are derived from the raw samples by the runner's own derivation (model/sample.py
-IterationSample, model/metrics.py), so compare and the dashboard test the same numbers the
-record summarises.
+is the one place that knows where each stored column comes from. The columns are read from the
+typed record; the JSON it stores and the sample rows that give its raw samples back are the
+record's JSON (``CellRecord.to_dict()``, or the document a record file held: ``json_record_rows``),
+the store's edge. Per-iteration metrics in the samples table are derived from the raw samples by
+the runner's own derivation (model/sample.py IterationSample, model/metrics.py), so compare and
+the dashboard test the same numbers the record summarises.
 """
 
 from __future__ import annotations
@@ -20,15 +22,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeGuard
 
-from winml_perf.model.equivalence_view import view_of_record
+from winml_perf.model.equivalence_view import EquivalenceView, view_of
 from winml_perf.model.metrics import CELL, METRICS
-from winml_perf.model.route import shown_label
+from winml_perf.model.record import CellRecord
+from winml_perf.model.route import StageRoute, shown_label
 from winml_perf.model.sample import IterationSample
 from winml_perf.support.errors import StoreError
 from winml_perf.support.finite_numbers import finite_number as finite
 
 SUMMARY_FIELDS = ("n", "median", "mean", "stdev", "cv_pct", "min", "max", "p90", "p95", "p99", "ci95_low", "ci95_high")
-TIMESTAMP_PATHS = ("finished_utc", "started_utc", "environment.timestamp_utc")
 
 
 # -- locating values in a record ------------------------------------------------------------------
@@ -41,22 +43,24 @@ def _absolute_bundle(bundle: str | None, cwd: Any) -> str | None:
     return os.path.normpath(os.path.join(cwd, bundle.replace("\\", "/")))
 
 
-def _get(record: Mapping[str, Any], path: str) -> Any:
+def _field(record: CellRecord, path: str) -> Any:
+    """The typed value at ``path`` (a metric's ``record_path``: section.field), None when absent."""
     node: Any = record
     for part in path.split("."):
-        if not isinstance(node, Mapping) or part not in node:
+        node = getattr(node, part, None)
+        if node is None:
             return None
-        node = node[part]
     return node
 
 
-def first(record: Mapping[str, Any], *paths: str) -> Any:
-    """The value at the first dotted path that is present, not None and not ''."""
-    for path in paths:
-        value = _get(record, path)
-        if value is not None and value != "":
-            return value
-    return None
+def _given(value: str | None) -> str | None:
+    """``value``, None for '' (a record field left empty is not given)."""
+    return value if value else None
+
+
+def record_time(record: CellRecord) -> str | None:
+    """When the record was made: its end, else its start, else its environment's time."""
+    return _given(record.finished_utc) or _given(record.started_utc) or _given(record.environment.timestamp_utc)
 
 
 def _str(value: Any) -> str | None:
@@ -112,10 +116,9 @@ def bundle_where(path: str | None) -> str | None:
     return posixpath.normpath(text)
 
 
-def record_series_label(record: Mapping[str, Any]) -> str | None:
+def record_series_label(record: CellRecord) -> str | None:
     """The user's ``--series NAME`` of a record, when it has one."""
-    label = record.get("series_label")
-    return str(label) if label else None
+    return record.series_label or None
 
 
 def series_where(row: Mapping[str, Any]) -> str | None:
@@ -128,13 +131,16 @@ def series_where(row: Mapping[str, Any]) -> str | None:
     return bundle_where(str(path)) if isinstance(path, str) and path else None
 
 
-def route_label(record: Mapping[str, Any]) -> str | None:
+def route_label(record: CellRecord) -> str | None:
     """The record's route as listings show it (model/route.shown_label: ``(compiled)``,
     ``(emulated)`` added to its label)."""
-    route = record.get("route")
-    if not isinstance(route, Mapping) or not route.get("label"):
-        return None
-    return shown_label(route)
+    return shown_label(record.route) if record.route.label else None
+
+
+def equivalence_view(record: CellRecord) -> EquivalenceView:
+    """The verdict and key figures of the record's route equivalence (issue 24)."""
+    e = record.route.equivalence
+    return view_of(None if e is None else e.to_dict())
 
 
 # -- samples ---------------------------------------------------------------------------------------
@@ -187,18 +193,16 @@ def invocations_text(values: Sequence[float] | None) -> str | None:
     return None if not values else json.dumps([float(v) for v in values], separators=(",", ":"))
 
 
-def _metric_rows(record: Mapping[str, Any], measured: Sequence[Mapping[str, Any]]) -> list[dict]:
+def _metric_rows(record: CellRecord, measured: Sequence[Mapping[str, Any]]) -> list[dict]:
     per_invocation = invocation_medians(measured, [m.name for m in METRICS if m.stored])
     rows = []
-    for name, summary in sorted((record.get("metrics") or {}).items()):
-        if not isinstance(summary, Mapping):
-            continue
-        row = {"name": name, **{k: finite(summary.get(k)) for k in SUMMARY_FIELDS}}
-        row["n"] = _int(summary.get("n")) or 0
+    for name, summary in sorted(record.metrics.items()):
+        row = {"name": name, **{k: finite(getattr(summary, k)) for k in SUMMARY_FIELDS}}
+        row["n"] = _int(summary.n) or 0
         row["invocations"] = invocations_text(per_invocation.get(name))
         rows.append(row)
     for m in METRICS:
-        value = finite(_get(record, m.record_path)) if m.source == CELL and m.record_path is not None else None
+        value = finite(_field(record, m.record_path)) if m.source == CELL and m.record_path is not None else None
         if value is not None:
             rows.append(
                 {
@@ -287,7 +291,7 @@ PLAIN_SESSION_KEYS = (
 )
 
 
-def series_identity(record: Mapping[str, Any]) -> dict:
+def series_identity(record: CellRecord) -> dict:
     """Everything that changes what a cell measures: testbed, bundle (the user's ``--series`` label,
     else the bundle's path: two bundles of one folder name stay apart, a rebuild in the same folder
     stays the series), runtime, route as shown (compiled, emulated) and shape; for
@@ -295,42 +299,46 @@ def series_identity(record: Mapping[str, Any]) -> dict:
     files); for bundles each stage's EP and EP options after routing."""
     label = record_series_label(record)
     ident: dict[str, Any] = {
-        "testbed": _str(first(record, "environment.testbed_id")),
+        "testbed": _str(_given(record.environment.testbed_id)),
         # what the user tracks (issue 35): the --series label, else the bundle's path; never its
         # content digest, which is an event on the series (a rebuilt model in the same folder)
-        "bundle": label if label else bundle_name(_str(record.get("bundle"))),
-        "runtime": _str(record.get("runtime")),
+        "bundle": label if label else bundle_name(_str(record.bundle)),
+        "runtime": _str(record.runtime),
         "route": route_label(record),
-        "prompt_tokens": _int(first(record, "shape.prompt_tokens")),
-        "max_new_tokens": _int(first(record, "shape.max_new_tokens")),
+        "prompt_tokens": _int(record.shape.prompt_tokens),
+        "max_new_tokens": _int(record.shape.max_new_tokens),
     }
-    load = _get(record, "serving.load")
-    if isinstance(load, Mapping):  # `winml serve`: each load point (and its lengths) is a series of its own
+    if record.serving is not None:  # `winml serve`: each load point (and its lengths) is a series of its own
+        load = record.serving.load.to_dict()
         ident["load"] = {k: load.get(k) for k in ("key", "requests", "prompt_tokens", "max_new_tokens", "seed")}
     if label:
         ident["labelled"] = True
     else:
-        ident["bundle_path"] = bundle_where(_str(record.get("bundle")))
-    options = _get(record, "policy.session.options")
-    if isinstance(options, Mapping) and record.get("runtime") == "winml":
+        ident["bundle_path"] = bundle_where(_str(record.bundle))
+    options = record.policy.session_options
+    if isinstance(options, Mapping) and record.runtime == "winml":
         ident["session"] = {
             k: options.get(k) for k in PLAIN_SESSION_KEYS if options.get(k) not in (None, {}, [], False)
         }
         if options.get("inputs"):
             ident["session"]["inputs"] = sorted(options["inputs"])
-    stages = _get(record, "route.stages")
-    if isinstance(stages, list):
-        eps = [
-            {"stage": st.get("stage"), "ep": st.get("ep_after"), "options": st.get("provider_options_after")}
-            for st in stages
-            if isinstance(st, Mapping) and (st.get("ep_after") or st.get("provider_options_after"))
-        ]
-        if eps:
-            ident["stages"] = eps
+    eps = [
+        # options as the JSON has them: a planned stage's always (model/route.py StageRoute.to_dict),
+        # another's where a record file gave some
+        {"stage": st.stage, "ep": st.ep_after, "options": _options_after(st)}
+        for st in record.route.stages
+        if st.ep_after or st.provider_options_after
+    ]
+    if eps:
+        ident["stages"] = eps
     return ident
 
 
-def series_key(record: Mapping[str, Any]) -> str:
+def _options_after(stage: StageRoute) -> list[dict[str, Any]] | None:
+    return list(stage.provider_options_after) if stage.planned or stage.provider_options_after else None
+
+
+def series_key(record: CellRecord) -> str:
     """A short stable hash of ``series_identity``: the stored series column."""
     text = json.dumps(series_identity(record), sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]
@@ -345,9 +353,28 @@ class RecordRows:
     samples: list[dict]
 
 
-def record_rows(record: Mapping[str, Any]) -> RecordRows:
-    """The rows of one cell record (already validated against record.schema.json)."""
-    samples = record.get("samples") or {}
+#: The samples of a record read for its columns only (the rows take the raw samples from its JSON).
+_NO_SAMPLES: dict[str, list] = {"warmup": [], "iterations": []}
+
+
+def typed_record(doc: Mapping[str, Any]) -> CellRecord:
+    """A record's JSON (a file's, or as stored) read for the columns: every section typed but the
+    raw samples, which the rows take from the JSON itself. ``doc`` is read, never changed."""
+    return CellRecord.from_dict({**doc, "samples": _NO_SAMPLES}, owned=True)
+
+
+def json_record_rows(doc: Mapping[str, Any]) -> RecordRows:
+    """The rows of a cell record's JSON as a file holds it (already validated against
+    record.schema.json), stored as it is: the store's JSON edge (``winml results import``)."""
+    return record_rows(typed_record(doc), doc)
+
+
+def record_rows(record: CellRecord, doc: Mapping[str, Any] | None = None) -> RecordRows:
+    """The rows of one cell record (its JSON already validated against record.schema.json).
+    ``doc``: the JSON it is stored as, ``record.to_dict()`` unless given; the JSON and the raw
+    samples' rows are taken from it, every other column from the typed record."""
+    doc = record.to_dict() if doc is None else doc
+    samples = doc.get("samples") or {}
     measured, measured_steps = _sample_rows(samples.get("iterations") or (), "measured", 0)
     warmup, warmup_steps = _sample_rows(samples.get("warmup") or (), "warmup", len(measured))
     once = (
@@ -355,33 +382,33 @@ def record_rows(record: Mapping[str, Any]) -> RecordRows:
         and _restorable(list(samples["iterations"]), measured, measured_steps)
         and _restorable(list(samples["warmup"]), warmup, warmup_steps)
     )
-    stored = {k: v for k, v in record.items() if k != "samples"} if once else record
+    stored = {k: v for k, v in doc.items() if k != "samples"} if once else doc
     canonical = json.dumps(stored, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    bundle = _str(record.get("bundle"))
-    versions = _get(record, "environment.versions") or {}
+    env = record.environment
+    bundle = _str(record.bundle)
     row = {
-        "record_uid": str(record["cell_id"]),
-        "schema_version": int(record["schema_version"]),
-        "run_id": _str(record.get("run_id")),
-        "created_utc": normalize_utc(first(record, *TIMESTAMP_PATHS)),
-        "testbed_id": _str(first(record, "environment.testbed_id")),
-        "hostname": _str(first(record, "environment.hostname")),
+        "record_uid": str(record.cell_id),
+        "schema_version": int(record.schema_version),
+        "run_id": _str(record.run_id),
+        "created_utc": normalize_utc(record_time(record)),
+        "testbed_id": _given(env.testbed_id),
+        "hostname": _given(env.hostname),
         "bundle": record_series_label(record) or bundle_name(bundle),
-        "bundle_path": _absolute_bundle(bundle, first(record, "environment.cwd")),
-        "bundle_id": _str(record.get("bundle_id")),
+        "bundle_path": _absolute_bundle(bundle, env.cwd),
+        "bundle_id": _str(record.bundle_id),
         "series_label": record_series_label(record),
         "route": route_label(record),
-        "runtime": _str(record.get("runtime")),
-        "prompt_tokens": _int(first(record, "shape.prompt_tokens")),
-        "max_new_tokens": _int(first(record, "shape.max_new_tokens")),
-        "status": _str(record.get("status")) or "ok",
-        "git_commit": _str(first(record, "environment.git.commit")),
-        "winml_perf_version": _str(versions.get("winml-perf")),
-        "onnxruntime_version": _str(versions.get("onnxruntime")),
-        "genai_version": _str(versions.get("onnxruntime-genai")),
+        "runtime": _str(record.runtime),
+        "prompt_tokens": _int(record.shape.prompt_tokens),
+        "max_new_tokens": _int(record.shape.max_new_tokens),
+        "status": _str(record.status) or "ok",
+        "git_commit": _given(env.git_commit),
+        "winml_perf_version": env.version("winml-perf"),
+        "onnxruntime_version": env.version("onnxruntime"),
+        "genai_version": env.version("onnxruntime-genai"),
         "n_samples": len(measured),
         "series_key": series_key(record),
-        **view_of_record(record).columns(),  # the verdict and key figures of route.equivalence (issue 24)
+        **equivalence_view(record).columns(),  # the verdict and key figures of route.equivalence (issue 24)
         "record_json": canonical,
     }
     return RecordRows(record=row, metrics=_metric_rows(record, measured), samples=measured + warmup)

@@ -4,8 +4,9 @@ PostgreSQL by URL for a fleet of machines. SQLAlchemy Core; schema by ordered mi
 - ``open_store(url_or_path=None) -> Store``: ``None`` means ``$WINML_PERF_STORE``, else the default
   file. A path (or ``sqlite:///path``) is SQLite; ``postgresql://`` / ``postgres://`` URLs use the
   psycopg 3 driver (``postgresql+psycopg://``).
-- ``Store.write_record(record_dict) -> int`` stores one record (its row, metric summaries and every
+- ``Store.write_record(record) -> int`` stores one CellRecord (its row, metric summaries and every
   raw sample) in one transaction; safe to call after each cell from many processes at once.
+  ``Store.write_json_record(doc)`` stores a record's JSON as a file holds it (the import edge).
 - Reads of records, metrics and samples are methods here; reads of a whole series (histories, the
   series list, newest runs per series) are in results/series.py.
 
@@ -47,11 +48,13 @@ from winml_perf.results.location import (  # noqa: F401  (re-exported)
     writable,
 )
 from winml_perf.results.locking import WriterLock
-from winml_perf.results.rows import record_rows, restore_samples
+from winml_perf.results.rows import RecordRows, json_record_rows, record_rows, restore_samples
 from winml_perf.support.errors import StoreError
 
 if TYPE_CHECKING:
     from sqlalchemy.dialects import postgresql, sqlite
+
+    from winml_perf.model.record import CellRecord, RunRecord
 
 #: How long a writer keeps retrying "database is locked" before giving up.
 WRITE_RETRY_DEADLINE_S = 120.0
@@ -243,14 +246,27 @@ class Store:
             )
 
     # -- writing ----------------------------------------------------------------------------------
-    def write_record(self, record: Mapping[str, Any]) -> int:
-        """Store one record (a RunRecord.to_dict()) with its metric summaries and raw samples, in
-        one transaction. Returns the record's store id. Writing the same record again (same
-        record id, or same content) stores nothing new and returns the existing id."""
+    def write_record(self, record: CellRecord) -> int:
+        """Store one cell record with its metric summaries and raw samples, in one transaction
+        (its JSON checked against the schema first). Returns the record's store id. Writing the
+        same record again (same record id, or same content) stores nothing new and returns the
+        existing id."""
+        self._check_writable()
+        return self._write_rows(record_rows(record, validated_cell(record.to_dict())))
+
+    def write_json_record(self, doc: Mapping[str, Any]) -> int:
+        """``write_record`` for a cell record's JSON as a file holds it (``winml results import``):
+        checked against the schema, then stored as it is, keys a newer or older version wrote or
+        left out included."""
+        self._check_writable()
+        return self._write_rows(json_record_rows(validated_cell(doc)))
+
+    def _check_writable(self) -> None:
         if self.read_only:
             raise StoreError(f"results store {self.display} is read-only", "pass --store with a writable path")
-        rows = record_rows(validated_cell(record))
 
+    def _write_rows(self, rows: RecordRows) -> int:
+        """Insert one record's rows in one transaction; the id of the copy stored first."""
         insert = self._insert_ignoring_duplicates()
 
         def attempt() -> int:
@@ -291,15 +307,15 @@ class Store:
             .returning(mig.records.c.id)
         )
 
-    def write_records(self, records: Iterable[Mapping[str, Any]]) -> list[int]:
+    def write_records(self, records: Iterable[CellRecord]) -> list[int]:
         return [self.write_record(r) for r in records]
 
-    def write_run(self, run: Any) -> list[int]:
-        """Store every cell of a run record (RunRecord or its dict)."""
-        d = run.to_dict() if hasattr(run, "to_dict") else run
-        if not isinstance(d, Mapping) or d.get("kind") != "run":
-            raise StoreError("write_run takes a run record (kind 'run')", "use write_record for one cell record")
-        return [self.write_record(c) for c in d.get("cells") or ()]
+    def write_json_records(self, docs: Iterable[Mapping[str, Any]]) -> list[int]:
+        return [self.write_json_record(d) for d in docs]
+
+    def write_run(self, run: RunRecord) -> list[int]:
+        """Store every cell of a run record."""
+        return [self.write_record(c) for c in run.cells]
 
     @staticmethod
     def _id_of_uid(conn: sa.Connection, uid: str) -> int | None:

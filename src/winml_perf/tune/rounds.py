@@ -52,7 +52,7 @@ class RealRounds:
         return replace(self, shape=shape, store_errors=self.store_errors, run_ids=self.run_ids)
 
     def __call__(self, round_index: int, labels: Sequence[str]) -> RoundResult:
-        from winml_perf.compare.cells import cell_of_record
+        from winml_perf.compare.cells import cell_of
         from winml_perf.measure.progress import NullProgress
         from winml_perf.measure.sweep import CellExtras, RunFacts, run_sweep
         from winml_perf.model.spec import IterationPolicy, PromptSpec, WarmupPolicy, expand_sweep
@@ -75,14 +75,14 @@ class RealRounds:
         def on_cell_done(record) -> None:
             if self.store is not None:
                 try:
-                    self.store.write_record(record.to_dict())
+                    self.store.write_record(record)
                 except StoreError as exc:
                     self.store_errors.append(f"{record.cell_key}: {exc}")
             label = record.route.label
             if not record.ok:
                 failed[label] = record.failure.message if record.failure else "failed"
                 return
-            cell = cell_of_record(record.to_dict())
+            cell = cell_of(record)
             values[label] = {m: [s.values[m] for s in cell.samples if m in s.values] for m in self.metrics}
 
         run = run_sweep(

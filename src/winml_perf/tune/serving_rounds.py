@@ -164,7 +164,7 @@ class ServingRounds:
         )
         for cell in cells:
             try:
-                self.store.write_record(cell.to_dict())
+                self.store.write_record(cell)
             except StoreError as exc:
                 self.store_errors.append(f"{cell.cell_key}: {exc}")
         self.run_ids.append(run_id)

@@ -243,7 +243,7 @@ def _serve(
         try:
             for cell in cells:
                 try:
-                    store.write_record(cell.to_dict())
+                    store.write_record(cell)
                 except StoreError as exc:
                     outcome.store_errors.append(f"{cell.cell_key}: {exc}")
         finally:
