@@ -231,3 +231,27 @@ def test_a_route_whose_layer_pass_fails_is_judged_on_its_logits_and_says_why(fak
     e = run.by_label["ep=y"]
     assert e.verdict == EQUIVALENT and e.layers.figures == ()
     assert e.layers.unobserved == ("this route's pass failed: OSError: cannot write the tapped copy",)
+
+
+def test_the_precision_variant_rewrites_only_the_files_holding_matmulnbits():
+    """A stage file without MatMulNBits (an embedding table, often with its weights inline) stays
+    linked to the source: the same file on disk, not a rewritten copy."""
+    import shutil
+    from pathlib import Path
+
+    from winml_perf.bundle.config import load_config
+    from winml_perf.bundle.variants import accuracy_levels, precision_variant
+    from winml_perf.onnxfile.wire import read_graph
+
+    src = Path(__file__).resolve().parents[2] / "bundles" / "tiny-qwen2-pipeline"
+    files = sorted({s.filename for s in load_config(src).stages})
+    holding = {f for f in files if any(n.op_type == "MatMulNBits" for n in read_graph(src / f).nodes)}
+    assert holding and set(files) - holding  # the bundle has both kinds
+    out, _ = precision_variant(src)
+    try:
+        for f in files:
+            linked = (out / f).stat().st_ino == (src / f).stat().st_ino
+            assert linked == (f not in holding), f
+        assert accuracy_levels(out) == {0}
+    finally:
+        shutil.rmtree(out)

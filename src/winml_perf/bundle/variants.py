@@ -15,6 +15,7 @@ from typing import Any
 
 from winml_perf.bundle.config import CONFIG_NAME, config_of
 from winml_perf.ep.table import EPS, Fp16Option, ep_from_genai_provider, is_known_ep
+from winml_perf.onnxfile.wire import GraphInfo, read_graph
 
 NOISE_LEVEL = "ORT_DISABLE_ALL"
 #: MatMulNBits accuracy_level: 0 unset (fp32 activations here), 4 int8 activations.
@@ -50,16 +51,16 @@ def session_variant(bundle: Path, entries: dict[str, Any]) -> Path:
 
 def accuracy_levels(bundle: Path) -> set[int]:
     """The MatMulNBits accuracy levels the bundle's stage files use (empty: no MatMulNBits)."""
-    import onnx
-
     levels: set[int] = set()
     for name in {s.filename for s in config_of(bundle).stages}:
-        model = onnx.load(str(bundle / name), load_external_data=False)
-        for node in model.graph.node:
-            if node.op_type == "MatMulNBits":
-                level = next((a.i for a in node.attribute if a.name == "accuracy_level"), 0)
-                levels.add(int(level))
+        levels.update(_levels(read_graph(bundle / name)))
     return levels
+
+
+def _levels(graph: GraphInfo) -> set[int]:
+    """The accuracy levels of a graph's MatMulNBits nodes (read from the wire: no weight is parsed;
+    a stage file may hold its weights inline, hundreds of MB for an embedding table)."""
+    return {n.attribute("accuracy_level", 0) for n in graph.nodes if n.op_type == "MatMulNBits"}
 
 
 def precision_variant(bundle: Path) -> tuple[Path, str] | None:
@@ -71,7 +72,8 @@ def precision_variant(bundle: Path) -> tuple[Path, str] | None:
     if not levels:
         return _fp16_variant(bundle)
     target = ACCURACY_LEVELS[0] if max(levels) == ACCURACY_LEVELS[1] else ACCURACY_LEVELS[1]
-    files = sorted({s.filename for s in config_of(bundle).stages})
+    stage_files = {s.filename for s in config_of(bundle).stages}
+    files = sorted(f for f in stage_files if _levels(read_graph(bundle / f)))  # the others stay linked
     out = _linked_copy(bundle, set(files))
     for name in files:
         model = onnx.load(str(bundle / name), load_external_data=False)  # external data stays linked
@@ -241,26 +243,18 @@ def stage_session_entries(config, stage_name: str) -> dict:
 # -- what precision a bundle's stages compute in (issue 24) ---------------------------------------
 
 #: The MatMulNBits accuracy_level attribute as the contrib op defines it: the least precision of input A.
+_FLOAT16, _BFLOAT16 = 10, 16  # onnx TensorProto data types
 ACCURACY_MEANING = {0: "unset", 1: "fp32 A", 2: "fp16 A", 3: "bf16 A", 4: "int8 A"}
 
 
 def _model_facts(path: Path) -> tuple[tuple[int, ...], str, bool]:
     """(MatMulNBits accuracy levels, float type of the graph's float inputs/weights, compiled) of one
-    .onnx file, from its header (weights stay on disk)."""
-    import onnx
-
-    model = onnx.load(str(path), load_external_data=False)
-    levels = sorted(
-        {
-            int(next((a.i for a in n.attribute if a.name == "accuracy_level"), 0))
-            for n in model.graph.node
-            if n.op_type == "MatMulNBits"
-        }
-    )
-    types = {v.type.tensor_type.elem_type for v in model.graph.input} | {i.data_type for i in model.graph.initializer}
-    dtype = "fp16" if onnx.TensorProto.FLOAT16 in types else "bf16" if onnx.TensorProto.BFLOAT16 in types else "fp32"
-    compiled = any(n.op_type == "EPContext" for n in model.graph.node)
-    return tuple(levels), dtype, compiled
+    .onnx file, read from its wire format (no weight is parsed, inline or on disk)."""
+    graph = read_graph(path)
+    types = {v.elem_type for v in graph.inputs} | {i.data_type for i in graph.initializers}
+    dtype = "fp16" if _FLOAT16 in types else "bf16" if _BFLOAT16 in types else "fp32"
+    compiled = any(n.op_type == "EPContext" for n in graph.nodes)
+    return tuple(sorted(_levels(graph))), dtype, compiled
 
 
 def _compute(ep: str, levels: tuple[int, ...], dtype: str, compiled: bool, options: dict[str, str]) -> str:

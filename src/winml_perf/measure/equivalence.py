@@ -601,7 +601,7 @@ def _judge_one(
 ) -> Equivalence:
     """One route's teacher-forced pass against the reference, with its layers from ``layers_of(path)``;
     BenchmarkFailure when its pass fails."""
-    from winml_perf.model.equivalence import question_for
+    from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
     from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import compare_logits, first_departing_stage, verdict
 
@@ -617,7 +617,7 @@ def _judge_one(
     cost.route_compare_ms += (time.perf_counter() - t2) * 1000.0
     route_precision = _precision(path)
     question = question_for(route_precision, ref.ref_precision)
-    same = _same_model(ref, path)
+    same = question == SAME_MODEL_QUESTION  # as _same_model decides it for the route's layers
     noise, precision = ref.noise, ref.precision
     bands = (noise, precision) if precision else (noise,)
     where = layers_of(path)
