@@ -247,9 +247,22 @@ _FLOAT16, _BFLOAT16 = 10, 16  # onnx TensorProto data types
 ACCURACY_MEANING = {0: "unset", 1: "fp32 A", 2: "fp16 A", 3: "bf16 A", 4: "int8 A"}
 
 
+#: _model_facts by file on disk (device, inode, size, mtime): derived folders link their sources, so a
+#: check over many routes reads each distinct stage file once.
+_FACTS: dict[tuple[int, int, int, int], tuple[tuple[int, ...], str, bool]] = {}
+
+
 def _model_facts(path: Path) -> tuple[tuple[int, ...], str, bool]:
     """(MatMulNBits accuracy levels, float type of the graph's float inputs/weights, compiled) of one
     .onnx file, read from its wire format (no weight is parsed, inline or on disk)."""
+    st = os.stat(path)
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if key not in _FACTS:
+        _FACTS[key] = _read_model_facts(path)
+    return _FACTS[key]
+
+
+def _read_model_facts(path: Path) -> tuple[tuple[int, ...], str, bool]:
     graph = read_graph(path)
     types = {v.elem_type for v in graph.inputs} | {i.data_type for i in graph.initializers}
     dtype = "fp16" if _FLOAT16 in types else "bf16" if _BFLOAT16 in types else "fp32"
