@@ -109,3 +109,18 @@ def test_the_question_follows_the_precision_of_both_sides():
     assert question_for(gpu, cpu) == PRECISION_QUESTION  # another EP
     assert question_for(cpu0, cpu) == PRECISION_QUESTION  # another precision on the same EP
     assert question_for((), cpu) == PRECISION_QUESTION  # unknown: the wider question
+
+
+def test_top_k_is_the_first_k_of_a_stable_descending_sort_ties_included():
+    import numpy as np
+
+    from winml_perf.stats.equivalence import top_k
+
+    rng = np.random.default_rng(7)
+    for trial in range(200):
+        vocab, k = int(rng.integers(5, 120)), 5
+        rows = rng.integers(-2, 2, size=(3, vocab)).astype(np.float64) if trial % 2 else rng.standard_normal((3, vocab))
+        if trial % 9 == 0:
+            rows[:] = 0.5  # every entry tied: the lowest indices
+        stable = np.argsort(-rows, axis=-1, kind="stable")[:, :k]
+        assert top_k(rows, k) == [sorted(r.tolist()) for r in stable]

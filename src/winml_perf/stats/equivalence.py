@@ -65,9 +65,7 @@ def compare_logits(reference: Logits, route: Logits) -> LogitFigures:
     delta = (np.abs(ref - other).max(axis=-1) / spread).max()
     top1 = ref.argmax(axis=-1) == other.argmax(axis=-1)
     k = min(TOP_K, ref.shape[1])
-    ref_top = np.argsort(-ref, axis=-1, kind="stable")[:, :k]
-    other_top = np.argsort(-other, axis=-1, kind="stable")[:, :k]
-    overlap = [len(set(a.tolist()) & set(b.tolist())) / k for a, b in zip(ref_top, other_top)]
+    overlap = [len(set(a) & set(b)) / k for a, b in zip(top_k(ref, k), top_k(other, k))]
     misses = np.flatnonzero(~top1)
     return LogitFigures(
         steps=int(ref.shape[0]),
@@ -79,6 +77,19 @@ def compare_logits(reference: Logits, route: Logits) -> LogitFigures:
         first_divergence=int(misses[0]) if misses.size else None,
         identical=bool(np.array_equal(np.asarray(reference), np.asarray(route))),
     )
+
+
+def top_k(rows: NDArray[np.floating], k: int) -> list[list[int]]:
+    """Each row's k largest entries' indices, ties broken by the lower index: the first k of a stable
+    descending sort, found in linear time (a vocabulary of 150k entries sorted per step was most of a
+    comparison)."""
+    kth = -np.partition(-rows, k - 1, axis=-1)[:, k - 1 : k]  # each row's k-th largest value
+    out = []
+    for row, bound in zip(rows, kth[:, 0]):
+        above = np.flatnonzero(row > bound)
+        tied = np.flatnonzero(row == bound)[: k - above.size]
+        out.append(sorted([*above.tolist(), *tied.tolist()]))
+    return out
 
 
 def band_limit(figures: LogitFigures, floor: float = 0.0) -> float:
