@@ -94,8 +94,8 @@ def test_isolated_interleaved_sweep_over_two_routes(bundle_copy, tiny_flat, env,
     validate_record(run.to_dict())
     assert run.status == "ok" and len(done) == 2
     config, forced = run.cells
-    assert config.memory["pid"] != os.getpid() and config.memory["pid"] != forced.memory["pid"]  # one child per route
+    assert config.memory.pid != os.getpid() and config.memory.pid != forced.memory.pid  # one child per route
     # the tiny bundle already runs on CPU: forcing ep=cpu changes nothing, and the record says so
     assert "route_no_effect" in {w.code for w in forced.warnings}
-    assert config.output["tokens_sha256"] == forced.output["tokens_sha256"]
+    assert config.output.tokens_sha256 == forced.output.tokens_sha256
     assert [o["order"] for o in run.sweep["order"]] and len(run.sweep["order"]) == 2

@@ -168,3 +168,33 @@ def test_a_layer_session_is_opened_once_per_check_and_gives_what_a_fresh_one_giv
         assert pool.sessions_opened == opened and pool.sessions_reused == 2
     assert _same(kept.reference, fresh.reference) and _same(kept.local, fresh.local)
     assert pool.sessions == {}  # let go when the check ends
+
+
+def test_layer_passes_run_beside_only_on_eps_that_allow_it_and_judge_alike(monkeypatch, tmp_path):
+    """A CPU route's layer passes run in the second thread and give the judgement the main thread
+    gives; a route with a WebGPU stage has its layers judged in turn (its EP is not 'sessions_beside')."""
+    from dataclasses import replace
+    from types import SimpleNamespace as NS
+
+    from winml_perf.measure import layers_ahead
+
+    cpu = _linked(PIPELINE, tmp_path / "cpu")
+    cfg = json.loads((PIPELINE / "genai_config.json").read_text())
+    cfg["model"]["decoder"]["session_options"]["provider_options"] = [{"WebGPU": {}}]
+    webgpu = _linked(PIPELINE, tmp_path / "webgpu", cfg)
+    assert eq._layers_beside(str(cpu)) and not eq._layers_beside(str(webgpu))
+
+    started: list[list[str]] = []
+    real_start = layers_ahead.LayersAhead.start
+    monkeypatch.setattr(
+        layers_ahead.LayersAhead, "start", lambda self, p: started.append(list(p)) or real_start(self, p)
+    )
+    route = [NS(label="cpu", session=NS(path=str(cpu)))]
+    beside = eq.judge_routes(str(PIPELINE), route, steps=4).by_label["cpu"]
+    assert started == [[str(cpu)]]
+    monkeypatch.setattr(eq, "_layers_beside", lambda path: False)
+    in_turn = eq.judge_routes(str(PIPELINE), route, steps=4).by_label["cpu"]
+    assert started[-1] == []
+    assert replace(beside, cost_ms=0.0, layers=replace(beside.layers, cost_ms=0.0)) == replace(
+        in_turn, cost_ms=0.0, layers=replace(in_turn.layers, cost_ms=0.0)
+    )

@@ -48,7 +48,7 @@ QNN_DEFAULT = (eps.DefaultOption("backend_type", "htp", unless=("backend_path",)
 WEBGPU_NO_DEVICE = "no GPU adapter found; ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1 before start offers a software one"
 #: The facts each EP's entry holds where they differ from EPInfo's defaults (what the modules used to keep).
 FACTS = {
-    CPU: {"memory": "host", "accuracy_level_kernel": True},
+    CPU: {"memory": "host", "accuracy_level_kernel": True, "sessions_beside": True},
     CUDA: {
         "io_device": "cuda",
         "memory": "nvidia-gpu",
@@ -70,6 +70,7 @@ FACTS = {
         "runtime_builds": (("onnxruntime", "onnxruntime-qnn"),),
     },
     OPENVINO: {
+        "sessions_beside": True,
         "compiles": True,
         "device_type_option": True,
         "option_keys": [("onnxruntime-ep-openvino", "1.8.1", 15)],

@@ -2,7 +2,7 @@
 
 import pytest
 
-from tests.conftest import TINY_FLAT, TINY_PIPELINE
+from tests.conftest import TINY_FLAT, TINY_PIPELINE, needs_openvino_absent
 from winml_perf.session.genai_session import GenaiSession
 from winml_perf.support.errors import BundleError, EPUnavailableError
 
@@ -59,6 +59,7 @@ def test_generate_requires_load():
         GenaiSession(TINY_FLAT).generate_timed([1, 2], 2)
 
 
+@needs_openvino_absent
 def test_missing_ep_maps_to_clear_error(bundle_copy):
     import json
 

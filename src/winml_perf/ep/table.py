@@ -152,6 +152,10 @@ class EPInfo:
     runtime_builds: tuple[tuple[str, str], ...] = ()  # (the plain distribution, this EP's build of it)
     genai_unavailable: tuple[str, str] | None = None  # (a regex of genai's load error, what to call the EP)
     no_device_hint: str = ""
+    # its sessions may be opened and run in a second thread while onnxruntime-genai runs in the first
+    # (the equivalence check's layer passes, measure/layers_ahead.py): seen on CPU and on OpenVINO's CPU
+    # device; WebGPU over lavapipe crashed (SIGSEGV) in 1 of 20 runs so; the others not tried
+    sessions_beside: bool = False
 
     @property
     def home_device(self) -> str:
@@ -286,7 +290,7 @@ _OPENVINO_1_8_1_KEYS = frozenset(
 )
 
 _TABLE: tuple[EPInfo, ...] = (
-    EPInfo(CPU_EP, "cpu", "cpu", ("cpu",), memory=HOST_MEMORY, accuracy_level_kernel=True),
+    EPInfo(CPU_EP, "cpu", "cpu", ("cpu",), memory=HOST_MEMORY, accuracy_level_kernel=True, sessions_beside=True),
     EPInfo(
         "CUDAExecutionProvider",
         "cuda",
@@ -342,6 +346,7 @@ _TABLE: tuple[EPInfo, ...] = (
         install_needs="it offers devices on Intel hardware only (CPU, GPU, NPU), none on an AMD CPU",
         precision_options=("precision", "load_config"),
         runtime_builds=(("onnxruntime", "onnxruntime-openvino"),),  # replaces onnxruntime, unlike the plugin
+        sessions_beside=True,
     ),
     EPInfo(
         "VitisAIExecutionProvider",

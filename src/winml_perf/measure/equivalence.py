@@ -677,8 +677,8 @@ def judge_routes(
     def ready(to_judge: Sequence[str]) -> None:  # a reference that cannot run fails the whole check
         if not reference:
             reference.append(_reference(ref_path, ref_label, prompt_ids, steps, layers, store, cost))
-            if reference[0].layer_bands is not None:
-                ahead.start(to_judge)
+            if reference[0].layer_bands is not None:  # the others' layers run in turn, in this thread
+                ahead.start([p for p in to_judge if _layers_beside(p)])
 
     def judge(path: str) -> Equivalence:
         t1 = time.perf_counter()
@@ -743,6 +743,19 @@ def _cached_verdicts(routes: Sequence[Any], store) -> dict[str, Equivalence | No
         return {}
     keys = dict.fromkeys(store.route_key(str(r.session.path)) for r in routes)
     return {key: store.verdict(key) for key in keys}
+
+
+def _layers_beside(path: str) -> bool:
+    """Whether every EP the route's layer passes open sessions on may run in a second thread beside
+    onnxruntime-genai (the EP table's ``sessions_beside``)."""
+    from winml_perf.bundle.config import config_of
+    from winml_perf.ep.table import EPS
+
+    try:
+        stages = config_of(path).stages
+    except Exception:  # a folder that cannot be read is judged in turn, where its failure is reported
+        return False
+    return all(EPS[ep].sessions_beside if ep in EPS else False for ep, _ in map(_stage_ep, stages))
 
 
 def _to_judge(routes: Sequence[Any], store, cached: Mapping[str, Equivalence | None]) -> list[str]:
