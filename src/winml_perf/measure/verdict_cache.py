@@ -44,6 +44,7 @@ CODE = (
     "winml_perf.measure.verdict_cache",
     "winml_perf.measure.shared_passes",
     "winml_perf.measure.kept_variants",
+    "winml_perf.measure.layers_ahead",
     "winml_perf.model.equivalence",
     "winml_perf.stats.equivalence",
     "winml_perf.stats.layer_equivalence",
