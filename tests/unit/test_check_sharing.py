@@ -190,11 +190,14 @@ def test_layer_passes_run_beside_only_on_eps_that_allow_it_and_judge_alike(monke
         layers_ahead.LayersAhead, "start", lambda self, p: started.append(list(p)) or real_start(self, p)
     )
     route = [NS(label="cpu", session=NS(path=str(cpu)))]
-    beside = eq.judge_routes(str(PIPELINE), route, steps=4).by_label["cpu"]
+    first = eq.judge_routes(str(PIPELINE), route, steps=4)
     assert started == [[str(cpu)]]
+    assert first.cost.route_layers_ms > 0 and first.cost.route_layers_in_turn_ms == 0
     monkeypatch.setattr(eq, "_layers_beside", lambda path: False)
-    in_turn = eq.judge_routes(str(PIPELINE), route, steps=4).by_label["cpu"]
+    second = eq.judge_routes(str(PIPELINE), route, steps=4)
     assert started[-1] == []
+    assert second.cost.route_layers_ms == 0 and second.cost.route_layers_in_turn_ms > 0  # said as run in turn
+    beside, in_turn = first.by_label["cpu"], second.by_label["cpu"]
     assert replace(beside, cost_ms=0.0, layers=replace(beside.layers, cost_ms=0.0)) == replace(
         in_turn, cost_ms=0.0, layers=replace(in_turn.layers, cost_ms=0.0)
     )

@@ -300,7 +300,7 @@ def layer_profile(
     from winml_perf.bundle.config import config_of
     from winml_perf.bundle.variants import stage_session_entries
     from winml_perf.onnxfile.header import input_shapes
-    from winml_perf.session.layer_outputs import run_full_sequence
+    from winml_perf.session.layer_outputs import open_pass_session, run_opened
 
     t0 = time.perf_counter()
     folder = Path(folder)
@@ -318,7 +318,8 @@ def layer_profile(
             out = (_stage_node(config, stages[0].name).get("outputs") or ["inputs_embeds"])[0]
             entries = stage_session_entries(config, stages[0].name)
             try:
-                embeds = run_full_sequence(folder / filename, ep, options, entries, tokens, [out], kv).outputs[out]
+                session = open_pass_session(folder / filename, ep, options, entries)
+                embeds = run_opened(session, folder / filename, ep, tokens, [out], kv).outputs[out]
             except BenchmarkFailure as exc:
                 unobserved.append(f"{label}: {exc.message}")
             continue
@@ -525,6 +526,7 @@ class CheckCost:
     route_compare_ms: float = 0.0  # of routes_ms: comparing their logits and stage outputs with the reference's
     route_layers_ms: float = 0.0  # their layer passes (run, or read back when shared), in a second thread
     route_layers_waited_ms: float = 0.0  # of routes_ms: waiting for those layer passes
+    route_layers_in_turn_ms: float = 0.0  # of routes_ms: the layer passes of routes on EPs not run beside
     keys_ms: float = 0.0  # hashing the bundles' content for the cache's keys
     layer_passes: int = 0  # stage-file layer passes run (the reference's and the bands' included)
     layer_passes_shared: int = 0  # a route's stage-file pass read back: run alike before (shared_passes.py)
@@ -692,6 +694,7 @@ def judge_routes(
     finally:
         ahead.close()
     cost.route_layers_ms, cost.route_layers_waited_ms = ahead.worker_ms, ahead.waited_ms
+    cost.route_layers_in_turn_ms = ahead.in_turn_ms
     out = {label: replace(e, reference=ref_label, reference_path=ref_path) for label, e in out.items()}
     if store is not None:
         cost.keys_ms = store.keys_ms
@@ -713,12 +716,13 @@ def _each_route(
     errors: dict[str, str] = {}
     seen: dict[str, Equivalence | str] = {}  # content key -> its verdict, or why its pass failed
     cached = _cached_verdicts(routes, store)
+    pending = _to_judge(routes, store, cached)
     for r in routes:
         path, t1 = str(r.session.path), time.perf_counter()
         key = store.route_key(path) if store is not None else None
         found = _known(key, seen, cached, cost)
         if found is None:
-            ready(_to_judge(routes, store, cached))
+            ready(pending)
             try:
                 found = judge(path)
             except BenchmarkFailure as exc:
@@ -880,7 +884,13 @@ def cost_line(runs: Sequence[EquivalenceRun], cached: bool, where: str = "outsid
                 f" (model loads {cost.route_loads_ms / 1000:.1f} s, teacher-forced steps "
                 f"{cost.route_steps_ms / 1000:.1f} s, letting go {cost.route_release_ms / 1000:.1f} s, comparing "
                 f"{cost.route_compare_ms / 1000:.1f} s; beside them, layer passes {cost.route_layers_ms / 1000:.1f} s, "
-                f"{cost.route_layers_waited_ms / 1000:.1f} s of it waited for)"
+                f"{cost.route_layers_waited_ms / 1000:.1f} s of it waited for"
+                + (
+                    f"; in turn, layer passes {cost.route_layers_in_turn_ms / 1000:.1f} s"
+                    if cost.route_layers_in_turn_ms
+                    else ""
+                )
+                + ")"
             )
     if cost.layer_passes:
         judged += f"; layer passes {cost.layer_passes} run"

@@ -29,6 +29,7 @@ class LayersAhead:
         self.futures: dict[str, Future] = {}
         self.worker_ms = 0.0  # the worker's time in layer passes
         self.waited_ms = 0.0  # the main thread's time waiting for them
+        self.in_turn_ms = 0.0  # the main thread's time in the passes of routes not started ahead
         self._pool: ThreadPoolExecutor | None = None
 
     def start(self, paths: Iterable[str]) -> None:
@@ -43,9 +44,12 @@ class LayersAhead:
     def result(self, path: str) -> Any:
         """The route's layers: from the worker (waiting for them), else run here now."""
         future = self.futures.pop(path, None)
-        if future is None:
-            return self._timed(path)
         t0 = time.perf_counter()
+        if future is None:
+            try:
+                return self.run(path)
+            finally:
+                self.in_turn_ms += (time.perf_counter() - t0) * 1000.0
         try:
             return future.result()
         finally:

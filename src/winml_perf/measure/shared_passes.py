@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,19 +63,25 @@ class FilePasses:
     reused: int = 0
     tap_ms: float = 0.0
     run_ms: float = 0.0
+    # the routes' passes run in a second thread, and a route on an EP not run there in the first
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def get(self, file: StageFile, teacher: bool) -> FilePass | str | None:
-        found = self.done.get(pass_key(file, teacher))
-        if found is not None:
-            self.reused += 1
+        key = pass_key(file, teacher)
+        with self._lock:
+            found = self.done.get(key)
+            if found is not None:
+                self.reused += 1
         return found
 
     def put(self, file: StageFile, teacher: bool, done: FilePass | str, clock: PassClock | None = None) -> None:
-        self.runs += 1
-        if clock is not None:
-            self.tap_ms += clock.tap_ms
-            self.run_ms += clock.run_ms
-        self.done[pass_key(file, teacher)] = done
+        key = pass_key(file, teacher)
+        with self._lock:
+            self.runs += 1
+            if clock is not None:
+                self.tap_ms += clock.tap_ms
+                self.run_ms += clock.run_ms
+            self.done[key] = done
 
 
 def pass_key(file: StageFile, teacher: bool) -> tuple:

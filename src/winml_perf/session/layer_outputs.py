@@ -122,26 +122,6 @@ def open_pass_session(model: Path, ep: str, provider_options: Mapping[str, str],
         raise _pass_failed(model, ep, exc) from exc
 
 
-def run_full_sequence(
-    model: Path,
-    ep: str,
-    provider_options: Mapping[str, str],
-    entries: Mapping[str, Any],
-    tokens: Sequence[int],
-    wanted: Sequence[str],
-    kv: KvShape,
-    embeds: np.ndarray | None = None,
-    given: Mapping[str, np.ndarray] | None = None,
-) -> StagePass:
-    """``wanted`` tensors (float32) of one pass of ``model`` over ``tokens`` (``given``: inputs fed as
-    they are, cast to the input's type); BenchmarkFailure naming the model when onnxruntime cannot
-    create or run it."""
-    t0 = time.perf_counter()
-    session = open_pass_session(model, ep, provider_options, entries)
-    run = run_opened(session, model, ep, tokens, wanted, kv, embeds, given)
-    return StagePass(run.outputs, (time.perf_counter() - t0) * 1000.0)
-
-
 def run_opened(
     session: Any,
     model: Path,
@@ -152,7 +132,8 @@ def run_opened(
     embeds: np.ndarray | None = None,
     given: Mapping[str, np.ndarray] | None = None,
 ) -> StagePass:
-    """run_full_sequence on a session already opened on ``model`` (named in a failure)."""
+    """``wanted`` tensors (float32) of one pass over ``tokens`` from an empty cache, on a session opened
+    on ``model`` (named in a failure); ``given``: inputs fed as they are, cast to the input's type."""
     t0 = time.perf_counter()
     given = dict(given or {})
     try:

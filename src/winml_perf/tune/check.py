@@ -77,10 +77,9 @@ class CheckReport:
     figures: dict
 
 
-def _cost(runs: Sequence[Any], cache: bool, models: tuple[int, int, int, int] = (0, 0, 0, 0)) -> CheckReport:
-    """The cost of every prompt's check together (measure/equivalence.py EquivalenceRun.cost), and
-    ``models``: how many models the check loaded and how many times it took one kept from before, then
-    the same of the layer passes' sessions."""
+def _cost(runs: Sequence[Any], cache: bool, pool: Any) -> CheckReport:
+    """The cost of every prompt's check together (measure/equivalence.py EquivalenceRun.cost), and what
+    its ``pool`` (session/model_pool.ModelPool) loaded and opened, and took kept from an earlier prompt."""
     from winml_perf.measure.equivalence import CheckCost, cost_line
 
     parts = CheckCost()
@@ -89,16 +88,19 @@ def _cost(runs: Sequence[Any], cache: bool, models: tuple[int, int, int, int] = 
     seconds = sum(run.cost_ms for run in runs) / 1000.0
     figures = {"seconds": round(seconds, 3), "prompts": len(runs), "cache": cache, **parts.to_dict()}
     figures.update(
-        models_loaded=models[0],
-        models_reused=models[1],
-        layer_sessions_opened=models[2],
-        layer_sessions_reused=models[3],
+        models_loaded=pool.loads,
+        models_reused=pool.reused,
+        layer_sessions_opened=pool.sessions_opened,
+        layer_sessions_reused=pool.sessions_reused,
     )
     line = cost_line(runs, cache, where="before the race")
-    if models[1]:
-        line += f"; {models[0]} model load(s), {models[1]} pass(es) on a model kept from an earlier prompt"
-    if models[3]:
-        line += f"; {models[2]} layer session(s) opened, {models[3]} layer pass(es) on a session kept from an earlier prompt"
+    if pool.reused:
+        line += f"; {pool.loads} model load(s), {pool.reused} pass(es) on a model kept from an earlier prompt"
+    if pool.sessions_reused:
+        line += (
+            f"; {pool.sessions_opened} layer session(s) opened, "
+            f"{pool.sessions_reused} layer pass(es) on a session kept from an earlier prompt"
+        )
     return CheckReport(line, figures)
 
 
@@ -137,5 +139,4 @@ def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[
             f"mean KL {kl:.2g} against the mean limit {limit:.2g} ({kl / limit:.2f}×; per prompt {ratios})",
             e,
         )
-    opened = (models.loads, models.reused, models.sessions_opened, models.sessions_reused)
-    return out, _cost([first, *more], cache, opened)
+    return out, _cost([first, *more], cache, models)
