@@ -35,6 +35,11 @@ if "WINML_PERF_TEST_PYCACHE" not in os.environ:
     os.environ.update(WINML_PERF_TEST_PYCACHE=_PYCACHE, PYTHONPYCACHEPREFIX=_PYCACHE)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+# The equivalence check's route passes run in this process, in turn, whatever the machine's cores
+# (session/genai_passes.py): many tests stand in for the pass here, which a lane process would not see.
+# tests/unit/test_genai_passes.py runs the lanes themselves.
+os.environ.setdefault("WINML_PERF_CHECK_PROCESSES", "0")
+
 REPO = Path(__file__).resolve().parents[1]
 BUNDLES = REPO / "bundles"
 #: The cheapest real measurement of a tiny bundle, for tests that assert what ran, not how fast.

@@ -3,7 +3,9 @@
 # (BASE_SRC: a folder holding the base commit's src/, e.g. `git archive BASE src | tar -x -C .base`),
 # interleaved in the order given. Each run empties the verdict cache first (cold) and is stopped once
 # the check has printed its cost line: the race that follows is not what this measures.
-#   benchmarks/gpu/check_cost.sh OUT [ORDER]      ORDER: comma-separated base/new (default base,new)
+#   benchmarks/gpu/check_cost.sh OUT [ORDER]      ORDER: comma-separated base/new/inturn (default base,new)
+# "inturn" is this checkout's code with every route pass in the main process (WINML_PERF_CHECK_PROCESSES=0:
+# no pass lanes, session/genai_passes.py); "new" takes the lanes the machine's cores give.
 # Run after h200_session.sh setup-wheels,bundles and setup-openvino,setup-webgpu on the same warm machine.
 # Overrides: PIPELINE (/tmp/q05-pipeline), TUNE_EPS (cpu,webgpu,openvino), TUNE_STAGES (context,iterator), PYTHON.
 set -euo pipefail
@@ -22,9 +24,11 @@ for who in "${runs[@]}"; do
   n=$((n + 1))
   src=$PWD/src
   [ "$who" = base ] && src=${BASE_SRC:?BASE_SRC: the base code\'s src folder}
+  lanes=()
+  [ "$who" = inturn ] && lanes=(WINML_PERF_CHECK_PROCESSES=0)
   rm -f "$pipeline"/_compiled/equivalence-*
   log="$out/check-$n-$who.txt"
-  PYTHONPATH=/tmp/site:$src "$PY" -m winml_perf tune "$pipeline" --eps "${TUNE_EPS:-cpu,webgpu,openvino}" \
+  env "${lanes[@]}" PYTHONPATH=/tmp/site:$src "$PY" -m winml_perf tune "$pipeline" --eps "${TUNE_EPS:-cpu,webgpu,openvino}" \
     --stages "${TUNE_STAGES:-context,iterator}" --budget 60s --prompt-tokens 64 --max-new-tokens 64 \
     --iterations 3 --warmup 1 --seed 0 --no-store >"$log" 2>&1 &
   pid=$!

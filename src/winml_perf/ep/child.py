@@ -9,6 +9,9 @@ Four ways to start one:
   then runs ``target(conn, *args)`` against one end of a Pipe (isolated measurement cells).
 * ``map_in_pool(fn, items, jobs, context)``: ``fn(item)`` for each item in a pool of ``jobs`` spawned
   processes that applied the context, results in the order of ``items`` (the dashboard's pages).
+* ``one_process_pool(context, setup, args)``: an executor of one spawned process that applied the
+  context, then ran ``setup(*args)``; work submitted runs there in order, and what one item leaves
+  behind (a loaded model) is there for the next (the equivalence check's pass lanes).
 * ``run_command(ARGV, timeout_s)``: an external program (git, sysctl, nvidia-smi, onnxruntime-genai's
   model builder); no context, since it is not ours.
 
@@ -270,6 +273,25 @@ def map_in_pool(
         yield from pool.map(fn, items)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _apply_then(context: ChildContext, setup: Callable[..., None] | None, args: tuple) -> None:
+    apply(context)
+    if setup is not None:
+        setup(*args)
+
+
+def one_process_pool(
+    context: ChildContext, setup: Callable[..., None] | None = None, args: tuple = (), start_method: str = "spawn"
+) -> Any:
+    """A ProcessPoolExecutor of one spawned process that applied ``context`` and then ran ``setup(*args)``
+    (both importable by name). Its work runs in the order submitted, in that one process; a process
+    that dies breaks the executor (its futures raise BrokenProcessPool)."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    return ProcessPoolExecutor(
+        max_workers=1, mp_context=mp.get_context(start_method), initializer=_apply_then, initargs=(context, setup, args)
+    )
 
 
 def exit_status(work: Callable[[], None]) -> int:

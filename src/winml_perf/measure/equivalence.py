@@ -24,6 +24,7 @@ from winml_perf.measure.layers_ahead import LayersAhead
 from winml_perf.measure.shared_passes import FilePass, FilePasses, PassClock, StageFile
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
+from winml_perf.session.genai_passes import CheckPasses
 from winml_perf.support.errors import BenchmarkFailure
 from winml_perf.support.text_table import say
 
@@ -527,6 +528,8 @@ class CheckCost:
     route_layers_ms: float = 0.0  # their layer passes (run, or read back when shared), in a second thread
     route_layers_waited_ms: float = 0.0  # of routes_ms: waiting for those layer passes
     route_layers_in_turn_ms: float = 0.0  # of routes_ms: the layer passes of routes on EPs not run beside
+    pass_processes: int = 0  # worker processes the routes' teacher-forced passes ran in (0: this one, in turn)
+    route_passes_waited_ms: float = 0.0  # of routes_ms: waiting for those processes' passes
     keys_ms: float = 0.0  # hashing the bundles' content for the cache's keys
     layer_passes: int = 0  # stage-file layer passes run (the reference's and the bands' included)
     layer_passes_shared: int = 0  # a route's stage-file pass read back: run alike before (shared_passes.py)
@@ -534,7 +537,11 @@ class CheckCost:
     layer_run_ms: float = 0.0  # every layer pass run: its session made on the stage's EP, and its one run
 
     def add(self, other: CheckCost) -> CheckCost:
-        return CheckCost(*(getattr(self, k) + getattr(other, k) for k in self.__dataclass_fields__))
+        def both(k: str) -> Any:  # the processes are the same lanes on every prompt: not added up
+            a, b = getattr(self, k), getattr(other, k)
+            return max(a, b) if k == "pass_processes" else a + b
+
+        return CheckCost(*(both(k) for k in self.__dataclass_fields__))
 
     def to_dict(self) -> dict[str, float]:
         return {k: round(v, 3) if isinstance(v, float) else v for k, v in self.__dict__.items()}
@@ -590,6 +597,11 @@ def _reference(path: str, label: str, prompt_ids: list[int], steps: int, layers:
     )  # fmt: skip
 
 
+def _wanted(ref: _Reference) -> list[str]:
+    """The stage outputs every pass reads beside the logits."""
+    return [n for _, names, _, _ in ref.stage_outputs for n in names]
+
+
 def _same_model(ref: _Reference, path: str) -> bool:
     """Whether the route at ``path`` asks "the same model?" of the reference (its precision is the
     reference's) rather than "within what precision changes do?"."""
@@ -599,17 +611,21 @@ def _same_model(ref: _Reference, path: str) -> bool:
 
 
 def _judge_one(
-    ref: _Reference, path: str, n_prompt: int, seed: int, cost: CheckCost, layers_of: Callable[[str], Layers | None]
+    ref: _Reference,
+    path: str,
+    n_prompt: int,
+    seed: int,
+    cost: CheckCost,
+    layers_of: Callable[[str], Layers | None],
+    passes: CheckPasses,
 ) -> Equivalence:
-    """One route's teacher-forced pass against the reference, with its layers from ``layers_of(path)``;
-    BenchmarkFailure when its pass fails."""
+    """One route's teacher-forced pass (from ``passes``) against the reference, with its layers from
+    ``layers_of(path)``; BenchmarkFailure when its pass fails."""
     from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
-    from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import compare_logits, first_departing_stage, verdict
 
     t1 = time.perf_counter()
-    wanted = [n for _, names, _, _ in ref.stage_outputs for n in names]
-    run = teacher_forced(path, ref.prompt_ids, ref.steps, ref.reference.continuation, outputs=wanted)
+    run = passes.run(path, ref.prompt_ids, ref.steps, ref.reference.continuation, _wanted(ref))
     cost.route_loads_ms += run.load_ms
     cost.route_steps_ms += run.run_ms
     cost.route_release_ms += run.release_ms
@@ -675,17 +691,21 @@ def judge_routes(
         return _route_layers(ref.layer_bands, ref.layer_failure, path, _same_model(ref, path))
 
     ahead = LayersAhead(route_layers)  # the routes' layer passes, beside their teacher-forced passes
+    passes = CheckPasses()  # the routes' teacher-forced passes: in worker processes where the machine has cores
 
     def ready(to_judge: Sequence[str]) -> None:  # a reference that cannot run fails the whole check
         if not reference:
-            reference.append(_reference(ref_path, ref_label, prompt_ids, steps, layers, store, cost))
-            if reference[0].layer_bands is not None:  # the others' layers run in turn, in this thread
+            passes.open(len(to_judge))
+            ref = _reference(ref_path, ref_label, prompt_ids, steps, layers, store, cost)
+            reference.append(ref)
+            passes.submit(to_judge, prompt_ids, steps, ref.reference.continuation, _wanted(ref))
+            if ref.layer_bands is not None:  # the others' layers run in turn, in this thread
                 ahead.start([p for p in to_judge if _layers_beside(p)])
 
     def judge(path: str) -> Equivalence:
         t1 = time.perf_counter()
         try:
-            return _judge_one(reference[0], path, n_prompt, seed, cost, ahead.result)
+            return _judge_one(reference[0], path, n_prompt, seed, cost, ahead.result, passes)
         finally:
             cost.routes_ms += (time.perf_counter() - t1) * 1000.0
 
@@ -693,17 +713,22 @@ def judge_routes(
         out, errors = _each_route([r for r in routes if r.label != ref_label], ready, judge, store, cost)
     finally:
         ahead.close()
+        passes.close()
     cost.route_layers_ms, cost.route_layers_waited_ms = ahead.worker_ms, ahead.waited_ms
     cost.route_layers_in_turn_ms = ahead.in_turn_ms
+    cost.pass_processes, cost.route_passes_waited_ms = passes.processes, passes.waited_ms
     out = {label: replace(e, reference=ref_label, reference_path=ref_path) for label, e in out.items()}
     if store is not None:
         cost.keys_ms = store.keys_ms
     if reference and reference[0].layer_bands is not None:
-        cost.layer_passes = reference[0].layer_bands.shared.runs
-        cost.layer_passes_shared = reference[0].layer_bands.shared.reused
-        cost.layer_tap_ms = reference[0].layer_bands.shared.tap_ms
-        cost.layer_run_ms = reference[0].layer_bands.shared.run_ms
+        _count_layer_passes(cost, reference[0].layer_bands)
     return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors, cost)
+
+
+def _count_layer_passes(cost: CheckCost, layer_bands: LayerBands) -> None:
+    shared = layer_bands.shared
+    cost.layer_passes, cost.layer_passes_shared = shared.runs, shared.reused
+    cost.layer_tap_ms, cost.layer_run_ms = shared.tap_ms, shared.run_ms
 
 
 def _each_route(
@@ -880,8 +905,14 @@ def cost_line(runs: Sequence[EquivalenceRun], cached: bool, where: str = "outsid
             f"routes {cost.routes_ms / 1000:.1f} s"
         )
         if cost.route_loads_ms or cost.route_steps_ms or cost.route_layers_ms:
+            lanes = (
+                f"teacher-forced passes in {cost.pass_processes} processes beside each other, "
+                f"{cost.route_passes_waited_ms / 1000:.1f} s of them waited for: "
+                if cost.pass_processes
+                else ""
+            )
             judged += (
-                f" (model loads {cost.route_loads_ms / 1000:.1f} s, teacher-forced steps "
+                f" ({lanes}model loads {cost.route_loads_ms / 1000:.1f} s, teacher-forced steps "
                 f"{cost.route_steps_ms / 1000:.1f} s, letting go {cost.route_release_ms / 1000:.1f} s, comparing "
                 f"{cost.route_compare_ms / 1000:.1f} s; beside them, layer passes {cost.route_layers_ms / 1000:.1f} s, "
                 f"{cost.route_layers_waited_ms / 1000:.1f} s of it waited for"

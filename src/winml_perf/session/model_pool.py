@@ -75,6 +75,14 @@ class ModelPool:
             if size <= self.budget:
                 self.sessions[key] = (opened, size, str(Path(folder).resolve()))
 
+    def count(self, reused: bool) -> None:
+        """Count a model loaded, or kept from before, in a pass lane (session/genai_passes.py)."""
+        with self._lock:
+            if reused:
+                self.reused += 1
+            else:
+                self.loads += 1
+
     def retain(self, folders: Iterable[str | Path]) -> None:
         """Let go of every kept model and session but those of ``folders``."""
         keep = {str(Path(f).resolve()) for f in folders}
@@ -109,6 +117,17 @@ def keep_models(budget: int | None = None) -> Iterator[ModelPool]:
         _POOL.reset(token)
         pool.models.clear()
         pool.sessions.clear()
+
+
+def keep_models_from_now(budget: int) -> None:
+    """In a process that lives for one check (an equivalence pass lane, session/genai_passes.py): keep
+    models from now on, within ``budget`` bytes; the process's end lets them go."""
+    _POOL.set(ModelPool(budget))
+
+
+def current_pool() -> ModelPool | None:
+    """The pool of the enclosing keep_models() (or of this lane process), else None."""
+    return _POOL.get()
 
 
 def load_model(folder: str | Path) -> Any:

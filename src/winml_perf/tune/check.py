@@ -110,10 +110,13 @@ def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[
     Judged} and what the check cost."""
     from winml_perf.measure.equivalence import equivalence_line, judge_routes
     from winml_perf.measure.kept_variants import keep_variants, variant_folders
+    from winml_perf.session.genai_passes import lanes_wanted, pass_lanes
     from winml_perf.session.model_pool import keep_models
 
-    # a near route's three prompts load its model once; the reference's band variants are made once
-    with keep_models() as models, keep_variants() as variants:
+    # a near route's three prompts load its model once (in this process, or in its pass lane, where
+    # the lanes stay for every prompt); the reference's band variants are made once
+    lanes = min(lanes_wanted(), len(routes)) if len(routes) >= 2 else 0
+    with keep_models() as models, keep_variants() as variants, pass_lanes(lanes):
         first = judge_routes(bundle, routes, seed=CHECK_SEEDS[0], cache=cache)
         near = [r for r in routes if r.label in first.by_label and near_limit(first.by_label[r.label])]
         models.retain([bundle, *(r.session.path for r in near), *variant_folders(variants)])
