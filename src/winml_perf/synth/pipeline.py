@@ -126,9 +126,8 @@ def _quantize_int4(model: ModelProto, block_size: int = 32) -> ModelProto:
 
     quantizer = MatMulNBitsQuantizer(model, block_size=block_size, is_symmetric=True)
     quantizer.process()
-    quantized: ModelProto = (
-        quantizer.model.model
-    )  # onnxruntime.quantization is untyped: its ONNXModel wraps the ModelProto
+    # onnxruntime.quantization is untyped: its ONNXModel wraps the ModelProto
+    quantized: ModelProto = quantizer.model.model
     return quantized
 
 
