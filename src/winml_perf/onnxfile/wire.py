@@ -14,7 +14,6 @@ import mmap
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
 
 from winml_perf.support.errors import BundleError
 
@@ -32,13 +31,22 @@ Value = int | Span | None  # a field's value: a varint, a span, or None (a fixed
 
 
 def _span(value: Value) -> Span:
-    """``value`` of a field that onnx.proto3 makes length-delimited (a message, a string)."""
-    return cast(Span, value)
+    """``value`` of a field that onnx.proto3 makes length-delimited (a message, a string); ValueError
+    when the file gave that field another wire type."""
+    if not isinstance(value, tuple):
+        raise ValueError(f"a field holds {_kind(value)} where onnx.proto3 has a message or a string")
+    return value
 
 
 def _int(value: Value) -> int:
-    """``value`` of a field that onnx.proto3 makes a varint."""
-    return cast(int, value)
+    """``value`` of a field that onnx.proto3 makes a varint (ValueError when it is not one)."""
+    if not isinstance(value, int):
+        raise ValueError(f"a field holds {_kind(value)} where onnx.proto3 has a number")
+    return value
+
+
+def _kind(value: Value) -> str:
+    return "a number" if isinstance(value, int) else "a message or a string" if value else "a fixed-size value"
 
 
 #: Bits per element of each TensorProto.DataType (STRING, 8, has no fixed size and is left out).
@@ -122,20 +130,25 @@ class GraphInfo:
 
 def _varint(buf: mmap.mmap, pos: int) -> tuple[int, int]:
     result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
+    try:
+        while True:
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return result, pos
+            shift += 7
+    except IndexError:
+        raise ValueError(f"truncated: a number runs past the end of the file ({len(buf)} bytes)") from None
 
 
 def _fields(buf: mmap.mmap, start: int, end: int) -> Iterator[tuple[int, int, Value]]:
-    """(field number, wire type, value) of one message: value is an int, or (start, end) of a length-delimited field."""
+    """(field number, wire type, value) of one message: value is an int, or (start, end) of a length-delimited field.
+    ValueError when a field runs past ``end`` (the file is cut short or damaged) or a wire type is none of protobuf's."""
     pos = start
     value: int | tuple[int, int] | None
     while pos < end:
+        here = pos
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:
@@ -149,6 +162,8 @@ def _fields(buf: mmap.mmap, start: int, end: int) -> Iterator[tuple[int, int, Va
             value, pos = None, pos + 4
         else:
             raise ValueError(f"unsupported protobuf wire type {wire} at byte {pos}")
+        if pos > end:
+            raise ValueError(f"truncated: field {number} at byte {here} runs past byte {end}, where its message ends")
         yield number, wire, value
 
 

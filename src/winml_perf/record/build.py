@@ -21,6 +21,7 @@ from winml_perf.model.spec import finite_or_none
 from winml_perf.record import warnings as W
 from winml_perf.record.bundle_identity import bundle_id
 from winml_perf.record.warnings import check_same_output
+from winml_perf.stats import Interval
 from winml_perf.stats import cell_intervals as IV
 from winml_perf.stats import sample_stats as stats
 
@@ -79,7 +80,7 @@ def cell_statistics(result: CellResult) -> tuple[dict[str, stats.Summary], dict[
     return out, section
 
 
-def interval_dict(interval) -> dict[str, Any]:
+def interval_dict(interval: Interval) -> dict[str, Any]:
     return {**interval.to_dict(), "half_width_pct": finite_or_none(interval.half_width_pct)}
 
 

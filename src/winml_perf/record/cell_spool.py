@@ -109,7 +109,7 @@ class SpooledCells(Sequence[CellRecord]):
 
     __slots__ = ("_lines", "_spool")
 
-    def __init__(self, spool: CellSpool, lines: array) -> None:
+    def __init__(self, spool: CellSpool, lines: array[int]) -> None:
         self._spool = spool
         self._lines = lines  # spool line of each cell, in this view's order
 

@@ -17,13 +17,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
-from winml_perf.record.roofline import cache_dir, machine_key
+from winml_perf.record.roofline import cache_dir, machine_key, probe_figure
 from winml_perf.support.cache_file import positive_number, read_cache, write_cache
 
 HOST, NVIDIA_GPU, UNKNOWN = "host", "nvidia-gpu", "unknown"
@@ -88,7 +88,7 @@ def measure_working_set(array_bytes: int, repeats: int = 5, threads: int | None 
     chunks = np.array_split(data, threads)
     passes = max(1, WORKING_SET_READ_BYTES // data.nbytes)
 
-    def read(chunk):
+    def read(chunk: np.ndarray[Any, np.dtype[np.float64]]) -> None:
         for _ in range(passes):
             chunk.max()  # a SIMD max reads faster than a pairwise float sum
 
@@ -120,7 +120,7 @@ WORKING_SET_CACHE_FILE = "working_set_bandwidth.json"
 _WORKING_SET_FIGURES: dict[int, dict[str, Any]] = {}
 
 
-def _valid_working_sets(data: dict) -> bool:
+def _valid_working_sets(data: Mapping[str, Any]) -> bool:
     figures = data.get("figures")
     return (
         isinstance(data.get("machine"), str)
@@ -162,7 +162,7 @@ def working_set_bandwidth(step_bytes: float, timeout_s: float = 120.0) -> dict[s
             result = child.run_module(__name__, ["working-set", str(size)], child.ChildContext(), timeout_s)
             if not result.ok:
                 return {"bandwidth_bytes_per_s": None, "error": f"working-set probe failed: {result.failure()}"}
-            figure = json.loads(result.stdout.strip().splitlines()[-1])
+            figure = probe_figure(result.stdout, "working-set probe")
             _store_working_set(size, figure)
             _WORKING_SET_FIGURES[size] = {**figure, "cache": "miss"}
     return _WORKING_SET_FIGURES[size]
@@ -216,7 +216,7 @@ def measure_copy_in_child(timeout_s: float = 120.0) -> dict[str, Any] | None:
         result = child.run_module(__name__, ["copy"], child.ChildContext(), timeout_s)
     except OSError:
         return None
-    return json.loads(result.stdout.strip().splitlines()[-1]) if result.ok else None
+    return probe_figure(result.stdout, "copy probe") if result.ok else None
 
 
 def main(argv: list[str]) -> int:
@@ -226,7 +226,10 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def nvidia_bandwidth(peak=nvml_peak, copy=measure_copy_in_child) -> dict[str, Any]:
+def nvidia_bandwidth(
+    peak: Callable[[], dict[str, Any] | None] = nvml_peak,
+    copy: Callable[[], dict[str, Any] | None] = measure_copy_in_child,
+) -> dict[str, Any]:
     """The bound for stages on the NVIDIA GPU: NVML's peak (else the measured copy), with both recorded."""
     path = cache_dir() / GPU_CACHE_FILE
     key = machine_key()

@@ -11,6 +11,7 @@ import os
 import platform
 import socket
 import sys
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -75,7 +76,7 @@ def cpu_info() -> dict[str, Any]:
     }
 
 
-def _gpus_nvml() -> list[dict] | None:
+def _gpus_nvml() -> list[dict[str, Any]] | None:
     try:
         import pynvml
     except ImportError:
@@ -102,7 +103,7 @@ def _gpus_nvml() -> list[dict] | None:
         return None
 
 
-def _gpus_nvidia_smi() -> list[dict] | None:
+def _gpus_nvidia_smi() -> list[dict[str, Any]] | None:
     try:
         proc = child.run_command(
             ["nvidia-smi", "--query-gpu=index,name,driver_version,memory.total", "--format=csv,noheader,nounits"],
@@ -181,7 +182,7 @@ def plugin_eps() -> dict[str, Any]:
         return {"plugins": [], "note": f"identifying plugin EPs failed: {type(exc).__name__}: {exc}"}
 
 
-def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
+def git_state(cwd: str | os.PathLike[str] | None = None) -> dict[str, Any]:
     """Commit and dirty flag of the git working folder at ``cwd``, if it is one."""
 
     def git(*args: str) -> child.ChildResult:
@@ -204,7 +205,7 @@ def git_state(cwd: str | os.PathLike | None = None) -> dict[str, Any]:
     }
 
 
-def testbed_id(hostname: str, cpu: dict, gpus: list[dict], os_name: str) -> str:
+def testbed_id(hostname: str, cpu: Mapping[str, Any], gpus: Sequence[Mapping[str, Any]], os_name: str) -> str:
     """Stable id of a machine: sha256 of what makes its numbers comparable (12 hex digits);
     WINML_PERF_TESTBED overrides it (e.g. to name a fleet machine)."""
     override = os.environ.get(TESTBED_ENV)
@@ -215,7 +216,7 @@ def testbed_id(hostname: str, cpu: dict, gpus: list[dict], os_name: str) -> str:
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
 
 
-def collect_environment(cwd: str | os.PathLike | None = None, include_ep_devices: bool = True) -> dict[str, Any]:
+def collect_environment(cwd: str | os.PathLike[str] | None = None, include_ep_devices: bool = True) -> dict[str, Any]:
     hostname = socket.gethostname()
     cpu = cpu_info()
     gpu = gpu_info()

@@ -13,6 +13,7 @@ import math
 import os
 import socket
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
@@ -67,7 +68,16 @@ def measure_bandwidth_in_child(timeout_s: float = 300.0) -> dict[str, Any]:
     result = child.run_module(__name__, [], child.ChildContext(), timeout_s)  # no plugins: it runs no EP
     if not result.ok:
         raise RuntimeError(f"bandwidth probe {result.exit.text}: {result.stderr.strip()[-500:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return probe_figure(result.stdout, "bandwidth probe")
+
+
+def probe_figure(stdout: str, probe: str) -> dict[str, Any]:
+    """The JSON object a probe child printed as its last line (RuntimeError when it printed none)."""
+    lines = stdout.strip().splitlines()
+    figure = json.loads(lines[-1]) if lines else None
+    if not isinstance(figure, dict):
+        raise RuntimeError(f"{probe} printed no JSON object: {stdout.strip()[-500:]!r}")
+    return figure
 
 
 def main(argv: list[str]) -> int:
@@ -83,7 +93,9 @@ def machine_key() -> str:
     return f"{socket.gethostname()}|{cpu_model()}|{os.cpu_count()}"
 
 
-def cached_bandwidth(measure=measure_bandwidth_in_child, refresh: bool = False) -> dict[str, Any]:
+def cached_bandwidth(
+    measure: Callable[[], dict[str, Any]] = measure_bandwidth_in_child, refresh: bool = False
+) -> dict[str, Any]:
     """The bandwidth of this machine, measured on first use and cached (cache: 'hit' or 'miss')."""
     path = cache_dir() / CACHE_FILE
     key = machine_key()

@@ -18,14 +18,14 @@ from winml_perf.record.bulk_check import BulkRule, bulk_rules, without_checked_a
 from winml_perf.support.errors import StoreError
 
 
-def _steps_apart(d: Mapping) -> tuple[Mapping, str | None]:
+def _steps_apart(d: Mapping[str, Any]) -> tuple[Mapping[str, Any], str | None]:
     """``d`` with every sample's decode_step_ms list emptied, after checking those lists here (an
     array of numbers >= 0, the schema's rule) in one pass: jsonschema would descend into each of 10^5
     steps one by one. Returns the path of the first bad step list, if any."""
     samples = d.get("samples") if d.get("kind", "cell") == "cell" else None
     if not isinstance(samples, Mapping):
         return d, None
-    stripped = {}
+    stripped: dict[str, list[Any]] = {}
     for phase, items in samples.items():
         if not isinstance(items, list):
             return d, None
@@ -41,7 +41,7 @@ def _steps_apart(d: Mapping) -> tuple[Mapping, str | None]:
     return {**d, "samples": stripped}, None
 
 
-def validate_record(d: Mapping) -> None:
+def validate_record(d: Mapping[str, Any]) -> None:
     """Raise StoreError naming the first offending path when ``d`` (a cell or a run record dict)
     does not match record.schema.json, or holds a number no measurement can be (NaN, infinite, past
     64 bits) or nests too deep (record/sane_numbers.py: checked first, so the schema never sees them)."""
@@ -70,7 +70,7 @@ def _bulk_rules() -> tuple[BulkRule, ...] | None:
     return bulk_rules(load_schema())
 
 
-def _with_long_arrays_checked(d: Mapping) -> Mapping | None:
+def _with_long_arrays_checked(d: Mapping[str, Any]) -> Mapping[str, Any] | None:
     """``d`` with the long arrays of its cell(s) checked and emptied (record/bulk_check.py), or
     None: an item broke its rule, or the schema leaves no array to check apart."""
     rules = _bulk_rules()
@@ -82,12 +82,12 @@ def _with_long_arrays_checked(d: Mapping) -> Mapping | None:
     return without_checked_arrays(d, rules) if d.get("kind") == "cell" else d
 
 
-def _first_error(d: Mapping) -> Any:
+def _first_error(d: Mapping[str, Any]) -> Any:
     errors = sorted(_validator().iter_errors(d), key=lambda e: list(e.absolute_path))
     return errors[0] if errors else None
 
 
-def _raise_first_error(d: Mapping) -> None:
+def _raise_first_error(d: Mapping[str, Any]) -> None:
     """StoreError for the first (by path) place where ``d`` breaks the schema; nothing if none."""
     cells = d["cells"] if d.get("kind") == "run" and isinstance(d.get("cells"), list) else [d]
     checked = []
@@ -114,7 +114,7 @@ def _raise_first_error(d: Mapping) -> None:
         )
 
 
-def validated_cell(d: Any) -> dict:
+def validated_cell(d: Any) -> dict[str, Any]:
     """A cell record's JSON (a dict), checked against record.schema.json (StoreError names the path)."""
     if not isinstance(d, Mapping):
         raise StoreError(f"a record must be a dict (CellRecord.to_dict()), got {type(d).__name__}")

@@ -56,11 +56,11 @@ class BenchWarning:
     remedy: str
     data: Mapping[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"code": self.code, "message": self.message, "remedy": self.remedy, "data": dict(self.data)}
 
     @classmethod
-    def from_dict(cls, d: Mapping) -> BenchWarning:
+    def from_dict(cls, d: Mapping[str, Any]) -> BenchWarning:
         return cls(d["code"], d["message"], d["remedy"], dict(d.get("data") or {}))
 
     def __str__(self) -> str:

@@ -105,7 +105,7 @@ class Search:
             h.update(np.concatenate(runs).tobytes() if runs else b"")
         return h.hexdigest()
 
-    def detect(self) -> list[dict]:
+    def detect(self) -> list[dict[str, Any]]:
         """Run the detector (its public function) on this input: change points as dicts."""
         values = [list(v) if isinstance(v, tuple) else v for v in self.values]  # per record: a median or a list
         found = changepoint.detect_change_points(values, list(self.run_ids), **dict(self.options))
@@ -132,15 +132,16 @@ def kept(store: Store, keys: Sequence[tuple[str, str]]) -> dict[tuple[str, str],
     return out
 
 
-def current(search: Search, row: tuple[str, str] | None, fingerprint: str | None = None) -> list[dict] | None:
+def current(search: Search, row: tuple[str, str] | None, fingerprint: str | None = None) -> list[dict[str, Any]] | None:
     """The kept change points of ``search`` when ``row`` (from ``kept``) was computed from exactly
     this input by this detector; else None (compute them)."""
     if row is None or row[0] != search.digest(fingerprint or detector_fingerprint()):
         return None
-    return json.loads(row[1])
+    points: list[dict[str, Any]] = json.loads(row[1])  # save()'s JSON of detect()'s change points
+    return points
 
 
-def save(store: Store, found: Iterable[tuple[Search, list[dict]]], fingerprint: str | None = None) -> int:
+def save(store: Store, found: Iterable[tuple[Search, list[dict[str, Any]]]], fingerprint: str | None = None) -> int:
     """Keep freshly computed change points (replacing each series' older row); returns rows written.
     Nothing is kept in a read-only store."""
     fingerprint = fingerprint or detector_fingerprint()
@@ -182,7 +183,7 @@ def search_of(
     median = cols.values[metric][0]
     where = np.flatnonzero(cols.ok & ~np.isnan(median))[-window:].tolist()
     lists = cols.invocations.get(metric) or {}
-    values: tuple = tuple(median[where].tolist())
+    values: tuple[float, ...] | tuple[tuple[float, ...], ...] = tuple(median[where].tolist())
     if any(cols.ids[i] in lists for i in where):
         values = tuple(tuple(lists.get(cols.ids[i]) or (float(median[i]),)) for i in where)
     search = Search(

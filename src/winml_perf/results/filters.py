@@ -15,6 +15,7 @@ from winml_perf.model import flag_bounds
 from winml_perf.model.route import COMPILED_MARK, EMULATED_MARK, bare_label
 from winml_perf.results import migrations as mig
 from winml_perf.results.rows import NO_BUNDLE_ID, bundle_name, normalize_utc
+from winml_perf.results.sql_types import AnySelect
 from winml_perf.support.errors import StoreError
 
 FILTER_KEYS = (
@@ -41,7 +42,7 @@ FILTER_KEYS = (
 LABELLED = re.compile(rf"(?P<name>.+) \((?P<id>[0-9a-f]{{6,12}}|{NO_BUNDLE_ID})\)")
 
 
-def _bundle_condition(values: list[str]) -> sa.ColumnElement:
+def _bundle_condition(values: list[str]) -> sa.ColumnElement[bool]:
     """A bundle given by name matches its name; given by path, its name and that path; given as a
     label, 'name (a1b2c3)', that name with a bundle id starting so ('name (no id)': none). Every branch
     names ``bundle``, the series index's first column (an OR with bare ``bundle_path`` would not)."""
@@ -104,11 +105,11 @@ def _spellings(path: str) -> list[str]:
     return sorted(forms)
 
 
-def _values(v: Any) -> list:
+def _values(v: Any) -> list[Any]:
     return list(v) if isinstance(v, (list, tuple, set, frozenset)) else [v]
 
 
-def apply_filters(stmt: sa.Select, filters: Mapping[str, Any]) -> sa.Select:
+def apply_filters(stmt: AnySelect, filters: Mapping[str, Any]) -> AnySelect:
     unknown = sorted(set(filters) - set(FILTER_KEYS))
     if unknown:
         raise StoreError(f"unknown results filter(s): {', '.join(unknown)}", f"use {', '.join(FILTER_KEYS)}")

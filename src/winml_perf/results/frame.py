@@ -110,7 +110,7 @@ def clean(value: Any) -> Any:
     return value
 
 
-def frame_rows(df: pd.DataFrame) -> list[dict]:
+def frame_rows(df: pd.DataFrame) -> list[dict[str, Any]]:
     """JSON-able dicts of a frame (NaN / NA -> None)."""
     return [{k: clean(v) for k, v in row.items()} for row in df.astype(object).to_dict(orient="records")]
 

@@ -29,11 +29,11 @@ class ImportReport:
         return self.cells - self.new
 
 
-def cells_of(path: Path) -> list[dict]:
+def cells_of(path: Path) -> list[dict[str, Any]]:
     """The cell records in one file: a run record (kind 'run'), one cell record, or a JSON list of them."""
     data = _read(Path(path))
     items: Iterable[Any] = data if isinstance(data, list) else [data]
-    cells: list[dict] = []
+    cells: list[dict[str, Any]] = []
     for i, item in enumerate(items):
         kind = item.get("kind") if isinstance(item, dict) else None
         if kind == "run":

@@ -15,12 +15,14 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import Any
 
 import sqlalchemy as sa
 
 from winml_perf.model.metrics import get
 from winml_perf.results import migrations as mig
 from winml_perf.results.rows import invocation_medians
+from winml_perf.results.sql_types import AnyRow
 from winml_perf.results.store import Store
 
 #: Newest records of a series read by default (the gate's window).
@@ -34,7 +36,7 @@ def _sampled(metrics: Sequence[str]) -> list[str]:
 
 def invocation_histories(
     store: Store, series: str, metrics: Sequence[str], *, until: str | None = None, newest: int | None = DEFAULT_NEWEST
-) -> dict[str, list[dict]]:
+) -> dict[str, list[dict[str, Any]]]:
     """metric -> its records in the series, oldest first: id, run_id, created_utc, bundle_id, median,
     ci95_low, ci95_high and ``invocations`` (the per-invocation medians, in invocation order)."""
     r, m, s = mig.records.c, mig.metrics.c, mig.samples.c
@@ -51,7 +53,7 @@ def invocation_histories(
     )
     sampled = _sampled(metrics)
 
-    def read(conn: sa.Connection) -> tuple[Sequence[sa.Row], Sequence[sa.Row]]:
+    def read(conn: sa.Connection) -> tuple[Sequence[AnyRow], Sequence[AnyRow]]:
         head_rows = conn.execute(heads).all()
         # rows without stored invocations (none measured, or written without the column): the samples
         missing = sorted({row.id for row in head_rows if row.invocations is None and row.name in sampled})
@@ -64,11 +66,11 @@ def invocation_histories(
 
     head_rows, sample_rows = store.read(read)
 
-    by_record: dict[int, list[dict]] = defaultdict(list)
+    by_record: dict[int, list[dict[str, Any]]] = defaultdict(list)
     for row in sample_rows:
         by_record[row.record_id].append(dict(row._mapping))
     from_samples = {rid: invocation_medians(rows, sampled) for rid, rows in by_record.items()}
-    out: dict[str, list[dict]] = {name: [] for name in metrics}
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in metrics}
     for row in head_rows:
         if row.invocations is not None:
             estimates = [float(v) for v in json.loads(row.invocations)]

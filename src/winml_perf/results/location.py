@@ -55,7 +55,9 @@ def _normalise_url(text: str) -> sa.URL:
     raise StoreError(f"--store: {backend!r} databases are not supported", "use SQLite (a file path) or postgresql://")
 
 
-def resolve_location(url_or_path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> Location:
+def resolve_location(
+    url_or_path: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Location:
     """``--store`` value, else ``$WINML_PERF_STORE``, else ``results/winml-perf.db`` under cwd."""
     env = os.environ if env is None else env
     value = url_or_path if url_or_path not in (None, "") else env.get(ENV_VAR) or None
@@ -160,7 +162,9 @@ def inspection_uri(path: Path) -> str:
     return f"file:{quote(str(path))}?mode=ro&immutable=1"
 
 
-def applied_from_tables(where: Any, tables: set[str], query: Callable[[str], list], con: Any = None) -> set[str] | None:
+def applied_from_tables(
+    where: Any, tables: set[str], query: Callable[[str], list[Any]], con: Any = None
+) -> set[str] | None:
     user_tables = {t for t in tables if not t.startswith("sqlite_")}
     if not user_tables:
         return None

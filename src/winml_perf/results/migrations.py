@@ -52,6 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import sqlalchemy as sa
 
@@ -183,7 +184,7 @@ def _m0003_series_key_samples_once(conn: sa.Connection) -> None:
             break
         last = batch[-1].id
         lo, hi = batch[0].id, batch[-1].id
-        by_record: dict[int, list[dict]] = {}
+        by_record: dict[int, list[dict[str, Any]]] = {}
         for row in conn.execute(sa.select(samples_t).where(samples_t.c.record_id.between(lo, hi))):
             by_record.setdefault(row.record_id, []).append(dict(row._mapping))
         updates, invocations = [], []
@@ -263,7 +264,7 @@ def _m0006_metric_invocations(conn: sa.Connection) -> None:
     ids = conn.execute(with_invocations.order_by(s.record_id)).scalars().all()
     for k in range(0, len(ids), MIGRATION_CHUNK):
         chunk = ids[k : k + MIGRATION_CHUNK]
-        by_record: dict[int, list[dict]] = {}
+        by_record: dict[int, list[dict[str, Any]]] = {}
         for row in conn.execute(
             sa.select(s.record_id, s.invocation, *(s[n] for n in names))
             .where(s.record_id.between(chunk[0], chunk[-1]), s.phase == "measured")
@@ -282,7 +283,7 @@ def _m0006_metric_invocations(conn: sa.Connection) -> None:
     conn.execute(sa.text("ANALYZE metrics"))
 
 
-def equivalence_columns() -> list[sa.Column]:
+def equivalence_columns() -> list[sa.Column[Any]]:
     """The ``records.equivalence_*`` columns of 0007, in model/equivalence_view.COLUMNS order."""
     return [
         sa.Column("equivalence_verdict", sa.String(40), nullable=True),
@@ -298,7 +299,7 @@ def equivalence_columns() -> list[sa.Column]:
     ]
 
 
-def perplexity_columns() -> list[sa.Column]:
+def perplexity_columns() -> list[sa.Column[Any]]:
     """The ``records.equivalence_perplexity*`` columns of 0010, after 0007's in COLUMNS order."""
     return [
         sa.Column("equivalence_perplexity", sa.Float, nullable=True),
@@ -308,7 +309,7 @@ def perplexity_columns() -> list[sa.Column]:
     ]
 
 
-def text_agreement_columns() -> list[sa.Column]:
+def text_agreement_columns() -> list[sa.Column[Any]]:
     """The ``records.equivalence_perplexity_kl*`` and ``_top1`` columns of 0011, after 0010's in COLUMNS order."""
     return [
         sa.Column("equivalence_perplexity_kl", sa.Float, nullable=True),
@@ -343,7 +344,7 @@ def _fill_view_columns(conn: sa.Connection, names: list[str], only: str = "") ->
         conn.execute(sa.text(f"UPDATE records SET {sets} WHERE id = :rid"), updates)
 
 
-def _add_columns(conn: sa.Connection, columns: list[sa.Column]) -> None:
+def _add_columns(conn: sa.Connection, columns: list[sa.Column[Any]]) -> None:
     for c in columns:
         conn.execute(sa.text(f"ALTER TABLE records ADD COLUMN {c.name} {c.type.compile(dialect=conn.dialect)}"))
 

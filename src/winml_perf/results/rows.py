@@ -152,7 +152,7 @@ def derive_sample_metrics(sample: Mapping[str, Any]) -> dict[str, float | None]:
 
 def _sample_rows(
     samples: Iterable[Mapping[str, Any]], phase: str, start_seq: int
-) -> tuple[list[dict], list[list[float]]]:
+) -> tuple[list[dict[str, Any]], list[list[float]]]:
     """The rows of one phase's samples, and each row's decode steps as the floats it stores."""
     rows, steps = [], []
     for i, s in enumerate(samples):
@@ -193,7 +193,7 @@ def invocations_text(values: Sequence[float] | None) -> str | None:
     return None if not values else json.dumps([float(v) for v in values], separators=(",", ":"))
 
 
-def _metric_rows(record: CellRecord, measured: Sequence[Mapping[str, Any]]) -> list[dict]:
+def _metric_rows(record: CellRecord, measured: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     per_invocation = invocation_medians(measured, [m.name for m in METRICS if m.stored])
     rows = []
     for name, summary in sorted(record.metrics.items()):
@@ -233,7 +233,7 @@ SAMPLE_KEYS = (
 )
 
 
-def _restored_sample(row: Mapping[str, Any], steps: list) -> dict:
+def _restored_sample(row: Mapping[str, Any], steps: list[float]) -> dict[str, Any]:
     """The raw sample a stored row gives back, its decode steps already parsed."""
     sample = {k: row.get(k) for k in SAMPLE_KEYS if k != "decode_step_ms"}
     if row.get("invocation") is not None:  # samples of records before invocations have no such key
@@ -242,9 +242,9 @@ def _restored_sample(row: Mapping[str, Any], steps: list) -> dict:
     return sample
 
 
-def restore_samples(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict]]:
+def restore_samples(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """The record's ``samples`` ({warmup, iterations}) rebuilt from its sample rows (any order)."""
-    out: dict[str, list[dict]] = {"warmup": [], "iterations": []}
+    out: dict[str, list[dict[str, Any]]] = {"warmup": [], "iterations": []}
     for row in sorted(rows, key=lambda r: r["seq"]):
         steps = json.loads(row["decode_step_ms"]) if row.get("decode_step_ms") else []
         out["iterations" if row["phase"] == "measured" else "warmup"].append(_restored_sample(row, steps))
@@ -255,7 +255,7 @@ def _has_both_phases(samples: Any) -> TypeGuard[Mapping[str, Any]]:
     return isinstance(samples, Mapping) and set(samples) == {"warmup", "iterations"}
 
 
-def without_restorable_samples(record: Mapping[str, Any], sample_rows: list[dict]) -> Mapping[str, Any]:
+def without_restorable_samples(record: Mapping[str, Any], sample_rows: list[dict[str, Any]]) -> Mapping[str, Any]:
     """The record without ``samples`` when its sample rows give them back exactly (then the raw
     samples are stored once, in the samples table); else the record unchanged (lossless first)."""
     samples = record.get("samples")
@@ -266,7 +266,9 @@ def without_restorable_samples(record: Mapping[str, Any], sample_rows: list[dict
     return {k: v for k, v in record.items() if k != "samples"}
 
 
-def _restorable(samples: Sequence[Mapping[str, Any]], rows: Sequence[dict], steps: Sequence[list[float]]) -> bool:
+def _restorable(
+    samples: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]], steps: Sequence[list[float]]
+) -> bool:
     """Whether freshly built rows give ``samples`` back exactly, as restore_samples would read them:
     finite floats come back from their JSON text unchanged (repr round-trips), so only a list
     with NaN or an infinity is parsed again."""
@@ -291,7 +293,7 @@ PLAIN_SESSION_KEYS = (
 )
 
 
-def series_identity(record: CellRecord) -> dict:
+def series_identity(record: CellRecord) -> dict[str, Any]:
     """Everything that changes what a cell measures: testbed, bundle (the user's ``--series`` label,
     else the bundle's path: two bundles of one folder name stay apart, a rebuild in the same folder
     stays the series), runtime, route as shown (compiled, emulated) and shape; for
@@ -348,13 +350,13 @@ def series_key(record: CellRecord) -> str:
 class RecordRows:
     """What one cell record becomes in the store."""
 
-    record: dict
-    metrics: list[dict]
-    samples: list[dict]
+    record: dict[str, Any]
+    metrics: list[dict[str, Any]]
+    samples: list[dict[str, Any]]
 
 
 #: The samples of a record read for its columns only (the rows take the raw samples from its JSON).
-_NO_SAMPLES: dict[str, list] = {"warmup": [], "iterations": []}
+_NO_SAMPLES: dict[str, list[Any]] = {"warmup": [], "iterations": []}
 
 
 def typed_record(doc: Mapping[str, Any]) -> CellRecord:

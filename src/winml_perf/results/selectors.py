@@ -20,7 +20,7 @@ class Selection:
 
     selector: str
     meaning: str
-    records: tuple[dict, ...]
+    records: tuple[dict[str, Any], ...]
 
 
 #: Run ids named in an error about an unknown or ambiguous one.
@@ -59,7 +59,7 @@ def resolve_run_id(store: Store, text: str, flag: str = "--run", **filters: Any)
     )
 
 
-def _per_series(store: Store, kind: str, filters: Mapping[str, Any]) -> tuple[str, list[dict]]:
+def _per_series(store: Store, kind: str, filters: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """'latest' / 'previous' of each series (testbed, bundle, route, shape, options): its newest run,
     or the one before it. In a fleet the newest runs overall are of different testbeds."""
     depth = 1 if kind == "latest" else 2
@@ -74,7 +74,7 @@ def _per_series(store: Store, kind: str, filters: Mapping[str, Any]) -> tuple[st
     return f"{kind} run of each of {len(picks)} series ({len(runs)} runs)", records
 
 
-def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) -> tuple[str, list[dict]]:
+def _by_kind(store: Store, kind: str, value: str, filters: Mapping[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     if kind == "run":
         hits = run_matches(store, value, **filters)
         if len(hits) > 1:

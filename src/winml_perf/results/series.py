@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from winml_perf.results import migrations as mig
 from winml_perf.results.filters import apply_filters
+from winml_perf.results.sql_types import AnyRow
 from winml_perf.results.store import Store
 from winml_perf.support.errors import UsageError
 
@@ -29,7 +30,7 @@ from winml_perf.support.errors import UsageError
 IDENTITY_CHUNK = 900
 
 
-def series_list(store: Store, **filters: Any) -> list[dict]:
+def series_list(store: Store, **filters: Any) -> list[dict[str, Any]]:
     """One row per series the filters select: its key, identity columns (testbed, bundle, route,
     runtime, shape), the equivalence verdict and reference of its newest ok record (else its newest),
     records and newest time. Counting reads the series index alone; the identity
@@ -60,15 +61,15 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
         r.equivalence_perplexity_top1,
     )  # fmt: skip
 
-    def by_ids(conn: sa.Connection, cols: tuple, wanted: list[int]) -> dict[int, dict]:
-        out: dict[int, dict] = {}
+    def by_ids(conn: sa.Connection, cols: tuple[Any, ...], wanted: list[int]) -> dict[int, dict[str, Any]]:
+        out: dict[int, dict[str, Any]] = {}
         ids = sorted(set(wanted))
         for k in range(0, len(ids), IDENTITY_CHUNK):
             for x in conn.execute(sa.select(*cols).where(r.id.in_(ids[k : k + IDENTITY_CHUNK]))):
                 out[x.id] = dict(x._mapping)
         return out
 
-    def read(conn: sa.Connection) -> list[dict]:
+    def read(conn: sa.Connection) -> list[dict[str, Any]]:
         rows = [dict(x._mapping) for x in conn.execute(counts)]
         by_id = by_ids(conn, ident, [row["last_id"] for row in rows])
         # the equivalence verdict of the newest ok record (whose value the overview shows), else the newest's
@@ -89,7 +90,7 @@ def series_list(store: Store, **filters: Any) -> list[dict]:
 
 def history(
     store: Store, series: str, metric: str, *, until: str | None = None, status: str = "ok", newest: int | None = None
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """One metric of one series (a ``series_key``), oldest first: record id, run, time, commit,
     version, testbed and the metric's median and 95 % CI; only the ``newest`` records when
     given. One range of the series index."""
@@ -104,7 +105,7 @@ def histories(
     until: str | None = None,
     status: str = "ok",
     newest: int | None = None,
-) -> dict[str, list[dict]]:
+) -> dict[str, list[dict[str, Any]]]:
     """``history`` of several metrics of one series in one query: metric -> its rows."""
     r, m = mig.records.c, mig.metrics.c
     ids = sa.select(r.id).where(r.series_key == series, r.status == status)
@@ -129,7 +130,7 @@ def histories(
         .where(r.id.in_(ids), m.name.in_(list(metrics)))
         .order_by(r.created_utc, r.id)
     )
-    out: dict[str, list[dict]] = {name: [] for name in metrics}
+    out: dict[str, list[dict[str, Any]]] = {name: [] for name in metrics}
     for x in store.read(lambda c: c.execute(stmt).all()):
         row = dict(x._mapping)
         out[row.pop("name")].append(row)
@@ -198,7 +199,7 @@ def page_columns(
     )
 
     def read(conn: sa.Connection) -> dict[str, SeriesColumns]:
-        by_series: dict[str, list[sa.Row]] = {key: [] for key in keys}
+        by_series: dict[str, list[AnyRow]] = {key: [] for key in keys}
         for row in conn.execute(recs.order_by(r.series_key, r.created_utc, r.id)).all():
             by_series[row[0]].append(row)
         ids = [[row[1] for row in rows] for rows in by_series.values()]
@@ -214,7 +215,7 @@ def page_columns(
     return store.read(read)
 
 
-def _columns(rec_rows: Sequence[sa.Row], values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> SeriesColumns:
+def _columns(rec_rows: Sequence[AnyRow], values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> SeriesColumns:
     """One series' columns from its record rows (series_key first) and its metric columns."""
     cols = list(zip(*rec_rows)) if rec_rows else [()] * 8
     return SeriesColumns(

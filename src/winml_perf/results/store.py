@@ -49,6 +49,7 @@ from winml_perf.results.location import (  # noqa: F401  (re-exported)
 )
 from winml_perf.results.locking import WriterLock
 from winml_perf.results.rows import RecordRows, json_record_rows, record_rows, restore_samples
+from winml_perf.results.sql_types import AnySelect
 from winml_perf.support.errors import StoreError
 
 if TYPE_CHECKING:
@@ -73,7 +74,7 @@ def _sqlite_engine(loc: Location) -> sa.Engine:
     engine = sa.create_engine(loc.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_S, "check_same_thread": False})
 
     @sa.event.listens_for(engine, "connect")
-    def _on_connect(dbapi_con, _record):  # noqa: ANN001
+    def _on_connect(dbapi_con: Any, _record: Any) -> None:  # the sqlite3 connection, untyped to SQLAlchemy
         dbapi_con.isolation_level = None  # we emit BEGIN ourselves (below)
         cur = dbapi_con.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(SQLITE_BUSY_TIMEOUT_S * 1000)}")
@@ -83,7 +84,7 @@ def _sqlite_engine(loc: Location) -> sa.Engine:
         cur.close()
 
     @sa.event.listens_for(engine, "begin")
-    def _on_begin(conn):  # noqa: ANN001
+    def _on_begin(conn: sa.Connection) -> None:
         mode = conn.get_execution_options().get("winml_begin", "DEFERRED")
         conn.exec_driver_sql(f"BEGIN {mode}")
 
@@ -271,7 +272,7 @@ class Store:
 
         def attempt() -> int:
             with self._writer_turn(), self._write_conn() as conn, conn.begin():
-                record_id = conn.execute(insert.values(**rows.record)).scalar_one_or_none()
+                record_id: int | None = conn.execute(insert.values(**rows.record)).scalar_one_or_none()
                 if record_id is None:  # stored before (same cell id): keep the first copy
                     first = self._id_of_uid(conn, rows.record["record_uid"])
                     assert first is not None  # the insert met this uid, stored
@@ -350,7 +351,7 @@ class Store:
         stmt = apply_filters(stmt, filters)
         return int(self.read(lambda c: c.execute(stmt).scalar_one()))
 
-    def records(self, **filters: Any) -> list[dict]:
+    def records(self, **filters: Any) -> list[dict[str, Any]]:
         """Record rows (without the JSON), oldest first, filtered (see ``_apply_filters``)."""
         cols = [c for c in mig.records.c if c.name != "record_json"]
         stmt = apply_filters(sa.select(*cols), filters).order_by(mig.records.c.created_utc, mig.records.c.id)
@@ -365,10 +366,10 @@ class Store:
             stmt = sa.select(inner).order_by(inner.c.created_utc, inner.c.id)
         return [dict(r._mapping) for r in self.read(lambda c: c.execute(stmt).all())]
 
-    def _chunked(self, make: Callable[[list[int]], sa.Select], record_ids: Sequence[int]) -> list[dict]:
+    def _chunked(self, make: Callable[[list[int]], AnySelect], record_ids: Sequence[int]) -> list[dict[str, Any]]:
         """Rows of ``make(chunk)`` over ``record_ids`` in chunks of ID_CHUNK ids (bounded binds)."""
         ids = sorted(set(int(i) for i in record_ids))
-        out: list[dict] = []
+        out: list[dict[str, Any]] = []
 
         def read(conn: sa.Connection) -> None:
             for k in range(0, len(ids), ID_CHUNK):
@@ -377,10 +378,10 @@ class Store:
         self.read(read)
         return out
 
-    def metrics(self, record_ids: Sequence[int], names: Sequence[str] | None = None) -> list[dict]:
+    def metrics(self, record_ids: Sequence[int], names: Sequence[str] | None = None) -> list[dict[str, Any]]:
         """Metric rows of these records (optionally only the metrics ``names``), by record id."""
 
-        def make(chunk: list[int]) -> sa.Select:
+        def make(chunk: list[int]) -> AnySelect:
             stmt = sa.select(mig.metrics).where(mig.metrics.c.record_id.in_(chunk))
             if names is not None:
                 stmt = stmt.where(mig.metrics.c.name.in_(list(names)))
@@ -388,7 +389,7 @@ class Store:
 
         return self._chunked(make, record_ids)
 
-    def metrics_of(self, names: Sequence[str] | None = None, **filters: Any) -> list[dict]:
+    def metrics_of(self, names: Sequence[str] | None = None, **filters: Any) -> list[dict[str, Any]]:
         """Metric rows of the records ``filters`` select, by one join (no list of ids)."""
         ids = self._ids_selected(filters)
         stmt = sa.select(mig.metrics).where(mig.metrics.c.record_id.in_(ids))
@@ -397,7 +398,7 @@ class Store:
         stmt = stmt.order_by(mig.metrics.c.record_id, mig.metrics.c.name)
         return [dict(r._mapping) for r in self.read(lambda c: c.execute(stmt).all())]
 
-    def _ids_selected(self, filters: Mapping[str, Any]) -> sa.Select:
+    def _ids_selected(self, filters: Mapping[str, Any]) -> AnySelect:
         """The ids of the records ``filters`` select (the newest ``limit`` when given), as a subquery."""
         stmt = apply_filters(sa.select(mig.records.c.id), filters)
         if filters.get("limit"):
@@ -410,7 +411,7 @@ class Store:
         existed), read from the stored record's JSON in one pass, without its samples."""
         r = mig.records.c
 
-        def make(chunk: list[int]) -> sa.Select:
+        def make(chunk: list[int]) -> AnySelect:
             return sa.select(r.id, r.record_json).where(r.id.in_(chunk))
 
         return {
@@ -418,8 +419,8 @@ class Store:
             for row in self._chunked(make, record_ids)
         }
 
-    def samples(self, record_ids: Sequence[int], phase: str | None = "measured") -> list[dict]:
-        def make(chunk: list[int]) -> sa.Select:
+    def samples(self, record_ids: Sequence[int], phase: str | None = "measured") -> list[dict[str, Any]]:
+        def make(chunk: list[int]) -> AnySelect:
             stmt = sa.select(mig.samples).where(mig.samples.c.record_id.in_(chunk))
             if phase is not None:
                 stmt = stmt.where(mig.samples.c.phase == phase)
@@ -464,7 +465,7 @@ class Store:
         alive = sa.select(mig.records.c.series_key).where(mig.records.c.series_key == c.series_key).exists()
         self.write(lambda conn: conn.execute(mig.change_point_cache.delete().where(~alive)), "prune")
 
-    def get(self, ref: int | str) -> dict:
+    def get(self, ref: int | str) -> dict[str, Any]:
         """One record by store id or record id (uid, or a unique prefix of it): the row plus the
         full record under ``record``. StoreError (exit 2) when nothing or several match."""
         text = str(ref).strip()
@@ -514,7 +515,7 @@ def _read_only_store(loc: Location, applied: set[str]) -> Store:
     return Store(loc, engine, read_only=True)
 
 
-def open_store(url_or_path: str | os.PathLike | None = None, *, create: bool = True) -> Store:
+def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
     """Open (and migrate) the results store at ``url_or_path`` / ``$WINML_PERF_STORE`` / the default.
 
     ``create=False`` refuses to make a new SQLite file (reading commands use it so a typo in

@@ -73,7 +73,7 @@ class TensorInfo:
         shape = tuple(d if isinstance(d, (int, str)) or d is None else None for d in (arg.shape or ()))
         return cls(arg.name, str(arg.type), shape)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.onnx_type, "shape": list(self.shape)}
 
 
@@ -89,7 +89,7 @@ class PlannedInput:
     file: str | None = None
     filled: Mapping[str, str] = field(default_factory=dict)  # "axis k (dim)" -> how it got its value
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "type": self.onnx_type,
@@ -207,7 +207,9 @@ def _bind(bindings: dict[str, tuple[int, str]], dim: str, value: int, origin: st
     bindings.setdefault(dim, (value, origin))
 
 
-def _explicit_shapes(infos, shapes, files) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+def _explicit_shapes(
+    infos: Sequence[TensorInfo], shapes: Mapping[str, tuple[int, ...]], files: Mapping[str, str]
+) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
     """Per input: the whole shape given by --shape NAME=... or by its .npy file, and its origin."""
     by_name = {i.name: i for i in infos}
     explicit: dict[str, tuple[int, ...]] = {}
@@ -232,7 +234,12 @@ def _explicit_shapes(infos, shapes, files) -> tuple[dict[str, tuple[int, ...]], 
     return explicit, origin
 
 
-def _dim_bindings(infos, shapes, explicit, origin) -> dict[str, tuple[int, str]]:
+def _dim_bindings(
+    infos: Sequence[TensorInfo],
+    shapes: Mapping[str, tuple[int, ...]],
+    explicit: Mapping[str, tuple[int, ...]],
+    origin: Mapping[str, str],
+) -> dict[str, tuple[int, str]]:
     by_name = {i.name: i for i in infos}
     symbolic = _symbolic_dims(infos)
     bindings: dict[str, tuple[int, str]] = {}
@@ -292,10 +299,10 @@ def plan_inputs(
     files: Mapping[str, str] | None = None,
 ) -> list[PlannedInput]:
     """Concrete shape and data source of every model input (see the module doc for the rules)."""
-    shapes = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
+    given = {k: tuple(int(d) for d in v) for k, v in (shapes or {}).items()}
     files = dict(files or {})
-    explicit, origin = _explicit_shapes(infos, shapes, files)
-    bindings = _dim_bindings(infos, shapes, explicit, origin)
+    explicit, origin = _explicit_shapes(infos, given, files)
+    bindings = _dim_bindings(infos, given, explicit, origin)
     planned = []
     for info in infos:
         if info.name not in files and info.numpy_dtype is None:
@@ -316,7 +323,7 @@ def plan_inputs(
 def generated_bytes(p: PlannedInput) -> int:
     """Peak bytes of making one generated input (floats are drawn as float64, then cast)."""
     dtype = np.dtype(ORT_TO_NUMPY[p.onnx_type])
-    per = dtype.itemsize + (8 if dtype.kind == "f" else 0)
+    per: int = dtype.itemsize + (8 if dtype.kind == "f" else 0)
     return math.prod(int(d) for d in p.shape) * per
 
 

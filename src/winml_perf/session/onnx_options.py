@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from winml_perf.session import onnx_inputs
 from winml_perf.support.errors import UsageError
@@ -61,7 +62,7 @@ def parse_threads(value: int | None, flag: str) -> int | None:
     return value
 
 
-def graph_optimization_enum(level: str):
+def graph_optimization_enum(level: str) -> Any:  # an ort.GraphOptimizationLevel (onnxruntime is untyped)
     import onnxruntime as ort
 
     return getattr(ort.GraphOptimizationLevel, GRAPH_OPT_LEVELS[parse_graph_optimization_level(level)])
@@ -79,7 +80,7 @@ def options_from_flags(
     graph_optimization_level: str | None = None,
     session_config: Sequence[str] | None = None,
     seed: int = 0,
-) -> dict:
+) -> dict[str, Any]:
     """`winml perf` flag values -> the JSON-able ``SessionSpec.options`` for ``OnnxSession(path, **options)``."""
     return {
         "ep": ep,

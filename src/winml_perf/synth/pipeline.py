@@ -9,19 +9,25 @@ which ``context`` runs on the prompt and ``iterator`` on token generation, shari
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 TRANSFORMER = "transformer.onnx"
 EMBEDDINGS = "embeddings.onnx"
 LM_HEAD = "lm_head.onnx"
 
 
-def _weights(hf_dir: Path) -> dict[str, np.ndarray]:
+def _weights(hf_dir: Path) -> dict[str, NDArray[Any]]:
     from safetensors.numpy import load_file
 
-    tensors: dict[str, np.ndarray] = {}
+    tensors: dict[str, NDArray[Any]] = {}
     for f in sorted(hf_dir.glob("*.safetensors")):
         tensors.update(load_file(str(f)))
     return tensors
@@ -33,18 +39,19 @@ def _io_dtype(transformer: Path) -> int:
     model = onnx.load(str(transformer), load_external_data=False)
     for value in model.graph.input:
         if value.name == "inputs_embeds":
-            return value.type.tensor_type.elem_type
+            elem_type: int = value.type.tensor_type.elem_type
+            return elem_type
     raise ValueError(f"{transformer} has no inputs_embeds input; was it built with exclude_embeds=true?")
 
 
-def _save(model, path: Path) -> None:
+def _save(model: ModelProto, path: Path) -> None:
     import onnx
 
     onnx.checker.check_model(model)
     onnx.save_model(model, str(path))
 
 
-def _embeddings_model(weight: np.ndarray, elem_type: int):
+def _embeddings_model(weight: NDArray[Any], elem_type: int) -> ModelProto:
     from onnx import TensorProto, helper, numpy_helper
 
     table = numpy_helper.from_array(weight.astype(helper.tensor_dtype_to_np_dtype(elem_type)), "embed_tokens.weight")
@@ -59,7 +66,7 @@ def _embeddings_model(weight: np.ndarray, elem_type: int):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
-def _lm_head_model(weight: np.ndarray, elem_type: int):
+def _lm_head_model(weight: NDArray[Any], elem_type: int) -> ModelProto:
     from onnx import helper, numpy_helper
 
     # HF stores lm_head as [vocab, hidden]; MatMul wants [hidden, vocab].
@@ -77,9 +84,9 @@ def _lm_head_model(weight: np.ndarray, elem_type: int):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 21)], ir_version=10)
 
 
-def pipeline_config(flat_cfg: dict, n_layers: int) -> dict:
+def pipeline_config(flat_cfg: Mapping[str, Any], n_layers: int) -> dict[str, Any]:
     """Rewrite the builder's single-stage config into a four-stage decoder-pipeline config."""
-    cfg = json.loads(json.dumps(flat_cfg))
+    cfg: dict[str, Any] = json.loads(json.dumps(flat_cfg))  # a deep copy
     model = cfg["model"]
     decoder = model["decoder"]
     kv_in = [decoder["inputs"][k] % i for i in range(n_layers) for k in ("past_key_names", "past_value_names")]
@@ -113,17 +120,19 @@ def pipeline_config(flat_cfg: dict, n_layers: int) -> dict:
     return cfg
 
 
-def _quantize_int4(model, block_size: int = 32):
+def _quantize_int4(model: ModelProto, block_size: int = 32) -> ModelProto:
     """lm_head's MatMul as MatMulNBits (4 bits, like the builder's own int4 lm_head)."""
     from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
 
     quantizer = MatMulNBitsQuantizer(model, block_size=block_size, is_symmetric=True)
     quantizer.process()
-    return quantizer.model.model
+    # onnxruntime.quantization is untyped: its ONNXModel wraps the ModelProto
+    quantized: ModelProto = quantizer.model.model
+    return quantized
 
 
 def make_pipeline(
-    build_dir: Path, hf_dir: Path, hf_config: dict, precision: str, quantize_lm_head: bool = False
+    build_dir: Path, hf_dir: Path, hf_config: Mapping[str, Any], precision: str, quantize_lm_head: bool = False
 ) -> None:
     weights = _weights(hf_dir)
     elem_type = _io_dtype(build_dir / TRANSFORMER)

@@ -14,8 +14,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from winml_perf.synth.pipeline import TRANSFORMER
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
 
 CONTEXT = "transformer_context.onnx"
 ITERATOR = "transformer_iterator.onnx"
@@ -24,11 +28,11 @@ DEFAULT_KV_LENGTH = 128
 DEFAULT_SOC_MODEL = "60"
 
 
-def qnn_provider_options(soc_model: str) -> dict:
+def qnn_provider_options(soc_model: str) -> dict[str, dict[str, str]]:
     return {"qnn": {"backend_type": "htp", "soc_model": str(soc_model), "enable_htp_fp16_precision": "1"}}
 
 
-def _fix_dims(model, seq: int, kv_length: int, head_size: int):
+def _fix_dims(model: ModelProto, seq: int, kv_length: int, head_size: int) -> ModelProto:
     """Copy of ``model`` with every named input/output dim made a number for this stage."""
     import copy
 
@@ -62,7 +66,7 @@ def _is_kv(name: str) -> bool:
     return name.startswith(("past_key_values.", "present."))
 
 
-def _split_skip_norms(model) -> None:
+def _split_skip_norms(model: ModelProto) -> None:
     """SkipSimplifiedLayerNormalization(x, skip, gamma) -> Add + SimplifiedLayerNormalization, in place."""
     from onnx import helper
 

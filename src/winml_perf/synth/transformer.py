@@ -14,8 +14,10 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypedDict
 
 from winml_perf.ep import child
 from winml_perf.support.errors import UsageError, WinmlPerfError
@@ -25,7 +27,7 @@ PRECISIONS = ("int4", "fp16", "fp32")
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")  # ids 0..3: pad, bos, eos, unk
 
 # Shapes of real models (hidden, layers, heads, kv heads, intermediate, vocab, head_dim, tied).
-PRESETS: dict[str, dict] = {
+PRESETS: dict[str, dict[str, int]] = {
     "tiny": dict(
         hidden_size=128,
         num_hidden_layers=2,
@@ -121,6 +123,15 @@ _WORD_PARTS = (
 )
 
 
+class SynthSummary(TypedDict):
+    """What ``synthesize`` made: the bundle's folder, its size and the files in it, the time it took."""
+
+    path: str
+    seconds: float
+    bytes: int
+    files: dict[str, int]  # file name -> size in bytes
+
+
 @dataclass(frozen=True)
 class SynthSpec:
     preset: str = "tiny"
@@ -131,7 +142,7 @@ class SynthSpec:
     quantize_lm_head: bool = False
     seed: int = 0
     context_length: int | None = None
-    overrides: dict = field(default_factory=dict)
+    overrides: dict[str, int] = field(default_factory=dict)  # config entries over the preset's shape
     static_npu: bool = False
     prompt_length: int = 16  # static_npu: the context stage's fixed prompt length S
     kv_length: int = 128  # static_npu: positions in the fixed KV buffer (prompt + generated)
@@ -193,7 +204,7 @@ def _write_tokenizer(hf_dir: Path, vocab_size: int, seed: int) -> None:
     fast.save_pretrained(str(hf_dir))
 
 
-def make_hf_folder(spec: SynthSpec, hf_dir: Path) -> dict:
+def make_hf_folder(spec: SynthSpec, hf_dir: Path) -> dict[str, Any]:
     """A random-weight Hugging Face model folder of the preset's shape; returns the config dict."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -215,7 +226,8 @@ def make_hf_folder(spec: SynthSpec, hf_dir: Path) -> dict:
     model = AutoModelForCausalLM.from_config(config)
     model.save_pretrained(str(hf_dir), safe_serialization=True)
     _write_tokenizer(hf_dir, min(shape["vocab_size"], 32000), spec.seed)
-    return config.to_dict()
+    hf_config: dict[str, Any] = config.to_dict()  # Any where transformers is absent (mypy skips its import)
+    return hf_config
 
 
 def run_builder(hf_dir: Path, out_dir: Path, cache_dir: Path, precision: str, ep: str, extra: list[str]) -> None:
@@ -242,7 +254,7 @@ def run_builder(hf_dir: Path, out_dir: Path, cache_dir: Path, precision: str, ep
         raise WinmlPerfError(f"onnxruntime-genai's model builder failed (it {result.exit.text}):\n{tail}")
 
 
-def synthesize(spec: SynthSpec, out_dir: Path, force: bool = False, log=print) -> dict:
+def synthesize(spec: SynthSpec, out_dir: Path, force: bool = False, log: Callable[[str], None] = print) -> SynthSummary:
     """Make the bundle in ``out_dir``; returns a summary (files, sizes, seconds)."""
     check_spec(spec)
     _require_synth_extra()

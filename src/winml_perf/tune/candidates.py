@@ -98,7 +98,7 @@ def enumerate_candidates(
     return [out[0], *sorted(out[1:], key=lambda c: _order(c, eps))]
 
 
-def _order(c: Candidate, eps: Sequence[str]) -> tuple:
+def _order(c: Candidate, eps: Sequence[str]) -> tuple[int, str]:
     moved = c.route.assign or c.route.stages
     return (len(moved) if moved else 99, c.label)
 

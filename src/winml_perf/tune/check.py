@@ -14,9 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.defaults import DEFAULTS
+
+if TYPE_CHECKING:
+    from winml_perf.model.equivalence import Equivalence
 
 #: `winml perf`'s check prompt first (its default --seed), then two more; never the race's --seed.
 CHECK_SEEDS = (DEFAULTS.seed, DEFAULTS.seed + 1, DEFAULTS.seed + 2)
@@ -30,23 +33,23 @@ class Judged:
 
     verdict: str
     line: str
-    first: Any = None  # the judgement on `winml perf`'s check prompt (model.equivalence.Equivalence), for the record
+    first: Equivalence | None = None  # the judgement on `winml perf`'s check prompt, for the record
     error: str | None = None  # its teacher-forced pass failed on some prompt: why
 
 
-def limit_of(e: Any) -> float | None:
+def limit_of(e: Equivalence) -> float | None:
     """The widest band's KL limit of a judgement (past it: not equivalent); None without bands."""
     return max((b.kl_limit for b in e.bands), default=None)
 
 
-def near_limit(e: Any) -> bool:
+def near_limit(e: Equivalence) -> bool:
     limit = limit_of(e)
     if e.figures.identical or not limit:
         return False
     return 1.0 / NEAR_LIMIT <= e.figures.kl_mean / limit <= NEAR_LIMIT
 
 
-def pooled_verdict(judged: Sequence[Any]) -> str:
+def pooled_verdict(judged: Sequence[Equivalence]) -> str:
     """The verdict of several prompts' judgements of one route, pooled as the module doc says."""
     from winml_perf.model.equivalence import NOT_EQUIVALENT
     from winml_perf.stats.equivalence import verdict
@@ -74,7 +77,7 @@ class CheckReport:
     """What the check cost, for the tune's report: its line on stderr and its figures."""
 
     line: str
-    figures: dict
+    figures: dict[str, Any]
 
 
 def _cost(runs: Sequence[Any], cache: bool, pool: Any) -> CheckReport:

@@ -113,7 +113,7 @@ def prune(
     candidates: Sequence[Candidate],
     stage_paths: tuple[dict[str, bool], dict[str, bool]],
     say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
-) -> tuple[list[Survivor], list[Pruned], dict | None]:
+) -> tuple[list[Survivor], list[Pruned], dict[str, Any] | None]:
     """(survivors, pruned, what the equivalence check cost: None when it did not run) of ``candidates``
     (config first: it is the reference and is never pruned). ``stage_paths``: which stages run on the
     prompt and on token generation. Each reason is kept for the standings, which print it once."""
@@ -156,7 +156,12 @@ def prune(
     return survivors, pruned, cost
 
 
-def _judged(settings: PruneSettings, survivors: list[Survivor], drop, say) -> tuple[list[Survivor], dict]:
+def _judged(
+    settings: PruneSettings,
+    survivors: list[Survivor],
+    drop: Callable[[str, str, str], None],
+    say: Callable[[str], None],
+) -> tuple[list[Survivor], dict[str, Any]]:
     """The survivors equivalent to the config route (or within its precision tolerance) on the tune's
     fixed check prompts (tune/check.py), each with its verdict; the others dropped with the check's figures.
     The record keeps the judgement on `winml perf`'s check prompt."""

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.tune.race import RoundResult
+
+if TYPE_CHECKING:
+    from winml_perf.model.record import CellRecord
 
 #: Measured iterations in one invocation of a screening round (its warmup as the full rounds').
 SCREEN_ITERATIONS = 1
@@ -72,7 +75,7 @@ class RealRounds:
         values: dict[str, dict[str, list[float]]] = {}
         failed: dict[str, str] = {}
 
-        def on_cell_done(record) -> None:
+        def on_cell_done(record: CellRecord) -> None:
             if self.store is not None:
                 try:
                     self.store.write_record(record)

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.serving import Lengths, LoadSpec, Slo
 from winml_perf.tune.goal import GOODPUT_METRIC, TTFT_METRIC
 from winml_perf.tune.race import RoundResult
+
+if TYPE_CHECKING:
+    from winml_perf.measure.serving.child import ServingReply
 
 #: A round with no request meeting the SLO counts this many good requests (see the module doc).
 NO_GOOD_REQUESTS = 0.5
@@ -88,7 +91,7 @@ class ServingRounds:
 
     def __call__(self, round_index: int, labels: Sequence[str]) -> RoundResult:
         from winml_perf.measure.cell_progress import utc_now
-        from winml_perf.measure.serving.child import ServingJob, ServingReply
+        from winml_perf.measure.serving.child import ServingJob
         from winml_perf.measure.serving.run import serve_invocation
         from winml_perf.record.environment import collect_environment
         from winml_perf.stats.serving import invocation_figures
@@ -124,7 +127,9 @@ class ServingRounds:
             self._store(round_index, labels, replies, started)
         return RoundResult(values, self.tokens_per_invocation * len(labels), failed)
 
-    def _store(self, round_index: int, order: Sequence[str], replies: Mapping[str, list], started: str) -> None:
+    def _store(
+        self, round_index: int, order: Sequence[str], replies: Mapping[str, list[ServingReply]], started: str
+    ) -> None:
         """The round's cells as one run (the `winml serve` record of one invocation), into the store."""
         from winml_perf.measure.serving.run import serving_cells
         from winml_perf.record.build import new_run_id

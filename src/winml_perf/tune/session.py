@@ -9,12 +9,17 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.serving import Slo
 from winml_perf.support.errors import UsageError
 from winml_perf.support.human_numbers import fixed
 from winml_perf.tune.goal import GOODPUT, TTFT_METRIC, Budget, objective_metric
+
+if TYPE_CHECKING:
+    from winml_perf.tune.prune import Pruned
+    from winml_perf.tune.race import Race
+    from winml_perf.tune.standings import Standing, Verdict
 
 
 @dataclass(frozen=True)
@@ -60,20 +65,22 @@ class TuneRequest:
 
 @dataclass
 class TuneOutcome:
-    standings: list
-    verdict: Any
-    pruned: list
-    race: Any
+    standings: list[Standing]
+    verdict: Verdict | None
+    pruned: list[Pruned]
+    race: Race
     emitted: list[str] = field(default_factory=list)
     store: str | None = None
     store_errors: list[str] = field(default_factory=list)
     run_ids: list[str] = field(default_factory=list)
     interrupted: int | None = None
     preparation_s: float = 0.0  # preparing, placement and equivalence checks: before the race, outside --budget
-    equivalence_check: dict | None = None  # what the equivalence check cost (part of preparation_s); None: not run
+    equivalence_check: dict[str, Any] | None = (
+        None  # what the equivalence check cost (part of preparation_s); None: not run
+    )
     notes: list[str] = field(default_factory=list)  # what the ranking stood on, said on stderr (goodput's SLO)
 
-    def to_dict(self, request: TuneRequest) -> dict:
+    def to_dict(self, request: TuneRequest) -> dict[str, Any]:
         load = None
         if request.serving:
             load = {
@@ -145,13 +152,14 @@ def _stage_paths(bundle: Path) -> tuple[dict[str, bool], dict[str, bool]]:
     return {s.name: s.run_on_prompt for s in stages}, {s.name: s.run_on_token_gen for s in stages}
 
 
-def progress_line(race) -> str:
+def progress_line(race: Race) -> str:
     lead = race.leader()
     sp = race.speedup(lead)
-    left = race.time_left_s()
-    budget = (
-        f"{left:.0f} s left" if left is not None else f"{max(race.settings.budget.tokens - race.tokens, 0)} tokens left"
-    )
+    left, tokens = race.time_left_s(), race.settings.budget.tokens
+    if left is not None:
+        budget = f"{left:.0f} s left"
+    else:  # a budget is of seconds or of tokens (tune/goal.py parse_budget)
+        budget = f"{max(tokens - race.tokens, 0)} tokens left" if tokens is not None else "no budget"
     if race.screened and not race.full_rounds:
         return f"tune: round {race.rounds} (short, screening): {len(race.alive)} racing, {len(race.dropped)} dropped, {budget}"
     return (
@@ -190,7 +198,15 @@ def run_tune(
         return _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens)
 
 
-def _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens) -> TuneOutcome:
+def _tune(
+    request: TuneRequest,
+    argv: Sequence[str] | None,
+    measure_factory: Callable[..., Any] | None,
+    say: Callable[[str], None],
+    t0: float,
+    metric: str,
+    prompt_tokens: int,
+) -> TuneOutcome:
     from winml_perf.tune.candidates import config_assignment, enumerate_candidates
     from winml_perf.tune.prune import PruneSettings, prune
     from winml_perf.tune.race import Race, RaceSettings
@@ -291,7 +307,7 @@ def _screen(request: TuneRequest, measure: Any, say: Callable[[str], None]) -> A
     return measure.short()
 
 
-def with_shown_routes(rows: list, specs: Mapping[str, Any]) -> list:
+def with_shown_routes(rows: list[Standing], specs: Mapping[str, Any]) -> list[Standing]:
     """Standings with each route as every listing shows it (model/route.shown_label: ``(compiled)``,
     ``(emulated)``), so a compiled and an uncompiled candidate never share a label (issue 35)."""
     from winml_perf.model.route import shown_label
@@ -300,7 +316,9 @@ def with_shown_routes(rows: list, specs: Mapping[str, Any]) -> list:
     return [replace(s, route=shown.get(s.route, s.route)) for s in rows]
 
 
-def _conclude(request: TuneRequest, outcome: TuneOutcome, equivalence, specs) -> TuneOutcome:
+def _conclude(
+    request: TuneRequest, outcome: TuneOutcome, equivalence: Mapping[str, str | None], specs: Mapping[str, Any]
+) -> TuneOutcome:
     from winml_perf.tune.standings import NO_VERDICT, standings, verdict
 
     race = outcome.race

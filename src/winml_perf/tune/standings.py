@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from winml_perf.model.spec import finite_or_none
 from winml_perf.support.human_numbers import fixed
@@ -31,7 +32,7 @@ class Standing:
     equivalence: str | None  # the verdict against config; "reference" for config itself
     why: str  # why it left the race, or what it was when the race stopped
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -41,7 +42,7 @@ class Verdict:
     winner: str  # the route to ship (config unless a route beats it; the leader when tied)
     text: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
