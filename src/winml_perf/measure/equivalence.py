@@ -564,26 +564,15 @@ class _Reference:
     ref_precision: tuple
 
 
-def _reference(
-    path: str,
-    label: str,
-    prompt_ids: list[int],
-    steps: int,
-    layers: bool,
-    store,
-    cost: CheckCost,
-    on_pass: Callable[[Any, list[str]], None] = lambda reference, wanted: None,
-):
+def _reference(path: str, label: str, prompt_ids: list[int], steps: int, layers: bool, store, cost: CheckCost):
     """The reference's teacher-forced pass and layer profiles, then its bands (read from ``store`` when it
-    holds them for this content, else measured and stored). ``on_pass(pass, stage outputs)`` is called
-    as soon as the pass is done: the routes' passes need nothing more of the reference."""
+    holds them for this content, else measured and stored)."""
     from winml_perf.session.genai_logits import teacher_forced
 
     t0 = time.perf_counter()
     stage_outputs = _stage_outputs(path)
     wanted = [n for _, names, _, _ in stage_outputs for n in names]
     reference = teacher_forced(path, prompt_ids, steps, outputs=wanted)
-    on_pass(reference, wanted)
     layer_bands, layer_failure = None, None
     if layers:
         tokens = [*prompt_ids, *reference.continuation[: steps - 1]]
@@ -707,9 +696,9 @@ def judge_routes(
     def ready(to_judge: Sequence[str]) -> None:  # a reference that cannot run fails the whole check
         if not reference:
             passes.open(len(to_judge))
-            submit = passes.submitter(to_judge, prompt_ids, steps)  # the lanes run the routes while the bands are made
-            ref = _reference(ref_path, ref_label, prompt_ids, steps, layers, store, cost, submit)
+            ref = _reference(ref_path, ref_label, prompt_ids, steps, layers, store, cost)
             reference.append(ref)
+            passes.submit(to_judge, prompt_ids, steps, ref.reference.continuation, _wanted(ref))
             if ref.layer_bands is not None:  # the others' layers run in turn, in this thread
                 ahead.start([p for p in to_judge if _layers_beside(p)])
 

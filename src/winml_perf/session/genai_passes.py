@@ -205,17 +205,6 @@ class CheckPasses:
         if self.lanes is not None:
             self.lanes.submit(paths, prompt_ids, steps, continuation, outputs)
 
-    def submitter(
-        self, paths: Sequence[str], prompt_ids: Sequence[int], steps: int
-    ) -> Callable[[Any, Sequence[str]], None]:
-        """What hands ``paths``' passes to the lanes once the reference's pass (its continuation) and the
-        stage outputs to read are known."""
-
-        def submit(reference: Any, outputs: Sequence[str]) -> None:
-            self.submit(paths, prompt_ids, steps, reference.continuation, outputs)
-
-        return submit
-
     def run(
         self, path: str, prompt_ids: Sequence[int], steps: int, continuation: Sequence[int], outputs: Sequence[str]
     ) -> TeacherForced:
