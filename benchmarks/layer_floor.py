@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from winml_perf.bundle.variants import optimization_variant, session_variant
-from winml_perf.measure.equivalence import EQUIVALENCE_STEPS, LayerBands, _stage_figures, _stage_outputs
-from winml_perf.session.genai_logits import teacher_forced
+from winml_perf.equivalence.check import EQUIVALENCE_STEPS, LayerBands, _stage_figures, _stage_outputs
+from winml_perf.equivalence.passes.genai_logits import teacher_forced
 from winml_perf.session.genai_session import GenaiSession
 from winml_perf.stats.equivalence import compare_logits, compare_tensors
 from winml_perf.stats.layer_equivalence import band_errors

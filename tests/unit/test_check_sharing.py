@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 from winml_perf.bundle.variants import optimization_variant
-from winml_perf.measure import equivalence as eq
-from winml_perf.measure.shared_passes import FilePasses
-from winml_perf.session.genai_logits import teacher_forced
-from winml_perf.session.model_pool import ModelPool, keep_models
+from winml_perf.equivalence import check as eq
+from winml_perf.equivalence.passes.genai_logits import teacher_forced
+from winml_perf.equivalence.passes.model_pool import ModelPool, keep_models
+from winml_perf.equivalence.passes.shared_passes import FilePasses
 
 BUNDLES = Path(__file__).resolve().parents[2] / "bundles"
 PIPELINE = BUNDLES / "tiny-qwen2-pipeline"
@@ -118,7 +118,7 @@ def test_the_tunes_extra_prompts_take_the_models_loaded_for_the_first(monkeypatc
     """A route near its limit is judged on three prompts: the reference and the route are loaded once."""
     from types import SimpleNamespace as NS
 
-    from winml_perf.tune import check
+    from winml_perf.equivalence import pooled as check
 
     monkeypatch.setattr(check, "near_limit", lambda e: near)
     copy = _linked(PIPELINE, tmp_path / "copy")
@@ -138,7 +138,7 @@ def test_the_reference_band_variants_are_made_once_per_check_and_removed_after(m
     from types import SimpleNamespace as NS
 
     from winml_perf.bundle import variants
-    from winml_perf.tune import check
+    from winml_perf.equivalence import pooled as check
 
     made: list[Path] = []
     real = variants.optimization_variant
@@ -176,7 +176,7 @@ def test_layer_passes_run_beside_only_on_eps_that_allow_it_and_judge_alike(monke
     from dataclasses import replace
     from types import SimpleNamespace as NS
 
-    from winml_perf.measure import layers_ahead
+    from winml_perf.equivalence.passes import layers_ahead
 
     cpu = _linked(PIPELINE, tmp_path / "cpu")
     cfg = json.loads((PIPELINE / "genai_config.json").read_text())

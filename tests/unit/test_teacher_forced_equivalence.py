@@ -9,7 +9,8 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from winml_perf.measure import equivalence as eq
+from winml_perf.equivalence import check as eq
+from winml_perf.equivalence.passes import genai_logits
 from winml_perf.model.equivalence import (
     EQUIVALENT,
     NOT_EQUIVALENT,
@@ -19,7 +20,6 @@ from winml_perf.model.equivalence import (
     LogitFigures,
     StagePrecision,
 )
-from winml_perf.session import genai_logits
 from winml_perf.stats.equivalence import band_limit, compare_logits, compare_tensors, verdict
 from winml_perf.support.errors import BenchmarkFailure
 

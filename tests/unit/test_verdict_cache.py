@@ -10,10 +10,10 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from winml_perf.measure import equivalence as eq
-from winml_perf.measure import verdict_cache
+from winml_perf.equivalence import check as eq
+from winml_perf.equivalence import verdict_cache
+from winml_perf.equivalence.passes import genai_logits
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, LogitFigures, StagePrecision
-from winml_perf.session import genai_logits
 from winml_perf.stats.equivalence import band_limit
 
 REF = np.random.default_rng(0).normal(size=(8, 50)).astype(np.float32)

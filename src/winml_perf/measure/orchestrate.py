@@ -372,7 +372,7 @@ def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
     if req.check_outputs and req.token_based:
         routes = _with_output_checks(req, routes)
     if req.token_based:
-        from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
+        from winml_perf.equivalence.check import attach_equivalence, wants_equivalence
 
         if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
             ref = str(req.reference_bundle) if req.reference_bundle else None
@@ -380,15 +380,15 @@ def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
                 str(req.path), routes, req.seed, ref, req.reference_route, req.equivalence_cache
             )
         if req.perplexity is not None:
-            from winml_perf.measure.perplexity import attach_perplexity
+            from winml_perf.equivalence.perplexity import attach_perplexity
 
             ref = str(req.reference_bundle) if req.reference_bundle else None
             routes = attach_perplexity(
                 str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
             )
     else:  # a plain ONNX model: every route's outputs against the reference route's (session/onnx_outputs.py)
-        from winml_perf.measure.equivalence import wants_equivalence
-        from winml_perf.session.onnx_outputs import attach_outputs
+        from winml_perf.equivalence.check import wants_equivalence
+        from winml_perf.equivalence.onnx_outputs import attach_outputs
 
         if wants_equivalence(req.equivalence, len(routes), None):
             routes = attach_outputs(routes, str(req.path), req.onnx_options)
@@ -419,7 +419,7 @@ def at_static_prompt(config, req: PerfRequest) -> PerfRequest:
 
 def _require_modules(req: PerfRequest) -> None:
     """Before anything is prepared: the optional modules this run's features import (exit 2 naming pip)."""
-    from winml_perf.measure.equivalence import wants_equivalence
+    from winml_perf.equivalence.check import wants_equivalence
     from winml_perf.support.optional import require
 
     if req.token_based and wants_equivalence(
@@ -429,7 +429,7 @@ def _require_modules(req: PerfRequest) -> None:
 
 
 def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
-    from winml_perf.measure.equivalence import check_routes
+    from winml_perf.equivalence.check import check_routes
 
     checks = check_routes(str(req.path), routes, seed=req.seed)
     return [

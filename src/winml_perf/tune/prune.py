@@ -160,8 +160,8 @@ def _judged(settings: PruneSettings, survivors: list[Survivor], drop, say) -> tu
     """The survivors equivalent to the config route (or within its precision tolerance) on the tune's
     fixed check prompts (tune/check.py), each with its verdict; the others dropped with the check's figures.
     The record keeps the judgement on `winml perf`'s check prompt."""
+    from winml_perf.equivalence.pooled import judge
     from winml_perf.model.equivalence import NOT_EQUIVALENT
-    from winml_perf.tune.check import judge
 
     judged, cost = judge(str(settings.bundle), [s.spec for s in survivors], settings.equivalence_cache)
     say(f"tune: {cost.line}")

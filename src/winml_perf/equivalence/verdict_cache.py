@@ -40,16 +40,16 @@ FAMILY = "equivalence"
 BOOKKEEPING = frozenset({"manifest.json", "placement.json"})
 #: The modules whose code decides a verdict: the check, its math, the passes it reads and the variants it builds.
 CODE = (
-    "winml_perf.measure.equivalence",
-    "winml_perf.measure.verdict_cache",
-    "winml_perf.measure.shared_passes",
-    "winml_perf.measure.kept_variants",
-    "winml_perf.measure.layers_ahead",
+    "winml_perf.equivalence.check",
+    "winml_perf.equivalence.verdict_cache",
+    "winml_perf.equivalence.passes.shared_passes",
+    "winml_perf.equivalence.passes.kept_variants",
+    "winml_perf.equivalence.passes.layers_ahead",
     "winml_perf.model.equivalence",
     "winml_perf.stats.equivalence",
     "winml_perf.stats.layer_equivalence",
-    "winml_perf.session.genai_logits",
-    "winml_perf.session.layer_outputs",
+    "winml_perf.equivalence.passes.genai_logits",
+    "winml_perf.equivalence.passes.layer_outputs",
     "winml_perf.bundle.variants",
 )
 

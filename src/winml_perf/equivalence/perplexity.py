@@ -114,8 +114,8 @@ def open_scorer(folder: str | Path) -> Scorer:
     BenchmarkFailure when a stage cannot load."""
     from winml_perf.bundle.config import config_of
     from winml_perf.bundle.variants import stage_session_entries
-    from winml_perf.measure.equivalence import _stage_ep
-    from winml_perf.session.layer_outputs import KvShape, open_session
+    from winml_perf.equivalence.check import _stage_ep
+    from winml_perf.equivalence.passes.layer_outputs import KvShape, open_session
 
     folder = Path(folder)
     config = config_of(folder)
@@ -144,7 +144,7 @@ def chunk_logits(scorer: Scorer, chunk: Sequence[int]) -> Any:
     BenchmarkFailure when a stage cannot run a whole chunk."""
     import numpy as np
 
-    from winml_perf.session.layer_outputs import full_sequence_feeds
+    from winml_perf.equivalence.passes.layer_outputs import full_sequence_feeds
 
     tensors: dict[str, Any] = {}
     for s, ep, session in scorer.sessions:
@@ -324,7 +324,7 @@ def reference_label(routes: Sequence[Any], reference_bundle: str | None, referen
     if reference_bundle:
         return f"bundle:{reference_bundle}"
     if reference_route:
-        from winml_perf.measure.equivalence import reference_of
+        from winml_perf.equivalence.check import reference_of
 
         return str(reference_of(routes, reference_route).label)
     return CONFIG if any(r.label == CONFIG for r in routes) else None

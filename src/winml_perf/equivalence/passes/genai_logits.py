@@ -49,7 +49,7 @@ def teacher_forced(
     """Logits of ``steps`` steps: step 0 after the prompt, step k after ``continuation[k-1]``."""
     import onnxruntime_genai as og
 
-    from winml_perf.session.model_pool import load_model
+    from winml_perf.equivalence.passes.model_pool import load_model
 
     if steps <= 0 or not prompt_ids:
         raise ValueError("teacher_forced needs a prompt and at least one step")

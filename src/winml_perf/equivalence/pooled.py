@@ -80,7 +80,7 @@ class CheckReport:
 def _cost(runs: Sequence[Any], cache: bool, pool: Any) -> CheckReport:
     """The cost of every prompt's check together (measure/equivalence.py EquivalenceRun.cost), and what
     its ``pool`` (session/model_pool.ModelPool) loaded and opened, and took kept from an earlier prompt."""
-    from winml_perf.measure.equivalence import CheckCost, cost_line
+    from winml_perf.equivalence.check import CheckCost, cost_line
 
     parts = CheckCost()
     for run in runs:
@@ -108,9 +108,9 @@ def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[
     """Each route (RouteSpecs, config's own skipped) judged against config as the module doc says,
     each prompt's reference run once and the verdict cache read first (``cache``); returns {label:
     Judged} and what the check cost."""
-    from winml_perf.measure.equivalence import equivalence_line, judge_routes
-    from winml_perf.measure.kept_variants import keep_variants, variant_folders
-    from winml_perf.session.model_pool import keep_models
+    from winml_perf.equivalence.check import equivalence_line, judge_routes
+    from winml_perf.equivalence.passes.kept_variants import keep_variants, variant_folders
+    from winml_perf.equivalence.passes.model_pool import keep_models
 
     # a near route's three prompts load its model once; the reference's band variants are made once
     with keep_models() as models, keep_variants() as variants:

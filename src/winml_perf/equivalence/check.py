@@ -19,16 +19,16 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from winml_perf.measure.kept_variants import release, variant
-from winml_perf.measure.layers_ahead import LayersAhead
-from winml_perf.measure.shared_passes import FilePass, FilePasses, PassClock, StageFile
+from winml_perf.equivalence.passes.kept_variants import release, variant
+from winml_perf.equivalence.passes.layers_ahead import LayersAhead
+from winml_perf.equivalence.passes.shared_passes import FilePass, FilePasses, PassClock, StageFile
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
 from winml_perf.model.route import OutputCheck
 from winml_perf.support.errors import BenchmarkFailure
 from winml_perf.support.text_table import say
 
 if TYPE_CHECKING:
-    from winml_perf.session.layer_outputs import KvShape
+    from winml_perf.equivalence.passes.layer_outputs import KvShape
 
 # Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
 # fp32 (measured), which would turn a precision artefact of the driver into a false alarm.
@@ -128,7 +128,7 @@ def _stage_figures(stage_outputs, ref, run) -> tuple[list[StageFigures], list[st
 def _band(
     name: str, change: str, path: Path, reference, prompt_ids: list[int], floor: float, layers: LayerBands | None = None
 ) -> Band:
-    from winml_perf.session.genai_logits import teacher_forced
+    from winml_perf.equivalence.passes.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import band_limit, compare_logits
 
     try:
@@ -184,7 +184,7 @@ def _pair_band(
 ) -> Band:
     """A band measured between two variants of the reference that differ only in ``change`` (not
     against the reference itself: the change cannot be made where the reference runs)."""
-    from winml_perf.session.genai_logits import teacher_forced
+    from winml_perf.equivalence.passes.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import band_limit, compare_logits
 
     try:
@@ -299,8 +299,8 @@ def layer_profile(
     and session entries is not run again."""
     from winml_perf.bundle.config import config_of
     from winml_perf.bundle.variants import stage_session_entries
+    from winml_perf.equivalence.passes.layer_outputs import open_pass_session, run_opened
     from winml_perf.onnxfile.header import input_shapes
-    from winml_perf.session.layer_outputs import open_pass_session, run_opened
 
     t0 = time.perf_counter()
     folder = Path(folder)
@@ -352,7 +352,7 @@ def _file_pass(
     """One stage file's tapped full-sequence pass: its layers' outputs, or why they are unobserved;
     ``clock`` takes the time of rewriting the file and of its session and run. Inside keep_models()
     the session is opened once per check and run again on each later prompt."""
-    from winml_perf.session.layer_outputs import run_opened
+    from winml_perf.equivalence.passes.layer_outputs import run_opened
 
     label = file.label
     opened = _tapped_session(file, teacher is not None, clock)
@@ -388,9 +388,9 @@ def _tapped_session(file: StageFile, teacher: bool, clock: PassClock) -> tuple[A
     copy's path (for messages; the copy is removed once the session holds the model): kept from an
     earlier prompt of the check when there is one; else why its layers are unobserved."""
     from winml_perf.bundle.variants import tapped_copy
-    from winml_perf.measure.shared_passes import session_key, stage_file_bytes
-    from winml_perf.session.layer_outputs import open_pass_session
-    from winml_perf.session.model_pool import keep_session, kept_session
+    from winml_perf.equivalence.passes.layer_outputs import open_pass_session
+    from winml_perf.equivalence.passes.model_pool import keep_session, kept_session
+    from winml_perf.equivalence.passes.shared_passes import session_key, stage_file_bytes
 
     key = session_key(file, teacher)
     kept = kept_session(key)
@@ -420,7 +420,7 @@ def _tapped_session(file: StageFile, teacher: bool, clock: PassClock) -> tuple[A
 
 def _kv_shape(decoder: Mapping[str, Any]) -> KvShape:
     """The KV cache's heads and head size, as genai_config's decoder section gives them."""
-    from winml_perf.session.layer_outputs import KvShape
+    from winml_perf.equivalence.passes.layer_outputs import KvShape
 
     return KvShape(int(decoder.get("num_key_value_heads") or decoder["num_attention_heads"]), int(decoder["head_size"]))
 
@@ -560,7 +560,7 @@ class _Reference:
 def _reference(path: str, label: str, prompt_ids: list[int], steps: int, layers: bool, store, cost: CheckCost):
     """The reference's teacher-forced pass and layer profiles, then its bands (read from ``store`` when it
     holds them for this content, else measured and stored)."""
-    from winml_perf.session.genai_logits import teacher_forced
+    from winml_perf.equivalence.passes.genai_logits import teacher_forced
 
     t0 = time.perf_counter()
     stage_outputs = _stage_outputs(path)
@@ -603,8 +603,8 @@ def _judge_one(
 ) -> Equivalence:
     """One route's teacher-forced pass against the reference, with its layers from ``layers_of(path)``;
     BenchmarkFailure when its pass fails."""
+    from winml_perf.equivalence.passes.genai_logits import teacher_forced
     from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
-    from winml_perf.session.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import compare_logits, first_departing_stage, verdict
 
     t1 = time.perf_counter()
@@ -664,7 +664,7 @@ def judge_routes(
     prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
     store = None
     if cache:
-        from winml_perf.measure.verdict_cache import VerdictCache
+        from winml_perf.equivalence.verdict_cache import VerdictCache
 
         store = VerdictCache.open(bundle, ref_path, prompt_ids, steps, layers)
     cost = CheckCost()
