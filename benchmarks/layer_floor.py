@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from winml_perf.bundle.variants import optimization_variant, session_variant
-from winml_perf.equivalence.check import EQUIVALENCE_STEPS, LayerBands, _stage_figures, _stage_outputs
+from winml_perf.equivalence.check import EQUIVALENCE_STEPS, _stage_figures, _stage_outputs
+from winml_perf.equivalence.layers import LayerBands
 from winml_perf.equivalence.passes.genai_logits import teacher_forced
 from winml_perf.session.genai_session import GenaiSession
 from winml_perf.stats.equivalence import compare_logits, compare_tensors

@@ -48,7 +48,7 @@ def test_the_text_agreement_round_trips_and_an_older_difference_reads_none():
 
 
 def test_the_perplexity_line_says_kl_and_top1_beside_the_ratio():
-    from winml_perf.equivalence.perplexity import perplexity_line
+    from winml_perf.equivalence.report import perplexity_line
 
     line = perplexity_line("ep=qnn", PPL, AGREED)
     assert line.endswith(
