@@ -3,7 +3,7 @@ STAGE_REL_TOLERANCE on the real model (issue 34, docs/equivalence.md).
 
 For each prompt seed: the reference's teacher-forced pass (16 prompt tokens, 16 steps, as `winml perf`'s
 equivalence check), its layer profiles (accumulated, and each layer fed the reference's input), then each
-compared bundle's the same way, with exactly the functions the check uses (measure/equivalence.py:
+compared bundle's the same way, with exactly the functions the check uses (equivalence/check.py and equivalence/layers.py:
 LayerBands.passes, stats/layer_equivalence.band_errors, the stage figures of compare_tensors). Prints one
 markdown table: per comparison and seed, the relative error (max |delta| over the reference's max |value|,
 worst position) over the decoder layers as min / median / max, accumulated and layer-own, the KL of the

@@ -1,6 +1,6 @@
 """A plain ONNX model's outputs against the reference's (issue 24): the per-output figures and
 verdicts (stats/outputs/equivalence.py), the record's shape (model/output_equivalence.py, the
-schema's kind 'outputs') and how a route is judged (session/onnx_outputs.py)."""
+schema's kind 'outputs') and how a route is judged (equivalence/onnx_outputs.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The tune's equivalence check (tune/check.py): fixed check prompts, never the race's --seed, and a
+"""The tune's equivalence check (equivalence/pooled.py): fixed check prompts, never the race's --seed, and a
 route near its limit judged over three prompts pooled, so two tunes with different seeds prune alike."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 34 item 4: equivalence verdicts kept by content (measure/verdict_cache.py). The teacher-forced
+"""Issue 34 item 4: equivalence verdicts kept by content (equivalence/verdict_cache.py). The teacher-forced
 and layer passes are faked at the session seam; the bundles are real folders, so their content decides."""
 
 from __future__ import annotations

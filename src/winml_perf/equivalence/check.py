@@ -129,7 +129,7 @@ class _Reference:
     prompt_ids: list[int]
     steps: int
     stage_outputs: list
-    reference: Any  # session.genai_logits.TeacherForced
+    reference: Any  # passes/genai_logits.TeacherForced
     noise: Band
     precision: Band | None
     layer_bands: LayerBands | None
@@ -227,7 +227,7 @@ def judge_routes(
     """Every route (but the reference itself) against the reference: the config route (the bundle),
     or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation; with ``layers``,
     each decoder layer's output too (one full-sequence pass over the same tokens). With ``cache``, a
-    route's verdict is read from the verdict cache (measure/verdict_cache.py) when it holds one for the
+    route's verdict is read from the verdict cache (equivalence/verdict_cache.py) when it holds one for the
     same content, and a route whose prepared bundle has the content of one judged before it shares its
     verdict; the reference is run only when some route has to be judged."""
     from winml_perf.bundle.config import config_of

@@ -37,7 +37,7 @@ class LayerProfile:
 class LayerBands:
     """The reference's layer profile (accumulated, and each layer fed the reference's own input) and,
     filled by reference_bands, each band's error per layer in both. ``shared`` holds every stage
-    file's pass on these tokens (measure/shared_passes.py): a route running a stage file as the
+    file's pass on these tokens (equivalence/passes/shared_passes.py): a route running a stage file as the
     reference or an earlier route did reads that pass back."""
 
     tokens: list[int]

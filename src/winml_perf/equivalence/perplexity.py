@@ -104,7 +104,7 @@ class Scorer:
 
     folder: Path
     sessions: tuple[tuple[Any, str, Any], ...]  # (stage, EP, InferenceSession), in order
-    kv: Any  # session/layer_outputs.KvShape
+    kv: Any  # equivalence/passes/layer_outputs.KvShape
     how: str  # "flat decoder" | "pipeline: embeddings → transformer → lm_head"
 
 

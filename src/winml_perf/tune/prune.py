@@ -45,7 +45,7 @@ class Survivor:
 
     candidate: Candidate
     spec: Any  # model.spec.RouteSpec
-    verdict: str | None = None  # the tune's equivalence verdict (tune/check.py); None: its recorded one, if any
+    verdict: str | None = None  # the tune's equivalence verdict (equivalence/pooled.py); None: its recorded one, if any
 
     @property
     def label(self) -> str:
@@ -158,7 +158,7 @@ def prune(
 
 def _judged(settings: PruneSettings, survivors: list[Survivor], drop, say) -> tuple[list[Survivor], dict]:
     """The survivors equivalent to the config route (or within its precision tolerance) on the tune's
-    fixed check prompts (tune/check.py), each with its verdict; the others dropped with the check's figures.
+    fixed check prompts (equivalence/pooled.py), each with its verdict; the others dropped with the check's figures.
     The record keeps the judgement on `winml perf`'s check prompt."""
     from winml_perf.equivalence.pooled import judge
     from winml_perf.model.equivalence import NOT_EQUIVALENT
