@@ -109,7 +109,7 @@ class CheckCost:
     route_layers_in_turn_ms: float = 0.0  # of routes_ms: the layer passes of routes on EPs not run beside
     keys_ms: float = 0.0  # hashing the bundles' content for the cache's keys
     layer_passes: int = 0  # stage-file layer passes run (the reference's and the bands' included)
-    layer_passes_shared: int = 0  # a route's stage-file pass read back: run alike before (shared_passes.py)
+    layer_passes_shared: int = 0  # a route's stage-file pass read back: run alike before (passes/shared_passes.py)
     layer_tap_ms: float = 0.0  # every layer pass run: rewriting its stage file with the layers' outputs
     layer_run_ms: float = 0.0  # every layer pass run: its session made on the stage's EP, and its one run
 
