@@ -3,7 +3,7 @@ STAGE_REL_TOLERANCE on the real model (issue 34, docs/equivalence.md).
 
 For each prompt seed: the reference's teacher-forced pass (16 prompt tokens, 16 steps, as `winml perf`'s
 equivalence check), its layer profiles (accumulated, and each layer fed the reference's input), then each
-compared bundle's the same way, with exactly the functions the check uses (measure/equivalence.py:
+compared bundle's the same way, with exactly the functions the check uses (equivalence/check.py and equivalence/layers.py:
 LayerBands.passes, stats/layer_equivalence.band_errors, the stage figures of compare_tensors). Prints one
 markdown table: per comparison and seed, the relative error (max |delta| over the reference's max |value|,
 worst position) over the decoder layers as min / median / max, accumulated and layer-own, the KL of the
@@ -28,8 +28,9 @@ from pathlib import Path
 import numpy as np
 
 from winml_perf.bundle.variants import optimization_variant, session_variant
-from winml_perf.measure.equivalence import EQUIVALENCE_STEPS, LayerBands, _stage_figures, _stage_outputs
-from winml_perf.session.genai_logits import teacher_forced
+from winml_perf.equivalence.check import EQUIVALENCE_STEPS, _stage_figures, _stage_outputs
+from winml_perf.equivalence.layers import LayerBands
+from winml_perf.equivalence.passes.genai_logits import teacher_forced
 from winml_perf.session.genai_session import GenaiSession
 from winml_perf.stats.equivalence import compare_logits, compare_tensors
 from winml_perf.stats.layer_equivalence import band_errors

@@ -36,7 +36,7 @@ if "WINML_PERF_TEST_PYCACHE" not in os.environ:
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # The equivalence check's route passes run in this process, in turn, whatever the machine's cores
-# (session/genai_passes.py): many tests stand in for the pass here, which a lane process would not see.
+# (equivalence/passes/genai_passes.py): many tests stand in for the pass here, which a lane process would not see.
 # tests/unit/test_genai_passes.py runs the lanes themselves.
 os.environ.setdefault("WINML_PERF_CHECK_PROCESSES", "0")
 

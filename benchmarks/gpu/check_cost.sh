@@ -5,7 +5,7 @@
 # the check has printed its cost line: the race that follows is not what this measures.
 #   benchmarks/gpu/check_cost.sh OUT [ORDER]      ORDER: comma-separated base/new/inturn (default base,new)
 # "inturn" is this checkout's code with every route pass in the main process (WINML_PERF_CHECK_PROCESSES=0:
-# no pass lanes, session/genai_passes.py); "new" takes the lanes the machine's cores give.
+# no pass lanes, equivalence/passes/genai_passes.py); "new" takes the lanes the machine's cores give.
 # Run after h200_session.sh setup-wheels,bundles and setup-openvino,setup-webgpu on the same warm machine.
 # Overrides: PIPELINE (/tmp/q05-pipeline), TUNE_EPS (cpu,webgpu,openvino), TUNE_STAGES (context,iterator), PYTHON.
 set -euo pipefail

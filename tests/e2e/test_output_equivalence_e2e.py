@@ -14,9 +14,9 @@ from onnx import numpy_helper
 
 from tests import models
 from tests.e2e.test_webgpu_e2e import webgpu_env  # noqa: F401  (the session fixture: lavapipe's env)
+from winml_perf.equivalence.onnx_outputs import OutputsTarget, judge_outputs
 from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT
 from winml_perf.session.onnx_options import options_from_flags
-from winml_perf.session.onnx_outputs import OutputsTarget, judge_outputs
 
 pytestmark = pytest.mark.e2e
 

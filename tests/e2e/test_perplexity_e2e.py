@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from tests.conftest import BUNDLES, TINY_FLAT, TINY_PIPELINE, run_winml
-from winml_perf.measure.perplexity import DEFAULT_TEXT
+from winml_perf.equivalence.perplexity import DEFAULT_TEXT
 
 pytestmark = pytest.mark.e2e
 

@@ -82,7 +82,7 @@ def _parting(real_bundle: Path, ids: list[int], got: list[int], theirs: list[int
     its turn or the bundle's own logits put the two tokens within NEAR_TIE; else what went wrong. Where
     they part moves with the CPU's int8 kernels (MatMulNBits accuracy_level 4 on AVX2 or AVX-512
     VNNI), so the step is found on this machine, not read from the oracle's record."""
-    from winml_perf.session.genai_logits import teacher_forced
+    from winml_perf.equivalence.passes.genai_logits import teacher_forced
 
     j = next((i for i, (a, b) in enumerate(zip(got, theirs)) if a != b), None)
     if j is None or theirs[j] in eos:

@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 
 from winml_perf.bundle.variants import optimization_variant
-from winml_perf.measure import equivalence as eq
-from winml_perf.measure.shared_passes import FilePasses
-from winml_perf.session.genai_logits import teacher_forced
-from winml_perf.session.model_pool import ModelPool, keep_models
+from winml_perf.equivalence import check as eq
+from winml_perf.equivalence import layers
+from winml_perf.equivalence.passes.genai_logits import teacher_forced
+from winml_perf.equivalence.passes.model_pool import ModelPool, keep_models
+from winml_perf.equivalence.passes.shared_passes import FilePasses
 
 BUNDLES = Path(__file__).resolve().parents[2] / "bundles"
 PIPELINE = BUNDLES / "tiny-qwen2-pipeline"
@@ -34,26 +35,26 @@ def _linked(src: Path, dest: Path, config: dict | None = None) -> Path:
     return dest
 
 
-def _same(a: eq.LayerProfile, b: eq.LayerProfile) -> bool:
+def _same(a: layers.LayerProfile, b: layers.LayerProfile) -> bool:
     return a.values.keys() == b.values.keys() and all(np.array_equal(a.values[k], b.values[k]) for k in a.values)
 
 
 def test_a_stage_file_run_alike_is_run_once_and_gives_what_running_it_again_gives(tmp_path):
-    bands = eq.LayerBands.of(PIPELINE, TOKENS)
+    bands = layers.LayerBands.of(PIPELINE, TOKENS)
     ran = bands.shared.runs
     assert ran == 2 and bands.shared.reused == 0  # the transformer file: accumulated and layer-by-layer
 
     route = _linked(PIPELINE, tmp_path / "route")  # a derived bundle: same files, same EP and options
     accumulated, own = bands.passes(route)
     assert (bands.shared.runs, bands.shared.reused) == (ran, 2)
-    fresh = eq.layer_profile(route, TOKENS, bands.reference.embeds)
-    fresh_own = eq.layer_profile(route, TOKENS, bands.reference.embeds, teacher=bands.reference.values)
+    fresh = layers.layer_profile(route, TOKENS, bands.reference.embeds)
+    fresh_own = layers.layer_profile(route, TOKENS, bands.reference.embeds, teacher=bands.reference.values)
     assert _same(accumulated, fresh) and _same(own, fresh_own)
     assert accumulated.stage_of == fresh.stage_of and accumulated.tokens == fresh.tokens
 
 
 def test_another_session_setting_or_a_rewritten_file_is_run_again(tmp_path):
-    bands = eq.LayerBands.of(PIPELINE, TOKENS)
+    bands = layers.LayerBands.of(PIPELINE, TOKENS)
     variant = optimization_variant(PIPELINE)  # the same files linked, another graph optimisation level
     try:
         bands.passes(variant)
@@ -69,10 +70,10 @@ def test_another_session_setting_or_a_rewritten_file_is_run_again(tmp_path):
 
 def test_a_pass_that_failed_is_remembered_as_failed_not_as_layers():
     shared = FilePasses()
-    bands = eq.LayerBands.of(PIPELINE, TOKENS)
+    bands = layers.LayerBands.of(PIPELINE, TOKENS)
     for key in bands.shared.done:
         shared.done[key] = "context/iterator: the layer pass on X failed"
-    again = eq.layer_profile(PIPELINE, TOKENS, bands.reference.embeds, shared=shared)
+    again = layers.layer_profile(PIPELINE, TOKENS, bands.reference.embeds, shared=shared)
     assert again.values == {} and again.unobserved == ("context/iterator: the layer pass on X failed",)
     assert shared.reused == 1
 
@@ -118,7 +119,7 @@ def test_the_tunes_extra_prompts_take_the_models_loaded_for_the_first(monkeypatc
     """A route near its limit is judged on three prompts: the reference and the route are loaded once."""
     from types import SimpleNamespace as NS
 
-    from winml_perf.tune import check
+    from winml_perf.equivalence import pooled as check
 
     monkeypatch.setattr(check, "near_limit", lambda e: near)
     copy = _linked(PIPELINE, tmp_path / "copy")
@@ -138,7 +139,7 @@ def test_the_reference_band_variants_are_made_once_per_check_and_removed_after(m
     from types import SimpleNamespace as NS
 
     from winml_perf.bundle import variants
-    from winml_perf.tune import check
+    from winml_perf.equivalence import pooled as check
 
     made: list[Path] = []
     real = variants.optimization_variant
@@ -159,12 +160,12 @@ def test_a_layer_session_is_opened_once_per_check_and_gives_what_a_fresh_one_giv
     """The tune's later prompts run a stage file's tapped session again instead of opening it again
     (its graph does not depend on the prompt); the layers read are those of a fresh session."""
     other = [7, 11, 2, 80, 31, 4, 66, 19]
-    fresh = eq.LayerBands.of(PIPELINE, other)
+    fresh = layers.LayerBands.of(PIPELINE, other)
     with keep_models() as pool:
-        eq.LayerBands.of(PIPELINE, TOKENS)
+        layers.LayerBands.of(PIPELINE, TOKENS)
         opened = pool.sessions_opened
         assert opened == 2 and pool.sessions_reused == 0  # the transformer: accumulated and layer-by-layer
-        kept = eq.LayerBands.of(PIPELINE, other)
+        kept = layers.LayerBands.of(PIPELINE, other)
         assert pool.sessions_opened == opened and pool.sessions_reused == 2
     assert _same(kept.reference, fresh.reference) and _same(kept.local, fresh.local)
     assert pool.sessions == {}  # let go when the check ends
@@ -176,7 +177,7 @@ def test_layer_passes_run_beside_only_on_eps_that_allow_it_and_judge_alike(monke
     from dataclasses import replace
     from types import SimpleNamespace as NS
 
-    from winml_perf.measure import layers_ahead
+    from winml_perf.equivalence.passes import layers_ahead
 
     cpu = _linked(PIPELINE, tmp_path / "cpu")
     cfg = json.loads((PIPELINE / "genai_config.json").read_text())

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import pytest
 
-from winml_perf.measure.equivalence import first_difference
+from winml_perf.equivalence.greedy import first_difference
 from winml_perf.model.record import load_schema
 from winml_perf.model.route import OK, OutputCheck, Route, StagePlacement, StageRoute
 from winml_perf.record.warnings import CODES, check_same_output

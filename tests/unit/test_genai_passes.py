@@ -1,5 +1,5 @@
 """Issue 34 (cheap enough to leave on): the equivalence check's route passes run in a few worker
-processes ("lanes", session/genai_passes.py) where the machine has cores. A pass in a lane must give
+processes ("lanes", equivalence/passes/genai_passes.py) where the machine has cores. A pass in a lane must give
 the arrays a pass here gives, a route must keep its lane (and the model it loaded there) over the
 tune's prompts, and a lane that dies must fail only the pass it died in."""
 
@@ -14,9 +14,10 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from winml_perf.measure import equivalence as eq
-from winml_perf.session import genai_passes as gp
-from winml_perf.session.genai_logits import TeacherForced, teacher_forced
+from winml_perf.equivalence import check as eq
+from winml_perf.equivalence.passes import genai_passes as gp
+from winml_perf.equivalence.passes.genai_logits import TeacherForced, teacher_forced
+from winml_perf.equivalence.report import cost_line
 from winml_perf.support.errors import BenchmarkFailure, UsageError
 
 PIPELINE = Path(__file__).resolve().parents[2] / "bundles" / "tiny-qwen2-pipeline"
@@ -112,7 +113,7 @@ def test_a_check_in_lanes_judges_every_route_as_a_check_in_turn(monkeypatch, tmp
     monkeypatch.setenv("WINML_PERF_CHECK_PROCESSES", "2")
     in_lanes = eq.judge_routes(str(PIPELINE), routes, steps=4)
     assert (in_turn.cost.pass_processes, in_lanes.cost.pass_processes) == (0, 2)
-    assert "teacher-forced passes in 2 processes" in eq.cost_line([in_lanes], cached=False)
+    assert "teacher-forced passes in 2 processes" in cost_line([in_lanes], cached=False)
     for label in ("copy", "basic"):
         a, b = in_turn.by_label[label], in_lanes.by_label[label]
         assert (a.verdict, a.figures, a.stages) == (b.verdict, b.figures, b.stages)
@@ -120,7 +121,7 @@ def test_a_check_in_lanes_judges_every_route_as_a_check_in_turn(monkeypatch, tmp
 
 
 def test_the_tunes_prompts_share_the_lanes_and_count_their_models(monkeypatch, tmp_path):
-    from winml_perf.tune import check
+    from winml_perf.equivalence import pooled as check
 
     monkeypatch.setattr(check, "near_limit", lambda e: True)
     routes = [NS(label=n, session=NS(path=str(_linked(PIPELINE, tmp_path / n)))) for n in ("a", "b")]

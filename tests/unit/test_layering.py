@@ -23,7 +23,9 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("ep", "power"),  # the EP table, devices, plugins; energy meters and the power state
     ("session",),  # sessions over onnxruntime / onnxruntime-genai
     ("bundle", "synth"),  # genai config, routing, derived bundles, compile; synthetic bundles
-    ("explain", "convert"),  # profiles of a route; GGUF files into bundles (synth's pipeline split)
+    # profiles of a route; GGUF files into bundles (synth's pipeline split); is a route the same model?
+    # (equivalence opens sessions and reads, or builds variants of, bundles; measure/ and tune/ ask it)
+    ("explain", "convert", "equivalence"),
     ("record",),  # building a cell record
     ("results",),  # the store
     ("measure",),  # orchestrate, sweep, the cell driver and its schedules

@@ -1,6 +1,6 @@
 """A plain ONNX model's outputs against the reference's (issue 24): the per-output figures and
 verdicts (stats/outputs/equivalence.py), the record's shape (model/output_equivalence.py, the
-schema's kind 'outputs') and how a route is judged (session/onnx_outputs.py)."""
+schema's kind 'outputs') and how a route is judged (equivalence/onnx_outputs.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from tests.results_fakes import hex_id, make_cell
+from winml_perf.equivalence.onnx_outputs import Inference, judge_inference, same_feeds
 from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, WITHIN_PRECISION
 from winml_perf.model.equivalence_view import view_of
 from winml_perf.model.output_equivalence import OutputEquivalence, route_equivalence_from_dict
 from winml_perf.model.route import Route
-from winml_perf.session.onnx_outputs import Inference, judge_inference, same_feeds
 from winml_perf.stats.outputs.equivalence import EQUIVALENT_REL, PRECISION_REL, compare_output, route_verdict
 from winml_perf.support.errors import StoreError
 

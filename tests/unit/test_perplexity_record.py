@@ -48,7 +48,7 @@ def test_the_text_agreement_round_trips_and_an_older_difference_reads_none():
 
 
 def test_the_perplexity_line_says_kl_and_top1_beside_the_ratio():
-    from winml_perf.measure.perplexity import perplexity_line
+    from winml_perf.equivalence.report import perplexity_line
 
     line = perplexity_line("ep=qnn", PPL, AGREED)
     assert line.endswith(
@@ -93,7 +93,7 @@ def test_the_schema_takes_the_sections_and_refuses_a_broken_one():
 
 
 def test_the_packaged_text_is_the_committed_test_copy():
-    from winml_perf.measure.perplexity import DEFAULT_TEXT
+    from winml_perf.equivalence.perplexity import DEFAULT_TEXT
 
     copy = Path(__file__).resolve().parents[1] / "data" / "real_model" / "coriolanus-act1.txt"
     assert DEFAULT_TEXT.read_bytes() == copy.read_bytes() and len(DEFAULT_TEXT.read_text(encoding="utf-8")) == 15957

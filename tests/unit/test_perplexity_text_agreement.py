@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from winml_perf.measure import perplexity as mp
+from winml_perf.equivalence import perplexity as mp
 from winml_perf.model.perplexity import PerplexityText
 from winml_perf.support.errors import BenchmarkFailure
 

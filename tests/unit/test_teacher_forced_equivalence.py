@@ -9,7 +9,9 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from winml_perf.measure import equivalence as eq
+from winml_perf.equivalence import attach, layers, report
+from winml_perf.equivalence import check as eq
+from winml_perf.equivalence.passes import genai_logits
 from winml_perf.model.equivalence import (
     EQUIVALENT,
     NOT_EQUIVALENT,
@@ -19,7 +21,6 @@ from winml_perf.model.equivalence import (
     LogitFigures,
     StagePrecision,
 )
-from winml_perf.session import genai_logits
 from winml_perf.stats.equivalence import band_limit, compare_logits, compare_tensors, verdict
 from winml_perf.support.errors import BenchmarkFailure
 
@@ -100,7 +101,7 @@ def _fake_layer_profile(calls):
             moved = {2} if teacher is not None else {2, 3}
             values = {k: v * (1.5 if k in moved else 1.0) for k, v in values.items()}
         stage = dict.fromkeys(values, "decoder")
-        return eq.LayerProfile(values, stage, dict.fromkeys(values, "t"), (), None, len(tokens), 1.0)
+        return layers.LayerProfile(values, stage, dict.fromkeys(values, "t"), (), None, len(tokens), 1.0)
 
     return profile
 
@@ -109,7 +110,7 @@ def _fake_layer_profile(calls):
 def fake(monkeypatch):
     calls: list[str] = []
     monkeypatch.setattr(genai_logits, "teacher_forced", _fake_teacher_forced(calls))
-    monkeypatch.setattr(eq, "layer_profile", _fake_layer_profile(calls))
+    monkeypatch.setattr(layers, "layer_profile", _fake_layer_profile(calls))
     monkeypatch.setattr(
         eq, "_precision", lambda path: (StagePrecision("decoder", "CPUExecutionProvider", (4,), (), f"at {path}"),)
     )
@@ -158,11 +159,13 @@ def test_each_route_is_judged_on_its_own_path(fake):
     assert bad.layers.first_departing == 2 and bad.layers.pattern == "jump" and bad.layers.first_differing == 2
     assert bad.layers.first_wrong == 2  # fed the reference's input, layer 2 alone computes something else
     assert [f.local_rel > 0 for f in bad.layers.figures] == [False, False, True, False]
-    assert "layers: layer 2 (decoder) computes something else" in eq.equivalence_line("ep=x", bad)
+    assert "layers: layer 2 (decoder) computes something else" in report.equivalence_line("ep=x", bad)
     within = replace(bad, verdict=WITHIN_PRECISION)  # a verdict in a band names that band's change
-    assert "judged in the band of x (KL limit" in eq.equivalence_line("ep=x", within)
+    assert "judged in the band of x (KL limit" in report.equivalence_line("ep=x", within)
     # each side's precision is read from its own files
-    assert bad.precision_class == "decoder: CPU at other" and "decoder: CPU at ref" in eq.equivalence_line("ep=x", bad)
+    assert bad.precision_class == "decoder: CPU at other" and "decoder: CPU at ref" in report.equivalence_line(
+        "ep=x", bad
+    )
     assert eq.judge_routes("ref", routes[2:], steps=8, layers=False).by_label["ep=x"].layers is None
 
 
@@ -190,9 +193,9 @@ def test_the_verdict_joins_the_closing_summary_and_the_screen_line(fake):
     doc = {"cells": [{"route": {"label": "ep=x", "equivalence": e.to_dict()}}, {"route": {"label": "config"}}]}
     text = route_verdicts(doc)["ep=x"]
     assert text.startswith("NOT equivalent: top-1") and "first at stage embeddings" in text
-    assert eq.equivalence_line("ep=x", e).startswith("ep=x ≉ config: not equivalent, KL ")
-    assert eq.wants_equivalence(None, 2, None) and not eq.wants_equivalence(None, 1, None)
-    assert eq.wants_equivalence(None, 1, "b") and not eq.wants_equivalence(False, 3, None)
+    assert report.equivalence_line("ep=x", e).startswith("ep=x ≉ config: not equivalent, KL ")
+    assert attach.wants_equivalence(None, 2, None) and not attach.wants_equivalence(None, 1, None)
+    assert attach.wants_equivalence(None, 1, "b") and not attach.wants_equivalence(False, 3, None)
 
 
 def test_precision_variants_change_what_they_say(tmp_path):
@@ -222,7 +225,7 @@ def test_a_route_that_cannot_run_is_named_and_the_others_are_judged(fake, capsys
     routes = [NS(label="ep=bad", session=NS(path="broken")), NS(label="ep=x", session=NS(path="other"))]
     run = eq.judge_routes("ref", routes, steps=8)
     assert set(run.by_label) == {"ep=x"} and "no EP" in run.errors["ep=bad"]
-    out = eq.attach_equivalence("ref", [NS(label="ep=bad", session=NS(path="broken"))], 0, None)
+    out = attach.attach_equivalence("ref", [NS(label="ep=bad", session=NS(path="broken"))], 0, None)
     assert "equivalence: ep=bad not judged: broken" in capsys.readouterr().err and out[0].label == "ep=bad"
 
 

@@ -1,4 +1,4 @@
-"""The tune's equivalence check (tune/check.py): fixed check prompts, never the race's --seed, and a
+"""The tune's equivalence check (equivalence/pooled.py): fixed check prompts, never the race's --seed, and a
 route near its limit judged over three prompts pooled, so two tunes with different seeds prune alike."""
 
 from __future__ import annotations
@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 from tests.conftest import TINY_PIPELINE
 from tests.unit.test_tune_race import FakeRounds
+from winml_perf.equivalence.pooled import CHECK_SEEDS, near_limit, pooled_verdict
 from winml_perf.model.equivalence import NOT_EQUIVALENT as NOT
 from winml_perf.model.equivalence import WITHIN_PRECISION as WITHIN
 from winml_perf.model.equivalence import Band, Equivalence, Layers, LogitFigures
 from winml_perf.stats.equivalence import verdict
-from winml_perf.tune.check import CHECK_SEEDS, near_limit, pooled_verdict
 
 LIMITS = {0: 1.88e-4, 1: 1.84e-4, 2: 8.12e-4, 3: 1.77e-4}  # precision limits per prompt, as measured on tiny-qwen2-npu
 
@@ -53,7 +53,7 @@ RATIOS = {
 
 
 def _tune(monkeypatch, race_seed: int, seeds_asked: list[int], said: list[str] | None = None, cache: bool = True):
-    from winml_perf.measure import equivalence as eq
+    from winml_perf.equivalence import check as eq
     from winml_perf.model.spec import RouteSpec, SessionSpec
     from winml_perf.tune import prune as prune_mod
     from winml_perf.tune import session as session_mod

@@ -130,7 +130,7 @@ def test_the_same_seed_gives_the_same_race():
 
 
 def test_a_route_the_equivalence_check_refuses_never_races_even_when_fastest(monkeypatch, tmp_path):
-    from winml_perf.measure import equivalence as eq
+    from winml_perf.equivalence import check as eq
     from winml_perf.tune import prune as prune_mod
     from winml_perf.tune.candidates import Candidate
 
@@ -140,7 +140,7 @@ def test_a_route_the_equivalence_check_refuses_never_races_even_when_fastest(mon
         return RouteSpec(label, SessionSpec("winml-genai", str(tmp_path)))
 
     from tests.unit.test_tune_check import _judged
-    from winml_perf.measure.equivalence import CheckCost
+    from winml_perf.equivalence.check import CheckCost
 
     ratios = {"ep=wrong": 5.0, "ep=a": 0.1}  # KL against the precision limit: far over, far under
 

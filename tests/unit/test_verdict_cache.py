@@ -1,4 +1,4 @@
-"""Issue 34 item 4: equivalence verdicts kept by content (measure/verdict_cache.py). The teacher-forced
+"""Issue 34 item 4: equivalence verdicts kept by content (equivalence/verdict_cache.py). The teacher-forced
 and layer passes are faked at the session seam; the bundles are real folders, so their content decides."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from types import SimpleNamespace as NS
 import numpy as np
 import pytest
 
-from winml_perf.measure import equivalence as eq
-from winml_perf.measure import verdict_cache
+from winml_perf.equivalence import attach, layers, verdict_cache
+from winml_perf.equivalence import check as eq
+from winml_perf.equivalence.passes import genai_logits
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, LogitFigures, StagePrecision
-from winml_perf.session import genai_logits
 from winml_perf.stats.equivalence import band_limit
 
 REF = np.random.default_rng(0).normal(size=(8, 50)).astype(np.float32)
@@ -44,7 +44,9 @@ def passes(monkeypatch, tmp_path):
         calls.append(f"layers:{Path(path).name}")
         scale = 1.0 + (Path(path) / "model.onnx.data").read_bytes()[0]
         values = {k: np.resize(REF, (1, len(tokens), REF.shape[1])) * (k + 1) * scale for k in range(4)}
-        return eq.LayerProfile(values, dict.fromkeys(values, "decoder"), dict.fromkeys(values, "t"), (), None, 1, 1.0)
+        return layers.LayerProfile(
+            values, dict.fromkeys(values, "decoder"), dict.fromkeys(values, "t"), (), None, 1, 1.0
+        )
 
     def reference_bands(path, reference, prompt_ids, layers=None):
         calls.append(f"bands:{Path(path).name}")
@@ -53,7 +55,7 @@ def passes(monkeypatch, tmp_path):
         return _band("noise floor", 0.0, 1e-6), _band("precision", 0.01)
 
     monkeypatch.setattr(genai_logits, "teacher_forced", teacher_forced)
-    monkeypatch.setattr(eq, "layer_profile", layer_profile)
+    monkeypatch.setattr(layers, "layer_profile", layer_profile)
     monkeypatch.setattr(eq, "reference_bands", reference_bands)
     monkeypatch.setattr(eq, "_stage_outputs", lambda path: [])
     monkeypatch.setattr(
@@ -184,14 +186,14 @@ def test_an_entry_moved_under_another_key_is_not_trusted(passes, bundles):
 
 def test_the_cost_line_says_what_came_from_the_cache(passes, bundles, capsys):
     ref, ep, twin = bundles
-    out = eq.attach_equivalence(str(ref), _routes(ep), 0, None, cache=True)
+    out = attach.attach_equivalence(str(ref), _routes(ep), 0, None, cache=True)
     assert out[0].recorded_route.equivalence.verdict == NOT_EQUIVALENT
     cold = capsys.readouterr().err.splitlines()[-1]
     assert cold.startswith("equivalence: 1 route(s) against config in ")
     assert "(0 from cache, 1 judged: reference " in cold and ", bands " in cold and ", routes " in cold
     assert cold.endswith("s), outside the timed iterations") and "content keys" in cold
-    eq.attach_equivalence(str(ref), _routes(ep, twin), 0, None, cache=True)
+    attach.attach_equivalence(str(ref), _routes(ep, twin), 0, None, cache=True)
     assert "(1 from cache, 1 shared (same content), 0 judged, content keys " in capsys.readouterr().err
-    eq.attach_equivalence(str(ref), _routes(ep), 0, None)  # --no-equivalence-cache
+    attach.attach_equivalence(str(ref), _routes(ep), 0, None)  # --no-equivalence-cache
     off = capsys.readouterr().err.splitlines()[-1]
     assert "(1 judged: reference " in off and "cache" not in off

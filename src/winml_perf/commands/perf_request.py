@@ -160,7 +160,7 @@ def _policies(m: MeasurementFlags) -> tuple[WarmupPolicy, IterationPolicy]:
 
 def _judging(judge: JudgeFlags, bundle: Path, chosen: Runtime, routes: tuple[RouteRequest, ...]) -> dict[str, Any]:
     """The request's equivalence and perplexity fields: what each route is judged against, and on what text."""
-    from winml_perf.measure.perplexity import text_to_score
+    from winml_perf.equivalence.perplexity import text_to_score
     from winml_perf.measure.validate import reference_bundle
 
     return {

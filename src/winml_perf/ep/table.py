@@ -153,7 +153,7 @@ class EPInfo:
     genai_unavailable: tuple[str, str] | None = None  # (a regex of genai's load error, what to call the EP)
     no_device_hint: str = ""
     # its sessions may be opened and run in a second thread while onnxruntime-genai runs in the first
-    # (the equivalence check's layer passes, measure/layers_ahead.py): seen on CPU and on OpenVINO's CPU
+    # (the equivalence check's layer passes, equivalence/passes/layers_ahead.py): seen on CPU and on OpenVINO's CPU
     # device; WebGPU over lavapipe crashed (SIGSEGV) in 1 of 20 runs so; the others not tried
     sessions_beside: bool = False
 

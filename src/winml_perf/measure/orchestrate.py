@@ -57,10 +57,10 @@ class PerfRequest:
     no_store: bool = False
     check_outputs: bool = False
     equivalence: bool | None = None  # teacher-forced equivalence; None: on with 2+ routes or a reference bundle
-    equivalence_cache: bool = True  # reuse verdicts judged before on the same content (measure/verdict_cache.py)
+    equivalence_cache: bool = True  # reuse verdicts judged before on the same content (equivalence/verdict_cache.py)
     reference_bundle: Path | None = None  # --reference-bundle: judge every route against this bundle
     reference_route: str | None = None  # --reference ROUTE: judge every other route against this one of the run's
-    perplexity: Path | None = None  # --perplexity: each route's perplexity over this text (measure/perplexity.py)
+    perplexity: Path | None = None  # --perplexity: each route's perplexity over this text (equivalence/perplexity.py)
     perplexity_chunk: int = 512  # --perplexity-chunk N: tokens per chunk
     strict: bool = False
     allow_uncompiled: bool = False  # --compile: measure a failed compile's route, labelled (uncompiled)
@@ -372,7 +372,7 @@ def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
     if req.check_outputs and req.token_based:
         routes = _with_output_checks(req, routes)
     if req.token_based:
-        from winml_perf.measure.equivalence import attach_equivalence, wants_equivalence
+        from winml_perf.equivalence.attach import attach_equivalence, wants_equivalence
 
         if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
             ref = str(req.reference_bundle) if req.reference_bundle else None
@@ -380,15 +380,14 @@ def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
                 str(req.path), routes, req.seed, ref, req.reference_route, req.equivalence_cache
             )
         if req.perplexity is not None:
-            from winml_perf.measure.perplexity import attach_perplexity
+            from winml_perf.equivalence.attach import attach_perplexity
 
             ref = str(req.reference_bundle) if req.reference_bundle else None
             routes = attach_perplexity(
                 str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
             )
-    else:  # a plain ONNX model: every route's outputs against the reference route's (session/onnx_outputs.py)
-        from winml_perf.measure.equivalence import wants_equivalence
-        from winml_perf.session.onnx_outputs import attach_outputs
+    else:  # a plain ONNX model: every route's outputs against the reference route's (equivalence/onnx_outputs.py)
+        from winml_perf.equivalence.attach import attach_outputs, wants_equivalence
 
         if wants_equivalence(req.equivalence, len(routes), None):
             routes = attach_outputs(routes, str(req.path), req.onnx_options)
@@ -419,7 +418,7 @@ def at_static_prompt(config, req: PerfRequest) -> PerfRequest:
 
 def _require_modules(req: PerfRequest) -> None:
     """Before anything is prepared: the optional modules this run's features import (exit 2 naming pip)."""
-    from winml_perf.measure.equivalence import wants_equivalence
+    from winml_perf.equivalence.attach import wants_equivalence
     from winml_perf.support.optional import require
 
     if req.token_based and wants_equivalence(
@@ -429,7 +428,7 @@ def _require_modules(req: PerfRequest) -> None:
 
 
 def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
-    from winml_perf.measure.equivalence import check_routes
+    from winml_perf.equivalence.greedy import check_routes
 
     checks = check_routes(str(req.path), routes, seed=req.seed)
     return [

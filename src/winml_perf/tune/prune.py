@@ -45,7 +45,7 @@ class Survivor:
 
     candidate: Candidate
     spec: Any  # model.spec.RouteSpec
-    verdict: str | None = None  # the tune's equivalence verdict (tune/check.py); None: its recorded one, if any
+    verdict: str | None = None  # the tune's equivalence verdict (equivalence/pooled.py); None: its recorded one, if any
 
     @property
     def label(self) -> str:
@@ -163,10 +163,10 @@ def _judged(
     say: Callable[[str], None],
 ) -> tuple[list[Survivor], dict[str, Any]]:
     """The survivors equivalent to the config route (or within its precision tolerance) on the tune's
-    fixed check prompts (tune/check.py), each with its verdict; the others dropped with the check's figures.
+    fixed check prompts (equivalence/pooled.py), each with its verdict; the others dropped with the check's figures.
     The record keeps the judgement on `winml perf`'s check prompt."""
+    from winml_perf.equivalence.pooled import judge
     from winml_perf.model.equivalence import NOT_EQUIVALENT
-    from winml_perf.tune.check import judge
 
     judged, cost = judge(str(settings.bundle), [s.spec for s in survivors], settings.equivalence_cache)
     say(f"tune: {cost.line}")

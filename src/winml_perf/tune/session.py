@@ -36,7 +36,7 @@ class TuneRequest:
     compile: bool = False
     ep_libraries: tuple[str, ...] = ()
     equivalence: bool = True
-    equivalence_cache: bool = True  # reuse verdicts judged before on the same content (measure/verdict_cache.py)
+    equivalence_cache: bool = True  # reuse verdicts judged before on the same content (equivalence/verdict_cache.py)
     seed: int = 0
     prompt_tokens: int | None = None
     max_new_tokens: int = 32

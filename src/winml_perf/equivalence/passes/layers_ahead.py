@@ -8,8 +8,8 @@ and runs a session (and most of a layer pass is that); onnxruntime-genai holds i
 calls. The two kinds of work therefore overlap: while the main thread loads a route's model and
 steps it, the worker opens and runs the next routes' layer sessions. Each route's layers are the
 same arrays as when run in the main thread: the same passes, in the same order, against the same
-shared passes (measure/shared_passes.py). The worker runs in a copy of the check's context, so it
-sees the check's kept models and sessions (session/model_pool.py) and the run's configs.
+shared passes (equivalence/passes/shared_passes.py). The worker runs in a copy of the check's context, so it
+sees the check's kept models and sessions (equivalence/passes/model_pool.py) and the run's configs.
 """
 
 from __future__ import annotations

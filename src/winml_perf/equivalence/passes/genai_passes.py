@@ -5,7 +5,7 @@ loads and steps run one after another, and they were most of a check's time. On 
 to spare, ``pass_lanes()`` starts a few spawned processes ("lanes"); once the reference's pass has
 given the tokens every route is fed, each route's pass is handed to a lane, and the check takes the
 results in route order. A route always goes to the same lane, which keeps the models it loaded
-(session/model_pool.py) for the check's later prompts. A pass in a lane is the pass this process
+(equivalence/passes/model_pool.py) for the check's later prompts. A pass in a lane is the pass this process
 would run: the same library, bundle, session options and tokens, so the same arrays.
 
 A lane that dies (a crash in an EP) fails the pass it was running, said as such; the routes queued
@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from dataclasses import replace
 from typing import Any
 
-from winml_perf.session.genai_logits import TeacherForced
+from winml_perf.equivalence.passes.genai_logits import TeacherForced
 from winml_perf.support.errors import BenchmarkFailure, UsageError
 
 PROCESSES_ENV = "WINML_PERF_CHECK_PROCESSES"
@@ -47,7 +47,7 @@ def lanes_wanted(env: dict[str, str] | None = None) -> int:
 
 
 def _lane_setup(budget: int) -> None:
-    from winml_perf.session.model_pool import keep_models_from_now
+    from winml_perf.equivalence.passes.model_pool import keep_models_from_now
 
     keep_models_from_now(budget)
 
@@ -61,8 +61,8 @@ def _lane_pass(
 ) -> tuple[TeacherForced | None, str, str | None, bool]:
     """In a lane: (the pass, '', None, whether its model was kept from before), or (None, why, remedy,
     False) when it failed (an error travels back as text)."""
-    from winml_perf.session.genai_logits import teacher_forced
-    from winml_perf.session.model_pool import current_pool
+    from winml_perf.equivalence.passes.genai_logits import teacher_forced
+    from winml_perf.equivalence.passes.model_pool import current_pool
 
     pool = current_pool()
     reused = pool.reused if pool is not None else 0
@@ -78,7 +78,7 @@ class PassLanes:
 
     def __init__(self, n: int, work: Callable[..., Any] | None = None) -> None:
         from winml_perf.ep.child import ChildContext
-        from winml_perf.session.model_pool import free_memory_share
+        from winml_perf.equivalence.passes.model_pool import free_memory_share
 
         self.n = n
         self.work = work or _lane_pass  # importable by name: what a lane runs for each pass
@@ -209,8 +209,8 @@ class CheckPasses:
         self, path: str, prompt_ids: Sequence[int], steps: int, continuation: Sequence[int], outputs: Sequence[str]
     ) -> TeacherForced:
         """The route's pass: from its lane (waiting for it), else run here now."""
-        from winml_perf.session.genai_logits import teacher_forced
-        from winml_perf.session.model_pool import current_pool
+        from winml_perf.equivalence.passes.genai_logits import teacher_forced
+        from winml_perf.equivalence.passes.model_pool import current_pool
 
         if self.lanes is None or not self.lanes.has(path):
             return teacher_forced(path, prompt_ids, steps, continuation, outputs=outputs)

@@ -1,6 +1,6 @@
 """Loaded onnxruntime-genai models, and the layer passes' sessions, kept for the length of one check.
 
-The tune judges a route near its limit on three prompts (tune/check.py); each prompt's pass used to
+The tune judges a route near its limit on three prompts (equivalence/pooled.py); each prompt's pass used to
 load the route's model again, and open each layer pass's session again, and on an EP that compiles
 (OpenVINO, WebGPU) opening is most of a pass. Inside ``keep_models()`` a teacher-forced pass takes
 the model of a folder it has loaded before in the same check, and a layer pass the session it opened
@@ -31,7 +31,7 @@ class ModelPool:
     def __init__(self, budget: int) -> None:
         self.budget = budget
         self.models: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()  # model_key -> (model, its files' bytes)
-        # a layer pass's key (measure/shared_passes.session_key) -> (what it opened, its file's bytes, folder)
+        # a layer pass's key (equivalence/passes/shared_passes.session_key) -> (what it opened, its file's bytes, folder)
         self.sessions: OrderedDict[tuple, tuple[Any, int, str]] = OrderedDict()
         self.loads = 0
         self.reused = 0
@@ -76,7 +76,7 @@ class ModelPool:
                 self.sessions[key] = (opened, size, str(Path(folder).resolve()))
 
     def count(self, reused: bool) -> None:
-        """Count a model loaded, or kept from before, in a pass lane (session/genai_passes.py)."""
+        """Count a model loaded, or kept from before, in a pass lane (equivalence/passes/genai_passes.py)."""
         with self._lock:
             if reused:
                 self.reused += 1
@@ -120,7 +120,7 @@ def keep_models(budget: int | None = None) -> Iterator[ModelPool]:
 
 
 def keep_models_from_now(budget: int) -> None:
-    """In a process that lives for one check (an equivalence pass lane, session/genai_passes.py): keep
+    """In a process that lives for one check (an equivalence pass lane, equivalence/passes/genai_passes.py): keep
     models from now on, within ``budget`` bytes; the process's end lets them go."""
     _POOL.set(ModelPool(budget))
 

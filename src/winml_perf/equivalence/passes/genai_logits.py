@@ -49,7 +49,7 @@ def teacher_forced(
     """Logits of ``steps`` steps: step 0 after the prompt, step k after ``continuation[k-1]``."""
     import onnxruntime_genai as og
 
-    from winml_perf.session.model_pool import load_model
+    from winml_perf.equivalence.passes.model_pool import load_model
 
     if steps <= 0 or not prompt_ids:
         raise ValueError("teacher_forced needs a prompt and at least one step")
@@ -57,7 +57,7 @@ def teacher_forced(
         raise ValueError(f"continuation has {len(continuation)} tokens, {steps - 1} needed")
     t0 = time.perf_counter()
     try:
-        model = load_model(path)  # the check's kept model (session/model_pool.py), else loaded
+        model = load_model(path)  # the check's kept model (equivalence/passes/model_pool.py), else loaded
         t1 = time.perf_counter()
         params = og.GeneratorParams(model)
         params.set_search_options(max_length=len(prompt_ids) + steps, do_sample=False)

@@ -81,9 +81,10 @@ class CheckReport:
 
 
 def _cost(runs: Sequence[Any], cache: bool, pool: Any) -> CheckReport:
-    """The cost of every prompt's check together (measure/equivalence.py EquivalenceRun.cost), and what
-    its ``pool`` (session/model_pool.ModelPool) loaded and opened, and took kept from an earlier prompt."""
-    from winml_perf.measure.equivalence import CheckCost, cost_line
+    """The cost of every prompt's check together (check.py EquivalenceRun.cost), and what its ``pool``
+    (passes/model_pool.ModelPool) loaded and opened, and took kept from an earlier prompt."""
+    from winml_perf.equivalence.check import CheckCost
+    from winml_perf.equivalence.report import pooled_cost_line
 
     parts = CheckCost()
     for run in runs:
@@ -96,25 +97,18 @@ def _cost(runs: Sequence[Any], cache: bool, pool: Any) -> CheckReport:
         layer_sessions_opened=pool.sessions_opened,
         layer_sessions_reused=pool.sessions_reused,
     )
-    line = cost_line(runs, cache, where="before the race")
-    if pool.reused:
-        line += f"; {pool.loads} model load(s), {pool.reused} pass(es) on a model kept from an earlier prompt"
-    if pool.sessions_reused:
-        line += (
-            f"; {pool.sessions_opened} layer session(s) opened, "
-            f"{pool.sessions_reused} layer pass(es) on a session kept from an earlier prompt"
-        )
-    return CheckReport(line, figures)
+    return CheckReport(pooled_cost_line(runs, cache, pool), figures)
 
 
 def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[str, Judged], CheckReport]:
     """Each route (RouteSpecs, config's own skipped) judged against config as the module doc says,
     each prompt's reference run once and the verdict cache read first (``cache``); returns {label:
     Judged} and what the check cost."""
-    from winml_perf.measure.equivalence import equivalence_line, judge_routes
-    from winml_perf.measure.kept_variants import keep_variants, variant_folders
-    from winml_perf.session.genai_passes import lanes_wanted, pass_lanes
-    from winml_perf.session.model_pool import keep_models
+    from winml_perf.equivalence.check import judge_routes
+    from winml_perf.equivalence.passes.genai_passes import lanes_wanted, pass_lanes
+    from winml_perf.equivalence.passes.kept_variants import keep_variants, variant_folders
+    from winml_perf.equivalence.passes.model_pool import keep_models
+    from winml_perf.equivalence.report import check_prompt_line, pooled_line
 
     # a near route's three prompts load its model once (in this process, or in its pass lane, where
     # the lanes stay for every prompt); the reference's band variants are made once
@@ -126,7 +120,7 @@ def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[
         more = [judge_routes(bundle, near, seed=seed, cache=cache) for seed in CHECK_SEEDS[1:]] if near else []
     out = {label: Judged("", "", error=why) for label, why in first.errors.items()}
     for label, e in first.by_label.items():
-        line = equivalence_line(label, e).splitlines()[0] + f" (check prompt: seed {CHECK_SEEDS[0]})"
+        line = check_prompt_line(label, e, CHECK_SEEDS[0])
         if not any(r.label == label for r in near):
             out[label] = Judged(e.verdict, line, e)
             continue
@@ -135,14 +129,7 @@ def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[
             out[label] = Judged("", line, e, failed)
             continue
         judged = [e, *(run.by_label[label] for run in more)]
-        ratios = ", ".join(f"{j.figures.kl_mean / (limit_of(j) or 1.0):.2f}×" for j in judged)
-        kl = sum(j.figures.kl_mean for j in judged) / len(judged)
-        limit = sum(limit_of(j) or 0.0 for j in judged) / len(judged)
         pooled = pooled_verdict(judged)
-        out[label] = Judged(
-            pooled,
-            f"{label} ~ config: {pooled} over {len(judged)} check prompts (seeds {', '.join(map(str, CHECK_SEEDS))}): "
-            f"mean KL {kl:.2g} against the mean limit {limit:.2g} ({kl / limit:.2f}×; per prompt {ratios})",
-            e,
-        )
+        kl_limits = [(j.figures.kl_mean, limit_of(j)) for j in judged]
+        out[label] = Judged(pooled, pooled_line(label, pooled, kl_limits, CHECK_SEEDS), e)
     return out, _cost([first, *more], cache, models)

@@ -38,18 +38,24 @@ FORMAT = 1
 FAMILY = "equivalence"
 #: Files the tool writes beside a bundle's own: the runtime reads none of them.
 BOOKKEEPING = frozenset({"manifest.json", "placement.json"})
-#: The modules whose code decides a verdict: the check, its math, the passes it reads and the variants it builds.
+#: The modules whose code decides a verdict: the check and every module of this room it runs
+#: (tests/unit/test_equivalence_room.py holds it so), its math and types, and the variants it builds.
+#: What only says or records a verdict (report.py, attach.py) is left out: a change there judges nothing again.
 CODE = (
-    "winml_perf.measure.equivalence",
-    "winml_perf.measure.verdict_cache",
-    "winml_perf.measure.shared_passes",
-    "winml_perf.measure.kept_variants",
-    "winml_perf.measure.layers_ahead",
+    "winml_perf.equivalence.check",
+    "winml_perf.equivalence.bands",
+    "winml_perf.equivalence.layers",
+    "winml_perf.equivalence.verdict_cache",
+    "winml_perf.equivalence.passes.genai_logits",
+    "winml_perf.equivalence.passes.genai_passes",
+    "winml_perf.equivalence.passes.layer_outputs",
+    "winml_perf.equivalence.passes.shared_passes",
+    "winml_perf.equivalence.passes.layers_ahead",
+    "winml_perf.equivalence.passes.kept_variants",
+    "winml_perf.equivalence.passes.model_pool",
     "winml_perf.model.equivalence",
     "winml_perf.stats.equivalence",
     "winml_perf.stats.layer_equivalence",
-    "winml_perf.session.genai_logits",
-    "winml_perf.session.layer_outputs",
     "winml_perf.bundle.variants",
 )
 

@@ -36,6 +36,16 @@ class KvShape:
     head_size: int
 
 
+def stage_ep(stage: Any) -> tuple[str, dict]:
+    """The EP (canonical name) and provider options a genai stage runs on, as its genai_config says (none: CPU)."""
+    from winml_perf.ep.table import ep_from_genai_provider
+
+    if not stage.provider_options:
+        return CPU_EP, {}
+    key, options = next(iter(stage.provider_options[0].items()))
+    return ep_from_genai_provider(key), dict(options)
+
+
 def session_options(entries: Mapping[str, Any]):
     """onnxruntime SessionOptions from a genai stage's session_options (optimisation level, threads,
     config entries); other keys (log_id, provider_options) are not session settings."""

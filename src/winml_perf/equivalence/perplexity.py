@@ -16,7 +16,6 @@ config route when it is one of the run's routes. A lone route gets its own perpl
 from __future__ import annotations
 
 import hashlib
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -105,7 +104,7 @@ class Scorer:
 
     folder: Path
     sessions: tuple[tuple[Any, str, Any], ...]  # (stage, EP, InferenceSession), in order
-    kv: Any  # session/layer_outputs.KvShape
+    kv: Any  # equivalence/passes/layer_outputs.KvShape
     how: str  # "flat decoder" | "pipeline: embeddings → transformer → lm_head"
 
 
@@ -114,8 +113,7 @@ def open_scorer(folder: str | Path) -> Scorer:
     BenchmarkFailure when a stage cannot load."""
     from winml_perf.bundle.config import config_of
     from winml_perf.bundle.variants import stage_session_entries
-    from winml_perf.measure.equivalence import _stage_ep
-    from winml_perf.session.layer_outputs import KvShape, open_session
+    from winml_perf.equivalence.passes.layer_outputs import KvShape, open_session, stage_ep
 
     folder = Path(folder)
     config = config_of(folder)
@@ -125,7 +123,7 @@ def open_scorer(folder: str | Path) -> Scorer:
     how = "flat decoder" if config.kind == "flat" else "pipeline: " + " → ".join(s.name for s in stages)
     sessions = []
     for s in stages:
-        ep, options = _stage_ep(s)
+        ep, options = stage_ep(s)
         try:
             sessions.append(
                 (s, ep, open_session(folder / s.filename, ep, options, stage_session_entries(config, s.name)))
@@ -144,7 +142,7 @@ def chunk_logits(scorer: Scorer, chunk: Sequence[int]) -> Any:
     BenchmarkFailure when a stage cannot run a whole chunk."""
     import numpy as np
 
-    from winml_perf.session.layer_outputs import full_sequence_feeds
+    from winml_perf.equivalence.passes.layer_outputs import full_sequence_feeds
 
     tensors: dict[str, Any] = {}
     for s, ep, session in scorer.sessions:
@@ -285,46 +283,12 @@ def difference(
     )  # fmt: skip
 
 
-def _interval(low: float | None, high: float | None, digits: str) -> str:
-    if low is None or high is None:
-        return "(no interval: one chunk)"
-    return f"[{low:{digits}}, {high:{digits}}]"
-
-
-def agreement_text(diff: PerplexityDifference) -> str:
-    """'KL 0.0045 [0.0031, 0.0060], top-1 96.2 % over 2,304 positions'; '' when not measured."""
-    if diff.kl_mean is None or diff.top1_agreement is None:
-        return ""
-    return (
-        f"KL {diff.kl_mean:.4g} {_interval(diff.kl_low, diff.kl_high, '.4g')}, "
-        f"top-1 {diff.top1_agreement * 100:.1f} % over {diff.positions or 0:,} positions"
-    )
-
-
-def perplexity_line(label: str, p: Perplexity, diff: PerplexityDifference | None) -> str:
-    """'perplexity: ep=qnn 23.41 [21.9, 25.0] over 8 chunks of 512 tokens of coriolanus-act1.txt (95 %);
-    ×1.0123 [1.004, 1.021] against config; KL 0.0045 [0.0031, 0.006], top-1 96.2 % over 2,040 positions'."""
-    t = p.text
-    text = (
-        f"perplexity: {label} {p.perplexity:.4g} {_interval(p.low, p.high, '.4g')} over {t.chunks} chunk(s) of "
-        f"{t.chunk} tokens of {t.name} ({p.confidence:.0%}, over this text's chunks)"
-    )
-    if diff is not None:
-        if diff.identical:
-            text += f"; ×1 exactly against {diff.reference} (identical on every chunk)"
-        else:
-            text += f"; ×{diff.ratio:.4f} {_interval(diff.low, diff.high, '.4f')} against {diff.reference}"
-        agreement = agreement_text(diff)
-        text += f"; {agreement}" if agreement else ""
-    return text
-
-
 def reference_label(routes: Sequence[Any], reference_bundle: str | None, reference_route: str | None) -> str | None:
     """The reference the ratios are taken against: as the equivalence check chooses it."""
     if reference_bundle:
         return f"bundle:{reference_bundle}"
     if reference_route:
-        from winml_perf.measure.equivalence import reference_of
+        from winml_perf.equivalence.check import reference_of
 
         return str(reference_of(routes, reference_route).label)
     return CONFIG if any(r.label == CONFIG for r in routes) else None
@@ -361,59 +325,30 @@ def measure_labels(todo: Sequence[tuple[str, Path]], ref_label: str | None, chun
     return m
 
 
-def _attach_one(r: Any, m: Measured, reference: Perplexity | None, ref_label: str | None) -> Any:
-    """One route with its perplexity (or why not) and, judged against the reference, the difference."""
+def differences(labels: Sequence[str], m: Measured, ref_label: str | None) -> dict[str, PerplexityDifference]:
+    """{label: its perplexity against the reference's} for every route of ``labels`` measured but the
+    reference itself; {} when the reference was not measured."""
+    reference = m.perplexity.get(ref_label) if ref_label else None
+    if reference is None:
+        return {}
+    return {
+        label: difference(m.perplexity[label], reference, str(ref_label), m.agreement.get(label))
+        for label in labels
+        if label in m.perplexity and label != ref_label
+    }
+
+
+def with_perplexity(r: Any, m: Measured, diff: PerplexityDifference | None) -> Any:
+    """One route with its perplexity (or why not) and, judged against the same reference
+    (route.equivalence), ``diff``."""
     p = m.perplexity.get(r.label)
     route = r.recorded_route
     if p is None:
-        why = m.failed.get(r.label, "not measured")
-        print(f"perplexity: {r.label} not measured: {why}", file=sys.stderr)
-        return replace(r, route=replace(route, perplexity_not_measured=why))
-    diff = None
-    if reference is not None and r.label != ref_label:
-        diff = difference(p, reference, str(ref_label), m.agreement.get(r.label))
-    print(perplexity_line(r.label, p, diff), file=sys.stderr)
-    if r.label in m.agreement_failed:
-        print(f"perplexity: {r.label} KL and top-1 not measured: {m.agreement_failed[r.label]}", file=sys.stderr)
+        return replace(r, route=replace(route, perplexity_not_measured=m.failed.get(r.label, "not measured")))
     route = replace(route, perplexity=p)
     if diff is not None and isinstance(route.equivalence, Equivalence):  # judged against the same reference
         route = replace(route, equivalence=replace(route.equivalence, perplexity=diff))
     return replace(r, route=route)
-
-
-def attach_perplexity(
-    bundle: str,
-    routes: list[Any],
-    text_path: Path,
-    chunk: int,
-    reference_bundle: str | None = None,
-    reference_route: str | None = None,
-) -> list[Any]:
-    """The routes with their perplexity recorded (route.perplexity) and, where the route was judged
-    against the reference (route.equivalence), the ratio to the reference's with KL and top-1 over the
-    same positions; one line per route and the cost on stderr."""
-    t0 = time.perf_counter()
-    chunks = chunk_text(bundle, text_path, chunk)
-    ref_label = reference_label(routes, reference_bundle, reference_route)
-    todo = [(r.label, Path(r.session.path)) for r in routes]
-    if reference_bundle:
-        todo.append((ref_label or "", Path(reference_bundle)))
-    m = measure_labels(todo, ref_label, chunks)
-    reference = m.perplexity.get(ref_label) if ref_label else None
-    if reference_bundle and reference is not None:
-        print(perplexity_line(str(ref_label), reference, None), file=sys.stderr)
-    out = [_attach_one(r, m, reference, ref_label) for r in routes]
-    if ref_label and reference is None and ref_label in m.failed:
-        print(
-            f"perplexity: no ratio: the reference {ref_label} was not measured ({m.failed[ref_label]})",
-            file=sys.stderr,
-        )
-    print(
-        f"perplexity: {m.passes} pass(es) of {chunks.text.chunks} x {chunk} tokens ({chunks.text.tokens} tokens of "
-        f"{chunks.text.name}) in {time.perf_counter() - t0:.1f} s, outside the timed iterations",
-        file=sys.stderr,
-    )
-    return out
 
 
 def text_to_score(asked: bool, text: Path | None, chunk: int, token_based: bool) -> Path | None:

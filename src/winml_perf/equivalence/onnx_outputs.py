@@ -117,26 +117,6 @@ def judge_outputs(reference: OutputsTarget, routes: Sequence[OutputsTarget]) -> 
     return OutputsRun(out, reference.label, round((time.perf_counter() - t0) * 1000.0, 3), errors)
 
 
-def outputs_line(label: str, e: OutputEquivalence) -> str:
-    """'ep=webgpu ~ config: within precision tolerance, 1 output(s): max rel 1.1e-03, cosine 0.9999998'."""
-    from winml_perf.model.equivalence import EQUIVALENT
-
-    mark = {EQUIVALENT: "≈", NOT_EQUIVALENT: "≉"}.get(e.verdict, "~")
-    rels = [o.max_rel for o in e.outputs if o.max_rel is not None]
-    cosines = [o.cosine for o in e.outputs if o.cosine is not None]
-    text = f"{label} {mark} {e.reference}: {e.verdict}, {len(e.outputs)} output(s)"
-    if all(o.identical for o in e.outputs):
-        return text + ": bit-identical"
-    if rels:
-        text += f": max abs {max(o.max_abs or 0.0 for o in e.outputs):.2g}, max rel {max(rels):.2g}"
-    if cosines:
-        text += f", cosine {min(cosines):.7g}"
-    worst = [o for o in e.outputs if o.verdict == e.verdict and o.verdict != "equivalent"]
-    if worst:
-        text += f"; worst: {', '.join(o.name + (f' ({o.note})' if o.note else '') for o in worst)}"
-    return text
-
-
 #: The routes a plain model's reference is taken from, in order: the config route, else the CPU EP's.
 REFERENCE_LABELS = ("config", "ep=cpu")
 
@@ -151,31 +131,3 @@ def reference_target(routes: Sequence[Any], source: str, base_options: Mapping[s
             return OutputsTarget(label, str(r.session.path), dict(r.session.options))
     cpu = {**dict(base_options), "ep": "cpu", "device": None, "provider_options": {}, "prepared": False}
     return OutputsTarget("ep=cpu", str(source), cpu)
-
-
-def attach_outputs(routes: list[Any], source: str, base_options: Mapping[str, Any]) -> list[Any]:
-    """The routes (model/spec.RouteSpec) with their OutputEquivalence recorded; one line per route and
-    the check's cost on stderr (it runs before the sweep: nothing of it enters a timed iteration)."""
-    import sys
-    from dataclasses import replace
-
-    reference = reference_target(routes, source, base_options)
-    targets = [OutputsTarget(r.label, str(r.session.path), dict(r.session.options)) for r in routes]
-    try:
-        run = judge_outputs(reference, targets)
-    except WinmlPerfError as exc:  # the reference itself could not run: no route is judged, and it says so
-        print(f"equivalence: not judged: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return routes
-    for label, e in run.by_label.items():
-        print(outputs_line(label, e), file=sys.stderr)
-    for label, why in run.errors.items():
-        print(f"equivalence: {label} not judged: {why}", file=sys.stderr)
-    print(
-        f"equivalence: {len(run.by_label)} route(s) against {run.reference} by every output in"
-        f" {run.cost_ms / 1000:.1f} s, outside the timed iterations",
-        file=sys.stderr,
-    )
-    return [
-        replace(r, route=replace(r.recorded_route, equivalence=run.by_label[r.label])) if r.label in run.by_label else r
-        for r in routes
-    ]

@@ -100,7 +100,7 @@ def pass_key(file: StageFile, teacher: bool) -> tuple:
 
 def session_key(file: StageFile, teacher: bool) -> tuple:
     """What decides a layer pass's session (its tapped graph, EP, options and entries), whatever the
-    prompt: the key under which the check keeps it for its later prompts (session/model_pool.py)."""
+    prompt: the key under which the check keeps it for its later prompts (equivalence/passes/model_pool.py)."""
     return ("layer session", *pass_key(file, teacher))
 
 

@@ -1,0 +1,55 @@
+"""--check-outputs: does a forced route generate the same greedy tokens as the bundle's config route?
+
+Runs once per route before measuring (so the check's time never enters a measurement), with a
+fixed synthetic prompt: one short greedy generation on the source bundle, one on each forced route.
+A route that is faster but changes outputs must not pass silently: a difference becomes a warning
+in every record of that route, with the first differing position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from winml_perf.equivalence.check import CHECK_PROMPT_TOKENS
+from winml_perf.model.route import OutputCheck
+
+CHECK_NEW_TOKENS = 16
+
+
+def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
+    """Index of the first position where the sequences differ (length counts); None when equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _greedy(path: str, prompt_ids: list[int], n_new: int) -> list[int]:
+    from winml_perf.session.genai_session import GenaiSession
+
+    with GenaiSession(path) as s:
+        return list(s.generate_timed(prompt_ids, n_new).token_ids)
+
+
+def check_routes(
+    bundle: str,
+    routes: Sequence[Any],
+    seed: int = 0,
+    n_prompt: int = CHECK_PROMPT_TOKENS,
+    n_new: int = CHECK_NEW_TOKENS,
+) -> dict[str, OutputCheck]:
+    """{route label: OutputCheck} for every route whose session path differs from the bundle."""
+    from winml_perf.session.genai_session import GenaiSession
+
+    prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
+    reference = _greedy(bundle, prompt_ids, n_new)
+    out = {}
+    for r in routes:
+        if r.session.path == str(bundle):
+            continue
+        tokens = _greedy(r.session.path, prompt_ids, n_new)
+        out[r.label] = OutputCheck(
+            n_prompt, n_new, seed, tuple(reference), tuple(tokens), first_difference(reference, tokens)
+        )
+    return out
