@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -60,10 +61,12 @@ class ResolvedRoute:
     def ep(self) -> str | None:
         return self.target.ep if self.target is not None else None
 
+    @cached_property
     def options_dict(self) -> dict[str, str]:
         """The route's options for its one EP."""
         return {o.key: o.value for o in self.asked if o.ep is None}
 
+    @cached_property
     def per_ep_options(self) -> dict[str, dict[str, str]]:
         """A per-stage route's options, by canonical EP."""
         out: dict[str, dict[str, str]] = {}
@@ -72,7 +75,9 @@ class ResolvedRoute:
                 out.setdefault(o.ep, {})[o.key] = o.value
         return out
 
+    @cached_property
     def targets(self) -> dict[str, Target]:
+        """A per-stage route's stage -> its Target."""
         return dict(self.stage_targets)
 
     @property
@@ -86,6 +91,7 @@ class ResolvedRoute:
             return ("config",)
         return (self.target.ep, self.target.device, tuple(sorted(self.stages)), tuple(sorted(self.own_options)))
 
+    @cached_property
     def target_dict(self) -> dict[str, Any]:
         """What the record's route.target holds of the request (the prepared route adds its own facts)."""
         if self.per_stage:
@@ -93,10 +99,10 @@ class ResolvedRoute:
                 "kind": "stages",
                 "label": self.label,
                 "stages": {stage: t.ep for stage, t in self.stage_targets},
-                "ep_options": {ep_alias(ep): o for ep, o in self.per_ep_options().items()},
+                "ep_options": {ep_alias(ep): o for ep, o in self.per_ep_options.items()},
             }
         assert self.target is not None
-        return {**self.target.to_dict(), "ep_options": self.options_dict()}
+        return {**self.target.to_dict(), "ep_options": dict(self.options_dict)}
 
 
 def route_options(
@@ -137,7 +143,7 @@ def per_stage_options(
     route: RouteRequest, ep_options: Sequence[tuple[str, str]], route_eps: set[str]
 ) -> dict[str, dict[str, str]]:
     """A per-stage route's options by canonical EP (``route_options`` decides them)."""
-    return ResolvedRoute(route.label, None, asked=route_options(route, ep_options, route_eps)).per_ep_options()
+    return ResolvedRoute(route.label, None, asked=route_options(route, ep_options, route_eps)).per_ep_options
 
 
 def per_stage_targets(route: RouteRequest, runtime: Runtime) -> dict[str, Target]:

@@ -71,8 +71,7 @@ def _genai_route(
     """A bundle's route, prepared from its resolved value (``configs``: the run's genai configs, each read once)."""
     from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
 
-    asked = route.target_dict()  # what the record's route.target holds of the request
-    per_stage = PerStage(route.label, route.targets(), route.per_ep_options()) if route.per_stage else None
+    per_stage = PerStage(route.label, route.targets, route.per_ep_options) if route.per_stage else None
     prepared = prepare_route(
         req.path,
         route.target,
@@ -80,7 +79,7 @@ def _genai_route(
         compile=Compiling(req.compile_timeout_s, no_recompile=req.no_recompile) if req.compile else None,
         verify_sources=req.verify_sources,
         label=route.label,
-        ep_options=None if route.per_stage else route.options_dict(),
+        ep_options=None if route.per_stage else route.options_dict,
         per_stage=per_stage,
         configs=configs,
     )
@@ -94,7 +93,7 @@ def _genai_route(
         enforce_strict(prepared)
     prepared = replace(
         prepared,
-        target={**asked, **(prepared.target or {})},  # + the decided options
+        target={**route.target_dict, **(prepared.target or {})},  # what was asked, + the decided options
         plugin_registration_ms=plugin_ms,
         emulated=_emulated(s.ep_after for s in prepared.stages),
     )
@@ -110,7 +109,7 @@ def _onnx_route(req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str,
 
     target = route.target
     assert target is not None and target.ep is not None  # runtime winml has no config route nor per-stage one
-    decided, provider_options = plain_provider_options(target, route.options_dict())
+    decided, provider_options = plain_provider_options(target, route.options_dict)
     options = {
         **req.onnx_options,
         "ep": target.requested_ep,
