@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TINY_FLAT
-from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, prepare_routes
+from winml_perf.measure.orchestrate import PerfRequest, RouteRequest
+from winml_perf.measure.prepare import prepare_request
 from winml_perf.measure.validate import validate_request
 from winml_perf.results.locking import StoreLockTimeout, WriterLock
 from winml_perf.results.store import open_store
@@ -243,10 +244,10 @@ def test_config_numbers_of_the_wrong_kind_are_bundle_errors(bundle_copy, field, 
 def test_routes_equal_after_normalising_are_refused_naming_both():
     req = _req(routes=(RouteRequest(ep="cpu"), RouteRequest(ep="CPU")))
     with pytest.raises(UsageError) as e:
-        prepare_routes(req)
+        prepare_request(req)
     assert "--route ep=cpu" in str(e.value) and "--route ep=CPU" in str(e.value)
     with pytest.raises(UsageError, match="same route"):
-        prepare_routes(
+        prepare_request(
             _req(
                 routes=(
                     RouteRequest(ep="cpu", stages=("decoder",)),

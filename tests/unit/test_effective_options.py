@@ -202,15 +202,16 @@ def test_one_name_needs_no_reason():
 
 
 def test_perf_pins_the_device_from_device_type_and_records_the_decision(tmp_path, intel_host):
-    """perf's route (measure/orchestrate.py) reads the same decision: device_type=CPU pins the cpu
+    """perf's route (measure/prepare.py) reads the same decision: device_type=CPU pins the cpu
     device, and the record's route.target holds the options, the EP name taken and why."""
     from winml_perf.ep.resolved import resolve_route
-    from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, _genai_route
+    from winml_perf.measure.orchestrate import PerfRequest, RouteRequest
+    from winml_perf.measure.prepare import _genai_route
 
     bundle = make_bundle(tmp_path, FLAT_CPU)
     request = RouteRequest(ep="openvino", options=(("device_type", "CPU"),))
     req = PerfRequest(path=bundle, routes=(request,))
-    spec = _genai_route(req, resolve_route(request, req.runtime, req.ep_options), (), 0.0)
+    spec = _genai_route(req, resolve_route(request, req.runtime_value, req.ep_options), (), 0.0)
     target = spec.route.target
     assert target["device"] == "cpu" and target["options"]["device_type"] == "CPU"
     assert target["options"]["device_type_source"] == "--ep-option"

@@ -13,7 +13,8 @@ from winml_perf.bundle.onnx_prepare import prepare_onnx
 from winml_perf.ep.devices import Target
 from winml_perf.ep.effective import plain_provider_options
 from winml_perf.ep.resolved import resolve_route
-from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, _onnx_route
+from winml_perf.measure.orchestrate import PerfRequest, RouteRequest
+from winml_perf.measure.prepare import _onnx_route
 from winml_perf.session.onnx_session import OnnxSession
 from winml_perf.support.errors import BundleError
 
@@ -37,7 +38,7 @@ def test_the_plain_route_records_its_placement_and_options_and_is_strict_checked
     model = models.mlp(tmp_path / "mlp.onnx")
     request = RouteRequest(ep="cpu")
     req = PerfRequest(path=model, routes=(request,), runtime="winml", strict=True)
-    spec = _onnx_route(req, resolve_route(request, req.runtime, req.ep_options), (), 0.0)
+    spec = _onnx_route(req, resolve_route(request, req.runtime_value, req.ep_options), (), 0.0)
     (stage,) = spec.route.stages
     assert stage.forced and stage.placement is not None and stage.placement.nodes_per_ep == {CPU: 3}
     assert spec.route.target["options"]["ep"] == CPU and spec.route.target["ep_options"] == {}

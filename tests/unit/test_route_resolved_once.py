@@ -2,7 +2,7 @@
 the tiny bundles (in this process, through cli.main, with --no-isolate so the cell runs here too: the
 counts cover the whole run, the orchestration and the measuring) count three things:
 
-* ``resolve_target``: once per route;
+* ``target_for`` (ep/devices.py: what ``resolve_target`` runs, given the runtime's value): once per route;
 * ``normalize_ep_name``: once per route that spells an EP (``--ep cpu``, ``ep=cpu``), at the edge
   (ep/resolved.py); never for a name that is canonical already, so ``--device cpu`` normalises nothing;
 * ``load_config``: once per bundle folder a run reads (the source bundle, each route's derived one):
@@ -51,7 +51,7 @@ def _perf(monkeypatch, tmp_path: Path, source: Path, *routes: str) -> Counter:
     shutil.copytree(source, bundle, ignore=shutil.ignore_patterns("_compiled"))
     monkeypatch.setattr(bundle_config, "_PARSED", {}, raising=False)  # nothing parsed before this run
     counts: Counter = Counter()
-    _count(monkeypatch, devices, "resolve_target", counts)
+    _count(monkeypatch, devices, "target_for", counts)
     _count(monkeypatch, table, "normalize_ep_name", counts)
     _count(monkeypatch, bundle_config, "load_config_dict", counts, key=lambda b: Path(b).resolve())
     _count(monkeypatch, bundle_config, "load_config", counts, key=lambda b: Path(b).resolve())
@@ -96,7 +96,7 @@ def _read_once_each(counts: Counter, source: Path) -> None:
 )
 def test_one_route_is_resolved_once_and_its_config_read_once(monkeypatch, tmp_path, capsys, bundle, flags, spelled):
     counts = _perf(monkeypatch, tmp_path, bundle, *flags)
-    assert sum(_by(counts, "resolve_target").values()) == 1
+    assert sum(_by(counts, "target_for").values()) == 1
     assert _by(counts, "normalize_ep_name") == dict.fromkeys(spelled, 1)  # the route's EP as spelled; nothing else
     _read_once_each(counts, tmp_path / "tiny")
     assert len(_by(counts, "load_config")) == 2  # the source bundle and the route's derived one
@@ -113,6 +113,6 @@ def test_one_route_is_resolved_once_and_its_config_read_once(monkeypatch, tmp_pa
 )
 def test_two_routes_are_resolved_once_each_and_each_config_read_once(monkeypatch, tmp_path, capsys, bundle, route, ep):
     counts = _perf(monkeypatch, tmp_path, bundle, "--route", "config", "--route", route)
-    assert _by(counts, "resolve_target") == {None: 1, ep: 1}  # the config route, and the forced one
+    assert _by(counts, "target_for") == {None: 1, ep: 1}  # the config route, and the forced one
     assert _by(counts, "normalize_ep_name") == {ep: 1}
     _read_once_each(counts, tmp_path / "tiny")  # equivalence, its variant folders and the record read them too

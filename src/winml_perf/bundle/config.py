@@ -18,8 +18,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
 
+from winml_perf.ep.table import CPU_EP, ep_from_genai_provider
 from winml_perf.onnxfile import integrity
-from winml_perf.support.errors import BundleError
+from winml_perf.support.errors import BundleError, WinmlPerfError
 from winml_perf.support.json_input import read_json
 
 CONFIG_NAME = "genai_config.json"
@@ -71,7 +72,10 @@ def load_config_dict(bundle: Path) -> dict:
 
 @dataclass(frozen=True)
 class Stage:
-    """One ONNX session of a bundle. ``provider_options`` is the effective list (own or inherited)."""
+    """One ONNX session of a bundle. ``provider_options`` is the effective list (own or inherited);
+    ``ep`` the canonical EP its first entry names (the CPU EP when there is none; a name the EP table
+    does not know as written, ``ep_known`` False) and ``ep_options`` that entry's options, both read
+    once where the config is parsed."""
 
     name: str
     filename: str
@@ -81,6 +85,9 @@ class Stage:
     run_on_prompt: bool = True
     run_on_token_gen: bool = True
     is_lm_head: bool = False
+    ep: str = CPU_EP
+    ep_known: bool = True
+    ep_options: dict | None = None
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -296,7 +303,10 @@ def parse_config(bundle: Path, data: dict, check_files: bool = True) -> GenaiCon
                 "add the pipeline stages or fix model.type",
             )
         filename = _filename(where, decoder, "model.decoder")
-        stages = (Stage(FLAT_STAGE, filename, decoder_po, False, "model.decoder"),)
+        ep, known, ep_options = _stage_ep(decoder_po)
+        stages = (
+            Stage(FLAT_STAGE, filename, decoder_po, False, "model.decoder", True, True, False, ep, known, ep_options),
+        )
         kind, form = "flat", None
     if check_files:
         for stage in stages:
@@ -345,7 +355,19 @@ def _pipeline_stage(where: Path, name: str, node, path: str, decoder_po: tuple[d
         if not isinstance(value, bool):
             raise BundleError(f"{where}: {path}.{key} must be true or false, not {value!r}", "fix the stage entry")
         flags[key] = value
-    return Stage(name, filename, options, not own, path, **flags)
+    ep, known, ep_options = _stage_ep(options)
+    return Stage(name, filename, options, not own, path, **flags, ep=ep, ep_known=known, ep_options=ep_options)
+
+
+def _stage_ep(provider_options: tuple[dict, ...]) -> tuple[str, bool, dict | None]:
+    """A stage's ``ep``, ``ep_known`` and ``ep_options`` (see Stage) from its provider options."""
+    if not provider_options:
+        return CPU_EP, True, None
+    key, options = next(iter(provider_options[0].items()))
+    try:
+        return ep_from_genai_provider(key), True, copy.deepcopy(options)
+    except WinmlPerfError:
+        return key, False, copy.deepcopy(options)
 
 
 def _session_options(where: Path, node: dict, path: str) -> dict:

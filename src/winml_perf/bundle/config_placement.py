@@ -18,7 +18,6 @@ from pathlib import Path
 from winml_perf.bundle import cache
 from winml_perf.bundle import placement as pl
 from winml_perf.bundle.config import GenaiConfig
-from winml_perf.bundle.routing import stage_ep
 from winml_perf.model.route import StagePlacement
 
 PREFIX = "placement"
@@ -37,7 +36,7 @@ def config_placement(config: GenaiConfig) -> pl.RoutePlacement:
 
     t0 = time.perf_counter()
     bundle = Path(config.bundle)
-    identity = pl.ep_identity([stage_ep(s)[0] for s in config.stages])
+    identity = pl.ep_identity([s.ep for s in config.stages])
     settings = {
         "config_sha256": cache.text_sha256(json.dumps(config.raw, sort_keys=True)),
         "eps": identity,

@@ -21,6 +21,7 @@ import json
 import os
 import shutil
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -131,18 +132,18 @@ def derive_bundle(
     plan: RoutePlan,
     *,
     verify_sources: bool = False,
-    compile: bool = False,
+    jobs: Sequence[compiler.CompileJob] = (),
     compile_timeout_s: float = 600.0,
     runner=None,
     no_recompile: bool = False,
 ) -> DeriveResult:
     """The derived bundle for ``plan``: reused when fresh, else built and published atomically.
-    ``runner`` compiles the jobs (default compile.run_jobs; device_free.runner compiles with no device);
+    ``jobs``: the plan's compile jobs (compile.compile_jobs; none: nothing is compiled); ``runner``
+    compiles them (default compile.run_jobs; device_free.runner compiles with no device);
     ``no_recompile``: a route with stages to compile and no fresh derived bundle is refused (exit 2)."""
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
     identities = cache.source_identities(bundle, source_files(bundle), verify_sources)
-    jobs, _notes = compiler.compile_jobs(plan) if compile else ([], [])
     settings = {
         "config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
         "compile": [job.key_dict() for job in jobs],
@@ -158,7 +159,7 @@ def derive_bundle(
 
     def build(tmp: Path) -> dict:
         files = [i["file"] for i in identities]
-        built.update(_write(plan, bundle, tmp, files, jobs, compile_timeout_s, runner or compiler.run_jobs))
+        built.update(_write(plan, bundle, tmp, files, list(jobs), compile_timeout_s, runner or compiler.run_jobs))
         if any(o.status in FAILED for o in built["outcomes"]):
             raise _CompileFailed(built["outcomes"], built["compile_ms"])
         return {

@@ -33,7 +33,6 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.bundle.config import GenaiConfig, Stage, config_of
-from winml_perf.bundle.routing import stage_ep
 from winml_perf.ep import table as eps
 from winml_perf.model.route import CPU, ERROR, OK, UNAVAILABLE, Route, StagePlacement, StageRoute
 from winml_perf.support import json_shapes
@@ -227,11 +226,9 @@ _MEMO: dict[tuple, StagePlacement] = {}
 def stage_session(folder: Path, config: GenaiConfig, stage: Stage) -> tuple[Path, str, dict, dict, str | None]:
     """How genai opens a stage: model path, EP, provider options, session config entries, optimisation level."""
     so_dict = stage_session_options(config, stage)
-    ep_options = {}
-    if stage.provider_options:
-        ep_options = {k: str(v) for k, v in (next(iter(stage.provider_options[0].values())) or {}).items()}
+    ep_options = {k: str(v) for k, v in (stage.ep_options or {}).items()}
     level = so_dict.get("graph_optimization_level")
-    return Path(folder) / stage.filename, stage_ep(stage)[0], ep_options, config_entries(so_dict), level
+    return Path(folder) / stage.filename, stage.ep, ep_options, config_entries(so_dict), level
 
 
 def measure_stage(folder: Path, config: GenaiConfig, stage: Stage) -> StagePlacement:
@@ -360,7 +357,7 @@ def measure_config(
     """Placement of ``stages`` (default: all) of ``config``, whose files lie in ``folder`` (default: its bundle).
     Plugin EPs are registered first when a stage asks for an EP other than CPU."""
     chosen = [s for s in config.stages if stages is None or s.name in stages]
-    if any(stage_ep(s)[0] != CPU for s in chosen):
+    if any(s.ep != CPU for s in chosen):
         from winml_perf.ep.plugins import registered_plugins
 
         registered_plugins()  # the registry registers the plugin EPs once per process
@@ -401,7 +398,7 @@ def derived_placement(folder: Path, derive_key: str, config: GenaiConfig | None 
     t0 = time.perf_counter()
     folder = Path(folder)
     config = config if config is not None else config_of(folder)
-    needed = [stage_ep(s)[0] for s in config.stages]
+    needed = [s.ep for s in config.stages]
     key = placement_key(derive_key, ep_identity(needed))
     cached, problem = json_shapes.read_json(folder / PLACEMENT_FILE, PLACEMENT_SHAPE, sealed=True)
     if (

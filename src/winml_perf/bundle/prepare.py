@@ -128,7 +128,7 @@ def prepare_route(
         result = derive_bundle(
             plan,
             verify_sources=verify_sources,
-            compile=bool(jobs),
+            jobs=jobs,
             compile_timeout_s=how.timeout_s,
             runner=runner,
             no_recompile=how.no_recompile,

@@ -29,7 +29,7 @@ from winml_perf.bundle.config import GenaiConfig, Stage
 from winml_perf.ep import table as eps
 from winml_perf.ep.effective import EffectiveOptions, effective_options
 from winml_perf.model.route import CPU, StageRoute
-from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError, WinmlPerfError
+from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError
 
 
 @dataclass(frozen=True)
@@ -74,17 +74,6 @@ class RoutePlan:
         }
 
 
-def stage_ep(stage: Stage) -> tuple[str, bool]:
-    """(EP of a stage, known?). Empty provider_options means CPU; unknown keys come back as written."""
-    if not stage.provider_options:
-        return CPU, True
-    key = stage.provider_keys[0]
-    try:
-        return eps.ep_from_genai_provider(key), True
-    except WinmlPerfError:
-        return key, False
-
-
 Decide = Callable[[str, "str | None", Mapping[str, str], "str | None"], EffectiveOptions]
 
 
@@ -121,7 +110,7 @@ def plan_route(
     if not getattr(target, "ep", None):
         raise UsageError(f"route {target.label} resolved to no execution provider", "pass --ep explicitly")
     chosen = _chosen_stages(config, stages)
-    ep = eps.canonical_ep(target.ep)  # canonical already (ep/resolved.py normalised it): no lookup
+    ep = target.ep  # canonical (a Target's ep is what its EP name resolved to)
     if ep_options:
         if ep == CPU:
             raise UsageError(
@@ -156,8 +145,8 @@ def plan_assignment(
             f"--route {label}: {', '.join(unknown)} {'is' if len(unknown) == 1 else 'are'} not a stage of this bundle",
             f"stages here: {', '.join(config.stage_names)}",
         )
-    asked = {eps.canonical_ep(ep): dict(opts) for ep, opts in (ep_options or {}).items()}
-    stage_eps = {name: eps.canonical_ep(target.ep) for name, target in targets.items()}
+    asked = {ep: dict(opts) for ep, opts in (ep_options or {}).items()}  # canonical EPs, as resolved
+    stage_eps = {name: target.ep for name, target in targets.items()}
     stray = sorted(set(asked) - set(stage_eps.values()))
     if stray:
         raise UsageError(
@@ -202,13 +191,14 @@ def _forced_routes(
     """Every stage's route, those of ``stage_eps`` (stage -> EP) forced with their EP's ``decided``
     options and the rest as the config places them; and the rewritten config (see _rewritten)."""
     routes, updates = [], {}
+    keys = {ep: eps.genai_provider_name(ep) for ep in dict.fromkeys(stage_eps.values())}  # once per EP
     for stage in config.stages:
-        before, _known = stage_ep(stage)
+        before = stage.ep
         if stage.name not in stage_eps:
             routes.append(_route(stage, before, before, stage.provider_options, False, "config"))
             continue
         ep = stage_eps[stage.name]
-        after, source = _forced_options(config, stage, ep, eps.genai_provider_name(ep), decided[ep])
+        after, source = _forced_options(config, stage, ep, keys[ep], decided[ep])
         updates[stage.name] = list(after)
         routes.append(_route(stage, before, ep, after, True, source))
     rewritten, decoder_opts = _rewritten(config, updates, len(stage_eps) == len(config.stages))
@@ -230,7 +220,7 @@ def check_available(plan: RoutePlan, available: set[str] | frozenset[str], force
     for route in plan.stages:
         if route.ep_after in available:
             continue
-        assert route.ep_after is not None  # every stage of a genai plan names its EP (stage_ep)
+        assert route.ep_after is not None  # every stage of a genai plan names its EP (Stage.ep)
         alias = eps.ep_alias(route.ep_after) if eps.is_known_ep(route.ep_after) else route.ep_after
         name = eps.EPS[route.ep_after].genai_name if route.ep_after in eps.EPS else route.ep_after
         install = eps.install_sentence(route.ep_after)
@@ -246,8 +236,8 @@ def check_available(plan: RoutePlan, available: set[str] | frozenset[str], force
 def _config_plan(config: GenaiConfig) -> RoutePlan:
     routes = []
     for stage in config.stages:
-        ep, known = stage_ep(stage)
-        if not known:
+        ep = stage.ep
+        if not stage.ep_known:
             raise BundleError(
                 f"{config.bundle / 'genai_config.json'}: stage `{stage.name}` names EP {ep!r} in "
                 f"{stage.key_path}.session_options.provider_options, which onnxruntime-genai does not know",
@@ -273,13 +263,13 @@ def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, 
     if decided is None:
         return (), "cpu"
     source, options, key = "default", None, genai_key
-    if stage_ep(stage)[0] == ep:
+    if stage.ep == ep:
         key = stage.provider_keys[0]  # keep the spelling the config uses
-        source, options = "own", stage.options_for(key)
+        source, options = "own", stage.ep_options
     else:
         for other in config.stages:
-            if other.name != stage.name and other.provider_options and stage_ep(other)[0] == ep:
-                source, options = f"borrowed:{other.name}", other.options_for(other.provider_keys[0])
+            if other.name != stage.name and other.provider_options and other.ep == ep:
+                source, options = f"borrowed:{other.name}", other.ep_options
                 break
     return ({key: decided.for_stage(options)},), source
 

@@ -343,14 +343,22 @@ class Target:
         )
 
 
-def default_device(runtime: str | Runtime) -> str:
-    return runtime_named(runtime).default_device
-
-
 def resolve_target(
     ep: str | None,
     device: str | None,
     runtime: str | Runtime,
+    devices: Sequence[EPDevice] | None = None,
+    *,
+    canonical: str | None = None,
+) -> Target:
+    """``target_for`` with the runtime given by name (``--runtime``) or as its value."""
+    return target_for(ep, device, runtime_named(runtime), devices, canonical=canonical)
+
+
+def target_for(
+    ep: str | None,
+    device: str | None,
+    runtime: Runtime,
     devices: Sequence[EPDevice] | None = None,
     *,
     canonical: str | None = None,
@@ -367,8 +375,7 @@ def resolve_target(
 
     ``canonical``: ``ep`` already normalised by the caller (ep/resolved.py), so it is not normalised twice.
     """
-    runtime = runtime_named(runtime)
-    word = _check_device_word(device, DEVICE_CHOICES) if device is not None else default_device(runtime)
+    word = _check_device_word(device, DEVICE_CHOICES) if device is not None else runtime.default_device
     if word == "config" and not runtime.token_based:
         raise UsageError(
             "--device config needs a genai_config.json, which runtime winml (plain ONNX models) does not have",

@@ -81,6 +81,11 @@ class PluginRegistration:
     registration_ms: float
     registered_here: bool = True  # False when onnxruntime already had it (registered outside this module)
 
+    @property
+    def spec(self) -> str:
+        """``EP=LIBRARY``, as a route's session hands it to a child process."""
+        return f"{self.ep_name}={self.library_path}"
+
     def to_dict(self) -> dict:
         return {
             "ep_name": self.ep_name,

@@ -8,15 +8,18 @@ merge), and whether the route is forced is a property of the value it returns.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
 from typing import Any, NamedTuple
 
-from winml_perf.ep.devices import Target, resolve_target
+from winml_perf.ep.devices import Target, target_for
 from winml_perf.ep.effective import device_from_options
 from winml_perf.ep.route_request import RouteRequest
 from winml_perf.ep.table import ep_alias, is_known_ep, normalize_ep_name, valid_names_text
-from winml_perf.model.runtime import Runtime, runtime_named
+from winml_perf.model.runtime import Runtime
 from winml_perf.support.errors import UsageError
 
 Pairs = tuple[tuple[str, str], ...]
@@ -58,10 +61,12 @@ class ResolvedRoute:
     def ep(self) -> str | None:
         return self.target.ep if self.target is not None else None
 
+    @cached_property
     def options_dict(self) -> dict[str, str]:
         """The route's options for its one EP."""
         return {o.key: o.value for o in self.asked if o.ep is None}
 
+    @cached_property
     def per_ep_options(self) -> dict[str, dict[str, str]]:
         """A per-stage route's options, by canonical EP."""
         out: dict[str, dict[str, str]] = {}
@@ -70,7 +75,9 @@ class ResolvedRoute:
                 out.setdefault(o.ep, {})[o.key] = o.value
         return out
 
+    @cached_property
     def targets(self) -> dict[str, Target]:
+        """A per-stage route's stage -> its Target."""
         return dict(self.stage_targets)
 
     @property
@@ -84,6 +91,7 @@ class ResolvedRoute:
             return ("config",)
         return (self.target.ep, self.target.device, tuple(sorted(self.stages)), tuple(sorted(self.own_options)))
 
+    @cached_property
     def target_dict(self) -> dict[str, Any]:
         """What the record's route.target holds of the request (the prepared route adds its own facts)."""
         if self.per_stage:
@@ -91,10 +99,10 @@ class ResolvedRoute:
                 "kind": "stages",
                 "label": self.label,
                 "stages": {stage: t.ep for stage, t in self.stage_targets},
-                "ep_options": {ep_alias(ep): o for ep, o in self.per_ep_options().items()},
+                "ep_options": {ep_alias(ep): o for ep, o in self.per_ep_options.items()},
             }
         assert self.target is not None
-        return {**self.target.to_dict(), "ep_options": self.options_dict()}
+        return {**self.target.to_dict(), "ep_options": dict(self.options_dict)}
 
 
 def route_options(
@@ -135,10 +143,10 @@ def per_stage_options(
     route: RouteRequest, ep_options: Sequence[tuple[str, str]], route_eps: set[str]
 ) -> dict[str, dict[str, str]]:
     """A per-stage route's options by canonical EP (``route_options`` decides them)."""
-    return ResolvedRoute(route.label, None, asked=route_options(route, ep_options, route_eps)).per_ep_options()
+    return ResolvedRoute(route.label, None, asked=route_options(route, ep_options, route_eps)).per_ep_options
 
 
-def per_stage_targets(route: RouteRequest, runtime: str | Runtime) -> dict[str, Target]:
+def per_stage_targets(route: RouteRequest, runtime: Runtime) -> dict[str, Target]:
     """Stage -> its Target; an EP name that is not one exits 2 naming the route."""
     for stage, ep in route.assign:
         if not is_known_ep(ep):
@@ -146,15 +154,14 @@ def per_stage_targets(route: RouteRequest, runtime: str | Runtime) -> dict[str, 
                 f"--route {route.label!r}: {ep!r} (stage {stage}) is not a known execution provider",
                 f"use one of {valid_names_text()}",
             )
-    return {stage: resolve_target(ep, None, runtime) for stage, ep in route.assign}
+    return {stage: target_for(ep, None, runtime) for stage, ep in route.assign}
 
 
 def resolve_route(
-    route: RouteRequest, runtime: str | Runtime, ep_options: Sequence[tuple[str, str]] = (), compile: bool = False
+    route: RouteRequest, rt: Runtime, ep_options: Sequence[tuple[str, str]] = (), compile: bool = False
 ) -> ResolvedRoute:
     """``route`` settled here, once: its target (EPUnavailableError naming what is here when its EP is
     not), its stages and its provider options (``ep_options``, ``--ep-option``, under its own)."""
-    rt = runtime_named(runtime)
     if route.assign:
         if not rt.token_based:
             raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
@@ -175,7 +182,7 @@ def resolve_route(
     device = route.device
     if rt.token_based and route.ep:  # device_type=CPU in the options pins the cpu device
         device = device_from_options(canonical or route.ep, route.device, options)
-    target = resolve_target(route.ep, device, rt, canonical=canonical)
+    target = target_for(route.ep, device, rt, canonical=canonical)
     if route.stages and target.kind == "config":
         raise UsageError("--stages needs a forced route", "add --ep NAME or --device CLASS")
     return ResolvedRoute(
@@ -190,7 +197,7 @@ def resolve_route(
 
 def resolve_routes(
     routes: Sequence[RouteRequest],
-    runtime: str | Runtime,
+    runtime: Runtime,
     ep_options: Sequence[tuple[str, str]] = (),
     compile: bool = False,
 ) -> tuple[ResolvedRoute, ...]:
@@ -204,3 +211,40 @@ def resolve_routes(
             )
         seen[r.key] = r
     return resolved
+
+
+@dataclass(frozen=True)
+class ResolvedRequest:
+    """A run's routes, each resolved once, with the plugin EPs registered for them (``EP=LIBRARY`` each,
+    and what registering took) and the runtime they run on."""
+
+    routes: tuple[ResolvedRoute, ...]
+    runtime: Runtime
+    plugin_specs: tuple[str, ...] = ()
+    plugin_ms: float = 0.0
+
+    def derived_from(self, path: Path, prepare_model: bool = False) -> Path | None:
+        """The folder whose artifact cache some route loads from (a forced genai route: the bundle
+        ``path``; a prepared ONNX model, ``prepare_model``: its folder); None when every route loads
+        the source itself."""
+        if self.runtime.token_based:
+            return Path(path) if any(r.forced for r in self.routes) else None
+        return Path(path).resolve().parent if prepare_model else None
+
+
+def resolve_request(
+    routes: Sequence[RouteRequest],
+    runtime: Runtime,
+    ep_options: Sequence[tuple[str, str]] = (),
+    compile: bool = False,
+    ep_libraries: Sequence[str] = (),
+) -> ResolvedRequest:
+    """Register the ``--ep-library`` plugins (ep/plugins.py), then resolve every route once (exit 2 for
+    two that are one route, an EP that is not here, options that do not fit)."""
+    from winml_perf.ep.plugins import register_plugin_eps
+
+    t0 = time.perf_counter()
+    registrations = register_plugin_eps(list(ep_libraries))
+    plugin_ms = round((time.perf_counter() - t0) * 1000.0, 3)
+    specs = tuple(r.spec for r in registrations)
+    return ResolvedRequest(resolve_routes(routes, runtime, ep_options, compile), runtime, specs, plugin_ms)

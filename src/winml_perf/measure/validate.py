@@ -12,7 +12,6 @@ import math
 from pathlib import Path
 from typing import Any
 
-from winml_perf.model.runtime import runtime_named
 from winml_perf.support.errors import BundleError, UsageError
 from winml_perf.support.json_input import read_json
 
@@ -116,14 +115,24 @@ def validate_request(req: Any, default_prompt_tokens: tuple[int, ...]) -> None:
     """Refuse (exit 2) any flag value that cannot work with this bundle on this machine.
 
     ``req`` is an orchestrate.PerfRequest; ``default_prompt_tokens`` what a synthetic prompt gets
-    when --prompt-tokens is not given."""
+    when --prompt-tokens is not given (the runtime is the request's, named once: ``req.token_based``)."""
     _check_common(req)
-    if not runtime_named(req.runtime).token_based:
+    if not req.token_based:
         return
     bundle = Path(req.path)
     _check_prompt(req, bundle)
     prompt_tokens = req.prompt_tokens or (None if req.prompt is not None else default_prompt_tokens)
     _check_lengths(req, bundle, prompt_tokens)
+    _check_modules(req)
+
+
+def _check_modules(req: Any) -> None:
+    """Before anything is prepared: the optional modules this run's features import (exit 2 naming pip)."""
+    from winml_perf.equivalence.attach import wants_equivalence
+    from winml_perf.support.optional import require
+
+    if wants_equivalence(req.equivalence, len(req.routes), req.reference_bundle or req.reference_route):
+        require("the equivalence check (on with 2+ routes or a reference; --no-equivalence turns it off)", "onnx")
 
 
 def reference_bundle(path: Path | None, equivalence: bool | None, token_based: bool, bundle: Path) -> Path | None:

@@ -51,9 +51,8 @@ def canonical_eps(words: Sequence[str]) -> list[str]:
 def config_assignment(bundle: Path) -> tuple[tuple[str, str], ...]:
     """(stage, EP) as the bundle's genai_config.json places each stage, in pipeline order."""
     from winml_perf.bundle.config import load_config
-    from winml_perf.bundle.routing import stage_ep
 
-    return tuple((stage.name, stage_ep(stage)[0]) for stage in load_config(bundle).stages)
+    return tuple((stage.name, stage.ep) for stage in load_config(bundle).stages)
 
 
 def enumerate_candidates(

@@ -99,12 +99,12 @@ def placement_problem(spec: Any, min_placement: float) -> str | None:
 
 def prepare_one(settings: PruneSettings, candidate: Candidate) -> Any:
     """The candidate's RouteSpec, prepared (derived bundle, compile, placement) as `winml perf` does."""
-    from winml_perf.measure.orchestrate import prepare_routes
+    from winml_perf.measure.prepare import prepare_request
 
     req = PerfRequest(
         path=settings.bundle, routes=(candidate.route,), ep_libraries=settings.ep_libraries, compile=settings.compile
     )
-    (spec,) = prepare_routes(req)
+    (spec,) = prepare_request(req)
     return spec
 
 

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, prepare_routes
+from winml_perf.measure.orchestrate import PerfRequest, RouteRequest
+from winml_perf.measure.prepare import prepare_routes
 from winml_perf.measure.serving.child import ServingJob, ServingReply, child_main
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.serving import Lengths, LoadSpec, ServedInvocation, Slo
@@ -158,7 +159,7 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
 
     from winml_perf.bundle import cache
     from winml_perf.bundle.config import ConfigBook
-    from winml_perf.measure.orchestrate import derived_from, resolve_request
+    from winml_perf.ep.resolved import resolve_request
 
     configs = ConfigBook()  # the bundle's config and each derived one's, read once and handed down
     req = at_static_prompt(configs.of(req.path), req)  # bundle errors (exit 2) before anything else
@@ -174,10 +175,13 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
         quiet=req.quiet,
         equivalence=False,
     )
-    resolved = resolve_request(perf_req)  # every route resolved once; forced is read from them
-    source = derived_from(perf_req, resolved.routes)
+    # every route resolved once; forced is read from them
+    resolved = resolve_request(
+        perf_req.routes, perf_req.runtime_value, perf_req.ep_options, perf_req.compile, perf_req.ep_libraries
+    )
+    source = resolved.derived_from(perf_req.path)
     with cache.holding(source) if source is not None else contextlib.nullcontext():
-        return _serve(req, argv, loads, prepare_routes(perf_req, configs, resolved))
+        return _serve(req, argv, loads, prepare_routes(perf_req, resolved, configs))
 
 
 def _serve(
