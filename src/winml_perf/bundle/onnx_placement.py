@@ -16,18 +16,19 @@ from pathlib import Path
 
 from winml_perf.bundle.placement import RECORD_ASSIGNMENT, assigned_nodes, summarize
 from winml_perf.model.route import StagePlacement
-from winml_perf.session.onnx_options import GRAPH_OPT_LEVELS, parse_graph_optimization_level
+from winml_perf.session.onnx_options import GRAPH_OPT_LEVELS
 
 STAGE = "model"
 
 
 def model_placement(
-    model: Path, ep: str, provider_options: Mapping[str, str], session_config: Mapping[str, str], level: str | None
+    model: Path, ep: str, provider_options: Mapping[str, str], session_config: Mapping[str, str], level: str
 ) -> StagePlacement:
-    """Where the session put each node of ``model`` on ``ep`` (nodes per EP, op types per EP)."""
+    """Where the session put each node of ``model`` on ``ep`` (nodes per EP, op types per EP), at ``level``
+    (a short name, parsed where the request was made: session/onnx_options.py)."""
     entries = {str(k): str(v) for k, v in session_config.items()}
     entries[RECORD_ASSIGNMENT] = "1"
-    ort_level = GRAPH_OPT_LEVELS[parse_graph_optimization_level(level)]
+    ort_level = GRAPH_OPT_LEVELS[level]
     options = {str(k): str(v) for k, v in provider_options.items()}
     found = assigned_nodes(Path(model), ep, options, entries, ort_level)
     if isinstance(found, StagePlacement):

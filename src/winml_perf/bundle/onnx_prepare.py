@@ -272,13 +272,12 @@ def prepare_onnx(
     verify_sources: bool = False,
     plugin_libraries: Sequence[str] = (),
 ) -> PreparedModel:
-    """The prepared model for ``target`` (a devices.Target of kind 'ep' or 'device'): reused when
-    fresh, else made as ``build`` says (compiled, by default) and published atomically (see the module
-    doc). For a non-CPU EP, plugin EPs (installed packages, $WINML_PERF_EP_LIBRARIES,
-    ``plugin_libraries`` 'NAME=PATH') are registered here first; the compile child registers what
-    this process has."""
-    from winml_perf.session.onnx_options import parse_graph_optimization_level
-
+    """The prepared model for ``target`` (a devices.Target of kind 'ep' or 'device') at
+    ``graph_optimization_level`` (a short name, parsed where the request was made:
+    session/onnx_options.py): reused when fresh, else made as ``build`` says (compiled, by default)
+    and published atomically (see the module doc). For a non-CPU EP, plugin EPs (installed packages,
+    $WINML_PERF_EP_LIBRARIES, ``plugin_libraries`` 'NAME=PATH') are registered here first; the
+    compile child registers what this process has."""
     t0 = time.perf_counter()
     build = build or OnnxBuild()
     model = Path(model_path).resolve()
@@ -289,7 +288,7 @@ def prepare_onnx(
             "preparing a plain .onnx model needs an EP (--ep X or --device D)",
             "there is no genai_config.json to follow",
         )
-    level = parse_graph_optimization_level(graph_optimization_level)
+    level = graph_optimization_level
     if target.ep != eps.CPU_EP:
         from winml_perf.ep import plugins
 

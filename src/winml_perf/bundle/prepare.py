@@ -13,9 +13,10 @@ placement.json, so a cache hit reads it instead of opening sessions).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,18 @@ class PerStage:
 
 
 @dataclass(frozen=True)
+class RunHoldings:
+    """What a caller that prepares a run's routes holds and hands each route: the genai configs the
+    run has read (`winml perf` reads each bundle's once a run: the bundle's is taken from there, the
+    derived bundle's kept there), and its hold on the bundle's artifact cache (cache.holding: `winml
+    perf` holds it for the whole run; None: held by ``prepare_route`` from deriving until the
+    placement is read or saved)."""
+
+    configs: ConfigBook = field(default_factory=ConfigBook)
+    held: cache.Held | None = None
+
+
+@dataclass(frozen=True)
 class Compiling:
     """A route's stages compiled to EPContext (``--compile``), and how: ``timeout_s`` for each compile;
     ``runner`` compiles the jobs (device_free.runner: with no device, and then no placement sessions
@@ -86,7 +99,7 @@ def prepare_route(
     label: str | None = None,
     ep_options: dict | None = None,
     per_stage: PerStage | None = None,
-    configs: ConfigBook | None = None,
+    holdings: RunHoldings | None = None,
 ) -> Route:
     """The route for ``target`` (a devices.Target), ready to load from ``Route.path``; see the module doc.
 
@@ -94,12 +107,13 @@ def prepare_route(
     the route (default: the target's label). ``require_available=False`` (used by ``winml bundle
     prepare``) derives without checking that the stages' EPs exist here; the derived bundle can then be
     carried to a machine that has them. ``per_stage``: a route that puts each of its stages on its own
-    EP (routing.plan_assignment). ``configs``: the genai configs the run has read (`winml perf` reads
-    each bundle's once a run): the bundle's is taken from there, and the derived bundle's is kept there.
+    EP (routing.plan_assignment). ``holdings``: what the caller's run holds (its genai configs, its
+    hold on the bundle's artifact cache).
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
-    book = configs if configs is not None else ConfigBook()
+    holdings = holdings or RunHoldings()
+    book, held = holdings.configs, holdings.held
     plan = plan_for(bundle, target, stages, ep_options, per_stage, book.of(bundle))
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
@@ -124,7 +138,8 @@ def prepare_route(
             placement_reason=placed.reason,
             placement_ms=placed.placement_ms,
         )
-    with cache.holding(bundle):  # no `bundle clean` between deriving and reading or saving the placement
+    # no `bundle clean` between deriving and reading or saving the placement
+    with cache.holding(bundle) if held is None else contextlib.nullcontext(held):
         result = derive_bundle(
             plan,
             verify_sources=verify_sources,

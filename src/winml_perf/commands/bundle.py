@@ -399,20 +399,21 @@ def _prepare_onnx_model(
 ) -> None:
     from winml_perf.bundle.onnx_prepare import EpSettings, OnnxBuild, prepare_onnx
     from winml_perf.ep.effective import plain_provider_options
-    from winml_perf.session.onnx_options import parse_session_config
+    from winml_perf.session.onnx_options import parse_graph_optimization_level, parse_session_config
 
     if not model.is_file():
         raise UsageError(f"model {model} does not exist", "pass the path of an .onnx file")
     if getattr(target, "ep", None) is None:
         raise UsageError("preparing a plain .onnx model needs an EP", "add --ep NAME or --device CLASS")
+    ep_settings = EpSettings(
+        plain_provider_options(target, asked)[1],  # --ep-option, checked, with the EP's defaults
+        parse_session_config(session_config or []),
+    )
     prepared = prepare_onnx(
         model,
         target,
-        level,
-        ep_settings=EpSettings(
-            plain_provider_options(target, asked)[1],  # --ep-option, checked, with the EP's defaults
-            parse_session_config(session_config or []),
-        ),
+        parse_graph_optimization_level(level),  # the flag parsed once, here
+        ep_settings=ep_settings,
         build=OnnxBuild(compile_timeout_s=compile_timeout, device_free=device_free),
         verify_sources=verify_sources,
         plugin_libraries=list(ep_library or ()),

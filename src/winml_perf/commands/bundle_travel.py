@@ -50,7 +50,7 @@ def import_prepared(
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.bundle.epcontext import compile as compiler
     from winml_perf.bundle.epcontext import export as ex
-    from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
+    from winml_perf.bundle.prepare import Compiling, RunHoldings, plan_for, prepare_route
     from winml_perf.ep.devices import planned_target
     from winml_perf.ep.effective import device_from_options
     from winml_perf.model.runtime import GENAI
@@ -103,7 +103,7 @@ def import_prepared(
         Compiling(runner=ex.runner(source, doc)),
         require_available=False,
         ep_options=asked,
-        configs=configs,
+        holdings=RunHoldings(configs),
     )
     print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) from {source}", file=sys.stderr)
     print(route.path)

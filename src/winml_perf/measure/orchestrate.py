@@ -1,4 +1,4 @@
-"""run_benchmark(request): wires plugins -> resolve -> prepare -> sweep -> store. Nothing else.
+"""run_benchmark(request): wires validate -> resolve -> prepare -> judge -> sweep -> store. Nothing else.
 
 Every route of one invocation is resolved and prepared before anything is measured, so a bad
 route is an exit-2 error before minutes of measuring, and the routes then run interleaved.
@@ -6,21 +6,18 @@ route is an exit-2 error before minutes of measuring, and the routes then run in
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from winml_perf.bundle import cache
 from winml_perf.ep.route_request import RouteRequest as RouteRequest
 from winml_perf.ep.route_request import parse_route as parse_route
 from winml_perf.measure.request import PerfRequest as PerfRequest
-from winml_perf.measure.validate import validate_request
+from winml_perf.measure.validate import checked_request
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.spec import PromptSpec, RouteSpec, expand_sweep
-from winml_perf.support.errors import StoreError, UsageError
-from winml_perf.support.text_table import say
+from winml_perf.support.errors import StoreError
 
 if TYPE_CHECKING:
     from winml_perf.bundle.config import ConfigBook
@@ -60,30 +57,25 @@ class BenchmarkOutcome:
 def run_benchmark(
     req: PerfRequest, argv: Sequence[str] | None = None, on_cell: Callable[[Any], None] | None = None
 ) -> BenchmarkOutcome:
-    """Resolve and prepare every route, measure the sweep, store each cell as it finishes.
+    """Check the request, resolve and prepare every route, measure the sweep, store each cell as it finishes.
 
-    Each phase takes what the one before it made: the request's routes are resolved once
-    (ep/resolved.py), prepared from their resolved values (measure/prepare.py), judged, expanded into
-    cells and measured (measure/sweep.py). A cell that cannot be stored (a dropped database
-    connection, say) does not stop the sweep: the error is kept in the outcome and the caller reports
-    it once the run record is safe elsewhere. While a route measures from a derived folder the cache
-    root is held (shared): `bundle clean` waits for the run instead of removing the folder under it."""
+    Each phase takes what the one before it made: the request is settled and checked
+    (measure/validate.py), its routes resolved once (ep/resolved.py), prepared from their resolved
+    values with the artifact cache held for the run (measure/prepare.py), judged, expanded into cells
+    and measured (measure/sweep.py). A cell that cannot be stored (a dropped database connection,
+    say) does not stop the sweep: the error is kept in the outcome and the caller reports it once the
+    run record is safe elsewhere."""
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.ep.resolved import resolve_request
-    from winml_perf.measure.prepare import prepare_routes
+    from winml_perf.measure.prepare import prepared_routes
 
     configs = ConfigBook()  # every genai config the run reads, read once and handed down
-    if req.token_based:
-        req = at_static_prompt(configs.of(req.path), req)  # bundle errors (exit 2) before anything else happens
-    validate_request(req, (DEFAULT_PROMPT_TOKENS,))  # flag values the bundle or machine cannot take: exit 2 now
-    # every route resolved once, before anything is prepared
+    req = checked_request(req, (DEFAULT_PROMPT_TOKENS,), configs)  # what the bundle or machine cannot take: exit 2 now
     resolved = resolve_request(req.routes, req.runtime_value, req.ep_options, req.compile, req.ep_libraries)
-    source = resolved.derived_from(req.path, req.prepare_model)
     with (
-        cache.holding(source) if source is not None else contextlib.nullcontext(),  # no `bundle clean` under the run
+        prepared_routes(req, resolved, configs) as routes,  # no `bundle clean` under the run
         configs.reading(),  # equivalence and perplexity read the configs the run has read
     ):
-        routes = prepare_routes(req, resolved, configs)  # each resolved route made ready to load
         routes = _judged(req, routes)  # what judges them before the sweep
         return _measure_and_store(req, _cells(req, routes), argv, on_cell, configs)
 
@@ -173,28 +165,6 @@ def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
         if wants_equivalence(req.equivalence, len(routes), None):
             routes = attach_outputs(routes, str(req.path), req.onnx_options)
     return routes
-
-
-def at_static_prompt(config, req: PerfRequest) -> PerfRequest:
-    """A bundle with a static prompt length S is measured at S when no --prompt-tokens is given
-    (a note on stderr says so), and takes only --prompt-tokens S when one is."""
-    static = config.static_prompt_length()
-    if static is None or req.prompt is not None:
-        return req
-    stage, length = static
-    if req.prompt_tokens is None:
-        say(
-            f"note: stage `{stage}` of {req.path} has a static prompt length of {length} tokens: measuring at"
-            f" --prompt-tokens {length}"
-        )
-        return replace(req, prompt_tokens=(length,))
-    wrong = [n for n in req.prompt_tokens if n != length]
-    if wrong:
-        raise UsageError(
-            f"--prompt-tokens {','.join(map(str, wrong))}: stage `{stage}` of {req.path} has a static prompt length of {length} tokens",
-            f"pass --prompt-tokens {length}, or leave it out",
-        )
-    return req
 
 
 def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:

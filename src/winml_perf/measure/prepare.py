@@ -1,5 +1,7 @@
 """The prepare phase of `winml perf`: every resolved route (ep/resolved.py) made ready to load, as a RouteSpec.
 
+``prepared_routes`` holds the artifact cache the run loads from (bundle/cache.py, shared: `bundle clean`
+waits for the run), once, prepares every route under that hold and keeps it until the run is done.
 A bundle's route is prepared by bundle/prepare.py (its derived bundle, compile and placement); a
 plain ONNX model's here, from bundle/onnx_prepare.py and bundle/onnx_placement.py. Routes that run
 exactly the bundle's config are then measured once (``measured_once``).
@@ -7,10 +9,12 @@ exactly the bundle's config are then measured once (``measured_once``).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from winml_perf.bundle import cache
 from winml_perf.model.route import MODEL, Route, StageRoute
 from winml_perf.model.runtime import GENAI, ONNX
 from winml_perf.model.spec import RouteSpec
@@ -18,21 +22,37 @@ from winml_perf.support.text_table import say
 
 if TYPE_CHECKING:
     from winml_perf.bundle.config import ConfigBook
+    from winml_perf.bundle.prepare import RunHoldings
     from winml_perf.ep.resolved import ResolvedRequest, ResolvedRoute
     from winml_perf.measure.request import PerfRequest
 
 
-def prepare_routes(req: PerfRequest, resolved: ResolvedRequest, configs: ConfigBook | None = None) -> list[RouteSpec]:
+@contextlib.contextmanager
+def prepared_routes(req: PerfRequest, resolved: ResolvedRequest, configs: ConfigBook) -> Iterator[list[RouteSpec]]:
+    """Every route of ``resolved`` prepared (``prepare_routes``) while the artifact cache some route
+    loads from is held, and held until the caller's block ends (its measuring): one hold a run."""
+    source = resolved.derived_from(req.path, req.prepare_model)
+    with cache.holding(source) if source is not None else contextlib.nullcontext() as held:
+        yield prepare_routes(req, resolved, configs, held)
+
+
+def prepare_routes(
+    req: PerfRequest,
+    resolved: ResolvedRequest,
+    configs: ConfigBook | None = None,
+    held: cache.Held | None = None,
+) -> list[RouteSpec]:
     """Every route of ``resolved`` prepared for ``req``'s bundle or model; ``configs``: the genai configs
-    the run has read (the bundle's, then each derived one's, read once)."""
+    the run has read (the bundle's, then each derived one's, read once); ``held``: the bundle's
+    artifact cache as the caller holds it (None: each derived route holds it while it derives)."""
     specs, plugin_ms = resolved.plugin_specs, resolved.plugin_ms
     if not resolved.runtime.token_based:
         return measured_once([_onnx_route(req, r, specs, plugin_ms) for r in resolved.routes])
-    if configs is None:
-        from winml_perf.bundle.config import ConfigBook
+    from winml_perf.bundle.config import ConfigBook
+    from winml_perf.bundle.prepare import RunHoldings
 
-        configs = ConfigBook()
-    return measured_once([_genai_route(req, r, specs, plugin_ms, configs) for r in resolved.routes])
+    holdings = RunHoldings(configs if configs is not None else ConfigBook(), held)
+    return measured_once([_genai_route(req, r, specs, plugin_ms, holdings) for r in resolved.routes])
 
 
 def prepare_request(req: PerfRequest, configs: ConfigBook | None = None) -> list[RouteSpec]:
@@ -66,9 +86,10 @@ def _genai_route(
     route: ResolvedRoute,
     plugin_specs: tuple[str, ...],
     plugin_ms: float,
-    configs: ConfigBook | None = None,
+    holdings: RunHoldings | None = None,
 ) -> RouteSpec:
-    """A bundle's route, prepared from its resolved value (``configs``: the run's genai configs, each read once)."""
+    """A bundle's route, prepared from its resolved value (``holdings``: the run's genai configs, each
+    read once, and its hold on the bundle's artifact cache)."""
     from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
 
     per_stage = PerStage(route.label, route.targets, route.per_ep_options) if route.per_stage else None
@@ -81,7 +102,7 @@ def _genai_route(
         label=route.label,
         ep_options=None if route.per_stage else route.options_dict,
         per_stage=per_stage,
-        configs=configs,
+        holdings=holdings,
     )
     if req.compile:
         from winml_perf.bundle.epcontext.gate import settle_compile
@@ -105,7 +126,6 @@ def _onnx_route(req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str,
     from winml_perf.bundle.onnx_prepare import EpSettings, OnnxBuild, prepare_onnx
     from winml_perf.ep.effective import plain_provider_options
     from winml_perf.model.spec import SessionSpec
-    from winml_perf.session.onnx_session import preflight
 
     target = route.target
     assert target is not None and target.ep is not None  # runtime winml has no config route nor per-stage one
@@ -116,26 +136,20 @@ def _onnx_route(req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str,
         "device": target.requested_device,
         "provider_options": provider_options,
     }
-    preflight(req.path, options)
+    level = req.graph_optimization_level  # parsed once, where the request was made
     path, prepared, prepare_ms = req.path, None, None
     if req.prepare_model:
         prepared = prepare_onnx(
             req.path,
             target,
-            options["graph_optimization_level"],
+            level,
             ep_settings=EpSettings(provider_options, options.get("session_config") or {}),
             build=OnnxBuild(no_recompile=req.no_recompile),
             plugin_libraries=list(plugin_specs),
         )
         options |= prepared.session_options()
         path, prepare_ms = prepared.path, prepared.prepare_ms
-    placement = model_placement(
-        req.path,
-        target.ep,
-        provider_options,
-        options.get("session_config") or {},
-        options.get("graph_optimization_level"),
-    )
+    placement = model_placement(req.path, target.ep, provider_options, options.get("session_config") or {}, level)
     stage = StageRoute("model", (req.path.name,), None, target.ep, forced=True, placement=placement)
     recorded = Route(
         route.label,

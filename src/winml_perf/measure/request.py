@@ -14,6 +14,7 @@ from winml_perf.ep.route_request import RouteRequest
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.runtime import GENAI, Runtime, runtime_named
 from winml_perf.model.spec import IterationPolicy, WarmupPolicy
+from winml_perf.session.onnx_options import DEFAULT_GRAPH_OPT
 
 
 @dataclass(frozen=True)
@@ -63,3 +64,9 @@ class PerfRequest:
     def token_based(self) -> bool:
         """A genai bundle (token-based), not a plain ONNX model."""
         return self.runtime_value.token_based
+
+    @property
+    def graph_optimization_level(self) -> str:
+        """A plain ONNX model's graph optimisation level: the short name ``options_from_flags`` parsed
+        from the flag where the request was made (session/onnx_options.py), else onnxruntime's default."""
+        return self.onnx_options.get("graph_optimization_level") or DEFAULT_GRAPH_OPT

@@ -1,5 +1,6 @@
-"""validate_request(req): every flag value checked against the bundle and the machine, before any
-route is prepared or anything is allocated. Each refusal is exit 2, naming the flag and the fix.
+"""The first phase of `winml perf`: the request settled (``at_static_prompt``) and every flag value
+checked against the bundle and the machine (``validate_request``), before any route is resolved or
+prepared or anything is allocated. Each refusal is exit 2, naming the flag and the fix.
 
 Sizes: a cell's prompt plus new tokens must fit the bundle's context (``model.context_length``,
 else ``search.max_length``), and the memory the longest cell would take (the prompt's ids, and the
@@ -9,11 +10,17 @@ KV cache onnxruntime-genai reserves for the whole length) must fit the memory av
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.support.errors import BundleError, UsageError
 from winml_perf.support.json_input import read_json
+from winml_perf.support.text_table import say
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import ConfigBook, GenaiConfig
+    from winml_perf.measure.request import PerfRequest
 
 #: Seeds are stored as 64-bit integers and fed to numpy's generator (which refuses negatives).
 MAX_SEED = 2**63 - 1
@@ -111,19 +118,56 @@ def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None
         )
 
 
-def validate_request(req: Any, default_prompt_tokens: tuple[int, ...]) -> None:
-    """Refuse (exit 2) any flag value that cannot work with this bundle on this machine.
+def checked_request(req: PerfRequest, default_prompt_tokens: tuple[int, ...], configs: ConfigBook) -> PerfRequest:
+    """The request as the run takes it: a bundle's at its static prompt length (``at_static_prompt``,
+    its bundle errors first), then every flag value checked (``validate_request``); ``configs``: the
+    run's genai configs, the bundle's read here first."""
+    if req.token_based:
+        req = at_static_prompt(configs.of(req.path), req)
+    validate_request(req, default_prompt_tokens)
+    return req
 
-    ``req`` is an orchestrate.PerfRequest; ``default_prompt_tokens`` what a synthetic prompt gets
-    when --prompt-tokens is not given (the runtime is the request's, named once: ``req.token_based``)."""
+
+def at_static_prompt(config: GenaiConfig, req: PerfRequest) -> PerfRequest:
+    """A bundle with a static prompt length S is measured at S when no --prompt-tokens is given
+    (a note on stderr says so), and takes only --prompt-tokens S when one is."""
+    static = config.static_prompt_length()
+    if static is None or req.prompt is not None:
+        return req
+    stage, length = static
+    if req.prompt_tokens is None:
+        say(
+            f"note: stage `{stage}` of {req.path} has a static prompt length of {length} tokens: measuring at"
+            f" --prompt-tokens {length}"
+        )
+        return replace(req, prompt_tokens=(length,))
+    wrong = [n for n in req.prompt_tokens if n != length]
+    if wrong:
+        raise UsageError(
+            f"--prompt-tokens {','.join(map(str, wrong))}: stage `{stage}` of {req.path} has a static prompt length of {length} tokens",
+            f"pass --prompt-tokens {length}, or leave it out",
+        )
+    return req
+
+
+def validate_request(req: Any, default_prompt_tokens: tuple[int, ...]) -> None:
+    """Refuse (exit 2) any flag value that cannot work with this bundle (or plain model) on this machine.
+
+    ``req`` is a measure/request.PerfRequest; ``default_prompt_tokens`` what a synthetic prompt gets
+    when --prompt-tokens is not given (the runtime is the request's, named once: ``req.token_based``).
+    A plain ONNX model is loaded once on the CPU EP (session/onnx_session.preflight): its --input,
+    --shape and session options are checked here, for every route at once."""
     _check_common(req)
-    if not req.token_based:
-        return
-    bundle = Path(req.path)
-    _check_prompt(req, bundle)
-    prompt_tokens = req.prompt_tokens or (None if req.prompt is not None else default_prompt_tokens)
-    _check_lengths(req, bundle, prompt_tokens)
-    _check_modules(req)
+    if req.token_based:
+        bundle = Path(req.path)
+        _check_prompt(req, bundle)
+        prompt_tokens = req.prompt_tokens or (None if req.prompt is not None else default_prompt_tokens)
+        _check_lengths(req, bundle, prompt_tokens)
+        _check_modules(req)
+    else:
+        from winml_perf.session.onnx_session import preflight
+
+        preflight(req.path, req.onnx_options)
 
 
 def _check_modules(req: Any) -> None:

@@ -63,9 +63,10 @@ def parse_threads(value: int | None, flag: str) -> int | None:
 
 
 def graph_optimization_enum(level: str) -> Any:  # an ort.GraphOptimizationLevel (onnxruntime is untyped)
+    """onnxruntime's enum for ``level``, a short name as ``parse_graph_optimization_level`` gives it."""
     import onnxruntime as ort
 
-    return getattr(ort.GraphOptimizationLevel, GRAPH_OPT_LEVELS[parse_graph_optimization_level(level)])
+    return getattr(ort.GraphOptimizationLevel, GRAPH_OPT_LEVELS[level])
 
 
 def options_from_flags(

@@ -96,6 +96,7 @@ def import_plan(model: Path, source: Path) -> OnnxImport:
     from winml_perf.ep.effective import plain_provider_options
     from winml_perf.ep.plugins import register_plugin_eps
     from winml_perf.model.runtime import ONNX
+    from winml_perf.session.onnx_options import parse_graph_optimization_level
 
     doc = read_export(source)
     if doc.get("kind") != KIND or not isinstance(doc.get("settings"), dict):
@@ -144,7 +145,8 @@ def import_plan(model: Path, source: Path) -> OnnxImport:
             )
         return verdict
 
-    return OnnxImport(target, want["graph_optimization_level"], options, dict(want.get("session_config") or {}), write)
+    level = parse_graph_optimization_level(want["graph_optimization_level"])  # the export's, parsed once, here
+    return OnnxImport(target, level, options, dict(want.get("session_config") or {}), write)
 
 
 def _sha(path: Path) -> str | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.measure.orchestrate import PerfRequest, RouteRequest
-from winml_perf.measure.prepare import prepare_routes
+from winml_perf.measure.prepare import prepared_routes
 from winml_perf.measure.serving.child import ServingJob, ServingReply, child_main
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.serving import Lengths, LoadSpec, ServedInvocation, Slo
@@ -155,9 +155,6 @@ def at_static_prompt(config: Any, req: ServeRequest) -> ServeRequest:
 def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOutcome:
     """Prepare, serve and store (module doc). While a forced route serves from a derived folder the
     cache root is held, so `bundle clean` waits for the run instead of removing the folder under it."""
-    import contextlib
-
-    from winml_perf.bundle import cache
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.ep.resolved import resolve_request
 
@@ -179,9 +176,8 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
     resolved = resolve_request(
         perf_req.routes, perf_req.runtime_value, perf_req.ep_options, perf_req.compile, perf_req.ep_libraries
     )
-    source = resolved.derived_from(perf_req.path)
-    with cache.holding(source) if source is not None else contextlib.nullcontext():
-        return _serve(req, argv, loads, prepare_routes(perf_req, resolved, configs))
+    with prepared_routes(perf_req, resolved, configs) as routes:
+        return _serve(req, argv, loads, routes)
 
 
 def _serve(
