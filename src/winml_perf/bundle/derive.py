@@ -104,7 +104,7 @@ def plugin_identities(plan: RoutePlan) -> dict:
 
 def _folder_prefix(plan: RoutePlan) -> str:
     """The derived folder's name before its hash: the forced EP, ``stages`` for a per-stage route, else ``config``."""
-    return eps.ep_alias(plan.ep) if plan.ep else "stages" if plan.assignment else "config"
+    return plan.ep_alias or ("stages" if plan.assignment else "config")
 
 
 def source_files(bundle: Path) -> list[str]:

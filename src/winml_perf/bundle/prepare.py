@@ -46,10 +46,20 @@ def plan_for(
     config: GenaiConfig | None = None,
 ) -> RoutePlan:
     """Load and validate the bundle's config (unless the caller parsed it: ``config``), then plan the
-    route (no writes, no EP checks); the forced EP's options are decided by ep/effective.py against the
-    installed EP version and its names here. ``per_stage`` plans a per-stage route instead (``target``
-    and ``stages`` then unused)."""
-    config = config if config is not None else load_config(Path(bundle))
+    route over it (``plan_of``)."""
+    return plan_of(config if config is not None else load_config(Path(bundle)), target, stages, ep_options, per_stage)
+
+
+def plan_of(
+    config: GenaiConfig,
+    target,
+    stages: list[str] | None = None,
+    ep_options: dict | None = None,
+    per_stage: PerStage | None = None,
+) -> RoutePlan:
+    """The route planned over the bundle's parsed ``config`` (no writes, no EP checks); the forced EP's
+    options are decided by ep/effective.py against the installed EP version and its names here.
+    ``per_stage`` plans a per-stage route instead (``target`` and ``stages`` then unused)."""
     if per_stage is not None:
         return plan_assignment(config, per_stage.label, per_stage.targets, per_stage.ep_options, effective_options)
     return plan_route(config, target, stages, ep_options, effective_options)
@@ -114,7 +124,7 @@ def prepare_route(
     bundle = Path(bundle)
     holdings = holdings or RunHoldings()
     book, held = holdings.configs, holdings.held
-    plan = plan_for(bundle, target, stages, ep_options, per_stage, book.of(bundle))
+    plan = plan_of(book.of(bundle), target, stages, ep_options, per_stage)
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
     label = label or plan.requested

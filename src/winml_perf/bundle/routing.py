@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from winml_perf.bundle.config import GenaiConfig, Stage
@@ -44,6 +44,9 @@ class RoutePlan:
     options: EffectiveOptions | None = None  # the forced EP's decided options (ep/effective.py); None: config, cpu
     assignment: tuple[tuple[str, str], ...] = ()  # a per-stage route: (stage, canonical EP) as asked; () otherwise
     options_per_ep: tuple[EffectiveOptions, ...] = ()  # a per-stage route: each non-CPU EP's decided options
+    #: the EP table's entry of each EP the stages run on (canonical name -> EPInfo; none for an EP the
+    #: table lacks), looked up once where the plan is made: what later rooms read of an EP
+    entries: Mapping[str, eps.EPInfo] = field(default_factory=dict, repr=False)
 
     @property
     def changed(self) -> bool:
@@ -53,6 +56,12 @@ class RoutePlan:
     @property
     def forced(self) -> bool:
         return self.ep is not None or bool(self.assignment)
+
+    @property
+    def ep_alias(self) -> str | None:
+        """The forced EP's short alias, from its entry (a forced EP is one the table knows: genai needs
+        its provider name); None: not forced onto one EP."""
+        return self.entries[self.ep].alias if self.ep is not None else None
 
     def options_key(self) -> dict | None:
         """The decided options a derived bundle's cache key holds: the forced EP's, or each EP's of a per-stage route."""
@@ -119,13 +128,24 @@ def plan_route(
             )
     decided = _decided(decide, ep, target, dict(ep_options or {}))
     routes, rewritten, decoder_opts = _forced_routes(config, dict.fromkeys(chosen, ep), {ep: decided})
+    plan = RoutePlan(
+        target.label,
+        target.label,
+        ep,
+        tuple(routes),
+        rewritten,
+        decoder_opts is not None,
+        (),
+        decided,
+        entries=_entries(routes),
+    )
     if not any(r.changed for r in routes) and decoder_opts is None:
         warning = (
-            f"route {target.label} changes nothing: every chosen stage already runs on {eps.ep_alias(ep)} "
+            f"route {target.label} changes nothing: every chosen stage already runs on {plan.ep_alias} "
             "with these options, so the effective route is `config`"
         )
-        return RoutePlan(target.label, "config", ep, tuple(routes), rewritten, False, (warning,), decided)
-    return RoutePlan(target.label, target.label, ep, tuple(routes), rewritten, decoder_opts is not None, (), decided)
+        return replace(plan, route="config", warnings=(warning,))
+    return plan
 
 
 def plan_assignment(
@@ -166,15 +186,23 @@ def plan_assignment(
     routes, rewritten, decoder_opts = _forced_routes(config, stage_eps, decided)
     assignment = tuple((s.name, stage_eps[s.name]) for s in config.stages if s.name in stage_eps)
     per_ep = tuple(d for d in decided.values() if d is not None)
+    entries = _entries(routes)
     if not any(r.changed for r in routes) and decoder_opts is None:
         warning = (
             f"route {label} changes nothing: every stage it names already runs on its EP with these options, "
             "so the effective route is `config`"
         )
-        return RoutePlan(label, "config", None, tuple(routes), rewritten, False, (warning,), None, assignment, per_ep)
+        return RoutePlan(
+            label, "config", None, tuple(routes), rewritten, False, (warning,), None, assignment, per_ep, entries
+        )
     return RoutePlan(
-        label, label, None, tuple(routes), rewritten, decoder_opts is not None, (), None, assignment, per_ep
+        label, label, None, tuple(routes), rewritten, decoder_opts is not None, (), None, assignment, per_ep, entries
     )
+
+
+def _entries(routes: list[StageRoute]) -> dict[str, eps.EPInfo]:
+    """The table's entry of each EP the stages run on after the plan (an EP it lacks has none)."""
+    return {r.ep_after: eps.EPS[r.ep_after] for r in routes if r.ep_after in eps.EPS}
 
 
 def _decided(decide: Decide, ep: str, target: Any, asked: dict) -> EffectiveOptions | None:
@@ -221,11 +249,11 @@ def check_available(plan: RoutePlan, available: set[str] | frozenset[str], force
         if route.ep_after in available:
             continue
         assert route.ep_after is not None  # every stage of a genai plan names its EP (Stage.ep)
-        alias = eps.ep_alias(route.ep_after) if eps.is_known_ep(route.ep_after) else route.ep_after
-        name = eps.EPS[route.ep_after].genai_name if route.ep_after in eps.EPS else route.ep_after
-        install = eps.install_sentence(route.ep_after)
+        entry = plan.entries.get(route.ep_after)  # the EP's name and how to get it, from its table entry
+        name = (entry.genai_name or entry.alias) if entry is not None else route.ep_after
+        install = entry.install_sentence if entry is not None else ""
         raise EPUnavailableError(
-            f"stage `{route.stage}` wants {name or alias}, which is not available here"
+            f"stage `{route.stage}` wants {name}, which is not available here"
             + (f" (route {plan.route})" if route.forced else ""),
             (f"to get it: {install}; or " if install else "")
             + "try --ep cpu or --device cpu|gpu|npu|auto (see `winml devices` for what this machine has)"
@@ -244,7 +272,7 @@ def _config_plan(config: GenaiConfig) -> RoutePlan:
                 "fix the provider name, or force a route with --ep cpu (a forced route rewrites it away)",
             )
         routes.append(_route(stage, ep, ep, stage.provider_options, False, "config"))
-    return RoutePlan("config", "config", None, tuple(routes), config)
+    return RoutePlan("config", "config", None, tuple(routes), config, entries=_entries(routes))
 
 
 def _chosen_stages(config: GenaiConfig, stages) -> set[str]:

@@ -12,7 +12,6 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from winml_perf.ep.devices import Target, target_for
@@ -222,14 +221,6 @@ class ResolvedRequest:
     runtime: Runtime
     plugin_specs: tuple[str, ...] = ()
     plugin_ms: float = 0.0
-
-    def derived_from(self, path: Path, prepare_model: bool = False) -> Path | None:
-        """The folder whose artifact cache some route loads from (a forced genai route: the bundle
-        ``path``; a prepared ONNX model, ``prepare_model``: its folder); None when every route loads
-        the source itself."""
-        if self.runtime.token_based:
-            return Path(path) if any(r.forced for r in self.routes) else None
-        return Path(path).resolve().parent if prepare_model else None
 
 
 def resolve_request(

@@ -161,6 +161,23 @@ class EPInfo:
     def home_device(self) -> str:
         return self.devices[0]
 
+    @property
+    def install_sentence(self) -> str:
+        """How to get this EP, one sentence from its entry (``install_sentence``); '' for the CPU EP."""
+        if self.name == CPU:
+            return ""
+        if self.install_package is None:
+            return (
+                f"{self.alias}: no pip package is known here; register its plugin library with"
+                f" --ep-library {self.alias}=PATH (or WINML_PERF_EP_LIBRARIES)"
+            )
+        how = (
+            f"pip install -e '.[{self.install_extra}]' ({self.install_package})"
+            if self.install_extra
+            else f"pip install {self.install_package}"
+        )
+        return f"{self.alias}: {how}" + (f"; {self.install_needs}" if self.install_needs else "")
+
     def to_dict(self) -> dict:
         return {
             "name": self.name,
@@ -434,16 +451,7 @@ def install_sentence(canonical: str) -> str:
     QNN, OpenVINO"), `winml devices` and every error: 'qnn: pip install -e '.[qnn]' (onnxruntime-qnn);
     on x86_64 Linux ...'. '' for the CPU EP (always there) and a name not in the table."""
     info = EPS.get(canonical)
-    if info is None or info.name == "CPUExecutionProvider":
-        return ""
-    package = info.install_package
-    if package is None:
-        return (
-            f"{info.alias}: no pip package is known here; register its plugin library with"
-            f" --ep-library {info.alias}=PATH (or WINML_PERF_EP_LIBRARIES)"
-        )
-    how = f"pip install -e '.[{info.install_extra}]' ({package})" if info.install_extra else f"pip install {package}"
-    return f"{info.alias}: {how}" + (f"; {info.install_needs}" if info.install_needs else "")
+    return info.install_sentence if info is not None else ""
 
 
 def install_sentences() -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from winml_perf.bundle import cache
@@ -31,9 +32,17 @@ if TYPE_CHECKING:
 def prepared_routes(req: PerfRequest, resolved: ResolvedRequest, configs: ConfigBook) -> Iterator[list[RouteSpec]]:
     """Every route of ``resolved`` prepared (``prepare_routes``) while the artifact cache some route
     loads from is held, and held until the caller's block ends (its measuring): one hold a run."""
-    source = resolved.derived_from(req.path, req.prepare_model)
+    source = _loaded_from(req, resolved)
     with cache.holding(source) if source is not None else contextlib.nullcontext() as held:
         yield prepare_routes(req, resolved, configs, held)
+
+
+def _loaded_from(req: PerfRequest, resolved: ResolvedRequest) -> Path | None:
+    """The folder whose artifact cache some route loads from (a forced genai route: the bundle; a
+    prepared ONNX model, ``--prepare``: its folder); None when every route loads the source itself."""
+    if resolved.runtime.token_based:
+        return Path(req.path) if any(r.forced for r in resolved.routes) else None
+    return Path(req.path).resolve().parent if req.prepare_model else None
 
 
 def prepare_routes(
