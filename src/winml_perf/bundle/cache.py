@@ -222,24 +222,15 @@ def _artifact_lock(root: Path, name: str):
     return _flock(root / f".{name}.lock", True)
 
 
-@dataclass(frozen=True)
-class Held:
-    """The artifact root of ``source_dir`` while ``holding`` holds it: what a caller that holds it
-    hands down, so that work under it does not hold it again."""
-
-    source_dir: Path
-    root: Path
-
-
 @contextlib.contextmanager
-def holding(source_dir: Path) -> Iterator[Held]:
+def holding(source_dir: Path) -> Iterator[None]:
     """Keep ``clean`` away from the artifacts of ``source_dir`` meanwhile (its root's lock, shared):
     for work on an artifact after ``get_or_build`` returned it (placement read and saved, a run
     measuring from it)."""
     root = root_for(source_dir)
     _make_root(root)
     with _root_lock(root, exclusive=False):
-        yield Held(Path(source_dir), root)
+        yield
 
 
 # -- manifest -------------------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from winml_perf.bundle.config import GenaiConfig, Stage, config_of
+from winml_perf.bundle.config import GenaiConfig, Stage
 from winml_perf.ep import table as eps
 from winml_perf.model.route import CPU, ERROR, OK, UNAVAILABLE, Route, StagePlacement, StageRoute
 from winml_perf.support import json_shapes
@@ -391,13 +391,12 @@ def placement_key(derive_key: str, identity: Mapping) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def derived_placement(folder: Path, derive_key: str, config: GenaiConfig | None = None) -> RoutePlacement:
-    """Placement of every stage of the derived bundle ``folder``: from its placement.json when that
-    was made under the same key, else measured and saved (unless an EP was unavailable here).
-    ``config``: the folder's config, when the caller read it already."""
+def derived_placement(folder: Path, derive_key: str, config: GenaiConfig) -> RoutePlacement:
+    """Placement of every stage of the derived bundle ``folder`` (``config``: its genai config): from
+    its placement.json when that was made under the same key, else measured and saved (unless an EP
+    was unavailable here)."""
     t0 = time.perf_counter()
     folder = Path(folder)
-    config = config if config is not None else config_of(folder)
     needed = [s.ep for s in config.stages]
     key = placement_key(derive_key, ep_identity(needed))
     cached, problem = json_shapes.read_json(folder / PLACEMENT_FILE, PLACEMENT_SHAPE, sealed=True)

@@ -23,7 +23,6 @@ from winml_perf.support.text_table import say
 
 if TYPE_CHECKING:
     from winml_perf.bundle.config import ConfigBook
-    from winml_perf.bundle.prepare import RunHoldings
     from winml_perf.ep.resolved import ResolvedRequest, ResolvedRoute
     from winml_perf.measure.request import PerfRequest
 
@@ -33,35 +32,31 @@ def prepared_routes(req: PerfRequest, resolved: ResolvedRequest, configs: Config
     """Every route of ``resolved`` prepared (``prepare_routes``) while the artifact cache some route
     loads from is held, and held until the caller's block ends (its measuring): one hold a run."""
     source = _loaded_from(req, resolved)
-    with cache.holding(source) if source is not None else contextlib.nullcontext() as held:
-        yield prepare_routes(req, resolved, configs, held)
+    with cache.holding(source) if source is not None else contextlib.nullcontext():
+        yield prepare_routes(req, resolved, configs)
 
 
 def _loaded_from(req: PerfRequest, resolved: ResolvedRequest) -> Path | None:
-    """The folder whose artifact cache some route loads from (a forced genai route: the bundle; a
-    prepared ONNX model, ``--prepare``: its folder); None when every route loads the source itself."""
+    """The folder whose artifact cache some route loads from (a forced genai route, or any with
+    ``--compile``: the bundle; a prepared ONNX model, ``--prepare``: its folder); None when every route
+    loads the source itself."""
     if resolved.runtime.token_based:
-        return Path(req.path) if any(r.forced for r in resolved.routes) else None
+        return Path(req.path) if req.compile or any(r.forced for r in resolved.routes) else None
     return Path(req.path).resolve().parent if req.prepare_model else None
 
 
-def prepare_routes(
-    req: PerfRequest,
-    resolved: ResolvedRequest,
-    configs: ConfigBook | None = None,
-    held: cache.Held | None = None,
-) -> list[RouteSpec]:
+def prepare_routes(req: PerfRequest, resolved: ResolvedRequest, configs: ConfigBook | None = None) -> list[RouteSpec]:
     """Every route of ``resolved`` prepared for ``req``'s bundle or model; ``configs``: the genai configs
-    the run has read (the bundle's, then each derived one's, read once); ``held``: the bundle's
-    artifact cache as the caller holds it (None: each derived route holds it while it derives)."""
+    the run has read (the bundle's, then each derived one's, read once). The caller holds the artifact
+    cache the routes load from (``prepared_routes``)."""
     specs, plugin_ms = resolved.plugin_specs, resolved.plugin_ms
     if not resolved.runtime.token_based:
         return measured_once([_onnx_route(req, r, specs, plugin_ms) for r in resolved.routes])
-    from winml_perf.bundle.config import ConfigBook
-    from winml_perf.bundle.prepare import RunHoldings
+    if configs is None:
+        from winml_perf.bundle.config import ConfigBook
 
-    holdings = RunHoldings(configs if configs is not None else ConfigBook(), held)
-    return measured_once([_genai_route(req, r, specs, plugin_ms, holdings) for r in resolved.routes])
+        configs = ConfigBook()
+    return measured_once([_genai_route(req, r, specs, plugin_ms, configs) for r in resolved.routes])
 
 
 def prepare_request(req: PerfRequest, configs: ConfigBook | None = None) -> list[RouteSpec]:
@@ -95,10 +90,9 @@ def _genai_route(
     route: ResolvedRoute,
     plugin_specs: tuple[str, ...],
     plugin_ms: float,
-    holdings: RunHoldings | None = None,
+    configs: ConfigBook | None = None,
 ) -> RouteSpec:
-    """A bundle's route, prepared from its resolved value (``holdings``: the run's genai configs, each
-    read once, and its hold on the bundle's artifact cache)."""
+    """A bundle's route, prepared from its resolved value (``configs``: the run's genai configs, each read once)."""
     from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
 
     per_stage = PerStage(route.label, route.targets, route.per_ep_options) if route.per_stage else None
@@ -111,7 +105,7 @@ def _genai_route(
         label=route.label,
         ep_options=None if route.per_stage else route.options_dict,
         per_stage=per_stage,
-        holdings=holdings,
+        configs=configs,
     )
     if req.compile:
         from winml_perf.bundle.epcontext.gate import settle_compile
