@@ -1,7 +1,8 @@
 """Issue 39: `winml perf` runs its phases in turn, each deciding once what the later ones read.
 
-* validate: a plain ONNX model's --input/--shape/session options are checked once, before any route
-  is resolved (session/onnx_session.preflight), not again for each route in the prepare phase;
+* validate first (measure/validate.py), then resolve; a plain ONNX model's --input/--shape/session
+  options are checked once a run once its routes are resolved (session/onnx_session.preflight), not
+  once for each route;
 * the graph optimisation level is parsed once, where the request is made
   (session/onnx_options.options_from_flags): the prepare phase hands that value to the prepared
   model and to the placement check and parses none;
@@ -24,7 +25,6 @@ from winml_perf.ep.route_request import RouteRequest
 from winml_perf.measure import prepare as prepare_phase
 from winml_perf.measure.orchestrate import run_benchmark
 from winml_perf.measure.request import PerfRequest
-from winml_perf.measure.validate import validate_request
 from winml_perf.model.spec import IterationPolicy, WarmupPolicy
 from winml_perf.session import onnx_options, onnx_session
 from winml_perf.session.onnx_options import options_from_flags
@@ -63,6 +63,9 @@ def test_the_level_is_parsed_where_the_request_is_made_and_handed_down(tmp_path,
         return assigned(model, ep, options, entries, ort_level)
 
     monkeypatch.setattr(onnx_placement, "assigned_nodes", recording)
+    # the checking session (its own options at level disable, parsed as every OnnxSession parses them)
+    # is the next test's: here, what the prepare phase hands down
+    monkeypatch.setattr(onnx_session, "preflight", lambda *a: None)
     options = options_from_flags(ep="cpu", graph_optimization_level="ORT_ENABLE_BASIC")
     assert seen == ["ORT_ENABLE_BASIC"]  # the flag, parsed at the request's edge
     req = PerfRequest(
@@ -85,18 +88,18 @@ def test_a_request_that_names_no_level_runs_at_onnxruntimes_default(tmp_path):
     assert spec.route.prepared["graph_optimization_level"] == "all"
 
 
-def test_a_plain_models_inputs_are_checked_once_by_validate_not_by_each_route(tmp_path, monkeypatch):
+def test_a_plain_models_inputs_are_checked_once_a_run_not_once_a_route(tmp_path, monkeypatch):
     model = models.mlp(tmp_path / "mlp.onnx")
-    bad = PerfRequest(path=model, runtime="winml", onnx_options={"inputs": {"nope": str(tmp_path / "x.npy")}})
-    with pytest.raises(UsageError, match="nope"):
-        validate_request(bad, (128,))
     calls: list = []
-    monkeypatch.setattr(onnx_session, "preflight", lambda *a, **k: calls.append(a))
-    req = PerfRequest(path=model, runtime="winml", routes=(RouteRequest(ep="cpu"),))
-    prepare_phase.prepare_request(req)
-    assert calls == []  # the prepare phase loads no checking session
-    validate_request(req, (128,))
-    assert calls == [(model, {})]
+    preflight = onnx_session.preflight
+    monkeypatch.setattr(onnx_session, "preflight", lambda *a: calls.append(a) or preflight(*a))
+    two = (RouteRequest(ep="cpu"), RouteRequest(ep="cpu", options=(("intra_op_num_threads", "1"),)))
+    req = PerfRequest(path=model, runtime="winml", routes=two)
+    assert len(prepare_phase.prepare_request(req)) == 2
+    assert calls == [(model, {})]  # once, with the request's options, for both routes
+    bad = PerfRequest(path=model, runtime="winml", routes=two, onnx_options={"inputs": {"nope": "x.npy"}})
+    with pytest.raises(UsageError, match="nope"):
+        prepare_phase.prepare_request(bad)
 
 
 def test_a_forced_run_holds_the_artifact_cache_once(tmp_path, monkeypatch):

@@ -51,6 +51,9 @@ def prepare_routes(req: PerfRequest, resolved: ResolvedRequest, configs: ConfigB
     cache the routes load from (``prepared_routes``)."""
     specs, plugin_ms = resolved.plugin_specs, resolved.plugin_ms
     if not resolved.runtime.token_based:
+        from winml_perf.session.onnx_session import preflight
+
+        preflight(req.path, req.onnx_options)  # --input, --shape, session options: checked once for every route
         return measured_once([_onnx_route(req, r, specs, plugin_ms) for r in resolved.routes])
     if configs is None:
         from winml_perf.bundle.config import ConfigBook

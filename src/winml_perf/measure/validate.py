@@ -151,23 +151,19 @@ def at_static_prompt(config: GenaiConfig, req: PerfRequest) -> PerfRequest:
 
 
 def validate_request(req: Any, default_prompt_tokens: tuple[int, ...]) -> None:
-    """Refuse (exit 2) any flag value that cannot work with this bundle (or plain model) on this machine.
+    """Refuse (exit 2) any flag value that cannot work with this bundle on this machine.
 
     ``req`` is a measure/request.PerfRequest; ``default_prompt_tokens`` what a synthetic prompt gets
     when --prompt-tokens is not given (the runtime is the request's, named once: ``req.token_based``).
-    A plain ONNX model is loaded once on the CPU EP (session/onnx_session.preflight): its --input,
-    --shape and session options are checked here, for every route at once."""
+    A plain ONNX model's inputs are checked once its routes are resolved (measure/prepare.py)."""
     _check_common(req)
-    if req.token_based:
-        bundle = Path(req.path)
-        _check_prompt(req, bundle)
-        prompt_tokens = req.prompt_tokens or (None if req.prompt is not None else default_prompt_tokens)
-        _check_lengths(req, bundle, prompt_tokens)
-        _check_modules(req)
-    else:
-        from winml_perf.session.onnx_session import preflight
-
-        preflight(req.path, req.onnx_options)
+    if not req.token_based:
+        return
+    bundle = Path(req.path)
+    _check_prompt(req, bundle)
+    prompt_tokens = req.prompt_tokens or (None if req.prompt is not None else default_prompt_tokens)
+    _check_lengths(req, bundle, prompt_tokens)
+    _check_modules(req)
 
 
 def _check_modules(req: Any) -> None:
