@@ -13,12 +13,14 @@ placement.json, so a cache hit reads it instead of opening sessions).
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from winml_perf.bundle import cache
 from winml_perf.bundle.config import ConfigBook, GenaiConfig, config_of, load_config
 from winml_perf.bundle.derive import derive_bundle
 from winml_perf.bundle.epcontext import compile as compiler
@@ -73,6 +75,18 @@ class PerStage:
 
 
 @dataclass(frozen=True)
+class RunHoldings:
+    """What a caller that prepares a run's routes holds and hands each route: the genai configs the run
+    has read (`winml perf` reads each bundle's once a run: the bundle's is taken from there, the derived
+    bundle's kept there), and whether it holds the bundle's artifact cache (cache.holding) for as long
+    as it loads from the routes (`winml perf` does, once a run: measure/prepare.py); if not,
+    ``prepare_route`` holds it from deriving until the placement is read or saved."""
+
+    configs: ConfigBook = field(default_factory=ConfigBook)
+    cache_held: bool = False
+
+
+@dataclass(frozen=True)
 class Compiling:
     """A route's stages compiled to EPContext (``--compile``), and how: ``timeout_s`` for each compile;
     ``runner`` compiles the jobs (device_free.runner: with no device, and then no placement sessions
@@ -95,7 +109,7 @@ def prepare_route(
     label: str | None = None,
     ep_options: dict | None = None,
     per_stage: PerStage | None = None,
-    configs: ConfigBook | None = None,
+    holdings: RunHoldings | None = None,
 ) -> Route:
     """The route for ``target`` (a devices.Target), ready to load from ``Route.path``; see the module doc.
 
@@ -103,16 +117,13 @@ def prepare_route(
     the route (default: the target's label). ``require_available=False`` (used by ``winml bundle
     prepare``) derives without checking that the stages' EPs exist here; the derived bundle can then be
     carried to a machine that has them. ``per_stage``: a route that puts each of its stages on its own
-    EP (routing.plan_assignment). ``configs``: the genai configs the run has read (`winml perf` reads
-    each bundle's once a run): the bundle's is taken from there, and the derived bundle's is kept there.
-
-    The caller holds the bundle's artifact cache (``cache.holding``) while it prepares and loads the
-    route, so that no `bundle clean` removes the derived folder between deriving it and reading or
-    saving its placement (`winml perf` holds it once a run, in measure/prepare.py).
+    EP (routing.plan_assignment). ``holdings``: what the caller's run holds (its genai configs, its
+    hold on the bundle's artifact cache).
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
-    book = configs if configs is not None else ConfigBook()
+    holdings = holdings or RunHoldings()
+    book = holdings.configs
     plan = plan_of(book.of(bundle), target, stages, ep_options, per_stage)
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
@@ -137,20 +148,22 @@ def prepare_route(
             placement_reason=placed.reason,
             placement_ms=placed.placement_ms,
         )
-    result = derive_bundle(
-        plan,
-        verify_sources=verify_sources,
-        jobs=jobs,
-        compile_timeout_s=how.timeout_s,
-        runner=runner,
-        no_recompile=how.no_recompile,
-    )
-    derived = None  # the derived bundle's config, read once for its placement and compile verdicts
-    if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
-        placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
-    else:
-        derived = book.of(result.path)
-        placed = derived_placement(result.path, result.key, derived)  # placement.json: a hit costs a file read
+    # no `bundle clean` between deriving and reading or saving the placement
+    with contextlib.nullcontext() if holdings.cache_held else cache.holding(bundle):
+        result = derive_bundle(
+            plan,
+            verify_sources=verify_sources,
+            jobs=jobs,
+            compile_timeout_s=how.timeout_s,
+            runner=runner,
+            no_recompile=how.no_recompile,
+        )
+        derived = None  # the derived bundle's config, read once for its placement and compile verdicts
+        if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
+            placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
+        else:
+            derived = book.of(result.path)
+            placed = derived_placement(result.path, result.key, derived)  # placement.json: a hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
     if result.cache == "hit" and getattr(runner, "checks_on_device", True):  # device-free: no session here
         outcomes = _reuse_verdicts(result.path, outcomes, derived)

@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from winml_perf.bundle import cache, derive
+from winml_perf.bundle import derive
 from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
 from winml_perf.commands.bundle_travel import export_prepared, import_prepared
 from winml_perf.commands.from_gguf import from_gguf
@@ -315,16 +315,15 @@ def prepare_command(
             asked,
             free.device_free,
         )
-    with cache.holding(bundle):  # no `bundle clean` between deriving and reading or saving the placement
-        route = prepare_route(
-            bundle,
-            target,
-            parse_stages(stages),
-            Compiling(build.compile_timeout, runner) if build.compile else None,
-            build.verify_sources,
-            require_available=False,
-            ep_options=asked,
-        )
+    route = prepare_route(
+        bundle,
+        target,
+        parse_stages(stages),
+        Compiling(build.compile_timeout, runner) if build.compile else None,
+        build.verify_sources,
+        require_available=False,
+        ep_options=asked,
+    )
     for w in route.warnings:
         print(fill(f"warning: {w}"), file=sys.stderr)
     if format == "json":

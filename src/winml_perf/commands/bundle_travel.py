@@ -47,11 +47,10 @@ def import_prepared(
     source: Annotated[Path, typer.Argument(metavar="EXPORT", help="a folder written by export-prepared")],
 ) -> None:
     """Derive BUNDLE's route from an export instead of compiling; `winml perf --ep X --compile` then finds it fresh."""
-    from winml_perf.bundle import cache
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.bundle.epcontext import compile as compiler
     from winml_perf.bundle.epcontext import export as ex
-    from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
+    from winml_perf.bundle.prepare import Compiling, RunHoldings, plan_for, prepare_route
     from winml_perf.ep.devices import planned_target
     from winml_perf.ep.effective import device_from_options
     from winml_perf.model.runtime import GENAI
@@ -97,15 +96,14 @@ def import_prepared(
     configs = ConfigBook()  # the bundle's config, read once for the plan and the route
     jobs, _notes = compiler.compile_jobs(plan_for(bundle, target, None, asked, config=configs.of(bundle)))
     ex.check_here(doc, bundle, jobs)
-    with cache.holding(bundle):  # no `bundle clean` between deriving and reading or saving the placement
-        route = prepare_route(
-            bundle,
-            target,
-            None,
-            Compiling(runner=ex.runner(source, doc)),
-            require_available=False,
-            ep_options=asked,
-            configs=configs,
-        )
+    route = prepare_route(
+        bundle,
+        target,
+        None,
+        Compiling(runner=ex.runner(source, doc)),
+        require_available=False,
+        ep_options=asked,
+        holdings=RunHoldings(configs),
+    )
     print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) from {source}", file=sys.stderr)
     print(route.path)

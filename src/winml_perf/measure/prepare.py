@@ -23,6 +23,7 @@ from winml_perf.support.text_table import say
 
 if TYPE_CHECKING:
     from winml_perf.bundle.config import ConfigBook
+    from winml_perf.bundle.prepare import RunHoldings
     from winml_perf.ep.resolved import ResolvedRequest, ResolvedRoute
     from winml_perf.measure.request import PerfRequest
 
@@ -33,7 +34,7 @@ def prepared_routes(req: PerfRequest, resolved: ResolvedRequest, configs: Config
     loads from is held, and held until the caller's block ends (its measuring): one hold a run."""
     source = _loaded_from(req, resolved)
     with cache.holding(source) if source is not None else contextlib.nullcontext():
-        yield prepare_routes(req, resolved, configs)
+        yield prepare_routes(req, resolved, configs, cache_held=source is not None)
 
 
 def _loaded_from(req: PerfRequest, resolved: ResolvedRequest) -> Path | None:
@@ -45,21 +46,23 @@ def _loaded_from(req: PerfRequest, resolved: ResolvedRequest) -> Path | None:
     return Path(req.path).resolve().parent if req.prepare_model else None
 
 
-def prepare_routes(req: PerfRequest, resolved: ResolvedRequest, configs: ConfigBook | None = None) -> list[RouteSpec]:
+def prepare_routes(
+    req: PerfRequest, resolved: ResolvedRequest, configs: ConfigBook | None = None, cache_held: bool = False
+) -> list[RouteSpec]:
     """Every route of ``resolved`` prepared for ``req``'s bundle or model; ``configs``: the genai configs
-    the run has read (the bundle's, then each derived one's, read once). The caller holds the artifact
-    cache the routes load from (``prepared_routes``)."""
+    the run has read (the bundle's, then each derived one's, read once); ``cache_held``: the caller
+    holds the bundle's artifact cache (``prepared_routes``), so no route holds it again."""
     specs, plugin_ms = resolved.plugin_specs, resolved.plugin_ms
     if not resolved.runtime.token_based:
         from winml_perf.session.onnx_session import preflight
 
         preflight(req.path, req.onnx_options)  # --input, --shape, session options: checked once for every route
         return measured_once([_onnx_route(req, r, specs, plugin_ms) for r in resolved.routes])
-    if configs is None:
-        from winml_perf.bundle.config import ConfigBook
+    from winml_perf.bundle.config import ConfigBook
+    from winml_perf.bundle.prepare import RunHoldings
 
-        configs = ConfigBook()
-    return measured_once([_genai_route(req, r, specs, plugin_ms, configs) for r in resolved.routes])
+    holdings = RunHoldings(configs if configs is not None else ConfigBook(), cache_held)
+    return measured_once([_genai_route(req, r, specs, plugin_ms, holdings) for r in resolved.routes])
 
 
 def prepare_request(req: PerfRequest, configs: ConfigBook | None = None) -> list[RouteSpec]:
@@ -93,9 +96,10 @@ def _genai_route(
     route: ResolvedRoute,
     plugin_specs: tuple[str, ...],
     plugin_ms: float,
-    configs: ConfigBook | None = None,
+    holdings: RunHoldings | None = None,
 ) -> RouteSpec:
-    """A bundle's route, prepared from its resolved value (``configs``: the run's genai configs, each read once)."""
+    """A bundle's route, prepared from its resolved value (``holdings``: the run's genai configs, each
+    read once, and whether it holds the artifact cache)."""
     from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
 
     per_stage = PerStage(route.label, route.targets, route.per_ep_options) if route.per_stage else None
@@ -108,7 +112,7 @@ def _genai_route(
         label=route.label,
         ep_options=None if route.per_stage else route.options_dict,
         per_stage=per_stage,
-        configs=configs,
+        holdings=holdings,
     )
     if req.compile:
         from winml_perf.bundle.epcontext.gate import settle_compile
