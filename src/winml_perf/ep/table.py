@@ -64,6 +64,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from winml_perf.model.route import CPU
 from winml_perf.support.errors import UsageError
@@ -161,7 +162,7 @@ class EPInfo:
     def home_device(self) -> str:
         return self.devices[0]
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "alias": self.alias,
