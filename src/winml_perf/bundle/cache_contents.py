@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import os
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from winml_perf.support.json_shapes import NUMBER, ListOf, Opt
 
@@ -35,11 +36,13 @@ ENTRY = {
 SHAPE = {"contents": ListOf(ENTRY)}
 
 
-def identity(st: os.stat_result) -> dict:
+def identity(st: os.stat_result) -> dict[str, Any]:
     return {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
-def record(folder: Path, files: Iterable[str], linked_from: Mapping[tuple[int, int], str], sha256) -> list[dict]:
+def record(
+    folder: Path, files: Iterable[str], linked_from: Mapping[tuple[int, int], str], sha256: Callable[[Path], str]
+) -> list[dict[str, Any]]:
     """The ``contents`` entries of ``files`` (relative to ``folder``); ``linked_from`` maps a source's
     (st_dev, st_ino) to its real path, so a hard link names what it links."""
     out = []
@@ -57,7 +60,7 @@ def record(folder: Path, files: Iterable[str], linked_from: Mapping[tuple[int, i
     return out
 
 
-def verify(folder: Path, contents: list[dict], sha256) -> str | None:
+def verify(folder: Path, contents: list[dict[str, Any]], sha256: Callable[[Path], str]) -> str | None:
     """None when every entry still holds, else what is wrong (naming the file)."""
     for entry in contents:
         rel = entry["file"]

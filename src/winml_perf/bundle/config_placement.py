@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 from winml_perf.bundle import cache
 from winml_perf.bundle import placement as pl
@@ -52,7 +53,7 @@ def config_placement(config: GenaiConfig) -> pl.RoutePlacement:
         SHAPE,
     )
 
-    def build(tmp: Path) -> dict:
+    def build(tmp: Path) -> dict[str, Any]:
         stages = tuple(pl.measure_config(config, bundle))
         why = pl._transient(stages)
         if why:

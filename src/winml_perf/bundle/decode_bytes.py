@@ -96,7 +96,7 @@ class DecodeBytes:
     mean_past_tokens: float
 
     def _sum(self, name: str) -> float:
-        return sum(getattr(s, name) for s in self.stages)
+        return float(sum(getattr(s, name) for s in self.stages))
 
     @property
     def total_bytes(self) -> float:

@@ -110,8 +110,8 @@ def summarize(
     session_ms: float | None = None,
 ) -> StagePlacement:
     """A StagePlacement from (ep_name, op_type, domain) per node."""
-    per_ep: collections.Counter = collections.Counter()
-    ops: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    per_ep: collections.Counter[str] = collections.Counter()
+    ops: dict[str, collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for ep_name, op_type, domain in assigned:
         per_ep[ep_name] += 1
         ops[ep_name][op_name(op_type, domain)] += 1
@@ -197,7 +197,7 @@ def enforce_strict(route: Route) -> None:
 
 
 # -- measuring ---------------------------------------------------------------------------------------
-def stage_session_options(config: GenaiConfig, stage: Stage) -> dict:
+def stage_session_options(config: GenaiConfig, stage: Stage) -> dict[str, Any]:
     """The genai session_options a stage runs with (its own, else the decoder's)."""
     decoder = config.raw["model"]["decoder"]
     if config.kind == "flat":
@@ -220,10 +220,12 @@ def config_entries(session_options: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-_MEMO: dict[tuple, StagePlacement] = {}
+_MEMO: dict[tuple[Any, ...], StagePlacement] = {}
 
 
-def stage_session(folder: Path, config: GenaiConfig, stage: Stage) -> tuple[Path, str, dict, dict, str | None]:
+def stage_session(
+    folder: Path, config: GenaiConfig, stage: Stage
+) -> tuple[Path, str, dict[str, Any], dict[str, Any], str | None]:
     """How genai opens a stage: model path, EP, provider options, session config entries, optimisation level."""
     so_dict = stage_session_options(config, stage)
     ep_options = {k: str(v) for k, v in (stage.ep_options or {}).items()}
@@ -268,7 +270,7 @@ def _compiled_from(folder: Path, filename: str) -> Path | None:
         return None
     for outcome in manifest.get("compile") or []:
         if isinstance(outcome, dict) and outcome.get("output") == filename and isinstance(outcome.get("source"), str):
-            return folder / outcome["source"]
+            return folder / str(outcome["source"])
     return None
 
 
@@ -286,7 +288,9 @@ def _nodes_of_compiled(compiled: StagePlacement, source: StagePlacement) -> Stag
     return replace(compiled, nodes_per_ep=dict(source.nodes_per_ep), op_types_per_ep=dict(source.op_types_per_ep))
 
 
-def _measure(model: Path, ep: str, ep_options: dict, entries: dict, level: str | None) -> StagePlacement:
+def _measure(
+    model: Path, ep: str, ep_options: dict[str, Any], entries: dict[str, Any], level: str | None
+) -> StagePlacement:
     nodes = assigned_nodes(model, ep, ep_options, entries, level)
     if isinstance(nodes, StagePlacement):
         return nodes
@@ -295,7 +299,7 @@ def _measure(model: Path, ep: str, ep_options: dict, entries: dict, level: str |
 
 
 def assigned_nodes(
-    model: Path, ep: str, ep_options: dict, entries: dict, level: str | None
+    model: Path, ep: str, ep_options: dict[str, Any], entries: dict[str, Any], level: str | None
 ) -> tuple[list[tuple[str, str, str, str]], tuple[str, ...], float] | StagePlacement:
     """(EP, node name, op type, domain) per node as the session assigned it, the session's providers and
     its creation ms; or a StagePlacement saying why no session opened."""
@@ -337,7 +341,7 @@ def assigned_nodes(
     return assigned, used, session_ms
 
 
-def _ep_devices(ep: str, device_type: str | None) -> list:
+def _ep_devices(ep: str, device_type: str | None) -> list[Any]:
     import onnxruntime as ort
 
     own = [d for d in ort.get_ep_devices() if d.ep_name == ep]
@@ -365,7 +369,7 @@ def measure_config(
 
 
 # -- the cached placement of a derived bundle ---------------------------------------------------------------
-def ep_identity(ep_names: Sequence[str]) -> dict:
+def ep_identity(ep_names: Sequence[str]) -> dict[str, Any]:
     """What besides the model decides placement: each non-CPU EP's plugin library file and devices."""
     from winml_perf.ep import devices as devs
     from winml_perf.ep.plugins import registered_plugins
@@ -386,7 +390,7 @@ def ep_identity(ep_names: Sequence[str]) -> dict:
     return out
 
 
-def placement_key(derive_key: str, identity: Mapping) -> str:
+def placement_key(derive_key: str, identity: Mapping[str, Any]) -> str:
     text = json.dumps({"format_version": FORMAT_VERSION, "derive_key": derive_key, "eps": identity}, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from winml_perf.bundle.config import GenaiConfig
 from winml_perf.bundle.placement import assigned_nodes, op_name, stage_session
@@ -27,7 +28,7 @@ class NodePlacement:
     op_type: str  # with its domain when not the default one: com.microsoft.GroupQueryAttention
     ep: str
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"stage": self.stage, "node": self.node, "op_type": self.op_type, "ep": self.ep}
 
 
@@ -37,7 +38,7 @@ class StageNodes:
     nodes: tuple[NodePlacement, ...]
     error: str | None = None  # why no session opened: then no nodes
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {"stage": self.stage, "nodes": [n.to_dict() for n in self.nodes], "error": self.error}
 
 

@@ -11,11 +11,16 @@ import re
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle.config import CONFIG_NAME, config_of
 from winml_perf.ep.table import EPS, Fp16Option, ep_from_genai_provider, is_known_ep
 from winml_perf.onnxfile.wire import GraphInfo, read_graph
+
+if TYPE_CHECKING:
+    from onnx import ModelProto
+
+    from winml_perf.bundle.config import GenaiConfig, Stage
 
 NOISE_LEVEL = "ORT_DISABLE_ALL"
 #: MatMulNBits accuracy_level: 0 unset (fp32 activations here), 4 int8 activations.
@@ -87,7 +92,7 @@ def precision_variant(bundle: Path) -> tuple[Path, str] | None:
     return out, f"MatMulNBits accuracy_level {'/'.join(map(str, sorted(levels)))} -> {target}"
 
 
-def _fp16_switch(stage) -> tuple[str, dict, str, Fp16Option] | None:
+def _fp16_switch(stage: Stage) -> tuple[str, dict[str, Any], str, Fp16Option] | None:
     """(genai key, a copy of its options, the EP, its fp16 switch) of the stage's first EP that has one
     in the EP table (QNN: enable_htp_fp16_precision); None when none has."""
     for entry in stage.provider_options:
@@ -132,7 +137,7 @@ _NORMS = {"SimplifiedLayerNormalization", "LayerNormalization", "RMSNormalizatio
 SUM_OUTPUT = 3  # a skip norm's input+skip(+bias) sum
 
 
-def layer_tensors(model, add: bool = False) -> dict[int, str]:
+def layer_tensors(model: ModelProto, add: bool = False) -> dict[int, str]:
     """{decoder layer k: the tensor holding its output, the residual stream entering layer k+1} of an
     onnx ModelProto; empty when the graph holds no decoder layers (or hides them in an EPContext node).
     With ``add``, a fused skip norm that does not output its sum is given that output (named after it)."""
@@ -171,7 +176,7 @@ def tapped_copy(folder: Path, filename: str, teacher: bool = False) -> tuple[Pat
     return out, taps, inputs
 
 
-def teacher_inputs(model, taps: dict[int, str]) -> dict[int, str]:
+def teacher_inputs(model: ModelProto, taps: dict[int, str]) -> dict[int, str]:
     """Rewires ``model`` so that every layer after k reads layer k's output from a new graph input
     (fed the reference's value), while layer k's own output is still computed and tapped: each layer
     then runs on exactly the reference's input, and its error is its own, not its predecessors'.
@@ -211,7 +216,7 @@ def teacher_inputs(model, taps: dict[int, str]) -> dict[int, str]:
     return added
 
 
-def _residual_shape(model) -> list | None:
+def _residual_shape(model: ModelProto) -> list[Any] | None:
     """The residual stream's shape as the graph declares its input (inputs_embeds; else input_ids and
     the hidden size of the first norm weight), static dims kept: an EP that needs static shapes (QNN)
     keeps the layers it took."""
@@ -229,7 +234,7 @@ def _residual_shape(model) -> list | None:
     return [*dims["input_ids"], hidden] if "input_ids" in dims and hidden else None
 
 
-def stage_session_entries(config, stage_name: str) -> dict:
+def stage_session_entries(config: GenaiConfig, stage_name: str) -> dict[str, Any]:
     """The session_options a stage loads with (its own, else the decoder's), as genai_config.json says."""
     decoder = config.raw["model"]["decoder"]
     if config.kind == "flat":
@@ -286,7 +291,7 @@ def _compute(ep: str, levels: tuple[int, ...], dtype: str, compiled: bool, optio
     return ", ".join(parts)
 
 
-def bundle_precision(folder: Path) -> tuple:
+def bundle_precision(folder: Path) -> tuple[Any, ...]:
     """Each stage's StagePrecision: its EP, the accuracy levels of the .onnx it loads, the precision
     options it is given, and one line of what it computes in."""
     from winml_perf.model.equivalence import StagePrecision
@@ -306,7 +311,7 @@ def bundle_precision(folder: Path) -> tuple:
 # -- an fp16 precision band measured on the CPU EP (issue 24: an EP that ignores its precision flip) --
 
 
-def _load_with_data(path: Path):
+def _load_with_data(path: Path) -> ModelProto:
     """The model at ``path`` with its external weights read in (onnx's own loader refuses a data file
     with several hard links, which every derived folder here makes)."""
     import onnx

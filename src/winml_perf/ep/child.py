@@ -164,13 +164,15 @@ def run_module(module: str, args: Sequence[str], context: ChildContext, timeout_
 
 
 def run_command(
-    argv: Sequence[str], timeout_s: float | None = None, cwd: str | os.PathLike | None = None
+    argv: Sequence[str], timeout_s: float | None = None, cwd: str | os.PathLike[str] | None = None
 ) -> ChildResult:
     """An external program; OSError when it cannot be started (e.g. not installed)."""
     return _run([str(a) for a in argv], None, timeout_s, cwd)
 
 
-def _run(argv: list[str], env: Mapping[str, str] | None, timeout_s: float | None, cwd) -> ChildResult:
+def _run(
+    argv: list[str], env: Mapping[str, str] | None, timeout_s: float | None, cwd: str | os.PathLike[str] | None
+) -> ChildResult:
     t0 = time.perf_counter()
     proc = subprocess.Popen(
         argv,
@@ -203,7 +205,7 @@ def _run(argv: list[str], env: Mapping[str, str] | None, timeout_s: float | None
     )
 
 
-def _worker_main(context: ChildContext, target: Callable, conn, args: tuple) -> None:
+def _worker_main(context: ChildContext, target: Callable[..., None], conn: Any, args: tuple[Any, ...]) -> None:
     from winml_perf.support.stdio import own_stdout
 
     with own_stdout():  # a worker inherits the parent's fds; keep native prints off its stdout all the same
@@ -218,7 +220,12 @@ class Worker:
     """A spawned child running ``target(conn, *args)``; the parent talks to it over ``conn``."""
 
     def __init__(
-        self, target: Callable, args: tuple, context: ChildContext, name: str, start_method: str = "spawn"
+        self,
+        target: Callable[..., None],
+        args: tuple[Any, ...],
+        context: ChildContext,
+        name: str,
+        start_method: str = "spawn",
     ) -> None:
         ctx = mp.get_context(start_method)
         parent_conn, child_conn = ctx.Pipe(duplex=True)
@@ -232,11 +239,12 @@ class Worker:
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid
+        pid: int | None = self._proc.pid
+        return pid
 
     @property
     def alive(self) -> bool:
-        return self._proc.is_alive()
+        return bool(self._proc.is_alive())
 
     def kill(self) -> None:
         self._proc.kill()
@@ -275,14 +283,17 @@ def map_in_pool(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _apply_then(context: ChildContext, setup: Callable[..., None] | None, args: tuple) -> None:
+def _apply_then(context: ChildContext, setup: Callable[..., None] | None, args: tuple[Any, ...]) -> None:
     apply(context)
     if setup is not None:
         setup(*args)
 
 
 def one_process_pool(
-    context: ChildContext, setup: Callable[..., None] | None = None, args: tuple = (), start_method: str = "spawn"
+    context: ChildContext,
+    setup: Callable[..., None] | None = None,
+    args: tuple[Any, ...] = (),
+    start_method: str = "spawn",
 ) -> Any:
     """A ProcessPoolExecutor of one spawned process that applied ``context`` and then ran ``setup(*args)``
     (both importable by name). Its work runs in the order submitted, in that one process; a process

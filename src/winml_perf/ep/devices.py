@@ -76,7 +76,7 @@ class EPDevice:
             return ()
         return (self.device_type,) if self.device_type in DEVICE_CLASSES else ()
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "ep_name": self.ep_name,
             "ep_vendor": self.ep_vendor,
@@ -320,7 +320,7 @@ class Target:
             return f"ep={ep_alias(self.ep)}"
         return f"device={self.device}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "kind": self.kind,
             "label": self.label,

@@ -21,11 +21,14 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.ep.options import with_defaults
 from winml_perf.ep.table import BOOL01, EPS, INTEGER, OptionKeys, ep_alias, is_known_ep, normalize_ep_name
 from winml_perf.support.errors import UsageError
+
+if TYPE_CHECKING:
+    from winml_perf.ep.devices import Target
 
 DEVICE_TYPE = "device_type"
 CONCRETE_DEVICE_TYPES = ("CPU", "GPU", "NPU")
@@ -110,11 +113,12 @@ def effective_options(
     return EffectiveOptions(ep, ep_name, reason, tuple(sorted(asked.items())), device_type, source, checked)
 
 
-def plain_provider_options(target, asked: Mapping[str, str] | None) -> tuple[EffectiveOptions, dict[str, str]]:
+def plain_provider_options(target: Target, asked: Mapping[str, str] | None) -> tuple[EffectiveOptions, dict[str, str]]:
     """The route's one decision for a plain .onnx model on ``target``, and the options it hands the EP:
     ``asked`` checked against the EP's keys (unknown: exit 2), the EP's defaults added (QNN:
     backend_type=htp). `perf`, `bundle prepare` and `bundle import-prepared` all read it, so their
     prepared models share one cache key."""
+    assert target.ep is not None  # a plain model has no config route: its target names the EP
     decided = effective_options(target.ep, target.device, dict(asked or {}))
     return decided, decided.for_stage({})
 

@@ -14,16 +14,18 @@ import importlib
 import importlib.metadata
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 SDK_VERSION_ATTRS = ("qnn_version", "sdk_version", "openvino_version", "dawn_version")
 
 
-def module_version(module) -> str | None:
+def module_version(module: Any) -> str | None:
     info = getattr(module, "build_and_package_info", None)
-    return getattr(module, "__version__", None) or getattr(info, "__version__", None)
+    found: str | None = getattr(module, "__version__", None) or getattr(info, "__version__", None)
+    return found
 
 
-def sdk_version(module) -> str | None:
+def sdk_version(module: Any) -> str | None:
     """The SDK the plugin was built against (``onnxruntime_qnn.build_and_package_info.qnn_version``)."""
     info = getattr(module, "build_and_package_info", None)
     for attr in SDK_VERSION_ATTRS:
@@ -51,7 +53,7 @@ def _distribution_of(module_name: str) -> tuple[str | None, str | None]:
 
 
 @functools.cache
-def package_holding(library_path: str) -> tuple[dict | None, str | None]:
+def package_holding(library_path: str) -> tuple[dict[str, Any] | None, str | None]:
     """(package facts, None) for a library inside an installed Python package, else (None, why not)."""
     library = Path(library_path).resolve()
     top = _top_package_folder(library)

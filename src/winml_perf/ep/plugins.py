@@ -49,7 +49,7 @@ import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypedDict
+from typing import Any, TypedDict
 
 from winml_perf.ep.package_facts import module_version as _module_version
 from winml_perf.ep.package_facts import package_holding
@@ -86,7 +86,7 @@ class PluginRegistration:
         """``EP=LIBRARY``, as a route's session hands it to a child process."""
         return f"{self.ep_name}={self.library_path}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "ep_name": self.ep_name,
             "library_path": self.library_path,
@@ -96,7 +96,7 @@ class PluginRegistration:
         }
 
     @classmethod
-    def from_dict(cls, data: Mapping) -> PluginRegistration:
+    def from_dict(cls, data: Mapping[str, Any]) -> PluginRegistration:
         return cls(
             ep_name=data["ep_name"],
             library_path=data["library_path"],
@@ -259,8 +259,8 @@ def discover_plugin_packages() -> list[PluginSpec]:
     return specs
 
 
-_PACKAGES: dict[str, dict] = {}  # EP name -> package facts of the discovered plugin
-_DIGESTS: dict[tuple, str] = {}  # (path, size, mtime_ns) -> sha256
+_PACKAGES: dict[str, dict[str, Any]] = {}  # EP name -> package facts of the discovered plugin
+_DIGESTS: dict[tuple[Any, ...], str] = {}  # (path, size, mtime_ns) -> sha256
 
 
 def library_digest(path: str) -> str | None:
@@ -279,7 +279,7 @@ def library_digest(path: str) -> str | None:
     return _DIGESTS[key]
 
 
-def plugin_identity(ep_name: str) -> dict | None:
+def plugin_identity(ep_name: str) -> dict[str, Any] | None:
     """What the registered plugin library of ``ep_name`` is (package, version, SDK version, library
     path and sha256), or None when no plugin library serves that EP in this process."""
     reg = registered_plugins().get(ep_name)
@@ -300,7 +300,7 @@ def plugin_identity(ep_name: str) -> dict | None:
     }
 
 
-def _package_of_library(path: str) -> dict | None:
+def _package_of_library(path: str) -> dict[str, Any] | None:
     """Package facts for a library given by flag or env that lies inside a discovered package."""
     for ep, facts in _PACKAGES.items():
         spec = next((s for s in (_STATE["discovered"] or ()) if s.ep_name == ep), None)
@@ -309,7 +309,7 @@ def _package_of_library(path: str) -> dict | None:
     return None
 
 
-def plugin_identities() -> list[dict]:
+def plugin_identities() -> list[dict[str, Any]]:
     """plugin_identity() of every registered plugin library, by EP name."""
     identities = (plugin_identity(name) for name in sorted(registered_plugins()))
     return [i for i in identities if i is not None]  # never None: each name is registered
@@ -392,7 +392,7 @@ def _register_one(spec: PluginSpec) -> PluginRegistration:
 
 
 @contextlib.contextmanager
-def _registration_warnings_muted(ort_module) -> Iterator[None]:  # noqa: ANN001
+def _registration_warnings_muted(ort_module: Any) -> Iterator[None]:
     """onnxruntime's warnings while a plugin registers (the WebGPU EP's line about
     ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER on every command) stay off stderr: `winml devices` says in
     words which device each plugin EP runs on. Errors still raise; the default severity (warning)
@@ -404,7 +404,7 @@ def _registration_warnings_muted(ort_module) -> Iterator[None]:  # noqa: ANN001
         ort_module.set_default_logger_severity(2)
 
 
-def _try_unregister(ort_module, name: str) -> None:
+def _try_unregister(ort_module: Any, name: str) -> None:
     try:
         ort_module.unregister_execution_provider_library(name)
     except Exception:  # best effort undo; the PluginError raised by the caller says what failed

@@ -80,7 +80,7 @@ class ResolvedRoute:
         return dict(self.stage_targets)
 
     @property
-    def key(self) -> tuple:
+    def key(self) -> tuple[Any, ...]:
         """What makes two routes the same placement (``ep=cpu`` and ``ep=CPU`` are one route)."""
         if self.per_stage:
             ran = tuple(sorted((stage, t.ep or "") for stage, t in self.stage_targets))
@@ -202,7 +202,7 @@ def resolve_routes(
 ) -> tuple[ResolvedRoute, ...]:
     """Every route of a run, resolved once each; two that are the same placement exit 2 naming both."""
     resolved = tuple(resolve_route(r, runtime, ep_options, compile) for r in routes)
-    seen: dict[tuple, ResolvedRoute] = {}
+    seen: dict[tuple[Any, ...], ResolvedRoute] = {}
     for r in resolved:
         if r.key in seen:
             raise UsageError(

@@ -64,6 +64,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from winml_perf.model.route import CPU
 from winml_perf.support.errors import UsageError
@@ -178,7 +179,7 @@ class EPInfo:
         )
         return f"{self.alias}: {how}" + (f"; {self.install_needs}" if self.install_needs else "")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "alias": self.alias,

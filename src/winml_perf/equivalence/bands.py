@@ -8,12 +8,19 @@ from __future__ import annotations
 from pathlib import Path
 
 from winml_perf.equivalence.layers import LayerBands
+from winml_perf.equivalence.passes.genai_logits import TeacherForced
 from winml_perf.equivalence.passes.kept_variants import release, variant
 from winml_perf.model.equivalence import Band
 
 
 def _band(
-    name: str, change: str, path: Path, reference, prompt_ids: list[int], floor: float, layers: LayerBands | None = None
+    name: str,
+    change: str,
+    path: Path,
+    reference: TeacherForced,
+    prompt_ids: list[int],
+    floor: float,
+    layers: LayerBands | None = None,
 ) -> Band:
     from winml_perf.equivalence.passes.genai_logits import teacher_forced
     from winml_perf.stats.equivalence import band_limit, compare_logits
@@ -29,7 +36,7 @@ def _band(
 
 
 def reference_bands(
-    reference_path: str, reference, prompt_ids: list[int], layers: LayerBands | None = None
+    reference_path: str, reference: TeacherForced, prompt_ids: list[int], layers: LayerBands | None = None
 ) -> tuple[Band, Band | None]:
     """The reference's noise floor (another graph optimisation level) and precision band (another
     MatMulNBits accuracy level; None when it has no MatMulNBits); with ``layers``, each band's
@@ -64,7 +71,7 @@ def _pair_band(
     change: str,
     before: Path,
     after: Path,
-    reference,
+    reference: TeacherForced,
     prompt_ids: list[int],
     floor: float,
     layers: LayerBands | None,

@@ -10,15 +10,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.equivalence.bands import reference_bands
 from winml_perf.equivalence.layers import LayerBands, judge_layers, unjudged
 from winml_perf.equivalence.passes.genai_passes import CheckPasses
 from winml_perf.equivalence.passes.layer_outputs import stage_ep
 from winml_perf.equivalence.passes.layers_ahead import LayersAhead
-from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures
+from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures, StagePrecision
 from winml_perf.support.errors import BenchmarkFailure
+
+if TYPE_CHECKING:
+    from winml_perf.equivalence.passes.genai_logits import TeacherForced
+    from winml_perf.equivalence.verdict_cache import VerdictCache
 
 # Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
 # fp32 (measured), which would turn a precision artefact of the driver into a false alarm.
@@ -50,13 +54,15 @@ def _stage_outputs(path: str) -> list[tuple[str, list[str], bool, bool]]:
     ]
 
 
-def _stage_steps(ref, run, name: str, on_prompt: bool, on_tokens: bool) -> list[int]:
+def _stage_steps(ref: TeacherForced, run: TeacherForced, name: str, on_prompt: bool, on_tokens: bool) -> list[int]:
     """The steps at which this stage produced ``name`` and both sides could read it."""
     steps = sorted(set(ref.outputs.get(name, {})) & set(run.outputs.get(name, {})))
     return [k for k in steps if (k == 0 and on_prompt) or (k > 0 and on_tokens)]
 
 
-def _stage_figures(stage_outputs, ref, run) -> tuple[list[StageFigures], list[str]]:
+def _stage_figures(
+    stage_outputs: list[Any], ref: TeacherForced, run: TeacherForced
+) -> tuple[list[StageFigures], list[str]]:
     """Each stage's first readable output against the reference's, at the steps the stage ran;
     the stages with none readable (the generator keeps some outputs at some steps only)."""
     from winml_perf.stats.equivalence import compare_tensors
@@ -73,7 +79,7 @@ def _stage_figures(stage_outputs, ref, run) -> tuple[list[StageFigures], list[st
     return figures, unobserved
 
 
-def _precision(folder: str | Path) -> tuple:
+def _precision(folder: str | Path) -> tuple[StagePrecision, ...]:
     """What each stage of the bundle at ``folder`` computes in, read from the files it loads."""
     from winml_perf.bundle.variants import bundle_precision
 
@@ -135,16 +141,18 @@ class _Reference:
     label: str
     prompt_ids: list[int]
     steps: int
-    stage_outputs: list
+    stage_outputs: list[Any]
     reference: Any  # passes/genai_logits.TeacherForced
     noise: Band
     precision: Band | None
     layer_bands: LayerBands | None
     layer_failure: str | None
-    ref_precision: tuple
+    ref_precision: tuple[StagePrecision, ...]
 
 
-def _reference(path: str, label: str, prompt_ids: list[int], steps: int, layers: bool, store, cost: CheckCost):
+def _reference(
+    path: str, label: str, prompt_ids: list[int], steps: int, layers: bool, store: VerdictCache | None, cost: CheckCost
+) -> _Reference:
     """The reference's teacher-forced pass and layer profiles, then its bands (read from ``store`` when it
     holds them for this content, else measured and stored)."""
     from winml_perf.equivalence.passes.genai_logits import teacher_forced
@@ -312,7 +320,11 @@ def _count_layer_passes(cost: CheckCost, layer_bands: LayerBands) -> None:
 
 
 def _each_route(
-    routes: Sequence[Any], ready, judge, store, cost: CheckCost
+    routes: Sequence[Any],
+    ready: Callable[[Sequence[str]], None],
+    judge: Callable[[str], Equivalence],
+    store: VerdictCache | None,
+    cost: CheckCost,
 ) -> tuple[dict[str, Equivalence], dict[str, str]]:
     """{label: Equivalence} and {label: why its pass failed}: each route judged by ``judge(path)`` (after
     ``ready(paths)``, the folders of every route to be judged), unless ``store`` (the verdict cache) holds
@@ -333,7 +345,7 @@ def _each_route(
             except BenchmarkFailure as exc:
                 found = exc.message
             cost.judged += 1
-            if key is not None and isinstance(found, Equivalence):
+            if store is not None and key is not None and isinstance(found, Equivalence):
                 store.save_verdict(key, found)
         elif isinstance(found, Equivalence):  # read back or shared: this route's folder, and this run's cost
             found = replace(found, route_path=path, cost_ms=round((time.perf_counter() - t1) * 1000.0, 3))
@@ -346,7 +358,7 @@ def _each_route(
     return out, errors
 
 
-def _cached_verdicts(routes: Sequence[Any], store) -> dict[str, Equivalence | None]:
+def _cached_verdicts(routes: Sequence[Any], store: VerdictCache | None) -> dict[str, Equivalence | None]:
     """{content key: the verdict cache's verdict, or None}, each key read once; {} without a cache."""
     if store is None:
         return {}
@@ -367,7 +379,7 @@ def _layers_beside(path: str) -> bool:
     return all(EPS[ep].sessions_beside if ep in EPS else False for ep, _ in map(stage_ep, stages))
 
 
-def _to_judge(routes: Sequence[Any], store, cached: Mapping[str, Equivalence | None]) -> list[str]:
+def _to_judge(routes: Sequence[Any], store: VerdictCache | None, cached: Mapping[str, Equivalence | None]) -> list[str]:
     """The folders of the routes a check will judge: each route's, but those whose content's verdict
     the verdict cache holds or whose content an earlier route has."""
     out, keys = [], set()

@@ -17,7 +17,11 @@ from winml_perf.model.equivalence import Layers
 from winml_perf.support.errors import BenchmarkFailure
 
 if TYPE_CHECKING:
+    from winml_perf.bundle.config import GenaiConfig
     from winml_perf.equivalence.passes.layer_outputs import KvShape
+
+#: a layer pass's opened session (None: no taps), its taps {layer: tensor}, teacher inputs {layer: input}, the copy's path
+_Opened = tuple[Any, dict[int, str], dict[int, str], Path]
 
 
 @dataclass(frozen=True)
@@ -83,12 +87,14 @@ class LayerBands:
             self.local_errors[name] = band_errors(base[1].values, after[1].values)
 
 
-def _stage_node(config, name: str) -> dict:
+def _stage_node(config: GenaiConfig, name: str) -> dict[str, Any]:
     decoder = config.raw["model"]["decoder"]
     if config.kind == "flat":
-        return decoder
+        flat: dict[str, Any] = decoder
+        return flat
     nodes = decoder["pipeline"]
-    return (nodes[0] if isinstance(nodes, list) else nodes)[name]
+    node: dict[str, Any] = (nodes[0] if isinstance(nodes, list) else nodes)[name]
+    return node
 
 
 def layer_profile(
@@ -192,7 +198,7 @@ def _file_pass(
     return FilePass(taps, {t: run.outputs[t] for t in taps.values()})
 
 
-def _tapped_session(file: StageFile, teacher: bool, clock: PassClock) -> tuple[Any, dict, dict, Path] | str:
+def _tapped_session(file: StageFile, teacher: bool, clock: PassClock) -> _Opened | str:
     """The session of the stage file's tapped copy on its EP, its taps and teacher inputs, and the
     copy's path (for messages; the copy is removed once the session holds the model): kept from an
     earlier prompt of the check when there is one; else why its layers are unobserved."""
@@ -202,7 +208,7 @@ def _tapped_session(file: StageFile, teacher: bool, clock: PassClock) -> tuple[A
     from winml_perf.equivalence.passes.shared_passes import session_key, stage_file_bytes
 
     key = session_key(file, teacher)
-    kept = kept_session(key)
+    kept: _Opened | None = kept_session(key)
     if kept is not None:
         return kept
     t0 = time.perf_counter()
@@ -256,7 +262,12 @@ def _pass_length(shapes: Mapping[str, tuple[Any, ...]], n_tokens: int, embeds: A
     return n, None
 
 
-def _keep_first(taps: dict[int, str], outputs: dict[str, Any], label: str, into: tuple[dict, dict, dict]) -> None:
+def _keep_first(
+    taps: dict[int, str],
+    outputs: dict[str, Any],
+    label: str,
+    into: tuple[dict[int, Any], dict[int, str], dict[int, str]],
+) -> None:
     """Each tapped layer's output, stage and tensor name, where no earlier stage gave that layer."""
     values, stage_of, tensor_of = into
     for k, tensor in taps.items():

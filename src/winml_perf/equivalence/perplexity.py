@@ -20,11 +20,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.model.equivalence import Equivalence
 from winml_perf.model.perplexity import Perplexity, PerplexityDifference, PerplexityText
 from winml_perf.support.errors import BenchmarkFailure, UsageError
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import GenaiConfig
 
 #: The text scored when --perplexity names no file (src/winml_perf/data/README.md says where it comes from).
 DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "data" / "coriolanus-act1.txt"
@@ -87,7 +90,7 @@ def chunk_text(bundle: str | Path, text_path: Path, chunk: int) -> Chunks:
     return Chunks(facts, tuple(chunks))
 
 
-def _prompt_stages(config) -> list:
+def _prompt_stages(config: GenaiConfig) -> list[Any]:
     """The stages a prompt runs through, in order, one per file (context and iterator share one)."""
     seen: set[str] = set()
     out = []

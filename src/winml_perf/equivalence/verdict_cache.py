@@ -27,15 +27,16 @@ import importlib.util
 import json
 import os
 import platform
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from winml_perf.model.equivalence import Band, Equivalence
 
 FORMAT = 1
 FAMILY = "equivalence"
+T = TypeVar("T")
 #: Files the tool writes beside a bundle's own: the runtime reads none of them.
 BOOKKEEPING = frozenset({"manifest.json", "placement.json"})
 #: The modules whose code decides a verdict: the check and every module of this room it runs
@@ -98,7 +99,7 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def _plugins(folder: str | Path) -> dict:
+def _plugins(folder: str | Path) -> dict[str, Any]:
     """The plugin library of each EP the bundle at ``folder`` names (none for CPU or a built-in EP)."""
     from winml_perf.bundle.config import config_of
     from winml_perf.ep.plugins import plugin_identity
@@ -124,7 +125,7 @@ class CachedBands:
 
     noise: Band
     precision: Band | None
-    layers: dict | None
+    layers: dict[str, Any] | None
 
     def fits(self, layer_bands: Any) -> bool:
         """Whether these bands serve a check that judges layers (``layer_bands``) or not (None)."""
@@ -142,12 +143,14 @@ class VerdictCache:
     """The entries of one judgement (a reference, a prompt, steps) in ``root``."""
 
     bundle: Path  # the bundle whose artifact root holds the entries
-    base: dict  # what every key of this judgement holds
+    base: dict[str, Any]  # what every key of this judgement holds
     keys_ms: float = 0.0  # time spent hashing content
     _route_keys: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, bundle: str | Path, reference: str | Path, prompt_ids: Sequence[int], steps: int, layers: bool):
+    def open(
+        cls, bundle: str | Path, reference: str | Path, prompt_ids: Sequence[int], steps: int, layers: bool
+    ) -> VerdictCache:
         """The cache of ``bundle``'s artifact root for judging against ``reference`` on ``prompt_ids``."""
         import time
 
@@ -187,12 +190,12 @@ class VerdictCache:
 
         return root_for(self.bundle) / f"{FAMILY}-{key[:12]}-{kind}.json"
 
-    def _read(self, key: str, kind: str, parse) -> Any:
+    def _read(self, key: str, kind: str, parse: Callable[[Any], T]) -> T | None:
         from winml_perf.support.cache_file import read_cache
 
-        parsed: list[Any] = []
+        parsed: list[T] = []
 
-        def valid(data: dict) -> bool:
+        def valid(data: dict[str, Any]) -> bool:
             if data.get("key") != key or data.get("kind") != kind:
                 return False
             parsed.append(parse(data["value"]))
@@ -200,7 +203,7 @@ class VerdictCache:
 
         return parsed[0] if read_cache(self._path(key, kind), valid) is not None else None
 
-    def _write(self, key: str, kind: str, value: dict) -> None:
+    def _write(self, key: str, kind: str, value: dict[str, Any]) -> None:
         from winml_perf.bundle.cache import holding
         from winml_perf.support.cache_file import write_cache
 

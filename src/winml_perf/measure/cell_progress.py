@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, overload
 
 from winml_perf.measure.hosting.replies import BeginReply, EndReply
 from winml_perf.model.metrics import metric_values
@@ -65,7 +65,11 @@ class RunningValues(Sequence[float]):
     def __len__(self) -> int:
         return len(self.values)
 
-    def __getitem__(self, i):
+    @overload
+    def __getitem__(self, i: int) -> float: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[float]: ...
+    def __getitem__(self, i: int | slice) -> float | list[float]:
         return self.values[i]
 
     def __iter__(self) -> Iterator[float]:

@@ -17,12 +17,12 @@ from winml_perf.model.spec import SessionSpec
 
 @dataclass
 class SweepContext:
-    session_factory: Callable
+    session_factory: Callable[[SessionSpec], Any]
     isolate: bool  # each route's session in a child process of its own
     sample_memory: bool
     progress: Progress
     rng: random.Random  # the seeded order of routes and cells
-    explainer: Callable[..., dict] | None = None  # (cell, prompt_ids, timeout_s) -> explain section
+    explainer: Callable[..., dict[str, Any]] | None = None  # (cell, prompt_ids, timeout_s) -> explain section
     on_result: Callable[[CellResult], None] | None = None
     hosts: dict[str, Host] = field(default_factory=dict)  # route label -> its live host
     results: list[CellResult] = field(default_factory=list)  # kept only when there is no on_result

@@ -36,7 +36,7 @@ class _Nvml:
     """NVML device-memory reader; ``note`` says why it is unavailable when it is."""
 
     def __init__(self) -> None:
-        self.handles: list = []
+        self.handles: list[Any] = []
         self.note: str | None = None
         self._nvml: Any = None  # the pynvml module (untyped) once NVML answered with a visible GPU
         try:

@@ -20,7 +20,7 @@ from winml_perf.measure.context import SweepContext
 from winml_perf.measure.driver import CellDriver
 from winml_perf.measure.hosting.local import Host
 from winml_perf.model.result import CellFailure
-from winml_perf.model.spec import CellSpec, IterationPolicy
+from winml_perf.model.spec import CellSpec, IterationPolicy, PromptSpec
 
 
 def batch_size(policy: IterationPolicy, rounds: int | None, interleaved: bool) -> int:
@@ -46,7 +46,7 @@ class RoundsSchedule:
     def __init__(self, context: SweepContext, cells: Sequence[CellSpec], rounds: int | None) -> None:
         self.context = context
         self.rounds = rounds
-        self.groups: dict[tuple, list[CellDriver]] = {}
+        self.groups: dict[tuple[int | None, int | None, PromptSpec], list[CellDriver]] = {}
         for i, cell in enumerate(cells):
             driver = CellDriver(context, cell, i, fresh_session_per_invocation=False)
             self.groups.setdefault(cell.shape_key, []).append(driver)

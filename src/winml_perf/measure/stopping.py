@@ -175,7 +175,7 @@ MODEL_SLACK = 2.0
 T_REGIME_ENDS = 6
 
 
-def predicted_half_width(components, iterations: float, k: int) -> float:
+def predicted_half_width(components: VarianceComponents, iterations: float, k: int) -> float:
     """t(k-1) x sqrt(T2^2/k + T1^2/(r1 k)): the interval K&J's variance predicts for k invocations
     of r1 iterations (Student t quantile at 97.5 %)."""
     from scipy.special import stdtrit  # Student's t quantile; loaded on first use
@@ -184,7 +184,7 @@ def predicted_half_width(components, iterations: float, k: int) -> float:
 
 
 def marginal_choice(
-    components, iteration_cost_s: float, invocation_cost_s: float, here: int, k: int
+    components: VarianceComponents, iteration_cost_s: float, invocation_cost_s: float, here: int, k: int
 ) -> tuple[Literal["iteration", "invocation"], str]:
     """Iteration or invocation, whichever narrows the predicted interval more per second. K&J's r1*
     alone ignores that with 2-5 invocations the t quantile (12.7 at k = 2, 2.8 at k = 5) shrinks

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,7 @@ class TokenFacts:
     kv_bytes_per_token: int  # an upper estimate of the KV cache one token costs (fp32), 0 when unknown
 
 
-def _whole(node: dict, key: str, where: Path, default: int = 0) -> int:
+def _whole(node: dict[str, Any], key: str, where: Path, default: int = 0) -> int:
     value = node.get(key, default)
     if value is None:
         return default
@@ -188,13 +189,13 @@ class GenaiSession:
     def loaded(self) -> bool:
         return self._model is not None
 
-    def _require_loaded(self):
+    def _require_loaded(self) -> Any:
         if self._model is None:
             raise RuntimeError("GenaiSession is not loaded; call load() or use it as a context manager")
         return self._model
 
     # -- prompts ---------------------------------------------------------------------------------
-    def _tokenizer_or_fail(self):
+    def _tokenizer_or_fail(self) -> Any:
         """The tokenizer, made on first use: synthetic token prompts need none (bundles without one)."""
         import onnxruntime_genai as og
 
@@ -216,14 +217,14 @@ class GenaiSession:
         return [int(t) for t in self._tokenizer_or_fail().encode(text)]
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self._tokenizer_or_fail().decode(np.asarray(ids, dtype=np.int32))
+        return str(self._tokenizer_or_fail().decode(np.asarray(ids, dtype=np.int32)))
 
     def has_chat_template(self) -> bool:
         return has_chat_template(self.bundle)
 
     def apply_chat_template(self, text: str) -> str:
         messages = json.dumps([{"role": "user", "content": text}])
-        return self._tokenizer_or_fail().apply_chat_template(messages, add_generation_prompt=True)
+        return str(self._tokenizer_or_fail().apply_chat_template(messages, add_generation_prompt=True))
 
     def synthetic_prompt(self, n_tokens: int, seed: int = 0) -> list[int]:
         """``n_tokens`` deterministic ordinary token ids (no special tokens), for --prompt-tokens."""

@@ -21,12 +21,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle import no_follow
 from winml_perf.ep.table import emulator_of
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import GenaiConfig
+    from winml_perf.model.route import CompileOutcome
 
 COMPAT_FILE = "compat.json"
 RECOMPILE = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
@@ -46,7 +51,7 @@ class Verdict:
     def fit(self) -> bool:
         return self.verdict in ("compatible", "verified")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -101,12 +106,13 @@ def _virtual_info(model: Path, ep: str) -> str | None:
     from onnxruntime.capi import onnxruntime_pybind11_state as C
 
     try:
-        return C.get_compatibility_info_from_model(str(model), ep + ".virtual")
+        info: str | None = C.get_compatibility_info_from_model(str(model), ep + ".virtual")
+        return info
     except Exception:  # the first read already failed or succeeded on the same file
         return None
 
 
-def _hw(device) -> str:
+def _hw(device: Any) -> str:
     kind = device.device.type
     return str(getattr(kind, "name", kind)).rsplit(".", 1)[-1].lower()
 
@@ -188,7 +194,7 @@ def is_compiled_file(name: str, output: str) -> bool:
     return name == output or name.startswith(Path(output).stem + "_") or name.startswith(output + ".")
 
 
-def read_memo(folder: Path) -> dict:
+def read_memo(folder: Path) -> dict[str, Any]:
     try:
         data = json.loads((Path(folder) / COMPAT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -196,7 +202,7 @@ def read_memo(folder: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def write_memo(folder: Path, memo: dict) -> None:
+def write_memo(folder: Path, memo: dict[str, Any]) -> None:
     """Atomically; the memo is optional (a folder we cannot write is verified again next time)."""
     tmp = Path(folder) / f".{COMPAT_FILE}.{os.getpid()}"
     try:
@@ -227,7 +233,7 @@ def check_stage(folder: Path, output: str, ep: str, options: Mapping[str, str], 
     return verdict
 
 
-def stage_options(config, stage: str) -> dict[str, str]:
+def stage_options(config: GenaiConfig, stage: str) -> dict[str, str]:
     """The provider options a stage of ``config`` runs with (its first provider's)."""
     found = next((s for s in config.stages if s.name == stage), None)
     if found is None or not found.provider_options:
@@ -235,12 +241,12 @@ def stage_options(config, stage: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in (next(iter(found.provider_options[0].values())) or {}).items()}
 
 
-def remember(folder: Path, outcomes, config) -> None:
+def remember(folder: Path, outcomes: Sequence[CompileOutcome], config: GenaiConfig) -> None:
     """Keep the compile children's session verdicts in ``folder``'s compat.json (so a hit needs no session)."""
     memo = read_memo(folder)
     for o in outcomes:
         v = o.compatibility
-        if o.status != "compiled" or not isinstance(v, dict) or v.get("verdict") != "verified":
+        if o.status != "compiled" or o.output is None or not isinstance(v, dict) or v.get("verdict") != "verified":
             continue
         options = stage_options(config, o.stages[0])
         memo[o.output] = {"key": memo_key(folder, compiled_files(folder, o.output), o.ep, options), "verdict": dict(v)}

@@ -19,13 +19,18 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
 from winml_perf.model.route import CompileOutcome
 from winml_perf.support.errors import BundleError, UsageError
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.routing import RoutePlan
 
 RECOMPILE_STATUSES = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
 NO_NODES = "Unable to compile any nodes"  # onnxruntime's words under ERROR_IF_NO_NODES_COMPILED
@@ -37,14 +42,14 @@ class CompileJob:
     stages: tuple[str, ...]
     source: str  # the stages' model file, relative to the bundle
     ep: str  # canonical
-    provider_options: dict = field(default_factory=dict)
+    provider_options: dict[str, Any] = field(default_factory=dict[str, Any])
     graph_optimization_level: str = "all"  # the level the stages load at; the compile runs at it too
 
     @property
     def output(self) -> str:
         return f"{self.stages[0]}_{eps.ep_alias(self.ep)}_ctx.onnx"
 
-    def key_dict(self) -> dict:
+    def key_dict(self) -> dict[str, Any]:
         return {
             "stages": list(self.stages),
             "source": self.source,
@@ -55,40 +60,47 @@ class CompileJob:
         }
 
 
+#: what compiles a plan's jobs from a source folder into an output folder: run_jobs, or a replacement
+#: (device_free.runner, export.runner)
+JobRunner = Callable[[Sequence["CompileJob"], Path, Path, float], list[CompileOutcome]]
+
+
 def _compiles(ep: str) -> bool:
     return eps.compiles(ep)
 
 
-def compile_jobs(plan, compiles=None) -> tuple[list[CompileJob], list[CompileOutcome]]:
+def compile_jobs(
+    plan: RoutePlan, compiles: Callable[[str], bool] | None = None
+) -> tuple[list[CompileJob], list[CompileOutcome]]:
     """(jobs, notes): one job per distinct (file, EP, options); a note per stage with nothing to compile."""
     compiles = compiles or _compiles
     jobs: dict[str, CompileJob] = {}
     notes = []
     forced = any(r.forced for r in plan.stages)
     for route in plan.stages:
+        ep = route.ep_after
+        assert ep is not None, "a plan's stage routes name their EP (bundle/routing.py)"
         if forced and not route.forced:  # --stages or a per-stage route: only the stages the route names are compiled
             why = "not one of this route's stages (--stages, or a per-stage route that leaves it out)"
-        elif not compiles(route.ep_after):
-            why = f"{eps.ep_alias(route.ep_after)} does not produce EPContext models"
+        elif not compiles(ep):
+            why = f"{eps.ep_alias(ep)} does not produce EPContext models"
         else:
             why = None
         if why is not None:
-            notes.append(
-                CompileOutcome((route.stage,), route.files[0], route.ep_after, None, "nothing to compile", why)
-            )
+            notes.append(CompileOutcome((route.stage,), route.files[0], ep, None, "nothing to compile", why))
             continue
         options = next(iter(route.provider_options_after[0].values())) if route.provider_options_after else {}
         level = load_level(plan.config.raw, route.stage)
-        ident = json.dumps([route.files[0], route.ep_after, options, level], sort_keys=True)
+        ident = json.dumps([route.files[0], ep, options, level], sort_keys=True)
         if ident in jobs:
             job = jobs[ident]
             jobs[ident] = replace(job, stages=job.stages + (route.stage,))
         else:
-            jobs[ident] = CompileJob((route.stage,), route.files[0], route.ep_after, dict(options), level)
+            jobs[ident] = CompileJob((route.stage,), route.files[0], ep, dict(options), level)
     return list(jobs.values()), notes
 
 
-def load_level(raw_config: dict, stage: str) -> str:
+def load_level(raw_config: dict[str, Any], stage: str) -> str:
     """The graph optimisation level onnxruntime-genai loads ``stage`` at: its session_options'
     ``graph_optimization_level`` (its own, else the decoder's), else onnxruntime's default, all.
 
@@ -172,7 +184,7 @@ def compile_in_child(
     return CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "", ms, _verdict(result.stdout))
 
 
-def _verdict(stdout: str) -> dict | None:
+def _verdict(stdout: str) -> dict[str, Any] | None:
     """The compile child's last stdout line: the compiled model's compatibility verdict (JSON)."""
     for line in reversed(stdout.strip().splitlines()):
         try:

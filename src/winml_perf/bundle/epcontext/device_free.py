@@ -20,9 +20,11 @@ import json
 import platform
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+from winml_perf.bundle.epcontext.compile import CompileJob, JobRunner
 from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, TARGET_KEYS, VERSION_KEYS
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
@@ -32,20 +34,20 @@ from winml_perf.support.errors import UsageError
 CHILD_MODULE = "winml_perf.bundle.epcontext.device_free_child"
 
 
-def _identity(ep: str) -> dict | None:
+def _identity(ep: str) -> dict[str, Any] | None:
     from winml_perf.ep.plugins import plugin_identity
 
     return plugin_identity(ep)
 
 
-def _named(ep: str, ident: Mapping | None) -> str:
+def _named(ep: str, ident: Mapping[str, Any] | None) -> str:
     alias = eps.ep_alias(ep)
     if not ident or not ident.get("package"):
         return alias
     return f"{alias} ({ident.get('package')} {ident.get('version')})"
 
 
-def refuse_unless_possible(ep: str) -> dict:
+def refuse_unless_possible(ep: str) -> dict[str, Any]:
     """The plugin identity of ``ep`` when it can compile device-free here; else UsageError (exit 2)."""
     ident = _identity(ep)
     if ident is None:
@@ -70,11 +72,12 @@ def refuse_unless_possible(ep: str) -> dict:
     return ident
 
 
-def runner(strict: bool):
+def runner(strict: bool) -> JobRunner:
     """A compile.run_jobs replacement for derive.py: every job device-free, provenance in prepared.json."""
 
-    def run(jobs, src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
-        outcomes, made = [], {}
+    def run(jobs: Sequence[CompileJob], src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
+        outcomes: list[CompileOutcome] = []
+        made: dict[str, Any] = {}
         for job in jobs:
             out = Path(out_dir) / job.output
             outcome, report = _compile_one(job, Path(src_dir) / job.source, out, timeout_s, strict)
@@ -89,7 +92,9 @@ def runner(strict: bool):
     return run
 
 
-def _compile_one(job, src: Path, out: Path, timeout_s: float, strict: bool, session_config: Mapping = {}):
+def _compile_one(
+    job: CompileJob, src: Path, out: Path, timeout_s: float, strict: bool, session_config: Mapping[str, Any] = {}
+) -> tuple[CompileOutcome, dict[str, Any] | None]:
     ident = _identity(job.ep) or {}
     args = [
         str(src),
@@ -124,10 +129,11 @@ def _compile_one(job, src: Path, out: Path, timeout_s: float, strict: bool, sess
     )
 
 
-def compile_plain(model: Path, out: Path, ep: str, level: str, options: Mapping, config: Mapping, timeout_s: float):
+def compile_plain(
+    model: Path, out: Path, ep: str, level: str, options: Mapping[str, Any], config: Mapping[str, Any], timeout_s: float
+) -> float:
     """A plain .onnx model compiled device-free to ``out``; its provenance in ``out``'s folder's prepared.json.
     Returns the compile's milliseconds; a failed compile is a BundleError (exit 2) saying why."""
-    from winml_perf.bundle.epcontext.compile import CompileJob
     from winml_perf.support.errors import BundleError
 
     job = CompileJob((model.stem,), model.name, ep, {str(k): str(v) for k, v in options.items()}, level)
@@ -142,7 +148,7 @@ def compile_plain(model: Path, out: Path, ep: str, level: str, options: Mapping,
     return outcome.compile_ms
 
 
-def _provenance(job, ident: Mapping, report: dict, strict: bool) -> dict:
+def _provenance(job: CompileJob, ident: Mapping[str, Any], report: dict[str, Any], strict: bool) -> dict[str, Any]:
     return {
         "made": "device-free",
         "stages": list(job.stages),
@@ -160,7 +166,7 @@ def _provenance(job, ident: Mapping, report: dict, strict: bool) -> dict:
     }
 
 
-def _last_json(stdout: str) -> dict | None:
+def _last_json(stdout: str) -> dict[str, Any] | None:
     for line in reversed(stdout.strip().splitlines()):
         try:
             data = json.loads(line)
@@ -171,7 +177,7 @@ def _last_json(stdout: str) -> dict | None:
     return None
 
 
-def read_prepared(folder: Path) -> dict:
+def read_prepared(folder: Path) -> dict[str, Any]:
     """output file -> provenance, from ``folder``'s prepared.json ({} when none)."""
     try:
         data = json.loads((Path(folder) / PREPARED_FILE).read_text(encoding="utf-8"))
@@ -181,7 +187,9 @@ def read_prepared(folder: Path) -> dict:
     return stages if isinstance(stages, dict) else {}
 
 
-def reuse_report(made: Mapping, ep: str, options: Mapping[str, str], verdict: Mapping | None) -> dict:
+def reuse_report(
+    made: Mapping[str, Any], ep: str, options: Mapping[str, str], verdict: Mapping[str, Any] | None
+) -> dict[str, Any]:
     """How a compiled stage was made, what runs it now, and whether they match ("ok", else what differs)."""
     ident = _identity(ep) or {}
     now = {k: str(v) for k, v in options.items() if k in TARGET_KEYS}

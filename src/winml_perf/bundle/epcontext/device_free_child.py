@@ -25,6 +25,7 @@ import json
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from winml_perf.ep import child
 
@@ -34,7 +35,7 @@ INLINE_LIMIT_BYTES = 2_000_000_000  # under protobuf's 2 GiB, with room for the 
 EXTERNAL_MIN_BYTES = 1024  # initializers at least this large go to <OUT>.data when a model is written external
 
 
-def node_placement(src: str, out: str) -> dict:
+def node_placement(src: str, out: str) -> dict[str, Any]:
     """Where the compile put the nodes: source nodes absent from the compiled graph went into an
     EPContext partition (the EP), except Constant nodes (folded into initializers); nodes left in it
     stay on CPU. A node the optimizer fused away also counts as absent (at most the fused ones)."""
@@ -86,7 +87,7 @@ def source_bytes(src: str) -> int:
     return path.stat().st_size + sum((path.parent / rel).stat().st_size for rel in external_data_files(path))
 
 
-def external_options(src: str, out: str) -> dict:
+def external_options(src: str, out: str) -> dict[str, Any]:
     """ModelCompiler arguments that write ``out``'s initializers to ``<out>.data`` when ``src`` is over the limit
     (written inline, its compiled model would pass protobuf's); none otherwise."""
     if source_bytes(src) <= INLINE_LIMIT_BYTES:

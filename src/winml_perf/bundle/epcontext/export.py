@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, cast
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat, device_free
+from winml_perf.bundle.epcontext.compile import CompileJob, JobRunner
 from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, VERSION_KEYS
 from winml_perf.model.route import CompileOutcome
 from winml_perf.support import safe_write
@@ -31,7 +33,7 @@ FLAG = "export-prepared DEST"
 FORMAT = 1
 
 
-def export(derived: Path, dest: Path) -> dict:
+def export(derived: Path, dest: Path) -> dict[str, Any]:
     """Write ``dest`` from the derived bundle ``derived`` (its manifest names the compiled stages)."""
     derived, dest = Path(derived), Path(dest)
     manifest, problem = cache.read_manifest(derived)
@@ -77,7 +79,7 @@ def verify_export(origin: Path, dest: Path, files: dict[str, str]) -> None:
             )
 
 
-def read_export(folder: Path) -> dict:
+def read_export(folder: Path) -> dict[str, Any]:
     try:
         doc = json.loads((Path(folder) / EXPORT_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -103,7 +105,7 @@ _SHAPES: dict[str, tuple[type, type | None]] = {
 }
 
 
-def _check_shape(folder: Path, doc: dict) -> None:
+def _check_shape(folder: Path, doc: dict[str, Any]) -> None:
     """Exit 2 naming the key unless export.json's keys hold what they should and every member it names
     is a plain name inside the export folder."""
     where = f"{folder}/{EXPORT_FILE}"
@@ -116,7 +118,7 @@ def _check_shape(folder: Path, doc: dict) -> None:
         _check_member(folder, where, doc["output"], must_exist=False)
 
 
-def _check_containers(where: str, doc: dict) -> None:
+def _check_containers(where: str, doc: dict[str, Any]) -> None:
     """Each key of ``_SHAPES`` present is its kind of container, holding entries of its kind."""
     for key, (kind, item) in _SHAPES.items():
         value = doc.get(key)
@@ -124,12 +126,12 @@ def _check_containers(where: str, doc: dict) -> None:
             continue
         if not isinstance(value, kind):
             raise UsageError(f"{where}: key {key!r} is not a JSON {kind.__name__}", "export it again")
-        items: list[Any] = list(value.values()) if isinstance(value, dict) else list(cast(list, value))
+        items: list[Any] = list(value.values()) if isinstance(value, dict) else list(cast(list[Any], value))
         if item is not None and any(not isinstance(v, item) for v in items):
             raise UsageError(f"{where}: key {key!r} holds an entry that is not a {item.__name__}", "export it again")
 
 
-def _check_fields(where: str, doc: dict) -> None:
+def _check_fields(where: str, doc: dict[str, Any]) -> None:
     """The strings and objects read later: output and model, each job's ep/source/output, the asked
     options (a bundle's route), the settings' EP and provider options (a plain model's)."""
     for key in ("output", "model"):
@@ -162,7 +164,7 @@ def _check_member(folder: Path, where: str, name: str, must_exist: bool) -> None
         raise UsageError(f"{where}: member {name!r} is not in {folder}", "copy the whole export folder")
 
 
-def check_here(doc: dict, bundle: Path, jobs) -> None:
+def check_here(doc: dict[str, Any], bundle: Path, jobs: Sequence[CompileJob]) -> None:
     """Exit 2 unless ``jobs`` (planned here) and this bundle's source models are the exported ones,
     and the plugin EP here is the package version and SDK that compiled them."""
     exported = [json.dumps(j, sort_keys=True) for j in doc.get("jobs", [])]
@@ -189,11 +191,11 @@ def check_here(doc: dict, bundle: Path, jobs) -> None:
             )
 
 
-def runner(folder: Path, doc: dict):
+def runner(folder: Path, doc: dict[str, Any]) -> JobRunner:
     """A compile.run_jobs replacement: each job's exported files, checked against their sha256."""
 
-    def run(jobs, src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
-        outcomes = []
+    def run(jobs: Sequence[CompileJob], src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
+        outcomes: list[CompileOutcome] = []
         for job in jobs:
             names = [n for n in doc["files"] if compat.is_compiled_file(n, job.output)]
             for name in names:

@@ -48,11 +48,11 @@ class OnnxImport:
     write: Callable[[Path, str], Any]
 
 
-def is_prepared_model(manifest: dict) -> bool:
+def is_prepared_model(manifest: dict[str, Any]) -> bool:
     return "output" in manifest and "kind" in manifest and "model" in manifest.get("source", {})
 
 
-def export_model(folder: Path, manifest: dict, dest: Path) -> dict:
+def export_model(folder: Path, manifest: dict[str, Any], dest: Path) -> dict[str, Any]:
     """Write ``dest`` from a prepared model's cache ``folder`` (its ``manifest``)."""
     if manifest["kind"] != "epcontext":
         raise BundleError(
@@ -126,7 +126,7 @@ def import_plan(model: Path, source: Path) -> OnnxImport:
             "compile on this machine (winml bundle prepare MODEL.onnx --ep X --compile)",
         )
 
-    def write(tmp: Path, output: str):
+    def write(tmp: Path, output: str) -> compat.Verdict:
         if output != doc.get("output"):
             raise UsageError(f"import-prepared: the export holds {doc.get('output')}, not {output}", "export it again")
         for name, digest in doc["files"].items():
@@ -153,7 +153,7 @@ def _sha(path: Path) -> str | None:
     return cache.file_sha256(path) if path.is_file() else None
 
 
-def _same_plugin(doc: dict, ep: str) -> None:
+def _same_plugin(doc: dict[str, Any], ep: str) -> None:
     made = (doc.get("plugins") or {}).get(ep) or {}
     here = device_free._identity(ep) or {}
     differs = [f"{k} {made.get(k)} -> {here.get(k)}" for k in VERSION_KEYS if made.get(k) != here.get(k)]

@@ -11,17 +11,19 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat, device_free, provenance
 from winml_perf.ep import table as eps
 
 LOAD_LEVEL = "disable"  # the level a prepared model is loaded at (session/onnx_session.py)
 
 
-def fits_check(options: Mapping[str, str], seen: dict):
+def fits_check(options: Mapping[str, str], seen: dict[str, Any]) -> cache.Check:
     """The cache's check of a prepared EPContext model here; the verdict it reached goes to ``seen``."""
 
-    def check(folder: Path, manifest: dict) -> str | None:
+    def check(folder: Path, manifest: dict[str, Any]) -> str | None:
         if manifest.get("kind") != "epcontext":
             return None
         output = manifest["output"]
@@ -50,7 +52,9 @@ def compiled_verdict(folder: Path, output: str, ep: str, options: Mapping[str, s
     return verdict
 
 
-def compatibility(folder: Path, output: str, ep: str, options: Mapping[str, str], verdict) -> dict:
+def compatibility(
+    folder: Path, output: str, ep: str, options: Mapping[str, str], verdict: compat.Verdict | None
+) -> dict[str, Any]:
     """The record's view: ``verdict`` (None: not checked, e.g. on a build server with no device) and how
     the model was made against what runs it now."""
     made = device_free.read_prepared(folder).get(output)

@@ -10,15 +10,18 @@ from __future__ import annotations
 import json
 import platform
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 PREPARED_FILE = "prepared.json"  # how each compiled model of a folder was made
 TARGET_KEYS = ("soc_model", "htp_arch", "device_type", "backend_type")  # the options that describe the target
 VERSION_KEYS = ("package", "version", "sdk_version")
 
 
-def made_here(output: Path, stages, ep: str, options: Mapping, strict: bool = False) -> dict:
+def made_here(
+    output: Path, stages: Sequence[str], ep: str, options: Mapping[str, Any], strict: bool = False
+) -> dict[str, Any]:
     """How ``output`` was made: on this machine's ``ep`` device, with these options and versions."""
     import onnxruntime as ort
 
@@ -42,13 +45,13 @@ def made_here(output: Path, stages, ep: str, options: Mapping, strict: bool = Fa
     }
 
 
-def write(folder: Path, made: Mapping[str, dict]) -> None:
+def write(folder: Path, made: Mapping[str, dict[str, Any]]) -> None:
     """``folder``/prepared.json: compiled file -> how it was made."""
     text = json.dumps({"stages": dict(made)}, indent=2)
     (Path(folder) / PREPARED_FILE).write_text(text, encoding="utf-8")
 
 
-def _device(ep: str) -> dict | None:
+def _device(ep: str) -> dict[str, Any] | None:
     from winml_perf.session.onnx_session import ort_ep_devices
 
     found = ort_ep_devices(ep)
@@ -62,6 +65,7 @@ def compatibility_info(output: Path, ep: str) -> str | None:
     from onnxruntime.capi import onnxruntime_pybind11_state as C
 
     try:
-        return C.get_compatibility_info_from_model(str(output), ep)
+        info: str | None = C.get_compatibility_info_from_model(str(output), ep)
+        return info
     except Exception:  # a model onnxruntime cannot read carries none we could report
         return None

@@ -15,7 +15,7 @@ from winml_perf.bundle import cache
 from winml_perf.support.errors import UsageError
 
 
-def require_fresh(request: cache.Request, check) -> None:
+def require_fresh(request: cache.Request, check: cache.Check | None) -> None:
     """Nothing when a fresh, fit derived bundle exists for ``request``; else UsageError (exit 2) saying why."""
     components = request.components
     key = cache.text_sha256(json.dumps(components, sort_keys=True))

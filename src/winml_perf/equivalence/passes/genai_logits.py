@@ -11,6 +11,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -30,7 +31,7 @@ class TeacherForced:
     release_ms: float = 0.0  # letting go of the generator (and of the model when the check keeps none)
 
 
-def _read_outputs(generator, names: Sequence[str], step: int, into: dict[str, dict[int, np.ndarray]]) -> None:
+def _read_outputs(generator: Any, names: Sequence[str], step: int, into: dict[str, dict[int, np.ndarray]]) -> None:
     for name in dict.fromkeys(names):
         try:
             value = np.array(generator.get_output(name), dtype=np.float32)

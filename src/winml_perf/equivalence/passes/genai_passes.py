@@ -86,8 +86,10 @@ class PassLanes:
         self.budget = free_memory_share() // max(1, n)  # the lanes' kept models share what one pool may hold
         self.lanes: list[Any] = [self._new_lane() for _ in range(n)]
         self.lane_of: dict[str, int] = {}  # route folder -> its lane, for the check's later prompts
-        self.futures: dict[str, tuple[Future, int, tuple]] = {}  # route folder -> (its pass, lane, arguments)
-        self.queued_on: list[set[Future]] = [set() for _ in range(n)]  # passes left queued on a lane that died
+        self.futures: dict[
+            str, tuple[Future[Any], int, tuple[object, ...]]
+        ] = {}  # route folder -> (its pass, lane, arguments)
+        self.queued_on: list[set[Future[Any]]] = [set() for _ in range(n)]  # passes left queued on a lane that died
         self.waited_ms = 0.0  # this process's time waiting for the lanes' passes
         self.restarted = 0
 

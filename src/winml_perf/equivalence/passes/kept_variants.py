@@ -15,12 +15,12 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
-_KEPT: ContextVar[dict[tuple, Any] | None] = ContextVar("winml_kept_variants", default=None)
+_KEPT: ContextVar[dict[tuple[object, ...], Any] | None] = ContextVar("winml_kept_variants", default=None)
 
 
 @contextmanager
-def keep_variants() -> Iterator[dict[tuple, Any]]:
-    kept: dict[tuple, Any] = {}
+def keep_variants() -> Iterator[dict[tuple[object, ...], Any]]:
+    kept: dict[tuple[object, ...], Any] = {}
     token = _KEPT.set(kept)
     try:
         yield kept
@@ -49,7 +49,7 @@ def release(folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def variant_folders(kept: dict[tuple, Any]) -> list[Path]:
+def variant_folders(kept: dict[tuple[object, ...], Any]) -> list[Path]:
     """Every folder among the kept variants (a variant is a folder, or a tuple holding folders)."""
     out: list[Path] = []
     for value in kept.values():

@@ -36,7 +36,7 @@ class KvShape:
     head_size: int
 
 
-def stage_ep(stage: Any) -> tuple[str, dict]:
+def stage_ep(stage: Any) -> tuple[str, dict[str, Any]]:
     """The EP (canonical name) and provider options a genai stage runs on, as its genai_config says (none: CPU)."""
     from winml_perf.ep.table import ep_from_genai_provider
 
@@ -46,7 +46,7 @@ def stage_ep(stage: Any) -> tuple[str, dict]:
     return ep_from_genai_provider(key), dict(options)
 
 
-def session_options(entries: Mapping[str, Any]):
+def session_options(entries: Mapping[str, Any]) -> Any:
     """onnxruntime SessionOptions from a genai stage's session_options (optimisation level, threads,
     config entries); other keys (log_id, provider_options) are not session settings."""
     import onnxruntime as ort
@@ -67,7 +67,7 @@ def session_options(entries: Mapping[str, Any]):
     return so
 
 
-def open_session(model: Path, ep: str, provider_options: Mapping[str, str], entries: Mapping[str, Any]):
+def open_session(model: Path, ep: str, provider_options: Mapping[str, str], entries: Mapping[str, Any]) -> Any:
     """An InferenceSession of ``model`` on ``ep`` (canonical name) with exactly these options."""
     import onnxruntime as ort
 
@@ -122,7 +122,7 @@ class StagePass:
     ms: float
 
 
-def open_pass_session(model: Path, ep: str, provider_options: Mapping[str, str], entries: Mapping[str, Any]):
+def open_pass_session(model: Path, ep: str, provider_options: Mapping[str, str], entries: Mapping[str, Any]) -> Any:
     """open_session, with onnxruntime's failure as a BenchmarkFailure naming the model."""
     try:
         return open_session(model, ep, provider_options, entries)

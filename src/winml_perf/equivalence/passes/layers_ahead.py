@@ -26,7 +26,7 @@ class LayersAhead:
 
     def __init__(self, run: Callable[[str], Any]) -> None:
         self.run = run
-        self.futures: dict[str, Future] = {}
+        self.futures: dict[str, Future[Any]] = {}
         self.worker_ms = 0.0  # the worker's time in layer passes
         self.waited_ms = 0.0  # the main thread's time waiting for them
         self.in_turn_ms = 0.0  # the main thread's time in the passes of routes not started ahead

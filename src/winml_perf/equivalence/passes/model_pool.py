@@ -30,9 +30,11 @@ class ModelPool:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self.models: OrderedDict[tuple, tuple[Any, int]] = OrderedDict()  # model_key -> (model, its files' bytes)
+        self.models: OrderedDict[tuple[object, ...], tuple[Any, int]] = (
+            OrderedDict()
+        )  # model_key -> (model, its files' bytes)
         # a layer pass's key (equivalence/passes/shared_passes.session_key) -> (what it opened, its file's bytes, folder)
-        self.sessions: OrderedDict[tuple, tuple[Any, int, str]] = OrderedDict()
+        self.sessions: OrderedDict[tuple[object, ...], tuple[Any, int, str]] = OrderedDict()
         self.loads = 0
         self.reused = 0
         self.sessions_opened = 0
@@ -58,7 +60,7 @@ class ModelPool:
                 self.models[key] = (model, size)
         return model
 
-    def session(self, key: tuple) -> Any:
+    def session(self, key: tuple[object, ...]) -> Any:
         """What a layer pass opened before under ``key``, or None."""
         with self._lock:
             if key not in self.sessions:
@@ -67,7 +69,7 @@ class ModelPool:
             self.sessions_reused += 1
             return self.sessions[key][0]
 
-    def keep_session(self, key: tuple, folder: str | Path, opened: Any, size: int) -> None:
+    def keep_session(self, key: tuple[object, ...], folder: str | Path, opened: Any, size: int) -> None:
         """Keep ``opened`` (a layer pass's session and taps) of a stage file of ``size`` bytes in ``folder``."""
         with self._lock:
             self.sessions_opened += 1
@@ -140,20 +142,20 @@ def load_model(folder: str | Path) -> Any:
     return og.Model(og.Config(str(folder)))
 
 
-def kept_session(key: tuple) -> Any:
+def kept_session(key: tuple[object, ...]) -> Any:
     """Inside keep_models(), what a layer pass opened before under ``key``; else None."""
     pool = _POOL.get()
     return pool.session(key) if pool is not None else None
 
 
-def keep_session(key: tuple, folder: str | Path, opened: Any, size: int) -> None:
+def keep_session(key: tuple[object, ...], folder: str | Path, opened: Any, size: int) -> None:
     """Inside keep_models(), keep a layer pass's session for the check's later prompts; else nothing."""
     pool = _POOL.get()
     if pool is not None:
         pool.keep_session(key, folder, opened, size)
 
 
-def model_key(folder: str | Path) -> tuple:
+def model_key(folder: str | Path) -> tuple[object, ...]:
     """The folder, and its genai_config.json as a file on disk: a folder made again under the same name
     (a temporary variant) is not taken for the one loaded before."""
     folder = Path(folder).resolve()

@@ -32,8 +32,8 @@ class StageFile:
     filename: str
     label: str  # its stages, 'context/iterator' (a flat bundle: 'decoder')
     ep: str
-    options: dict
-    entries: dict
+    options: dict[str, Any]
+    entries: dict[str, Any]
     takes_ids: bool  # fed token ids (a flat decoder), else the embeddings
 
 
@@ -58,7 +58,9 @@ class FilePasses:
     """The passes one check ran, by what decides them; ``runs`` and ``reused`` count them, ``tap_ms`` and
     ``run_ms`` add up the time of those run."""
 
-    done: dict[tuple, FilePass | str] = field(default_factory=dict)  # a pass, or why its layers are unobserved
+    done: dict[tuple[object, ...], FilePass | str] = field(
+        default_factory=dict
+    )  # a pass, or why its layers are unobserved
     runs: int = 0
     reused: int = 0
     tap_ms: float = 0.0
@@ -84,7 +86,7 @@ class FilePasses:
             self.done[key] = done
 
 
-def pass_key(file: StageFile, teacher: bool) -> tuple:
+def pass_key(file: StageFile, teacher: bool) -> tuple[object, ...]:
     """What decides a stage file's pass within one check (its inputs are the check's own)."""
     entries = {k: v for k, v in file.entries.items() if k not in _NOT_COMPUTING}
     return (
@@ -98,7 +100,7 @@ def pass_key(file: StageFile, teacher: bool) -> tuple:
     )
 
 
-def session_key(file: StageFile, teacher: bool) -> tuple:
+def session_key(file: StageFile, teacher: bool) -> tuple[object, ...]:
     """What decides a layer pass's session (its tapped graph, EP, options and entries), whatever the
     prompt: the key under which the check keeps it for its later prompts (equivalence/passes/model_pool.py)."""
     return ("layer session", *pass_key(file, teacher))
@@ -113,7 +115,7 @@ def stage_file_bytes(file: StageFile) -> int:
 _EXTERNAL: dict[tuple[int, int, int, int], tuple[str, ...]] = {}
 
 
-def file_identity(path: Path) -> tuple:
+def file_identity(path: Path) -> tuple[tuple[int, int, int, int], ...]:
     """The ONNX file and each external data file it names, as files on disk (links resolved)."""
     own = _stat(path)
     if own not in _EXTERNAL:

@@ -72,7 +72,9 @@ def _error_reply(exc: BaseException) -> tuple[str, ErrorReply]:
     )
 
 
-def child_main(conn, spec: SessionSpec, session_factory: Callable, sample_memory: bool, meter: Any = None) -> None:
+def child_main(
+    conn: Any, spec: SessionSpec, session_factory: Callable[[SessionSpec], Any], sample_memory: bool, meter: Any = None
+) -> None:
     """Entry point of the child: serve requests until "exit" or EOF."""
     from winml_perf.measure.hosting.session_host import SessionHost
 
@@ -116,7 +118,7 @@ class ChildHost:
     def __init__(
         self,
         spec: SessionSpec,
-        session_factory: Callable,
+        session_factory: Callable[[SessionSpec], Any],
         sample_memory: bool = True,
         context: str = "spawn",
         meter: Any = None,
@@ -153,7 +155,7 @@ class ChildHost:
         assert worker is not None  # ended only while a child runs
         return worker.end(EXIT_GRACE_S, terminate_first).to_dict()
 
-    def _request(self, msg: tuple, timeout_s: float | None, what: str) -> Any:
+    def _request(self, msg: tuple[Any, ...], timeout_s: float | None, what: str) -> Any:
         worker = self._worker if self._worker is not None else self._start()
         conn = worker.conn
         try:
@@ -187,13 +189,18 @@ class ChildHost:
         return self.load_info
 
     def begin_cell(self, cell: CellSpec, timeout_s: float | None = None) -> BeginReply:
-        return self._request(("begin_cell", cell), timeout_s, "warmup")
+        reply: BeginReply = self._request(("begin_cell", cell), timeout_s, "warmup")
+        return reply
 
     def run_batch(self, n: int, round_index: int, warmup: int = 0, timeout_s: float | None = None) -> BatchReply:
-        return self._request(("run_batch", n, round_index, warmup), timeout_s, f"iterations of round {round_index}")
+        reply: BatchReply = self._request(
+            ("run_batch", n, round_index, warmup), timeout_s, f"iterations of round {round_index}"
+        )
+        return reply
 
     def end_cell(self, timeout_s: float | None = None) -> EndReply:
-        return self._request(("end_cell",), timeout_s, "end of cell")
+        reply: EndReply = self._request(("end_cell",), timeout_s, "end of cell")
+        return reply
 
     def kill(self) -> None:
         """Stop the child at once (an interrupted run does not wait for its current request)."""

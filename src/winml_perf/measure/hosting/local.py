@@ -5,7 +5,7 @@ A host's failure becomes the cell's CellFailure here."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from winml_perf.measure.hosting.isolate import ChildError, ChildFailure, ChildHost, ChildTimeout
 from winml_perf.measure.hosting.replies import BatchReply, BeginReply, EndReply, LoadReply
@@ -13,14 +13,17 @@ from winml_perf.measure.hosting.session_host import SessionHost
 from winml_perf.model.result import CellFailure
 from winml_perf.model.spec import CellSpec, SessionSpec
 
+P = ParamSpec("P")
+T = TypeVar("T")
+
 
 class LocalHost(SessionHost):
     """SessionHost in this process with ChildHost's surface: timeouts accepted (checked by the
     runner after the fact: an in-process call cannot be interrupted) and errors as ChildError."""
 
-    def _call(self, fn, *args):
+    def _call(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         try:
-            return fn(*args)
+            return fn(*args, **kwargs)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:
@@ -55,7 +58,12 @@ Host = ChildHost | LocalHost
 
 
 def new_host(
-    spec: SessionSpec, session_factory: Callable, *, isolate: bool, sample_memory: bool, meter: Any = None
+    spec: SessionSpec,
+    session_factory: Callable[[SessionSpec], Any],
+    *,
+    isolate: bool,
+    sample_memory: bool,
+    meter: Any = None,
 ) -> Host:
     """A host for a route's session: in a child process of its own with isolation, else in this one.
     ``meter``: the energy meter it reads at phase boundaries (None: energy not measured)."""

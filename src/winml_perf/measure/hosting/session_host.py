@@ -22,7 +22,7 @@ from winml_perf.session.factory import register_plugins
 from winml_perf.stats import sample_stats as stats
 
 
-def build_prompt_ids(session: Any, prompt: PromptSpec, n_tokens: int | None) -> tuple[list[int], dict]:
+def build_prompt_ids(session: Any, prompt: PromptSpec, n_tokens: int | None) -> tuple[list[int], dict[str, Any]]:
     """The token ids fed every iteration, and a description for the record."""
     info: dict[str, Any] = {"mode": prompt.mode, "seed": prompt.seed, "apply_template": prompt.apply_template}
     if prompt.text is None:
