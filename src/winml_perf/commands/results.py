@@ -12,6 +12,7 @@ import typer
 
 from winml_perf.commands.help_style import PlainTyper
 from winml_perf.commands.option_groups import option_groups
+from winml_perf.model.cell_status import CellStatus
 from winml_perf.publish import exporters
 from winml_perf.publish.formats import Offer, Rows, check_format, format_help, format_named, shown_text, table_text
 from winml_perf.support.errors import UsageError
@@ -125,8 +126,10 @@ class RecordFilter:
 
     def filters(self) -> dict:
         """The store's filters (results/filters.py); exit 2 on a status, digest or verdict it cannot be."""
-        if self.status is not None and self.status not in ("ok", "failed"):
-            raise UsageError(f"--status {self.status!r} is not ok or failed", "pass --status ok or --status failed")
+        if self.status is not None and self.status not in tuple(CellStatus):
+            raise UsageError(
+                f"--status {self.status!r} is not {' or '.join(CellStatus)}", "pass --status ok or --status failed"
+            )
         return {
             "digest": _digest(self.digest),
             "verdict": _verdict(self.verdict),

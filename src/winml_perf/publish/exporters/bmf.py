@@ -18,7 +18,7 @@ from winml_perf.publish.exporters.json import nothing_in
 from winml_perf.publish.formats import Format, Offer
 
 #: ``equivalence_verdict`` as a BMF value.
-VERDICT_VALUES = {EQUIVALENT: 1.0, WITHIN_PRECISION: 0.5, NOT_EQUIVALENT: 0.0}
+VERDICT_VALUES: dict[str, float] = {EQUIVALENT: 1.0, WITHIN_PRECISION: 0.5, NOT_EQUIVALENT: 0.0}
 
 
 def equivalence_measures(row: Any) -> dict[str, dict[str, float]]:
