@@ -57,10 +57,10 @@ def test_a_record_reads_its_status_and_verdict_as_members_and_writes_the_same_te
         parse_status("done")
 
 
-def test_the_store_keeps_a_member_as_its_text(tmp_path):
+def test_the_store_keeps_a_member_as_its_text(store_url):
     ok = CellRecord.from_dict(make_cell("c" * 32))
     failed = CellRecord.from_dict(make_cell("d" * 32, status="failed"))
-    with open_store(tmp_path / "r.db") as store:
+    with open_store(store_url) as store:  # SQLite, and PostgreSQL where offered
         ids = [store.write_record(ok), store.write_record(failed)]
         df = load(store)
         assert sorted(df["status"]) == ["failed", "ok"]
