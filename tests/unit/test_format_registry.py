@@ -132,12 +132,12 @@ def test_an_exporter_module_adds_its_format_to_the_registry(monkeypatch):
     --help and accepted by the check, with no third file."""
     monkeypatch.setattr(formats, "_FORMATS", dict(formats._FORMATS))
     monkeypatch.setattr(exporters, "_REGISTRY", dict(exporters._REGISTRY))
-    tsv = Format("tsv", "tab-separated rows", frozenset({Offer.EXPORT}), suffix=".tsv")
-    exporters.register(exporters.Exporter("tsv", lambda df, **_: "a\tb\n"), tsv)
-    assert offered(Offer.EXPORT)[-1] == "tsv" and format_help(Offer.EXPORT).endswith(" or tsv.")
-    assert check_format(Offer.EXPORT, "tsv") == "tsv" and exporters.get("tsv").name == "tsv"
+    psv = Format("psv", "pipe-separated rows", frozenset({Offer.EXPORT}), suffix=".psv")
+    exporters.register(exporters.Exporter("psv", lambda df, **_: "a|b\n"), psv)
+    assert offered(Offer.EXPORT)[-1] == "psv" and format_help(Offer.EXPORT).endswith(" or psv.")
+    assert check_format(Offer.EXPORT, "psv") == "psv" and exporters.get("psv").name == "psv"
     with pytest.raises(UsageError, match="is not one of table, json"):
-        check_format(Offer.ROWS, "tsv")  # offered for export only
+        check_format(Offer.ROWS, "psv")  # offered for export only
     with pytest.raises(ValueError, match="no format offered for export"):
         exporters.register(exporters.Exporter("yaml", lambda df, **_: ""))
 
