@@ -13,6 +13,7 @@ from winml_perf.model.cell_status import CellStatus
 from winml_perf.model.equivalence import VERDICTS, EquivalenceVerdict
 from winml_perf.model.metrics import METRICS, Better, Source
 from winml_perf.model.record import CellRecord, load_schema, parse_status
+from winml_perf.model.route import COMPILE_FAILURES, CompileOutcome, CompileStatus
 from winml_perf.results import load
 from winml_perf.results.store import open_store
 from winml_perf.stats.series.changepoint import Direction, GateStatus
@@ -20,7 +21,7 @@ from winml_perf.stats.significance import SpeedVerdict, ci_verdict
 from winml_perf.support.errors import StoreError
 from winml_perf.support.indented_json import dumps_indented
 
-ENUMS = (CellStatus, Better, Source, EquivalenceVerdict, SpeedVerdict, Direction, GateStatus)
+ENUMS = (CellStatus, Better, Source, EquivalenceVerdict, SpeedVerdict, Direction, GateStatus, CompileStatus)
 
 
 @pytest.mark.parametrize("enum", ENUMS, ids=lambda e: e.__name__)
@@ -34,11 +35,32 @@ def test_a_member_writes_its_text_wherever_text_goes(enum):
         assert enum(text) is member
 
 
-def test_the_schema_allows_the_statuses_the_enum_defines():
-    schema = json.dumps(load_schema())
-    statuses = json.dumps([str(s) for s in CellStatus])
-    assert schema.count(f'"status": {{"enum": {statuses}}}') == 2  # a cell's and a run's
+def _enums_under(node, key):
+    """Every ``{"enum": [...]}`` the schema gives under ``key``."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == key and isinstance(v, dict) and "enum" in v:
+                yield v["enum"]
+            yield from _enums_under(v, key)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _enums_under(v, key)
+
+
+def test_the_schema_allows_the_values_the_enums_define():
+    schema = load_schema()
+    statuses = list(_enums_under(schema, "status"))
+    verdicts = list(_enums_under(schema, "verdict"))
+    assert statuses == [["measured", "not measured"], list(CellStatus), list(CellStatus)]  # energy, cell, run
+    assert len(verdicts) == 3 and all(v == list(EquivalenceVerdict) for v in verdicts)
     assert tuple(EquivalenceVerdict) == VERDICTS
+
+
+def test_a_compile_outcome_reads_its_status_as_a_member():
+    d = {"stages": ["decoder"], "source": "m.onnx", "ep": "QNNExecutionProvider", "output": None, "status": "timeout"}
+    outcome = CompileOutcome.from_dict(d)
+    assert outcome.status is CompileStatus.TIMEOUT and outcome.status in COMPILE_FAILURES
+    assert json.dumps(outcome.to_dict()["status"]) == '"timeout"'
 
 
 def test_a_record_reads_its_status_and_verdict_as_members_and_writes_the_same_text():

@@ -27,7 +27,7 @@ from winml_perf.commands.synth import synth
 from winml_perf.ep import table as eps
 from winml_perf.ep.options import parse_options
 from winml_perf.model.defaults import DEFAULTS
-from winml_perf.model.route import OK, StageRoute, with_placements
+from winml_perf.model.route import COMPILE_FAILURES, OK, StageRoute, with_placements
 from winml_perf.model.runtime import GENAI
 from winml_perf.publish.formats import Offer, check_format, format_help, format_named, json_text, result_text
 from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
@@ -375,7 +375,7 @@ def _target_lines(target, options=None, recorded=None) -> list[str]:
 
 def _fail_on_compile_failure(route) -> None:
     """Exit 1 when a compile failed or timed out: what was asked for was not made (nothing was published)."""
-    failed = [c for c in route.compile if c.status in ("failed", "timeout")]
+    failed = [c for c in route.compile if c.status in COMPILE_FAILURES]
     if failed:
         raise BenchmarkFailure(
             "compile failed: "
