@@ -89,7 +89,9 @@ def run_document(run: RunRecord) -> dict[str, Any]:
 
 def _refuse_unstored(outcome: Any, run: RunRecord, files: Exports) -> None:
     """Exit with the store's refusal, saying where the run record is kept instead."""
-    kept = [str(p) for p, f in files.values() if f == "json"]
+    from winml_perf.publish.formats import format_named
+
+    kept = [str(p) for p, f in files.values() if format_named(f).holds_document]  # the whole run record
     kept += [str(p) for p in [_save_unstored(outcome, run)] if p]
     raise StoreError(
         f"{len(outcome.store_errors)} record(s) could not be stored in {outcome.store}: "
