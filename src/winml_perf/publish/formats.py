@@ -37,8 +37,8 @@ from winml_perf.support.text_table import fitted
 class Offer(StrEnum):
     """Which commands offer a format: each --format (or --export-FORMAT) takes those of one offer."""
 
-    ROWS = "rows"  # a result set: perf, results list / show, compare routes / runs, devices, bundle inspect
-    SUMMARY = "summary"  # one summary: bundle prepare, bundle from-gguf, synth, tune, serve
+    ROWS = "rows"  # a result set: perf, results list / show, compare routes / runs, devices, bundle show
+    SUMMARY = "summary"  # one summary: bundle prepare / from-gguf / synth, tune, serve
     EXPORT = "export"  # a file of stored records: results export (publish/exporters)
     RUN_FILE = "run-file"  # a file of the run just measured: perf --export-FORMAT
 
@@ -94,11 +94,11 @@ def format_named(fmt: str) -> Format:
     return _FORMATS[fmt]
 
 
-def check_format(offer: Offer, fmt: str, flag: str = "--format") -> str:
-    """``fmt`` when ``offer`` takes it; else a UsageError (exit 2) naming ``flag``, ``fmt`` and the formats offered."""
+def check_format(offer: Offer, fmt: str) -> str:
+    """``fmt`` when ``offer`` takes it; else a UsageError (exit 2) naming --format, ``fmt`` and the formats offered."""
     allowed = offered(offer)
     if fmt not in allowed:
-        raise UsageError(f"{flag} {fmt!r} is not one of {', '.join(allowed)}", f"pass {flag} {allowed[0]}")
+        raise UsageError(f"--format {fmt!r} is not one of {', '.join(allowed)}", f"pass --format {allowed[0]}")
     return fmt
 
 
