@@ -19,7 +19,7 @@ from winml_perf.model.result import CellFailure, LoadPhases
 from winml_perf.model.route import Route
 from winml_perf.model.spec import IterationPolicy, WarmupPolicy
 from winml_perf.publish import formats
-from winml_perf.publish.formats import FORMATS, check_format, human, json_text, result_text, table_text
+from winml_perf.publish.formats import FORMATS, Offer, check_format, human, json_text, result_text, table_text
 from winml_perf.publish.render import warning_lines
 from winml_perf.record import warnings as W
 from winml_perf.record.build import record_warning
@@ -61,7 +61,7 @@ def test_every_format_of_the_vocabulary_renders_and_others_are_exit_2():
     assert json.loads(out["json"]) == docs  # raw
     assert [json.loads(line) for line in out["jsonl"].splitlines()] == docs
     with pytest.raises(UsageError, match="table, json, jsonl, csv, markdown") as err:
-        check_format("xml")
+        check_format(Offer.ROWS, "xml")
     assert err.value.exit_code == EXIT_USAGE
 
 
@@ -159,11 +159,6 @@ def test_run_ids_resolve_from_any_unique_prefix_and_name_candidates_otherwise():
     assert err.value.exit_code == EXIT_USAGE
 
 
-#: Commands that still spell their own table-or-json check; they are being reworked on their own
-#: branches (issue 39's perf branch, issue 40): each goes to ``check_format(fmt, TABLE_OR_JSON)`` there.
-OWN_CHECK_PENDING = {"commands/tune.py", "commands/serve.py"}
-
-
 def _own_vocabularies(source: str) -> list[str]:
     """Format vocabularies a module spells itself: literals of two or more format words, and functions
     that check a format (named so: *check_format*)."""
@@ -184,7 +179,7 @@ def test_formats_have_one_home():
     found = {
         rel: spelled
         for path in package.rglob("*.py")
-        if (rel := path.relative_to(package).as_posix()) not in OWN_CHECK_PENDING | {"publish/formats.py"}
+        if (rel := path.relative_to(package).as_posix()) != "publish/formats.py"
         and (spelled := _own_vocabularies(path.read_text(encoding="utf-8")))
     }
     assert found == {}

@@ -31,7 +31,7 @@ from winml_perf.bundle.epcontext import compat
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.routing import RoutePlan
 from winml_perf.ep import table as eps
-from winml_perf.model.route import CompileOutcome
+from winml_perf.model.route import COMPILE_FAILURES, CompileOutcome, CompileStatus
 from winml_perf.support.json_shapes import NUMBER, ListOf, Opt
 
 LABELS = {
@@ -50,7 +50,6 @@ OUTCOME_SHAPE = {
     "compile_ms": Opt(NUMBER),
 }
 SHAPE = {"links": {"hardlink": int, "symlink": int, "copy": int}, "compile": ListOf(OUTCOME_SHAPE), "plan": dict}
-FAILED = ("failed", "timeout")
 
 
 class _CompileFailed(Exception):
@@ -160,7 +159,7 @@ def derive_bundle(
     def build(tmp: Path) -> dict:
         files = [i["file"] for i in identities]
         built.update(_write(plan, bundle, tmp, files, list(jobs), compile_timeout_s, runner or compiler.run_jobs))
-        if any(o.status in FAILED for o in built["outcomes"]):
+        if any(o.status in COMPILE_FAILURES for o in built["outcomes"]):
             raise _CompileFailed(built["outcomes"], built["compile_ms"])
         return {
             "route": plan.route,
@@ -199,7 +198,7 @@ def derive_bundle(
 def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFailed, t0: float) -> DeriveResult:
     """The uncompiled derived bundle, reported with the outcomes of the compile that failed."""
     plain = derive_bundle(plan, verify_sources=verify_sources)
-    bad = [o for o in failed.outcomes if o.status in FAILED]
+    bad = [o for o in failed.outcomes if o.status in COMPILE_FAILURES]
     names = "; ".join(f"{', '.join(o.stages)}: {o.status}" for o in bad)
     outcomes = tuple(
         o.to_dict()
@@ -207,7 +206,7 @@ def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFail
         else {
             **o.to_dict(),
             "output": None,
-            "status": "discarded",
+            "status": CompileStatus.DISCARDED,
             "reason": "compiled, but not used: another compile of this route failed and nothing was published",
         }
         for o in failed.outcomes
@@ -282,7 +281,7 @@ def _compiled_stages_fit(folder: Path, manifest: dict) -> str | None:
 
     config = None
     for outcome in manifest["compile"]:  # of OUTCOME_SHAPE: the cache checked it
-        if outcome["status"] in FAILED:
+        if outcome["status"] in COMPILE_FAILURES:
             return f"{folder.name} records a failed compile ({', '.join(outcome['stages'])}); recompiling"
         if outcome["status"] != "compiled":
             continue

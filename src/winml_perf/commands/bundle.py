@@ -27,9 +27,9 @@ from winml_perf.commands.synth import synth
 from winml_perf.ep import table as eps
 from winml_perf.ep.options import parse_options
 from winml_perf.model.defaults import DEFAULTS
-from winml_perf.model.route import OK, StageRoute, with_placements
+from winml_perf.model.route import COMPILE_FAILURES, OK, StageRoute, with_placements
 from winml_perf.model.runtime import GENAI
-from winml_perf.publish.formats import FORMAT_HELP, TABLE_OR_JSON, check_format, json_text, result_text
+from winml_perf.publish.formats import Offer, check_format, format_help, format_named, json_text, result_text
 from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
 from winml_perf.support.text_table import fill, fitted
 
@@ -140,7 +140,7 @@ def show_command(
     ep: EpOpt = None,
     device: DeviceOpt = None,
     stages: StagesOpt = None,
-    format: Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)] = "table",
+    format: Annotated[str, typer.Option("--format", metavar="FORMAT", help=format_help(Offer.ROWS))] = "table",
     placement: Annotated[
         bool,
         typer.Option(
@@ -159,7 +159,7 @@ def show_command(
     ep_library: EpLibraryOpt = None,
 ) -> None:
     """Print each stage: file, prompt/token-gen flags (P/T), EP before -> after. Writes nothing."""
-    check_format(format)
+    check_format(Offer.ROWS, format)
     placement = placement or placement_nodes
     asked = parse_options(ep_option or ())
     target = target_for(ep, device, ep_library, asked)
@@ -173,7 +173,7 @@ def show_command(
     rows, headers = stage_rows(route_stages), _HEADERS
     if placement:
         rows, headers = [r + placement_cells(s) for r, s in zip(rows, route_stages)], _HEADERS + _PLACEMENT_HEADERS
-    if format != "table":  # the table is this command's own view, below
+    if not format_named(format).terminal:  # the table is this command's own view, below
         items = [s.to_dict() for s in route_stages]
         payload = {
             "bundle": str(bundle),
@@ -273,12 +273,12 @@ def prepare_command(
     stages: StagesOpt = None,
     plain: PlainModelFlags = PlainModelFlags(),
     build: CompileFlags = CompileFlags(),
-    format: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json")] = "table",
+    format: Annotated[str, typer.Option("--format", metavar="FORMAT", help=format_help(Offer.SUMMARY))] = "table",
     plugins: PluginFlags = PluginFlags(),
     free: DeviceFreeFlags = DeviceFreeFlags(),
 ) -> None:
     """Derive (and compile) the forced route's bundle without loading it; print the derived path."""
-    check_format(format, TABLE_OR_JSON)
+    check_format(Offer.SUMMARY, format)
     if (free.device_free or free.strict) and (not build.compile or ep is None):
         raise UsageError(
             "--device-free and --strict need --compile and --ep X", "e.g. --ep qnn --compile --device-free"
@@ -326,8 +326,8 @@ def prepare_command(
     )
     for w in route.warnings:
         print(fill(f"warning: {w}"), file=sys.stderr)
-    if format == "json":
-        sys.stdout.write(json_text(route.to_dict(), "json"))
+    if format_named(format).holds_document:
+        sys.stdout.write(json_text(route.to_dict(), format))
         _fail_on_compile_failure(route)
         return
     rows = [r + placement_cells(s) for r, s in zip(stage_rows(route.stages), route.stages)]
@@ -375,7 +375,7 @@ def _target_lines(target, options=None, recorded=None) -> list[str]:
 
 def _fail_on_compile_failure(route) -> None:
     """Exit 1 when a compile failed or timed out: what was asked for was not made (nothing was published)."""
-    failed = [c for c in route.compile if c.status in ("failed", "timeout")]
+    failed = [c for c in route.compile if c.status in COMPILE_FAILURES]
     if failed:
         raise BenchmarkFailure(
             "compile failed: "
@@ -418,8 +418,8 @@ def _prepare_onnx_model(
         verify_sources=verify_sources,
         plugin_libraries=list(ep_library or ()),
     )
-    if format == "json":
-        sys.stdout.write(json_text(prepared.to_dict(), "json"))
+    if format_named(format).holds_document:
+        sys.stdout.write(json_text(prepared.to_dict(), format))
         return
     d = prepared.to_dict()
     print(

@@ -4,6 +4,7 @@ baseline run against a candidate run (a CI gate with --fail-on-regression)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Annotated
 
@@ -11,7 +12,7 @@ import typer
 
 from winml_perf.commands.help_style import PlainTyper
 from winml_perf.commands.option_groups import option_groups
-from winml_perf.publish.formats import FORMAT_HELP, JSON_FORMATS, check_format, result_text
+from winml_perf.publish.formats import Offer, Rows, check_format, format_help, shown_text
 from winml_perf.support.errors import BenchmarkFailure, UsageError
 from winml_perf.support.text_table import fill
 
@@ -36,7 +37,7 @@ MetricOpt = Annotated[
 EquivalenceOpt = Annotated[
     str, typer.Option("--equivalence", metavar="PCT", help="Differences within this band count as equivalent, e.g. 2%.")
 ]
-FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)]
+FormatOpt = Annotated[str, typer.Option("--format", metavar="FORMAT", help=format_help(Offer.ROWS))]
 BundleOpt = Annotated[
     str | None,
     typer.Option(
@@ -159,7 +160,7 @@ def routes_command(
     from winml_perf.compare.text import parse_pct
     from winml_perf.results.store import open_store
 
-    check_format(fmt)
+    check_format(Offer.ROWS, fmt)
     if bootstrap.resamples < 100:
         raise UsageError(f"--resamples must be >= 100, got {bootstrap.resamples}", "the default 2000 is a good choice")
     eq = parse_pct(equivalence, "--equivalence")
@@ -186,39 +187,51 @@ def routes_command(
 
 def _print_routes(report, fmt: str) -> None:
     """`compare routes`' report in ``fmt``: sentences (table) or figures; its notes on stderr."""
-    if fmt == "table":  # sentences, one a route and metric
-        how = (
-            "over paired invocations"
-            if report.rows and all(r.pairing == "invocations" for r in report.rows)
-            else "bootstrap over paired rounds"
-        )
-        print(fill(f"run {report.run_id}: routes against {report.baseline_route} (95% CI, {how})"), file=sys.stderr)
-        for row in report.rows:
-            print(fill(row.sentence()))
-    else:
-        rows = [
-            [
-                r.bundle,
-                r.testbed_id,
-                r.prompt_tokens,
-                r.max_new_tokens,
-                r.route,
-                r.baseline_route,
-                r.metric,
-                r.speedup,
-                r.ci_low,
-                r.ci_high,
-                r.rounds,
-                r.verdict_shown(),
-                r.equivalence.label(),  # 'not checked' when the run did not judge the route
-                r.equivalence.reference or "",
-            ]
-            for r in report.rows
+    rows = [
+        [
+            r.bundle,
+            r.testbed_id,
+            r.prompt_tokens,
+            r.max_new_tokens,
+            r.route,
+            r.baseline_route,
+            r.metric,
+            r.speedup,
+            r.ci_low,
+            r.ci_high,
+            r.rounds,
+            r.verdict_shown(),
+            r.equivalence.label(),  # 'not checked' when the run did not judge the route
+            r.equivalence.reference or "",
         ]
-        doc = report.to_dict()
-        sys.stdout.write(result_text(fmt, doc, doc["comparisons"], ROUTES_HEAD, rows))
+        for r in report.rows
+    ]
+    doc = report.to_dict()
+    sys.stdout.write(shown_text(fmt, Rows(doc, doc["comparisons"], ROUTES_HEAD, rows, view=lambda: _sentences(report))))
     for note in report.notes:
         print(fill(f"note: {note}"), file=sys.stderr)
+
+
+def _sentences(report) -> str:
+    """`compare routes`' table: one sentence a route and metric, under its heading on stderr."""
+    how = (
+        "over paired invocations"
+        if report.rows and all(r.pairing == "invocations" for r in report.rows)
+        else "bootstrap over paired rounds"
+    )
+    print(fill(f"run {report.run_id}: routes against {report.baseline_route} (95% CI, {how})"), file=sys.stderr)
+    return "".join(fill(row.sentence()) + "\n" for row in report.rows)
+
+
+@dataclass(frozen=True)
+class _ServingShown(Rows):
+    """A serving run's verdicts: their figures in json and jsonl, the sentences in every other format."""
+
+    def markdown(self) -> Iterable[str]:
+        return self.table()
+
+    def csv(self) -> Iterable[str]:
+        return self.table()
 
 
 def _sweep_command(cells: list) -> str | None:
@@ -248,14 +261,16 @@ def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[s
         }
         for v in found
     ]
-    if fmt in JSON_FORMATS:  # figures; any other format: the sentences
-        doc = {"run_id": run_id, "baseline_route": baseline_route, "serving": items}
-        sys.stdout.write(result_text(fmt, doc, items, (), ()))
-        return
     made_by = "a round of winml tune --objective goodput" if _sweep_command(cells) == "tune" else "winml serve"
-    print(f"run {run_id}: a serving run ({made_by}); routes against {baseline_route} per load point", file=sys.stderr)
-    for item in items:
-        print(item["sentence"])
+
+    def sentences() -> str:
+        print(
+            f"run {run_id}: a serving run ({made_by}); routes against {baseline_route} per load point", file=sys.stderr
+        )
+        return "".join(f"{v.sentence}\n" for v in found)
+
+    doc = {"run_id": run_id, "baseline_route": baseline_route, "serving": items}
+    sys.stdout.write(shown_text(fmt, _ServingShown(doc, items, view=sentences)))
 
 
 def _raw_rows(report) -> list[list]:
@@ -316,7 +331,7 @@ def runs_command(
     from winml_perf.compare.text import parse_pct
     from winml_perf.results.store import open_store
 
-    check_format(fmt)
+    check_format(Offer.ROWS, fmt)
     baseline, candidate = _two_runs(ids or [], baseline, candidate)
     eq = parse_pct(equivalence, "--equivalence")
     assert eq is not None  # --equivalence has a default
@@ -347,24 +362,27 @@ def runs_command(
 def _print_runs(report, fmt: str) -> None:
     """`compare runs`' report in ``fmt``, then its notes and the gate's explanation on stderr."""
     from winml_perf.compare.gate import explanation_lines
+    from winml_perf.publish.runs_table import human_rows
 
-    if fmt == "table":  # fitted to the terminal (publish/runs_table.py says what gives way)
-        from winml_perf.publish.run_table import terminal_width
-        from winml_perf.publish.runs_table import fitted_runs_table
-
-        print(fill(f"baseline: {report.baseline}\ncandidate: {report.candidate}"), file=sys.stderr)
-        sys.stdout.write(fitted_runs_table(report, terminal_width()))
-    else:
-        from winml_perf.publish.runs_table import human_rows
-
-        doc = report.to_dict()
-        sys.stdout.write(
-            result_text(fmt, doc, doc["changes"], RUNS_HEAD, human_rows(report), csv_rows=_raw_rows(report))
-        )
+    doc = report.to_dict()
+    shown = Rows(
+        doc, doc["changes"], RUNS_HEAD, human_rows(report), csv_rows=_raw_rows(report), view=lambda: _runs_table(report)
+    )
+    sys.stdout.write(shown_text(fmt, shown))
     for note in report.notes:
         print(fill(f"note: {note}"), file=sys.stderr)
     for line in explanation_lines(report):
         print(fill(line), file=sys.stderr)
+
+
+def _runs_table(report) -> str:
+    """`compare runs`' table, fitted to the terminal (publish/runs_table.py says what gives way),
+    under the two runs named on stderr."""
+    from winml_perf.publish.run_table import terminal_width
+    from winml_perf.publish.runs_table import fitted_runs_table
+
+    print(fill(f"baseline: {report.baseline}\ncandidate: {report.candidate}"), file=sys.stderr)
+    return fitted_runs_table(report, terminal_width())
 
 
 def _two_runs(ids: list[str], baseline: str | None, candidate: str | None) -> tuple[str, str]:

@@ -9,7 +9,7 @@ import typer
 from winml_perf.ep.devices import EPDevice, describe_available, list_ep_devices
 from winml_perf.ep.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
 from winml_perf.ep.table import EPS, install_sentence
-from winml_perf.publish.formats import FORMAT_HELP, check_format, result_text
+from winml_perf.publish.formats import Offer, check_format, format_help, format_named, result_text
 from winml_perf.support.text_table import fill
 
 _HEADERS = ("EP", "EP vendor", "device type", "serves", "hardware vendor", "vendor id", "device id", "source")
@@ -57,24 +57,24 @@ def _row(d: EPDevice) -> list[str]:
 
 
 def devices_command(
-    format: str = typer.Option("table", "--format", metavar="FORMAT", help=FORMAT_HELP),
+    format: str = typer.Option("table", "--format", metavar="FORMAT", help=format_help(Offer.ROWS)),
     ep_library: list[str] | None = typer.Option(
         None, "--ep-library", metavar="NAME=PATH", help=f"NAME=PATH of a plugin EP library (repeatable; also {ENV_VAR})"
     ),
 ) -> None:
     """List the execution-provider devices onnxruntime offers on this machine (plugins included)."""
-    check_format(format)
+    check_format(Offer.ROWS, format)
     registrations = register_plugin_eps(ep_library or ())
     devices = list_ep_devices()
     notes, missing = _notes(devices, registrations), _missing(devices)
     listed = [d.to_dict() for d in devices]
     payload = {"devices": listed, "plugins": [r.to_dict() for r in registrations], "notes": notes, "not_here": missing}
     sys.stdout.write(result_text(format, payload, listed, _HEADERS, [_row(d) for d in devices], drop=_DROP_ORDER))
-    if format == "json":
+    if format_named(format).holds_document:
         return  # the document holds the notes and what is not here
     for note in notes:
         print(fill(f"note: {note}"), file=sys.stderr)
-    if format == "table" and missing:
+    if format_named(format).terminal and missing:
         print("not here, and how to get each (README: Getting WebGPU, QNN, OpenVINO):", file=sys.stderr)
         for m in missing:
             print(fill(f"  {m['install']}"), file=sys.stderr)

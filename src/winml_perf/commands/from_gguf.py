@@ -10,7 +10,7 @@ import typer
 
 from winml_perf.convert.decoder_graph import PRECISIONS, GraphOptions
 from winml_perf.convert.from_gguf import convert
-from winml_perf.publish.formats import TABLE_OR_JSON, check_format, json_text
+from winml_perf.publish.formats import Offer, check_format, format_help, format_named, json_text
 from winml_perf.support.errors import UsageError
 
 
@@ -41,16 +41,16 @@ def from_gguf(
         ),
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty output folder.")] = False,
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=format_help(Offer.SUMMARY))] = "table",
 ) -> None:
     """Convert a GGUF file's weights and tokenizer into a bundle (needs the `gguf` extra; no torch, no hub)."""
     if precision not in PRECISIONS:
         raise UsageError(f"--precision {precision!r} is not one of {', '.join(PRECISIONS)}", "pick one of those")
-    check_format(fmt, TABLE_OR_JSON)
+    check_format(Offer.SUMMARY, fmt)
     options = GraphOptions(precision=precision, accuracy_level=accuracy_level, pipeline=pipeline)
     summary = convert(gguf_file, output, options, force=force, log=lambda m: print(m, file=sys.stderr))
-    if fmt == "json":
-        sys.stdout.write(json_text(summary, "json"))
+    if format_named(fmt).holds_document:
+        sys.stdout.write(json_text(summary, fmt))
         return
     for how, n in summary["weights"].items():
         print(f"  {n:4d} × {how}", file=sys.stderr)

@@ -14,6 +14,7 @@ import typer
 
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.spec import MAX_SWEEP_CELLS
+from winml_perf.publish.formats import Offer, format_help
 
 # Help panels: a new option joins one with `rich_help_panel=PANEL`.
 ROUTING = "Routing"
@@ -410,7 +411,7 @@ class OutputFlags:
             "--format",
             metavar="FORMAT",
             rich_help_panel=OUTPUT,
-            help="table, json, jsonl, csv or markdown on stdout (other text on stderr).",
+            help=format_help(Offer.ROWS, "on stdout (other text on stderr)"),
         ),
     ] = "table"
     quiet: Annotated[

@@ -18,26 +18,19 @@ from winml_perf.support.text_table import fill
 if TYPE_CHECKING:
     from winml_perf.model.record import CellRecord, RunRecord
 
-#: Every file to write, by its flag: (path, exporter format).
+#: Every file to write, by its flag: (path, format).
 Exports = dict[str, tuple[Path, str]]
 
 
 def exports(out: OutputFlags) -> Exports:
-    """Every file to write, by its flag, with its exporter (publish/exporters): -o takes the run
-    record (json), --export-FORMAT the exporter FORMAT. Each is checked writable before minutes of
-    measuring, not after."""
-    from winml_perf.publish.exporters import run_formats
-    from winml_perf.publish.formats import check_format
+    """Every file to write, by its flag, with its format (publish/formats.py): -o takes the run
+    record (json), --export-FORMAT each format offered for a run's file. Each is checked writable
+    before minutes of measuring, not after."""
+    from winml_perf.publish.formats import Offer, offered
 
-    flags = {
-        "--export-json": out.export_json,
-        "--export-jsonl": out.export_jsonl,
-        "--export-csv": out.export_csv,
-        "--export-markdown": out.export_markdown,
-    }
     given = {"-o": (out.output, "json")}
-    for flag, path in flags.items():
-        given[flag] = (path, check_format(flag.removeprefix("--export-"), run_formats(), flag))
+    for fmt in offered(Offer.RUN_FILE):  # an --export-FORMAT flag each (commands/perf_flags.py)
+        given[f"--export-{fmt}"] = (getattr(out, f"export_{fmt}"), fmt)
     files = {flag: (path, f) for flag, (path, f) in given.items() if path is not None}
     paths = [str(path) for path, _ in files.values()]
     dup = sorted({p for p in paths if paths.count(p) > 1})
@@ -58,7 +51,7 @@ def report(outcome: Any, files: Exports, out: OutputFlags, texts: bool, explain:
         raise RunInterrupted(outcome.interrupted, _kept(outcome, run, [str(p) for p, _ in files.values()]))
     doc = run_document(run)  # the closing summary and --explain read the record's JSON document
     _print_run(run, doc, out.fmt)
-    side = sys.stdout if out.fmt == "table" else sys.stderr
+    side = sys.stdout if _terminal(out.fmt) else sys.stderr
     if texts:
         _print_texts(doc, side)
     if explain:
@@ -96,7 +89,9 @@ def run_document(run: RunRecord) -> dict[str, Any]:
 
 def _refuse_unstored(outcome: Any, run: RunRecord, files: Exports) -> None:
     """Exit with the store's refusal, saying where the run record is kept instead."""
-    kept = [str(p) for p, f in files.values() if f == "json"]
+    from winml_perf.publish.formats import format_named
+
+    kept = [str(p) for p, f in files.values() if format_named(f).holds_document]  # the whole run record
     kept += [str(p) for p in [_save_unstored(outcome, run)] if p]
     raise StoreError(
         f"{len(outcome.store_errors)} record(s) could not be stored in {outcome.store}: "
@@ -141,21 +136,27 @@ def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
     from winml_perf.compare.run_summary import route_verdicts, summarize_routes, summary_lines
     from winml_perf.publish.render import render_run, run_chunks
 
-    text = None if fmt == "table" else run_chunks(run, fmt)  # json and jsonl a cell at a time
     summary_report = summarize_routes(doc)
     summary = (
         summary_lines(summary_report, route_verdicts(doc)) if summary_report is not None and summary_report.rows else []
     )
-    if text is None:
+    if _terminal(fmt):
         print(render_run(run))
         if summary:
             print("\n".join(["", *(fill(line) for line in summary)]))
         return
-    sys.stdout.writelines(text)
+    sys.stdout.writelines(run_chunks(run, fmt))  # json and jsonl a cell at a time
     sys.stdout.flush()
     print(fill(render_run(run, warnings_only=True)), file=sys.stderr, end="")
     for line in summary:
         print(fill(line), file=sys.stderr)
+
+
+def _terminal(fmt: str) -> bool:
+    """Whether ``fmt`` is read at a terminal: the run's own view, its notes beside it on stdout."""
+    from winml_perf.publish.formats import format_named
+
+    return format_named(fmt).terminal
 
 
 def _printable(text: str) -> str:
@@ -173,15 +174,11 @@ def _print_texts(doc: dict, stream: TextIO) -> None:
 
 
 def run_export(run: RunRecord, fmt: str) -> Iterable[str]:
-    """The run as exporter ``fmt`` writes it (`--export-FORMAT`, -o), in pieces: json and jsonl a
-    cell at a time (publish/render.run_chunks), so a long sweep's record is never whole in memory."""
-    from winml_perf.publish.exporters import get
-    from winml_perf.publish.formats import JSON_FORMATS
+    """The run as ``fmt`` writes it (`--export-FORMAT`, -o), in pieces: json and jsonl a cell at a
+    time (publish/render.run_chunks), so a long sweep's record is never whole in memory."""
     from winml_perf.publish.render import run_chunks
 
-    write = get(fmt).run_text
-    assert write is not None, f"exporter {fmt} has no run text"  # exports() takes run formats only
-    return run_chunks(run, fmt) if fmt in JSON_FORMATS else [write(run)]
+    return run_chunks(run, fmt)
 
 
 def run_text(run: RunRecord, fmt: str) -> str:

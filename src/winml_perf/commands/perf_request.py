@@ -44,9 +44,9 @@ def perf_request(
     from winml_perf.commands.sweep_values import sweep_values
     from winml_perf.ep.route_request import route_requests
     from winml_perf.measure.orchestrate import PerfRequest
-    from winml_perf.publish.formats import check_format
+    from winml_perf.publish.formats import Offer, check_format
 
-    check_format(out.fmt)
+    check_format(Offer.ROWS, out.fmt)
     chosen = runtime_named(routing.runtime) if routing.runtime else runtime_for_path(bundle)
     check_runtime_flags(chosen, _given(routing, workload, measurement, onnx))
     if routing.no_recompile and not (routing.compile or onnx.prepare):

@@ -12,8 +12,9 @@ import typer
 
 from winml_perf.commands.help_style import PlainTyper
 from winml_perf.commands.option_groups import option_groups
+from winml_perf.model.cell_status import CellStatus
 from winml_perf.publish import exporters
-from winml_perf.publish.formats import FORMAT_HELP, check_format, result_text, table_text
+from winml_perf.publish.formats import Offer, Rows, check_format, format_help, format_named, shown_text, table_text
 from winml_perf.support.errors import UsageError
 from winml_perf.support.text_table import fill, say
 
@@ -125,8 +126,10 @@ class RecordFilter:
 
     def filters(self) -> dict:
         """The store's filters (results/filters.py); exit 2 on a status, digest or verdict it cannot be."""
-        if self.status is not None and self.status not in ("ok", "failed"):
-            raise UsageError(f"--status {self.status!r} is not ok or failed", "pass --status ok or --status failed")
+        if self.status is not None and self.status not in tuple(CellStatus):
+            raise UsageError(
+                f"--status {self.status!r} is not {' or '.join(CellStatus)}", "pass --status ok or --status failed"
+            )
         return {
             "digest": _digest(self.digest),
             "verdict": _verdict(self.verdict),
@@ -161,16 +164,16 @@ def list_command(
     store: StoreOpt = None,
     select: RecordFilter = RecordFilter(),
     limit: Annotated[int | None, typer.Option("--limit", metavar="N", help="Only the newest N records.")] = None,
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=FORMAT_HELP)] = "table",
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=format_help(Offer.ROWS))] = "table",
 ) -> None:
     """List stored records (oldest first), with headline numbers."""
     from winml_perf.publish.exporters.markdown import MARKDOWN_HEADERS, summary_rows
 
-    check_format(fmt)
+    check_format(Offer.ROWS, fmt)
     if limit is not None and limit < 1:
         raise UsageError(f"--limit must be >= 1, got {limit}")
     df, where = _load(store, select.filters(), limit)
-    if fmt == "table":
+    if format_named(fmt).terminal:  # the list's own table; any other format is its exporter's text
         print(fill(f"{len(df)} record(s) in {where}"), file=sys.stderr)
         if len(df):
             sys.stdout.write(table_text(MARKDOWN_HEADERS, summary_rows(df), "table", drop=LIST_DROP_ORDER))
@@ -277,23 +280,26 @@ def show_command(
         typer.Option(
             "--format",
             metavar="FORMAT",
-            help="table, json (the whole stored record), jsonl, csv or markdown (the metrics).",
+            help=format_help(Offer.ROWS, "(json and jsonl: each whole stored record; csv and markdown: its metrics)"),
         ),
     ] = "table",
 ) -> None:
     """Show stored records: identity, metrics and warnings, or the whole record as JSON."""
     from winml_perf.results.store import open_store
 
-    check_format(fmt)
+    check_format(Offer.ROWS, fmt)
     with open_store(store, create=False) as s:
         rows = _shown_rows(s, record_id)
-    if fmt == "table":  # each record's identity, metrics and warnings
-        print("\n\n".join(_show_table(r) for r in rows))
-        return
     docs = [r["record"] for r in rows]
     head = ["record", *METRIC_HEAD] if len(rows) > 1 else METRIC_HEAD
     table = [([r["id"]] if len(rows) > 1 else []) + m for r in rows for m in _metric_rows(r["record"])]
-    sys.stdout.write(result_text(fmt, docs[0] if len(docs) == 1 else docs, docs, head, table))
+    shown = Rows(docs[0] if len(docs) == 1 else docs, docs, head, table, view=lambda: _show_tables(rows))
+    sys.stdout.write(shown_text(fmt, shown))
+
+
+def _show_tables(rows: list[dict]) -> str:
+    """Each record's identity, metrics and warnings (`results show`'s table)."""
+    return "\n\n".join(_show_table(r) for r in rows) + "\n"
 
 
 def _write(path: Path, text: str) -> None:
@@ -331,16 +337,7 @@ def export_command(
 ) -> None:
     """Export stored records. bmf and gab take the newest ok record of each bundle x route x shape
     (one testbed); each metric's direction comes from its name (throughputs up, times down)."""
-    check_format(fmt, tuple(exporters.exporters()))
-    if direction is not None and fmt != "gab":
-        raise UsageError(
-            "--direction applies to --format gab only", "drop --direction, or pass --format gab-bigger / gab-smaller"
-        )
-    if fmt == "gab" and direction is None:
-        raise UsageError(
-            "--format gab needs a direction: a github-action-benchmark file holds one (customBiggerIsBetter or customSmallerIsBetter)",
-            "pass --format gab-bigger (throughputs) or --format gab-smaller (times, bytes); one file each",
-        )
+    exporters.check_options(fmt, direction=direction)  # exit 2: a format or an option it does not take
     if output is not None:
         from winml_perf.support.output import check_output
 

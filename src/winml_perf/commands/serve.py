@@ -18,6 +18,7 @@ import typer
 from winml_perf.commands.option_groups import option_groups
 from winml_perf.commands.serve_flags import LoadFlags, ServeOutputFlags, ServeRoutingFlags
 from winml_perf.model import flag_bounds
+from winml_perf.publish.formats import Offer, check_format, format_named
 from winml_perf.support.errors import BenchmarkFailure, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
 
@@ -89,8 +90,7 @@ def serve_command(
 
 def _check_flags(routing: ServeRoutingFlags, load: LoadFlags, out: ServeOutputFlags) -> None:
     """Exit 2 before any work: a format, fallback or store choice serve does not offer, a count out of bounds."""
-    if out.fmt not in ("table", "json"):
-        raise UsageError(f"--format {out.fmt!r} is not offered by serve", "use --format table or --format json")
+    check_format(Offer.SUMMARY, out.fmt)
     if routing.fallback not in (None, "batch1"):
         raise UsageError(f"--fallback {routing.fallback!r} is not understood", "the one fallback is --fallback batch1")
     if out.store and out.no_store:
@@ -128,7 +128,7 @@ def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out
         seed=load.seed,
         sequential_baseline=load.baseline,
         fallback=routing.fallback == "batch1",
-        quiet=out.quiet or out.fmt == "json",
+        quiet=out.quiet or not format_named(out.fmt).terminal,
         store=out.store,
         no_store=out.no_store,
     )
@@ -153,11 +153,11 @@ def report(outcome, out: ServeOutputFlags) -> None:
         write_output(out.output, run_text(run, "json"))
     cells = list(run.cells)
     text = serving_text(cells, batching_gains(cells), route_verdicts(cells, out.reference))
-    if out.fmt == "json":
-        sys.stdout.write(run_text(run, "json"))
-        print(text, file=sys.stderr, end="")
-    else:
+    if format_named(out.fmt).terminal:
         print(text, end="")
+    else:
+        sys.stdout.write(run_text(run, out.fmt))
+        print(text, file=sys.stderr, end="")
     sys.stdout.flush()
     if outcome.store is not None and not outcome.store_errors:
         print(f"stored {len(cells)} record(s) in {outcome.store} (run {run.run_id})", file=sys.stderr)

@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from winml_perf.publish.formats import Offer, format_help
+
 ROUTING = "Routing"
 LOAD = "Load"
 OUTPUT = "Output"
@@ -94,9 +96,9 @@ class ServeOutputFlags:
     reference: Annotated[
         str | None, typer.Option(metavar="ROUTE", rich_help_panel=OUTPUT, help="Route the others are judged against.")
     ] = None
-    fmt: Annotated[str, typer.Option("--format", metavar="FMT", rich_help_panel=OUTPUT, help="table or json.")] = (
-        "table"
-    )
+    fmt: Annotated[
+        str, typer.Option("--format", metavar="FMT", rich_help_panel=OUTPUT, help=format_help(Offer.SUMMARY))
+    ] = "table"
     output: Annotated[
         Path | None,
         typer.Option("-o", "--output", metavar="FILE", rich_help_panel=OUTPUT, help="Write the run record."),

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from winml_perf.commands.option_groups import option_groups
-from winml_perf.publish.formats import TABLE_OR_JSON, check_format, json_text
+from winml_perf.publish.formats import Offer, check_format, format_help, format_named, json_text
 from winml_perf.synth.transformer import ARCHITECTURES, PRECISIONS, PRESETS, SynthSpec, synthesize
 
 
@@ -76,10 +76,10 @@ def synth(
     split: Pipeline = Pipeline(),
     overrides: Overrides = Overrides(),
     force: Annotated[bool, typer.Option("--force", help="Replace a non-empty output folder.")] = False,
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json.")] = "table",
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=format_help(Offer.SUMMARY))] = "table",
 ) -> None:
     """Make a random-weight onnxruntime-genai bundle (needs the `synth` extra; no hub access)."""
-    check_format(fmt, TABLE_OR_JSON)
+    check_format(Offer.SUMMARY, fmt)
     spec = SynthSpec(
         **asdict(model),
         **asdict(split),
@@ -88,8 +88,8 @@ def synth(
         overrides={"num_hidden_layers": overrides.layers} if overrides.layers else {},
     )
     summary = synthesize(spec, output, force=force, log=lambda m: print(m, file=sys.stderr))
-    if fmt == "json":
-        sys.stdout.write(json_text(summary, "json"))
+    if format_named(fmt).holds_document:
+        sys.stdout.write(json_text(summary, fmt))
     else:
         print(f"{summary['path']}: {summary['bytes'] / 1e6:.1f} MB in {summary['seconds']} s", file=sys.stderr)
         print(summary["path"])

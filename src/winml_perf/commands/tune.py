@@ -12,6 +12,7 @@ import typer
 
 from winml_perf.commands.option_groups import option_groups
 from winml_perf.commands.tune_flags import CandidateFlags, RoundFlags, SearchFlags, TuneOutputFlags
+from winml_perf.publish.formats import Offer, check_format, format_named
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, UsageError
 from winml_perf.support.text_table import fill, say
 
@@ -145,8 +146,7 @@ def _words(text: str | None) -> tuple[str, ...]:
 def _check_inputs(bundle: Path, store: str | None, no_store: bool, equivalence: bool, fmt: str) -> None:
     """Exit 2 before any work: an unknown --format, both store flags, a bundle that is not one, onnx
     missing for the check."""
-    if fmt not in ("table", "json"):
-        raise UsageError(f"--format {fmt!r} is not known for tune", "use table or json")
+    check_format(Offer.SUMMARY, fmt)
     if store and no_store:
         raise UsageError("--store and --no-store both given", "pass one of them")
     from winml_perf.bundle.config import load_config_dict
@@ -174,7 +174,7 @@ def _report_outcome(outcome, request, metric: str, fmt: str) -> None:
     """The standings and verdict (or the JSON), where things were written, then the exit it calls for."""
     from winml_perf.tune.standings import NO_VERDICT, table_text
 
-    if fmt == "json":
+    if format_named(fmt).holds_document:
         print(json.dumps(outcome.to_dict(request), indent=2))
     else:
         race = outcome.race

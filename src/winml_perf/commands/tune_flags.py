@@ -12,6 +12,8 @@ from typing import Annotated
 
 import typer
 
+from winml_perf.publish.formats import Offer, format_help
+
 OBJECTIVE_HELP = "decode (tok/s), ttft, e2e or request_ttft (ms); goodput (requests/s meeting --slo under load)."
 BUDGET_HELP = "Wall time or tokens the race may spend (preparing and checking the routes come before it)."
 SCREEN_HELP = "Short rounds of every route before the full ones, dropping the clearly slower (default 2; 0: none)."
@@ -107,4 +109,6 @@ class TuneOutputFlags:
             metavar="FILE", help="The tune report (JSON); by default in results/tune/, named by time and seed."
         ),
     ] = None
-    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help="table or json on stdout.")] = "table"
+    fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=format_help(Offer.SUMMARY, "on stdout"))] = (
+        "table"
+    )

@@ -32,7 +32,7 @@ from winml_perf.compare.runs import RunChange, RunsReport
 from winml_perf.compare.text import metric_word
 from winml_perf.model.metrics import bigger_is_better, get
 from winml_perf.stats.run_change import run_change
-from winml_perf.stats.series.changepoint import INSUFFICIENT, REGRESSION, UNCHANGED, Verdict, judge_newest
+from winml_perf.stats.series.changepoint import INSUFFICIENT, UNCHANGED, GateStatus, Verdict, judge_newest
 
 #: How a verdict was reached when the newest run ran another model than the runs before it.
 BY_MODEL_CHANGE = "model change"
@@ -130,7 +130,7 @@ def at_model_change(history: Sequence[Mapping[str, Any]], metric: str, threshold
     if not worse:
         return None
     return Verdict(
-        REGRESSION,
+        GateStatus.REGRESSION,
         BY_MODEL_CHANGE,
         f"model changed between runs {ids[-2][:8]} and {ids[-1][:8]}: {str(old)[:6]} → {str(new)[:6]}; the newest run's"
         f" {ch.invocations_candidate} invocations against the {ch.invocations_baseline} of the previous model's"

@@ -45,7 +45,7 @@ class RouteComparison:
     speedup: float
     ci_low: float
     ci_high: float
-    verdict: str
+    verdict: sig.SpeedVerdict
     rounds: int
     n_baseline: int
     n_candidate: int

@@ -51,7 +51,7 @@ class RunChange:
     delta_low_pct: float  # the exact 95 % interval of the shift (Hodges-Lehmann, Mann-Whitney)
     delta_high_pct: float
     p_value: float
-    verdict: str
+    verdict: sig.SpeedVerdict
     regression: bool
     verdict_reason: str = ""  # why the verdict is inconclusive, when it is for too few invocations
     gate: str | None = None  # the gate's verdict (changepoint.Verdict.status), when gated

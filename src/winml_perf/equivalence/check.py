@@ -17,7 +17,15 @@ from winml_perf.equivalence.layers import LayerBands, judge_layers, unjudged
 from winml_perf.equivalence.passes.genai_passes import CheckPasses
 from winml_perf.equivalence.passes.layer_outputs import stage_ep
 from winml_perf.equivalence.passes.layers_ahead import LayersAhead
-from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, Equivalence, Layers, StageFigures, StagePrecision
+from winml_perf.model.equivalence import (
+    NOT_EQUIVALENT,
+    Band,
+    Equivalence,
+    EquivalenceVerdict,
+    Layers,
+    StageFigures,
+    StagePrecision,
+)
 from winml_perf.support.errors import BenchmarkFailure
 
 if TYPE_CHECKING:
@@ -423,7 +431,7 @@ def _route_layers(
     return None
 
 
-def _overruled_by_layers(judged: str, where: Layers | None, same: bool) -> str:
+def _overruled_by_layers(judged: EquivalenceVerdict, where: Layers | None, same: bool) -> EquivalenceVerdict:
     """The logits' verdict, unless a layer computes something else (or, on the same model, departs
     beyond the noise floor at a layer): then not equivalent."""
     if where is not None and where.first_wrong is not None:  # a layer computes something else

@@ -144,10 +144,14 @@ def cost_line(runs: Sequence[EquivalenceRun], cached: bool, where: str = "outsid
     return f"{head} in {seconds:.1f} s ({', '.join(parts)}), {where}"
 
 
+#: The sign of a verdict between two labels (within precision tolerance: ~).
+_MARKS: dict[str, str] = {EQUIVALENT: "≈", NOT_EQUIVALENT: "≉"}
+
+
 def equivalence_line(label: str, e: Equivalence) -> str:
     """'ep=webgpu ≈ config: KL 2e-06, top-1 100 % over 16 steps' (≉ when not equivalent)."""
     f = e.figures
-    mark = {EQUIVALENT: "≈", NOT_EQUIVALENT: "≉"}.get(e.verdict, "~")
+    mark = _MARKS.get(e.verdict, "~")
     same = e.question == SAME_MODEL_QUESTION
     verdict = "not the same model" if same and e.verdict == NOT_EQUIVALENT else e.verdict
     text = f"{label} {mark} {e.reference}: {verdict}, "
@@ -207,7 +211,7 @@ def layers_line(layers: Layers) -> str:
 
 def outputs_line(label: str, e: OutputEquivalence) -> str:
     """'ep=webgpu ~ config: within precision tolerance, 1 output(s): max rel 1.1e-03, cosine 0.9999998'."""
-    mark = {EQUIVALENT: "≈", NOT_EQUIVALENT: "≉"}.get(e.verdict, "~")
+    mark = _MARKS.get(e.verdict, "~")
     rels = [o.max_rel for o in e.outputs if o.max_rel is not None]
     cosines = [o.cosine for o in e.outputs if o.cosine is not None]
     text = f"{label} {mark} {e.reference}: {e.verdict}, {len(e.outputs)} output(s)"

@@ -21,6 +21,7 @@ from winml_perf.measure.energy import cell as energy
 from winml_perf.measure.hosting.isolate import ChildFailure, ChildTimeout
 from winml_perf.measure.hosting.local import Host, cell_failure
 from winml_perf.measure.hosting.replies import LoadReply
+from winml_perf.model.cell_status import CellStatus
 from winml_perf.model.result import CellResult, LoadPhases
 from winml_perf.model.spec import CellSpec
 from winml_perf.stats import sample_stats as stats
@@ -209,7 +210,7 @@ class CellDriver:
         )
         return CellResult(
             cell=self.cell,
-            status="failed" if s.failure else "ok",
+            status=CellStatus.FAILED if s.failure else CellStatus.OK,
             samples=tuple(s.samples),
             warmup_samples=tuple(s.warmups),
             load=phases,

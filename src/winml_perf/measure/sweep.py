@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from winml_perf.measure.cell_progress import utc_now
 from winml_perf.measure.progress import Progress
 from winml_perf.measure.runner import SweepRunner
+from winml_perf.model.cell_status import CellStatus
 from winml_perf.model.record import CellRecord, RunRecord
 from winml_perf.model.result import CellResult
 from winml_perf.model.spec import CellSpec
@@ -282,7 +283,7 @@ def run_sweep(
             sweep=sweep,
             argv=facts.argv,
         )
-        return replace(run, status="failed") if interrupted else run  # not every planned cell ran
+        return replace(run, status=CellStatus.FAILED) if interrupted else run  # not every planned cell ran
 
     try:
         outcome = runner.run()

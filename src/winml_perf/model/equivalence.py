@@ -10,15 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from winml_perf.model.perplexity import PerplexityDifference
 
-#: Equivalence.verdict values.
-EQUIVALENT = "equivalent"
-WITHIN_PRECISION = "within precision tolerance"
-NOT_EQUIVALENT = "not equivalent"
-VERDICTS = (EQUIVALENT, WITHIN_PRECISION, NOT_EQUIVALENT)
+
+class EquivalenceVerdict(StrEnum):
+    """Equivalence.verdict (and an output check's): equal to its text, which records hold."""
+
+    EQUIVALENT = "equivalent"
+    WITHIN_PRECISION = "within precision tolerance"
+    NOT_EQUIVALENT = "not equivalent"
+
+
+EQUIVALENT, WITHIN_PRECISION, NOT_EQUIVALENT = EquivalenceVerdict
+VERDICTS = tuple(EquivalenceVerdict)
 #: Layers.pattern values: the error grew through the layers, or jumped at the departing one.
 GROWTH = "growth"
 JUMP = "jump"
@@ -287,7 +294,7 @@ class Equivalence:
     prompt_tokens: int
     seed: int
     figures: LogitFigures
-    verdict: str
+    verdict: EquivalenceVerdict
     bands: tuple[Band, ...] = ()
     stages: tuple[StageFigures, ...] = ()
     first_stage: str | None = None  # the first stage (in pipeline order) whose output departs beyond tolerance
@@ -309,6 +316,7 @@ class Equivalence:
             raise ValueError(f"Equivalence.question must be one of {QUESTIONS}, not {self.question!r}")
         if self.verdict not in VERDICTS:
             raise ValueError(f"Equivalence.verdict must be one of {VERDICTS}, not {self.verdict!r}")
+        object.__setattr__(self, "verdict", EquivalenceVerdict(self.verdict))  # read from JSON: the member
         object.__setattr__(self, "bands", tuple(self.bands))
         object.__setattr__(self, "stages", tuple(self.stages))
         object.__setattr__(self, "unobserved_stages", tuple(self.unobserved_stages))
@@ -355,7 +363,7 @@ class Equivalence:
             int(d["prompt_tokens"]),
             int(d["seed"]),
             LogitFigures.from_dict(d["figures"]),
-            str(d["verdict"]),
+            EquivalenceVerdict(str(d["verdict"])),
             tuple(Band.from_dict(b) for b in d.get("bands") or ()),
             tuple(StageFigures.from_dict(s) for s in d.get("stages") or ()),
             d.get("first_stage"),

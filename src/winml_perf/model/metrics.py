@@ -23,16 +23,30 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from operator import attrgetter, itemgetter
 from typing import Any
 
 Sample = Any  # a model.sample.IterationSample (not imported: sample.py builds on this table)
 
-ITERATION = "iteration"
-POOLED = "pooled"
-CELL = "cell"
-HIGHER = "higher"
-LOWER = "lower"
+
+class Source(StrEnum):
+    """Where a metric's values come from (the module's docstring says each)."""
+
+    ITERATION = "iteration"
+    POOLED = "pooled"
+    CELL = "cell"
+
+
+class Better(StrEnum):
+    """Which direction of a metric is better."""
+
+    HIGHER = "higher"
+    LOWER = "lower"
+
+
+ITERATION, POOLED, CELL = Source.ITERATION, Source.POOLED, Source.CELL
+HIGHER, LOWER = Better.HIGHER, Better.LOWER
 
 
 # -- derivations (volume / latency of one generation) ---------------------------------------------
@@ -70,10 +84,10 @@ def _per_second(ms: float | None) -> float:
 class Metric:
     name: str  # unit in the name (_ms, _bytes, _per_s)
     unit: str  # as exporters write it ("ms", "tokens/s", "bytes")
-    better: str  # HIGHER | LOWER
+    better: Better
     label: str  # column header ("decode tok/s")
     word: str  # in sentences ("decode ran 1.8x faster")
-    source: str  # ITERATION | POOLED | CELL
+    source: Source
     token: bool = False  # summarised for generation sessions
     plain: bool = False  # summarised for plain ONNX sessions
     derive: Callable[[Sample], float] | None = None  # ITERATION
@@ -91,7 +105,7 @@ class Metric:
 
     @property
     def bigger_is_better(self) -> bool:
-        return self.better == HIGHER
+        return self.better == Better.HIGHER
 
 
 def _steps(s: Sample) -> Sequence[float]:

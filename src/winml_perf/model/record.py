@@ -23,6 +23,7 @@ from functools import lru_cache
 from importlib import resources
 from typing import Any, TypeVar
 
+from winml_perf.model.cell_status import CellStatus
 from winml_perf.model.json_section import JsonSection
 from winml_perf.model.record_context import Environment, Explain, Output, Prompt
 from winml_perf.model.record_measures import Energy, Invocation, Memory, Roofline, Sustained, Uncertainty
@@ -79,7 +80,7 @@ class CellRecord:
     cell_id: str
     cell_key: str
     cell_index: int
-    status: str  # "ok" | "failed"
+    status: CellStatus
     runtime: str
     bundle: str
     route: Route  # label, asked/resolved/per-stage (as prepared), actual (as the session reported)
@@ -114,7 +115,7 @@ class CellRecord:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == CellStatus.OK
 
     def to_dict(self) -> dict[str, Any]:
         """The record's JSON document (the keys in this order)."""
@@ -163,6 +164,7 @@ class CellRecord:
         failure = values.get("failure")
         serving = values.get("serving")
         values.update(
+            status=parse_status(values["status"]),
             serving=None if serving is None else ServingSection.from_dict(serving),
             route=Route.from_dict(values["route"]),
             shape=Shape.from_dict(values["shape"]),
@@ -188,6 +190,16 @@ class CellRecord:
         return cls(**values)
 
 
+def parse_status(text: str) -> CellStatus:
+    """A record's status read from its JSON (a StoreError, exit 2, when it is none of them)."""
+    try:
+        return CellStatus(text)
+    except ValueError:
+        raise StoreError(
+            f"record status {text!r} is not one of {', '.join(CellStatus)}", "pass a record this harness wrote"
+        ) from None
+
+
 def _optional(section: type[J], d: Mapping[str, Any] | None) -> J | None:
     return None if d is None else section.from_dict(d)
 
@@ -201,7 +213,7 @@ class RunRecord:
     run_id: str
     started_utc: str
     finished_utc: str
-    status: str  # "ok" when every cell is ok, else "failed"
+    status: CellStatus  # OK when every cell is ok, else FAILED
     sweep: Mapping[str, Any]  # routes, prompt_tokens, max_new_tokens, rounds, seed, isolate, order
     environment: Mapping[str, Any]
     cells: Sequence[CellRecord] = ()  # a tuple, or a sweep's cells on disk (record/cell_spool.py)
@@ -216,7 +228,7 @@ class RunRecord:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == CellStatus.OK
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.head_dict(), "cells": [c.to_dict() for c in self.cells]}
@@ -247,7 +259,7 @@ class RunRecord:
             run_id=d["run_id"],
             started_utc=d["started_utc"],
             finished_utc=d["finished_utc"],
-            status=d["status"],
+            status=parse_status(d["status"]),
             sweep=copy.deepcopy(d.get("sweep") or {}),
             environment=copy.deepcopy(d.get("environment") or {}),
             cells=tuple(CellRecord.from_dict(c) for c in d.get("cells") or ()),

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from winml_perf.model.cell_status import CellStatus
 from winml_perf.model.sample import IterationSample
 from winml_perf.model.spec import CellSpec, finite_or_none
 
@@ -78,7 +79,7 @@ class CellResult:
     """Everything measured for one cell; ``status`` is 'ok' or 'failed' (then ``failure`` says why)."""
 
     cell: CellSpec
-    status: str
+    status: CellStatus
     samples: tuple[IterationSample, ...] = ()
     warmup_samples: tuple[IterationSample, ...] = ()
     load: LoadPhases = LoadPhases()
@@ -101,4 +102,4 @@ class CellResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == CellStatus.OK

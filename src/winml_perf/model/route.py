@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, cast
 
@@ -195,6 +196,20 @@ def with_placements(stages: Sequence[StageRoute], placements: Sequence[StagePlac
     return tuple(replace(s, placement=by_stage[s.stage]) if s.stage in by_stage else s for s in stages)
 
 
+class CompileStatus(StrEnum):
+    """What one EPContext compile job came to (equal to its text, which records hold)."""
+
+    COMPILED = "compiled"
+    NOTHING_TO_COMPILE = "nothing to compile"  # the EP claims no node: the stage runs its source model
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    DISCARDED = "discarded"  # compiled, but not used: another compile of the route failed
+
+
+#: The statuses of a compile that went wrong: the stage keeps its source model.
+COMPILE_FAILURES = (CompileStatus.FAILED, CompileStatus.TIMEOUT)
+
+
 @dataclass(frozen=True)
 class CompileOutcome:
     """What the EPContext compile of one job (a model file shared by ``stages``) came to."""
@@ -203,7 +218,7 @@ class CompileOutcome:
     source: str
     ep: str
     output: str | None  # file in the derived bundle; None when the stage keeps its source model
-    status: str  # "compiled" | "nothing to compile" | "failed" | "timeout"
+    status: CompileStatus
     reason: str = ""
     compile_ms: float = 0.0
     compatibility: Mapping[str, Any] | None = (
@@ -238,7 +253,7 @@ class CompileOutcome:
             d["source"],
             d["ep"],
             d.get("output"),
-            d["status"],
+            CompileStatus(d["status"]),
             d.get("reason") or "",
             float(d.get("compile_ms") or 0.0),
             dict(d["compatibility"]) if d.get("compatibility") else None,

@@ -4,7 +4,8 @@ routes, warnings, and the run's rows in every ``--format`` (formats.py)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from winml_perf.ep.effective import options_lines
@@ -14,7 +15,7 @@ from winml_perf.model.route import StagePlacement
 from winml_perf.model.runtime import runtime_named
 from winml_perf.model.spec import finite_or_none
 from winml_perf.publish.energy_lines import energy_lines
-from winml_perf.publish.formats import json_text, table_text
+from winml_perf.publish.formats import json_text, render, table_text
 from winml_perf.publish.run_table import (
     Column,
     covers,
@@ -65,25 +66,40 @@ def _markdown(run: RunRecord) -> str:
 
 
 def run_text(run: RunRecord, fmt: str) -> str:
-    """The run in a --format other than table: markdown/csv rows of the cells, json the record,
-    jsonl one cell record per line."""
+    """The run in a --format: markdown/csv rows of the cells, json the record, jsonl one cell record
+    per line, table the terminal's view."""
     return "".join(run_chunks(run, fmt))
 
 
-def run_chunks(run: RunRecord, fmt: str) -> Iterator[str]:
+def run_chunks(run: RunRecord, fmt: str) -> Iterable[str]:
     """``run_text`` in pieces: json and jsonl a cell at a time (a long sweep's cells are never all
-    in memory at once, issue 36), markdown and csv whole."""
-    if fmt == "json":  # the text of json_text(run.to_dict(), "json")
-        yield from dumps_indented_chunks(run.head_dict(), "cells", (c.to_dict() for c in run.cells))
+    in memory at once, issue 36), the others whole."""
+    return render(fmt, RunShown(run))
+
+
+@dataclass(frozen=True)
+class RunShown:
+    """A run record in each format of the registry (publish/formats.py)."""
+
+    run: RunRecord
+
+    def table(self) -> Iterable[str]:
+        return [render_run(self.run) + "\n"]
+
+    def markdown(self) -> Iterable[str]:
+        return [_markdown(self.run)]
+
+    def csv(self) -> Iterable[str]:
+        headers, rows = run_rows(self.run)
+        return [table_text(headers, rows, "csv")]
+
+    def json(self) -> Iterator[str]:  # the text of json_text(run.to_dict(), "json")
+        yield from dumps_indented_chunks(self.run.head_dict(), "cells", (c.to_dict() for c in self.run.cells))
         yield "\n"
-    elif fmt == "jsonl":
-        for c in run.cells:
+
+    def jsonl(self) -> Iterator[str]:
+        for c in self.run.cells:
             yield json_text(c.to_dict(), "jsonl")
-    elif fmt == "markdown":
-        yield _markdown(run)
-    else:
-        headers, rows = run_rows(run)
-        yield table_text(headers, rows, "csv")
 
 
 def _placement_text(placement: StagePlacement | None) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from winml_perf.model.cell_status import CellStatus
 from winml_perf.model.metrics import DECODE_THROUGHPUT, ITL, POOLED, get, metric_values, session_metrics
 from winml_perf.model.record import CellRecord, RunRecord
 from winml_perf.model.record_context import Environment, Explain, Output, Prompt
@@ -291,7 +292,7 @@ def run_record(
     """The run of ``cells``: a spooled view (record/cell_spool.py) stays one, anything else becomes a tuple."""
     from winml_perf.record.cell_spool import SpooledCells, ok_cells
 
-    status = "ok" if cells and len(ok_cells(cells)) == len(cells) else "failed"
+    status = CellStatus.OK if cells and len(ok_cells(cells)) == len(cells) else CellStatus.FAILED
     return RunRecord(
         run_id=run_id,
         started_utc=started_utc,

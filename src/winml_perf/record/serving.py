@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from winml_perf.model.cell_status import CellStatus
 from winml_perf.model.record import CellRecord
 from winml_perf.model.record_context import Environment, Prompt
 from winml_perf.model.record_measures import Memory
@@ -136,7 +137,7 @@ def serving_record(
         cell_id=uuid.uuid4().hex,
         cell_key=f"{route.label}|{load.key}|p{load.prompt_tokens.text}|n{load.max_new_tokens.text}",
         cell_index=index,
-        status="ok",
+        status=CellStatus.OK,
         runtime=route.session.runtime,
         bundle=route.bundle,
         bundle_id=bundle_id(route.bundle),

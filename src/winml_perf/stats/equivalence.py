@@ -15,6 +15,7 @@ from winml_perf.model.equivalence import (
     NOT_EQUIVALENT,
     WITHIN_PRECISION,
     Band,
+    EquivalenceVerdict,
     LogitFigures,
     StageFigures,
 )
@@ -97,7 +98,7 @@ def band_limit(figures: LogitFigures, floor: float = 0.0) -> float:
     return max(BAND_FACTOR * figures.kl_mean, floor)
 
 
-def verdict(figures: LogitFigures, noise: Band | None, precision: Band | None) -> str:
+def verdict(figures: LogitFigures, noise: Band | None, precision: Band | None) -> EquivalenceVerdict:
     """equivalent (inside the noise floor's band) / within precision tolerance / not equivalent.
 
     Without a measured noise floor only bit-equal logits are equivalent."""

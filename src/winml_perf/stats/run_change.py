@@ -23,7 +23,7 @@ from winml_perf.stats.arrays import Values
 from winml_perf.stats.hierarchical import invocation_medians
 from winml_perf.stats.quantile_intervals import CONFIDENCE_LEVEL
 from winml_perf.stats.series.step_size import step
-from winml_perf.stats.significance import EQUIVALENCE, INCONCLUSIVE, ci_verdict, mann_whitney_u, speedup
+from winml_perf.stats.significance import EQUIVALENCE, INCONCLUSIVE, SpeedVerdict, ci_verdict, mann_whitney_u, speedup
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class RunChange:
     low: float
     high: float
     p_value: float
-    verdict: str
+    verdict: SpeedVerdict
     why: str = ""
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,19 @@ CONTINUITY_CORRECTION = 0.5
 MIN_PAIRED_ROUNDS = 5
 MIN_SAMPLES_PER_SIDE = 6
 
-FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE, UNCHANGED = "faster", "slower", "equivalent", "inconclusive", "unchanged"
+
+class SpeedVerdict(StrEnum):
+    """What a comparison found of a route's or a run's speed: equal to its text, which reports and
+    their JSON hold."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    EQUIVALENT = "equivalent"  # within the equivalence band
+    INCONCLUSIVE = "inconclusive"  # an interval that straddles the band (or none)
+    UNCHANGED = "unchanged"  # a run-to-run test that does not reject
+
+
+FASTER, SLOWER, EQUIVALENT, INCONCLUSIVE, UNCHANGED = SpeedVerdict
 
 
 def _finite(values: Values) -> np.ndarray:
@@ -206,7 +219,7 @@ def speedup_ci(ci: RatioCI, bigger_is_better: bool) -> tuple[float, float, float
     return s, min(a, b), max(a, b)
 
 
-def ci_verdict(low: float, high: float, equivalence: float = EQUIVALENCE) -> str:
+def ci_verdict(low: float, high: float, equivalence: float = EQUIVALENCE) -> SpeedVerdict:
     """Verdict of a speedup CI [low, high] (1 = same speed) against the band 1/(1+e) .. 1+e."""
     if not (math.isfinite(low) and math.isfinite(high)):
         return INCONCLUSIVE
@@ -227,7 +240,7 @@ def delta_pct(baseline_median: float, candidate_median: float) -> float:
 
 def change_verdict(
     delta: float, p_value: float, bigger_is_better: bool, equivalence: float = EQUIVALENCE, alpha: float = ALPHA
-) -> str:
+) -> SpeedVerdict:
     """Verdict of a run-to-run change: 'unchanged' when the test does not reject (p >= alpha);
     'equivalent' when it does but |Δ| stays within the band; else 'faster' / 'slower'."""
     if not math.isfinite(delta) or not p_value < alpha:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
-from winml_perf.model.route import CompileOutcome
+from winml_perf.model.route import CompileOutcome, CompileStatus
 from winml_perf.support.errors import BundleError, UsageError
 
 if TYPE_CHECKING:
@@ -87,7 +87,9 @@ def compile_jobs(
         else:
             why = None
         if why is not None:
-            notes.append(CompileOutcome((route.stage,), route.files[0], ep, None, "nothing to compile", why))
+            notes.append(
+                CompileOutcome((route.stage,), route.files[0], ep, None, CompileStatus.NOTHING_TO_COMPILE, why)
+            )
             continue
         options = next(iter(route.provider_options_after[0].values())) if route.provider_options_after else {}
         level = load_level(plan.config.raw, route.stage)
@@ -162,7 +164,7 @@ def compile_in_child(
             job.source,
             job.ep,
             None,
-            "timeout",
+            CompileStatus.TIMEOUT,
             f"compile took longer than {timeout_s:g} s; the stage keeps its source model (raise --compile-timeout)",
             ms,
         )
@@ -174,14 +176,22 @@ def compile_in_child(
                 job.source,
                 job.ep,
                 None,
-                "nothing to compile",
+                CompileStatus.NOTHING_TO_COMPILE,
                 f"{eps.ep_alias(job.ep)} claims no node of {job.source}; the stage runs its source model",
                 ms,
             )
         return CompileOutcome(
-            job.stages, job.source, job.ep, None, "failed", f"{result.failure()}; the stage keeps its source model", ms
+            job.stages,
+            job.source,
+            job.ep,
+            None,
+            CompileStatus.FAILED,
+            f"{result.failure()}; the stage keeps its source model",
+            ms,
         )
-    return CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "", ms, _verdict(result.stdout))
+    return CompileOutcome(
+        job.stages, job.source, job.ep, job.output, CompileStatus.COMPILED, "", ms, _verdict(result.stdout)
+    )
 
 
 def _verdict(stdout: str) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ from winml_perf.bundle.epcontext.compile import CompileJob, JobRunner
 from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, TARGET_KEYS, VERSION_KEYS
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
-from winml_perf.model.route import CompileOutcome
+from winml_perf.model.route import CompileOutcome, CompileStatus
 from winml_perf.support.errors import UsageError
 
 CHILD_MODULE = "winml_perf.bundle.epcontext.device_free_child"
@@ -118,13 +118,13 @@ def _compile_one(
     if result.exit.timed_out or not result.ok or not out.is_file():
         for p in out.parent.glob(out.stem + "*"):
             p.unlink(missing_ok=True)
-        status = "timeout" if result.exit.timed_out else "failed"
+        status = CompileStatus.TIMEOUT if result.exit.timed_out else CompileStatus.FAILED
         why = result.exit.text if result.exit.timed_out else result.failure()
         if strict and "fallback to CPU EP has been explicitly disabled" in why:
             why = f"--strict (session.disable_cpu_ep_fallback): {why}"
         return CompileOutcome(job.stages, job.source, job.ep, None, status, f"device-free: {why}", ms), None
     report = _last_json(result.stdout) or {}
-    return CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "", ms), _provenance(
+    return CompileOutcome(job.stages, job.source, job.ep, job.output, CompileStatus.COMPILED, "", ms), _provenance(
         job, ident, report, strict
     )
 

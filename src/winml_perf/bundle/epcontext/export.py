@@ -23,7 +23,7 @@ from winml_perf.bundle import cache
 from winml_perf.bundle.epcontext import compat, device_free
 from winml_perf.bundle.epcontext.compile import CompileJob, JobRunner
 from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, VERSION_KEYS
-from winml_perf.model.route import CompileOutcome
+from winml_perf.model.route import CompileOutcome, CompileStatus
 from winml_perf.support import safe_write
 from winml_perf.support.errors import BundleError, UsageError
 
@@ -202,7 +202,9 @@ def runner(folder: Path, doc: dict[str, Any]) -> JobRunner:
                 shutil.copy2(Path(folder) / name, Path(out_dir) / name)
                 if cache.file_sha256(Path(out_dir) / name) != doc["files"][name]:
                     raise UsageError(f"import-prepared: {folder}/{name} changed since export", "export it again")
-            outcomes.append(CompileOutcome(job.stages, job.source, job.ep, job.output, "compiled", "imported", 0.0))
+            outcomes.append(
+                CompileOutcome(job.stages, job.source, job.ep, job.output, CompileStatus.COMPILED, "imported", 0.0)
+            )
         made = device_free.read_prepared(folder)
         if made:
             stages = {k: {**v, "imported_from": str(Path(folder).resolve())} for k, v in made.items()}

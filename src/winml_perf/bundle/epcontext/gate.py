@@ -10,15 +10,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from winml_perf.model.route import CompileOutcome, Route
+from winml_perf.model.route import COMPILE_FAILURES, CompileOutcome, Route
 from winml_perf.support.errors import BenchmarkFailure
 
-FAILED = ("failed", "timeout")
 UNCOMPILED_MARK = " (uncompiled)"
 
 
 def failed_compiles(route: Route) -> list[CompileOutcome]:
-    return [c for c in route.compile if c.status in FAILED]
+    return [c for c in route.compile if c.status in COMPILE_FAILURES]
 
 
 def _what_failed(failed: list[CompileOutcome]) -> str:

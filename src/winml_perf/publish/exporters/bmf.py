@@ -15,9 +15,10 @@ from winml_perf.model.equivalence_view import VERDICT_COLUMN, view_of_row
 from winml_perf.publish.exporters import Exporter, register
 from winml_perf.publish.exporters._rows import benchmark_name, dashboard_metrics, interval, latest_per_series
 from winml_perf.publish.exporters.json import nothing_in
+from winml_perf.publish.formats import Format, Offer
 
 #: ``equivalence_verdict`` as a BMF value.
-VERDICT_VALUES = {EQUIVALENT: 1.0, WITHIN_PRECISION: 0.5, NOT_EQUIVALENT: 0.0}
+VERDICT_VALUES: dict[str, float] = {EQUIVALENT: 1.0, WITHIN_PRECISION: 0.5, NOT_EQUIVALENT: 0.0}
 
 
 def equivalence_measures(row: Any) -> dict[str, dict[str, float]]:
@@ -45,4 +46,7 @@ def to_bmf(df: Any, **_: Any) -> str:
     return json.dumps(out, indent=2, allow_nan=False) + "\n"
 
 
-register(Exporter("bmf", to_bmf, help="bmf (Bencher)", rank=50, empty=nothing_in))
+register(
+    Exporter("bmf", to_bmf, empty=nothing_in),
+    Format("bmf", "Bencher Metric Format", frozenset({Offer.EXPORT}), suffix=".json", note="(Bencher)"),
+)

@@ -15,6 +15,7 @@ from winml_perf.model.metrics import bigger_is_better, unit
 from winml_perf.publish.exporters import Exporter, register
 from winml_perf.publish.exporters._rows import benchmark_name, dashboard_metrics, interval, latest_per_series
 from winml_perf.publish.exporters.json import nothing_in
+from winml_perf.publish.formats import Format, Offer
 from winml_perf.support.errors import UsageError
 
 GAB_DIRECTIONS = {"bigger": "customBiggerIsBetter", "smaller": "customSmallerIsBetter"}
@@ -53,6 +54,15 @@ def gab_entries(df: Any, direction: str) -> list[dict[str, Any]]:
     ]
 
 
+def needs_direction(direction: str | None = None, **_: Any) -> None:
+    """``gab``'s check before the store is read: exit 2 without a direction."""
+    if direction is None:
+        raise UsageError(
+            "--format gab needs a direction: a github-action-benchmark file holds one (customBiggerIsBetter or customSmallerIsBetter)",
+            "pass --format gab-bigger (throughputs) or --format gab-smaller (times, bytes); one file each",
+        )
+
+
 def to_gab(df: Any, direction: str | None = None, **_: Any) -> str:
     if direction is None:
         raise UsageError(
@@ -70,14 +80,22 @@ def to_gab_smaller(df: Any, **_: Any) -> str:
     return to_gab(df, direction="smaller")
 
 
-register(Exporter("gab-bigger", to_gab_bigger, help="gab-bigger", rank=60, empty=nothing_in))
+_EXPORT = frozenset({Offer.EXPORT})
 register(
-    Exporter(
-        "gab-smaller",
-        to_gab_smaller,
-        help="gab-smaller (github-action-benchmark's customBiggerIsBetter / customSmallerIsBetter: one file each)",
-        rank=70,
-        empty=nothing_in,
-    )
+    Exporter("gab-bigger", to_gab_bigger, empty=nothing_in),
+    Format("gab-bigger", "github-action-benchmark's customBiggerIsBetter", _EXPORT, suffix=".json"),
 )
-register(Exporter("gab", to_gab, rank=80, empty=nothing_in))
+register(
+    Exporter("gab-smaller", to_gab_smaller, empty=nothing_in),
+    Format(
+        "gab-smaller",
+        "github-action-benchmark's customSmallerIsBetter",
+        _EXPORT,
+        suffix=".json",
+        note="(github-action-benchmark's customBiggerIsBetter / customSmallerIsBetter: one file each)",
+    ),
+)
+register(
+    Exporter("gab", to_gab, empty=nothing_in, options=("direction",), check=needs_direction),
+    Format("gab", "either gab file, by --direction", _EXPORT, suffix=".json", listed=False),
+)

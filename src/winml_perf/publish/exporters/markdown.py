@@ -1,17 +1,14 @@
 """``markdown``: a compact table of the headline numbers (the rows `winml results list` prints),
-with each route's equivalence verdict beside them. A run: its result table."""
+with each route's equivalence verdict beside them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from winml_perf.model.equivalence_view import view_of_row
 from winml_perf.model.metrics import DECODE_THROUGHPUT, E2E, LATENCY, PROMPT_THROUGHPUT, TTFT
 from winml_perf.publish.exporters import Exporter, register
-
-if TYPE_CHECKING:
-    from winml_perf.model.record import RunRecord
 from winml_perf.publish.exporters._rows import shape_text
 from winml_perf.publish.formats import human
 from winml_perf.support.document_text import markdown_table
@@ -88,10 +85,4 @@ def to_markdown(df: Any, **_: Any) -> str:
     return markdown_table(MARKDOWN_HEADERS, summary_rows(df)) + "\n"
 
 
-def run_markdown(run: RunRecord) -> str:
-    from winml_perf.publish.render import run_text
-
-    return run_text(run, "markdown")
-
-
-register(Exporter("markdown", to_markdown, help="markdown", rank=40, run_text=run_markdown))
+register(Exporter("markdown", to_markdown))

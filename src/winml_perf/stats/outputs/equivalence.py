@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, VERDICTS, WITHIN_PRECISION
+from winml_perf.model.equivalence import EQUIVALENT, NOT_EQUIVALENT, VERDICTS, WITHIN_PRECISION, EquivalenceVerdict
 from winml_perf.model.output_equivalence import OutputFigures
 
 Array = NDArray[np.generic]
@@ -61,7 +61,7 @@ def compare_output(name: str, reference: Array, route: Array) -> OutputFigures:
     return OutputFigures(name, str(ref.dtype), np.shape(reference), max_abs, max_rel, cosine, identical, verdict)
 
 
-def output_verdict(f: OutputFigures, floating: bool = True) -> str:
+def output_verdict(f: OutputFigures, floating: bool = True) -> EquivalenceVerdict:
     """equivalent (bit-equal, or a float output within EQUIVALENT_REL) / within precision tolerance
     (within PRECISION_REL and PRECISION_COSINE_MIN) / not equivalent; an integer or bool output is
     equivalent only when equal."""
@@ -76,8 +76,8 @@ def output_verdict(f: OutputFigures, floating: bool = True) -> str:
     return NOT_EQUIVALENT
 
 
-def route_verdict(outputs: list[OutputFigures]) -> str:
+def route_verdict(outputs: list[OutputFigures]) -> EquivalenceVerdict:
     """The worst verdict of a route's outputs; a route without outputs compared is not equivalent."""
     if not outputs:
         return NOT_EQUIVALENT
-    return max((o.verdict for o in outputs), key=VERDICTS.index)
+    return EquivalenceVerdict(max((o.verdict for o in outputs), key=VERDICTS.index))

@@ -59,6 +59,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -100,7 +101,16 @@ _FIRST_BATCH = 16
 #: for a row or a few).
 _LOOP_ROWS = 32
 
-IMPROVEMENT, REGRESSION, NO_MEDIAN_SHIFT = "improvement", "regression", "no median shift"
+
+class Direction(StrEnum):
+    """Which way a change point moved a series (equal to its text, which the store and JSON hold)."""
+
+    IMPROVEMENT = "improvement"
+    REGRESSION = "regression"
+    NO_MEDIAN_SHIFT = "no median shift"
+
+
+IMPROVEMENT, REGRESSION, NO_MEDIAN_SHIFT = Direction
 #: Kinds of change point: of the (mode-aware) level, or of the share of the lower mode.
 LEVEL, MODE_SHARE = "level", "mode share"
 SHARE_SEED_OFFSET = 104729
@@ -118,7 +128,7 @@ class ChangePoint:
     shift_low: float
     shift_high: float
     p_value: float
-    direction: str
+    direction: Direction
     kind: str = LEVEL
     share_before: float | None = None  # mode share change points: the lower mode's share either side
     share_after: float | None = None
@@ -233,7 +243,7 @@ def _shift(
     return point, float(lo), float(hi)
 
 
-def direction_of(shift: float, higher_is_better: bool) -> str:
+def direction_of(shift: float, higher_is_better: bool) -> Direction:
     """improvement / regression of a relative shift of the median, given the metric's direction."""
     if shift == 0 or not math.isfinite(shift):
         return NO_MEDIAN_SHIFT
@@ -425,7 +435,18 @@ MIN_HISTORY = 8
 #: with 10 invocations, at 0.005 1.1 and 1.0, finding 5 % steps within 10 nights as often (0.67,
 #: 0.70) about a night later (benchmarks/bench_gate.py; docs/benchmarks.md).
 GATE_ALPHA = 0.005
-UNCHANGED, INSUFFICIENT = "unchanged", "insufficient"
+
+
+class GateStatus(StrEnum):
+    """What the gate decided about a series' newest run (``Verdict.status``)."""
+
+    REGRESSION = "regression"
+    IMPROVEMENT = "improvement"
+    UNCHANGED = "unchanged"
+    INSUFFICIENT = "insufficient"
+
+
+UNCHANGED, INSUFFICIENT = GateStatus.UNCHANGED, GateStatus.INSUFFICIENT
 BY_CHANGE_POINT, BY_INTERVAL, BY_BAND = "change point", "interval", "band"
 
 
@@ -433,14 +454,14 @@ BY_CHANGE_POINT, BY_INTERVAL, BY_BAND = "change point", "interval", "band"
 class Verdict:
     """What the gate decided about the newest run, how (``method``) and why (``reason``)."""
 
-    status: str  # regression | improvement | unchanged | insufficient
+    status: GateStatus
     method: str | None
     reason: str
     change_point: ChangePoint | None = None
 
     @property
     def is_regression(self) -> bool:
-        return self.status == REGRESSION
+        return self.status == GateStatus.REGRESSION
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -463,9 +484,9 @@ def _judge_by_interval(
     better_beyond = low > ceiling if higher_is_better else high < floor
     where = f"interval [{human(low)}, {human(high)}] vs baseline {human(base)} (median of {len(x) - 1} runs) ±{threshold:.1%}"
     if worse_beyond:
-        return Verdict(REGRESSION, BY_INTERVAL, f"{where}: wholly on the worse side")
+        return Verdict(GateStatus.REGRESSION, BY_INTERVAL, f"{where}: wholly on the worse side")
     if better_beyond:
-        return Verdict(IMPROVEMENT, BY_INTERVAL, f"{where}: wholly on the better side")
+        return Verdict(GateStatus.IMPROVEMENT, BY_INTERVAL, f"{where}: wholly on the better side")
     return Verdict(UNCHANGED, BY_INTERVAL, f"{where}: not wholly beyond the threshold")
 
 
@@ -553,7 +574,7 @@ def _judge_by_band(values: Sequence[Any], higher_is_better: bool, threshold: flo
     band = beyond_band(runs[:-1], runs[-1], higher_is_better=higher_is_better, threshold=threshold)
     if band is None:
         return None
-    return Verdict(REGRESSION if band.worse else IMPROVEMENT, BY_BAND, band.reason(threshold))
+    return Verdict(GateStatus.REGRESSION if band.worse else GateStatus.IMPROVEMENT, BY_BAND, band.reason(threshold))
 
 
 def _judge_by_change_points(
@@ -593,5 +614,8 @@ def _judge_by_change_points(
     regressions = [p for p in beyond if p.direction == REGRESSION]
     worst = max(regressions or beyond, key=lambda p: abs(p.shift))
     return Verdict(
-        worst.direction, BY_CHANGE_POINT, f"{_said(worst)}: a {worst.direction} beyond {threshold:.1%}", worst
+        GateStatus(worst.direction),
+        BY_CHANGE_POINT,
+        f"{_said(worst)}: a {worst.direction} beyond {threshold:.1%}",
+        worst,
     )
