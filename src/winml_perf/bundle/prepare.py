@@ -22,7 +22,7 @@ from typing import Any
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.config import ConfigBook, GenaiConfig, load_config
-from winml_perf.bundle.derive import derive_bundle
+from winml_perf.bundle.derive import DeriveResult, derive_bundle
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.placement import RoutePlacement, derived_placement
 from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_assignment, plan_route
@@ -166,9 +166,7 @@ def prepare_route(
             )  # placement.json: a hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
     # a hit on a device is checked here; one just compiled (the compile child's verdict) or device-free is not
-    outcomes = _verdicts(
-        result.path, outcomes, book, result.cache == "hit" and getattr(runner, "checks_on_device", True)
-    )
+    outcomes = _verdicts(result, outcomes, book, result.cache == "hit" and getattr(runner, "checks_on_device", True))
     compiled = any(o.status == "compiled" for o in outcomes)
     warnings = () if compiled else plan.warnings  # a route that compiles its stages changes what runs
     return Route(
@@ -202,17 +200,19 @@ def _decided(plan: RoutePlan) -> dict | None:
 
 
 def _verdicts(
-    folder: Path, outcomes: tuple[CompileOutcome, ...], book: ConfigBook, check: bool
+    result: DeriveResult, outcomes: tuple[CompileOutcome, ...], book: ConfigBook, check: bool
 ) -> tuple[CompileOutcome, ...]:
     """Each compiled stage's verdict: with ``check`` (a hit on a device) as this reuse finds it
     (onnxruntime, or the kept session verdict); else as it stands (just compiled: the compile
     child's; device-free: None, not checked). A stage prepared device-free also says how it was made
     and whether this run matches ("prepared"). The derived bundle's config is read (``book``, once)
-    only for a stage that needs its options."""
+    only for a stage that needs its options; each EP's plugin identity is the one the derived bundle
+    was keyed under (``result.plugins``), not asked again."""
     from dataclasses import replace
 
     from winml_perf.bundle.epcontext import compat, device_free
 
+    folder, plugins = result.path, result.plugins
     made = device_free.read_prepared(folder)
     out = []
     for o in outcomes:
@@ -221,7 +221,8 @@ def _verdicts(
             continue
         options = compat.stage_options(book.of(folder), o.stages[0])
         if check:
-            verdict: dict | None = compat.check_stage(folder, o.compiled_output, o.ep, options).to_dict()
+            checked = compat.check_stage_with(folder, o.compiled_output, o.ep, options, plugins.get(o.ep))
+            verdict: dict | None = checked.to_dict()
         else:
             verdict = dict(o.compatibility) if isinstance(o.compatibility, dict) else None
         shown = verdict or {
@@ -232,7 +233,9 @@ def _verdicts(
             "detail": "prepared device-free: no device here to check it on",
         }
         if o.compiled_output in made:
-            shown["prepared"] = device_free.reuse_report(made[o.compiled_output], o.ep, options, verdict)
+            shown["prepared"] = device_free.reuse_report_of(
+                made[o.compiled_output], plugins.get(o.ep), options, verdict
+            )
         out.append(replace(o, compatibility=shown))
     return tuple(out)
 
