@@ -147,8 +147,8 @@ def derive_bundle(
     ``no_recompile``: a route with stages to compile and no fresh derived bundle is refused (exit 2)."""
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
+    plugins = plugin_identities(plan)  # asked once a route: the compiled stages' checks read it from the result
     identities = cache.source_identities(bundle, source_files(bundle), verify_sources)
-    plugins = plugin_identities(plan)
     settings = {
         "config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
         "compile": [job.key_dict() for job in jobs],
