@@ -10,8 +10,9 @@ fresh process registering only ``<EP>.virtual``). A child killed by a signal (an
 does not know, aborting) is exit 2 naming the EP and version, never a core dump reaching the user.
 Each compiled stage's provenance (device-free, registered name, device offered, package, version,
 SDK, onnxruntime, target options, compatibility info, node placement) goes to ``prepared.json`` in
-the derived bundle; on reuse ``reuse_report`` compares it with the EP and options of the running
-process (``matched``: "ok" or what differs).
+the derived bundle; on reuse ``reuse_report_of`` compares it with the EP's plugin identity (a derived
+bundle's, from its key; ``reuse_report`` asks it by EP name) and the options of the running process
+(``matched``: "ok" or what differs).
 """
 
 from __future__ import annotations
