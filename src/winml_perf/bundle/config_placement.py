@@ -65,11 +65,11 @@ def config_placement(config: GenaiConfig) -> pl.RoutePlacement:
         entry = cache.get_or_build(request, build)
     except _NotKept as exc:
         return pl.RoutePlacement(exc.stages, None, f"measured; not saved: {exc.why}", _ms(t0))
-    stages = tuple(StagePlacement.from_dict(s) for s in entry.manifest["stages"])
-    if [s.stage for s in stages] != list(config.stage_names):
+    if [s["stage"] for s in entry.manifest["stages"]] != list(config.stage_names):
         return pl.RoutePlacement(
             tuple(pl.measure_config(config, bundle)), None, "cached stages differ; measured", _ms(t0)
         )
+    stages = tuple(StagePlacement.from_dict(s) for s in entry.manifest["stages"])
     reason = "placement-only artifact made under this key" if entry.cache == "hit" else f"measured: {entry.reason}"
     return pl.RoutePlacement(stages, entry.cache, reason, _ms(t0), entry.key)
 

@@ -21,9 +21,10 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.config import CONFIG_NAME
@@ -72,6 +73,9 @@ class DeriveResult:
     links: dict = field(default_factory=dict)
     compile: tuple[dict, ...] = ()
     warnings: tuple[str, ...] = ()
+    #: EP -> its plugin library's identity as the key holds it (``plugin_identities``), asked once a
+    #: route: the compiled stages' verdicts and reports read it from here
+    plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict:
         return {
@@ -142,12 +146,13 @@ def derive_bundle(
     ``no_recompile``: a route with stages to compile and no fresh derived bundle is refused (exit 2)."""
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
+    plugins = plugin_identities(plan)  # asked once a route: the compiled stages' checks read it from the result
     identities = cache.source_identities(bundle, source_files(bundle), verify_sources)
     settings = {
         "config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
         "compile": [job.key_dict() for job in jobs],
         "options": plan.options_key(),
-        "plugins": plugin_identities(plan),
+        "plugins": plugins,
     }
     request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, identities, LABELS, SHAPE)
     built: dict = {}
@@ -158,7 +163,8 @@ def derive_bundle(
 
     def build(tmp: Path) -> dict:
         files = [i["file"] for i in identities]
-        built.update(_write(plan, bundle, tmp, files, list(jobs), compile_timeout_s, runner or compiler.run_jobs))
+        run = runner or compiler.run_jobs
+        built.update(_write(plan, bundle, tmp, files, list(jobs), compile_timeout_s, run, plugins))
         if any(o.status in COMPILE_FAILURES for o in built["outcomes"]):
             raise _CompileFailed(built["outcomes"], built["compile_ms"])
         return {
@@ -180,7 +186,16 @@ def derive_bundle(
     manifest = entry.manifest
     if entry.cache == "hit":
         return DeriveResult(
-            entry.folder, entry.key, "hit", entry.reason, _ms(t0), 0.0, 0, manifest["links"], tuple(manifest["compile"])
+            entry.folder,
+            entry.key,
+            "hit",
+            entry.reason,
+            _ms(t0),
+            0.0,
+            0,
+            manifest["links"],
+            tuple(manifest["compile"]),
+            plugins=plugins,
         )
     return DeriveResult(
         entry.folder,
@@ -192,6 +207,7 @@ def derive_bundle(
         built["written"] + entry.manifest_bytes,
         built["links"],
         tuple(manifest["compile"]),
+        plugins=plugins,
     )
 
 
@@ -224,10 +240,13 @@ def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFail
         plain.links,
         outcomes,
         warnings + plain.warnings,
+        plain.plugins,
     )
 
 
-def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: list, timeout_s: float, runner) -> dict:
+def _write(
+    plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: list, timeout_s: float, runner, plugins: Mapping
+) -> dict:
     """Fill ``tmp``: links to the sources, compiled stages, the rewritten config."""
     links, written = _link_tree(bundle, tmp, files)
     config, outcomes, compile_ms = plan.config, [], 0.0
@@ -235,7 +254,9 @@ def _write(plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: lis
         outcomes = runner(jobs, bundle, tmp, timeout_s)
         compile_ms = sum(o.compile_ms for o in outcomes)
         config = config.replace_filenames(compiler.filename_updates(outcomes))
-        compat.remember(tmp, outcomes, config)  # the compile children's session verdicts: a hit needs no session
+        compat.remember(
+            tmp, outcomes, config, plugins
+        )  # the compile children's session verdicts: a hit needs no session
         written += sum((tmp / o.compiled_output).stat().st_size for o in outcomes if o.status == "compiled")
     (tmp / CONFIG_NAME).unlink(missing_ok=True)  # a link to the source config: replace, never write through
     text = config.dumps()

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.bundle import cache
-from winml_perf.bundle.config import ConfigBook, GenaiConfig, config_of, load_config
-from winml_perf.bundle.derive import derive_bundle
+from winml_perf.bundle.config import ConfigBook, GenaiConfig, load_config
+from winml_perf.bundle.derive import DeriveResult, derive_bundle
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.placement import RoutePlacement, derived_placement
 from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_assignment, plan_route
@@ -158,17 +158,15 @@ def prepare_route(
             runner=runner,
             no_recompile=how.no_recompile,
         )
-        derived = None  # the derived bundle's config, read once for its placement and compile verdicts
         if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
             placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
-        else:
-            derived = book.of(result.path)
-            placed = derived_placement(result.path, result.key, derived)  # placement.json: a hit costs a file read
+        else:  # the derived bundle's config, read once (the book keeps it for the verdicts)
+            placed = derived_placement(
+                result.path, result.key, book.of(result.path)
+            )  # placement.json: a hit costs a file read
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
-    if result.cache == "hit" and getattr(runner, "checks_on_device", True):  # device-free: no session here
-        outcomes = _reuse_verdicts(result.path, outcomes, derived)
-    else:  # just compiled (its verdict from the compile child), or device-free (none): how each was made
-        outcomes = _with_provenance(result.path, outcomes, derived)
+    # a hit on a device is checked here; one just compiled (the compile child's verdict) or device-free is not
+    outcomes = _verdicts(result, outcomes, book, result.cache == "hit" and getattr(runner, "checks_on_device", True))
     compiled = any(o.status == "compiled" for o in outcomes)
     warnings = () if compiled else plan.warnings  # a route that compiles its stages changes what runs
     return Route(
@@ -201,49 +199,32 @@ def _decided(plan: RoutePlan) -> dict | None:
     return None
 
 
-def _reuse_verdicts(
-    folder: Path, outcomes: tuple[CompileOutcome, ...], config: GenaiConfig | None = None
+def _verdicts(
+    result: DeriveResult, outcomes: tuple[CompileOutcome, ...], book: ConfigBook, check: bool
 ) -> tuple[CompileOutcome, ...]:
-    """On a hit, each compiled stage's verdict as this reuse found it (onnxruntime, or the kept session verdict);
-    a stage prepared device-free also says how it was made and whether this run matches ("prepared")."""
+    """Each compiled stage's verdict: with ``check`` (a hit on a device) as this reuse finds it
+    (onnxruntime, or the kept session verdict); else as it stands (just compiled: the compile
+    child's; device-free: None, not checked). A stage prepared device-free also says how it was made
+    and whether this run matches ("prepared"). The derived bundle's config is read (``book``, once)
+    only for a stage that needs its options; each EP's plugin identity is the one the derived bundle
+    was keyed under (``result.plugins``), not asked again."""
     from dataclasses import replace
 
     from winml_perf.bundle.epcontext import compat, device_free
 
-    config = config if config is not None else config_of(folder)
+    folder, plugins = result.path, result.plugins
     made = device_free.read_prepared(folder)
     out = []
     for o in outcomes:
-        if o.status != "compiled":
+        if o.status != "compiled" or not (check or o.compiled_output in made):
             out.append(o)
             continue
-        options = compat.stage_options(config, o.stages[0])
-        verdict = compat.check_stage(folder, o.compiled_output, o.ep, options).to_dict()
-        if o.compiled_output in made:
-            verdict["prepared"] = device_free.reuse_report(made[o.compiled_output], o.ep, options, verdict)
-        out.append(replace(o, compatibility=verdict))
-    return tuple(out)
-
-
-def _with_provenance(
-    folder: Path, outcomes: tuple[CompileOutcome, ...], config: GenaiConfig | None = None
-) -> tuple[CompileOutcome, ...]:
-    """Each compiled stage's verdict as it stands (None: not checked, device-free) with how it was made ("prepared")."""
-    from dataclasses import replace
-
-    from winml_perf.bundle.epcontext import compat, device_free
-
-    made = device_free.read_prepared(folder)
-    if not any(o.status == "compiled" and o.compiled_output in made for o in outcomes):
-        return outcomes
-    config = config if config is not None else config_of(folder)
-    out = []
-    for o in outcomes:
-        if o.status != "compiled" or o.compiled_output not in made:
-            out.append(o)
-            continue
-        options = compat.stage_options(config, o.stages[0])
-        verdict = dict(o.compatibility) if isinstance(o.compatibility, dict) else None
+        options = compat.stage_options(book.of(folder), o.stages[0])
+        if check:
+            checked = compat.check_stage_with(folder, o.compiled_output, o.ep, options, plugins.get(o.ep))
+            verdict: dict | None = checked.to_dict()
+        else:
+            verdict = dict(o.compatibility) if isinstance(o.compatibility, dict) else None
         shown = verdict or {
             "verdict": "unknown",
             "source": "none",
@@ -251,7 +232,10 @@ def _with_provenance(
             "info": made[o.compiled_output].get("compatibility_info"),
             "detail": "prepared device-free: no device here to check it on",
         }
-        shown["prepared"] = device_free.reuse_report(made[o.compiled_output], o.ep, options, verdict)
+        if o.compiled_output in made:
+            shown["prepared"] = device_free.reuse_report_of(
+                made[o.compiled_output], plugins.get(o.ep), options, verdict
+            )
         out.append(replace(o, compatibility=shown))
     return tuple(out)
 

@@ -9,10 +9,13 @@ in every record of that route, with the first differing position.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.equivalence.check import CHECK_PROMPT_TOKENS
 from winml_perf.model.route import OutputCheck
+
+if TYPE_CHECKING:
+    from winml_perf.session.genai_session import GenaiSession
 
 CHECK_NEW_TOKENS = 16
 
@@ -25,10 +28,8 @@ def first_difference(a: Sequence[int], b: Sequence[int]) -> int | None:
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def _greedy(path: str, prompt_ids: list[int], n_new: int) -> list[int]:
-    from winml_perf.session.genai_session import GenaiSession
-
-    with GenaiSession(path) as s:
+def _greedy(session: GenaiSession, prompt_ids: list[int], n_new: int) -> list[int]:
+    with session as s:
         return list(s.generate_timed(prompt_ids, n_new).token_ids)
 
 
@@ -42,13 +43,14 @@ def check_routes(
     """{route label: OutputCheck} for every route whose session path differs from the bundle."""
     from winml_perf.session.genai_session import GenaiSession
 
-    prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
-    reference = _greedy(bundle, prompt_ids, n_new)
+    source = GenaiSession(bundle)  # its config read once: the prompt's vocabulary, then the reference
+    prompt_ids = source.synthetic_prompt(n_prompt, seed=seed)
+    reference = _greedy(source, prompt_ids, n_new)
     out = {}
     for r in routes:
         if r.session.path == str(bundle):
             continue
-        tokens = _greedy(r.session.path, prompt_ids, n_new)
+        tokens = _greedy(GenaiSession(r.session.path), prompt_ids, n_new)
         out[r.label] = OutputCheck(
             n_prompt, n_new, seed, tuple(reference), tuple(tokens), first_difference(reference, tokens)
         )

@@ -37,6 +37,8 @@ COMPAT_FILE = "compat.json"
 RECOMPILE = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
 NOT_ASKED = ("NO_INFO", "NO_DEVICE", "EMULATED_DEVICE")  # statuses of a question never put to onnxruntime
 _ERROR_CHARS = 400
+#: an EP's plugin identity as ep/plugins.py gives it (its library_sha256 is read); None: no plugin library
+Plugin = Mapping[str, Any] | None
 
 
 @dataclass(frozen=True)
@@ -167,9 +169,9 @@ def _why_unknown(asked: Verdict) -> str:
 
 
 # -- the memo of session verdicts, in the derived bundle --------------------------------------------
-def memo_key(folder: Path, files: list[str], ep: str, options: Mapping[str, str]) -> str:
-    from winml_perf.ep.plugins import plugin_identity
-
+def memo_key(folder: Path, files: list[str], ep: str, options: Mapping[str, str], plugin: Plugin) -> str:
+    """The memo's key of a verdict: the compiled files' identity, the EP, its options and its plugin
+    library (``plugin``: the EP's plugin identity, ep/plugins.py; None: no plugin library serves it)."""
     idents = []
     for rel in files:
         try:
@@ -177,9 +179,8 @@ def memo_key(folder: Path, files: list[str], ep: str, options: Mapping[str, str]
             idents.append([rel, st.st_size, st.st_mtime_ns, st.st_ino])
         except OSError:
             idents.append([rel, None])
-    ident = plugin_identity(ep) or {}
     text = json.dumps(
-        {"files": idents, "ep": ep, "options": dict(options), "library_sha256": ident.get("library_sha256")},
+        {"files": idents, "ep": ep, "options": dict(options), "library_sha256": (plugin or {}).get("library_sha256")},
         sort_keys=True,
     )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -213,13 +214,23 @@ def write_memo(folder: Path, memo: dict[str, Any]) -> None:
 
 
 def check_stage(folder: Path, output: str, ep: str, options: Mapping[str, str], level: str = "all") -> Verdict:
+    """``check_stage_with`` the plugin library that serves ``ep`` here (a prepared model's reuse, a derived
+    bundle's freshness)."""
+    from winml_perf.ep.plugins import plugin_identity
+
+    return check_stage_with(folder, output, ep, options, plugin_identity(ep), level)
+
+
+def check_stage_with(
+    folder: Path, output: str, ep: str, options: Mapping[str, str], plugin: Plugin, level: str = "all"
+) -> Verdict:
     """``check`` of one compiled stage in a derived bundle (a session at ``level``), through the memo of earlier
-    verdicts."""
+    verdicts (``plugin``: the EP's plugin identity, part of the memo's key)."""
     asked = ask_onnxruntime(Path(folder) / output, ep)  # cheap, and always asked: its "recompile" wins
     if asked.verdict != "unknown":
         return asked
     memo = read_memo(folder)
-    key = memo_key(folder, compiled_files(folder, output), ep, options)
+    key = memo_key(folder, compiled_files(folder, output), ep, options, plugin)
     known = memo.get(output)
     if isinstance(known, dict) and known.get("key") == key and known.get("verdict", {}).get("verdict") == "verified":
         v = known["verdict"]
@@ -241,14 +252,18 @@ def stage_options(config: GenaiConfig, stage: str) -> dict[str, str]:
     return {str(k): str(v) for k, v in (next(iter(found.provider_options[0].values())) or {}).items()}
 
 
-def remember(folder: Path, outcomes: Sequence[CompileOutcome], config: GenaiConfig) -> None:
-    """Keep the compile children's session verdicts in ``folder``'s compat.json (so a hit needs no session)."""
+def remember(
+    folder: Path, outcomes: Sequence[CompileOutcome], config: GenaiConfig, plugins: Mapping[str, Plugin]
+) -> None:
+    """Keep the compile children's session verdicts in ``folder``'s compat.json (so a hit needs no session);
+    ``plugins``: EP -> its plugin identity (an EP without one has none)."""
     memo = read_memo(folder)
     for o in outcomes:
         v = o.compatibility
         if o.status != "compiled" or o.output is None or not isinstance(v, dict) or v.get("verdict") != "verified":
             continue
         options = stage_options(config, o.stages[0])
-        memo[o.output] = {"key": memo_key(folder, compiled_files(folder, o.output), o.ep, options), "verdict": dict(v)}
+        key = memo_key(folder, compiled_files(folder, o.output), o.ep, options, plugins.get(o.ep))
+        memo[o.output] = {"key": key, "verdict": dict(v)}
     if memo:
         write_memo(folder, memo)

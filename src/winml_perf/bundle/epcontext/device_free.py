@@ -10,8 +10,9 @@ fresh process registering only ``<EP>.virtual``). A child killed by a signal (an
 does not know, aborting) is exit 2 naming the EP and version, never a core dump reaching the user.
 Each compiled stage's provenance (device-free, registered name, device offered, package, version,
 SDK, onnxruntime, target options, compatibility info, node placement) goes to ``prepared.json`` in
-the derived bundle; on reuse ``reuse_report`` compares it with the EP and options of the running
-process (``matched``: "ok" or what differs).
+the derived bundle; on reuse ``reuse_report_of`` compares it with the EP's plugin identity (a derived
+bundle's, from its key; ``reuse_report`` asks it by EP name) and the options of the running process
+(``matched``: "ok" or what differs).
 """
 
 from __future__ import annotations
@@ -190,8 +191,19 @@ def read_prepared(folder: Path) -> dict[str, Any]:
 def reuse_report(
     made: Mapping[str, Any], ep: str, options: Mapping[str, str], verdict: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    """How a compiled stage was made, what runs it now, and whether they match ("ok", else what differs)."""
-    ident = _identity(ep) or {}
+    """``reuse_report_of`` the plugin library that serves ``ep`` here (a prepared plain model)."""
+    return reuse_report_of(made, _identity(ep), options, verdict)
+
+
+def reuse_report_of(
+    made: Mapping[str, Any],
+    plugin: Mapping[str, Any] | None,
+    options: Mapping[str, str],
+    verdict: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """How a compiled stage was made, what runs it now (``plugin``: the running EP's plugin identity,
+    None: none), and whether they match ("ok", else what differs)."""
+    ident = plugin or {}
     now = {k: str(v) for k, v in options.items() if k in TARGET_KEYS}
     running = {**{k: ident.get(k) for k in VERSION_KEYS}, "target_options": now}
     built = {k: made.get(k) for k in VERSION_KEYS}

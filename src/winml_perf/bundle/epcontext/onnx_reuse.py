@@ -43,9 +43,11 @@ def compiled_verdict(folder: Path, output: str, ep: str, options: Mapping[str, s
     verdict = compat.Verdict(
         "verified", "session", "COMPILED_HERE", info, "compiled here; a session with the run's options loads it"
     )
+    from winml_perf.ep.plugins import plugin_identity
+
     memo = compat.read_memo(folder)
     memo[output] = {
-        "key": compat.memo_key(folder, compat.compiled_files(folder, output), ep, options),
+        "key": compat.memo_key(folder, compat.compiled_files(folder, output), ep, options, plugin_identity(ep)),
         "verdict": verdict.to_dict(),
     }
     compat.write_memo(folder, memo)
