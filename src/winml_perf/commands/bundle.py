@@ -13,7 +13,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -32,6 +32,14 @@ from winml_perf.model.runtime import GENAI
 from winml_perf.publish.formats import Offer, check_format, format_help, format_named, json_text, result_text
 from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
 from winml_perf.support.text_table import fill, fitted
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import GenaiConfig
+    from winml_perf.bundle.epcontext.compile import JobRunner
+    from winml_perf.bundle.placement_nodes import StageNodes
+    from winml_perf.ep.devices import Target
+    from winml_perf.ep.effective import EffectiveOptions
+    from winml_perf.model.route import Route
 
 app = PlainTyper(help="Make, inspect, prepare and clean model bundles.", no_args_is_help=True)
 app.command("synth")(synth)
@@ -79,7 +87,7 @@ def target_for(
     asked: dict[str, str] | None = None,
     *,
     here: bool = False,
-):
+) -> Target:
     """The Target for these flags: ``--ep`` planned as `winml perf` runs it where the EP is here, else on
     its home device (no availability check); ``--device`` resolved here. A ``device_type`` in ``asked``
     (``--ep-option``) names the device. ``--ep-library`` plugins are registered first, so compile
@@ -198,7 +206,7 @@ def show_command(
         print(fill(f"warning: {w}"), file=sys.stderr)
 
 
-def _nodes_of(config):
+def _nodes_of(config: GenaiConfig) -> list[StageNodes]:
     from winml_perf.bundle.placement_nodes import stage_nodes
 
     return stage_nodes(config)
@@ -353,7 +361,7 @@ def prepare_command(
     _fail_on_compile_failure(route)
 
 
-def _device_free_runner(ep: str | None, strict: bool):
+def _device_free_runner(ep: str | None, strict: bool) -> JobRunner:
     """device_free.runner for ``ep``, after refusing (exit 2) an EP or version that cannot compile device-free."""
     from winml_perf.bundle.epcontext import device_free
 
@@ -365,7 +373,9 @@ def _device_free_runner(ep: str | None, strict: bool):
     return device_free.runner(strict)
 
 
-def _target_lines(target, options=None, recorded=None) -> list[str]:
+def _target_lines(
+    target: Target, options: EffectiveOptions | None = None, recorded: dict[str, Any] | None = None
+) -> list[str]:
     """Where the forced route's device and options came from (ep/effective.py), one line each."""
     from winml_perf.ep.effective import options_lines
 
@@ -373,7 +383,7 @@ def _target_lines(target, options=None, recorded=None) -> list[str]:
     return lines + options_lines(options.to_dict() if options is not None else recorded)
 
 
-def _fail_on_compile_failure(route) -> None:
+def _fail_on_compile_failure(route: Route) -> None:
     """Exit 1 when a compile failed or timed out: what was asked for was not made (nothing was published)."""
     failed = [c for c in route.compile if c.status in COMPILE_FAILURES]
     if failed:
@@ -387,12 +397,12 @@ def _fail_on_compile_failure(route) -> None:
 
 def _prepare_onnx_model(
     model: Path,
-    target,
+    target: Target,
     level: str,
-    session_config,
+    session_config: list[str] | None,
     compile_timeout: float,
     verify_sources: bool,
-    ep_library,
+    ep_library: list[str] | None,
     format: str,
     asked: dict[str, str],
     device_free: bool = False,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +15,10 @@ from winml_perf.commands.option_groups import option_groups
 from winml_perf.publish.formats import Offer, Rows, check_format, format_help, shown_text
 from winml_perf.support.errors import BenchmarkFailure, UsageError
 from winml_perf.support.text_table import fill
+
+if TYPE_CHECKING:
+    from winml_perf.compare.routes import RoutesReport
+    from winml_perf.compare.runs import RunsReport
 
 app = PlainTyper(help="Compare routes of one run, or a baseline run with a candidate run.", no_args_is_help=True)
 
@@ -185,7 +189,7 @@ def routes_command(
     _print_routes(report, fmt)
 
 
-def _print_routes(report, fmt: str) -> None:
+def _print_routes(report: RoutesReport, fmt: str) -> None:
     """`compare routes`' report in ``fmt``: sentences (table) or figures; its notes on stderr."""
     rows = [
         [
@@ -212,7 +216,7 @@ def _print_routes(report, fmt: str) -> None:
         print(fill(f"note: {note}"), file=sys.stderr)
 
 
-def _sentences(report) -> str:
+def _sentences(report: RoutesReport) -> str:
     """`compare routes`' table: one sentence a route and metric, under its heading on stderr."""
     how = (
         "over paired invocations"
@@ -234,12 +238,12 @@ class _ServingShown(Rows):
         return self.table()
 
 
-def _sweep_command(cells: list) -> str | None:
+def _sweep_command(cells: list[Any]) -> str | None:
     """The command that made a run's cells, as their policy recorded it (serve, tune)."""
     return next((str(c.policy.rest.get("command")) for c in cells if c.policy.rest.get("command")), None)
 
 
-def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[str] | None, fmt: str) -> None:
+def _print_serving(run_id: str, cells: list[Any], baseline_route: str, routes: list[str] | None, fmt: str) -> None:
     """A serving run's verdicts: each route's goodput against the baseline route per load point, and
     each route's batching gain; sentences (table) or their figures (json/jsonl)."""
     from winml_perf.compare.serving import batching_gains, route_verdicts
@@ -273,7 +277,7 @@ def _print_serving(run_id: str, cells: list, baseline_route: str, routes: list[s
     sys.stdout.write(shown_text(fmt, _ServingShown(doc, items, view=sentences)))
 
 
-def _raw_rows(report) -> list[list]:
+def _raw_rows(report: RunsReport) -> list[list[Any]]:
     """The runs table's rows with numbers as measured (csv)."""
     from winml_perf.publish.runs_table import gate_cell
 
@@ -359,7 +363,7 @@ def runs_command(
         )
 
 
-def _print_runs(report, fmt: str) -> None:
+def _print_runs(report: RunsReport, fmt: str) -> None:
     """`compare runs`' report in ``fmt``, then its notes and the gate's explanation on stderr."""
     from winml_perf.compare.gate import explanation_lines
     from winml_perf.publish.runs_table import human_rows
@@ -375,7 +379,7 @@ def _print_runs(report, fmt: str) -> None:
         print(fill(line), file=sys.stderr)
 
 
-def _runs_table(report) -> str:
+def _runs_table(report: RunsReport) -> str:
     """`compare runs`' table, fitted to the terminal (publish/runs_table.py says what gives way),
     under the two runs named on stderr."""
     from winml_perf.publish.run_table import terminal_width

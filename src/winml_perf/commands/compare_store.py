@@ -80,7 +80,9 @@ def _side(store: Store, selector: str, flag: str, filters: Mapping[str, Any]) ->
     return Side(picked.selector, picked.meaning, tuple(stored_cells(store, picked.records)))
 
 
-def gate_histories(store: Store, queries: Mapping[tuple, HistoryQuery | None]) -> dict[HistoryQuery, Histories]:
+def gate_histories(
+    store: Store, queries: Mapping[tuple[Any, ...], HistoryQuery | None]
+) -> dict[HistoryQuery, Histories]:
     """What each of the gate's history queries reads from the store."""
     return {
         q: invocation_histories(store, q.series_key, list(q.metrics), until=q.until, newest=q.newest)

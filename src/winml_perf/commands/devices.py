@@ -39,11 +39,14 @@ def _missing(devices: list[EPDevice]) -> list[dict[str, str]]:
     ]
 
 
+def hex_id(value: int | None) -> str:
+    return "" if value is None else f"0x{value:04x}"
+
+
 def _row(d: EPDevice) -> list[str]:
     source = d.source if d.library_path is None else f"{d.source}: {d.library_path}"
     if d.inferred:
         source += " (inferred)"
-    hex_id = lambda value: "" if value is None else f"0x{value:04x}"  # noqa: E731
     return [
         d.ep_name,
         d.ep_vendor,

@@ -8,10 +8,13 @@ walks every command's help and fails on a ``<type>`` placeholder.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _no_type(ctx: Any) -> None:
@@ -81,6 +84,7 @@ class PlainTyper(typer.Typer):
         kwargs.setdefault("cls", PlainHelpGroup)
         super().__init__(**kwargs)
 
-    def command(self, *args: Any, **kwargs: Any) -> Any:
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
         kwargs.setdefault("cls", PlainHelpCommand)
-        return super().command(*args, **kwargs)
+        decorator: Callable[[F], F] = super().command(*args, **kwargs)
+        return decorator

@@ -106,7 +106,7 @@ def _save_unstored(outcome: Any, run: RunRecord) -> Path | None:
     """The run record next to the store, for cells the store did not take; None when that fails too."""
     if outcome.unstored_path is None:
         return None
-    path = outcome.unstored_path / f"{run.run_id}.json"
+    path: Path = outcome.unstored_path / f"{run.run_id}.json"
     try:
         check_output(path)
         write_output_chunks(path, run_export(run, "json"))
@@ -130,7 +130,7 @@ def _kept(outcome: Any, run: RunRecord, written: list[str]) -> str:
     return f"{n} finished cell(s) {where} (run {run.run_id})"
 
 
-def _print_run(run: RunRecord, doc: dict, fmt: str) -> None:
+def _print_run(run: RunRecord, doc: dict[str, Any], fmt: str) -> None:
     """The run on stdout in ``fmt``; for formats other than table, warnings and the summary go to
     stderr so stdout stays machine-readable. ``doc``: the run's JSON document (the summary's input)."""
     from winml_perf.compare.run_summary import route_verdicts, summarize_routes, summary_lines
@@ -164,7 +164,7 @@ def _printable(text: str) -> str:
     return "".join(c if c in "\n\t" or (c.isprintable() and c != "\x1b") else repr(c)[1:-1] for c in text)
 
 
-def _print_texts(doc: dict, stream: TextIO) -> None:
+def _print_texts(doc: dict[str, Any], stream: TextIO) -> None:
     """What each route generated from a text prompt (--verbose, --check-outputs), one block per cell."""
     for cell in doc.get("cells", []):
         text = (cell.get("output") or {}).get("text")

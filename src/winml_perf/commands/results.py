@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -17,6 +17,11 @@ from winml_perf.publish import exporters
 from winml_perf.publish.formats import Offer, Rows, check_format, format_help, format_named, shown_text, table_text
 from winml_perf.support.errors import UsageError
 from winml_perf.support.text_table import fill, say
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from winml_perf.results.store import Store
 
 app = PlainTyper(help="List, show and export stored benchmark results.", no_args_is_help=True)
 
@@ -124,7 +129,7 @@ class RecordFilter:
     verdict: VerdictOpt = None
     digest: DigestOpt = None
 
-    def filters(self) -> dict:
+    def filters(self) -> dict[str, Any]:
         """The store's filters (results/filters.py); exit 2 on a status, digest or verdict it cannot be."""
         if self.status is not None and self.status not in tuple(CellStatus):
             raise UsageError(
@@ -144,7 +149,7 @@ class RecordFilter:
         }
 
 
-def _load(store: str | None, filters: dict, limit: int | None = None):  # noqa: ANN202
+def _load(store: str | None, filters: dict[str, Any], limit: int | None = None) -> tuple[pd.DataFrame, str]:
     """Records as a frame; a run id in the filters may be any unique prefix of one (exit 2 naming
     the candidates when it is unknown or ambiguous)."""
     from winml_perf.results import load
@@ -199,7 +204,7 @@ METRIC_HEAD = ["metric", "n", "median", "CI low", "CI high", "mean", "CV %", "p9
 _METRIC_STATS = ("median", "ci95_low", "ci95_high", "mean", "cv_pct", "p90", "p99")
 
 
-def _metric_rows(rec: dict) -> list[list]:
+def _metric_rows(rec: dict[str, Any]) -> list[list[Any]]:
     from winml_perf.model.metrics import sort_key
 
     metrics = rec.get("metrics") or {}
@@ -209,7 +214,7 @@ def _metric_rows(rec: dict) -> list[list]:
     ]
 
 
-def _bundle_id_text(row: dict) -> str:
+def _bundle_id_text(row: dict[str, Any]) -> str:
     """' (series label, bundle id a1b2c3d4e5f6)': the record's --series label and its bundle's
     content digest, where it has them (record/bundle_identity.py)."""
     parts = [f"series label of {row['bundle_path']}"] if row.get("series_label") else []
@@ -217,7 +222,7 @@ def _bundle_id_text(row: dict) -> str:
     return f" ({', '.join(parts)})" if parts else ""
 
 
-def _show_table(row: dict) -> str:
+def _show_table(row: dict[str, Any]) -> str:
     from winml_perf.compare.text import shape_label
     from winml_perf.model.equivalence_view import view_of_record
 
@@ -245,7 +250,7 @@ def _show_table(row: dict) -> str:
     return "\n".join(fill(line) for line in lines)
 
 
-def _shown_rows(s, ref: str) -> list[dict]:  # noqa: ANN001
+def _shown_rows(s: Store, ref: str) -> list[dict[str, Any]]:
     """The record ``ref`` names (numeric id or record id prefix), else every record of the run
     whose id starts with it."""
     from winml_perf.results.selectors import run_matches
@@ -297,7 +302,7 @@ def show_command(
     sys.stdout.write(shown_text(fmt, shown))
 
 
-def _show_tables(rows: list[dict]) -> str:
+def _show_tables(rows: list[dict[str, Any]]) -> str:
     """Each record's identity, metrics and warnings (`results show`'s table)."""
     return "\n\n".join(_show_table(r) for r in rows) + "\n"
 

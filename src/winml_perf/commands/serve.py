@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -21,6 +21,10 @@ from winml_perf.model import flag_bounds
 from winml_perf.publish.formats import Offer, check_format, format_named
 from winml_perf.support.errors import BenchmarkFailure, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
+
+if TYPE_CHECKING:
+    from winml_perf.ep.route_request import RouteRequest
+    from winml_perf.measure.serving.run import ServeOutcome, ServeRequest
 
 EPILOG = """\
 [bold]Loads[/bold]:
@@ -62,7 +66,7 @@ def _rates(values: list[str]) -> tuple[float, ...]:
     return tuple(out)
 
 
-def _routes(route: list[str], ep: str | None, device: str | None):
+def _routes(route: list[str], ep: str | None, device: str | None) -> tuple[RouteRequest, ...]:
     from winml_perf.measure.orchestrate import RouteRequest, parse_route
 
     if route:
@@ -99,7 +103,7 @@ def _check_flags(routing: ServeRoutingFlags, load: LoadFlags, out: ServeOutputFl
     flag_bounds.check("--invocations", load.invocations)
 
 
-def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out: ServeOutputFlags):
+def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out: ServeOutputFlags) -> ServeRequest:
     """The flags as a ServeRequest, every one checked (exit 2 naming the flag) before anything is prepared."""
     from winml_perf.ep.options import parse_options
     from winml_perf.measure.serving.run import ServeRequest
@@ -141,7 +145,7 @@ def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out
     return req
 
 
-def report(outcome, out: ServeOutputFlags) -> None:
+def report(outcome: ServeOutcome, out: ServeOutputFlags) -> None:
     """The run record (-o, --format json), the serving table with its gains and verdicts (compare/serving.py),
     where the cells were stored; then the exit the run calls for."""
     from winml_perf.compare.serving import batching_gains, route_verdicts

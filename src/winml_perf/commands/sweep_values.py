@@ -26,7 +26,7 @@ def _bad(flag: str, item: str, why: str) -> UsageError:
     return UsageError(f"{flag} {item!r}: {why}", f"{flag} takes {SYNTAX}, e.g. {flag} 16,64 or {flag} 128-1024*2")
 
 
-def _range(flag: str, item: str, m: re.Match) -> list[int]:
+def _range(flag: str, item: str, m: re.Match[str]) -> list[int]:
     first, last, op, by = int(m[1]), int(m[2]), m[3], int(m[4])
     if first <= 0 or last < first:
         raise _bad(flag, item, "a range runs from a positive FIRST up to LAST >= FIRST")

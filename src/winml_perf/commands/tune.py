@@ -6,7 +6,7 @@ import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -15,6 +15,9 @@ from winml_perf.commands.tune_flags import CandidateFlags, RoundFlags, SearchFla
 from winml_perf.publish.formats import Offer, check_format, format_named
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, UsageError
 from winml_perf.support.text_table import fill, say
+
+if TYPE_CHECKING:
+    from winml_perf.tune.session import TuneOutcome, TuneRequest
 
 EPILOG = (
     "Examples: winml tune bundles/tiny-qwen2-pipeline --eps cpu,webgpu --budget 300s --emit /tmp/best\n\n"
@@ -94,7 +97,7 @@ def tune_command(
 
 def tune_request(
     bundle: Path, search: SearchFlags, candidates: CandidateFlags, rounds: RoundFlags, out: TuneOutputFlags
-):
+) -> TuneRequest:
     """The flags as a TuneRequest, every one checked (exit 2 naming the flag) before any work."""
     from winml_perf.tune.goal import parse_budget
     from winml_perf.tune.session import TuneRequest
@@ -170,7 +173,7 @@ def _report_path(report: Path | None, no_store: bool, seed: int) -> Path | None:
     return report
 
 
-def _report_outcome(outcome, request, metric: str, fmt: str) -> None:
+def _report_outcome(outcome: TuneOutcome, request: TuneRequest, metric: str, fmt: str) -> None:
     """The standings and verdict (or the JSON), where things were written, then the exit it calls for."""
     from winml_perf.tune.standings import NO_VERDICT, table_text
 
@@ -188,9 +191,10 @@ def _report_outcome(outcome, request, metric: str, fmt: str) -> None:
                 f" stopped: {race.stopped}"
             )
         )
+        assert outcome.verdict is not None  # judged once the race ends (tune/session.py run_tune)
         print(fill(f"verdict: {outcome.verdict.text}"))
     sys.stdout.flush()
-    if outcome.emitted:
+    if outcome.emitted and outcome.verdict is not None:
         say(f"emitted {outcome.verdict.winner} as a bundle in {request.emit} ({len(outcome.emitted)} files)")
     if request.report is not None:
         say(f"tune report: {request.report}")

@@ -57,7 +57,7 @@ def _hw_class(ep_device: Any) -> str:
     return str(getattr(kind, "name", kind)).rsplit(".", 1)[-1].lower()
 
 
-def ort_ep_devices(ep: str, device_class: str | None = None) -> list:
+def ort_ep_devices(ep: str, device_class: str | None = None) -> list[Any]:
     """The ``onnxruntime.OrtEpDevice`` objects of ``ep`` (canonical name), on ``device_class`` when given.
 
     Plugin EPs are asked of the process's registry first. Empty when onnxruntime offers none.
@@ -75,7 +75,7 @@ def ort_ep_devices(ep: str, device_class: str | None = None) -> list:
     return [d for d in own if _hw_class(d) == device_class]
 
 
-def _ep_device_dict(d: Any) -> dict:
+def _ep_device_dict(d: Any) -> dict[str, Any]:
     hw = d.device
     return {
         "ep_name": d.ep_name,
@@ -188,19 +188,19 @@ class OnnxSession:
     def _reset(self) -> None:
         self._session: Any = None  # an onnxruntime InferenceSession once loaded (onnxruntime is untyped)
         self._binding: Any = None  # its IOBinding
-        self._values: dict = {}
+        self._values: dict[str, Any] = {}
         self._outputs_pinned = False
         self._feeds: dict[str, np.ndarray] = {}
         self._output_names: list[str] = []
         self.target: Target | None = None
-        self.ep_device: dict | None = None
+        self.ep_device: dict[str, Any] | None = None
         self.creation: str | None = None
         self.providers: list[str] = []
         self.planned: list[onnx_inputs.PlannedInput] = []
         self.outputs: list[TensorInfo] = []
         self.node_assignment: dict[str, int] = {}
         self.io_placement: dict[str, Any] = {"enabled": self.io_binding, "input_device": None, "output_device": None}
-        self.warnings: list[dict] = []
+        self.warnings: list[dict[str, Any]] = []
         self.session_create_ms: float | None = None
         self.unprepared_session_create_ms: float | None = None
         self.load_ms: float | None = None
@@ -247,13 +247,13 @@ class OnnxSession:
     def __exit__(self, *exc: object) -> None:
         self.unload()
 
-    def _require_loaded(self):
+    def _require_loaded(self) -> Any:
         if self._session is None:
             raise RuntimeError("OnnxSession is not loaded; call load() or use it as a context manager")
         return self._session
 
     # -- creation ----------------------------------------------------------------------------------
-    def _session_options(self, level: str):
+    def _session_options(self, level: str) -> Any:
         import onnxruntime as ort
 
         so = ort.SessionOptions()
@@ -271,7 +271,7 @@ class OnnxSession:
             so.profile_file_prefix = self.profile_prefix
         return so
 
-    def _add_provider(self, so) -> list[str | tuple[str, dict[str, str]]] | None:
+    def _add_provider(self, so: Any) -> list[str | tuple[str, dict[str, str]]] | None:
         """Adds the target EP to ``so`` via its EP devices; returns a providers list for the
         legacy constructor when onnxruntime offers no EP device for it."""
         assert self.target is not None and self.target.ep is not None  # load() resolves it; runtime winml names an EP
@@ -290,7 +290,7 @@ class OnnxSession:
             f"onnxruntime offers no device for {ep} here", "see `winml devices` for what is available"
         )
 
-    def _create(self, model: Path, level: str):
+    def _create(self, model: Path, level: str) -> tuple[Any, float]:
         assert self.target is not None and self.target.ep is not None  # load() resolves it; runtime winml names an EP
         import onnxruntime as ort
 
@@ -351,7 +351,7 @@ class OnnxSession:
             return {}
         return counts
 
-    def _placement_warnings(self) -> list[dict]:
+    def _placement_warnings(self) -> list[dict[str, Any]]:
         assert self.target is not None and self.target.ep is not None  # load() resolves it; runtime winml names an EP
         ep = self.target.ep
         total = sum(self.node_assignment.values())
@@ -371,7 +371,7 @@ class OnnxSession:
         ]
 
     # -- IO binding ---------------------------------------------------------------------------------
-    def _device_values(self, device: str) -> dict:
+    def _device_values(self, device: str) -> dict[str, Any]:
         import onnxruntime as ort
 
         return {name: ort.OrtValue.ortvalue_from_numpy(arr, device, 0) for name, arr in self._feeds.items()}
@@ -427,7 +427,7 @@ class OnnxSession:
 
     def end_profiling(self) -> str:
         """Stop onnxruntime's profiler (``profile_prefix``) and return the file it wrote."""
-        return self._require_loaded().end_profiling()
+        return str(self._require_loaded().end_profiling())
 
     def run(self) -> list[np.ndarray]:
         """One untimed inference; the outputs as host numpy arrays, in model order."""
@@ -446,7 +446,7 @@ class OnnxSession:
         return dict(self._feeds)
 
     # -- reporting ----------------------------------------------------------------------------------
-    def describe(self) -> dict:
+    def describe(self) -> dict[str, Any]:
         """What ran and how, for the record (JSON-able)."""
         return {
             "model": str(self.model_path),
@@ -474,7 +474,7 @@ class OnnxSession:
             "warnings": [dict(w) for w in self.warnings],
         }
 
-    def actual_route(self) -> dict:
+    def actual_route(self) -> dict[str, Any]:
         """For the runner's end_cell: the EP that ran the model (stage 'model') and the description."""
         ran = self.target.ep if self.target and self.target.ep in self.providers else next(iter(self.providers), None)
         holders = [ep for ep, n in self.node_assignment.items() if n > 0]
@@ -486,7 +486,7 @@ class OnnxSession:
 DISABLE_CPU_FALLBACK = "session.disable_cpu_ep_fallback"
 
 
-def preflight(model_path: str | Path, options: Mapping[str, Any]) -> dict:
+def preflight(model_path: str | Path, options: Mapping[str, Any]) -> dict[str, Any]:
     """Check, in the parent before any measuring, everything that would be a usage error (exit 2):
     the file is an ONNX model, ``--input`` names and files, ``--shape`` fit. Loads the model once on
     the CPU EP with graph optimisation disabled (cheap, and independent of the target EP) and
