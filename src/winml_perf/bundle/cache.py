@@ -35,6 +35,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from winml_perf.bundle import cache_contents, no_follow
 from winml_perf.ep.table import runtime_distributions
@@ -60,7 +61,9 @@ MANIFEST_SHAPE: Mapping[str, object] = {
     **cache_contents.SHAPE,
 }
 
-Check = Callable[[Path, dict], "str | None"]
+Check = Callable[[Path, dict[str, Any]], "str | None"]
+#: builds an artifact into a temporary folder and returns its manifest fields
+Builder = Callable[[Path], dict[str, Any]]
 
 
 # -- key ------------------------------------------------------------------------------------------
@@ -90,7 +93,7 @@ def text_sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def source_identities(folder: Path, files: Sequence[str], verify: bool = False) -> list[dict]:
+def source_identities(folder: Path, files: Sequence[str], verify: bool = False) -> list[dict[str, Any]]:
     """Identity of each file (relative to ``folder``; a symlink's resolved target): size, mtime_ns,
     inode, device, and sha256 with ``verify``."""
     out = []
@@ -116,13 +119,13 @@ class Request:
     source_dir: Path  # the folder the artifact is derived from (a bundle, or a model's folder)
     prefix: str  # family; miss reasons compare with the newest sibling of the same prefix
     what: str  # what the artifact is, for messages: "derived bundle", "prepared model"
-    settings: Mapping  # what the caller decides the content by (route, EP, options...)
-    sources: list[dict]  # source_identities(...) of every file the build reads
+    settings: Mapping[str, Any]  # what the caller decides the content by (route, EP, options...)
+    sources: list[dict[str, Any]]  # source_identities(...) of every file the build reads
     labels: Mapping[str, str] = field(default_factory=dict)  # component -> words for miss reasons
     shape: Mapping[str, object] = field(default_factory=dict)  # the caller's own required manifest entries
 
     @property
-    def components(self) -> dict:
+    def components(self) -> dict[str, Any]:
         return {
             "format_version": FORMAT_VERSION,
             **self.settings,
@@ -139,7 +142,7 @@ class Entry:
     key: str
     cache: str  # "hit" | "miss"
     reason: str
-    manifest: dict
+    manifest: dict[str, Any]
     manifest_bytes: int = 0  # size of manifest.json when this call wrote it
 
 
@@ -214,11 +217,13 @@ def _make_root(root: Path) -> None:
     no_follow.refuse_link(root)  # planted between the check and mkdir
 
 
-def _root_lock(root: Path, exclusive: bool, on_wait: Callable[[], None] | None = None):
+def _root_lock(
+    root: Path, exclusive: bool, on_wait: Callable[[], None] | None = None
+) -> contextlib.AbstractContextManager[None]:
     return _flock(root / ROOT_LOCK, exclusive, on_wait)
 
 
-def _artifact_lock(root: Path, name: str):
+def _artifact_lock(root: Path, name: str) -> contextlib.AbstractContextManager[None]:
     return _flock(root / f".{name}.lock", True)
 
 
@@ -234,7 +239,7 @@ def holding(source_dir: Path) -> Iterator[None]:
 
 
 # -- manifest -------------------------------------------------------------------------------------
-def read_manifest(folder: Path, shape: Mapping = MANIFEST_SHAPE) -> tuple[dict | None, str | None]:
+def read_manifest(folder: Path, shape: Mapping[str, Any] = MANIFEST_SHAPE) -> tuple[dict[str, Any] | None, str | None]:
     """(manifest, None) when ``folder/manifest.json`` is a JSON object of ``shape``, else (None, what is wrong)."""
     data, problem = json_shapes.read_json(Path(folder) / MANIFEST, shape)
     if data is not None and not all(isinstance(f, str) for f in data.get("files", [])):
@@ -244,7 +249,7 @@ def read_manifest(folder: Path, shape: Mapping = MANIFEST_SHAPE) -> tuple[dict |
 
 def check_folder(
     folder: Path, key: str, shape: Mapping[str, object] = MANIFEST_SHAPE, check: Check | None = None
-) -> tuple[dict | None, str | None]:
+) -> tuple[dict[str, Any] | None, str | None]:
     """(manifest, None) when ``folder`` can be trusted as the artifact ``key``, else (None, why not)."""
     if folder.is_symlink():
         return None, f"{folder.name} is a symbolic link (nothing under {COMPILED_DIR}/ is followed); replacing it"
@@ -269,7 +274,7 @@ def check_folder(
     return manifest, None
 
 
-def miss_reason(root: Path, request: Request, components: dict, stale: str) -> str:
+def miss_reason(root: Path, request: Request, components: dict[str, Any], stale: str) -> str:
     """Why there was no fresh artifact: what was wrong with the folder, or what changed since the
     newest sibling of the same prefix."""
     if stale != "absent":
@@ -290,7 +295,7 @@ def miss_reason(root: Path, request: Request, components: dict, stale: str) -> s
     return "; ".join(parts or ["key changed"]) + f" (compared with {other})"
 
 
-def _change(name: str, old, new, request: Request, manifest: dict) -> str:
+def _change(name: str, old: Any, new: Any, request: Request, manifest: dict[str, Any]) -> str:
     label = request.labels.get(name) or {
         "sources_sha256": "source files",
         "versions": "runtime versions",
@@ -316,7 +321,7 @@ def publish(tmp: Path, final: Path) -> None:
     os.rename(tmp, final)
 
 
-def get_or_build(request: Request, build: Callable[[Path], dict], check: Check | None = None) -> Entry:
+def get_or_build(request: Request, build: Builder, check: Check | None = None) -> Entry:
     """The artifact for ``request``: reused when it passes the checks, else built and published.
 
     ``build(tmp)`` writes the artifact's files into ``tmp`` and returns the caller's manifest entries;
@@ -336,7 +341,9 @@ def get_or_build(request: Request, build: Callable[[Path], dict], check: Check |
             return _rebuild(request, root, name, key, components, build, check)
 
 
-def _rebuild(request: Request, root: Path, name: str, key: str, components: dict, build, check) -> Entry:
+def _rebuild(
+    request: Request, root: Path, name: str, key: str, components: dict[str, Any], build: Builder, check: Check | None
+) -> Entry:
     """Under the artifact's lock: reuse what another process just built, else build and publish."""
     final = root / name
     manifest, stale = check_folder(final, key, request.shape, check)
@@ -352,7 +359,9 @@ def _rebuild(request: Request, root: Path, name: str, key: str, components: dict
     return Entry(final, key, "miss", reason, manifest, size)
 
 
-def _build(request: Request, root: Path, name: str, key: str, components: dict, build) -> tuple[dict, int]:
+def _build(
+    request: Request, root: Path, name: str, key: str, components: dict[str, Any], build: Builder
+) -> tuple[dict[str, Any], int]:
     tmp = root / f".tmp-{name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     try:
         tmp.mkdir()

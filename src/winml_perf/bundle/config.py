@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import Any
 
 from winml_perf.ep.table import CPU_EP, ep_from_genai_provider
 from winml_perf.onnxfile import integrity
@@ -36,7 +37,7 @@ def bundles_in(folder: Path) -> list[Path]:
         return []
 
 
-def load_config_dict(bundle: Path) -> dict:
+def load_config_dict(bundle: Path) -> dict[str, Any]:
     """Read a bundle's genai_config.json, with errors that name the path and the fix."""
     bundle = Path(bundle)
     if not bundle.exists():
@@ -79,7 +80,7 @@ class Stage:
 
     name: str
     filename: str
-    provider_options: tuple[dict, ...]
+    provider_options: tuple[dict[str, Any], ...]
     inherits_session_options: bool
     key_path: str
     run_on_prompt: bool = True
@@ -87,7 +88,7 @@ class Stage:
     is_lm_head: bool = False
     ep: str = CPU_EP
     ep_known: bool = True
-    ep_options: dict | None = None
+    ep_options: dict[str, Any] | None = None
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -98,11 +99,12 @@ class Stage:
         """Genai provider names in order; empty means the CPU EP."""
         return tuple(next(iter(entry)) for entry in self.provider_options)
 
-    def options_for(self, provider_key: str) -> dict | None:
+    def options_for(self, provider_key: str) -> dict[str, Any] | None:
         for entry in self.provider_options:
             key, value = next(iter(entry.items()))
             if key == provider_key:
-                return copy.deepcopy(value)
+                found: dict[str, Any] = copy.deepcopy(value)
+                return found
         return None
 
 
@@ -111,7 +113,7 @@ class GenaiConfig:
     """A validated genai_config.json. ``raw`` is never mutated; rewrites return a new GenaiConfig."""
 
     bundle: Path
-    raw: dict = field(repr=False)
+    raw: dict[str, Any] = field(repr=False)
     kind: str  # "flat" | "pipeline"
     pipeline_form: str | None  # "list" | "object" | None
     stages: tuple[Stage, ...]
@@ -127,7 +129,7 @@ class GenaiConfig:
         raise KeyError(name)
 
     @property
-    def decoder_provider_options(self) -> tuple[dict, ...]:
+    def decoder_provider_options(self) -> tuple[dict[str, Any], ...]:
         so = self.raw["model"]["decoder"].get("session_options") or {}
         return tuple(copy.deepcopy(so.get("provider_options") or []))
 
@@ -144,14 +146,16 @@ class GenaiConfig:
                 return stage.name, dims[1]
         return None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self.raw)
 
     def dumps(self) -> str:
         """The config as genai_config.json text (stable: 4-space indent, key order kept)."""
         return json.dumps(self.raw, indent=4, ensure_ascii=False) + "\n"
 
-    def with_provider_options(self, updates: Mapping[str, list], decoder_options: list | None = None) -> GenaiConfig:
+    def with_provider_options(
+        self, updates: Mapping[str, list[Any]], decoder_options: list[Any] | None = None
+    ) -> GenaiConfig:
         """A new config whose named stages (and optionally the decoder level) get these provider_options.
 
         A stage that inherited the decoder's session_options gets its own copy of them, so the
@@ -278,7 +282,7 @@ def config_of(bundle: str | Path) -> GenaiConfig:
     return book.of(bundle) if book is not None else load_config(Path(bundle))
 
 
-def parse_config(bundle: Path, data: dict, check_files: bool = True) -> GenaiConfig:
+def parse_config(bundle: Path, data: dict[str, Any], check_files: bool = True) -> GenaiConfig:
     where = Path(bundle) / CONFIG_NAME
     model = data["model"]
     decoder = model["decoder"]
@@ -314,7 +318,7 @@ def parse_config(bundle: Path, data: dict, check_files: bool = True) -> GenaiCon
     return GenaiConfig(Path(bundle), data, kind, form, stages)
 
 
-def _iter_pipeline(where: Path, pipeline):
+def _iter_pipeline(where: Path, pipeline: Any) -> Iterator[tuple[str, Any, str]]:
     if isinstance(pipeline, dict):
         groups = [(pipeline, "model.decoder.pipeline")]
     elif isinstance(pipeline, list) and pipeline and all(isinstance(g, dict) for g in pipeline):
@@ -335,13 +339,13 @@ def _iter_pipeline(where: Path, pipeline):
         raise BundleError(f"{where}: model.decoder.pipeline has no stages", "add the pipeline stages")
 
 
-def _pipeline_stage_dicts(decoder: dict) -> dict[str, dict]:
+def _pipeline_stage_dicts(decoder: dict[str, Any]) -> dict[str, dict[str, Any]]:
     pipeline = decoder["pipeline"]
     groups = pipeline if isinstance(pipeline, list) else [pipeline]
     return {name: node for group in groups for name, node in group.items()}
 
 
-def _pipeline_stage(where: Path, name: str, node, path: str, decoder_po: tuple[dict, ...]) -> Stage:
+def _pipeline_stage(where: Path, name: str, node: Any, path: str, decoder_po: tuple[dict[str, Any], ...]) -> Stage:
     if not isinstance(node, dict):
         raise BundleError(f"{where}: {path} must be an object", "each pipeline stage is an object with a filename")
     filename = _filename(where, node, path)
@@ -359,7 +363,7 @@ def _pipeline_stage(where: Path, name: str, node, path: str, decoder_po: tuple[d
     return Stage(name, filename, options, not own, path, **flags, ep=ep, ep_known=known, ep_options=ep_options)
 
 
-def _stage_ep(provider_options: tuple[dict, ...]) -> tuple[str, bool, dict | None]:
+def _stage_ep(provider_options: tuple[dict[str, Any], ...]) -> tuple[str, bool, dict[str, Any] | None]:
     """A stage's ``ep``, ``ep_known`` and ``ep_options`` (see Stage) from its provider options."""
     if not provider_options:
         return CPU_EP, True, None
@@ -370,14 +374,14 @@ def _stage_ep(provider_options: tuple[dict, ...]) -> tuple[str, bool, dict | Non
         return key, False, copy.deepcopy(options)
 
 
-def _session_options(where: Path, node: dict, path: str) -> dict:
+def _session_options(where: Path, node: dict[str, Any], path: str) -> dict[str, Any]:
     so = node.get("session_options", {})
     if not isinstance(so, dict):
         raise BundleError(f"{where}: {path}.session_options must be an object", "fix or remove it")
     return so
 
 
-def _provider_options(where: Path, so: dict, path: str) -> tuple[dict, ...]:
+def _provider_options(where: Path, so: dict[str, Any], path: str) -> tuple[dict[str, Any], ...]:
     po = so.get("provider_options", [])
     key = f"{path}.provider_options"
     if not isinstance(po, list):
@@ -393,7 +397,7 @@ def _provider_options(where: Path, so: dict, path: str) -> tuple[dict, ...]:
     return tuple(copy.deepcopy(po))
 
 
-def _filename(where: Path, node: dict, path: str) -> str:
+def _filename(where: Path, node: dict[str, Any], path: str) -> str:
     filename = node.get("filename")
     if not isinstance(filename, str) or not filename:
         raise BundleError(

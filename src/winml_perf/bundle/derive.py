@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,14 +70,14 @@ class DeriveResult:
     derive_ms: float
     compile_ms: float
     bytes_written: int
-    links: dict = field(default_factory=dict)
-    compile: tuple[dict, ...] = ()
+    links: dict[str, Any] = field(default_factory=dict[str, Any])
+    compile: tuple[dict[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
     #: EP -> its plugin library's identity as the key holds it (``plugin_identities``), asked once a
     #: route: the compiled stages' verdicts and reports read it from here
     plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "path": str(self.path),
             "key": self.key,
@@ -92,7 +92,7 @@ class DeriveResult:
         }
 
 
-def plugin_identities(plan: RoutePlan) -> dict:
+def plugin_identities(plan: RoutePlan) -> dict[str, Any]:
     """EP -> what its plugin library is (package, version, SDK version, library sha256), for the plan's
     non-CPU EPs served by a plugin here: a new onnxruntime-qnn or QNN SDK makes a new derived bundle."""
     from winml_perf.ep.plugins import plugin_identity
@@ -125,7 +125,7 @@ def source_files(bundle: Path) -> list[str]:
     return sorted(out)
 
 
-def clean(bundle: Path, on_wait=None) -> list[Path]:
+def clean(bundle: Path, on_wait: Callable[[Path], None] | None = None) -> list[Path]:
     """Remove every derived bundle of ``bundle`` (``_compiled/`` and its cache folder). Returns what went."""
     return cache.clean(Path(bundle), on_wait=on_wait)
 
@@ -137,7 +137,7 @@ def derive_bundle(
     verify_sources: bool = False,
     jobs: Sequence[compiler.CompileJob] = (),
     compile_timeout_s: float = 600.0,
-    runner=None,
+    runner: compiler.JobRunner | None = None,
     no_recompile: bool = False,
 ) -> DeriveResult:
     """The derived bundle for ``plan``: reused when fresh, else built and published atomically.
@@ -155,13 +155,13 @@ def derive_bundle(
         "plugins": plugins,
     }
     request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, identities, LABELS, SHAPE)
-    built: dict = {}
+    built: dict[str, Any] = {}
     if no_recompile and jobs:
         from winml_perf.bundle.epcontext.travel import require_fresh
 
         require_fresh(request, _compiled_stages_fit)
 
-    def build(tmp: Path) -> dict:
+    def build(tmp: Path) -> dict[str, Any]:
         files = [i["file"] for i in identities]
         run = runner or compiler.run_jobs
         built.update(_write(plan, bundle, tmp, files, list(jobs), compile_timeout_s, run, plugins))
@@ -245,8 +245,15 @@ def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFail
 
 
 def _write(
-    plan: RoutePlan, bundle: Path, tmp: Path, files: list[str], jobs: list, timeout_s: float, runner, plugins: Mapping
-) -> dict:
+    plan: RoutePlan,
+    bundle: Path,
+    tmp: Path,
+    files: list[str],
+    jobs: list[Any],
+    timeout_s: float,
+    runner: compiler.JobRunner,
+    plugins: Mapping[str, Any],
+) -> dict[str, Any]:
     """Fill ``tmp``: links to the sources, compiled stages, the rewritten config."""
     links, written = _link_tree(bundle, tmp, files)
     config, outcomes, compile_ms = plan.config, [], 0.0
@@ -269,7 +276,7 @@ def _write(
     }
 
 
-def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict, int]:
+def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict[str, Any], int]:
     """Link each source's resolved target into ``dest``: a hard link, else a symlink relative to the
     real folder (it stays valid when the bundle and its ``_compiled/`` move together), else a copy."""
     counts = {"hardlink": 0, "symlink": 0, "copy": 0}
@@ -296,7 +303,7 @@ def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict, int]:
 
 
 # -- freshness ------------------------------------------------------------------------------------
-def _compiled_stages_fit(folder: Path, manifest: dict) -> str | None:
+def _compiled_stages_fit(folder: Path, manifest: dict[str, Any]) -> str | None:
     """None while every compiled stage is fit to reuse here (bundle/epcontext/compat.py), else why it must be recompiled."""
     from winml_perf.bundle.config import load_config
 

@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle import cache
 from winml_perf.ep import child
@@ -45,6 +45,9 @@ from winml_perf.ep import table as eps
 from winml_perf.onnxfile.external_data import model_files
 from winml_perf.support.errors import BundleError, EPUnavailableError
 from winml_perf.support.json_shapes import Opt
+
+if TYPE_CHECKING:
+    from winml_perf.ep.devices import Target
 
 FORMAT_VERSION = 2  # 2: a compiled model's provenance in prepared.json
 KINDS = ("epcontext", "optimized")
@@ -68,13 +71,15 @@ class PreparedModel:
     compile_ms: float
     files: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
-    compatibility: dict | None = None  # an EPContext model's verdict here and how it was made (epcontext/onnx_reuse.py)
+    compatibility: dict[str, Any] | None = (
+        None  # an EPContext model's verdict here and how it was made (epcontext/onnx_reuse.py)
+    )
 
-    def session_options(self) -> dict:
+    def session_options(self) -> dict[str, Any]:
         """Options to merge into ``SessionSpec.options`` / ``OnnxSession`` kwargs for this model."""
         return {"prepared": True, "source_model": str(self.source)}
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "path": str(self.path),
             "source": str(self.source),
@@ -95,7 +100,7 @@ class PreparedModel:
 
 
 # -- sources --------------------------------------------------------------------------------------
-def host_fingerprint() -> dict:
+def host_fingerprint() -> dict[str, Any]:
     cpu = platform.processor() or ""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
@@ -106,7 +111,14 @@ def host_fingerprint() -> dict:
 
 
 # -- key ------------------------------------------------------------------------------------------
-def settings(model: Path, kind: str, target, level: str, provider_options: Mapping, session_config: Mapping) -> dict:
+def settings(
+    model: Path,
+    kind: str,
+    target: Target,
+    level: str,
+    provider_options: Mapping[str, Any],
+    session_config: Mapping[str, Any],
+) -> dict[str, Any]:
     """What decides a prepared model besides its sources (the cache adds versions and identities)."""
     out = {
         "onnx_prepare_format": FORMAT_VERSION,
@@ -134,8 +146,8 @@ def compile_model(
     ep: str,
     device: str | None,
     level: str,
-    provider_options: Mapping,
-    session_config: Mapping,
+    provider_options: Mapping[str, Any],
+    session_config: Mapping[str, Any],
     require_nodes: bool,
 ) -> None:
     """One ModelCompiler call: ``src`` for ``ep`` on ``device`` -> ``out`` (+ ``out``.data)."""
@@ -188,8 +200,16 @@ def _compile_in_child(args: list[str], timeout_s: float) -> None:
 
 
 def _run_compile(
-    model: Path, out: Path, kind: str, target, level: str, provider_options, session_config, timeout_s: float
+    model: Path,
+    out: Path,
+    kind: str,
+    target: Target,
+    level: str,
+    provider_options: Mapping[str, Any],
+    session_config: Mapping[str, Any],
+    timeout_s: float,
 ) -> float:
+    assert target.ep is not None  # prepare_onnx refuses a target without an EP
     t0 = time.perf_counter()
     try:
         if kind == "epcontext":
@@ -221,7 +241,7 @@ def _run_compile(
 
 
 # -- cache ----------------------------------------------------------------------------------------
-def _valid(folder: Path, manifest: dict) -> str | None:
+def _valid(folder: Path, manifest: dict[str, Any]) -> str | None:
     """None for a known kind whose output is one of its files."""
     if manifest["kind"] not in KINDS:
         return f"{folder.name} has no valid manifest (kind {manifest['kind']!r} is not one of {', '.join(KINDS)}); rebuilding"
@@ -230,7 +250,7 @@ def _valid(folder: Path, manifest: dict) -> str | None:
     return None
 
 
-def _fits(device_free: bool, provider_options: Mapping[str, str], seen: dict):
+def _fits(device_free: bool, provider_options: Mapping[str, str], seen: dict[str, Any]) -> cache.Check:
     """The cache's check: a valid manifest, and (with a device here) a compiled model fit for it."""
     from winml_perf.bundle.epcontext.onnx_reuse import fits_check
 
@@ -264,7 +284,7 @@ class OnnxBuild:
 
 def prepare_onnx(
     model_path: str | Path,
-    target,
+    target: Target,
     graph_optimization_level: str = "all",
     *,
     ep_settings: EpSettings | None = None,
@@ -283,7 +303,7 @@ def prepare_onnx(
     model = Path(model_path).resolve()
     if not model.is_file():
         raise BundleError(f"{model_path}: model file not found", "pass the path of an .onnx file")
-    if getattr(target, "ep", None) is None:
+    if target.ep is None:
         raise BundleError(
             "preparing a plain .onnx model needs an EP (--ep X or --device D)",
             "there is no genai_config.json to follow",
@@ -326,10 +346,12 @@ class _Making:
     level: str
     settings: EpSettings
     how: OnnxBuild
-    timing: dict = field(default_factory=dict)
-    seen: dict = field(default_factory=dict)  # the verdict the cache's check reached on a hit, or the importer's
+    timing: dict[str, Any] = field(default_factory=dict[str, Any])
+    seen: dict[str, Any] = field(
+        default_factory=dict[str, Any]
+    )  # the verdict the cache's check reached on a hit, or the importer's
 
-    def build(self, tmp: Path) -> dict:
+    def build(self, tmp: Path) -> dict[str, Any]:
         model, out, target, level, how = self.model, self.out, self.target, self.level, self.how
         provider_options, session_config = self.settings.provider_options, self.settings.session_config
         if how.importer is not None:
@@ -357,7 +379,7 @@ class _Making:
         }
 
 
-def _prepared(entry, made: _Making, t0: float) -> PreparedModel:
+def _prepared(entry: cache.Entry, made: _Making, t0: float) -> PreparedModel:
     """The cache entry as a PreparedModel, with an EPContext model's compatibility here."""
     m = entry.manifest
     compatibility = None
@@ -388,7 +410,9 @@ def _prepared(entry, made: _Making, t0: float) -> PreparedModel:
     )
 
 
-def _write_made_here(output: Path, model: Path, ep: str, provider_options, session_config) -> None:
+def _write_made_here(
+    output: Path, model: Path, ep: str, provider_options: Mapping[str, Any], session_config: Mapping[str, Any]
+) -> None:
     from winml_perf.bundle.epcontext import provenance
 
     strict = str(session_config.get("session.disable_cpu_ep_fallback")) == "1"
@@ -397,7 +421,7 @@ def _write_made_here(output: Path, model: Path, ep: str, provider_options, sessi
     )
 
 
-def clean_onnx(model_path: str | Path, on_wait=None) -> list[Path]:
+def clean_onnx(model_path: str | Path, on_wait: Callable[[Path], None] | None = None) -> list[Path]:
     """Remove the prepared copies of this one model (``<stem>-<alias>-<hash12>`` under ``_compiled/``
     and the cache folder), leaving other models of the same folder alone. Returns what went."""
     model = Path(model_path).resolve()

@@ -18,16 +18,19 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle import cache
 from winml_perf.bundle.config import ConfigBook, GenaiConfig, load_config
 from winml_perf.bundle.derive import DeriveResult, derive_bundle
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.placement import RoutePlacement, derived_placement
-from winml_perf.bundle.routing import CPU, RoutePlan, check_available, plan_assignment, plan_route
+from winml_perf.bundle.routing import RoutePlan, check_available, plan_assignment, plan_route
 from winml_perf.ep.effective import effective_options
-from winml_perf.model.route import BUNDLE, CompileOutcome, Route, with_placements
+from winml_perf.model.route import BUNDLE, CPU, CompileOutcome, Route, with_placements
+
+if TYPE_CHECKING:
+    from winml_perf.ep.devices import Target
 
 
 def available_eps() -> set[str]:
@@ -39,9 +42,9 @@ def available_eps() -> set[str]:
 
 def plan_for(
     bundle: Path,
-    target,
+    target: Target | None,
     stages: list[str] | None = None,
-    ep_options: dict | None = None,
+    ep_options: dict[str, Any] | None = None,
     per_stage: PerStage | None = None,
     config: GenaiConfig | None = None,
 ) -> RoutePlan:
@@ -52,9 +55,9 @@ def plan_for(
 
 def plan_of(
     config: GenaiConfig,
-    target,
+    target: Target | None,
     stages: list[str] | None = None,
-    ep_options: dict | None = None,
+    ep_options: dict[str, Any] | None = None,
     per_stage: PerStage | None = None,
 ) -> RoutePlan:
     """The route planned over the bundle's parsed ``config`` (no writes, no EP checks); the forced EP's
@@ -100,14 +103,14 @@ class Compiling:
 
 def prepare_route(
     bundle: Path,
-    target,
+    target: Target | None,
     stages: list[str] | None = None,
     compile: Compiling | None = None,
     verify_sources: bool = False,
     *,
     require_available: bool = True,
     label: str | None = None,
-    ep_options: dict | None = None,
+    ep_options: dict[str, Any] | None = None,
     per_stage: PerStage | None = None,
     holdings: RunHoldings | None = None,
 ) -> Route:
@@ -190,7 +193,7 @@ def prepare_route(
     )
 
 
-def _decided(plan: RoutePlan) -> dict | None:
+def _decided(plan: RoutePlan) -> dict[str, Any] | None:
     """The decided options the record keeps: the forced EP's, or each EP's of a per-stage route."""
     if plan.options is not None:
         return {"options": plan.options.to_dict()}
@@ -222,7 +225,7 @@ def _verdicts(
         options = compat.stage_options(book.of(folder), o.stages[0])
         if check:
             checked = compat.check_stage_with(folder, o.compiled_output, o.ep, options, plugins.get(o.ep))
-            verdict: dict | None = checked.to_dict()
+            verdict: dict[str, Any] | None = checked.to_dict()
         else:
             verdict = dict(o.compatibility) if isinstance(o.compatibility, dict) else None
         shown = verdict or {

@@ -21,15 +21,18 @@ of EPs on this machine is checked by ``check_available`` against a set the calle
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle.config import GenaiConfig, Stage
 from winml_perf.ep import table as eps
 from winml_perf.ep.effective import EffectiveOptions, effective_options
 from winml_perf.model.route import CPU, StageRoute
 from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError
+
+if TYPE_CHECKING:
+    from winml_perf.ep.devices import Target
 
 
 @dataclass(frozen=True)
@@ -63,13 +66,13 @@ class RoutePlan:
         its provider name); None: not forced onto one EP."""
         return self.entries[self.ep].alias if self.ep is not None else None
 
-    def options_key(self) -> dict | None:
+    def options_key(self) -> dict[str, Any] | None:
         """The decided options a derived bundle's cache key holds: the forced EP's, or each EP's of a per-stage route."""
         if self.options is not None:
             return self.options.key_dict()
         return {o.ep: o.key_dict() for o in self.options_per_ep} or None
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "requested": self.requested,
             "route": self.route,
@@ -95,9 +98,9 @@ def _decide_here_unasked(
 
 def plan_route(
     config: GenaiConfig,
-    target,
+    target: Target | None,
     stages: list[str] | tuple[str, ...] | None = None,
-    ep_options: dict | None = None,
+    ep_options: dict[str, Any] | None = None,
     decide: Decide = _decide_here_unasked,
 ) -> RoutePlan:
     """The rewrite for ``target`` (a devices.Target) over ``stages`` (None: all), with ``ep_options``
@@ -116,7 +119,8 @@ def plan_route(
                 "add --ep X (the config route runs the bundle's own options), or drop --ep-option",
             )
         return _config_plan(config)
-    if not getattr(target, "ep", None):
+    assert target is not None  # only the config route has no target
+    if not target.ep:
         raise UsageError(f"route {target.label} resolved to no execution provider", "pass --ep explicitly")
     chosen = _chosen_stages(config, stages)
     ep = target.ep  # canonical (a Target's ep is what its EP name resolved to)
@@ -205,7 +209,7 @@ def _entries(routes: list[StageRoute]) -> dict[str, eps.EPInfo]:
     return {r.ep_after: eps.EPS[r.ep_after] for r in routes if r.ep_after in eps.EPS}
 
 
-def _decided(decide: Decide, ep: str, target: Any, asked: dict) -> EffectiveOptions | None:
+def _decided(decide: Decide, ep: str, target: Any, asked: dict[str, Any]) -> EffectiveOptions | None:
     """The options ``ep`` runs with for ``target`` (its device, or the EP's home device); None for CPU."""
     if ep == CPU:
         return None
@@ -215,7 +219,7 @@ def _decided(decide: Decide, ep: str, target: Any, asked: dict) -> EffectiveOpti
 
 def _forced_routes(
     config: GenaiConfig, stage_eps: Mapping[str, str], decided: Mapping[str, EffectiveOptions | None]
-) -> tuple[list[StageRoute], GenaiConfig, list[dict] | None]:
+) -> tuple[list[StageRoute], GenaiConfig, list[dict[str, Any]] | None]:
     """Every stage's route, those of ``stage_eps`` (stage -> EP) forced with their EP's ``decided``
     options and the rest as the config places them; and the rewritten config (see _rewritten)."""
     routes, updates = [], {}
@@ -233,10 +237,12 @@ def _forced_routes(
     return routes, rewritten, decoder_opts
 
 
-def _rewritten(config: GenaiConfig, updates: dict, all_forced: bool) -> tuple[GenaiConfig, list[dict] | None]:
+def _rewritten(
+    config: GenaiConfig, updates: dict[str, Any], all_forced: bool
+) -> tuple[GenaiConfig, list[dict[str, Any]] | None]:
     """The config with the stages' new options; a pipeline's decoder-level options become [] when every
     stage is forced (the module doc says why). Returns (config, the new decoder options or None: kept)."""
-    decoder_opts: list[dict] | None = [] if all_forced and config.kind == "pipeline" else None
+    decoder_opts: list[dict[str, Any]] | None = [] if all_forced and config.kind == "pipeline" else None
     if decoder_opts is not None and tuple(decoder_opts) == config.decoder_provider_options:
         decoder_opts = None
     return config.with_provider_options(updates, decoder_opts), decoder_opts
@@ -275,7 +281,7 @@ def _config_plan(config: GenaiConfig) -> RoutePlan:
     return RoutePlan("config", "config", None, tuple(routes), config, entries=_entries(routes))
 
 
-def _chosen_stages(config: GenaiConfig, stages) -> set[str]:
+def _chosen_stages(config: GenaiConfig, stages: Sequence[str] | None) -> set[str]:
     if not stages:
         return set(config.stage_names)
     unknown = [s for s in stages if s not in config.stage_names]
@@ -287,7 +293,9 @@ def _chosen_stages(config: GenaiConfig, stages) -> set[str]:
     return set(stages)
 
 
-def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, decided: EffectiveOptions | None):
+def _forced_options(
+    config: GenaiConfig, stage: Stage, ep: str, genai_key: str, decided: EffectiveOptions | None
+) -> tuple[tuple[dict[str, Any], ...], str]:
     if decided is None:
         return (), "cpu"
     source, options, key = "default", None, genai_key
@@ -302,7 +310,9 @@ def _forced_options(config: GenaiConfig, stage: Stage, ep: str, genai_key: str, 
     return ({key: decided.for_stage(options)},), source
 
 
-def _route(stage: Stage, before: str, after: str, options_after, forced: bool, source: str) -> StageRoute:
+def _route(
+    stage: Stage, before: str, after: str, options_after: Sequence[dict[str, Any]], forced: bool, source: str
+) -> StageRoute:
     return StageRoute(
         stage.name,
         stage.files,

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from winml_perf.ep.route_request import RouteRequest
 from winml_perf.model.defaults import DEFAULTS
@@ -50,7 +51,7 @@ class PerfRequest:
     strict: bool = False
     allow_uncompiled: bool = False  # --compile: measure a failed compile's route, labelled (uncompiled)
     no_recompile: bool = False  # --compile / --prepare: use what was prepared or refuse (exit 2); never compile here
-    onnx_options: dict = field(default_factory=dict)
+    onnx_options: dict[str, Any] = field(default_factory=dict[str, Any])
     prepare_model: bool = False
     explain: bool = False
     series: str | None = None  # --series NAME: the series the records belong to, in place of the bundle's path

@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from winml_perf.measure.context import SweepContext
 from winml_perf.measure.hosting.isolate import ChildCrashed, ChildTimeout
@@ -26,7 +27,7 @@ from winml_perf.session.factory import open_session
 @dataclass(frozen=True)
 class SweepOutcome:
     results: tuple[CellResult, ...]  # empty when each went to on_result instead
-    order: tuple[dict, ...]  # one entry per round: {"group": g, "round": r, "order": [cell keys]}
+    order: tuple[dict[str, Any], ...]  # one entry per round: {"group": g, "round": r, "order": [cell keys]}
 
 
 class SweepRunner:
@@ -36,7 +37,7 @@ class SweepRunner:
     def __init__(
         self,
         cells: Sequence[CellSpec],
-        session_factory: Callable = open_session,
+        session_factory: Callable[..., Any] = open_session,
         *,
         rounds: int | None = None,
         seed: int = 0,
@@ -44,8 +45,8 @@ class SweepRunner:
         progress: Progress | None = None,
         on_result: Callable[[CellResult], None] | None = None,
         sample_memory: bool = True,
-        explainer: Callable[..., dict] | None = None,
-        meters: tuple[dict, dict] = ({}, {}),
+        explainer: Callable[..., dict[str, Any]] | None = None,
+        meters: tuple[dict[str, Any], dict[str, Any]] = ({}, {}),
     ) -> None:
         """``meters``: (route label -> EnergyMeter, route label -> its note), see measure/sweep.py."""
         self.cells = list(cells)
@@ -63,7 +64,7 @@ class SweepRunner:
         )
 
     @property
-    def order_so_far(self) -> tuple[dict, ...]:
+    def order_so_far(self) -> tuple[dict[str, Any], ...]:
         return tuple(self.context.order)
 
     def run(self) -> SweepOutcome:
@@ -86,7 +87,7 @@ class SweepRunner:
 
 def run_cell(
     cell: CellSpec,
-    session_factory: Callable = open_session,
+    session_factory: Callable[..., Any] = open_session,
     progress: Progress | None = None,
     *,
     isolate: bool = False,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 import signal
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,7 @@ class SweepInterrupted(Interrupted):
 
 
 @contextmanager
-def collector_paused():
+def collector_paused() -> Iterator[None]:
     """The cyclic collector off while a cell's record is built and stored: its 10^5 samples become
     millions of new objects, and the passes those trigger walk every live object (~0.1 s at 5,000
     iterations) to free nothing. Reference counting frees as usual; the collector resumes after."""
@@ -134,7 +134,7 @@ def _meter_device(ep: str | None, device: str) -> str:
     return device
 
 
-def _explainer(enabled: bool):
+def _explainer(enabled: bool) -> Callable[..., dict[str, Any]] | None:
     if not enabled:
         return None
     from winml_perf.measure.explain_cell import explain_cell
@@ -142,8 +142,8 @@ def _explainer(enabled: bool):
     return explain_cell
 
 
-def _unique(values) -> list:
-    seen: list = []
+def _unique(values: Iterable[Any]) -> list[Any]:
+    seen: list[Any] = []
     for v in values:
         if v not in seen:
             seen.append(v)
@@ -152,9 +152,9 @@ def _unique(values) -> list:
 
 def _sweep_section(
     cells: Sequence[CellSpec],
-    routes: list,
+    routes: list[Any],
     extra: Mapping[str, Any],
-    order: Sequence[Mapping],
+    order: Sequence[Mapping[str, Any]],
     bandwidths: tuple[Mapping[str, Any] | None, Mapping[str, Any] | None],
     interrupted: str | None,
 ) -> dict[str, Any]:
@@ -205,7 +205,7 @@ class CellExtras:
 
 def run_sweep(
     cells: Sequence[CellSpec],
-    session_factory: Callable = open_session,
+    session_factory: Callable[..., Any] = open_session,
     rounds: int | None = None,
     seed: int = 0,
     isolate: bool | None = None,
@@ -272,7 +272,7 @@ def run_sweep(
         meters=route_meters(cells, environment, extras.energy_meters),
     )
 
-    def record(order: Sequence[Mapping], interrupted: str | None = None) -> RunRecord:
+    def record(order: Sequence[Mapping[str, Any]], interrupted: str | None = None) -> RunRecord:
         sweep = _sweep_section(cells, routes, extra, order, (bandwidth, gpu_bandwidth), interrupted)
         run = run_record(
             spool.cells(),

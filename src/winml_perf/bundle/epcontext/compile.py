@@ -129,7 +129,7 @@ def load_level(raw_config: dict[str, Any], stage: str) -> str:
     return parse_graph_optimization_level(None)
 
 
-def run_jobs(jobs: list[CompileJob], src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
+def run_jobs(jobs: Sequence[CompileJob], src_dir: Path, out_dir: Path, timeout_s: float) -> list[CompileOutcome]:
     """Each job in a compile child on this machine's device; how each compiled file was made goes to prepared.json."""
     from winml_perf.bundle.epcontext import provenance
 
