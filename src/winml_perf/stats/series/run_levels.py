@@ -97,14 +97,18 @@ def as_runs(values: Sequence[Any], what: str = "series") -> list[np.ndarray]:
 
 
 def _rolling_median(x: np.ndarray, half: int) -> np.ndarray:
-    """Median of x[t - half : t + half + 1] (cut at the ends) for every t."""
+    """Median of x[t - half : t + half + 1] (cut at the ends) for every t: the middle of each
+    sorted window, or the mean of the middle two (as np.median)."""
     n = len(x)
     out = np.empty(n)
-    whole = slice(half, max(half, n - half))  # windows that are not cut: one median along an axis
-    if n > 2 * half:
-        out[whole] = np.median(np.lib.stride_tricks.sliding_window_view(x, 2 * half + 1), axis=1)
-    for t in (*range(min(half, n)), *range(max(half, n - half), n)):  # cut windows, each on its own
-        out[t] = np.median(x[max(0, t - half) : t + half + 1])
+    if n > 2 * half:  # windows that are not cut: 2 half + 1 values, the middle one of them
+        windows = np.lib.stride_tricks.sliding_window_view(x, 2 * half + 1)
+        out[half : n - half] = np.partition(windows, half, axis=1)[:, half]
+    values = x.tolist()
+    for t in (*range(min(half, n)), *range(max(half, n - half), n)):  # cut windows
+        window = sorted(values[max(0, t - half) : t + half + 1])
+        mid = len(window) // 2
+        out[t] = window[mid] if len(window) % 2 else (window[mid - 1] + window[mid]) / 2
     return out
 
 
@@ -136,6 +140,7 @@ def _run_costs(values: np.ndarray, candidates: np.ndarray, offset: float) -> np.
     upper_buffer = np.empty((rows, candidates.shape[1], near, width))
     lower_buffer = np.empty_like(upper_buffer)
     missing = np.isnan(values)[:, None]  # (runs, 1, near runs, values)
+    runs_missing = missing.any(axis=(1, 2, 3))
     for start in range(0, n, rows):
         end = min(n, start + rows)
         d, lower = upper_buffer[: end - start], lower_buffer[: end - start]
@@ -146,7 +151,8 @@ def _run_costs(values: np.ndarray, candidates: np.ndarray, offset: float) -> np.
         np.minimum(d, lower, out=d)
         np.minimum(d, CLIP * CLIP, out=d)
         # a missing value costs nothing; a missing candidate's costs are never looked at
-        np.copyto(d, 0.0, where=missing[start:end])
+        if runs_missing[start:end].any():
+            np.copyto(d, 0.0, where=missing[start:end])
         d.sum(axis=3, out=per_run[start:end])
     return per_run
 
