@@ -193,20 +193,21 @@ def _write(store: Store, out_dir: Path, title: str, wanted: int, pool: Any, filt
     ]
     workers = pool if min(len(page_jobs), wanted) > 1 else None  # one page: written here
     summaries: list[dict[str, Any]] = []
-    ratios: dict[str, PairedRatio] = {}  # each route against config in one run (issue 35), made with its page
+    # the index's rows, a page's as its result comes (its routes' ratios to config, issue 35, come with it)
+    index_rows: list[str] = []
     total = 0
     pending: list[tuple[cpc.Search, list[dict[str, Any]]]] = []
     try:
         for result in _results(store, page_jobs, workers):
             summaries += result.summaries
-            ratios.update(result.ratios)
+            index_rows += [_index_row(s, result.ratios) for s in result.summaries]
             total += result.records
             pending += result.computed
             if len(pending) >= KEEP_BATCH:
                 cpc.save(store, pending)
                 pending = []
         cpc.save(store, pending)
-        rows_html = "".join(_index_row(s, ratios) for s in summaries)
+        rows_html = "".join(index_rows)
         testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries} | {g.testbed for g in serving_runs})
         routes = sorted({str(s["row"]["route"]) for s in summaries})
         table = (
