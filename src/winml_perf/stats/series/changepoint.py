@@ -96,8 +96,9 @@ _BATCH_ELEMENTS = 4_000_000
 #: Permutations of the first batch, doubled after each: a shift-free segment usually reaches its
 #: stopping count of exceedances within the first one or two.
 _FIRST_BATCH = 16
-#: Rows from which ``_earlier_distances`` loops over prefixes (2-3x faster at 16-199 x 120 here,
-#: slower for a row or a few), and the prefixes it takes at a time.
+#: Rows from which ``_earlier_distances`` loops over prefixes (at 32 x 120 twice as fast as the
+#: counts here, as fast at 16, slower for a row or a few), and the prefixes it takes at a time (8:
+#: 2-3x faster than one at a time at 32-87 x 120, as fast at 199).
 _LOOP_ROWS = 32
 _BLOCK = 8
 
