@@ -98,7 +98,7 @@ _BATCH_ELEMENTS = 4_000_000
 _FIRST_BATCH = 16
 #: Rows from which ``_earlier_distances`` loops over prefixes (at 32 x 120 twice as fast as the
 #: counts here, as fast at 16, slower for a row or a few), and the prefixes it takes at a time (8:
-#: 2-3x faster than one at a time at 32-87 x 120, as fast at 199).
+#: 1.2-4x faster than one at a time at 32-87 x 120 here, as fast at 199).
 _LOOP_ROWS = 32
 _BLOCK = 8
 
