@@ -59,3 +59,16 @@ def pool_item(item: int) -> dict:
     if item < 0:
         raise ValueError(f"negative item {item}")
     return {"item": item, "pid": os.getpid(), "probe_env": os.environ.get("WINML_PERF_PROBE")}
+
+
+_SET_UP: list[str] = []
+
+
+def pool_setup(marker: str) -> None:
+    """A started_pool setup: leaves ``marker`` where ``set_up_item`` finds it."""
+    _SET_UP.append(marker)
+
+
+def set_up_item(item: int) -> dict:
+    """A started_pool job: the item back with what this process's setup left."""
+    return {"item": item, "pid": os.getpid(), "set_up": list(_SET_UP)}

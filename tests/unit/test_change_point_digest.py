@@ -30,3 +30,34 @@ def test_same_input_same_digest_and_every_part_counts():
 def test_medians_and_one_invocation_lists_digest_apart():
     assert _search([1.0, 3.0]).digest("fp") != _search([(1.0,), (3.0,)]).digest("fp")
     assert _search([1.0, 3.0]).digest("fp") == _search([np.float64(1.0), 3]).digest("fp")
+
+
+def _digest_run_by_run(search: Search, fingerprint: str) -> str:
+    """The digest of invocation lists as it was computed before: an array per record, joined."""
+    import hashlib
+    import json
+
+    head = json.dumps(
+        [fingerprint, search.metric, list(search.options), list(search.record_ids), [str(r) for r in search.run_ids]],
+        separators=(",", ":"),
+    )
+    h = hashlib.sha256(head.encode())
+    runs = [np.atleast_1d(np.asarray(v, dtype="<f8")) for v in search.values]
+    h.update(b"invocations\0" + np.array([len(r) for r in runs], dtype="<i8").tobytes())
+    h.update(np.concatenate(runs).tobytes())
+    return h.hexdigest()
+
+
+def test_runs_of_one_length_digest_as_run_by_run():
+    """Runs of one length are read as one array: the digests kept in stores stay current."""
+    rng = np.random.default_rng(5)
+    for values in (
+        [tuple(rng.normal(100, 5, 10)) for _ in range(120)],  # one length
+        [(1.0,), (2.0,)],  # one invocation each
+        [(1.0, 2.0), (3.0,)],  # ragged
+        [(1.0, 2.0), 3.0],  # a record without invocations among lists
+        [tuple(rng.normal(100, 5, 3)), tuple(rng.normal(100, 5, 4))],
+    ):
+        ids = tuple(range(len(values)))
+        search = _search(values, ids=ids, runs=tuple(f"r{i}" for i in ids))
+        assert search.digest("fp") == _digest_run_by_run(search, "fp")

@@ -91,6 +91,20 @@ def test_a_pool_maps_in_order_in_other_processes_that_got_the_context():
     assert len({r["pid"] for r in out}) <= 2
 
 
+def test_a_started_pool_has_its_processes_running_before_the_items_come():
+    from tests.unit import child_probes
+
+    pool = child.started_pool(2, _context(), child_probes.pool_setup, ("ready",), now=2)
+    try:
+        assert len(pool._processes) == 2  # started before any item was mapped
+        out = list(pool.map(child_probes.set_up_item, range(6)))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+    assert [r["item"] for r in out] == list(range(6))
+    assert all(r["set_up"] == ["ready"] for r in out) and os.getpid() not in {r["pid"] for r in out}
+    assert len({r["pid"] for r in out}) <= 2
+
+
 def test_an_error_in_a_pool_job_is_raised_in_the_parent():
     from tests.unit import child_probes
 

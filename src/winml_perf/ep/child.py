@@ -1,6 +1,6 @@
 """Every child process winml-perf starts is started here, and every one reports its end the same way.
 
-Four ways to start one:
+The ways to start one:
 
 * ``run_module(MODULE, ARGS, context, timeout_s)``: ``python -m winml_perf.ep.child MODULE ARGS``. The
   child applies the context, then returns ``MODULE.main(ARGS)`` as its exit status; its stdout and
@@ -9,6 +9,9 @@ Four ways to start one:
   then runs ``target(conn, *args)`` against one end of a Pipe (isolated measurement cells).
 * ``map_in_pool(fn, items, jobs, context)``: ``fn(item)`` for each item in a pool of ``jobs`` spawned
   processes that applied the context, results in the order of ``items`` (the dashboard's pages).
+* ``started_pool(jobs, context, setup, args)``: a pool of ``jobs`` such processes started before its
+  items are known, so their start overlaps the parent's own work (the dashboard lists its series
+  meanwhile).
 * ``one_process_pool(context, setup, args)``: an executor of one spawned process that applied the
   context, then ran ``setup(*args)``; work submitted runs there in order, and what one item leaves
   behind (a loaded model) is there for the next (the equivalence check's pass lanes).
@@ -281,6 +284,32 @@ def map_in_pool(
         yield from pool.map(fn, items)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def started_pool(
+    jobs: int,
+    context: ChildContext,
+    setup: Callable[..., None] | None = None,
+    args: tuple[Any, ...] = (),
+    now: int | None = None,
+    start_method: str = "spawn",
+) -> Any:
+    """A ProcessPoolExecutor of up to ``jobs`` spawned processes that applied ``context`` and then
+    ran ``setup(*args)`` (both importable by name), ``now`` of them (default: all) started now: for
+    work whose items are known later, so the processes' start (their imports) overlaps the caller's
+    own work; the rest start as items wait for one. The caller maps its items on it and ends it
+    with ``shutdown(wait=True, cancel_futures=True)``."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    pool = ProcessPoolExecutor(
+        max_workers=max(1, jobs),
+        mp_context=mp.get_context(start_method),
+        initializer=_apply_then,
+        initargs=(context, setup, args),
+    )
+    for _ in range(max(1, min(jobs, jobs if now is None else now))):
+        pool.submit(os.getpid)  # a task that finds no idle process starts one
+    return pool
 
 
 def _apply_then(context: ChildContext, setup: Callable[..., None] | None, args: tuple[Any, ...]) -> None:

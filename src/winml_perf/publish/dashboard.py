@@ -26,7 +26,8 @@ mode-aware input the regression gate judges too), or its median where no record 
 records changed.
 
 Pages are written in ``jobs`` worker processes when the store is large enough to pay for starting
-them (child.map_in_pool); each page is one job, so memory stays bounded by a page per process.
+them (child.started_pool: started before the series are listed, so their imports overlap that);
+each page is one job, so memory stays bounded by a page per process.
 
 Each page reports what it drew in ``#winml-status`` (data-points: markers of the primary card,
 data-records, data-charts, data-errors, data-state) so a headless browser test can check it.
@@ -37,6 +38,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from html import escape
 from pathlib import Path
@@ -52,6 +54,7 @@ from winml_perf.publish.dashboard_page import (
     PageResult,
     cp_text,
     page_path,
+    ready,
     render,
     render_job,
     render_page,
@@ -62,7 +65,7 @@ from winml_perf.publish.route_ratio import PairedRatio, ratio_cell
 from winml_perf.publish.serving_pages import find_serving, overview_section, write_serving_page
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results.rows import series_where
-from winml_perf.results.series import series_list
+from winml_perf.results.series import series_list, series_records
 from winml_perf.results.store import Store
 from winml_perf.support.errors import UsageError
 
@@ -137,14 +140,30 @@ def _store_ref(store: Store) -> str:
     return str(loc.path) if loc.path is not None else loc.url.render_as_string(hide_password=False)
 
 
-def _results(store: Store, jobs: Sequence[PageJob], workers: int) -> Iterator[PageResult]:
-    if workers <= 1:
+def _results(store: Store, jobs: Sequence[PageJob], pool: Any) -> Iterator[PageResult]:
+    if pool is None:
         for job in jobs:
             yield render(store, job)
         return
-    from winml_perf.ep.child import ChildContext, map_in_pool
+    yield from pool.map(render_job, jobs)
 
-    yield from map_in_pool(render_job, jobs, workers, ChildContext.from_parent(plugin_libraries=()))
+
+@contextmanager
+def _page_workers(wanted: int) -> Iterator[Any]:
+    """``wanted`` worker processes for the pages, started before the pages are known, so their start
+    (~1 s of imports each) overlaps listing the series; None (pages written here) for one."""
+    if wanted <= 1:
+        yield None
+        return
+    from winml_perf.ep.child import ChildContext, started_pool
+
+    # up to the CPUs now; the rest of a larger --jobs as pages wait for a process
+    now = min(wanted, os.cpu_count() or 1)
+    pool = started_pool(wanted, ChildContext.from_parent(plugin_libraries=()), ready, now=now)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def write_dashboard(
@@ -153,6 +172,13 @@ def write_dashboard(
     """Write ``out_dir/index.html`` and a page per testbed x bundle; returns the index's path.
     ``jobs``: worker processes for the pages (None: ``default_jobs`` of the records selected)."""
     out_dir = Path(out_dir)
+    wanted = default_jobs(series_records(store, **filters)) if jobs is None else max(1, int(jobs))
+    with _page_workers(wanted) as pool:
+        return _write(store, out_dir, title, wanted, pool, filters)
+
+
+def _write(store: Store, out_dir: Path, title: str, wanted: int, pool: Any, filters: Mapping[str, Any]) -> Path:
+    """``write_dashboard`` with its worker processes (``pool``, None: none) started."""
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     groups: dict[tuple[object, object], list[dict[str, Any]]] = defaultdict(list)
     serving_keys, serving_runs = find_serving(store, filters)  # drawn on serving.html, not as histories
@@ -165,24 +191,23 @@ def write_dashboard(
         PageJob(_store_ref(store), str(out_dir), title, testbed, bundle, tuple(rows), dict(filters))
         for (testbed, bundle), rows in sorted(groups.items(), key=lambda kv: tuple(map(str, kv[0])))
     ]
-    workers = min(
-        len(page_jobs), default_jobs(sum(r["records"] for r in selected)) if jobs is None else max(1, int(jobs))
-    )
+    workers = pool if min(len(page_jobs), wanted) > 1 else None  # one page: written here
     summaries: list[dict[str, Any]] = []
-    ratios: dict[str, PairedRatio] = {}  # each route against config in one run (issue 35), made with its page
+    # the index's rows, a page's as its result comes (its routes' ratios to config, issue 35, come with it)
+    index_rows: list[str] = []
     total = 0
     pending: list[tuple[cpc.Search, list[dict[str, Any]]]] = []
     try:
         for result in _results(store, page_jobs, workers):
             summaries += result.summaries
-            ratios.update(result.ratios)
+            index_rows += [_index_row(s, result.ratios) for s in result.summaries]
             total += result.records
             pending += result.computed
             if len(pending) >= KEEP_BATCH:
                 cpc.save(store, pending)
                 pending = []
         cpc.save(store, pending)
-        rows_html = "".join(_index_row(s, ratios) for s in summaries)
+        rows_html = "".join(index_rows)
         testbeds = sorted({str(s["row"]["testbed_id"]) for s in summaries} | {g.testbed for g in serving_runs})
         routes = sorted({str(s["row"]["route"]) for s in summaries})
         table = (

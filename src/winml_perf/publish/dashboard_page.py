@@ -404,6 +404,11 @@ def write_file(path: Path, text: str, root: Path | None = None) -> None:
 _STORES: dict[str, Store] = {}
 
 
+def ready() -> None:
+    """A worker's start: nothing to do here, importing this module (numpy, SQLAlchemy, the pages'
+    code) for this function is the work (child.started_pool runs it first thing)."""
+
+
 def render_job(job: PageJob) -> PageResult:
     """``render`` in a worker process: the store opened once per process, by ``job.store_ref``."""
     store = _STORES.get(job.store_ref)

@@ -77,6 +77,19 @@ def _detector_sources() -> dict[str, Path]:
     return seen
 
 
+def _runs_bytes(values: Sequence[Any]) -> tuple[bytes, bytes]:
+    """Each run's count of values (int64) and all the values one run after the other (float64),
+    as bytes; runs of one length as one array."""
+    try:
+        table = np.asarray(values, dtype="<f8")
+    except ValueError:  # runs of different lengths
+        table = np.empty(0)
+    if table.ndim == 2:
+        return np.full(len(table), table.shape[1], dtype="<i8").tobytes(), table.tobytes()
+    runs = [np.atleast_1d(np.asarray(v, dtype="<f8")) for v in values]
+    return np.array([len(r) for r in runs], dtype="<i8").tobytes(), np.concatenate(runs).tobytes() if runs else b""
+
+
 @dataclass(frozen=True)
 class Search:
     """What the detector is given for one series' metric: the records searched, oldest first."""
@@ -100,9 +113,9 @@ class Search:
         if all(np.ndim(v) == 0 for v in self.values):
             h.update(b"medians\0" + np.asarray(self.values, dtype="<f8").tobytes())
         else:
-            runs = [np.atleast_1d(np.asarray(v, dtype="<f8")) for v in self.values]
-            h.update(b"invocations\0" + np.array([len(r) for r in runs], dtype="<i8").tobytes())
-            h.update(np.concatenate(runs).tobytes() if runs else b"")
+            counts, flat = _runs_bytes(self.values)
+            h.update(b"invocations\0" + counts)
+            h.update(flat)
         return h.hexdigest()
 
     def detect(self) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 (testbed, bundle, route, shape, options; rows.series_identity), read as one range of the index on
 (series_key, created_utc).
 
-- ``series_list(store, **filters)``: one row per series the filters select (the dashboard's list).
+- ``series_list(store, **filters)``: one row per series the filters select (the dashboard's list);
+  ``series_records``: their records, counted.
 - ``history`` / ``histories``: one or several metrics of one series, oldest first (the gate).
 - ``series_columns`` / ``page_columns``: every record of one series (of a few series, read
   together) with the medians and 95 % CIs of some metrics, as columns, and the per-invocation
@@ -86,6 +87,13 @@ def series_list(store: Store, **filters: Any) -> list[dict[str, Any]]:
         return out
 
     return store.read(read)
+
+
+def series_records(store: Store, **filters: Any) -> int:
+    """Records of the series the filters select (``series_list``'s record counts summed), in one count."""
+    r = mig.records.c
+    stmt = apply_filters(sa.select(sa.func.count()).select_from(mig.records), filters).where(r.series_key.is_not(None))
+    return int(store.read(lambda c: c.execute(stmt).scalar()) or 0)
 
 
 def history(

@@ -145,6 +145,18 @@ def _resample_within(mat: np.ndarray, counts: np.ndarray, chosen: np.ndarray, rn
     return out
 
 
+def _nan_medians(a: np.ndarray) -> np.ndarray:
+    """np.nanmedian(a, axis=1) of a 2-D array, the same numbers: each row's numbers sorted (NaN
+    last) and the middle one taken, or the mean of the middle two for an even count (NaN: none)."""
+    ordered = np.sort(a, axis=1)
+    count = a.shape[1] - np.isnan(a).sum(axis=1)
+    high = count // 2
+    low = np.where(count % 2 == 1, high, high - 1)
+    rows = np.arange(len(a))
+    middle = (ordered[rows, np.maximum(low, 0)] + ordered[rows, high]) / 2.0
+    return np.where(count > 0, middle, np.nan)
+
+
 @dataclass(frozen=True)
 class RatioCI:
     """Ratio of medians (candidate / baseline), its bootstrap CI and how many rounds and
@@ -187,8 +199,8 @@ def paired_ratio_ci(
     bmat, bcnt = _round_matrix(base)
     cmat, ccnt = _round_matrix(cand)
     chosen = rng.integers(0, len(common), size=(resamples, len(common)))
-    bmed = np.nanmedian(_resample_within(bmat, bcnt, chosen, rng), axis=1)
-    cmed = np.nanmedian(_resample_within(cmat, ccnt, chosen, rng), axis=1)
+    bmed = _nan_medians(_resample_within(bmat, bcnt, chosen, rng))
+    cmed = _nan_medians(_resample_within(cmat, ccnt, chosen, rng))
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = cmed / bmed
     ratios = ratios[np.isfinite(ratios)]

@@ -97,15 +97,18 @@ def as_runs(values: Sequence[Any], what: str = "series") -> list[np.ndarray]:
 
 
 def _rolling_median(x: np.ndarray, half: int) -> np.ndarray:
-    """Median of x[t - half : t + half + 1] (cut at the ends) for every t."""
-    padded = np.concatenate([np.full(half, np.nan), x, np.full(half, np.nan)])
-    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
-    out = np.empty(len(x))
-    whole = np.arange(half, len(x) - half)  # windows that are not cut: no NaN, a plain median
-    cut = np.setdiff1d(np.arange(len(x)), whole)
-    out[whole] = np.median(windows[whole], axis=1)
-    if len(cut):
-        out[cut] = np.nanmedian(windows[cut], axis=1)
+    """Median of x[t - half : t + half + 1] (cut at the ends) for every t: the middle of each
+    sorted window, or the mean of the middle two (as np.median)."""
+    n = len(x)
+    out = np.empty(n)
+    if n > 2 * half:  # windows that are not cut: 2 half + 1 values, the middle one of them
+        windows = np.lib.stride_tricks.sliding_window_view(x, 2 * half + 1)
+        out[half : n - half] = np.partition(windows, half, axis=1)[:, half]
+    values = x.tolist()
+    for t in (*range(min(half, n)), *range(max(half, n - half), n)):  # cut windows
+        window = sorted(values[max(0, t - half) : t + half + 1])
+        mid = len(window) // 2
+        out[t] = window[mid] if len(window) % 2 else (window[mid - 1] + window[mid]) / 2
     return out
 
 
@@ -127,6 +130,33 @@ def _first_lowest(cost: np.ndarray) -> np.ndarray:
     return first
 
 
+def _run_costs(values: np.ndarray, candidates: np.ndarray, offset: float) -> np.ndarray:
+    """(runs, candidates, near runs): the comb cost of each candidate of a run (``candidates``, one
+    row per run) against each of the near runs' values (``values``: runs x near runs x values, NaN
+    for none, which cost 0), in batches of runs that stay in the CPU cache, in two buffers."""
+    n, near, width = values.shape
+    per_run = np.empty((n, candidates.shape[1], near))
+    rows = max(1, _COMB_ELEMENTS // (near * width) // candidates.shape[1])
+    upper_buffer = np.empty((rows, candidates.shape[1], near, width))
+    lower_buffer = np.empty_like(upper_buffer)
+    missing = np.isnan(values)[:, None]  # (runs, 1, near runs, values)
+    runs_missing = missing.any(axis=(1, 2, 3))
+    for start in range(0, n, rows):
+        end = min(n, start + rows)
+        d, lower = upper_buffer[: end - start], lower_buffer[: end - start]
+        np.subtract(values[start:end, None, :, :], candidates[start:end, :, None, None], out=d)
+        np.subtract(d, offset, out=lower)
+        np.multiply(d, d, out=d)
+        np.multiply(lower, lower, out=lower)
+        np.minimum(d, lower, out=d)
+        np.minimum(d, CLIP * CLIP, out=d)
+        # a missing value costs nothing; a missing candidate's costs are never looked at
+        if runs_missing[start:end].any():
+            np.copyto(d, 0.0, where=missing[start:end])
+        d.sum(axis=3, out=per_run[start:end])
+    return per_run
+
+
 def _comb_anchors(runs: np.ndarray, offset: float, half: int) -> np.ndarray:
     """Per run t: the upper tooth of the best two-tooth comb (teeth ``offset`` apart) through the
     values of runs t - half .. t + half (``runs``: NaN-padded log values, one row per run).
@@ -140,17 +170,7 @@ def _comb_anchors(runs: np.ndarray, offset: float, half: int) -> np.ndarray:
     near_runs = np.arange(n)[:, None] + np.arange(-reach, reach + 1)[None, :]  # (n, 2 reach + 1)
     values = np.where(((near_runs >= 0) & (near_runs < n))[..., None], runs[np.clip(near_runs, 0, n - 1)], np.nan)
     candidates = np.concatenate([runs, runs - offset], axis=1)  # (n, 2 width)
-    per_run = np.empty((n, 2 * width, 2 * reach + 1))  # cost of candidate c of run s against run s + d - reach
-    rows = max(1, _COMB_ELEMENTS // values[0].size // (2 * width))
-    for start in range(0, n, rows):  # in place: two temporaries a batch, not seven
-        d = values[start : start + rows, None, :, :] - candidates[start : start + rows, :, None, None]
-        lower = d - offset
-        np.multiply(d, d, out=d)
-        np.multiply(lower, lower, out=lower)
-        np.minimum(d, lower, out=d)
-        np.minimum(d, CLIP * CLIP, out=d)
-        d[np.isnan(d)] = 0.0
-        d.sum(axis=3, out=per_run[start : start + rows])
+    per_run = _run_costs(values, candidates, offset)  # cost of candidate c of run s against run s + d - reach
     summed = np.concatenate([np.zeros((n, 2 * width, 1)), np.cumsum(per_run, axis=2)], axis=2)
     step = np.arange(-half, half + 1)  # window t = s + step holds runs s + step - half .. s + step + half
     in_window = summed[..., step + half + reach + 1] - summed[..., step - half + reach]  # (n, 2 width, 2 half + 1)
