@@ -16,7 +16,8 @@ from winml_perf.ep.route_request import parse_route as parse_route
 from winml_perf.measure.request import PerfRequest as PerfRequest
 from winml_perf.measure.validate import checked_request
 from winml_perf.model.defaults import DEFAULTS
-from winml_perf.model.spec import PromptSpec, RouteSpec, expand_sweep
+from winml_perf.model.record import CellRecord
+from winml_perf.model.spec import CellSpec, PromptSpec, RouteSpec, expand_sweep
 from winml_perf.support.errors import StoreError
 
 if TYPE_CHECKING:
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 DEFAULT_PROMPT_TOKENS = DEFAULTS.prompt_tokens
 
 
-def _cells(req: PerfRequest, routes: Sequence[RouteSpec]):
+def _cells(req: PerfRequest, routes: Sequence[RouteSpec]) -> list[CellSpec]:
     if not req.token_based:
         return expand_sweep(
             routes, None, None, warmup=req.warmup, iterations=req.iterations, cell_timeout_s=req.cell_timeout_s
@@ -49,7 +50,7 @@ def _cells(req: PerfRequest, routes: Sequence[RouteSpec]):
 class BenchmarkOutcome:
     run: Any  # RunRecord (of the finished cells only when interrupted)
     store: str | None = None  # where the records went (None with --no-store)
-    store_errors: list = field(default_factory=list)  # cells that could not be stored, with why
+    store_errors: list[Any] = field(default_factory=list[Any])  # cells that could not be stored, with why
     interrupted: int | None = None  # the signal that stopped the sweep
     unstored_path: Path | None = None  # where the run record goes when cells could not be stored
 
@@ -82,7 +83,7 @@ def run_benchmark(
 
 def _measure_and_store(
     req: PerfRequest,
-    cells: list,
+    cells: list[Any],
     argv: Sequence[str] | None,
     on_cell: Callable[[Any], None] | None,
     configs: ConfigBook,
@@ -107,7 +108,7 @@ def _measure_and_store(
     )
     lock_timed_out: list[str] = []
 
-    def on_cell_done(record) -> None:
+    def on_cell_done(record: CellRecord) -> None:
         if store is not None and lock_timed_out:  # one wait to the deadline is enough
             outcome.store_errors.append(f"{record.cell_key}: not tried ({lock_timed_out[0]})")
         elif store is not None:
