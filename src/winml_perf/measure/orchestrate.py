@@ -50,7 +50,7 @@ def _cells(req: PerfRequest, routes: Sequence[RouteSpec]) -> list[CellSpec]:
 class BenchmarkOutcome:
     run: Any  # RunRecord (of the finished cells only when interrupted)
     store: str | None = None  # where the records went (None with --no-store)
-    store_errors: list[Any] = field(default_factory=list[Any])  # cells that could not be stored, with why
+    store_errors: list[str] = field(default_factory=list)  # cells that could not be stored, with why
     interrupted: int | None = None  # the signal that stopped the sweep
     unstored_path: Path | None = None  # where the run record goes when cells could not be stored
 
@@ -83,7 +83,7 @@ def run_benchmark(
 
 def _measure_and_store(
     req: PerfRequest,
-    cells: list[Any],
+    cells: list[CellSpec],
     argv: Sequence[str] | None,
     on_cell: Callable[[Any], None] | None,
     configs: ConfigBook,
