@@ -70,7 +70,7 @@ class DeriveResult:
     derive_ms: float
     compile_ms: float
     bytes_written: int
-    links: dict[str, Any] = field(default_factory=dict[str, Any])
+    links: dict[str, Any] = field(default_factory=dict)
     compile: tuple[dict[str, Any], ...] = ()
     warnings: tuple[str, ...] = ()
     #: EP -> its plugin library's identity as the key holds it (``plugin_identities``), asked once a

@@ -346,10 +346,9 @@ class _Making:
     level: str
     settings: EpSettings
     how: OnnxBuild
-    timing: dict[str, Any] = field(default_factory=dict[str, Any])
-    seen: dict[str, Any] = field(
-        default_factory=dict[str, Any]
-    )  # the verdict the cache's check reached on a hit, or the importer's
+    timing: dict[str, Any] = field(default_factory=dict)
+    # the verdict the cache's check reached on a hit, or the importer's
+    seen: dict[str, Any] = field(default_factory=dict)
 
     def build(self, tmp: Path) -> dict[str, Any]:
         model, out, target, level, how = self.model, self.out, self.target, self.level, self.how

@@ -51,7 +51,7 @@ class PerfRequest:
     strict: bool = False
     allow_uncompiled: bool = False  # --compile: measure a failed compile's route, labelled (uncompiled)
     no_recompile: bool = False  # --compile / --prepare: use what was prepared or refuse (exit 2); never compile here
-    onnx_options: dict[str, Any] = field(default_factory=dict[str, Any])
+    onnx_options: dict[str, Any] = field(default_factory=dict)
     prepare_model: bool = False
     explain: bool = False
     series: str | None = None  # --series NAME: the series the records belong to, in place of the bundle's path

@@ -42,7 +42,7 @@ class CompileJob:
     stages: tuple[str, ...]
     source: str  # the stages' model file, relative to the bundle
     ep: str  # canonical
-    provider_options: dict[str, Any] = field(default_factory=dict[str, Any])
+    provider_options: dict[str, Any] = field(default_factory=dict)
     graph_optimization_level: str = "all"  # the level the stages load at; the compile runs at it too
 
     @property
