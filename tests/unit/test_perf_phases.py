@@ -129,3 +129,20 @@ def test_a_forced_run_holds_the_artifact_cache_once(tmp_path, monkeypatch):
     assert held == [bundle]  # once, by the prepare phase, for the whole run
     (cell,) = outcome.run.cells
     assert Path(cell.route.derived_path).parent.parent == bundle  # measured from the derived folder it held
+
+
+def test_validate_reads_the_bundles_config_once_through_the_runs_book(monkeypatch):
+    from winml_perf.bundle.config import ConfigBook
+    from winml_perf.measure import validate
+
+    def no_second_read(path, *a, **k):
+        raise AssertionError(f"read again: {path}")
+
+    monkeypatch.setattr(validate, "read_json", no_second_read)
+    book = ConfigBook()
+    context = book.of(TINY_FLAT).raw["search"]["max_length"]
+    ok = PerfRequest(path=TINY_FLAT, prompt_tokens=(8,), max_new_tokens=(2,))
+    assert validate.checked_request(ok, (128,), book).prompt_tokens == (8,)
+    too_long = PerfRequest(path=TINY_FLAT, prompt_tokens=(context,), max_new_tokens=(1,))
+    with pytest.raises(UsageError, match=f"exceeds the bundle's context of {context} tokens"):
+        validate.checked_request(too_long, (128,), book)

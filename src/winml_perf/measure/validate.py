@@ -86,11 +86,11 @@ def _check_prompt(req: Any, bundle: Path) -> None:
         )
 
 
-def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None) -> None:
+def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None, read: GenaiConfig | None) -> None:
     from winml_perf.session.genai_session import token_facts
 
     config = bundle / "genai_config.json"
-    doc = read_json(config)
+    doc = read.raw if read is not None else read_json(config)
     facts = token_facts(doc, config)
     longest_new = max(req.max_new_tokens)
     longest_prompt = max(prompt_tokens) if prompt_tokens else 1  # a text prompt's length is known only once encoded
@@ -122,9 +122,10 @@ def checked_request(req: PerfRequest, default_prompt_tokens: tuple[int, ...], co
     """The request as the run takes it: a bundle's at its static prompt length (``at_static_prompt``,
     its bundle errors first), then every flag value checked (``validate_request``); ``configs``: the
     run's genai configs, the bundle's read here first."""
-    if req.token_based:
-        req = at_static_prompt(configs.of(req.path), req)
-    validate_request(req, default_prompt_tokens)
+    config = configs.of(req.path) if req.token_based else None
+    if config is not None:
+        req = at_static_prompt(config, req)
+    validate_request(req, default_prompt_tokens, config)
     return req
 
 
@@ -150,11 +151,12 @@ def at_static_prompt(config: GenaiConfig, req: PerfRequest) -> PerfRequest:
     return req
 
 
-def validate_request(req: Any, default_prompt_tokens: tuple[int, ...]) -> None:
+def validate_request(req: Any, default_prompt_tokens: tuple[int, ...], config: GenaiConfig | None = None) -> None:
     """Refuse (exit 2) any flag value that cannot work with this bundle on this machine.
 
     ``req`` is a measure/request.PerfRequest; ``default_prompt_tokens`` what a synthetic prompt gets
     when --prompt-tokens is not given (the runtime is the request's, named once: ``req.token_based``).
+    ``config``: the bundle's genai_config.json as the run read it (else read here).
     A plain ONNX model's inputs are checked once its routes are resolved (measure/prepare.py)."""
     _check_common(req)
     if not req.token_based:
@@ -162,7 +164,7 @@ def validate_request(req: Any, default_prompt_tokens: tuple[int, ...]) -> None:
     bundle = Path(req.path)
     _check_prompt(req, bundle)
     prompt_tokens = req.prompt_tokens or (None if req.prompt is not None else default_prompt_tokens)
-    _check_lengths(req, bundle, prompt_tokens)
+    _check_lengths(req, bundle, prompt_tokens, config)
     _check_modules(req)
 
 
