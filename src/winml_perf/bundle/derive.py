@@ -261,9 +261,8 @@ def _write(
         outcomes = runner(jobs, bundle, tmp, timeout_s)
         compile_ms = sum(o.compile_ms for o in outcomes)
         config = config.replace_filenames(compiler.filename_updates(outcomes))
-        compat.remember(
-            tmp, outcomes, config, plugins
-        )  # the compile children's session verdicts: a hit needs no session
+        # the compile children's session verdicts: a hit needs no session
+        compat.remember(tmp, outcomes, config, plugins)
         written += sum((tmp / o.compiled_output).stat().st_size for o in outcomes if o.status == "compiled")
     (tmp / CONFIG_NAME).unlink(missing_ok=True)  # a link to the source config: replace, never write through
     text = config.dumps()

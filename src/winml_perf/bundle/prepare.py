@@ -163,10 +163,8 @@ def prepare_route(
         )
         if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
             placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
-        else:  # the derived bundle's config, read once (the book keeps it for the verdicts)
-            placed = derived_placement(
-                result.path, result.key, book.of(result.path)
-            )  # placement.json: a hit costs a file read
+        else:  # placement.json (a hit costs a file read); the book keeps the derived config for the verdicts
+            placed = derived_placement(result.path, result.key, book.of(result.path))
     outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
     # a hit on a device is checked here; one just compiled (the compile child's verdict) or device-free is not
     outcomes = _verdicts(result, outcomes, book, result.cache == "hit" and getattr(runner, "checks_on_device", True))

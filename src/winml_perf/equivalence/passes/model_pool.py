@@ -30,9 +30,8 @@ class ModelPool:
 
     def __init__(self, budget: int) -> None:
         self.budget = budget
-        self.models: OrderedDict[tuple[object, ...], tuple[Any, int]] = (
-            OrderedDict()
-        )  # model_key -> (model, its files' bytes)
+        # model_key -> (model, its files' bytes)
+        self.models: OrderedDict[tuple[object, ...], tuple[Any, int]] = OrderedDict()
         # a layer pass's key (equivalence/passes/shared_passes.session_key) -> (what it opened, its file's bytes, folder)
         self.sessions: OrderedDict[tuple[object, ...], tuple[Any, int, str]] = OrderedDict()
         self.loads = 0

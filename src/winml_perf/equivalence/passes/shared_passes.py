@@ -58,9 +58,8 @@ class FilePasses:
     """The passes one check ran, by what decides them; ``runs`` and ``reused`` count them, ``tap_ms`` and
     ``run_ms`` add up the time of those run."""
 
-    done: dict[tuple[object, ...], FilePass | str] = field(
-        default_factory=dict
-    )  # a pass, or why its layers are unobserved
+    # a pass, or why its layers are unobserved
+    done: dict[tuple[object, ...], FilePass | str] = field(default_factory=dict)
     runs: int = 0
     reused: int = 0
     tap_ms: float = 0.0
