@@ -106,6 +106,13 @@ def plugin_identities(plan: RoutePlan) -> dict[str, Any]:
     return out
 
 
+def _options_key(plan: RoutePlan) -> dict[str, Any] | None:
+    """The decided options the key holds: the forced EP's, or each EP's of a per-stage route."""
+    if plan.options is not None:
+        return plan.options.key_dict()
+    return {o.ep: o.key_dict() for o in plan.options_per_ep} or None
+
+
 def _folder_prefix(plan: RoutePlan) -> str:
     """The derived folder's name before its hash: the forced EP, ``stages`` for a per-stage route, else ``config``."""
     return plan.ep_alias or ("stages" if plan.assignment else "config")
@@ -152,7 +159,7 @@ def derive_bundle(
     settings = {
         "config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
         "compile": [job.key_dict() for job in jobs],
-        "options": plan.options_key(),
+        "options": _options_key(plan),
         "plugins": plugins,
     }
     request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, identities, LABELS, SHAPE)
