@@ -117,6 +117,16 @@ def ep_target(ep: str, device: str | None = None) -> Target:
 CONFIG_TARGET = Target("config", None, None, None, None)
 
 
+def cpu_compiles(monkeypatch) -> None:
+    """CPU's table entry says it compiles, so a CPU route makes compile jobs (the plan carries the entry)."""
+    import dataclasses
+
+    from winml_perf.ep import table as eps
+
+    cpu = eps.CPU_EP
+    monkeypatch.setitem(eps.EPS, cpu, dataclasses.replace(eps.EPS[cpu], compiles=True))
+
+
 def derive_worker(bundle: str) -> tuple[str, str]:
     """Run in a spawned process by the concurrency test: derive the cpu route of ``bundle``."""
     from winml_perf.bundle.prepare import prepare_route

@@ -11,9 +11,8 @@ from pathlib import Path
 import pytest
 
 from tests import models
-from tests.unit.bundle_fakes import ep_target, fake_model_bytes, make_bundle, pipeline_config
+from tests.unit.bundle_fakes import cpu_compiles, ep_target, fake_model_bytes, make_bundle, pipeline_config
 from winml_perf.bundle import cache, cache_contents, derive
-from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.onnx_prepare import prepare_onnx
 from winml_perf.bundle.prepare import Compiling, prepare_route
 from winml_perf.ep.devices import Target
@@ -226,7 +225,7 @@ def compiling(tmp_path, monkeypatch):
     bundle = make_bundle(tmp_path, raw)
     models.mlp(bundle / "transformer.onnx")
     (bundle / "lm_head.onnx").write_bytes(fake_model_bytes(b"not an onnx model"))  # whole, but no model
-    monkeypatch.setattr(compiler, "_compiles", lambda ep: ep == "CPUExecutionProvider")
+    cpu_compiles(monkeypatch)
     return bundle
 
 

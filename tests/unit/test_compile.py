@@ -8,7 +8,14 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from tests.unit.bundle_fakes import ep_target, fake_model_bytes, make_bundle, pipeline_config, unframed
+from tests.unit.bundle_fakes import (
+    cpu_compiles,
+    ep_target,
+    fake_model_bytes,
+    make_bundle,
+    pipeline_config,
+    unframed,
+)
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.prepare import Compiling, prepare_route
@@ -52,7 +59,7 @@ def real_bundle(tmp_path, monkeypatch):
     bundle = make_bundle(tmp_path, raw)
     for name in ("transformer.onnx", "lm_head.onnx"):
         _tiny_model(bundle / name)
-    monkeypatch.setattr(compiler, "_compiles", lambda ep: ep == CPU)
+    cpu_compiles(monkeypatch)
     return bundle
 
 

@@ -13,7 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from tests.unit.bundle_fakes import FLAT_QNN, derive_worker, ep_target, make_bundle, pipeline_config, tree_digest
+from tests.unit.bundle_fakes import (
+    FLAT_QNN,
+    derive_worker,
+    ep_target,
+    fake_model_bytes,
+    make_bundle,
+    pipeline_config,
+    tree_digest,
+)
 from winml_perf.bundle import cache, derive
 from winml_perf.bundle.prepare import prepare_route
 from winml_perf.support.errors import BundleError
@@ -191,3 +199,34 @@ def test_the_plugin_identity_is_part_of_the_derived_bundle_key(tiny_flat, bundle
     ident["sdk_version"] = "2.52.0"  # a new QNN SDK
     second = prepare_route(bundle, qnn, require_available=False)
     assert second.path != first.path and second.cache == "miss" and "plugin EP" in second.cache_reason
+
+
+def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_holds(tmp_path, monkeypatch):
+    """The freshness check of a hit's compiled stages reads the plugin identities derive_bundle keyed the
+    bundle under: none is asked again (it used to ask one per compiled stage)."""
+    from winml_perf.bundle.epcontext import compat
+    from winml_perf.bundle.prepare import Compiling
+    from winml_perf.ep import plugins
+    from winml_perf.model.route import CompileOutcome
+
+    qnn = "QNNExecutionProvider"
+    ident = {"package": "onnxruntime-qnn", "version": "2.7.0", "sdk_version": "2.51", "library_sha256": "a" * 64}
+    asked, checked = [], []
+    monkeypatch.setattr(plugins, "plugin_identity", lambda ep: asked.append(ep) or (dict(ident) if ep == qnn else None))
+    fit = compat.Verdict("compatible", "onnxruntime", "EP_SUPPORTED_OPTIMAL", "v", "checked")
+    monkeypatch.setattr(
+        compat, "check_stage_with", lambda folder, out, ep, opts, plugin, *a: checked.append(plugin) or fit
+    )
+
+    def fake(jobs, src_dir, out_dir, timeout_s):
+        for job in jobs:
+            (out_dir / job.output).write_bytes(fake_model_bytes(b"compiled"))
+        return [CompileOutcome(j.stages, j.source, j.ep, j.output, "compiled", "", 1.0) for j in jobs]
+
+    bundle = make_bundle(tmp_path, FLAT_QNN)
+    _prep(bundle, "qnn", compile=Compiling(runner=fake))
+    asked.clear()
+    again = _prep(bundle, "qnn", compile=Compiling(runner=fake))
+    assert again.cache == "hit", again.cache_reason
+    assert asked == [qnn]  # once, for the key
+    assert checked == [ident, ident]  # the freshness check, then the hit's verdict: the key's identity

@@ -169,6 +169,18 @@ def test_compile_support_and_the_emulator_come_from_the_entry(monkeypatch):
     assert label == "host (WebGPU GPU emulator, emulated)"
 
 
+def test_a_plans_compile_jobs_follow_the_entry_it_carries(monkeypatch, tmp_path):
+    """Whether a stage compiles, and the EP's name in the note, are read from the entry the plan took when made."""
+    config = load_config(make_bundle(tmp_path, FLAT_CPU))
+    _replace(monkeypatch, CUDA, alias="cuda-entry")
+    plan = plan_route(config, ep_target("cuda"))
+    _replace(monkeypatch, CUDA, compiles=True)  # after the plan was made: not asked again
+    jobs, (note,) = compiler.compile_jobs(plan)
+    assert jobs == [] and note.reason == "cuda-entry does not produce EPContext models"
+    (job,), notes = compiler.compile_jobs(plan_route(config, ep_target("cuda")))
+    assert notes == [] and job.ep == CUDA and job.stages == ("decoder",)
+
+
 def test_provider_options_come_from_the_entry(monkeypatch, tmp_path):
     _replace(
         monkeypatch,

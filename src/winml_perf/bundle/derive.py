@@ -17,6 +17,7 @@ failed; the next run tries the compile again. The source bundle is never written
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -105,6 +106,13 @@ def plugin_identities(plan: RoutePlan) -> dict[str, Any]:
     return out
 
 
+def _options_key(plan: RoutePlan) -> dict[str, Any] | None:
+    """The decided options the key holds: the forced EP's, or each EP's of a per-stage route."""
+    if plan.options is not None:
+        return plan.options.key_dict()
+    return {o.ep: o.key_dict() for o in plan.options_per_ep} or None
+
+
 def _folder_prefix(plan: RoutePlan) -> str:
     """The derived folder's name before its hash: the forced EP, ``stages`` for a per-stage route, else ``config``."""
     return plan.ep_alias or ("stages" if plan.assignment else "config")
@@ -151,15 +159,16 @@ def derive_bundle(
     settings = {
         "config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
         "compile": [job.key_dict() for job in jobs],
-        "options": plan.options_key(),
+        "options": _options_key(plan),
         "plugins": plugins,
     }
     request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, identities, LABELS, SHAPE)
     built: dict[str, Any] = {}
+    fit = functools.partial(_compiled_stages_fit, plugins)
     if no_recompile and jobs:
         from winml_perf.bundle.epcontext.travel import require_fresh
 
-        require_fresh(request, _compiled_stages_fit)
+        require_fresh(request, fit)
 
     def build(tmp: Path) -> dict[str, Any]:
         files = [i["file"] for i in identities]
@@ -180,7 +189,7 @@ def derive_bundle(
     # A device-free runner's hit is trusted on its key and contents: checking a compiled stage opens the EP's device.
     on_device = getattr(runner, "checks_on_device", True)
     try:
-        entry = cache.get_or_build(request, build, _compiled_stages_fit if on_device else None)
+        entry = cache.get_or_build(request, build, fit if on_device else None)
     except _CompileFailed as failed:
         return _without_compile(plan, verify_sources, failed, t0)
     manifest = entry.manifest
@@ -302,8 +311,9 @@ def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict[str, An
 
 
 # -- freshness ------------------------------------------------------------------------------------
-def _compiled_stages_fit(folder: Path, manifest: dict[str, Any]) -> str | None:
-    """None while every compiled stage is fit to reuse here (bundle/epcontext/compat.py), else why it must be recompiled."""
+def _compiled_stages_fit(plugins: Mapping[str, Any], folder: Path, manifest: dict[str, Any]) -> str | None:
+    """None while every compiled stage is fit to reuse here (bundle/epcontext/compat.py), else why it must be
+    recompiled; ``plugins``: EP -> its plugin identity, as the derived bundle is keyed under (not asked again)."""
     from winml_perf.bundle.config import load_config
 
     config = None
@@ -320,7 +330,7 @@ def _compiled_stages_fit(folder: Path, manifest: dict[str, Any]) -> str | None:
             config = config or load_config(folder)
         except Exception as exc:
             return f"{folder.name}: its genai_config.json cannot be read ({exc}); rebuilding"
-        verdict = compat.check_stage(folder, output, ep, compat.stage_options(config, stage))
+        verdict = compat.check_stage_with(folder, output, ep, compat.stage_options(config, stage), plugins.get(ep))
         if not verdict.fit:
             return (
                 f"compiled stage `{stage}` ({output}) cannot be reused on the {eps.ep_alias(ep)} devices here "

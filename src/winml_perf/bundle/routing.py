@@ -66,12 +66,6 @@ class RoutePlan:
         its provider name); None: not forced onto one EP."""
         return self.entries[self.ep].alias if self.ep is not None else None
 
-    def options_key(self) -> dict[str, Any] | None:
-        """The decided options a derived bundle's cache key holds: the forced EP's, or each EP's of a per-stage route."""
-        if self.options is not None:
-            return self.options.key_dict()
-        return {o.ep: o.key_dict() for o in self.options_per_ep} or None
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "requested": self.requested,

@@ -214,8 +214,8 @@ def write_memo(folder: Path, memo: dict[str, Any]) -> None:
 
 
 def check_stage(folder: Path, output: str, ep: str, options: Mapping[str, str], level: str = "all") -> Verdict:
-    """``check_stage_with`` the plugin library that serves ``ep`` here (a prepared model's reuse, a derived
-    bundle's freshness)."""
+    """``check_stage_with`` the plugin library that serves ``ep`` here (a prepared plain model's reuse; a
+    derived bundle's stages are checked under the plugin identities its key holds)."""
     from winml_perf.ep.plugins import plugin_identity
 
     return check_stage_with(folder, output, ep, options, plugin_identity(ep), level)

@@ -1,6 +1,6 @@
 """EPContext compilation of a route's stages, each in a child process with a timeout.
 
-Stages whose EP writes EPContext models (``eps.compiles(ep)``, from its table entry: QNN, OpenVINO,
+Stages whose EP writes EPContext models (its table entry says so, as the route plan carries it: QNN, OpenVINO,
 VitisAI, TensorRT-RTX) are compiled with onnxruntime's ``ModelCompiler`` to ``{stage}_{ep}_ctx.onnx``; stages
 that share one source file, EP and options are compiled once. A stage on any other EP is reported
 "nothing to compile". A compile that fails or times out leaves that stage on its source model, and
@@ -72,8 +72,11 @@ def _compiles(ep: str) -> bool:
 def compile_jobs(
     plan: RoutePlan, compiles: Callable[[str], bool] | None = None
 ) -> tuple[list[CompileJob], list[CompileOutcome]]:
-    """(jobs, notes): one job per distinct (file, EP, options); a note per stage with nothing to compile."""
-    compiles = compiles or _compiles
+    """(jobs, notes): one job per distinct (file, EP, options); a note per stage with nothing to compile.
+    Whether an EP compiles is its table entry's word, as the plan carries it (``RoutePlan.entries``;
+    an EP the table lacks compiles nothing); ``compiles`` overrides it."""
+    entries = plan.entries
+    writes_epcontext = compiles or (lambda ep: ep in entries and entries[ep].compiles)
     jobs: dict[str, CompileJob] = {}
     notes = []
     forced = any(r.forced for r in plan.stages)
@@ -82,8 +85,8 @@ def compile_jobs(
         assert ep is not None, "a plan's stage routes name their EP (bundle/routing.py)"
         if forced and not route.forced:  # --stages or a per-stage route: only the stages the route names are compiled
             why = "not one of this route's stages (--stages, or a per-stage route that leaves it out)"
-        elif not compiles(ep):
-            why = f"{eps.ep_alias(ep)} does not produce EPContext models"
+        elif not writes_epcontext(ep):
+            why = f"{entries[ep].alias if ep in entries else ep} does not produce EPContext models"
         else:
             why = None
         if why is not None:
