@@ -60,10 +60,10 @@ def run_benchmark(
 ) -> BenchmarkOutcome:
     """Check the request, resolve and prepare every route, measure the sweep, store each cell as it finishes.
 
-    Each phase takes what the one before it made: the request is settled and checked
-    (measure/validate.py), its routes resolved once (ep/resolved.py), prepared from their resolved
-    values with the artifact cache held for the run (measure/prepare.py), judged, expanded into cells
-    and measured (measure/sweep.py). A cell that cannot be stored (a dropped database connection,
+    Each phase takes what the one before it made: the request is settled at a bundle's static
+    prompt length (measure/request.py) and checked (measure/validate.py), its routes resolved once
+    (ep/resolved.py), prepared from their resolved values with the artifact cache held for the run
+    (measure/prepare.py), judged, expanded into cells and measured (measure/sweep.py). A cell that cannot be stored (a dropped database connection,
     say) does not stop the sweep: the error is kept in the outcome and the caller reports it once the
     run record is safe elsewhere."""
     from winml_perf.bundle.config import ConfigBook
@@ -71,6 +71,7 @@ def run_benchmark(
     from winml_perf.measure.prepare import prepared_routes
 
     configs = ConfigBook()  # every genai config the run reads, read once and handed down
+    req = req.at_static_prompt(configs)  # a bundle's static prompt length (its bundle errors first)
     req = checked_request(req, (DEFAULT_PROMPT_TOKENS,), configs)  # what the bundle or machine cannot take: exit 2 now
     resolved = resolve_request(req.routes, req.runtime_value, req.ep_options, req.compile, req.ep_libraries)
     with (
