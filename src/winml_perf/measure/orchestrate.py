@@ -7,7 +7,7 @@ route is an exit-2 error before minutes of measuring, and the routes then run in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -68,6 +68,7 @@ def run_benchmark(
     run record is safe elsewhere."""
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.ep.resolved import resolve_request
+    from winml_perf.measure.judge import judged_routes
     from winml_perf.measure.prepare import prepared_routes
 
     configs = ConfigBook()  # every genai config the run reads, read once and handed down
@@ -78,7 +79,7 @@ def run_benchmark(
         prepared_routes(req, resolved, configs) as routes,  # no `bundle clean` under the run
         configs.reading(),  # equivalence and perplexity read the configs the run has read
     ):
-        routes = _judged(req, routes)  # what judges them before the sweep
+        routes = judged_routes(req, routes)  # what judges them before the sweep (measure/judge.py)
         return _measure_and_store(req, _cells(req, routes), argv, on_cell, configs)
 
 
@@ -139,41 +140,3 @@ def _measure_and_store(
         if store is not None:
             store.close()
     return outcome
-
-
-def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
-    """The prepared routes with what judges them before the sweep: output checks, equivalence and
-    perplexity (a bundle), or every route's outputs against the reference route's (a plain model)."""
-    if req.check_outputs and req.token_based:
-        routes = _with_output_checks(req, routes)
-    if req.token_based:
-        from winml_perf.equivalence.attach import attach_equivalence, wants_equivalence
-
-        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_equivalence(
-                str(req.path), routes, req.seed, ref, req.reference_route, req.equivalence_cache
-            )
-        if req.perplexity is not None:
-            from winml_perf.equivalence.attach import attach_perplexity
-
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_perplexity(
-                str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
-            )
-    else:  # a plain ONNX model: every route's outputs against the reference route's (equivalence/onnx_outputs.py)
-        from winml_perf.equivalence.attach import attach_outputs, wants_equivalence
-
-        if wants_equivalence(req.equivalence, len(routes), None):
-            routes = attach_outputs(routes, str(req.path), req.onnx_options)
-    return routes
-
-
-def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
-    from winml_perf.equivalence.greedy import check_routes
-
-    checks = check_routes(str(req.path), routes, seed=req.seed)
-    return [
-        replace(r, route=replace(r.recorded_route, output_check=checks[r.label])) if r.label in checks else r
-        for r in routes
-    ]
