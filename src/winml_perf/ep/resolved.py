@@ -145,20 +145,21 @@ def per_stage_options(
     return ResolvedRoute(route.label, None, asked=route_options(route, ep_options, route_eps)).per_ep_options
 
 
-def per_stage_eps(route: RouteRequest) -> set[str]:
-    """The canonical EPs a per-stage route's stages take; an EP name that is not one exits 2 naming the route."""
+def per_stage_eps(route: RouteRequest) -> dict[str, str]:
+    """Stage -> the canonical EP it takes (named once here); an EP name that is not one exits 2 naming the route."""
     for stage, ep in route.assign:
         if not is_known_ep(ep):
             raise UsageError(
                 f"--route {route.label!r}: {ep!r} (stage {stage}) is not a known execution provider",
                 f"use one of {valid_names_text()}",
             )
-    return {normalize_ep_name(ep) for _, ep in route.assign}
+    return {stage: normalize_ep_name(ep) for stage, ep in route.assign}
 
 
-def per_stage_targets(route: RouteRequest, runtime: Runtime) -> dict[str, Target]:
-    """Stage -> its Target (EPUnavailableError naming what is here when a stage's EP is not)."""
-    return {stage: target_for(ep, None, runtime, canonical=normalize_ep_name(ep)) for stage, ep in route.assign}
+def per_stage_targets(route: RouteRequest, runtime: Runtime, stage_eps: dict[str, str]) -> dict[str, Target]:
+    """Stage -> its Target (EPUnavailableError naming what is here when a stage's EP is not);
+    ``stage_eps``: each stage's canonical EP (``per_stage_eps``)."""
+    return {stage: target_for(ep, None, runtime, canonical=stage_eps[stage]) for stage, ep in route.assign}
 
 
 def resolve_route(
@@ -168,13 +169,14 @@ def resolve_route(
     own), then its target (EPUnavailableError naming what is here when its EP is not) and its stages."""
     if (route.assign or route.stages) and not rt.token_based:
         raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
-    asked = route_options(route, ep_options, per_stage_eps(route) if route.assign else None)
-    if route.assign:
+    stage_eps = per_stage_eps(route) if route.assign else None
+    asked = route_options(route, ep_options, set(stage_eps.values()) if stage_eps is not None else None)
+    if stage_eps is not None:
         return ResolvedRoute(
             route.label,
             None,
             asked=asked,
-            stage_targets=tuple(per_stage_targets(route, rt).items()),
+            stage_targets=tuple(per_stage_targets(route, rt, stage_eps).items()),
             own_options=route.options,
             compile=compile,
         )

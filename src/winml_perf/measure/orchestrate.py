@@ -63,9 +63,10 @@ def run_benchmark(
     Each phase takes what the one before it made: the request is settled at a bundle's static
     prompt length (measure/request.py) and checked (measure/validate.py), its routes resolved once
     (ep/resolved.py), prepared from their resolved values with the artifact cache held for the run
-    (measure/prepare.py), judged, expanded into cells and measured (measure/sweep.py). A cell that cannot be stored (a dropped database connection,
-    say) does not stop the sweep: the error is kept in the outcome and the caller reports it once the
-    run record is safe elsewhere."""
+    (measure/prepare.py), judged (measure/judge.py), expanded into cells and measured
+    (measure/sweep.py). A cell that cannot be stored (a dropped database connection, say) does not
+    stop the sweep: the error is kept in the outcome and the caller reports it once the run record
+    is safe elsewhere."""
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.ep.resolved import resolve_request
     from winml_perf.measure.judge import judged_routes
