@@ -270,6 +270,18 @@ def test_an_emulated_htp_device_is_no_npu_and_says_to_use_ep_qnn(machine):
     assert dev.emulated_eps() == [QNN]
 
 
+def test_a_routes_emulated_eps_are_those_it_takes_and_a_cpu_route_asks_no_device(machine, monkeypatch):
+    """The record's route.emulated (measure/genai_route.py, measure/onnx_route.py): the route's EPs
+    that offer only an emulator here; a route on the CPU EP alone lists no device."""
+    machine(QNN_EMULATOR)
+    assert dev.emulated_among([QNN, CPU, None]) == (QNN,)
+    assert dev.emulated_among([CPU]) == ()
+    monkeypatch.setattr(dev, "_ort_ep_devices", lambda: pytest.fail("a CPU route listed the devices"))
+    assert dev.emulated_among([CPU, None]) == ()
+    machine(FULL)
+    assert dev.emulated_among([QNN]) == ()
+
+
 def test_a_real_qnn_npu_is_not_emulated(machine):
     machine(FULL)
     assert not any(d.emulated for d in list_ep_devices())

@@ -202,11 +202,11 @@ def test_one_name_needs_no_reason():
 
 
 def test_perf_pins_the_device_from_device_type_and_records_the_decision(tmp_path, intel_host):
-    """perf's route (measure/prepare.py) reads the same decision: device_type=CPU pins the cpu
+    """perf's route (measure/genai_route.py) reads the same decision: device_type=CPU pins the cpu
     device, and the record's route.target holds the options, the EP name taken and why."""
     from winml_perf.ep.resolved import resolve_route
+    from winml_perf.measure.genai_route import genai_route as _genai_route
     from winml_perf.measure.orchestrate import PerfRequest, RouteRequest
-    from winml_perf.measure.prepare import _genai_route
 
     bundle = make_bundle(tmp_path, FLAT_CPU)
     request = RouteRequest(ep="openvino", options=(("device_type", "CPU"),))

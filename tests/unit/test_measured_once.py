@@ -1,8 +1,8 @@
-"""measure/prepare.measured_once: routes that run exactly the config are measured once."""
+"""measure/genai_route.measured_once: routes that run exactly the config are measured once."""
 
 from __future__ import annotations
 
-from winml_perf.measure.prepare import measured_once
+from winml_perf.measure.genai_route import measured_once
 from winml_perf.model.route import BUNDLE, MODEL, CompileOutcome, Route
 from winml_perf.model.spec import RouteSpec
 

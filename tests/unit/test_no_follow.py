@@ -52,6 +52,24 @@ def test_a_compiled_folder_that_is_a_link_is_refused(src, outside):
     assert _tree(outside) == ["keep.txt"]
 
 
+def test_without_fcntl_the_lock_makes_the_root_and_refuses_a_linked_one(src, outside, monkeypatch):
+    """Where fcntl is missing (Windows) the lock is filelock's, and the root is made by the same
+    ``_make_root``: created for a build, refused when it is a link."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "fcntl", None)  # `import fcntl` raises ImportError
+    entry = cache.get_or_build(_request(src), _build)
+    assert entry.cache == "miss" and entry.folder.parent == src / "_compiled"
+    with cache.holding(src):
+        assert entry.folder.is_dir()
+    shutil.rmtree(src / "_compiled")
+    (src / "_compiled").symlink_to(outside)
+    with pytest.raises(BundleError, match=r"_compiled is a symbolic link"):
+        with cache.holding(src):
+            pass
+    assert _tree(outside) == ["keep.txt"]
+
+
 @pytest.mark.parametrize("lock", [".lock", "artifact"])
 def test_a_lock_file_that_is_a_link_is_refused_and_nothing_is_created(src, outside, lock):
     first = cache.get_or_build(_request(src), _build)

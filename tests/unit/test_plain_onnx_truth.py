@@ -13,8 +13,8 @@ from winml_perf.bundle.onnx_prepare import prepare_onnx
 from winml_perf.ep.devices import Target
 from winml_perf.ep.effective import plain_provider_options
 from winml_perf.ep.resolved import resolve_route
+from winml_perf.measure.onnx_route import onnx_route as _onnx_route
 from winml_perf.measure.orchestrate import PerfRequest, RouteRequest
-from winml_perf.measure.prepare import _onnx_route
 from winml_perf.session.onnx_session import OnnxSession
 from winml_perf.support.errors import BundleError
 

@@ -130,3 +130,21 @@ def test_perf_refuses_a_bad_per_stage_route_with_exit_2_and_writes_nothing():
     assert result.returncode == 2
     assert "--route 'stages=context:bogus': 'bogus' (stage context) is not a known execution provider" in result.stderr
     assert (sorted(compiled.iterdir()) if compiled.exists() else []) == before
+
+
+def test_a_per_stage_routes_options_are_decided_before_its_stages_targets(monkeypatch):
+    """resolve_route settles a per-stage route's options first (from its stages' EP names), then
+    asks ep/devices.py for each stage's target: an option that cannot go to the route is exit 2
+    before any EP is looked up; with good options, each stage gets its EP's target."""
+    from winml_perf.ep import resolved
+    from winml_perf.model.runtime import GENAI
+
+    asked: list[tuple[str, str | None]] = []
+    monkeypatch.setattr(resolved, "target_for", lambda ep, device, rt, **k: asked.append((ep, k.get("canonical"))))
+    rr = parse_route("stages=context:qnn,iterator:cpu")
+    with pytest.raises(UsageError, match="is a per-stage route, so an option must say its EP"):
+        resolved.resolve_route(rr, GENAI, (("soc_model", "60"),))
+    assert asked == []
+    route = resolved.resolve_route(rr, GENAI, (("qnn:soc_model", "60"), ("webgpu:x", "1")))
+    assert asked == [("qnn", QNN), ("cpu", CPU)]
+    assert route.per_ep_options == {QNN: {"soc_model": "60"}} and route.per_stage

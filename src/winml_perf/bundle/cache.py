@@ -169,18 +169,18 @@ def root_for(source_dir: Path) -> Path:
 def _flock(path: Path, exclusive: bool, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold ``path`` locked (shared or exclusive). The file may be removed by an exclusive holder
     (clean): a waiter that then wakes on the removed file retries on a fresh one. ``on_wait`` is
-    called once if the lock is held elsewhere, before waiting for it."""
-    try:
-        import fcntl
-    except ImportError:  # Windows: one exclusive lock serves both modes
-        from filelock import FileLock
-
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(path)):
-            yield
-        return
+    called once if the lock is held elsewhere, before waiting for it. The lock's folder (the root) is
+    made first, at every try, and never through a link (``_make_root``)."""
     while True:
         _make_root(path.parent)
+        try:
+            import fcntl
+        except ImportError:  # Windows: one exclusive lock serves both modes
+            from filelock import FileLock
+
+            with FileLock(str(path)):
+                yield
+            return
         try:
             fd = no_follow.open_lock_file(path)
         except FileNotFoundError:  # the folder went between mkdir and open
@@ -233,8 +233,7 @@ def holding(source_dir: Path) -> Iterator[None]:
     for work on an artifact after ``get_or_build`` returned it (placement read and saved, a run
     measuring from it)."""
     root = root_for(source_dir)
-    _make_root(root)
-    with _root_lock(root, exclusive=False):
+    with _root_lock(root, exclusive=False):  # which makes the root
         yield
 
 
@@ -332,7 +331,6 @@ def get_or_build(request: Request, build: Builder, check: Check | None = None) -
     root = root_for(request.source_dir)
     name = f"{request.prefix}-{key[:12]}"
     final = root / name
-    _make_root(root)
     with _root_lock(root, exclusive=False):  # checked under the lock too: no clean removes files mid-check
         manifest, stale = check_folder(final, key, request.shape, check)
         if manifest is not None:

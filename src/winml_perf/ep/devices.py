@@ -27,12 +27,13 @@ Rules:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from winml_perf.ep.plugins import registered_plugins
 from winml_perf.ep.table import (
+    CPU_EP,
     DEVICE_CLASSES,
     EPS,
     IGNORED_PROVIDERS,
@@ -260,6 +261,15 @@ def emulated_eps(devices: Sequence[EPDevice] | None = None) -> list[str]:
     devs = _devices_or_list(devices)
     names = available_eps(devs)
     return [n for n in names if all(d.emulated for d in devs if d.ep_name == n)]
+
+
+def emulated_among(route_eps: Iterable[str | None]) -> tuple[str, ...]:
+    """The route's EPs that offer only an emulator here (QNN's HTP emulator on x86); a route on the
+    CPU EP alone asks no device."""
+    wanted = {e for e in route_eps if e}
+    if not wanted - {CPU_EP}:
+        return ()
+    return tuple(e for e in emulated_eps() if e in wanted)
 
 
 def _resolve_device_for_ep(word: str, ep: str, devs: list[EPDevice]) -> str:

@@ -145,37 +145,41 @@ def per_stage_options(
     return ResolvedRoute(route.label, None, asked=route_options(route, ep_options, route_eps)).per_ep_options
 
 
-def per_stage_targets(route: RouteRequest, runtime: Runtime) -> dict[str, Target]:
-    """Stage -> its Target; an EP name that is not one exits 2 naming the route."""
+def per_stage_eps(route: RouteRequest) -> dict[str, str]:
+    """Stage -> the canonical EP it takes (named once here); an EP name that is not one exits 2 naming the route."""
     for stage, ep in route.assign:
         if not is_known_ep(ep):
             raise UsageError(
                 f"--route {route.label!r}: {ep!r} (stage {stage}) is not a known execution provider",
                 f"use one of {valid_names_text()}",
             )
-    return {stage: target_for(ep, None, runtime) for stage, ep in route.assign}
+    return {stage: normalize_ep_name(ep) for stage, ep in route.assign}
+
+
+def per_stage_targets(route: RouteRequest, runtime: Runtime, stage_eps: dict[str, str]) -> dict[str, Target]:
+    """Stage -> its Target (EPUnavailableError naming what is here when a stage's EP is not);
+    ``stage_eps``: each stage's canonical EP (``per_stage_eps``)."""
+    return {stage: target_for(ep, None, runtime, canonical=stage_eps[stage]) for stage, ep in route.assign}
 
 
 def resolve_route(
     route: RouteRequest, rt: Runtime, ep_options: Sequence[tuple[str, str]] = (), compile: bool = False
 ) -> ResolvedRoute:
-    """``route`` settled here, once: its target (EPUnavailableError naming what is here when its EP is
-    not), its stages and its provider options (``ep_options``, ``--ep-option``, under its own)."""
-    if route.assign:
-        if not rt.token_based:
-            raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
-        targets = per_stage_targets(route, rt)
+    """``route`` settled here, once: its provider options (``ep_options``, ``--ep-option``, under its
+    own), then its target (EPUnavailableError naming what is here when its EP is not) and its stages."""
+    if (route.assign or route.stages) and not rt.token_based:
+        raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
+    stage_eps = per_stage_eps(route) if route.assign else None
+    asked = route_options(route, ep_options, set(stage_eps.values()) if stage_eps is not None else None)
+    if stage_eps is not None:
         return ResolvedRoute(
             route.label,
             None,
-            asked=route_options(route, ep_options, {t.ep for t in targets.values() if t.ep}),
-            stage_targets=tuple(targets.items()),
+            asked=asked,
+            stage_targets=tuple(per_stage_targets(route, rt, stage_eps).items()),
             own_options=route.options,
             compile=compile,
         )
-    if route.stages and not rt.token_based:
-        raise UsageError("--stages applies to genai bundles only", "drop --stages with --runtime winml")
-    asked = route_options(route, ep_options)
     options = {o.key: o.value for o in asked}
     canonical = normalize_ep_name(route.ep) if route.ep and is_known_ep(route.ep) else None  # the one normalisation
     device = route.device

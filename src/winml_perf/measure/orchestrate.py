@@ -7,7 +7,7 @@ route is an exit-2 error before minutes of measuring, and the routes then run in
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,24 +60,27 @@ def run_benchmark(
 ) -> BenchmarkOutcome:
     """Check the request, resolve and prepare every route, measure the sweep, store each cell as it finishes.
 
-    Each phase takes what the one before it made: the request is settled and checked
-    (measure/validate.py), its routes resolved once (ep/resolved.py), prepared from their resolved
-    values with the artifact cache held for the run (measure/prepare.py), judged, expanded into cells
-    and measured (measure/sweep.py). A cell that cannot be stored (a dropped database connection,
-    say) does not stop the sweep: the error is kept in the outcome and the caller reports it once the
-    run record is safe elsewhere."""
+    Each phase takes what the one before it made: the request is settled at a bundle's static
+    prompt length (measure/request.py) and checked (measure/validate.py), its routes resolved once
+    (ep/resolved.py), prepared from their resolved values with the artifact cache held for the run
+    (measure/prepare.py), judged (measure/judge.py), expanded into cells and measured
+    (measure/sweep.py). A cell that cannot be stored (a dropped database connection, say) does not
+    stop the sweep: the error is kept in the outcome and the caller reports it once the run record
+    is safe elsewhere."""
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.ep.resolved import resolve_request
+    from winml_perf.measure.judge import judged_routes
     from winml_perf.measure.prepare import prepared_routes
 
     configs = ConfigBook()  # every genai config the run reads, read once and handed down
+    req = req.at_static_prompt(configs)  # a bundle's static prompt length (its bundle errors first)
     req = checked_request(req, (DEFAULT_PROMPT_TOKENS,), configs)  # what the bundle or machine cannot take: exit 2 now
     resolved = resolve_request(req.routes, req.runtime_value, req.ep_options, req.compile, req.ep_libraries)
     with (
         prepared_routes(req, resolved, configs) as routes,  # no `bundle clean` under the run
         configs.reading(),  # equivalence and perplexity read the configs the run has read
     ):
-        routes = _judged(req, routes)  # what judges them before the sweep
+        routes = judged_routes(req, routes)  # what judges them before the sweep (measure/judge.py)
         return _measure_and_store(req, _cells(req, routes), argv, on_cell, configs)
 
 
@@ -138,41 +141,3 @@ def _measure_and_store(
         if store is not None:
             store.close()
     return outcome
-
-
-def _judged(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
-    """The prepared routes with what judges them before the sweep: output checks, equivalence and
-    perplexity (a bundle), or every route's outputs against the reference route's (a plain model)."""
-    if req.check_outputs and req.token_based:
-        routes = _with_output_checks(req, routes)
-    if req.token_based:
-        from winml_perf.equivalence.attach import attach_equivalence, wants_equivalence
-
-        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_equivalence(
-                str(req.path), routes, req.seed, ref, req.reference_route, req.equivalence_cache
-            )
-        if req.perplexity is not None:
-            from winml_perf.equivalence.attach import attach_perplexity
-
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_perplexity(
-                str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
-            )
-    else:  # a plain ONNX model: every route's outputs against the reference route's (equivalence/onnx_outputs.py)
-        from winml_perf.equivalence.attach import attach_outputs, wants_equivalence
-
-        if wants_equivalence(req.equivalence, len(routes), None):
-            routes = attach_outputs(routes, str(req.path), req.onnx_options)
-    return routes
-
-
-def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
-    from winml_perf.equivalence.greedy import check_routes
-
-    checks = check_routes(str(req.path), routes, seed=req.seed)
-    return [
-        replace(r, route=replace(r.recorded_route, output_check=checks[r.label])) if r.label in checks else r
-        for r in routes
-    ]

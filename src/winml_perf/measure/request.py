@@ -1,4 +1,5 @@
-"""PerfRequest: what one `winml perf` run asks, as commands/perf_request.py builds it from the flags.
+"""PerfRequest: what one `winml perf` run asks, as commands/perf_request.py builds it from the flags,
+and settled at a bundle's static prompt length (``at_static_prompt``) before anything else.
 
 The request is read by measure/orchestrate.py (which wires the run), measure/validate.py (its flag
 values against the bundle and machine) and measure/prepare.py (each resolved route made ready).
@@ -6,16 +7,21 @@ values against the bundle and machine) and measure/prepare.py (each resolved rou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.ep.route_request import RouteRequest
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.runtime import GENAI, Runtime, runtime_named
 from winml_perf.model.spec import IterationPolicy, WarmupPolicy
 from winml_perf.session.onnx_options import DEFAULT_GRAPH_OPT
+from winml_perf.support.errors import UsageError
+from winml_perf.support.text_table import say
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import ConfigBook, GenaiConfig
 
 
 @dataclass(frozen=True)
@@ -71,3 +77,28 @@ class PerfRequest:
         """A plain ONNX model's graph optimisation level: the short name ``options_from_flags`` parsed
         from the flag where the request was made (session/onnx_options.py), else onnxruntime's default."""
         return self.onnx_options.get("graph_optimization_level") or DEFAULT_GRAPH_OPT
+
+    def at_static_prompt(self, configs: ConfigBook) -> PerfRequest:
+        """A bundle with a static prompt length S (its genai config read through the run's ``configs``,
+        its bundle errors first) is measured at S when no --prompt-tokens is given (a note on stderr
+        says so), and takes only --prompt-tokens S when one is; exit 2 naming the stage otherwise."""
+        if not self.token_based:
+            return self
+        config: GenaiConfig = configs.of(self.path)
+        static = config.static_prompt_length()
+        if static is None or self.prompt is not None:
+            return self
+        stage, length = static
+        if self.prompt_tokens is None:
+            say(
+                f"note: stage `{stage}` of {self.path} has a static prompt length of {length} tokens: measuring at"
+                f" --prompt-tokens {length}"
+            )
+            return replace(self, prompt_tokens=(length,))
+        wrong = [n for n in self.prompt_tokens if n != length]
+        if wrong:
+            raise UsageError(
+                f"--prompt-tokens {','.join(map(str, wrong))}: stage `{stage}` of {self.path} has a static prompt length of {length} tokens",
+                f"pass --prompt-tokens {length}, or leave it out",
+            )
+        return self

@@ -1,6 +1,7 @@
-"""The first phase of `winml perf`: the request settled (``at_static_prompt``) and every flag value
-checked against the bundle and the machine (``validate_request``), before any route is resolved or
-prepared or anything is allocated. Each refusal is exit 2, naming the flag and the fix.
+"""The first phase of `winml perf`: every flag value of the settled request (measure/request.py,
+``PerfRequest.at_static_prompt``) checked against the bundle and the machine (``validate_request``),
+before any route is resolved or prepared or anything is allocated. Each refusal is exit 2, naming
+the flag and the fix.
 
 Sizes: a cell's prompt plus new tokens must fit the bundle's context (``model.context_length``,
 else ``search.max_length``), and the memory the longest cell would take (the prompt's ids, and the
@@ -10,13 +11,11 @@ KV cache onnxruntime-genai reserves for the whole length) must fit the memory av
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from winml_perf.support.errors import BundleError, UsageError
 from winml_perf.support.json_input import read_json
-from winml_perf.support.text_table import say
 
 if TYPE_CHECKING:
     from winml_perf.bundle.config import ConfigBook, GenaiConfig
@@ -119,35 +118,9 @@ def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None
 
 
 def checked_request(req: PerfRequest, default_prompt_tokens: tuple[int, ...], configs: ConfigBook) -> PerfRequest:
-    """The request as the run takes it: a bundle's at its static prompt length (``at_static_prompt``,
-    its bundle errors first), then every flag value checked (``validate_request``); ``configs``: the
-    run's genai configs, the bundle's read here first."""
-    config = configs.of(req.path) if req.token_based else None
-    if config is not None:
-        req = at_static_prompt(config, req)
-    validate_request(req, default_prompt_tokens, config)
-    return req
-
-
-def at_static_prompt(config: GenaiConfig, req: PerfRequest) -> PerfRequest:
-    """A bundle with a static prompt length S is measured at S when no --prompt-tokens is given
-    (a note on stderr says so), and takes only --prompt-tokens S when one is."""
-    static = config.static_prompt_length()
-    if static is None or req.prompt is not None:
-        return req
-    stage, length = static
-    if req.prompt_tokens is None:
-        say(
-            f"note: stage `{stage}` of {req.path} has a static prompt length of {length} tokens: measuring at"
-            f" --prompt-tokens {length}"
-        )
-        return replace(req, prompt_tokens=(length,))
-    wrong = [n for n in req.prompt_tokens if n != length]
-    if wrong:
-        raise UsageError(
-            f"--prompt-tokens {','.join(map(str, wrong))}: stage `{stage}` of {req.path} has a static prompt length of {length} tokens",
-            f"pass --prompt-tokens {length}, or leave it out",
-        )
+    """The request, every flag value checked (``validate_request``) against the bundle's genai config
+    from the run's ``configs`` (read once a run); it comes settled (PerfRequest.at_static_prompt)."""
+    validate_request(req, default_prompt_tokens, configs.of(req.path) if req.token_based else None)
     return req
 
 
