@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -134,60 +134,59 @@ def prepare_route(
     jobs, notes = compiler.compile_jobs(plan) if compile is not None else ([], [])
     how = compile or Compiling()  # no compile: no job, so only its runner (None) is read
     runner = how.runner
+    result: DeriveResult | None = None  # None: the route runs the bundle itself, nothing derived
+    outcomes: tuple[CompileOutcome, ...] = ()
     if not plan.forced and not jobs:
         from winml_perf.bundle.config_placement import config_placement
 
         placed = config_placement(plan.config)  # the source bundle is never written: a placement-only artifact
-        return Route(
-            label,
-            plan.requested,
-            "config",
-            with_placements(plan.stages, placed.stages),
-            BUNDLE,
-            path=bundle,
-            prepare_ms=_ms(t0),
-            warnings=plan.warnings,
-            placement_cache=placed.cache,
-            placement_reason=placed.reason,
-            placement_ms=placed.placement_ms,
+    else:
+        # no `bundle clean` between deriving and reading or saving the placement
+        with contextlib.nullcontext() if holdings.cache_held else cache.holding(bundle):
+            result = derive_bundle(
+                plan,
+                verify_sources=verify_sources,
+                jobs=jobs,
+                compile_timeout_s=how.timeout_s,
+                runner=runner,
+                no_recompile=how.no_recompile,
+            )
+            if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
+                placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
+            else:  # placement.json (a hit costs a file read); the book keeps the derived config for the verdicts
+                placed = derived_placement(result.path, result.key, book.of(result.path))
+        outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
+        # a hit on a device is checked here; one just compiled (the compile child's verdict) or device-free is not
+        outcomes = _verdicts(
+            result, outcomes, book, result.cache == "hit" and getattr(runner, "checks_on_device", True)
         )
-    # no `bundle clean` between deriving and reading or saving the placement
-    with contextlib.nullcontext() if holdings.cache_held else cache.holding(bundle):
-        result = derive_bundle(
-            plan,
-            verify_sources=verify_sources,
-            jobs=jobs,
-            compile_timeout_s=how.timeout_s,
-            runner=runner,
-            no_recompile=how.no_recompile,
-        )
-        if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
-            placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
-        else:  # placement.json (a hit costs a file read); the book keeps the derived config for the verdicts
-            placed = derived_placement(result.path, result.key, book.of(result.path))
-    outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
-    # a hit on a device is checked here; one just compiled (the compile child's verdict) or device-free is not
-    outcomes = _verdicts(result, outcomes, book, result.cache == "hit" and getattr(runner, "checks_on_device", True))
-    compiled = any(o.status == "compiled" for o in outcomes)
-    warnings = () if compiled else plan.warnings  # a route that compiles its stages changes what runs
-    return Route(
+    route = Route(
         label,
         plan.requested,
-        plan.requested if compiled else plan.route,
+        "config",
         with_placements(plan.stages, placed.stages),
         BUNDLE,
+        path=bundle,
+        prepare_ms=_ms(t0),
+        warnings=plan.warnings,
+        placement_cache=placed.cache,
+        placement_reason=placed.reason,
+        placement_ms=placed.placement_ms,
+    )
+    if result is None:
+        return route
+    compiled = any(o.status == "compiled" for o in outcomes)  # a route that compiles its stages changes what runs
+    return replace(
+        route,
+        effective=plan.requested if compiled else plan.route,
         target=_decided(plan),
         path=result.path,
         derived_path=result.path,
         cache=result.cache,
         cache_reason=result.reason,
-        prepare_ms=_ms(t0),
         compile_ms=result.compile_ms,
-        warnings=warnings + tuple(result.warnings),
+        warnings=(() if compiled else plan.warnings) + tuple(result.warnings),
         compile=outcomes,
-        placement_cache=placed.cache,
-        placement_reason=placed.reason,
-        placement_ms=placed.placement_ms,
     )
 
 
@@ -209,7 +208,6 @@ def _verdicts(
     and whether this run matches ("prepared"). The derived bundle's config is read (``book``, once)
     only for a stage that needs its options; each EP's plugin identity is the one the derived bundle
     was keyed under (``result.plugins``), not asked again."""
-    from dataclasses import replace
 
     from winml_perf.bundle.epcontext import compat, device_free
 
