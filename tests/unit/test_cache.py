@@ -200,3 +200,37 @@ def test_clean_of_one_family_leaves_the_others(src):
     assert not mine.folder.exists() and other.folder.exists()
     cache.clean(src, "other")
     assert list((src / "_compiled").iterdir()) == []  # nothing left behind, not even the lock
+
+
+def test_a_hold_that_built_nothing_leaves_no_root_behind(src):
+    with cache.holding(src):
+        assert (src / "_compiled" / cache.ROOT_LOCK).exists()  # held while the block runs
+    assert not (src / "_compiled").exists()
+    with pytest.raises(RuntimeError), cache.holding(src):  # a refused run too
+        raise RuntimeError("bad route")
+    assert not (src / "_compiled").exists()
+
+
+def test_a_hold_keeps_a_root_it_did_not_make_or_one_with_artifacts(src, tmp_path):
+    with cache.holding(src):
+        cache.get_or_build(_request(src), _build)
+    assert _artifacts(src), "what the run built stays"
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "_compiled").mkdir()
+    with cache.holding(other):
+        pass
+    assert (other / "_compiled").is_dir(), "a root that was there before the hold is not the hold's to remove"
+
+
+@pytest.mark.skipif(os.name == "nt", reason="flock")
+def test_a_hold_leaves_the_root_to_another_holder(src):
+    import fcntl
+
+    with cache.holding(src):
+        fd = os.open(src / "_compiled" / cache.ROOT_LOCK, os.O_RDWR)
+        fcntl.flock(fd, fcntl.LOCK_SH)  # a second run holding the same root
+    try:
+        assert (src / "_compiled" / cache.ROOT_LOCK).exists()
+    finally:
+        os.close(fd)

@@ -120,16 +120,16 @@ def test_the_derived_bundle_key_covers_the_whole_mapping(bundle):
     assert again.cache == "hit" and again.key == a.key
 
 
-def test_perf_refuses_a_bad_per_stage_route_with_exit_2_and_writes_nothing():
-    compiled = TINY_PIPELINE / "_compiled"
-    before = sorted(compiled.iterdir()) if compiled.exists() else []
-    result = run_winml("perf", TINY_PIPELINE, "--route", "stages=context:qnn,decoder:cpu", "--no-store")
+def test_perf_refuses_a_bad_per_stage_route_with_exit_2_and_writes_nothing(bundle_copy):
+    bundle = bundle_copy(TINY_PIPELINE)  # no _compiled/ yet: the refused runs must not make one
+    before = sorted(p.relative_to(bundle) for p in bundle.rglob("*"))
+    result = run_winml("perf", bundle, "--route", "stages=context:qnn,decoder:cpu", "--no-store")
     assert result.returncode == 2
     assert "--route stages=context:qnn,decoder:cpu: decoder is not a stage of this bundle" in result.stderr
-    result = run_winml("perf", TINY_PIPELINE, "--route", "stages=context:bogus", "--no-store")
+    result = run_winml("perf", bundle, "--route", "stages=context:bogus", "--no-store")
     assert result.returncode == 2
     assert "--route 'stages=context:bogus': 'bogus' (stage context) is not a known execution provider" in result.stderr
-    assert (sorted(compiled.iterdir()) if compiled.exists() else []) == before
+    assert sorted(p.relative_to(bundle) for p in bundle.rglob("*")) == before
 
 
 def test_a_per_stage_routes_options_are_decided_before_its_stages_targets(monkeypatch):

@@ -233,8 +233,41 @@ def holding(source_dir: Path) -> Iterator[None]:
     for work on an artifact after ``get_or_build`` returned it (placement read and saved, a run
     measuring from it)."""
     root = root_for(source_dir)
-    with _root_lock(root, exclusive=False):  # which makes the root
-        yield
+    made = not os.path.lexists(root)
+    try:
+        with _root_lock(root, exclusive=False):  # which makes the root
+            yield
+    finally:
+        if made:  # a refused or empty run leaves no root behind
+            _drop_if_bare(root)
+
+
+def _drop_if_bare(root: Path) -> None:
+    """Remove ``root`` when it holds nothing but its lock and no one else holds that lock (taken
+    exclusive at once, as ``clean`` takes it; a waiter on the removed lock retries on a fresh one)."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: the lock file cannot go while it is open elsewhere; the root stays
+        return
+    lock = root / ROOT_LOCK
+    try:
+        if [p.name for p in root.iterdir()] != [ROOT_LOCK]:
+            return
+        fd = no_follow.open_lock_file(lock)
+    except (FileNotFoundError, NotADirectoryError):
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:  # another run holds it: it is theirs now
+            return
+        if os.stat(lock).st_ino == os.fstat(fd).st_ino and [p.name for p in root.iterdir()] == [ROOT_LOCK]:
+            lock.unlink()
+            root.rmdir()
+    except OSError:  # gone or changed meanwhile: whoever changed it keeps it
+        return
+    finally:
+        os.close(fd)
 
 
 # -- manifest -------------------------------------------------------------------------------------
