@@ -253,8 +253,8 @@ def _drop_if_bare(root: Path) -> None:
     try:
         if [p.name for p in root.iterdir()] != [ROOT_LOCK]:
             return
-        fd = no_follow.open_lock_file(lock)
-    except (FileNotFoundError, NotADirectoryError):
+        fd = os.open(lock, os.O_RDWR | os.O_NOFOLLOW)  # never made here, never through a link
+    except OSError:  # gone, or a link planted meanwhile: not this hold's to remove
         return
     try:
         try:
