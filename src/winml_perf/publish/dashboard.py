@@ -38,6 +38,7 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from html import escape
@@ -181,8 +182,11 @@ def _write(store: Store, out_dir: Path, title: str, wanted: int, pool: Any, filt
     """``write_dashboard`` with its worker processes (``pool``, None: none) started."""
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     groups: dict[tuple[object, object], list[dict[str, Any]]] = defaultdict(list)
-    serving_keys, serving_runs = find_serving(store, filters)  # drawn on serving.html, not as histories
-    selected = [r for r in series_list(store, **filters) if r["series_key"] not in serving_keys]
+    with ThreadPoolExecutor(1) as aside:  # SQLite's scan for serving records runs beside the listing
+        serving = aside.submit(find_serving, store, filters)
+        listed = series_list(store, **filters)
+        serving_keys, serving_runs = serving.result()  # drawn on serving.html, not as histories
+    selected = [r for r in listed if r["series_key"] not in serving_keys]
     names = bundle_labels((r["bundle"], series_where(r)) for r in selected)  # bundles named alike: own pages
     selected = [{**r, "bundle": names[(r["bundle"], series_where(r))]} for r in selected]
     for row in selected:
