@@ -196,11 +196,7 @@ def _read_series(
 ) -> tuple[_Series, tuple[cpc.Search, list[dict[str, Any]]] | None]:
     cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
     frame = svg.Frame.of(svg.unix_seconds(cols.created_utc), cols.git_commits)
-    testbed = row["testbed_id"]
-    tips = [
-        svg.hover_text(t, commit, version, testbed, run)
-        for t, commit, version, run in zip(cols.created_utc, cols.git_commits, cols.versions, cols.run_ids)
-    ]
+    tips = svg.hover_texts(cols.created_utc, cols.git_commits, cols.versions, row["testbed_id"], cols.run_ids)
     return _Series(row, cols, frame, tips, cps, model_changes(cols)), (
         (search, fresh) if search is not None and fresh is not None else None  # change_points gives both or neither
     )
