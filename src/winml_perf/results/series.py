@@ -281,6 +281,10 @@ def _parsed(store: Store, series: str, rows: Sequence[tuple[int, str]]) -> dict[
     return {rid: [float(v) for v in values] for (rid, _), values in zip(rows, lists)}
 
 
+#: Integers whose float64 is exact (record ids read as floats with the values of their rows).
+_EXACT_IDS = 2**53
+
+
 def _metric_columns(
     ids: Sequence[Sequence[int]], rows: Sequence[Sequence[Any]], metrics: Sequence[str]
 ) -> list[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
@@ -288,30 +292,30 @@ def _metric_columns(
     with its ids, from the (record id, the metric's position in ``metrics``, median, low, high) rows
     of them all (NaN where a record has no row or a bound is NULL), by array operations."""
     sizes = [len(x) for x in ids]
-    out = [{name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics} for n in sizes]
-    if not rows:
-        return out
-    page_ids = np.asarray([i for x in ids for i in x], dtype=np.int64)
-    n = len(page_ids)
-    rid, name, median, low, high = zip(*rows)
-    order = np.argsort(page_ids, kind="stable")
-    sorted_ids = page_ids[order]
-    wanted = np.asarray(rid, dtype=np.int64)
-    at = np.minimum(np.searchsorted(sorted_ids, wanted), n - 1)
-    if n == 0 or not np.array_equal(sorted_ids[at], wanted):
-        raise RuntimeError("series_columns: metric rows of records the records query did not return")
-    position = order[at]  # into the records of all the series, one after the other
-    starts = np.cumsum([0, *sizes])
-    owner = np.searchsorted(starts, position, side="right") - 1
-    names = np.asarray(name, dtype=np.int64)
-    numbers = [np.array(c, dtype=float) for c in (median, low, high)]  # None -> NaN
-    for k_metric, metric in enumerate(metrics):
-        mask = names == k_metric
-        for k, values in enumerate(out):
-            sel = np.flatnonzero(mask & (owner == k))
-            for column, source in zip(values[metric], numbers):
-                column[position[sel] - starts[k]] = source[sel]
-    return out
+    starts = np.cumsum([0, *sizes]).tolist()
+    # [metric, median/low/high, record of the page]: each row written once, each column cut out
+    table = np.full((len(metrics), 3, starts[-1]), np.nan)
+    if rows:
+        page_ids = np.asarray([i for x in ids for i in x], dtype=np.int64)
+        n = len(page_ids)
+        numbers = np.array(rows, dtype=float).reshape(len(rows), 5)  # None -> NaN
+        wanted = numbers[:, 0].astype(np.int64)  # ids below 2**53 are exact as floats
+        if wanted.max() >= _EXACT_IDS or wanted.min() <= -_EXACT_IDS:
+            wanted = np.asarray([row[0] for row in rows], dtype=np.int64)
+        order = np.argsort(page_ids, kind="stable")
+        sorted_ids = page_ids[order]
+        at = np.minimum(np.searchsorted(sorted_ids, wanted), n - 1)
+        if n == 0 or not np.array_equal(sorted_ids[at], wanted):
+            raise RuntimeError("series_columns: metric rows of records the records query did not return")
+        position = order[at]  # into the records of all the series, one after the other
+        table[numbers[:, 1].astype(np.int64), :, position] = numbers[:, 2:]
+    return [
+        {
+            metric: (table[k, 0, a:b].copy(), table[k, 1, a:b].copy(), table[k, 2, a:b].copy())
+            for k, metric in enumerate(metrics)
+        }
+        for a, b in zip(starts, starts[1:])
+    ]
 
 
 def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
