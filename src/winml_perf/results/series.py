@@ -261,12 +261,17 @@ def _newest_ok(cols: SeriesColumns, metric: str, window: int | None) -> list[int
 def _invocation_texts(conn: sa.Connection, metric: str, ids: Sequence[int]) -> dict[int, str]:
     """record id -> its metrics.invocations text of ``metric``, for those of ``ids`` that have one."""
     m = mig.metrics.c
+    # the ids bound at execution (an expanding parameter): no SQL element built for each id
+    stmt = sa.select(m.record_id, m.invocations).where(
+        m.record_id.in_(sa.bindparam("ids", expanding=True)), m.name == metric, m.invocations.is_not(None)
+    )
     out: dict[int, str] = {}
     for k in range(0, len(ids), IDENTITY_CHUNK):
-        stmt = sa.select(m.record_id, m.invocations).where(
-            m.record_id.in_(ids[k : k + IDENTITY_CHUNK]), m.name == metric, m.invocations.is_not(None)
-        )
-        out.update((rid, text) for rid, text in conn.execute(stmt))
+        result = conn.execute(stmt, {"ids": list(ids[k : k + IDENTITY_CHUNK])})
+        try:
+            out.update(result.cursor.fetchall())  # the driver's (id, text) tuples
+        finally:
+            result.close()
     return out
 
 
