@@ -220,7 +220,7 @@ def _worker_main(context: ChildContext, target: Callable[..., None], conn: Any, 
     gc.freeze()
 
 
-def _mp_context(start_method: str) -> Any:
+def _mp_context(start_method: str) -> Any:  # Any: typeshed's BaseContext lacks the Process each one has
     """multiprocessing's context for ``start_method``, with its resource tracker started first (POSIX,
     not fork) while fd 1 points at stderr. The tracker lives until this process exits and keeps the
     fd 1 it was started with; started on support/stdio.own_stdout's pipe, it held that pipe open,
@@ -255,8 +255,7 @@ class Worker:
     ) -> None:
         ctx = _mp_context(start_method)
         parent_conn, child_conn = ctx.Pipe(duplex=True)
-        # typeshed types get_context(str) as BaseContext; each concrete context it returns has Process
-        self._proc = ctx.Process(  # type: ignore[attr-defined]
+        self._proc = ctx.Process(
             target=_worker_main, args=(context, target, child_conn, tuple(args)), name=name, daemon=True
         )
         self._proc.start()
