@@ -102,3 +102,13 @@ def test_the_columns_equal_the_per_series_masks_bit_for_bit(seed):
         for name in METRICS:
             for x, y in zip(a[name], b[name]):
                 assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def test_ids_beyond_the_floats_exact_integers_land_on_their_records():
+    big = 2**53
+    ids = [[big + 1, big + 2], [big + 3]]  # big + 1 and big + 3 have no float64 of their own
+    rows = [(big + 3, DECODE, 3.0, None, None), (big + 1, DECODE, 1.0, 0.5, 1.5), (big + 2, TTFT, 2.0, None, None)]
+    first, second = _metric_columns(ids, rows, METRICS)
+    np.testing.assert_array_equal(first["decode_tps"][0], [1.0, np.nan])
+    np.testing.assert_array_equal(first["ttft_ms"][0], [np.nan, 2.0])
+    np.testing.assert_array_equal(second["decode_tps"][0], [3.0])
