@@ -105,6 +105,34 @@ def test_a_started_pool_has_its_processes_running_before_the_items_come():
     assert len({r["pid"] for r in out}) <= 2
 
 
+_OWN_STDOUT_EXIT = """
+import sys, time
+from winml_perf.ep import child
+from winml_perf.support.stdio import own_stdout
+
+if __name__ == "__main__":
+    with own_stdout():
+        pool = child.started_pool(1, child.ChildContext.from_parent(plugin_libraries=()))
+        pool.shutdown(wait=True)
+        start = time.perf_counter()
+    print(f"{time.perf_counter() - start:.3f}")
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="multiprocessing's resource tracker is a POSIX process")
+def test_a_spawned_pool_does_not_hold_the_clis_stdout_pipe_open(tmp_path):
+    """The resource tracker a spawn starts lives until the process exits: started on own_stdout's
+    pipe, it kept the pipe open and own_stdout's exit waited out its 1 s timeout."""
+    import subprocess
+
+    script = tmp_path / "own_stdout_exit.py"
+    script.write_text(_OWN_STDOUT_EXIT, encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert float(done.stdout.split()[-1]) < 0.5  # 1.0 (the timeout) while the tracker held the pipe
+
+
 def test_an_error_in_a_pool_job_is_raised_in_the_parent():
     from tests.unit import child_probes
 

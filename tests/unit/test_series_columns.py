@@ -54,3 +54,61 @@ def test_no_rows_and_rows_of_unknown_records():
         _metric_columns([[1, 2]], [(5, 0, 1.0, None, None)], ["decode_tps"])
     with pytest.raises(RuntimeError):
         _metric_columns([[]], [(5, 0, 1.0, None, None)], ["decode_tps"])
+
+
+def _by_mask(ids, rows, metrics):
+    """The form _metric_columns had before it wrote one table: a mask per metric and series."""
+    sizes = [len(x) for x in ids]
+    out = [{name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics} for n in sizes]
+    if not rows:
+        return out
+    page_ids = np.asarray([i for x in ids for i in x], dtype=np.int64)
+    rid, name, median, low, high = zip(*rows)
+    order = np.argsort(page_ids, kind="stable")
+    position = order[np.searchsorted(page_ids[order], np.asarray(rid, dtype=np.int64))]
+    starts = np.cumsum([0, *sizes])
+    owner = np.searchsorted(starts, position, side="right") - 1
+    names = np.asarray(name, dtype=np.int64)
+    numbers = [np.array(c, dtype=float) for c in (median, low, high)]
+    for k_metric, metric in enumerate(metrics):
+        mask = names == k_metric
+        for k, values in enumerate(out):
+            sel = np.flatnonzero(mask & (owner == k))
+            for column, source in zip(values[metric], numbers):
+                column[position[sel] - starts[k]] = source[sel]
+    return out
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_columns_equal_the_per_series_masks_bit_for_bit(seed):
+    """Random pages: ragged and empty series, ids out of time order, some metrics or bounds
+    missing (None), values with ties and signed zeros, rows in any order."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 30, rng.integers(1, 6)).tolist()
+    pool = rng.permutation(10 * (sum(sizes) + 1))[: sum(sizes)] + 1
+    ids = [pool[a:b].tolist() for a, b in zip(np.cumsum([0, *sizes]), np.cumsum(sizes))]
+    rows = []
+    for rid in pool.tolist():
+        for k in range(len(METRICS)):
+            if rng.random() < 0.7:
+                value = [float(v) for v in rng.choice([0.0, -0.0, 1.5, 2.0, 1e300, 3.25], 3)]
+                rows.append((rid, k, value[0], *(v if rng.random() < 0.8 else None for v in value[1:])))
+    rng.shuffle(rows)
+    rows = [tuple(r) for r in rows]
+    new, old = _metric_columns(ids, rows, METRICS), _by_mask(ids, rows, METRICS)
+    assert len(new) == len(old)
+    for a, b in zip(new, old):
+        assert list(a) == list(b)
+        for name in METRICS:
+            for x, y in zip(a[name], b[name]):
+                assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def test_ids_beyond_the_floats_exact_integers_land_on_their_records():
+    big = 2**53
+    ids = [[big + 1, big + 2], [big + 3]]  # big + 1 and big + 3 have no float64 of their own
+    rows = [(big + 3, DECODE, 3.0, None, None), (big + 1, DECODE, 1.0, 0.5, 1.5), (big + 2, TTFT, 2.0, None, None)]
+    first, second = _metric_columns(ids, rows, METRICS)
+    np.testing.assert_array_equal(first["decode_tps"][0], [1.0, np.nan])
+    np.testing.assert_array_equal(first["ttft_ms"][0], [np.nan, 2.0])
+    np.testing.assert_array_equal(second["decode_tps"][0], [3.0])

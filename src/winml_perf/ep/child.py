@@ -26,6 +26,7 @@ onnxruntime's log threshold in the child). A child that overruns its timeout is 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import json
@@ -219,6 +220,28 @@ def _worker_main(context: ChildContext, target: Callable[..., None], conn: Any, 
     gc.freeze()
 
 
+def _mp_context(start_method: str) -> Any:  # Any: typeshed's BaseContext lacks the Process each one has
+    """multiprocessing's context for ``start_method``, with its resource tracker started first (POSIX,
+    not fork) while fd 1 points at stderr. The tracker lives until this process exits and keeps the
+    fd 1 it was started with; started on support/stdio.own_stdout's pipe, it held that pipe open,
+    so every CLI command that spawned a child waited out own_stdout's 1 s timeout at its exit."""
+    if os.name == "posix" and start_method != "fork":
+        from multiprocessing import resource_tracker
+
+        try:
+            saved = os.dup(1)
+        except OSError:  # no fd 1: none to hold open
+            return mp.get_context(start_method)
+        try:
+            with contextlib.suppress(OSError):  # no fd 2: the tracker starts as it would have
+                os.dup2(2, 1)  # what the tracker may print goes to stderr, where own_stdout's pipe sends it
+            resource_tracker.ensure_running()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+    return mp.get_context(start_method)
+
+
 class Worker:
     """A spawned child running ``target(conn, *args)``; the parent talks to it over ``conn``."""
 
@@ -230,10 +253,9 @@ class Worker:
         name: str,
         start_method: str = "spawn",
     ) -> None:
-        ctx = mp.get_context(start_method)
+        ctx = _mp_context(start_method)
         parent_conn, child_conn = ctx.Pipe(duplex=True)
-        # typeshed types get_context(str) as BaseContext; each concrete context it returns has Process
-        self._proc = ctx.Process(  # type: ignore[attr-defined]
+        self._proc = ctx.Process(
             target=_worker_main, args=(context, target, child_conn, tuple(args)), name=name, daemon=True
         )
         self._proc.start()
@@ -278,7 +300,7 @@ def map_in_pool(
     from concurrent.futures import ProcessPoolExecutor
 
     pool = ProcessPoolExecutor(
-        max_workers=max(1, jobs), mp_context=mp.get_context(start_method), initializer=apply, initargs=(context,)
+        max_workers=max(1, jobs), mp_context=_mp_context(start_method), initializer=apply, initargs=(context,)
     )
     try:
         yield from pool.map(fn, items)
@@ -303,7 +325,7 @@ def started_pool(
 
     pool = ProcessPoolExecutor(
         max_workers=max(1, jobs),
-        mp_context=mp.get_context(start_method),
+        mp_context=_mp_context(start_method),
         initializer=_apply_then,
         initargs=(context, setup, args),
     )
@@ -330,7 +352,7 @@ def one_process_pool(
     from concurrent.futures import ProcessPoolExecutor
 
     return ProcessPoolExecutor(
-        max_workers=1, mp_context=mp.get_context(start_method), initializer=_apply_then, initargs=(context, setup, args)
+        max_workers=1, mp_context=_mp_context(start_method), initializer=_apply_then, initargs=(context, setup, args)
     )
 
 

@@ -165,6 +165,21 @@ def hover_text(t: str, commit: Any, version: Any, testbed: Any, run: Any) -> str
     return escape(text) if _HTML_SPECIAL.search(text) else text  # most texts need no escaping
 
 
+def hover_texts(
+    times: Sequence[str], commits: Sequence[Any], versions: Sequence[Any], testbed: Any, runs: Sequence[Any]
+) -> list[str]:
+    """``hover_text`` of each record of one series (one testbed), in one pass: the same texts, and
+    one search for characters to escape over them all (a series' texts rarely have any)."""
+    where = testbed or "?"
+    texts = [
+        f"{t[:16].replace('T', ' ')} UTC · commit {commit or '?'} · winml-perf {version or '?'} · {where} · run {str(run or '?')[:12]}"
+        for t, commit, version, run in zip(times, commits, versions, runs)
+    ]
+    if _HTML_SPECIAL.search("".join(texts)) is None:
+        return texts
+    return [escape(text) if _HTML_SPECIAL.search(text) else text for text in texts]
+
+
 @dataclass(frozen=True, eq=False)
 class Columns:
     """A chart's values, one a record: the value and its interval's low and high (NaN: none)."""

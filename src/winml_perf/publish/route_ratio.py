@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
-from winml_perf.compare.cells import stored_cells
+from winml_perf.compare.cells import Cell, stored_cells
 from winml_perf.compare.routes import RouteComparison, compare_routes
 from winml_perf.results.series import SeriesColumns, newest_shared_run, newest_shared_run_of
 from winml_perf.results.store import Store
@@ -47,9 +47,10 @@ def paired_ratios(
     """series_key of each non-config series -> its ratio to config from the newest run that measured
     both (absent: never measured together, or the comparison has no value). ``columns``: every
     record of each series, read already (series_key -> SeriesColumns, unfiltered): the shared run
-    is found in them instead of by a query per series."""
+    is found in them instead of by a query per series. The cells of a run are read once for all
+    the pairs it is the shared run of (a page's routes, as a rule, share their newest run)."""
     config = {_group(s): s for s in summaries if s["row"]["route"] == CONFIG}
-    out: dict[str, PairedRatio] = {}
+    pairs: list[tuple[str, str, str, str, str]] = []  # series, its config series, route, metric, run
     for s in summaries:
         row = s["row"]
         base = config.get(_group(s))
@@ -60,20 +61,35 @@ def paired_ratios(
             run = newest_shared_run_of(columns[key], columns[config_key])
         else:
             run = newest_shared_run(store, key, config_key)
-        if run is None:
-            continue
-        ratio = run_ratio(store, run, [row["series_key"], base["row"]["series_key"]], str(row["route"]), s["metric"])
+        if run is not None:
+            pairs.append((key, config_key, str(row["route"]), s["metric"], run))
+    wanted: dict[str, list[str]] = {}
+    for key, config_key, _, _, run in pairs:
+        wanted.setdefault(run, []).extend((key, config_key))
+    cells = {run: run_cells(store, run, series) for run, series in wanted.items()}
+    out: dict[str, PairedRatio] = {}
+    for key, config_key, route, metric, run in pairs:
+        ratio = run_ratio(cells[run], run, (key, config_key), route, metric)
         if ratio is not None:
-            out[row["series_key"]] = PairedRatio(run, ratio)
+            out[key] = PairedRatio(run, ratio)
     return out
 
 
-def run_ratio(store: Store, run_id: str, series: Sequence[str], route: str, metric: str) -> RouteComparison | None:
+def run_cells(store: Store, run_id: str, series: Sequence[str]) -> list[tuple[str, Cell]]:
+    """(series_key, cell) of the run's ok records of ``series``, oldest first, with their measured
+    samples and invocation counts: one read of each for all of them."""
+    rows = store.records(run_id=run_id, series=list(dict.fromkeys(series)), status="ok")
+    return list(zip((str(r["series_key"]) for r in rows), stored_cells(store, rows, invocations=True)))
+
+
+def run_ratio(
+    cells: Sequence[tuple[str, Cell]], run_id: str, series: Sequence[str], route: str, metric: str
+) -> RouteComparison | None:
     """compare routes' comparison of ``route`` against config in run ``run_id`` for ``metric``,
-    over the run's ok records of ``series`` (the route's and config's), with compare routes' defaults."""
-    cells = stored_cells(store, store.records(run_id=run_id, series=list(series), status="ok"), invocations=True)
+    over the run's ok cells (``run_cells``) of ``series`` (the route's and config's), with compare
+    routes' defaults."""
     report = compare_routes(
-        cells,
+        [cell for key, cell in cells if key in series],
         run_id,
         baseline_route=CONFIG,
         routes=[route],

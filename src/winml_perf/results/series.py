@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from winml_perf.results import migrations as mig
 from winml_perf.results.filters import apply_filters
-from winml_perf.results.sql_types import AnyRow
+from winml_perf.results.sql_types import AnySelect
 from winml_perf.results.store import Store
 from winml_perf.support.errors import UsageError
 
@@ -207,11 +207,11 @@ def page_columns(
     )
 
     def read(conn: sa.Connection) -> dict[str, SeriesColumns]:
-        by_series: dict[str, list[AnyRow]] = {key: [] for key in keys}
-        for row in conn.execute(recs.order_by(r.series_key, r.created_utc, r.id)).all():
+        by_series: dict[str, list[tuple[Any, ...]]] = {key: [] for key in keys}
+        for row in _plain_rows(conn, recs.order_by(r.series_key, r.created_utc, r.id)):
             by_series[row[0]].append(row)
         ids = [[row[1] for row in rows] for rows in by_series.values()]
-        values = _metric_columns(ids, conn.execute(vals).all(), metrics)
+        values = _metric_columns(ids, _plain_rows(conn, vals), metrics)
         out = {key: _columns(rows, v) for (key, rows), v in zip(by_series.items(), values)}
         for metric in invocations_of:
             newest = {key: _newest_ok(cols, metric, window) for key, cols in out.items()}
@@ -223,7 +223,20 @@ def page_columns(
     return store.read(read)
 
 
-def _columns(rec_rows: Sequence[AnyRow], values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]) -> SeriesColumns:
+def _plain_rows(conn: sa.Connection, stmt: AnySelect) -> list[tuple[Any, ...]]:
+    """The rows of ``stmt`` as the driver returns them (tuples), not as SQLAlchemy rows: a page reads
+    ~12,000 of them, and building a row object each cost more than the driver's fetch. Only for
+    columns the driver already gives as Python wants them (text, integers, floats)."""
+    result = conn.execute(stmt)
+    try:
+        return list(result.cursor.fetchall())
+    finally:
+        result.close()
+
+
+def _columns(
+    rec_rows: Sequence[Sequence[Any]], values: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]
+) -> SeriesColumns:
     """One series' columns from its record rows (series_key first) and its metric columns."""
     cols = list(zip(*rec_rows)) if rec_rows else [()] * 8
     return SeriesColumns(
@@ -248,12 +261,17 @@ def _newest_ok(cols: SeriesColumns, metric: str, window: int | None) -> list[int
 def _invocation_texts(conn: sa.Connection, metric: str, ids: Sequence[int]) -> dict[int, str]:
     """record id -> its metrics.invocations text of ``metric``, for those of ``ids`` that have one."""
     m = mig.metrics.c
+    # the ids bound at execution (an expanding parameter): no SQL element built for each id
+    stmt = sa.select(m.record_id, m.invocations).where(
+        m.record_id.in_(sa.bindparam("ids", expanding=True)), m.name == metric, m.invocations.is_not(None)
+    )
     out: dict[int, str] = {}
     for k in range(0, len(ids), IDENTITY_CHUNK):
-        stmt = sa.select(m.record_id, m.invocations).where(
-            m.record_id.in_(ids[k : k + IDENTITY_CHUNK]), m.name == metric, m.invocations.is_not(None)
-        )
-        out.update((rid, text) for rid, text in conn.execute(stmt))
+        result = conn.execute(stmt, {"ids": list(ids[k : k + IDENTITY_CHUNK])})
+        try:
+            out.update(result.cursor.fetchall())  # the driver's (id, text) tuples
+        finally:
+            result.close()
     return out
 
 
@@ -268,6 +286,10 @@ def _parsed(store: Store, series: str, rows: Sequence[tuple[int, str]]) -> dict[
     return {rid: [float(v) for v in values] for (rid, _), values in zip(rows, lists)}
 
 
+#: Integers whose float64 is exact (record ids read as floats with the values of their rows).
+_EXACT_IDS = 2**53
+
+
 def _metric_columns(
     ids: Sequence[Sequence[int]], rows: Sequence[Sequence[Any]], metrics: Sequence[str]
 ) -> list[dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]]:
@@ -275,30 +297,30 @@ def _metric_columns(
     with its ids, from the (record id, the metric's position in ``metrics``, median, low, high) rows
     of them all (NaN where a record has no row or a bound is NULL), by array operations."""
     sizes = [len(x) for x in ids]
-    out = [{name: (np.full(n, np.nan), np.full(n, np.nan), np.full(n, np.nan)) for name in metrics} for n in sizes]
-    if not rows:
-        return out
-    page_ids = np.asarray([i for x in ids for i in x], dtype=np.int64)
-    n = len(page_ids)
-    rid, name, median, low, high = zip(*rows)
-    order = np.argsort(page_ids, kind="stable")
-    sorted_ids = page_ids[order]
-    wanted = np.asarray(rid, dtype=np.int64)
-    at = np.minimum(np.searchsorted(sorted_ids, wanted), n - 1)
-    if n == 0 or not np.array_equal(sorted_ids[at], wanted):
-        raise RuntimeError("series_columns: metric rows of records the records query did not return")
-    position = order[at]  # into the records of all the series, one after the other
-    starts = np.cumsum([0, *sizes])
-    owner = np.searchsorted(starts, position, side="right") - 1
-    names = np.asarray(name, dtype=np.int64)
-    numbers = [np.array(c, dtype=float) for c in (median, low, high)]  # None -> NaN
-    for k_metric, metric in enumerate(metrics):
-        mask = names == k_metric
-        for k, values in enumerate(out):
-            sel = np.flatnonzero(mask & (owner == k))
-            for column, source in zip(values[metric], numbers):
-                column[position[sel] - starts[k]] = source[sel]
-    return out
+    starts = np.cumsum([0, *sizes]).tolist()
+    # [metric, median/low/high, record of the page]: each row written once, each column cut out
+    table = np.full((len(metrics), 3, starts[-1]), np.nan)
+    if rows:
+        page_ids = np.asarray([i for x in ids for i in x], dtype=np.int64)
+        n = len(page_ids)
+        numbers = np.array(rows, dtype=float).reshape(len(rows), 5)  # None -> NaN
+        wanted = numbers[:, 0].astype(np.int64)  # ids below 2**53 are exact as floats
+        if wanted.max() >= _EXACT_IDS or wanted.min() <= -_EXACT_IDS:
+            wanted = np.asarray([row[0] for row in rows], dtype=np.int64)
+        order = np.argsort(page_ids, kind="stable")
+        sorted_ids = page_ids[order]
+        at = np.minimum(np.searchsorted(sorted_ids, wanted), n - 1)
+        if n == 0 or not np.array_equal(sorted_ids[at], wanted):
+            raise RuntimeError("series_columns: metric rows of records the records query did not return")
+        position = order[at]  # into the records of all the series, one after the other
+        table[numbers[:, 1].astype(np.int64), :, position] = numbers[:, 2:]
+    return [
+        {
+            metric: (table[k, 0, a:b].copy(), table[k, 1, a:b].copy(), table[k, 2, a:b].copy())
+            for k, metric in enumerate(metrics)
+        }
+        for a, b in zip(starts, starts[1:])
+    ]
 
 
 def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[str]]:
