@@ -70,3 +70,65 @@ def test_a_store_without_serving_cells_writes_no_serving_page(tmp_path):
         index = write_dashboard(store, tmp_path / "site")
     assert not (tmp_path / "site" / "serving.html").exists()
     assert "serving.html" not in index.read_text()
+
+
+def _plan(store, filters=None) -> str:
+    """SQLite's plan of the serving cells' search, as the dashboard runs it."""
+    import sqlalchemy as sa
+
+    from winml_perf.publish import serving_pages
+
+    captured = []
+
+    @sa.event.listens_for(store.engine, "before_cursor_execute")
+    def keep(conn, cursor, statement, parameters, context, executemany):
+        if "record_json" in statement and "n_samples" in statement:
+            captured.append((statement, parameters))
+
+    serving_pages.find_serving(store, filters or {})
+    sa.event.remove(store.engine, "before_cursor_execute", keep)
+    ((statement, parameters),) = captured
+    with store.engine.connect() as conn:
+        rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, parameters).fetchall()
+    return " ".join(str(r[-1]) for r in rows)
+
+
+def test_the_serving_search_reads_the_sample_count_index_not_the_whole_table(tmp_path):
+    """Every record here has 10 samples and ANALYZE says so: left to that, SQLite would read the whole
+    records table (2 GB at 10^6 records) for serving cells that are not there."""
+    with open_store(tmp_path / "store.db") as store:
+        store.write_json_records(
+            [make_cell(hex_id("c", i), bundle="bundles/tiny-qwen2", testbed="t") for i in range(200)]
+        )
+        store.analyze()
+        plan = _plan(store)
+        assert "USING INDEX ix_records_n_samples" in plan and "SCAN records" not in plan, plan
+        assert find_serving_keys(store) == set()
+        store.write_json_records(_serving_run("2" * 32, "2026-12-04T00:00:00Z", 222.0))
+        assert len(find_serving_keys(store)) == 4
+
+
+def find_serving_keys(store) -> set[str]:
+    from winml_perf.publish.serving_pages import find_serving
+
+    return find_serving(store, {})[0]
+
+
+def test_migration_0012_indexes_the_sample_count_of_a_store_made_before_it(tmp_path):
+    import sqlite3
+
+    db = tmp_path / "old.db"
+    with open_store(db) as store:
+        store.write_json_records(_serving_run("2" * 32, "2026-12-04T00:00:00Z", 222.0))
+    con = sqlite3.connect(db)  # as a store at 0011 was
+    con.execute("DROP INDEX ix_records_n_samples")
+    con.execute("DELETE FROM schema_migrations WHERE name = '0012_samples_count_index'")
+    con.commit()
+    con.close()
+    with open_store(db) as store:
+        assert "0012_samples_count_index" in store.applied_migrations()
+        assert "USING INDEX ix_records_n_samples" in _plan(store)
+        assert len(find_serving_keys(store)) == 4
+    con = sqlite3.connect(db)
+    assert con.execute("SELECT stat FROM sqlite_stat1 WHERE idx = 'ix_records_n_samples'").fetchone() is not None
+    con.close()

@@ -38,7 +38,6 @@ from __future__ import annotations
 import os
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from html import escape
@@ -63,7 +62,7 @@ from winml_perf.publish.dashboard_page import (
 )
 from winml_perf.publish.formats import human
 from winml_perf.publish.route_ratio import PairedRatio, ratio_cell
-from winml_perf.publish.serving_pages import ServingGroup, find_serving, overview_section, write_serving_page
+from winml_perf.publish.serving_pages import find_serving, overview_section, write_serving_page
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results.rows import series_where
 from winml_perf.results.series import series_list, series_records
@@ -173,31 +172,18 @@ def write_dashboard(
     """Write ``out_dir/index.html`` and a page per testbed x bundle; returns the index's path.
     ``jobs``: worker processes for the pages (None: ``default_jobs`` of the records selected)."""
     out_dir = Path(out_dir)
-    # the scan for serving records (SQLite reads the whole records table, letting go of the
-    # interpreter) runs in a thread from the start, beside the count, the workers' start and the listing
-    with ThreadPoolExecutor(1) as aside:
-        serving = aside.submit(find_serving, store, filters)
-        wanted = default_jobs(series_records(store, **filters)) if jobs is None else max(1, int(jobs))
-        with _page_workers(wanted) as pool:
-            return _write(store, out_dir, title, wanted, pool, filters, serving)
+    wanted = default_jobs(series_records(store, **filters)) if jobs is None else max(1, int(jobs))
+    with _page_workers(wanted) as pool:
+        return _write(store, out_dir, title, wanted, pool, filters)
 
 
-def _write(
-    store: Store,
-    out_dir: Path,
-    title: str,
-    wanted: int,
-    pool: Any,
-    filters: Mapping[str, Any],
-    serving: Future[tuple[set[str], list[ServingGroup]]],
-) -> Path:
-    """``write_dashboard`` with its worker processes (``pool``, None: none) started and the scan for
-    serving records (``serving``: find_serving's result to come) under way."""
+def _write(store: Store, out_dir: Path, title: str, wanted: int, pool: Any, filters: Mapping[str, Any]) -> Path:
+    """``write_dashboard`` with its worker processes (``pool``, None: none) started."""
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     groups: dict[tuple[object, object], list[dict[str, Any]]] = defaultdict(list)
-    listed = series_list(store, **filters)
-    serving_keys, serving_runs = serving.result()  # drawn on serving.html, not as histories
-    selected = [r for r in listed if r["series_key"] not in serving_keys]
+    # the serving cells (an index read: migration 0012) are drawn on serving.html, not as histories
+    serving_keys, serving_runs = find_serving(store, filters)
+    selected = [r for r in series_list(store, **filters) if r["series_key"] not in serving_keys]
     names = bundle_labels((r["bundle"], series_where(r)) for r in selected)  # bundles named alike: own pages
     selected = [{**r, "bundle": names[(r["bundle"], series_where(r))]} for r in selected]
     for row in selected:

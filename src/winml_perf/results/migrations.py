@@ -46,6 +46,8 @@ Tables (one schema for SQLite and PostgreSQL):
 - ``records.equivalence_perplexity_kl*``, ``equivalence_perplexity_top1`` (0011): over the same text,
   KL(reference ‖ route) with its interval over chunks and top-1 agreement (``route.equivalence.perplexity``),
   filled from the stored JSON; NULL for runs without them (and for runs made before they were measured).
+- ``ix_records_n_samples`` (0012): the records by their number of samples, so the dashboard finds the
+  serving cells (records with none) without reading the whole records table.
 """
 
 from __future__ import annotations
@@ -438,6 +440,16 @@ for _column in equivalence_columns() + perplexity_columns() + text_agreement_col
 change_point_cache = _v4_change_point_cache(metadata)
 
 
+def _m0012_samples_count_index(conn: sa.Connection) -> None:
+    """Index ``records.n_samples``: the serving cells' search (publish/serving_pages.py: records with
+    no samples) reads a few rows, or none, instead of the whole records table. A whole index, not a
+    partial one: SQLite keeps no statistics of an empty index, so every PRAGMA optimize after a
+    write would analyze the records table again."""
+    conn.execute(sa.text("CREATE INDEX ix_records_n_samples ON records (n_samples)"))
+    if conn.dialect.name == "sqlite":  # the new index's statistics alone, not the whole table's
+        conn.execute(sa.text("ANALYZE ix_records_n_samples"))
+
+
 @dataclass(frozen=True)
 class Migration:
     name: str
@@ -457,6 +469,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration("0009_series_by_what_is_tracked", _m0009_series_by_what_is_tracked),
     Migration("0010_perplexity_columns", _m0010_perplexity_columns),
     Migration("0011_text_agreement_columns", _m0011_text_agreement_columns),
+    Migration("0012_samples_count_index", _m0012_samples_count_index),
 )
 
 SCHEMA_VERSION = len(MIGRATIONS)
