@@ -1,5 +1,5 @@
 """The parent's timeline of one `winml dashboard` build (issue 37): when the parent starts the record
-count, the scan for serving records and the listing, when the first and the last page's result come
+count, the search for serving records and the listing, when the first and the last page's result come
 back from the workers, when the workers have exited and when the process ends. Run on demand:
 
     WINML_PERF_STORE=STORE python benchmarks/dashboard_timeline.py dashboard -o SITE
