@@ -20,12 +20,13 @@ import pytest
 
 from tests import models
 from tests.conftest import TINY_FLAT
+from tests.unit.test_orchestrate import _request
 from winml_perf.bundle import cache, onnx_placement
 from winml_perf.ep.route_request import RouteRequest
 from winml_perf.measure import prepare as prepare_phase
 from winml_perf.measure.orchestrate import run_benchmark
 from winml_perf.measure.request import PerfRequest
-from winml_perf.model.spec import IterationPolicy, WarmupPolicy
+from winml_perf.model.spec import IterationPolicy
 from winml_perf.session import onnx_options, onnx_session
 from winml_perf.session.onnx_options import options_from_flags
 from winml_perf.support.errors import UsageError
@@ -113,15 +114,11 @@ def test_a_forced_run_holds_the_artifact_cache_once(tmp_path, monkeypatch):
         return holding(source_dir)
 
     monkeypatch.setattr(cache, "holding", counted)
-    req = PerfRequest(
-        path=bundle,
+    req = _request(
+        bundle,
         routes=(RouteRequest(ep="cpu"),),
-        prompt_tokens=(8,),
         max_new_tokens=(2,),
-        warmup=WarmupPolicy(count=0),
         iterations=IterationPolicy(iterations=1),
-        quiet=True,
-        isolate=False,
         no_store=True,
     )
     outcome = run_benchmark(req)
