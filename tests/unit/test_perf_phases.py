@@ -139,7 +139,7 @@ def test_validate_reads_the_bundles_config_once_through_the_runs_book(monkeypatc
     book = ConfigBook()
     context = book.of(TINY_FLAT).raw["search"]["max_length"]
     ok = PerfRequest(path=TINY_FLAT, prompt_tokens=(8,), max_new_tokens=(2,))
-    assert validate.checked_request(ok, (128,), book).prompt_tokens == (8,)
+    validate.validate_request(ok, (128,), book.of(ok.path))
     too_long = PerfRequest(path=TINY_FLAT, prompt_tokens=(context,), max_new_tokens=(1,))
     with pytest.raises(UsageError, match=f"exceeds the bundle's context of {context} tokens"):
-        validate.checked_request(too_long, (128,), book)
+        validate.validate_request(too_long, (128,), book.of(too_long.path))
