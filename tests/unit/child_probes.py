@@ -55,7 +55,7 @@ def worker_exit(conn, code: int) -> None:
 
 
 def pool_item(item: int) -> dict:
-    """A map_in_pool job: the item back with this process's id and the env var the context set."""
+    """A pool job: the item back with this process's id and the env var the context set."""
     if item < 0:
         raise ValueError(f"negative item {item}")
     return {"item": item, "pid": os.getpid(), "probe_env": os.environ.get("WINML_PERF_PROBE")}

@@ -85,7 +85,11 @@ def test_worker_gets_the_context_and_reports_its_exit():
 def test_a_pool_maps_in_order_in_other_processes_that_got_the_context():
     from tests.unit import child_probes
 
-    out = list(child.map_in_pool(child_probes.pool_item, list(range(6)), 2, _context(env={"WINML_PERF_PROBE": "pool"})))
+    pool = child.started_pool(2, _context(env={"WINML_PERF_PROBE": "pool"}))
+    try:
+        out = list(pool.map(child_probes.pool_item, range(6)))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
     assert [r["item"] for r in out] == list(range(6))
     assert {r["probe_env"] for r in out} == {"pool"} and os.getpid() not in {r["pid"] for r in out}
     assert len({r["pid"] for r in out}) <= 2
@@ -136,8 +140,12 @@ def test_a_spawned_pool_does_not_hold_the_clis_stdout_pipe_open(tmp_path):
 def test_an_error_in_a_pool_job_is_raised_in_the_parent():
     from tests.unit import child_probes
 
-    with pytest.raises(ValueError, match="negative item -1"):
-        list(child.map_in_pool(child_probes.pool_item, [1, -1, 2], 2, _context()))
+    pool = child.started_pool(2, _context())
+    try:
+        with pytest.raises(ValueError, match="negative item -1"):
+            list(pool.map(child_probes.pool_item, [1, -1, 2]))
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def test_run_command_reports_and_missing_program_raises():

@@ -117,13 +117,14 @@ def test_the_exporters_are_discovered_from_their_modules():
     import pkgutil
 
     from winml_perf.publish import exporters
+    from winml_perf.publish.formats import Offer, offered
 
     modules = {m.name for m in pkgutil.iter_modules(exporters.__path__) if not m.name.startswith("_")}
     assert {"bmf", "csv", "gab", "json", "jsonl", "markdown"} <= modules
     assert {e.write.__module__.rsplit(".", 1)[1] for e in exporters.exporters().values()} == modules  # each registers
     listed = ["json", "jsonl", "csv", "markdown", "bmf", "gab-bigger", "gab-smaller", "gab"]  # the registry's order
     assert [name for name in exporters.exporters() if name in listed] == listed
-    assert {"csv", "json", "jsonl", "markdown"} <= set(exporters.run_formats())
+    assert {"csv", "json", "jsonl", "markdown"} <= set(offered(Offer.RUN_FILE))
     with pytest.raises(ValueError, match="two exporters"):
         exporters.register(exporters.Exporter("csv", lambda df, **_: ""))
 
@@ -132,8 +133,8 @@ def test_perf_export_flags_are_the_run_exporters():
     import typer
 
     from winml_perf.cli import app
-    from winml_perf.publish.exporters import run_formats
+    from winml_perf.publish.formats import Offer, offered
 
     perf = typer.main.get_command(app).commands["perf"]  # type: ignore[attr-defined]
     flags = {f for p in perf.params for f in p.opts}
-    assert {f.removeprefix("--export-") for f in flags if f.startswith("--export-")} == set(run_formats())
+    assert {f.removeprefix("--export-") for f in flags if f.startswith("--export-")} == set(offered(Offer.RUN_FILE))

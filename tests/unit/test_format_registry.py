@@ -83,10 +83,10 @@ def test_an_unknown_format_on_each_command_exits_2_naming_what_it_offers(argv, t
 
 
 def test_the_registry_is_the_one_list_of_formats():
-    assert formats.FORMATS == offered(Offer.ROWS) == ("table", "json", "jsonl", "csv", "markdown")
+    assert offered(Offer.ROWS) == ("table", "json", "jsonl", "csv", "markdown")
     assert offered(Offer.SUMMARY) == ("table", "json")
     assert tuple(exporters.exporters()) == offered(Offer.EXPORT)  # each export format has its exporter
-    assert exporters.run_formats() == offered(Offer.RUN_FILE) == ("json", "jsonl", "csv", "markdown")
+    assert offered(Offer.RUN_FILE) == ("json", "jsonl", "csv", "markdown")
     every = formats.formats()
     for name, fmt in every.items():
         assert fmt.name == name and fmt.offers and fmt.renders

@@ -19,12 +19,14 @@ from winml_perf.model.result import CellFailure, LoadPhases
 from winml_perf.model.route import Route
 from winml_perf.model.spec import IterationPolicy, WarmupPolicy
 from winml_perf.publish import formats
-from winml_perf.publish.formats import FORMATS, Offer, check_format, human, json_text, result_text, table_text
+from winml_perf.publish.formats import Offer, check_format, human, json_text, offered, result_text, table_text
 from winml_perf.publish.render import warning_lines
 from winml_perf.record import warnings as W
 from winml_perf.record.build import record_warning
 from winml_perf.stats import sample_stats as stats
 from winml_perf.support.errors import EXIT_USAGE, UsageError
+
+FORMATS = offered(Offer.ROWS)  # a result set's formats
 
 
 @pytest.mark.parametrize(

@@ -20,12 +20,13 @@ import pytest
 
 from tests import models
 from tests.conftest import TINY_FLAT
+from tests.unit.test_orchestrate import _request
 from winml_perf.bundle import cache, onnx_placement
 from winml_perf.ep.route_request import RouteRequest
 from winml_perf.measure import prepare as prepare_phase
 from winml_perf.measure.orchestrate import run_benchmark
 from winml_perf.measure.request import PerfRequest
-from winml_perf.model.spec import IterationPolicy, WarmupPolicy
+from winml_perf.model.spec import IterationPolicy
 from winml_perf.session import onnx_options, onnx_session
 from winml_perf.session.onnx_options import options_from_flags
 from winml_perf.support.errors import UsageError
@@ -113,15 +114,11 @@ def test_a_forced_run_holds_the_artifact_cache_once(tmp_path, monkeypatch):
         return holding(source_dir)
 
     monkeypatch.setattr(cache, "holding", counted)
-    req = PerfRequest(
-        path=bundle,
+    req = _request(
+        bundle,
         routes=(RouteRequest(ep="cpu"),),
-        prompt_tokens=(8,),
         max_new_tokens=(2,),
-        warmup=WarmupPolicy(count=0),
         iterations=IterationPolicy(iterations=1),
-        quiet=True,
-        isolate=False,
         no_store=True,
     )
     outcome = run_benchmark(req)
@@ -142,7 +139,7 @@ def test_validate_reads_the_bundles_config_once_through_the_runs_book(monkeypatc
     book = ConfigBook()
     context = book.of(TINY_FLAT).raw["search"]["max_length"]
     ok = PerfRequest(path=TINY_FLAT, prompt_tokens=(8,), max_new_tokens=(2,))
-    assert validate.checked_request(ok, (128,), book).prompt_tokens == (8,)
+    validate.validate_request(ok, (128,), book.of(ok.path))
     too_long = PerfRequest(path=TINY_FLAT, prompt_tokens=(context,), max_new_tokens=(1,))
     with pytest.raises(UsageError, match=f"exceeds the bundle's context of {context} tokens"):
-        validate.checked_request(too_long, (128,), book)
+        validate.validate_request(too_long, (128,), book.of(too_long.path))

@@ -7,11 +7,9 @@ The ways to start one:
   stderr come back captured (compile, prepare, the bandwidth probe).
 * ``Worker(target, args, context)``: a multiprocessing "spawn" process that applies the context,
   then runs ``target(conn, *args)`` against one end of a Pipe (isolated measurement cells).
-* ``map_in_pool(fn, items, jobs, context)``: ``fn(item)`` for each item in a pool of ``jobs`` spawned
-  processes that applied the context, results in the order of ``items`` (the dashboard's pages).
-* ``started_pool(jobs, context, setup, args)``: a pool of ``jobs`` such processes started before its
-  items are known, so their start overlaps the parent's own work (the dashboard lists its series
-  meanwhile).
+* ``started_pool(jobs, context, setup, args)``: a pool of ``jobs`` spawned processes that applied the
+  context and ran ``setup``, started before its items are known, so their start overlaps the parent's
+  own work (the dashboard's pages: it lists its series meanwhile).
 * ``one_process_pool(context, setup, args)``: an executor of one spawned process that applied the
   context, then ran ``setup(*args)``; work submitted runs there in order, and what one item leaves
   behind (a loaded model) is there for the next (the equivalence check's pass lanes).
@@ -36,7 +34,7 @@ import signal as _signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -220,13 +218,19 @@ def _worker_main(context: ChildContext, target: Callable[..., None], conn: Any, 
     gc.freeze()
 
 
+_tracker_started = False
+
+
 def _mp_context(start_method: str) -> Any:  # Any: typeshed's BaseContext lacks the Process each one has
     """multiprocessing's context for ``start_method``, with its resource tracker started first (POSIX,
     not fork) while fd 1 points at stderr. The tracker lives until this process exits and keeps the
     fd 1 it was started with; started on support/stdio.own_stdout's pipe, it held that pipe open,
     so every CLI command that spawned a child waited out own_stdout's 1 s timeout at its exit."""
-    if os.name == "posix" and start_method != "fork":
+    global _tracker_started
+    if os.name == "posix" and start_method != "fork" and not _tracker_started:
         from multiprocessing import resource_tracker
+
+        _tracker_started = True  # once a process: the tracker it starts outlives every child
 
         try:
             saved = os.dup(1)
@@ -290,24 +294,6 @@ class Worker:
         return ChildExit.of(code)
 
 
-def map_in_pool(
-    fn: Callable[[Any], Any], items: Sequence[Any], jobs: int, context: ChildContext, start_method: str = "spawn"
-) -> Iterator[Any]:
-    """``fn(item)`` for each of ``items`` in ``jobs`` spawned processes that applied ``context``,
-    yielded in the order of ``items``. ``fn`` must be importable by name (a module-level function).
-    An exception in ``fn`` is raised here, a worker that dies raises BrokenProcessPool; either way,
-    and when the caller stops early, the items not started are cancelled and the workers end."""
-    from concurrent.futures import ProcessPoolExecutor
-
-    pool = ProcessPoolExecutor(
-        max_workers=max(1, jobs), mp_context=_mp_context(start_method), initializer=apply, initargs=(context,)
-    )
-    try:
-        yield from pool.map(fn, items)
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
-
 def started_pool(
     jobs: int,
     context: ChildContext,
@@ -321,17 +307,24 @@ def started_pool(
     work whose items are known later, so the processes' start (their imports) overlaps the caller's
     own work; the rest start as items wait for one. The caller maps its items on it and ends it
     with ``shutdown(wait=True, cancel_futures=True)``."""
+    pool = _pool(max(1, jobs), context, setup, args, start_method)
+    for _ in range(max(1, jobs if now is None else min(jobs, now))):
+        pool.submit(os.getpid)  # a task that finds no idle process starts one
+    return pool
+
+
+def _pool(
+    workers: int, context: ChildContext, setup: Callable[..., None] | None, args: tuple[Any, ...], start_method: str
+) -> Any:
+    """A ProcessPoolExecutor of up to ``workers`` processes that apply ``context``, then run ``setup(*args)``."""
     from concurrent.futures import ProcessPoolExecutor
 
-    pool = ProcessPoolExecutor(
-        max_workers=max(1, jobs),
+    return ProcessPoolExecutor(
+        max_workers=workers,
         mp_context=_mp_context(start_method),
         initializer=_apply_then,
         initargs=(context, setup, args),
     )
-    for _ in range(max(1, min(jobs, jobs if now is None else now))):
-        pool.submit(os.getpid)  # a task that finds no idle process starts one
-    return pool
 
 
 def _apply_then(context: ChildContext, setup: Callable[..., None] | None, args: tuple[Any, ...]) -> None:
@@ -349,11 +342,7 @@ def one_process_pool(
     """A ProcessPoolExecutor of one spawned process that applied ``context`` and then ran ``setup(*args)``
     (both importable by name). Its work runs in the order submitted, in that one process; a process
     that dies breaks the executor (its futures raise BrokenProcessPool)."""
-    from concurrent.futures import ProcessPoolExecutor
-
-    return ProcessPoolExecutor(
-        max_workers=1, mp_context=_mp_context(start_method), initializer=_apply_then, initargs=(context, setup, args)
-    )
+    return _pool(1, context, setup, args, start_method)
 
 
 def exit_status(work: Callable[[], None]) -> int:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from winml_perf.ep.route_request import RouteRequest as RouteRequest
 from winml_perf.ep.route_request import parse_route as parse_route
 from winml_perf.measure.request import PerfRequest as PerfRequest
-from winml_perf.measure.validate import checked_request
+from winml_perf.measure.validate import validate_request
 from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.record import CellRecord
 from winml_perf.model.spec import CellSpec, PromptSpec, RouteSpec, expand_sweep
@@ -74,7 +74,8 @@ def run_benchmark(
 
     configs = ConfigBook()  # every genai config the run reads, read once and handed down
     req = req.at_static_prompt(configs)  # a bundle's static prompt length (its bundle errors first)
-    req = checked_request(req, (DEFAULT_PROMPT_TOKENS,), configs)  # what the bundle or machine cannot take: exit 2 now
+    # what the bundle or machine cannot take: exit 2 now (the bundle's config from the run's book)
+    validate_request(req, (DEFAULT_PROMPT_TOKENS,), configs.of(req.path) if req.token_based else None)
     resolved = resolve_request(req.routes, req.runtime_value, req.ep_options, req.compile, req.ep_libraries)
     with (
         prepared_routes(req, resolved, configs) as routes,  # no `bundle clean` under the run

@@ -18,8 +18,7 @@ from winml_perf.support.errors import BundleError, UsageError
 from winml_perf.support.json_input import read_json
 
 if TYPE_CHECKING:
-    from winml_perf.bundle.config import ConfigBook, GenaiConfig
-    from winml_perf.measure.request import PerfRequest
+    from winml_perf.bundle.config import GenaiConfig
 
 #: Seeds are stored as 64-bit integers and fed to numpy's generator (which refuses negatives).
 MAX_SEED = 2**63 - 1
@@ -115,13 +114,6 @@ def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None
             f"{need / 2**30:.1f} GiB, more than the {free / 2**30:.1f} GiB of memory available",
             "ask for fewer tokens",
         )
-
-
-def checked_request(req: PerfRequest, default_prompt_tokens: tuple[int, ...], configs: ConfigBook) -> PerfRequest:
-    """The request, every flag value checked (``validate_request``) against the bundle's genai config
-    from the run's ``configs`` (read once a run); it comes settled (PerfRequest.at_static_prompt)."""
-    validate_request(req, default_prompt_tokens, configs.of(req.path) if req.token_based else None)
-    return req
 
 
 def validate_request(req: Any, default_prompt_tokens: tuple[int, ...], config: GenaiConfig | None = None) -> None:

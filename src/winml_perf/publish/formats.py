@@ -60,7 +60,7 @@ class Format:
     name: str  # its --format name
     renders: str  # what its text is
     offers: frozenset[Offer]
-    suffix: str | None = None  # the suffix of its files (results export -o, perf --export-NAME); None: no file
+    suffix: str | None = None  # the suffix its files usually take (.json: the text is JSON); None: it writes no file
     note: str = ""  # words after its name where --help lists it
     listed: bool = True  # whether --help lists it (gab is reached through gab-bigger / gab-smaller)
     render: Callable[[Shown], Iterable[str]] | None = None  # None: its exporter writes it (publish/exporters)
@@ -239,5 +239,3 @@ register(
 register(Format("jsonl", "one JSON object per line", _FILES, suffix=".jsonl", render=methodcaller("jsonl")))
 register(Format("csv", "one header row, then rows (numbers raw)", _FILES, suffix=".csv", render=methodcaller("csv")))
 register(Format("markdown", "a GitHub table", _FILES, suffix=".md", render=methodcaller("markdown")))
-#: The formats of a result set (``Offer.ROWS``).
-FORMATS = offered(Offer.ROWS)

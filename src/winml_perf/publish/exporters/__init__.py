@@ -84,11 +84,6 @@ def check_options(fmt: str, **options: Any) -> Exporter:
     return exporter
 
 
-def run_formats() -> tuple[str, ...]:
-    """The formats a run record can be exported in (`winml perf --export-FORMAT`)."""
-    return formats.offered(Offer.RUN_FILE)
-
-
 def format_help() -> str:
     """'json, jsonl, ... or gab-smaller (...).': the listed export formats, for --format's help."""
     return formats.format_help(Offer.EXPORT)

@@ -59,16 +59,14 @@ def needs_direction(direction: str | None = None, **_: Any) -> None:
     if direction is None:
         raise UsageError(
             "--format gab needs a direction: a github-action-benchmark file holds one (customBiggerIsBetter or customSmallerIsBetter)",
-            "pass --format gab-bigger (throughputs) or --format gab-smaller (times, bytes); one file each",
+            "pass --format gab-bigger (throughputs) or --format gab-smaller (times, bytes), or --direction"
+            " bigger|smaller; one file each",
         )
 
 
 def to_gab(df: Any, direction: str | None = None, **_: Any) -> str:
-    if direction is None:
-        raise UsageError(
-            "--format gab writes one direction per file",
-            "pass --format gab-bigger or --format gab-smaller (or --direction bigger|smaller)",
-        )
+    needs_direction(direction)
+    assert direction is not None
     return json.dumps(gab_entries(df, direction), indent=2, allow_nan=False) + "\n"
 
 
