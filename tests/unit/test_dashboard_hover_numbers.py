@@ -78,8 +78,7 @@ def test_markers_carry_exact_values_and_titles_without_numbers():
     assert attrs["unit"] == "tokens/s"
     for key in ("v", "lo", "hi"):
         column = np.array([np.nan if p[key] is None else p[key] for p in pts], dtype=float)
-        parsed = np.array([float(t) for t in attrs[key].split(" ")])
-        assert np.array_equal(parsed, column, equal_nan=True)  # exact: each value round-trips
+        assert np.array_equal(svg.unpacked(attrs[key]), column, equal_nan=True)  # exact: each value round-trips
     titles = re.findall(r"<title>([^<]*)</title>", out)
     assert len(titles) == 5 and "tokens/s" not in "".join(titles) and titles[3].endswith(" · failed")
 
@@ -88,5 +87,5 @@ def test_the_numbers_the_script_appends_are_the_ones_written_before():
     pts = [{"t": "2026-12-01T02:00:00Z", "v": 33010.4, "lo": 30970.2, "hi": 33950.9, "commit": "abc"}]
     (group,) = re.findall(r'<g class="pts" ([^>]*)>', svg.chart(pts * 2, title="prompt", unit="tokens/s"))
     attrs = dict(re.findall(r'data-([a-z]+)="([^"]*)"', group))
-    v, lo, hi = (float(attrs[k].split(" ")[0]) for k in ("v", "lo", "hi"))
+    v, lo, hi = (float(svg.unpacked(attrs[k])[0]) for k in ("v", "lo", "hi"))
     assert js_human([v, lo, hi]) == ["33.01k", "30.97k", "33.95k"]  # four significant digits

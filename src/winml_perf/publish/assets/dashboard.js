@@ -52,13 +52,14 @@
   }
 
   /* A chart's markers carry their titles without the numbers: the group (g.pts) holds each record's
-   * value, low and high as exact text (data-v, data-lo, data-hi; 'nan': none) and its unit. When the
-   * pointer first reaches a marker of the group, every title of the group gets its numbers, as
-   * publish/dashboard_svg.py wrote them before: ' · value [low, high] unit' (winmlHuman, human.js). */
+   * value, low and high exactly (data-v, data-lo, data-hi: base64 of little-endian float64s, NaN:
+   * none; dashboard_svg.packed) and its unit. When the pointer first reaches a marker of the group,
+   * every title of the group gets its numbers: ' · value [low, high] unit' (winmlHuman, human.js). */
   function column(group, name) {
-    return (group.getAttribute("data-" + name) || "").split(" ").map(function (t) {
-      return t === "inf" ? Infinity : t === "-inf" ? -Infinity : Number(t);
-    });
+    var bytes = atob(group.getAttribute("data-" + name) || ""), view = new DataView(new ArrayBuffer(bytes.length)), out = [];
+    for (var i = 0; i < bytes.length; i++) { view.setUint8(i, bytes.charCodeAt(i)); }
+    for (var j = 0; j + 8 <= bytes.length; j += 8) { out.push(view.getFloat64(j, true)); }
+    return out;
   }
 
   function hoverNumbers(group) {
