@@ -54,7 +54,8 @@ def test_numbers_are_written_as_people_read_them():
     out = svg.chart(pts, title="prompt", unit="tokens/s")
     (group,) = re.findall(r'<g class="pts" ([^>]*)>', out)
     raw = dict(re.findall(r'data-([a-z]+)="([^"]*)"', group))
-    first = [float(svg.unpacked(raw[k])[0]) for k in ("v", "lo", "hi")]  # the hover's numbers, as its script writes them
+    # the hover's numbers, as its script writes them
+    first = [float(svg.unpacked(raw[k])[0]) for k in ("v", "lo", "hi")]
     assert (
         "e+0" not in out and "{} [{}, {}]".format(*js_human(first)) == "33.01k [30.97k, 33.95k]"
     )  # 4 significant digits
