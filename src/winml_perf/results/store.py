@@ -58,9 +58,8 @@ if TYPE_CHECKING:
     from winml_perf.model.record import CellRecord, RunRecord
 
 #: SQLite's page cache per connection, KiB (its default: 2,000). A dashboard page reads 4,000 records'
-#: metric rows, one index seek each, and the pages of neighbouring series share index pages: with
-#: 64 MiB a worker reads them once, not once a page (benchmarks/bench_fleet.py; docs/benchmarks.md).
-#: The cache grows only as pages are read.
+#: metric rows, one index seek each, and neighbouring series share index pages, which 64 MiB keeps
+#: between a worker's pages (docs/benchmarks.md, issue 37). The cache grows only as pages are read.
 SQLITE_CACHE_KIB = 65_536
 #: How long a writer keeps retrying "database is locked" before giving up.
 WRITE_RETRY_DEADLINE_S = 120.0
