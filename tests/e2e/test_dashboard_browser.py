@@ -288,8 +288,9 @@ def test_the_serving_page_and_its_overview_section_render_without_errors(tmp_pat
 
 
 def test_a_hover_shows_the_numbers_as_human_writes_them(site, tmp_path):
-    """The markers' titles get their numbers from the page's script when the pointer reaches them:
-    every marker of the hovered chart, with human()'s text of its value, interval and unit."""
+    """The markers' titles are written by the page's script when the pointer reaches them: every
+    marker of the hovered chart, with its record's labels and human()'s text of its value, interval
+    and unit."""
     from winml_perf.support.human_numbers import human
 
     index, _ = site
@@ -308,5 +309,5 @@ def test_a_hover_shows_the_numbers_as_human_writes_them(site, tmp_path):
     assert len(titles) == len(unpacked(raw["v"])) == 37
     for title, v, lo, hi in zip(titles, *(unpacked(raw[k]).tolist() for k in ("v", "lo", "hi"))):
         assert title.endswith(f" · {human(v)} [{human(lo)}, {human(hi)}] {raw['unit']}"), title
-        assert title.startswith("2025-") and " · commit " in title
-    assert raw["unit"] not in "".join(re.findall(r"<title>([^<]*)</title>", untouched))  # only the chart hovered
+        assert title.startswith("2025-") and " UTC · commit " in title and " · winml-perf " in title
+    assert "<title>" not in untouched  # only the chart hovered has titles
