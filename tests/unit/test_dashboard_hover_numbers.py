@@ -8,10 +8,9 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import subprocess
-from html import unescape
+from html.parser import HTMLParser
 
 import numpy as np
 import pytest
@@ -19,6 +18,20 @@ import pytest
 from winml_perf.publish import dashboard_svg as svg
 from winml_perf.publish.dashboard_page import _asset
 from winml_perf.support.human_numbers import human
+
+
+def marker_groups(html: str) -> list[dict[str, str]]:
+    """The data attributes (unescaped, without 'data-') of each marker group (g.pts) of a chart or
+    page, read as a browser reads them (either quote style)."""
+    groups: list[dict[str, str]] = []
+
+    class Groups(HTMLParser):
+        def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+            if tag == "g" and dict(attrs).get("class") == "pts":
+                groups.append({k[5:]: v or "" for k, v in attrs if k.startswith("data-")})
+
+    Groups().feed(html)
+    return groups
 
 
 def _node() -> str:
@@ -73,8 +86,7 @@ def test_markers_carry_exact_values_and_labels_and_no_titles():
     pts.append({"t": "2026-12-05T02:00:00Z", "v": None, "lo": None, "hi": None, "commit": "def"})  # failed
     pts.append({"t": "2026-12-06T02:00:00Z", "v": 0.1 + 0.2, "lo": None, "hi": None, "commit": "ghi"})  # no interval
     out = svg.chart(pts, title="decode", unit="tokens/s")
-    (group,) = re.findall(r'<g class="pts" ([^>]*)>', out)
-    attrs = {k: unescape(v) for k, v in re.findall(r'data-([a-z]+)="([^"]*)"', group)}
+    (attrs,) = marker_groups(out)
     assert attrs["unit"] == "tokens/s"
     for key in ("v", "lo", "hi"):
         column = np.array([np.nan if p[key] is None else p[key] for p in pts], dtype=float)
@@ -123,8 +135,7 @@ def test_the_scripts_titles_name_each_records_time_commit_version_testbed_and_ru
             }
             for i in range(n)
         ]
-        (group,) = re.findall(r'<g class="pts" ([^>]*)>', svg.chart(pts, title="t", unit="ms"))
-        attrs = {k: unescape(v) for k, v in re.findall(r'data-([a-z]+)="([^"]*)"', group)}
+        (attrs,) = marker_groups(svg.chart(pts, title="t", unit="ms"))
         expected = [
             f"{p['t'][:16].replace('T', ' ')} UTC · commit {p['commit'] or '?'} · winml-perf {p['version'] or '?'}"
             f" · {testbed or '?'} · run {str(p['run'] or '?')[:12]}"
@@ -135,7 +146,6 @@ def test_the_scripts_titles_name_each_records_time_commit_version_testbed_and_ru
 
 def test_the_numbers_the_script_appends_are_the_ones_written_before():
     pts = [{"t": "2026-12-01T02:00:00Z", "v": 33010.4, "lo": 30970.2, "hi": 33950.9, "commit": "abc"}]
-    (group,) = re.findall(r'<g class="pts" ([^>]*)>', svg.chart(pts * 2, title="prompt", unit="tokens/s"))
-    attrs = dict(re.findall(r'data-([a-z]+)="([^"]*)"', group))
+    (attrs,) = marker_groups(svg.chart(pts * 2, title="prompt", unit="tokens/s"))
     v, lo, hi = (float(svg.unpacked(attrs[k])[0]) for k in ("v", "lo", "hi"))
     assert js_human([v, lo, hi]) == ["33.01k", "30.97k", "33.95k"]  # four significant digits

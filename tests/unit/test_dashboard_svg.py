@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import re
-from html import unescape
 
 import pytest
 
-from tests.unit.test_dashboard_hover_numbers import js_human
+from tests.unit.test_dashboard_hover_numbers import js_human, marker_groups
 from winml_perf.publish import dashboard_svg as svg
 
 
@@ -54,8 +53,7 @@ def test_one_record_draws_its_value_and_interval_in_every_chart():
 def test_numbers_are_written_as_people_read_them():
     pts = [{**p, "v": 33010.4 + i, "lo": 30970.2, "hi": 33950.9} for i, p in enumerate(_points(3))]
     out = svg.chart(pts, title="prompt", unit="tokens/s")
-    (group,) = re.findall(r'<g class="pts" ([^>]*)>', out)
-    raw = dict(re.findall(r'data-([a-z]+)="([^"]*)"', group))
+    (raw,) = marker_groups(out)
     # the hover's numbers, as its script writes them
     first = [float(svg.unpacked(raw[k])[0]) for k in ("v", "lo", "hi")]
     assert (
@@ -88,8 +86,7 @@ def test_chart_draws_a_marker_per_record_with_its_commit_and_a_band():
     cps = [{"index": 6, "shift": -0.12, "shift_low": -0.15, "shift_high": -0.09, "direction": "regression"}]
     out = svg.chart(pts, title="decode", unit="tokens/s", change_points=cps)
     assert out.count('<circle class="pt"') == 9 and out.count('class="pt failed"') == 1
-    (group,) = re.findall(r'<g class="pts" ([^>]*)>', out)
-    labels = {k: unescape(v) for k, v in re.findall(r'data-([a-z]+)="([^"]*)"', group)}
+    (labels,) = marker_groups(out)
     assert json.loads(labels["commit"])[3] == "c0000003" and labels["testbed"] == "tb-<1>"
     assert json.loads(labels["version"]) == ["0.2.0"] * 10 and json.loads(labels["run"])[9] == "run9"
     assert out.count('<polygon class="band"') == 1

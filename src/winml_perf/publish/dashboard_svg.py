@@ -198,12 +198,19 @@ class Labels:
         )
 
     def attributes(self) -> str:
-        """The marker group's data attributes that carry these labels, escaped."""
+        """The marker group's data attributes that carry these labels, escaped; the JSON lists in single
+        quotes, so that their own double quotes are written as they are (a list is ~half quotes)."""
         lists = {"t": self.times, "commit": self.commits, "version": self.versions, "run": self.runs}
         text = " ".join(
-            f'data-{k}="{escape(json.dumps(v, ensure_ascii=False, separators=(",", ":")))}"' for k, v in lists.items()
+            f"data-{k}='{_in_single_quotes(json.dumps(v, ensure_ascii=False, separators=(',', ':')))}'"
+            for k, v in lists.items()
         )
         return f'{text} data-testbed="{escape(self.testbed)}"'
+
+
+def _in_single_quotes(text: str) -> str:
+    """``text`` escaped for an attribute value in single quotes (its double quotes kept)."""
+    return escape(text, quote=False).replace("'", "&#x27;")
 
 
 @dataclass(frozen=True, eq=False)
