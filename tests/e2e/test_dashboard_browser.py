@@ -19,6 +19,7 @@ import pytest
 from tests.png_pixels import read_png
 from tests.results_fakes import golden_cells, hex_id, interleaved_run, make_cell, noisy
 from winml_perf.publish.dashboard import page_path, write_dashboard
+from winml_perf.publish.dashboard_svg import unpacked
 from winml_perf.results.store import open_store
 
 pytestmark = [pytest.mark.e2e, pytest.mark.browser]
@@ -287,8 +288,9 @@ def test_the_serving_page_and_its_overview_section_render_without_errors(tmp_pat
 
 
 def test_a_hover_shows_the_numbers_as_human_writes_them(site, tmp_path):
-    """The markers' titles get their numbers from the page's script when the pointer reaches them:
-    every marker of the hovered chart, with human()'s text of its value, interval and unit."""
+    """The markers' titles are written by the page's script when the pointer reaches them: every
+    marker of the hovered chart, with its record's labels and human()'s text of its value, interval
+    and unit."""
     from winml_perf.support.human_numbers import human
 
     index, _ = site
@@ -304,8 +306,8 @@ def test_a_hover_shows_the_numbers_as_human_writes_them(site, tmp_path):
     (attrs, markers), (_, untouched) = groups
     raw = {k: unescape(v) for k, v in re.findall(r'data-([a-z]+)="([^"]*)"', attrs)}
     titles = [unescape(t) for t in re.findall(r"<title>([^<]*)</title>", markers)]
-    assert len(titles) == len(raw["v"].split(" ")) == 37
-    for title, v, lo, hi in zip(titles, *(map(float, raw[k].split(" ")) for k in ("v", "lo", "hi"))):
+    assert len(titles) == len(unpacked(raw["v"])) == 37
+    for title, v, lo, hi in zip(titles, *(unpacked(raw[k]).tolist() for k in ("v", "lo", "hi"))):
         assert title.endswith(f" · {human(v)} [{human(lo)}, {human(hi)}] {raw['unit']}"), title
-        assert title.startswith("2025-") and " · commit " in title
-    assert raw["unit"] not in "".join(re.findall(r"<title>([^<]*)</title>", untouched))  # only the chart hovered
+        assert title.startswith("2025-") and " UTC · commit " in title and " · winml-perf " in title
+    assert "<title>" not in untouched  # only the chart hovered has titles

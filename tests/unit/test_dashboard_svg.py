@@ -3,11 +3,12 @@ its hover text, the interval band, change points, and labels inside the drawing.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
-from tests.unit.test_dashboard_hover_numbers import js_human
+from tests.unit.test_dashboard_hover_numbers import js_human, marker_groups
 from winml_perf.publish import dashboard_svg as svg
 
 
@@ -52,9 +53,9 @@ def test_one_record_draws_its_value_and_interval_in_every_chart():
 def test_numbers_are_written_as_people_read_them():
     pts = [{**p, "v": 33010.4 + i, "lo": 30970.2, "hi": 33950.9} for i, p in enumerate(_points(3))]
     out = svg.chart(pts, title="prompt", unit="tokens/s")
-    (group,) = re.findall(r'<g class="pts" ([^>]*)>', out)
-    raw = dict(re.findall(r'data-([a-z]+)="([^"]*)"', group))
-    first = [float(raw[k].split(" ")[0]) for k in ("v", "lo", "hi")]  # the hover's numbers, as its script writes them
+    (raw,) = marker_groups(out)
+    # the hover's numbers, as its script writes them
+    first = [float(svg.unpacked(raw[k])[0]) for k in ("v", "lo", "hi")]
     assert (
         "e+0" not in out and "{} [{}, {}]".format(*js_human(first)) == "33.01k [30.97k, 33.95k]"
     )  # 4 significant digits
@@ -85,7 +86,9 @@ def test_chart_draws_a_marker_per_record_with_its_commit_and_a_band():
     cps = [{"index": 6, "shift": -0.12, "shift_low": -0.15, "shift_high": -0.09, "direction": "regression"}]
     out = svg.chart(pts, title="decode", unit="tokens/s", change_points=cps)
     assert out.count('<circle class="pt"') == 9 and out.count('class="pt failed"') == 1
-    assert "commit c0000003" in out and "tb-&lt;1&gt;" in out and "winml-perf 0.2.0" in out
+    (labels,) = marker_groups(out)
+    assert json.loads(labels["commit"])[3] == "c0000003" and labels["testbed"] == "tb-<1>"
+    assert json.loads(labels["version"]) == ["0.2.0"] * 10 and json.loads(labels["run"])[9] == "run9"
     assert out.count('<polygon class="band"') == 1
     assert '<g class="cp regression">' in out and "-12.0%" in out and "[-15.0%, -9.0%]" in out
     assert svg.chart(pts, title="t", unit="ms", markers=False).count("<circle") == 0
@@ -125,22 +128,3 @@ def test_labels_of_close_change_points_do_not_overprint():
     assert set(ys) == {"-5.4%", "+12.3%", "+9.7%"}
     assert ys["-5.4%"] != ys["+12.3%"]  # close: two rows
     assert ys["+9.7%"] == ys["-5.4%"]  # far: back to the first row
-
-
-def test_a_series_hover_texts_are_each_records_hover_text():
-    """hover_texts (one pass over a series) gives hover_text's text for every record: None fields,
-    characters to escape in any field, run ids longer than 12 characters, an empty series."""
-    import random
-
-    rng = random.Random(7)
-    pieces = ["abc1234", "", None, "v1.2", "<b>", "a&b", 'q"t', "it's", "x>y", "run-0123456789abcdef", 0, 17]
-    for n in (0, 1, 5, 40):
-        for testbed in ("tb-01", None, "", "tb<&>", 3):
-            times = [
-                f"2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}T0{rng.randint(0, 9)}:15:09Z" for _ in range(n)
-            ]
-            commits, versions, runs = ([rng.choice(pieces) for _ in range(n)] for _ in range(3))
-            clean = ["c0ffee", "9.9.9", "run-1"]  # and series without any character to escape
-            for cs, vs, rs in ((commits, versions, runs), ([clean[0]] * n, [clean[1]] * n, [clean[2]] * n)):
-                expected = [svg.hover_text(t, c, v, testbed, r) for t, c, v, r in zip(times, cs, vs, rs)]
-                assert svg.hover_texts(times, cs, vs, testbed, rs) == expected

@@ -148,7 +148,7 @@ class _Series:
     row: dict[str, Any]
     cols: SeriesColumns
     frame: svg.Frame
-    tips: list[str]
+    labels: svg.Labels  # what each record's hover title names
     change_points: list[dict[str, Any]]  # of the primary metric, each with 'index' into the records
     model_changes: list[dict[str, Any]] = field(default_factory=list)  # model_changes(cols)
 
@@ -198,8 +198,8 @@ def _read_series(
 ) -> tuple[_Series, tuple[cpc.Search, list[dict[str, Any]]] | None]:
     cps, search, fresh = change_points(row["series_key"], cols, series_primary(row), kept)
     frame = svg.Frame.of(svg.unix_seconds(cols.created_utc), cols.git_commits)
-    tips = svg.hover_texts(cols.created_utc, cols.git_commits, cols.versions, row["testbed_id"], cols.run_ids)
-    return _Series(row, cols, frame, tips, cps, model_changes(cols)), (
+    labels = svg.Labels.of(cols.created_utc, cols.git_commits, cols.versions, row["testbed_id"], cols.run_ids)
+    return _Series(row, cols, frame, labels, cps, model_changes(cols)), (
         (search, fresh) if search is not None and fresh is not None else None  # change_points gives both or neither
     )
 
@@ -257,11 +257,11 @@ def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool, width: 
     cps = s.change_points if marked else []
     models = s.model_changes
     if drawn.all():
-        frame, tips = s.frame, s.tips
+        frame, labels = s.frame, s.labels
     else:  # records without this metric are left out, as if they were not there
         idx = np.flatnonzero(drawn)
         position = {int(i): k for k, i in enumerate(idx)}
-        frame, tips = s.frame.subset(idx), [s.tips[i] for i in idx]
+        frame, labels = s.frame.subset(idx), s.labels.subset(idx)
         v, lo, hi = v[idx], lo[idx], hi[idx]
         cps = [{**cp, "index": position[cp["index"]]} for cp in cps]
         after = np.searchsorted(idx, [m["index"] for m in models])  # a change lands on the next drawn record
@@ -272,7 +272,7 @@ def _chart(s: _Series, metric: str, unit: str, title: str, marked: bool, width: 
         title=title,
         unit=unit,
         change_points=cps,
-        tips=tips if marked else None,
+        labels=labels if marked else None,
         width=width,
         model_changes=models,
     )

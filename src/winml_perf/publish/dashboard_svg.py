@@ -7,8 +7,8 @@ Axes: "nice" ticks (1, 2, 2.5 or 5 x 10^k; Heckbert, "Nice numbers for graph lab
 records in run order, evenly spaced (a run is a commit tested, not a moment: nights with no run
 leave no gap, and a tick is a record's own commit and UTC date, never a date the run did not have).
 Margins are sized from the longest tick label so no label is clipped. Numbers are written by
-publish/formats.human, as every human output of winml-perf; those of the markers' hover titles by
-the page's script (assets/human.js, the same rule) from the exact values the markers' group carries.
+publish/formats.human, as every human output of winml-perf; the markers' hover titles, numbers and
+all, by the page's script (assets/human.js, the same rule) from what the markers' group carries.
 
 Cost: a page of a year of nightlies draws ~25,000 points, so the data of a chart is written as
 integers in a scaled group (``DATA_UNITS``, strokes that do not scale) from numpy columns, and a
@@ -17,8 +17,9 @@ series' time axis (``Frame``) is computed once for all its charts.
 
 from __future__ import annotations
 
+import base64
+import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -136,8 +137,14 @@ def chart(
     hover title per point (else the line and band only)."""
     frame = Frame.of(unix_seconds([p["t"] for p in points]), [p.get("commit") for p in points])
     col = {k: np.array([np.nan if p.get(k) is None else p[k] for p in points], dtype=float) for k in ("v", "lo", "hi")}
-    tips = (
-        [hover_text(p["t"], p.get("commit"), p.get("version"), p.get("testbed"), p.get("run")) for p in points]
+    labels = (
+        Labels.of(
+            [p["t"] for p in points],
+            [p.get("commit") for p in points],
+            [p.get("version") for p in points],
+            points[0].get("testbed") if points else None,
+            [p.get("run") for p in points],
+        )
         if markers
         else None
     )
@@ -147,37 +154,63 @@ def chart(
         title=title,
         unit=unit,
         change_points=change_points,
-        tips=tips,
+        labels=labels,
         width=width,
         height=height,
     )
 
 
-_HTML_SPECIAL = re.compile(r"[&<>\"']")
+@dataclass(frozen=True)
+class Labels:
+    """What each record's hover title names, as the title shows it: its UTC minute, commit, version
+    and run (the first 12 characters), one a record, and the series' testbed ('?' for none). The
+    title is "TIME UTC · commit C · winml-perf V · TESTBED · run R"; the page's script writes it
+    (assets/human.js, ``winmlTitle``) from the marker group's data-t, data-commit, data-version,
+    data-run (JSON lists) and data-testbed when the pointer first reaches the group."""
+
+    times: list[str]
+    commits: list[str]
+    versions: list[str]
+    runs: list[str]
+    testbed: str
+
+    @classmethod
+    def of(
+        cls, times: Sequence[str], commits: Sequence[Any], versions: Sequence[Any], testbed: Any, runs: Sequence[Any]
+    ) -> Labels:
+        return cls(
+            [t[:16].replace("T", " ") for t in times],
+            [str(c or "?") for c in commits],
+            [str(v or "?") for v in versions],
+            [str(r or "?")[:12] for r in runs],
+            str(testbed or "?"),
+        )
+
+    def subset(self, idx: Sequence[int] | np.ndarray) -> Labels:
+        """The labels of some of the records (those a chart draws)."""
+        pick = [int(i) for i in idx]
+        return Labels(
+            [self.times[i] for i in pick],
+            [self.commits[i] for i in pick],
+            [self.versions[i] for i in pick],
+            [self.runs[i] for i in pick],
+            self.testbed,
+        )
+
+    def attributes(self) -> str:
+        """The marker group's data attributes that carry these labels, escaped; the JSON lists in single
+        quotes, so that their own double quotes are written as they are (a list is ~half quotes)."""
+        lists = {"t": self.times, "commit": self.commits, "version": self.versions, "run": self.runs}
+        text = " ".join(
+            f"data-{k}='{_in_single_quotes(json.dumps(v, ensure_ascii=False, separators=(',', ':')))}'"
+            for k, v in lists.items()
+        )
+        return f'{text} data-testbed="{escape(self.testbed)}"'
 
 
-def hover_text(t: str, commit: Any, version: Any, testbed: Any, run: Any) -> str:
-    """A record's hover title (escaped): date, commit, version, testbed and run."""
-    text = (
-        f"{t[:16].replace('T', ' ')} UTC · commit {commit or '?'} · winml-perf {version or '?'}"
-        f" · {testbed or '?'} · run {str(run or '?')[:12]}"
-    )
-    return escape(text) if _HTML_SPECIAL.search(text) else text  # most texts need no escaping
-
-
-def hover_texts(
-    times: Sequence[str], commits: Sequence[Any], versions: Sequence[Any], testbed: Any, runs: Sequence[Any]
-) -> list[str]:
-    """``hover_text`` of each record of one series (one testbed), in one pass: the same texts, and
-    one search for characters to escape over them all (a series' texts rarely have any)."""
-    where = testbed or "?"
-    texts = [
-        f"{t[:16].replace('T', ' ')} UTC · commit {commit or '?'} · winml-perf {version or '?'} · {where} · run {str(run or '?')[:12]}"
-        for t, commit, version, run in zip(times, commits, versions, runs)
-    ]
-    if _HTML_SPECIAL.search("".join(texts)) is None:
-        return texts
-    return [escape(text) if _HTML_SPECIAL.search(text) else text for text in texts]
+def _in_single_quotes(text: str) -> str:
+    """``text`` escaped for an attribute value in single quotes (its double quotes kept)."""
+    return escape(text, quote=False).replace("'", "&#x27;")
 
 
 @dataclass(frozen=True, eq=False)
@@ -196,14 +229,14 @@ def draw(
     title: str,
     unit: str,
     change_points: Sequence[Mapping[str, Any]] = (),
-    tips: Sequence[str] | None = None,
+    labels: Labels | None = None,
     width: int = WIDTH,
     height: int = HEIGHT,
     model_changes: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """One history chart over ``frame`` from value, low and high ``columns`` (NaN: none; a record
-    without a value is drawn only as a failed marker). ``tips``: a marker per record with this
-    escaped hover text (None: the line and band only). ``change_points`` as for ``chart``;
+    without a value is drawn only as a failed marker). ``labels``: a marker per record, its hover
+    title naming these (None: the line and band only). ``change_points`` as for ``chart``;
     ``model_changes``: where the bundle's content changed (index of the first record of the new
     content, 'from', 'to'), drawn as a dashed line marked 'model'."""
     v, lo, hi = columns.v, columns.lo, columns.hi
@@ -255,7 +288,7 @@ def draw(
     out.append("</g>")
     px_all = left + frame.frac * plot_w
     if ok.sum() == 1:  # no line through one record: its value, and its interval as a whisker
-        out.append(_solo(float(px_all[ok][0]), v[ok][0], lo[ok][0], hi[ok][0], y, dot=tips is None))
+        out.append(_solo(float(px_all[ok][0]), v[ok][0], lo[ok][0], hi[ok][0], y, dot=labels is None))
     label_rows: list[float] = []  # per row of labels, the right end of its last label
     for cp in sorted(change_points, key=lambda c: float(px_all[c["index"]])):
         cx = float(px_all[cp["index"]])
@@ -279,8 +312,8 @@ def draw(
             f'<line x1="{_fmt(cx)}" x2="{_fmt(cx)}" y1="{TOP}" y2="{_fmt(TOP + plot_h)}"/>'
             f'<text text-anchor="middle" x="{_fmt(cx)}" y="{_fmt(TOP + plot_h - 3)}">model</text></g>'
         )
-    if tips is not None:
-        out.append(_markers(px_all, v, lo, hi, tips, y, TOP + plot_h, escape(unit)))
+    if labels is not None:
+        out.append(_markers(px_all, v, lo, hi, labels, y, TOP + plot_h, escape(unit)))
     out.append("</svg>")
     return "".join(out)
 
@@ -296,29 +329,37 @@ def _solo(x: float, val: float, low: float, high: float, y: Any, dot: bool) -> s
 
 
 def _markers(
-    px: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, tips: Sequence[str], y: Any, base: float, unit: str
+    px: np.ndarray, v: np.ndarray, lo: np.ndarray, hi: np.ndarray, labels: Labels, y: Any, base: float, unit: str
 ) -> str:
-    """A marker per record with its hover title; a record without a value is a cross on the x axis.
-    The numbers of the titles (value [low, high] unit) are not written into them: the group carries
-    each record's raw value, low and high (``data-v``, ``data-lo``, ``data-hi``: Python reprs, 'nan'
-    for none) and assets/dashboard.js appends them, as publish/formats.human writes them, when the
-    pointer first reaches the chart's markers (3 numbers a record, 3 million at 10^6 records)."""
-    out = [f'<g class="pts" data-unit="{unit}" data-v="{_raw(v)}" data-lo="{_raw(lo)}" data-hi="{_raw(hi)}">']
+    """A marker per record; a record without a value is a cross on the x axis. The markers' hover
+    titles are not written: the group carries what they say, the records' labels (``Labels``) and
+    their exact value, low and high (``data-v``, ``data-lo``, ``data-hi``: ``packed``), and
+    assets/dashboard.js writes each title, its numbers as publish/formats.human writes them, when
+    the pointer first reaches the chart's markers (a title and 3 numbers a record, a million titles
+    at 10^6 records)."""
+    out = [
+        f'<g class="pts" data-unit="{unit}" data-v="{packed(v)}" data-lo="{packed(lo)}" data-hi="{packed(hi)}" '
+        f"{labels.attributes()}>"
+    ]
     cy = y(np.nan_to_num(v)).tolist()
-    for x, yy, val, tip in zip(px.tolist(), cy, v.tolist(), tips):
+    for x, yy, val in zip(px.tolist(), cy, v.tolist()):
         if val != val:  # NaN: the record failed
-            out.append(
-                f'<path class="pt failed" d="M{x - 3:.1f},{base - 3:.1f}l6,6m0,-6l-6,6"><title>{tip} · failed</title></path>'
-            )
+            out.append(f'<path class="pt failed" d="M{x - 3:.1f},{base - 3:.1f}l6,6m0,-6l-6,6"/>')
         else:
-            out.append(f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"><title>{tip}</title></circle>')
+            out.append(f'<circle class="pt" cx="{x:.1f}" cy="{yy:.1f}" r="2.2"/>')
     out.append("</g>")
     return "".join(out)
 
 
-def _raw(column: np.ndarray) -> str:
-    """A column's values as exact text (shortest round-trip reprs, 'nan' for none), space-separated."""
-    return " ".join(map(repr, column.tolist()))
+def packed(column: np.ndarray) -> str:
+    """A column's values exactly, as base64 of their little-endian float64 bytes (NaN: none): 1/50 of
+    the time of writing their shortest reprs, and 0.6 of the text."""
+    return base64.b64encode(np.asarray(column, dtype="<f8").tobytes()).decode("ascii")
+
+
+def unpacked(text: str) -> np.ndarray:
+    """The column ``packed`` wrote."""
+    return np.frombuffer(base64.b64decode(text), dtype="<f8")
 
 
 def sparkline(values: Sequence[float], width: int = 120, height: int = 26) -> str:

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -303,7 +304,7 @@ def _metric_columns(
     if rows:
         page_ids = np.asarray([i for x in ids for i in x], dtype=np.int64)
         n = len(page_ids)
-        numbers = np.array(rows, dtype=float).reshape(len(rows), 5)  # None -> NaN
+        numbers = _float_table(rows, 5)
         wanted = numbers[:, 0].astype(np.int64)  # ids below 2**53 are exact as floats
         if wanted.max() >= _EXACT_IDS or wanted.min() <= -_EXACT_IDS:
             wanted = np.asarray([row[0] for row in rows], dtype=np.int64)
@@ -321,6 +322,16 @@ def _metric_columns(
         }
         for a, b in zip(starts, starts[1:])
     ]
+
+
+def _float_table(rows: Sequence[Sequence[Any]], width: int) -> np.ndarray:
+    """``rows`` (numbers or None) as a float array, None as NaN: through one iterator when no value is
+    None (half the time of building the array from the tuples), else from the tuples."""
+    try:
+        flat = np.fromiter(itertools.chain.from_iterable(rows), float, len(rows) * width)
+    except TypeError:  # a None: a NULL bound
+        flat = np.array(rows, dtype=float)
+    return flat.reshape(len(rows), width)
 
 
 def series_runs(store: Store, depth: int = 2, **filters: Any) -> dict[str, list[str]]:

@@ -57,6 +57,10 @@ if TYPE_CHECKING:
 
     from winml_perf.model.record import CellRecord, RunRecord
 
+#: SQLite's page cache per connection, KiB (its default: 2,000). A dashboard page reads 4,000 records'
+#: metric rows, one index seek each, and neighbouring series share index pages, which 64 MiB keeps
+#: between a worker's pages (docs/benchmarks.md, issue 37). The cache grows only as pages are read.
+SQLITE_CACHE_KIB = 65_536
 #: How long a writer keeps retrying "database is locked" before giving up.
 WRITE_RETRY_DEADLINE_S = 120.0
 #: Ids per statement when a query is given ids (far below SQLite's and PostgreSQL's bind limits).
@@ -81,6 +85,7 @@ def _sqlite_engine(loc: Location) -> sa.Engine:
         cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")
         cur.execute("PRAGMA foreign_keys = ON")
+        cur.execute(f"PRAGMA cache_size = -{SQLITE_CACHE_KIB}")  # negative: KiB, not pages
         cur.close()
 
     @sa.event.listens_for(engine, "begin")

@@ -51,31 +51,46 @@
     report(errors.length ? "error" : "done");
   }
 
-  /* A chart's markers carry their titles without the numbers: the group (g.pts) holds each record's
-   * value, low and high as exact text (data-v, data-lo, data-hi; 'nan': none) and its unit. When the
-   * pointer first reaches a marker of the group, every title of the group gets its numbers, as
-   * publish/dashboard_svg.py wrote them before: ' · value [low, high] unit' (winmlHuman, human.js). */
+  /* A chart's markers carry no titles: their group (g.pts) holds what each says, the records'
+   * labels (data-t, data-commit, data-version, data-run: JSON lists; data-testbed) and each record's
+   * value, low and high exactly (data-v, data-lo, data-hi: base64 of little-endian float64s, NaN:
+   * none; dashboard_svg.packed), and its unit. When the pointer first reaches a marker of the
+   * group, every marker gets its title: winmlTitle's text, then ' · value [low, high] unit'
+   * (winmlHuman, human.js), or ' · failed'. */
   function column(group, name) {
-    return (group.getAttribute("data-" + name) || "").split(" ").map(function (t) {
-      return t === "inf" ? Infinity : t === "-inf" ? -Infinity : Number(t);
-    });
+    var bytes = atob(group.getAttribute("data-" + name) || ""), view = new DataView(new ArrayBuffer(bytes.length)), out = [];
+    for (var i = 0; i < bytes.length; i++) { view.setUint8(i, bytes.charCodeAt(i)); }
+    for (var j = 0; j + 8 <= bytes.length; j += 8) { out.push(view.getFloat64(j, true)); }
+    return out;
   }
 
-  function hoverNumbers(group) {
-    if (group.hasAttribute("data-numbers")) { return; }
-    group.setAttribute("data-numbers", "");
+  function labels(group) {
+    var out = {testbed: group.getAttribute("data-testbed")};
+    ["t", "commit", "version", "run"].forEach(function (k) { out[k] = JSON.parse(group.getAttribute("data-" + k) || "[]"); });
+    return out;
+  }
+
+  function hoverTitles(group) {
+    if (group.hasAttribute("data-titles")) { return; }
+    group.setAttribute("data-titles", "");
     var v = column(group, "v"), lo = column(group, "lo"), hi = column(group, "hi"), unit = group.getAttribute("data-unit");
+    var names = labels(group);
     group.querySelectorAll(".pt").forEach(function (pt, i) {
-      var title = pt.querySelector("title");
-      if (pt.classList.contains("failed") || !title) { return; }
-      var band = lo[i] === lo[i] && hi[i] === hi[i] ? " [" + winmlHuman(lo[i]) + ", " + winmlHuman(hi[i]) + "]" : "";
-      title.textContent += " · " + winmlHuman(v[i]) + band + " " + unit;
+      var title = document.createElementNS(pt.namespaceURI, "title"), text = winmlTitle(names, i);
+      if (pt.classList.contains("failed")) {
+        text += " · failed";
+      } else {
+        var band = lo[i] === lo[i] && hi[i] === hi[i] ? " [" + winmlHuman(lo[i]) + ", " + winmlHuman(hi[i]) + "]" : "";
+        text += " · " + winmlHuman(v[i]) + band + " " + unit;
+      }
+      title.textContent = text;
+      pt.appendChild(title);
     });
   }
 
   document.addEventListener("mouseover", function (e) {
     var group = e.target instanceof Element ? e.target.closest("g.pts") : null;
-    if (group) { hoverNumbers(group); }
+    if (group) { hoverTitles(group); }
   });
 
   function init() {

@@ -37,3 +37,12 @@ var winmlHuman = (function () {
     return Number(sign + d.charAt(0) + "." + d.slice(1) + "e" + p).toFixed(12);  // at most 12 decimals
   };
 })();
+
+/* A marker's hover title without its numbers, from the labels of its group (publish/dashboard_svg.py
+ * Labels: the lists of data-t, data-commit, data-version, data-run, parsed, and data-testbed) and
+ * the marker's index: "TIME UTC · commit C · winml-perf V · TESTBED · run R". */
+function winmlTitle(labels, i) {
+  "use strict";
+  return labels.t[i] + " UTC · commit " + labels.commit[i] + " · winml-perf " + labels.version[i] + " · " +
+    labels.testbed + " · run " + labels.run[i];
+}
