@@ -77,6 +77,9 @@ class DeriveResult:
     #: EP -> its plugin library's identity as the key holds it (``plugin_identities``), asked once a
     #: route: the compiled stages' verdicts and reports read it from here
     plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    #: compiled output -> its verdict (Verdict.to_dict()) as the freshness check of this hit found it
+    #: (``_compiled_stages_fit``); empty for a miss, and for a hit trusted without a check (device-free)
+    verdicts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -164,7 +167,8 @@ def derive_bundle(
     }
     request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, identities, LABELS, SHAPE)
     built: dict[str, Any] = {}
-    fit = functools.partial(_compiled_stages_fit, plugins)
+    verdicts: dict[str, dict[str, Any]] = {}  # filled by the freshness check: a hit hands them on
+    fit = functools.partial(_compiled_stages_fit, plugins, verdicts)
     if no_recompile and jobs:
         from winml_perf.bundle.epcontext.travel import require_fresh
 
@@ -205,6 +209,7 @@ def derive_bundle(
             manifest["links"],
             tuple(manifest["compile"]),
             plugins=plugins,
+            verdicts=verdicts if on_device else {},
         )
     return DeriveResult(
         entry.folder,
@@ -311,11 +316,15 @@ def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict[str, An
 
 
 # -- freshness ------------------------------------------------------------------------------------
-def _compiled_stages_fit(plugins: Mapping[str, Any], folder: Path, manifest: dict[str, Any]) -> str | None:
+def _compiled_stages_fit(
+    plugins: Mapping[str, Any], verdicts: dict[str, dict[str, Any]], folder: Path, manifest: dict[str, Any]
+) -> str | None:
     """None while every compiled stage is fit to reuse here (bundle/epcontext/compat.py), else why it must be
-    recompiled; ``plugins``: EP -> its plugin identity, as the derived bundle is keyed under (not asked again)."""
+    recompiled; ``plugins``: EP -> its plugin identity, as the derived bundle is keyed under (not asked again).
+    ``verdicts`` is refilled with each compiled output's verdict, which a hit hands on (not checked again)."""
     from winml_perf.bundle.config import load_config
 
+    verdicts.clear()
     config = None
     for outcome in manifest["compile"]:  # of OUTCOME_SHAPE: the cache checked it
         if outcome["status"] in COMPILE_FAILURES:
@@ -331,6 +340,7 @@ def _compiled_stages_fit(plugins: Mapping[str, Any], folder: Path, manifest: dic
         except Exception as exc:
             return f"{folder.name}: its genai_config.json cannot be read ({exc}); rebuilding"
         verdict = compat.check_stage_with(folder, output, ep, compat.stage_options(config, stage), plugins.get(ep))
+        verdicts[output] = verdict.to_dict()
         if not verdict.fit:
             return (
                 f"compiled stage `{stage}` ({output}) cannot be reused on the {eps.ep_alias(ep)} devices here "
