@@ -249,6 +249,22 @@ def test_failed_compile_is_never_published_and_the_next_run_compiles_again(compi
     assert _prep(compiling, compile=Compiling()).cache == "hit"
 
 
+def test_a_failed_compile_reads_and_hashes_the_sources_once(compiling, monkeypatch):
+    """The uncompiled derived bundle a failed compile leaves is made from the sources as the route read
+    them: with --verify-sources they are hashed once."""
+    read: list[bool] = []
+    source_identities = cache.source_identities
+
+    def counted(folder, files, verify=False):
+        read.append(verify)
+        return source_identities(folder, files, verify)
+
+    monkeypatch.setattr(cache, "source_identities", counted)
+    first = _prep(compiling, compile=Compiling(), verify_sources=True)
+    assert "compile failed (lm_head: failed)" in first.cache_reason
+    assert read == [True]  # once, hashed: not again for the uncompiled bundle
+
+
 def test_edited_compiled_model_is_recompiled(compiling):
     models.mlp(compiling / "lm_head.onnx")
     first = _prep(compiling, compile=Compiling())

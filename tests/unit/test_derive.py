@@ -203,7 +203,8 @@ def test_the_plugin_identity_is_part_of_the_derived_bundle_key(tiny_flat, bundle
 
 def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_holds(tmp_path, monkeypatch):
     """The freshness check of a hit's compiled stages reads the plugin identities derive_bundle keyed the
-    bundle under: none is asked again (it used to ask one per compiled stage)."""
+    bundle under: none is asked again (it used to ask one per compiled stage). Each stage is checked
+    once, with its options: the route shows that verdict (it used to check every stage again)."""
     from winml_perf.bundle.epcontext import compat
     from winml_perf.bundle.prepare import Compiling
     from winml_perf.ep import plugins
@@ -214,8 +215,9 @@ def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_ho
     asked, checked = [], []
     monkeypatch.setattr(plugins, "plugin_identity", lambda ep: asked.append(ep) or (dict(ident) if ep == qnn else None))
     fit = compat.Verdict("compatible", "onnxruntime", "EP_SUPPORTED_OPTIMAL", "v", "checked")
+    monkeypatch.setattr(compat, "stage_options", lambda config, stage: {"soc_model": "60"})
     monkeypatch.setattr(
-        compat, "check_stage_with", lambda folder, out, ep, opts, plugin, *a: checked.append(plugin) or fit
+        compat, "check_stage_with", lambda folder, out, ep, opts, plugin, *a: checked.append((opts, plugin)) or fit
     )
 
     def fake(jobs, src_dir, out_dir, timeout_s):
@@ -229,4 +231,6 @@ def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_ho
     again = _prep(bundle, "qnn", compile=Compiling(runner=fake))
     assert again.cache == "hit", again.cache_reason
     assert asked == [qnn]  # once, for the key
-    assert checked == [ident, ident]  # the freshness check, then the hit's verdict: the key's identity
+    # the freshness check, once, with the stage's options and the key's identity; the route shows its verdict
+    assert checked == [({"soc_model": "60"}, ident)]
+    assert [c.compatibility for c in again.compile if c.status == "compiled"] == [fit.to_dict()]

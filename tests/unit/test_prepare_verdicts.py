@@ -1,11 +1,13 @@
 """bundle/prepare.py's one verdict step for a derived bundle's compiled stages (``_verdicts``): a hit on a
-device is checked, a stage just compiled or made device-free is not, the derived config is read only for
-a stage whose options are needed, and each EP's plugin identity is the one the derived bundle was keyed
-under (asked once a route, in derive.py)."""
+device shows the verdict its freshness check found (derive.py hands it on; it is not checked again), a
+stage just compiled or made device-free is not checked, the derived config is read only for a stage whose
+options are needed, and each EP's plugin identity is the one the derived bundle was keyed under (asked
+once a route, in derive.py)."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -55,20 +57,14 @@ def test_a_stage_just_compiled_keeps_the_compile_childs_verdict_and_reads_no_con
     assert book.reads == 0
 
 
-def test_a_hit_on_a_device_is_checked_with_the_stages_options(tmp_path, options, monkeypatch):
-    asked = []
+def test_a_hit_on_a_device_shows_the_verdict_its_freshness_check_found(tmp_path, options, monkeypatch):
+    monkeypatch.setattr(compat, "check_stage_with", lambda *a, **k: pytest.fail("checked again"))
     fit = compat.Verdict("compatible", "onnxruntime", "EP_SUPPORTED_OPTIMAL", "v", "checked")
-
-    def check_stage_with(folder, output, ep, opts, plugin):
-        asked.append((output, ep, opts, plugin))
-        return fit
-
-    monkeypatch.setattr(compat, "check_stage_with", check_stage_with)
     book = _Book()
-    (out,) = prepare._verdicts(_derived(tmp_path), (_compiled(KEPT),), book, check=True)  # type: ignore[arg-type]
-    assert asked == [("decoder_ctx.onnx", QNN, {"soc_model": "60"}, QNN_PLUGIN)]
+    hit = replace(_derived(tmp_path), verdicts={"decoder_ctx.onnx": fit.to_dict()})
+    (out,) = prepare._verdicts(hit, (_compiled(KEPT),), book, check=True)  # type: ignore[arg-type]
     assert out.compatibility == fit.to_dict()  # this reuse's answer, not the kept one
-    assert book.reads == 1
+    assert book.reads == 0  # its options served the check, in derive.py
 
 
 def test_a_stage_made_device_free_is_shown_not_checked_with_how_it_was_made(tmp_path, options, monkeypatch):

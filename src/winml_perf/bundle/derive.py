@@ -77,6 +77,9 @@ class DeriveResult:
     #: EP -> its plugin library's identity as the key holds it (``plugin_identities``), asked once a
     #: route: the compiled stages' verdicts and reports read it from here
     plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
+    #: compiled output -> its verdict (Verdict.to_dict()) as the freshness check of this hit found it
+    #: (``_compiled_stages_fit``); empty for a miss, and for a hit trusted without a check (device-free)
+    verdicts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -151,27 +154,57 @@ def derive_bundle(
     """The derived bundle for ``plan``: reused when fresh, else built and published atomically.
     ``jobs``: the plan's compile jobs (compile.compile_jobs; none: nothing is compiled); ``runner``
     compiles them (default compile.run_jobs; device_free.runner compiles with no device);
-    ``no_recompile``: a route with stages to compile and no fresh derived bundle is refused (exit 2)."""
+    ``no_recompile``: a route with stages to compile and no fresh derived bundle is refused (exit 2).
+    A compile that fails leaves the uncompiled derived bundle, made from the same sources."""
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
     plugins = plugin_identities(plan)  # asked once a route: the compiled stages' checks read it from the result
-    identities = cache.source_identities(bundle, source_files(bundle), verify_sources)
+    sources = _Sources(bundle, cache.source_identities(bundle, source_files(bundle), verify_sources), plugins)
+    try:
+        return _derived(plan, sources, jobs, compile_timeout_s, runner, no_recompile, t0)
+    except _CompileFailed as failed:  # the sources are not read again (nor hashed, with verify_sources)
+        plain = _derived(plan, sources, (), compile_timeout_s, None, False, time.perf_counter())
+        return _without_compile(plain, failed, t0)
+
+
+@dataclass(frozen=True)
+class _Sources:
+    """What a route's derived bundles are made from besides the plan, read once a route: the source
+    bundle, the identity of each of its files, and each EP's plugin identity (``plugin_identities``)."""
+
+    bundle: Path
+    identities: list[dict[str, Any]]
+    plugins: dict[str, Any]
+
+
+def _derived(
+    plan: RoutePlan,
+    sources: _Sources,
+    jobs: Sequence[compiler.CompileJob],
+    compile_timeout_s: float,
+    runner: compiler.JobRunner | None,
+    no_recompile: bool,
+    t0: float,
+) -> DeriveResult:
+    """``derive_bundle`` from ``sources``: _CompileFailed when a compile job fails (nothing published)."""
+    bundle, plugins = sources.bundle, sources.plugins
     settings = {
         "config_sha256": cache.text_sha256(json.dumps(plan.config.raw, sort_keys=True)),
         "compile": [job.key_dict() for job in jobs],
         "options": _options_key(plan),
         "plugins": plugins,
     }
-    request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, identities, LABELS, SHAPE)
+    request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, sources.identities, LABELS, SHAPE)
     built: dict[str, Any] = {}
-    fit = functools.partial(_compiled_stages_fit, plugins)
+    verdicts: dict[str, dict[str, Any]] = {}  # filled by the freshness check: a hit hands them on
+    fit = functools.partial(_compiled_stages_fit, plugins, verdicts)
     if no_recompile and jobs:
         from winml_perf.bundle.epcontext.travel import require_fresh
 
         require_fresh(request, fit)
 
     def build(tmp: Path) -> dict[str, Any]:
-        files = [i["file"] for i in identities]
+        files = [i["file"] for i in sources.identities]
         run = runner or compiler.run_jobs
         built.update(_write(plan, bundle, tmp, files, list(jobs), compile_timeout_s, run, plugins))
         if any(o.status in COMPILE_FAILURES for o in built["outcomes"]):
@@ -188,10 +221,7 @@ def derive_bundle(
 
     # A device-free runner's hit is trusted on its key and contents: checking a compiled stage opens the EP's device.
     on_device = getattr(runner, "checks_on_device", True)
-    try:
-        entry = cache.get_or_build(request, build, fit if on_device else None)
-    except _CompileFailed as failed:
-        return _without_compile(plan, verify_sources, failed, t0)
+    entry = cache.get_or_build(request, build, fit if on_device else None)
     manifest = entry.manifest
     if entry.cache == "hit":
         return DeriveResult(
@@ -205,6 +235,7 @@ def derive_bundle(
             manifest["links"],
             tuple(manifest["compile"]),
             plugins=plugins,
+            verdicts=verdicts if on_device else {},
         )
     return DeriveResult(
         entry.folder,
@@ -220,9 +251,8 @@ def derive_bundle(
     )
 
 
-def _without_compile(plan: RoutePlan, verify_sources: bool, failed: _CompileFailed, t0: float) -> DeriveResult:
-    """The uncompiled derived bundle, reported with the outcomes of the compile that failed."""
-    plain = derive_bundle(plan, verify_sources=verify_sources)
+def _without_compile(plain: DeriveResult, failed: _CompileFailed, t0: float) -> DeriveResult:
+    """The uncompiled derived bundle ``plain``, reported with the outcomes of the compile that failed."""
     bad = [o for o in failed.outcomes if o.status in COMPILE_FAILURES]
     names = "; ".join(f"{', '.join(o.stages)}: {o.status}" for o in bad)
     outcomes = tuple(
@@ -311,11 +341,15 @@ def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict[str, An
 
 
 # -- freshness ------------------------------------------------------------------------------------
-def _compiled_stages_fit(plugins: Mapping[str, Any], folder: Path, manifest: dict[str, Any]) -> str | None:
+def _compiled_stages_fit(
+    plugins: Mapping[str, Any], verdicts: dict[str, dict[str, Any]], folder: Path, manifest: dict[str, Any]
+) -> str | None:
     """None while every compiled stage is fit to reuse here (bundle/epcontext/compat.py), else why it must be
-    recompiled; ``plugins``: EP -> its plugin identity, as the derived bundle is keyed under (not asked again)."""
+    recompiled; ``plugins``: EP -> its plugin identity, as the derived bundle is keyed under (not asked again).
+    ``verdicts`` is refilled with each compiled output's verdict, which a hit hands on (not checked again)."""
     from winml_perf.bundle.config import load_config
 
+    verdicts.clear()
     config = None
     for outcome in manifest["compile"]:  # of OUTCOME_SHAPE: the cache checked it
         if outcome["status"] in COMPILE_FAILURES:
@@ -331,6 +365,7 @@ def _compiled_stages_fit(plugins: Mapping[str, Any], folder: Path, manifest: dic
         except Exception as exc:
             return f"{folder.name}: its genai_config.json cannot be read ({exc}); rebuilding"
         verdict = compat.check_stage_with(folder, output, ep, compat.stage_options(config, stage), plugins.get(ep))
+        verdicts[output] = verdict.to_dict()
         if not verdict.fit:
             return (
                 f"compiled stage `{stage}` ({output}) cannot be reused on the {eps.ep_alias(ep)} devices here "
