@@ -18,8 +18,8 @@ from collections import defaultdict
 
 
 def main() -> None:
-    from winml_perf.publish.dashboard_page import CHANGE_WINDOW, _read_page, series_primary
     from winml_perf.model.metrics import bigger_is_better
+    from winml_perf.publish.dashboard_page import CHANGE_WINDOW, _read_page, series_primary
     from winml_perf.results import change_point_cache as cpc
     from winml_perf.results.series import series_list
     from winml_perf.results.store import open_store
