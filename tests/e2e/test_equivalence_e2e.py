@@ -153,6 +153,34 @@ def test_ep_cpu_against_the_htp_emulator_is_judged_in_the_fp16_band_measured_on_
     assert "HTP fp16 (enable_htp_fp16_precision 1)" in e["reference_precision_class"]
 
 
+def _static_prompt_copy(dst: Path, length: int) -> Path:
+    """A copy of tiny-qwen2-npu whose context stage takes ``length`` prompt tokens, not 16: its file's
+    declared shapes rewritten (the graph reads the length from its inputs)."""
+    import onnx
+
+    shutil.copytree(NPU, dst, ignore=shutil.ignore_patterns("_compiled"))
+    path = dst / "transformer_context.onnx"
+    model = onnx.load(str(path), load_external_data=False)
+    for value in (*model.graph.input, *model.graph.output, *model.graph.value_info):
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_value == 16:
+                dim.dim_value = length
+    onnx.save(model, str(path))
+    return dst
+
+
+def test_output_checks_feed_a_static_prompt_stage_its_own_length(tmp_path):
+    """--check-outputs on a bundle whose context stage takes 12 tokens: the check's prompt is 12
+    tokens, as the equivalence check's is; with the check's usual 16 the stage refused the prompt."""
+    bundle = _static_prompt_copy(tmp_path / "npu12", 12)
+    result = run_winml("perf", bundle, "--route", "config", "--route", "ep=cpu", "--check-outputs", *NPU_RUN)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (checked,) = [c for c in result.json()["cells"] if c["route"]["label"] == "ep=cpu"]
+    check = checked["route"]["output_check"]
+    assert check["prompt_tokens"] == 12
+    assert len(check["config_token_ids"]) == len(check["route_token_ids"]) == check["new_tokens"] > 0
+
+
 def test_qnn_compiled_route_is_judged_and_its_epcontext_layers_are_unobserved():
     result = run_winml("perf", NPU, "--route", "config", "--route", "ep=qnn", "--compile", *NPU_RUN)
     e = _equivalence(result)["ep=qnn"]

@@ -36,6 +36,7 @@ def test_the_source_session_makes_prompt_and_reference_once(monkeypatch):
     monkeypatch.setattr(_Session, "made", [])
     monkeypatch.setattr(_Session, "loaded", [])
     monkeypatch.setattr(genai_session, "GenaiSession", _Session)
+    monkeypatch.setattr(greedy, "check_prompt_length", lambda bundle, asked: asked)  # no static stage in "b"
     routes = [
         SimpleNamespace(label="config", session=SimpleNamespace(path="b")),
         SimpleNamespace(label="ep=cpu", session=SimpleNamespace(path="b/_compiled/moved")),

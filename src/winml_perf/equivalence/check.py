@@ -244,6 +244,15 @@ def _judge_one(
     )  # fmt: skip
 
 
+def check_prompt_length(bundle: str, asked: int = CHECK_PROMPT_TOKENS) -> int:
+    """The prompt length a check feeds ``bundle``: ``asked``, or the length a static-shape stage takes
+    (it takes exactly its own)."""
+    from winml_perf.bundle.config import config_of
+
+    static = config_of(bundle).static_prompt_length()
+    return static[1] if static else asked
+
+
 def judge_routes(
     bundle: str,
     routes: Sequence[Any],
@@ -262,7 +271,6 @@ def judge_routes(
     route's verdict is read from the verdict cache (equivalence/verdict_cache.py) when it holds one for the
     same content, and a route whose prepared bundle has the content of one judged before it shares its
     verdict; the reference is run only when some route has to be judged."""
-    from winml_perf.bundle.config import config_of
     from winml_perf.session.genai_session import GenaiSession
 
     t0 = time.perf_counter()
@@ -271,8 +279,7 @@ def judge_routes(
     if reference_route is not None:  # one of the run's routes, as prepared (its own derived folder)
         chosen = reference_of(routes, reference_route)
         ref_path, ref_label = str(chosen.session.path), chosen.label
-    static = config_of(bundle).static_prompt_length()
-    n_prompt = static[1] if static else n_prompt  # a static-shape stage takes exactly its length
+    n_prompt = check_prompt_length(bundle, n_prompt)
     prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
     store = None
     if cache:
