@@ -45,3 +45,28 @@ def test_the_static_length_is_settled_before_any_flag_is_checked():
         run_benchmark(req)
     with pytest.raises(UsageError, match="--seed"):
         run_benchmark(PerfRequest(path=NPU, seed=-1, no_store=True, quiet=True))
+
+
+def test_one_rule_for_perf_serve_and_tune():
+    """GenaiConfig.static_prompt: the stage and its length when nothing or only S is asked; exit 2 naming
+    the lengths it cannot take (as the flag was given, when the caller says how), the stage and the fix;
+    nothing for a bundle without a static stage, whatever is asked."""
+    from winml_perf.bundle.config import load_config
+
+    config = load_config(NPU)
+    assert config.static_prompt(None) == ("context", 16) == config.static_prompt((16, 16))
+    with pytest.raises(UsageError, match=r"--prompt-tokens 32: stage `context` of .*tiny-qwen2-npu has a static") as e:
+        config.static_prompt((16, 32))
+    assert e.value.exit_code == 2 and "pass --prompt-tokens 16, or leave it out" in str(e.value.remedy)
+    with pytest.raises(UsageError, match=r"--prompt-tokens 8-24: stage `context`"):
+        config.static_prompt((8, 24), "8-24")
+    assert load_config(TINY_FLAT).static_prompt((8, 300)) is None
+
+
+def test_tune_follows_the_same_rule(capsys):
+    from winml_perf import cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(NPU), "--no-store", "--eps", "cpu", "--prompt-tokens", "12"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "--prompt-tokens 12: stage `context` of" in err and "length of 16" in err

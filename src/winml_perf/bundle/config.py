@@ -12,7 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -21,7 +21,7 @@ from typing import Any
 
 from winml_perf.ep.table import CPU_EP, ep_from_genai_provider
 from winml_perf.onnxfile import integrity
-from winml_perf.support.errors import BundleError, WinmlPerfError
+from winml_perf.support.errors import BundleError, UsageError, WinmlPerfError
 from winml_perf.support.json_input import read_json
 
 CONFIG_NAME = "genai_config.json"
@@ -145,6 +145,26 @@ class GenaiConfig:
             if len(dims) >= 2 and isinstance(dims[1], int):
                 return stage.name, dims[1]
         return None
+
+    def static_prompt(self, asked: Sequence[int] | None, asked_text: str | None = None) -> tuple[str, int] | None:
+        """The static prompt length a run of this bundle must take, the one rule `winml perf`, `serve`
+        and `tune` follow: (stage, S) when a stage takes exactly S prompt tokens (``static_prompt_length``)
+        and every length ``asked`` is S, or none is asked (None: the run is then at S, and the caller's
+        note says so); None when no stage is static. Any other length asked is exit 2 naming it
+        (``asked_text``: the flag's value as given; default: the lengths other than S), the stage and
+        the fix."""
+        static = self.static_prompt_length()
+        if static is None:
+            return None
+        stage, length = static
+        wrong = [n for n in asked or () if n != length]
+        if wrong:
+            raise UsageError(
+                f"--prompt-tokens {asked_text or ','.join(map(str, wrong))}: stage `{stage}` of {self.bundle} has a "
+                f"static prompt length of {length} tokens",
+                f"pass --prompt-tokens {length}, or leave it out",
+            )
+        return static
 
     def to_dict(self) -> dict[str, Any]:
         return copy.deepcopy(self.raw)

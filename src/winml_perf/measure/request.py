@@ -17,7 +17,6 @@ from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.runtime import GENAI, Runtime, runtime_named
 from winml_perf.model.spec import IterationPolicy, WarmupPolicy
 from winml_perf.session.onnx_options import DEFAULT_GRAPH_OPT
-from winml_perf.support.errors import UsageError
 from winml_perf.support.text_table import say
 
 if TYPE_CHECKING:
@@ -81,24 +80,19 @@ class PerfRequest:
     def at_static_prompt(self, configs: ConfigBook) -> PerfRequest:
         """A bundle with a static prompt length S (its genai config read through the run's ``configs``,
         its bundle errors first) is measured at S when no --prompt-tokens is given (a note on stderr
-        says so), and takes only --prompt-tokens S when one is; exit 2 naming the stage otherwise."""
+        says so), and takes only --prompt-tokens S when one is; exit 2 naming the stage otherwise
+        (GenaiConfig.static_prompt, the rule `serve` and `tune` follow too)."""
         if not self.token_based:
             return self
         config: GenaiConfig = configs.of(self.path)
-        static = config.static_prompt_length()
-        if static is None or self.prompt is not None:
+        if self.prompt is not None:  # a text prompt: its own length
+            return self
+        static = config.static_prompt(self.prompt_tokens)
+        if static is None or self.prompt_tokens is not None:
             return self
         stage, length = static
-        if self.prompt_tokens is None:
-            say(
-                f"note: stage `{stage}` of {self.path} has a static prompt length of {length} tokens: measuring at"
-                f" --prompt-tokens {length}"
-            )
-            return replace(self, prompt_tokens=(length,))
-        wrong = [n for n in self.prompt_tokens if n != length]
-        if wrong:
-            raise UsageError(
-                f"--prompt-tokens {','.join(map(str, wrong))}: stage `{stage}` of {self.path} has a static prompt length of {length} tokens",
-                f"pass --prompt-tokens {length}, or leave it out",
-            )
-        return self
+        say(
+            f"note: stage `{stage}` of {self.path} has a static prompt length of {length} tokens: measuring at"
+            f" --prompt-tokens {length}"
+        )
+        return replace(self, prompt_tokens=(length,))

@@ -187,13 +187,8 @@ def run_tune(
         check_emit_dir(request.emit)
     if request.screen_rounds == 1:
         raise UsageError("--screen-rounds 1: the screen pools its variance over 2 short rounds or more", "pass 0 or 2")
-    static = config.static_prompt_length()
-    prompt_tokens = request.prompt_tokens or (static[1] if static else 16)
-    if static and prompt_tokens != static[1]:
-        raise UsageError(
-            f"--prompt-tokens {prompt_tokens}: stage `{static[0]}` has a static prompt length of {static[1]} tokens",
-            f"pass --prompt-tokens {static[1]}, or leave it out",
-        )
+    static = config.static_prompt(None if request.prompt_tokens is None else (request.prompt_tokens,))
+    prompt_tokens = static[1] if static else (request.prompt_tokens or 16)
     with cache.holding(request.bundle):
         return _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens)
 

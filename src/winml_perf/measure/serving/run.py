@@ -133,23 +133,13 @@ def at_static_prompt(config: Any, req: ServeRequest) -> ServeRequest:
     refuses any other prompt length (exit 2), as `winml perf` does."""
     from dataclasses import replace
 
-    static = config.static_prompt_length()
-    if static is None:
+    asked = None if req.prompt_tokens is None else (req.prompt_tokens.low, req.prompt_tokens.high)
+    static = config.static_prompt(asked, None if req.prompt_tokens is None else req.prompt_tokens.text)
+    if static is None or req.prompt_tokens is not None:
         return req
     stage, length = static
-    if req.prompt_tokens is None:
-        _say(
-            req.quiet,
-            f"note: stage `{stage}` of {req.path} has a static prompt length of {length} tokens: serving at it",
-        )
-        return replace(req, prompt_tokens=Lengths(length, length))
-    if (req.prompt_tokens.low, req.prompt_tokens.high) != (length, length):
-        raise UsageError(
-            f"--prompt-tokens {req.prompt_tokens.text}: stage `{stage}` of {req.path} has a static prompt length "
-            f"of {length} tokens",
-            f"pass --prompt-tokens {length}, or leave it out",
-        )
-    return req
+    _say(req.quiet, f"note: stage `{stage}` of {req.path} has a static prompt length of {length} tokens: serving at it")
+    return replace(req, prompt_tokens=Lengths(length, length))
 
 
 def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOutcome:
