@@ -13,7 +13,8 @@ class _Session:
     made: list[str] = []
     loaded: list[str] = []
 
-    def __init__(self, bundle) -> None:
+    def __init__(self, bundle, config=None) -> None:
+        assert config == {"model": {"told": True}}  # told the config the run read, not reading it itself
         self.bundle = str(bundle)
         _Session.made.append(self.bundle)
 
@@ -37,6 +38,9 @@ def test_the_source_session_makes_prompt_and_reference_once(monkeypatch):
     monkeypatch.setattr(_Session, "loaded", [])
     monkeypatch.setattr(genai_session, "GenaiSession", _Session)
     monkeypatch.setattr(greedy, "check_prompt_length", lambda bundle, asked: asked)  # no static stage in "b"
+    monkeypatch.setattr(
+        "winml_perf.bundle.config.config_of", lambda path: SimpleNamespace(raw={"model": {"told": True}})
+    )
     routes = [
         SimpleNamespace(label="config", session=SimpleNamespace(path="b")),
         SimpleNamespace(label="ep=cpu", session=SimpleNamespace(path="b/_compiled/moved")),

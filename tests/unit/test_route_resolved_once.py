@@ -18,6 +18,7 @@ import importlib.util
 import pkgutil
 import shutil
 import sys
+import traceback
 from collections import Counter
 from pathlib import Path
 
@@ -53,7 +54,7 @@ def _perf(monkeypatch, tmp_path: Path, source: Path, *routes: str) -> Counter:
     counts: Counter = Counter()
     _count(monkeypatch, devices, "target_for", counts)
     _count(monkeypatch, table, "normalize_ep_name", counts)
-    _count(monkeypatch, bundle_config, "load_config_dict", counts, key=lambda b: Path(b).resolve())
+    _count(monkeypatch, bundle_config, "load_config_dict", counts, key=lambda b, *_: Path(b).resolve())
     _count(monkeypatch, bundle_config, "load_config", counts, key=lambda b: Path(b).resolve())
     from winml_perf.cli import main
 
@@ -116,3 +117,28 @@ def test_two_routes_are_resolved_once_each_and_each_config_read_once(monkeypatch
     assert _by(counts, "target_for") == {None: 1, ep: 1}  # the config route, and the forced one
     assert _by(counts, "normalize_ep_name") == {ep: 1}
     _read_once_each(counts, tmp_path / "tiny")  # equivalence, its variant folders and the record read them too
+
+
+@needs_qnn
+def test_a_judged_runs_checks_are_told_each_config_and_read_none_themselves(monkeypatch, tmp_path, capsys):
+    """Output checks (--check-outputs) and equivalence open sessions of the source bundle and of the
+    route's derived one: the sessions are told the config the run read (equivalence/check.session_of),
+    so no genai_config.json is read from under equivalence/ but by load_config, the first time a folder
+    is read (a variant folder the check writes); and load_config reads each file's bytes once."""
+    reads: Counter = Counter()
+    read_bytes = Path.read_bytes
+
+    def counted(self: Path) -> bytes:
+        if self.name == "genai_config.json":
+            stack = [f"{f.filename}:{f.name}" for f in traceback.extract_stack()]
+            by = "load_config" if any(s.endswith("bundle/config.py:load_config") for s in stack) else "other"
+            checks = any("/winml_perf/equivalence/" in s for s in stack)
+            reads[(self.resolve(), by, checks)] += 1
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", counted)
+    _perf(monkeypatch, tmp_path, TINY_FLAT, "--route", "config", "--route", "ep=qnn", "--check-outputs")
+    assert "outputs of ep=qnn match config" in capsys.readouterr().out
+    assert not [k for k in reads if k[2] and k[1] != "load_config"], reads  # no session read one itself
+    loaded = Counter(k[0] for k, n in reads.items() for _ in range(n) if k[1] == "load_config")
+    assert (tmp_path / "tiny" / "genai_config.json").resolve() in loaded and set(loaded.values()) == {1}, loaded

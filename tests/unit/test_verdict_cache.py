@@ -70,7 +70,7 @@ def passes(monkeypatch, tmp_path):
         lambda cfg, where: NS(vocab_size=50, context_length=0, special_ids=frozenset()),
     )
     monkeypatch.setattr("winml_perf.session.genai_session.read_json", lambda p: {})
-    monkeypatch.setattr("winml_perf.bundle.config.load_config", lambda p: NS(static_prompt_length=lambda: None))
+    monkeypatch.setattr("winml_perf.bundle.config.load_config", lambda p: NS(static_prompt_length=lambda: None, raw={}))
     return calls
 
 

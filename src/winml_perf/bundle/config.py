@@ -22,7 +22,7 @@ from typing import Any
 from winml_perf.ep.table import CPU_EP, ep_from_genai_provider
 from winml_perf.onnxfile import integrity
 from winml_perf.support.errors import BundleError, UsageError, WinmlPerfError
-from winml_perf.support.json_input import read_json
+from winml_perf.support.json_input import json_of_bytes, read_json
 
 CONFIG_NAME = "genai_config.json"
 FLAT_STAGE = "decoder"
@@ -37,8 +37,9 @@ def bundles_in(folder: Path) -> list[Path]:
         return []
 
 
-def load_config_dict(bundle: Path) -> dict[str, Any]:
-    """Read a bundle's genai_config.json, with errors that name the path and the fix."""
+def load_config_dict(bundle: Path, data: bytes | None = None) -> dict[str, Any]:
+    """Read a bundle's genai_config.json, with errors that name the path and the fix (``data``: its
+    bytes, read already)."""
     bundle = Path(bundle)
     if not bundle.exists():
         raise BundleError(
@@ -59,16 +60,16 @@ def load_config_dict(bundle: Path) -> dict[str, Any]:
             f"{bundle} holds no {CONFIG_NAME}",
             "pass an onnxruntime-genai bundle folder (built by the model builder or `winml bundle synth`)",
         )
-    data = read_json(path)
+    parsed = read_json(path) if data is None else json_of_bytes(data, path)
     if (
-        not isinstance(data, dict)
-        or not isinstance(data.get("model"), dict)
-        or not isinstance(data["model"].get("decoder"), dict)
+        not isinstance(parsed, dict)
+        or not isinstance(parsed.get("model"), dict)
+        or not isinstance(parsed["model"].get("decoder"), dict)
     ):
         raise BundleError(
             f"{path}: key model.decoder is missing or not an object", "a genai_config.json needs model.decoder"
         )
-    return data
+    return parsed
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,7 @@ def load_config(bundle: Path) -> GenaiConfig:
         for stage in hit[1].stages:
             _check_file(bundle, bundle / CONFIG_NAME, stage)
         return hit[1]
-    config = parse_config(bundle, load_config_dict(bundle), check_files=True)
+    config = parse_config(bundle, load_config_dict(bundle, text), check_files=True)
     if text is not None:
         if len(_PARSED) >= _PARSED_MAX:
             _PARSED.clear()

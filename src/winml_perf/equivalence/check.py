@@ -31,6 +31,7 @@ from winml_perf.support.errors import BenchmarkFailure
 if TYPE_CHECKING:
     from winml_perf.equivalence.passes.genai_logits import TeacherForced
     from winml_perf.equivalence.verdict_cache import VerdictCache
+    from winml_perf.session.genai_session import GenaiSession
 
 # Under 32: WebGPU's attention over lavapipe departs from CPU at prompts of 32 tokens and more even in
 # fp32 (measured), which would turn a precision artefact of the driver into a false alarm.
@@ -244,6 +245,15 @@ def _judge_one(
     )  # fmt: skip
 
 
+def session_of(bundle: str | Path) -> GenaiSession:
+    """A GenaiSession of ``bundle`` told its genai config by the run (``config_of``: the run's ConfigBook,
+    read once a run) instead of reading the file itself."""
+    from winml_perf.bundle.config import config_of
+    from winml_perf.session.genai_session import GenaiSession
+
+    return GenaiSession(bundle, config_of(bundle).raw)
+
+
 def check_prompt_length(bundle: str, asked: int = CHECK_PROMPT_TOKENS) -> int:
     """The prompt length a check feeds ``bundle``: ``asked``, or the length a static-shape stage takes
     (it takes exactly its own)."""
@@ -271,7 +281,6 @@ def judge_routes(
     route's verdict is read from the verdict cache (equivalence/verdict_cache.py) when it holds one for the
     same content, and a route whose prepared bundle has the content of one judged before it shares its
     verdict; the reference is run only when some route has to be judged."""
-    from winml_perf.session.genai_session import GenaiSession
 
     t0 = time.perf_counter()
     ref_path = str(reference_bundle or bundle)
@@ -280,7 +289,7 @@ def judge_routes(
         chosen = reference_of(routes, reference_route)
         ref_path, ref_label = str(chosen.session.path), chosen.label
     n_prompt = check_prompt_length(bundle, n_prompt)
-    prompt_ids = GenaiSession(bundle).synthetic_prompt(n_prompt, seed=seed)
+    prompt_ids = session_of(bundle).synthetic_prompt(n_prompt, seed=seed)
     store = None
     if cache:
         from winml_perf.equivalence.verdict_cache import VerdictCache

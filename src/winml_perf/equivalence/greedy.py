@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from winml_perf.equivalence.check import CHECK_PROMPT_TOKENS, check_prompt_length
+from winml_perf.equivalence.check import CHECK_PROMPT_TOKENS, check_prompt_length, session_of
 from winml_perf.model.route import OutputCheck
 
 if TYPE_CHECKING:
@@ -42,17 +42,15 @@ def check_routes(
 ) -> dict[str, OutputCheck]:
     """{route label: OutputCheck} for every route whose session path differs from the bundle, over a
     prompt of ``n_prompt`` tokens (a static-shape stage's own length where the bundle has one)."""
-    from winml_perf.session.genai_session import GenaiSession
-
     n_prompt = check_prompt_length(bundle, n_prompt)
-    source = GenaiSession(bundle)  # its config read once: the prompt's vocabulary, then the reference
+    source = session_of(bundle)  # the prompt's vocabulary, then the reference
     prompt_ids = source.synthetic_prompt(n_prompt, seed=seed)
     reference = _greedy(source, prompt_ids, n_new)
     out = {}
     for r in routes:
         if r.session.path == str(bundle):
             continue
-        tokens = _greedy(GenaiSession(r.session.path), prompt_ids, n_new)
+        tokens = _greedy(session_of(r.session.path), prompt_ids, n_new)
         out[r.label] = OutputCheck(
             n_prompt, n_new, seed, tuple(reference), tuple(tokens), first_difference(reference, tokens)
         )

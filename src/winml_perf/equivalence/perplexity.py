@@ -47,7 +47,7 @@ def chunk_text(bundle: str | Path, text_path: Path, chunk: int) -> Chunks:
     """Tokenize ``text_path`` with the bundle's tokenizer and cut it into chunks of ``chunk`` tokens
     (each chunk's first token replaced by BOS when the tokenizer adds one, as llama-perplexity does)."""
     from winml_perf.bundle.config import config_of
-    from winml_perf.session.genai_session import GenaiSession
+    from winml_perf.equivalence.check import session_of
     from winml_perf.stats.perplexity import chunk_spans, scored_per_chunk
 
     raw = config_of(bundle).raw["model"]
@@ -60,7 +60,7 @@ def chunk_text(bundle: str | Path, text_path: Path, chunk: int) -> Chunks:
         )
     data = text_path.read_bytes()
     text = data.decode("utf-8")
-    with GenaiSession(bundle) as session:
+    with session_of(bundle) as session:
         tokens = session.encode(text)
         probe = session.encode("The")
     bos_id = raw.get("bos_token_id")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -149,12 +149,15 @@ class GenaiSession:
     Usable as a context manager: ``with GenaiSession(path) as s: s.generate_timed(ids, 32)``.
     """
 
-    def __init__(self, bundle: str | Path) -> None:
+    def __init__(self, bundle: str | Path, config: Mapping[str, Any] | None = None) -> None:
+        """``config``: the bundle's genai_config.json as parsed (GenaiConfig.raw) where the caller has it
+        (a run's ConfigBook); read here otherwise."""
         self.bundle = Path(bundle)
         self._model = None
         self._tokenizer = None
         self.load_ms: float | None = None
-        facts = token_facts(read_json(self.bundle / "genai_config.json"), self.bundle / "genai_config.json")
+        where = self.bundle / "genai_config.json"
+        facts = token_facts(read_json(where) if config is None else config, where)
         self.vocab_size = facts.vocab_size
         self.context_length = facts.context_length
         self.eos_token_ids = set(facts.special_ids)

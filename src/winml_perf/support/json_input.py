@@ -109,6 +109,11 @@ def read_json(path: Path, error: type[WinmlPerfError] = BundleError) -> Any:
         data = path.read_bytes()
     except OSError as exc:
         raise error(f"{path}: cannot be read: {exc.strerror or exc}", "check the file and its permissions") from None
+    return json_of_bytes(data, path, error)
+
+
+def json_of_bytes(data: bytes, path: Path, error: type[WinmlPerfError] = BundleError) -> Any:
+    """``read_json`` of the bytes of ``path``, read already."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
