@@ -148,12 +148,11 @@ class GenaiConfig:
         return None
 
     def static_prompt(self, asked: Sequence[int] | None, asked_text: str | None = None) -> tuple[str, int] | None:
-        """The static prompt length a run of this bundle must take, the one rule `winml perf`, `serve`
-        and `tune` follow: (stage, S) when a stage takes exactly S prompt tokens (``static_prompt_length``)
-        and every length ``asked`` is S, or none is asked (None: the run is then at S, and the caller's
-        note says so); None when no stage is static. Any other length asked is exit 2 naming it
-        (``asked_text``: the flag's value as given; default: the lengths other than S), the stage and
-        the fix."""
+        """The rule `winml perf`, `serve` and `tune` follow for a stage that takes exactly S prompt
+        tokens (``static_prompt_length``): None when no stage does; else (stage, S), which the run
+        takes when nothing or only S was ``asked`` (the caller says so in a note when nothing was).
+        Any other length asked is exit 2 naming it (``asked_text``: the flag's value as given;
+        default: the lengths other than S), the stage and the fix."""
         static = self.static_prompt_length()
         if static is None:
             return None
