@@ -152,3 +152,16 @@ def test_a_prompt_length_the_static_shapes_cannot_take_is_exit_2_before_measurin
     assert shown in result.stderr and f"static prompt length of {STATIC_PROMPT}" in result.stderr
     assert f"--prompt-tokens {STATIC_PROMPT}" in result.stderr.split(";")[-1]
     assert "ttft" not in result.stdout.lower()
+
+
+def test_a_text_prompt_is_fitted_to_the_static_prompt_length():
+    """--prompt on a bundle whose context stage takes 16 tokens: the text's own 2-3 tokens were fed as
+    they were and onnxruntime-genai refused them mid-run; the text is fitted to 16, as to --prompt-tokens."""
+    result = run_winml(
+        "perf", NPU, "--prompt", "hello there", "--max-new-tokens", "4", "--iterations", "1", "--invocations", "1",
+        "--no-store", "--format", "json", "-q",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "(the --prompt text tiled or cut to it)" in result.stderr
+    (cell,) = result.json()["cells"]
+    assert cell["prompt"]["tokens"] == STATIC_PROMPT and cell["prompt"]["fitted"] is True, cell["prompt"]

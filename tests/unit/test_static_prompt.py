@@ -21,7 +21,9 @@ def test_no_prompt_tokens_is_measured_at_the_static_length_with_a_note(capsys):
     assert settled.prompt_tokens == (16,)
     assert "stage `context`" in capsys.readouterr().err
     assert PerfRequest(path=NPU, prompt_tokens=(16,)).at_static_prompt(book).prompt_tokens == (16,)
-    assert PerfRequest(path=NPU, prompt="hi").at_static_prompt(book).prompt_tokens is None  # a text prompt
+    # a text prompt is fitted to the static length too: its own token count would be refused by the stage
+    assert PerfRequest(path=NPU, prompt="hi").at_static_prompt(book).prompt_tokens == (16,)
+    assert "(the --prompt text tiled or cut to it)" in capsys.readouterr().err
 
 
 def test_another_prompt_length_is_exit_2_naming_the_wrong_ones():

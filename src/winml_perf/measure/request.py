@@ -80,19 +80,19 @@ class PerfRequest:
     def at_static_prompt(self, configs: ConfigBook) -> PerfRequest:
         """A bundle with a static prompt length S (its genai config read through the run's ``configs``,
         its bundle errors first) is measured at S when no --prompt-tokens is given (a note on stderr
-        says so), and takes only --prompt-tokens S when one is; exit 2 naming the stage otherwise
+        says so; a --prompt text is fitted to S tokens, as to any --prompt-tokens), and takes only
+        --prompt-tokens S when one is; exit 2 naming the stage otherwise
         (GenaiConfig.static_prompt, the rule `serve` and `tune` follow too)."""
         if not self.token_based:
             return self
         config: GenaiConfig = configs.of(self.path)
-        if self.prompt is not None:  # a text prompt: its own length
-            return self
         static = config.static_prompt(self.prompt_tokens)
         if static is None or self.prompt_tokens is not None:
             return self
         stage, length = static
+        fitted = " (the --prompt text tiled or cut to it)" if self.prompt is not None else ""
         say(
             f"note: stage `{stage}` of {self.path} has a static prompt length of {length} tokens: measuring at"
-            f" --prompt-tokens {length}"
+            f" --prompt-tokens {length}{fitted}"
         )
         return replace(self, prompt_tokens=(length,))
