@@ -18,12 +18,12 @@ from winml_perf.model.result import CellResult
 from winml_perf.model.spec import CellSpec
 from winml_perf.record.build import cell_record, new_run_id, run_record
 from winml_perf.record.cell_spool import CellSpool
+from winml_perf.record.device_bandwidth import HOST, NVIDIA_GPU, UNKNOWN, RouteDevices, route_devices, run_devices
 from winml_perf.session.factory import open_session
 from winml_perf.support.errors import Interrupted
 
 if TYPE_CHECKING:
     from winml_perf.bundle.config import ConfigBook
-    from winml_perf.record.device_bandwidth import RouteDevices
 
 
 class SweepInterrupted(Interrupted):
@@ -53,8 +53,6 @@ def route_meters(
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Each route's energy meter (the meters covering the devices its stages ran on, read as one
     counter) and a note: what it covers, or why there is none. ``given``: route label -> meter (tests)."""
-    from winml_perf.record.device_bandwidth import route_devices
-
     return _meters_of(cells, route_devices(cells, environment), given)
 
 
@@ -63,7 +61,6 @@ def _meters_of(
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """route_meters of the stages' devices the run decided (record/device_bandwidth.py)."""
     from winml_perf.power.meters import CPU, GPU, SumMeter, meters_for
-    from winml_perf.record.device_bandwidth import HOST, NVIDIA_GPU
 
     meters: dict[str, Any] = {}
     notes: dict[str, dict[str, Any]] = {}
@@ -106,7 +103,6 @@ def _meter_device(ep: str | None, device: str) -> str:
     """The stage's device for choosing a meter: as stage_device found it, or, where ep_devices did
     not name the adapter, a GPU for an EP whose only device class is gpu (WebGPU: its board's meter)."""
     from winml_perf.ep import table as eps
-    from winml_perf.record.device_bandwidth import UNKNOWN
 
     if device == UNKNOWN and ep and eps.is_known_ep(ep) and eps.ep_info(ep).devices == ("gpu",):
         return "gpu"
@@ -209,8 +205,6 @@ def run_sweep(
         from winml_perf.record.environment import collect_environment
 
         environment = collect_environment()
-    from winml_perf.record.device_bandwidth import run_devices
-
     run_id = facts.run_id or new_run_id()
     started = utc_now()
     devices = run_devices(cells, environment, extras.roofline)  # each stage's memory and its bandwidth, once
