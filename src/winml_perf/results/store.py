@@ -10,9 +10,9 @@ PostgreSQL by URL for a fleet of machines. SQLAlchemy Core; schema by ordered mi
 - Reads of records, metrics and samples are methods here; reads of a whole series (histories, the
   series list, newest runs per series) are in results/series.py.
 
-Safety: an existing SQLite file is first inspected read-only; a file that is not SQLite, is
-damaged, or holds tables of something else is refused with StoreError and left byte-for-byte
-untouched. A store whose schema is newer than this code is refused too (exit 2).
+Safety: an existing SQLite file is first inspected read-only (results/location.py ``find_store``);
+a file that is not SQLite, is damaged, or holds tables of something else is refused with StoreError
+and left byte-for-byte untouched. A store whose schema is newer than this code is refused too (exit 2).
 Concurrency: SQLite runs in WAL mode; writers queue on an OS file lock ('<db>.lock', locking.py),
 then take SQLite's write lock up front (BEGIN IMMEDIATE) with a busy timeout, and "database is
 locked" is retried with backoff; readers never wait. PostgreSQL writes are plain transactions, and
