@@ -94,7 +94,6 @@ def _measure_and_store(
 ) -> BenchmarkOutcome:
     from winml_perf.measure.progress import make_progress
     from winml_perf.measure.sweep import CellExtras, RunFacts, SweepInterrupted, run_sweep
-    from winml_perf.results.location import unstored_path
     from winml_perf.results.locking import StoreLockTimeout
 
     store = None
@@ -108,7 +107,7 @@ def _measure_and_store(
     outcome = BenchmarkOutcome(
         run=None,
         store=store.display if store is not None else None,
-        unstored_path=unstored_path(store.location) if store is not None else None,
+        unstored_path=store.location.unstored if store is not None else None,
     )
     lock_timed_out: list[str] = []
 

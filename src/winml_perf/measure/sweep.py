@@ -18,6 +18,7 @@ from winml_perf.model.result import CellResult
 from winml_perf.model.spec import CellSpec
 from winml_perf.record.build import cell_record, new_run_id, run_record
 from winml_perf.record.cell_spool import CellSpool
+from winml_perf.record.device_bandwidth import HOST, NVIDIA_GPU, UNKNOWN, RouteDevices, route_devices, run_devices
 from winml_perf.session.factory import open_session
 from winml_perf.support.errors import Interrupted
 
@@ -47,41 +48,19 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _bandwidth_or_note(enabled: bool, cells: Sequence[CellSpec]) -> Mapping[str, Any] | None:
-    if not enabled or not any(c.session.token_based for c in cells):
-        return None
-    from winml_perf.record.roofline import cached_bandwidth
-
-    try:
-        return cached_bandwidth()
-    except Exception as exc:  # a roofline is a bonus; say why it is missing rather than fail the run
-        return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
-
-
-def _gpu_bandwidth_or_none(
-    host: Mapping[str, Any] | None, cells: Sequence[CellSpec], environment: Mapping[str, Any]
-) -> Mapping[str, Any] | None:
-    """NVIDIA bandwidth, probed only when a cell has a stage on an NVIDIA GPU."""
-    if host is None:
-        return None
-    from winml_perf.record.device_bandwidth import NVIDIA_GPU, nvidia_bandwidth, stage_device
-
-    stages = [s for c in cells if c.session.token_based for s in c.recorded_route.stages]
-    if not any(stage_device(s.ran_on(), environment).device == NVIDIA_GPU for s in stages):
-        return None
-    try:
-        return nvidia_bandwidth()
-    except Exception as exc:  # as for the host figure: say why it is missing
-        return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
-
-
 def route_meters(
     cells: Sequence[CellSpec], environment: Mapping[str, Any], given: Mapping[str, Any] | None = None
 ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
     """Each route's energy meter (the meters covering the devices its stages ran on, read as one
     counter) and a note: what it covers, or why there is none. ``given``: route label -> meter (tests)."""
+    return _meters_of(cells, route_devices(cells, environment), given)
+
+
+def _meters_of(
+    cells: Sequence[CellSpec], stages: RouteDevices, given: Mapping[str, Any] | None
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """route_meters of the stages' devices the run decided (record/device_bandwidth.py)."""
     from winml_perf.power.meters import CPU, GPU, SumMeter, meters_for
-    from winml_perf.record.device_bandwidth import HOST, NVIDIA_GPU, stage_device
 
     meters: dict[str, Any] = {}
     notes: dict[str, dict[str, Any]] = {}
@@ -95,10 +74,7 @@ def route_meters(
         elif not cell.session.token_based:
             found, why = [], ["energy per token is measured for generation sessions only"]
         else:
-            kinds = {
-                _meter_device(s.ran_on(), stage_device(s.ran_on(), environment).device)
-                for s in cell.recorded_route.stages
-            }
+            kinds = {_meter_device(ep, stage.device) for ep, stage in stages[label]}
             device = {HOST: CPU, NVIDIA_GPU: GPU, GPU: GPU}
             if not kinds or any(k not in device for k in kinds):
                 found, why = [], [f"the route's stages run on a device no meter here covers ({sorted(kinds)})"]
@@ -127,7 +103,6 @@ def _meter_device(ep: str | None, device: str) -> str:
     """The stage's device for choosing a meter: as stage_device found it, or, where ep_devices did
     not name the adapter, a GPU for an EP whose only device class is gpu (WebGPU: its board's meter)."""
     from winml_perf.ep import table as eps
-    from winml_perf.record.device_bandwidth import UNKNOWN
 
     if device == UNKNOWN and ep and eps.is_known_ep(ep) and eps.ep_info(ep).devices == ("gpu",):
         return "gpu"
@@ -232,8 +207,7 @@ def run_sweep(
         environment = collect_environment()
     run_id = facts.run_id or new_run_id()
     started = utc_now()
-    bandwidth = _bandwidth_or_note(extras.roofline, cells)
-    gpu_bandwidth = _gpu_bandwidth_or_none(bandwidth, cells, environment)
+    devices = run_devices(cells, environment, extras.roofline)  # each stage's memory and its bandwidth, once
     invocations = (
         max((c.iterations.max_invocations if c.iterations.adaptive else c.iterations.invocations) for c in cells)
         if cells
@@ -249,9 +223,9 @@ def run_sweep(
                 run_id=run_id,
                 environment=environment,
                 policy_extra=extra,
-                bandwidth=bandwidth,
+                bandwidth=devices.host,
                 keep_token_ids=extras.keep_token_ids,
-                gpu_bandwidth=gpu_bandwidth,
+                gpu_bandwidth=devices.gpu,
                 series_label=facts.series_label,
                 configs=extras.configs,
             )
@@ -269,11 +243,11 @@ def run_sweep(
         on_result=on_result,
         sample_memory=extras.sample_memory,
         explainer=_explainer(extras.explain),
-        meters=route_meters(cells, environment, extras.energy_meters),
+        meters=_meters_of(cells, devices.routes, extras.energy_meters),
     )
 
     def record(order: Sequence[Mapping[str, Any]], interrupted: str | None = None) -> RunRecord:
-        sweep = _sweep_section(cells, routes, extra, order, (bandwidth, gpu_bandwidth), interrupted)
+        sweep = _sweep_section(cells, routes, extra, order, (devices.host, devices.gpu), interrupted)
         run = run_record(
             spool.cells(),
             run_id=run_id,

@@ -11,20 +11,27 @@ NVIDIA bandwidth: the peak from NVML (max memory clock x bus width x 2 for doubl
 no kernel can beat, plus a measured device-to-device copy where torch with CUDA is importable (run
 in a child process, cached per machine like the host probe). The peak is the bound; the copy is
 recorded next to it as what a streaming kernel reaches.
+
+A run decides these once, before its first cell (``run_devices``): each generation route's stages
+with the memory each reads, the host's bandwidth and, where a stage reads NVIDIA GPU memory, the
+GPU's. measure/sweep.py hands that one value to the energy meters and to each cell's record.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
 from winml_perf.record.roofline import cache_dir, machine_key, probe_figure
 from winml_perf.support.cache_file import positive_number, read_cache, write_cache
+
+if TYPE_CHECKING:
+    from winml_perf.model.spec import CellSpec
 
 HOST, NVIDIA_GPU, UNKNOWN = "host", "nvidia-gpu", "unknown"
 #: Below this many bytes per step the host's working set can stay in the CPU caches, where a DRAM
@@ -73,6 +80,52 @@ def stage_device(ep_name: str | None, environment: Mapping[str, Any]) -> StageDe
     return StageDevice(
         UNKNOWN, f"{ep} on {'/'.join(sorted(types)) or 'an unlisted device'}: its memory bandwidth is unknown"
     )
+
+
+#: Each generation route's stages, by route label: the EP that runs each (as planned) and the memory it reads.
+RouteDevices = dict[str, tuple[tuple[str | None, StageDevice], ...]]
+
+
+def route_devices(cells: Sequence[CellSpec], environment: Mapping[str, Any]) -> RouteDevices:
+    """The stages of each generation route of ``cells`` (its first cell's) and the memory each reads."""
+    out: RouteDevices = {}
+    for cell in cells:
+        if cell.session.token_based and cell.route_label not in out:
+            eps_run = [s.ran_on() for s in cell.recorded_route.stages]
+            out[cell.route_label] = tuple((ep, stage_device(ep, environment)) for ep in eps_run)
+    return out
+
+
+@dataclass(frozen=True)
+class RunDevices:
+    """What a run decides once about memory (see the module doc). ``host``: cached_bandwidth(), or
+    why it is missing; None without a roofline or a generation route. ``gpu``: nvidia_bandwidth(),
+    or why it is missing; None where no stage reads NVIDIA GPU memory."""
+
+    routes: RouteDevices
+    host: Mapping[str, Any] | None = None
+    gpu: Mapping[str, Any] | None = None
+
+
+def _figure_or_note(probe: Callable[[], Mapping[str, Any]]) -> Mapping[str, Any]:
+    """A bandwidth probe's figure, or why it is missing: a roofline is a bonus, not worth failing a run."""
+    try:
+        return probe()
+    except Exception as exc:
+        return {"bandwidth_bytes_per_s": None, "method": None, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def run_devices(cells: Sequence[CellSpec], environment: Mapping[str, Any], roofline: bool = True) -> RunDevices:
+    """The run's RunDevices; the host is probed (or read from its cache) only for a roofline of a
+    generation route, the NVIDIA GPU only when a stage of one reads its memory."""
+    from winml_perf.record.roofline import cached_bandwidth
+
+    routes = route_devices(cells, environment)
+    if not roofline or not routes:
+        return RunDevices(routes)
+    host = _figure_or_note(cached_bandwidth)
+    on_gpu = any(d.device == NVIDIA_GPU for stages in routes.values() for _, d in stages)
+    return RunDevices(routes, host, _figure_or_note(nvidia_bandwidth) if on_gpu else None)
 
 
 def measure_working_set(array_bytes: int, repeats: int = 5, threads: int | None = None) -> dict[str, Any]:

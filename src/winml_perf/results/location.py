@@ -1,5 +1,9 @@
 """Where a results store lives, and a read-only look at an existing SQLite file before anything
-may write to it (a file that is not ours is refused and left byte-for-byte untouched)."""
+may write to it (a file that is not ours is refused and left byte-for-byte untouched).
+
+``find_store`` does both at once for results/store.py ``open_store``: the location resolved (its
+credentials remembered by support/secrets.py), the file inspected, its schema checked, and whether
+it can only be read, in one StoreSite that the store is built from."""
 
 from __future__ import annotations
 
@@ -35,6 +39,9 @@ class Location:
     dialect: str
     path: Path | None
     display: str
+    #: Where `winml perf` leaves a run record whose cells the store did not take (next to an SQLite
+    #: store; under results/ for PostgreSQL), for `winml results import`.
+    unstored: Path
 
 
 def _normalise_url(text: str) -> sa.URL:
@@ -76,14 +83,16 @@ def resolve_location(
         url = _normalise_url(str(value))
         if url.get_backend_name() == "postgresql":
             secrets.remember_secret(url.password if isinstance(url.password, str) else None)
-            return Location(url, "postgresql", None, secrets.mask(url.render_as_string(hide_password=True)))
+            display = secrets.mask(url.render_as_string(hide_password=True))
+            return Location(url, "postgresql", None, display, unstored_path(None))
         if not url.database or url.database == ":memory:":
             raise StoreError(
                 f"--store {secrets.mask_arg(str(value))!r}: an in-memory SQLite store keeps nothing",
                 "give a file, e.g. sqlite:///results/winml-perf.db",
             )
         path = Path(url.database).expanduser().absolute()
-    return Location(sa.URL.create("sqlite", database=str(path)), "sqlite", path, secrets.mask(str(path)))
+    url = sa.URL.create("sqlite", database=str(path))
+    return Location(url, "sqlite", path, secrets.mask(str(path)), unstored_path(path))
 
 
 # -- SQLite file inspection (read-only, before anything may write) -------------------------------
@@ -133,11 +142,10 @@ def inspect_sqlite_file(path: Path, check_pages: bool = False) -> set[str] | Non
         con.close()
 
 
-def unstored_path(loc: Location) -> Path:
-    """Where `winml perf` leaves a run record whose cells the store did not take (next to an SQLite
-    store; under results/ for PostgreSQL), for `winml results import`."""
-    folder = loc.path.parent if loc.path is not None else Path.cwd() / DEFAULT_RELATIVE_PATH.parent
-    stem = loc.path.name if loc.path is not None else "postgresql"
+def unstored_path(path: Path | None) -> Path:
+    """Location.unstored of the SQLite file ``path`` (None: PostgreSQL)."""
+    folder = path.parent if path is not None else Path.cwd() / DEFAULT_RELATIVE_PATH.parent
+    stem = path.name if path is not None else "postgresql"
     return folder / f"{stem}.unstored"
 
 
@@ -181,7 +189,9 @@ def applied_from_tables(
     return applied
 
 
-def check_not_newer(where: str, applied: set[str]) -> None:
+def check_schema(where: str, applied: set[str], *, read_only: bool = False) -> None:
+    """Refuse a store whose schema this winml-perf cannot use: one a newer version wrote, or
+    (``read_only``: nobody can write it here) one whose older schema cannot be upgraded."""
     newer = mig.unknown(applied)
     if newer:
         raise StoreError(
@@ -189,3 +199,47 @@ def check_not_newer(where: str, applied: set[str]) -> None:
             f"it was written by a newer version (this one knows schema {mig.SCHEMA_VERSION})",
             "upgrade winml-perf (pip install -U winml-perf), or use another --store",
         )
+    if read_only and mig.pending(applied):
+        raise StoreError(
+            f"results store {where} is read-only and has an older schema than this winml-perf reads",
+            "make it writable once so its schema can be upgraded, or read it with the version that wrote it",
+        )
+
+
+# -- finding a store before opening it -----------------------------------------------------------
+@dataclass(frozen=True)
+class StoreSite:
+    """A store as ``find_store`` found it: where it lives, and whether it is opened to read only
+    (an SQLite file nobody can write here, which reading commands read as it is)."""
+
+    location: Location
+    read_only: bool = False
+
+
+def find_store(url_or_path: str | os.PathLike[str] | None = None, *, create: bool = True) -> StoreSite:
+    """The store at ``url_or_path`` / ``$WINML_PERF_STORE`` / the default, looked at before opening:
+    an SQLite file is inspected read-only (every page when ``create``: a writer is refused before it
+    works), its folder made, and its schema checked. ``create=False`` refuses to make a new SQLite
+    file (reading commands use it so a typo in ``--store`` is an error, not an empty store)."""
+    loc = resolve_location(url_or_path)
+    if loc.path is None:  # PostgreSQL: its schema is read once connected
+        return StoreSite(loc)
+    applied = inspect_sqlite_file(loc.path, check_pages=create)
+    if applied is None and not create and not loc.path.exists():
+        raise StoreError(f"no results store at {loc.path}", f"run `winml perf` first, or pass --store / set {ENV_VAR}")
+    try:
+        loc.path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(
+            f"cannot create the folder of results store {loc.path}: {exc.strerror or exc}",
+            "pass --store with a writable path",
+        ) from None
+    read_only = not writable(loc.path)
+    if applied is not None:  # a newer store is refused before a read-only one
+        check_schema(loc.display, applied, read_only=read_only and not create)
+    if read_only and (create or applied is None):
+        raise StoreError(
+            f"results store {loc.path} is read-only (the file or its folder)",
+            "pass --store with a writable path, or make it writable",
+        )
+    return StoreSite(loc, read_only)

@@ -10,9 +10,9 @@ PostgreSQL by URL for a fleet of machines. SQLAlchemy Core; schema by ordered mi
 - Reads of records, metrics and samples are methods here; reads of a whole series (histories, the
   series list, newest runs per series) are in results/series.py.
 
-Safety: an existing SQLite file is first inspected read-only; a file that is not SQLite, is
-damaged, or holds tables of something else is refused with StoreError and left byte-for-byte
-untouched. A store whose schema is newer than this code is refused too (exit 2).
+Safety: an existing SQLite file is first inspected read-only (results/location.py ``find_store``);
+a file that is not SQLite, is damaged, or holds tables of something else is refused with StoreError
+and left byte-for-byte untouched. A store whose schema is newer than this code is refused too (exit 2).
 Concurrency: SQLite runs in WAL mode; writers queue on an OS file lock ('<db>.lock', locking.py),
 then take SQLite's write lock up front (BEGIN IMMEDIATE) with a busy timeout, and "database is
 locked" is retried with backoff; readers never wait. PostgreSQL writes are plain transactions, and
@@ -41,7 +41,8 @@ from winml_perf.results.location import (  # noqa: F401  (re-exported)
     SQLITE_BUSY_TIMEOUT_S,
     Location,
     applied_from_tables,
-    check_not_newer,
+    check_schema,
+    find_store,
     inspect_sqlite_file,
     read_only_uri,
     resolve_location,
@@ -224,7 +225,7 @@ class Store:
                 if applied is None:
                     mig.schema_migrations.create(conn)
                     applied = set()
-                check_not_newer(self.display, applied)
+                check_schema(self.display, applied)
                 todo = mig.pending(applied)
                 for m in todo:
                     m.apply(conn)
@@ -242,7 +243,7 @@ class Store:
                 applied = set(conn.execute(sa.select(mig.schema_migrations.c.name)).scalars())
         except sa.exc.DBAPIError:
             return False  # let the locked path report it
-        check_not_newer(self.display, applied)
+        check_schema(self.display, applied)
         return mig.MIGRATIONS[0].name in applied and not mig.pending(applied)
 
     def applied_migrations(self) -> list[str]:
@@ -506,53 +507,20 @@ def _now_utc() -> str:
 
 
 # -- opening ---------------------------------------------------------------------------------------
-def _read_only_store(loc: Location, applied: set[str]) -> Store:
+def _read_only_engine(loc: Location) -> sa.Engine:
     """A store file nobody can write here: read as it is (reading commands only)."""
     assert loc.path is not None  # a SQLite location names its file
-    if mig.pending(applied):
-        raise StoreError(
-            f"results store {loc.path} is read-only and has an older schema than this winml-perf reads",
-            "make it writable once so its schema can be upgraded, or read it with the version that wrote it",
-        )
-    engine = sa.create_engine(
-        f"sqlite:///{read_only_uri(loc.path)}&uri=true", connect_args={"check_same_thread": False}
-    )
-    return Store(loc, engine, read_only=True)
+    return sa.create_engine(f"sqlite:///{read_only_uri(loc.path)}&uri=true", connect_args={"check_same_thread": False})
 
 
 def open_store(url_or_path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
-    """Open (and migrate) the results store at ``url_or_path`` / ``$WINML_PERF_STORE`` / the default.
-
-    ``create=False`` refuses to make a new SQLite file (reading commands use it so a typo in
-    ``--store`` is an error, not an empty store)."""
-    loc = resolve_location(url_or_path)
-    if loc.dialect == "sqlite":
-        assert loc.path is not None  # a SQLite location names its file
-        applied = inspect_sqlite_file(loc.path, check_pages=create)  # a writer: refused before it works
-        if applied is None and not create and not loc.path.exists():
-            raise StoreError(
-                f"no results store at {loc.path}", f"run `winml perf` first, or pass --store / set {ENV_VAR}"
-            )
-        if applied is not None:
-            check_not_newer(loc.display, applied)
-        try:
-            loc.path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(
-                f"cannot create the folder of results store {loc.path}: {exc.strerror or exc}",
-                "pass --store with a writable path",
-            ) from None
-        if not writable(loc.path):
-            if create or applied is None:
-                raise StoreError(
-                    f"results store {loc.path} is read-only (the file or its folder)",
-                    "pass --store with a writable path, or make it writable",
-                )
-            return _read_only_store(loc, applied)
-        engine = _sqlite_engine(loc)
-    else:
-        engine = _pg_engine(loc)
-    store = Store(loc, engine)
+    """Open (and migrate) the results store at ``url_or_path`` / ``$WINML_PERF_STORE`` / the default,
+    as results/location.py ``find_store`` found it (``create=False``: no new SQLite file)."""
+    site = find_store(url_or_path, create=create)
+    loc = site.location
+    if site.read_only:
+        return Store(loc, _read_only_engine(loc), read_only=True)
+    store = Store(loc, _sqlite_engine(loc) if loc.dialect == "sqlite" else _pg_engine(loc))
     try:
         store.migrate()
     except StoreError:
