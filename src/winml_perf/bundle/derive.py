@@ -23,12 +23,12 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from winml_perf.bundle import cache
-from winml_perf.bundle.config import CONFIG_NAME
+from winml_perf.bundle.config import CONFIG_NAME, GenaiConfig
 from winml_perf.bundle.epcontext import compat
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.routing import RoutePlan
@@ -72,14 +72,9 @@ class DeriveResult:
     compile_ms: float
     bytes_written: int
     links: dict[str, Any] = field(default_factory=dict)
-    compile: tuple[dict[str, Any], ...] = ()
+    #: each compile job's outcome, a compiled stage's with its verdict as this route finds it (``_shown``)
+    compile: tuple[CompileOutcome, ...] = ()
     warnings: tuple[str, ...] = ()
-    #: EP -> its plugin library's identity as the key holds it (``plugin_identities``), asked once a
-    #: route: the compiled stages' verdicts and reports read it from here
-    plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
-    #: compiled output -> its verdict (Verdict.to_dict()) as the freshness check of this hit found it
-    #: (``_compiled_stages_fit``); empty for a miss, and for a hit trusted without a check (device-free)
-    verdicts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,7 +86,7 @@ class DeriveResult:
             "compile_ms": self.compile_ms,
             "bytes_written": self.bytes_written,
             "links": dict(self.links),
-            "compile": [dict(c) for c in self.compile],
+            "compile": [c.to_dict() for c in self.compile],
             "warnings": list(self.warnings),
         }
 
@@ -222,21 +217,12 @@ def _derived(
     # A device-free runner's hit is trusted on its key and contents: checking a compiled stage opens the EP's device.
     on_device = getattr(runner, "checks_on_device", True)
     entry = cache.get_or_build(request, build, fit if on_device else None)
-    manifest = entry.manifest
-    if entry.cache == "hit":
-        return DeriveResult(
-            entry.folder,
-            entry.key,
-            "hit",
-            entry.reason,
-            _ms(t0),
-            0.0,
-            0,
-            manifest["links"],
-            tuple(manifest["compile"]),
-            plugins=plugins,
-            verdicts=verdicts if on_device else {},
-        )
+    manifest, hit = entry.manifest, entry.cache == "hit"
+    outcomes = tuple(CompileOutcome.from_dict(c) for c in manifest["compile"])  # the manifest keeps dicts
+    # a hit on a device shows its freshness check's verdicts; one just compiled (the compile child's) or device-free is not checked
+    shown = _shown(outcomes, entry.folder, plan.config, plugins, verdicts if hit and on_device else None)
+    if hit:
+        return DeriveResult(entry.folder, entry.key, "hit", entry.reason, _ms(t0), 0.0, 0, manifest["links"], shown)
     return DeriveResult(
         entry.folder,
         entry.key,
@@ -246,9 +232,49 @@ def _derived(
         built["compile_ms"],
         built["written"] + entry.manifest_bytes,
         built["links"],
-        tuple(manifest["compile"]),
-        plugins=plugins,
+        shown,
     )
+
+
+def _shown(
+    outcomes: tuple[CompileOutcome, ...],
+    folder: Path,
+    config: GenaiConfig,
+    plugins: Mapping[str, Any],
+    checked: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[CompileOutcome, ...]:
+    """Each compiled stage's verdict: with ``checked`` (a hit on a device) as this reuse's freshness check
+    found it (onnxruntime's answer, or the kept session verdict); else as it stands (just compiled: the
+    compile child's; device-free: None, not checked). A stage prepared device-free also says how it was
+    made and whether this run matches ("prepared"): its options are those of ``config`` (the plan's, which
+    the derived bundle's config was written from), each EP's plugin identity the one the derived bundle
+    was keyed under (``plugins``)."""
+    from winml_perf.bundle.epcontext import device_free
+
+    made = device_free.read_prepared(folder)
+    out = []
+    for o in outcomes:
+        if o.status != "compiled" or not (checked is not None or o.compiled_output in made):
+            out.append(o)
+            continue
+        if checked is not None:  # every compiled stage of a hit on a device was checked before it was reused
+            verdict: dict[str, Any] | None = dict(checked[o.compiled_output])
+        else:
+            verdict = dict(o.compatibility) if isinstance(o.compatibility, dict) else None
+        shown = verdict or {
+            "verdict": "unknown",
+            "source": "none",
+            "status": "NOT_CHECKED",
+            "info": made[o.compiled_output].get("compatibility_info"),
+            "detail": "prepared device-free: no device here to check it on",
+        }
+        if o.compiled_output in made:
+            options = compat.stage_options(config, o.stages[0])
+            shown["prepared"] = device_free.reuse_report_of(
+                made[o.compiled_output], plugins.get(o.ep), options, verdict
+            )
+        out.append(replace(o, compatibility=shown))
+    return tuple(out)
 
 
 def _without_compile(plain: DeriveResult, failed: _CompileFailed, t0: float) -> DeriveResult:
@@ -256,14 +282,16 @@ def _without_compile(plain: DeriveResult, failed: _CompileFailed, t0: float) -> 
     bad = [o for o in failed.outcomes if o.status in COMPILE_FAILURES]
     names = "; ".join(f"{', '.join(o.stages)}: {o.status}" for o in bad)
     outcomes = tuple(
-        o.to_dict()
-        if o.status != "compiled"  # failed, timed out, or nothing to compile: said as it was
-        else {
-            **o.to_dict(),
-            "output": None,
-            "status": CompileStatus.DISCARDED,
-            "reason": "compiled, but not used: another compile of this route failed and nothing was published",
-        }
+        CompileOutcome.from_dict(
+            o.to_dict()
+            if o.status != "compiled"  # failed, timed out, or nothing to compile: said as it was
+            else {
+                **o.to_dict(),
+                "output": None,
+                "status": CompileStatus.DISCARDED,
+                "reason": "compiled, but not used: another compile of this route failed and nothing was published",
+            }
+        )
         for o in failed.outcomes
     )
     warnings = tuple(f"compile {o.source} ({', '.join(o.stages)}): {o.status}: {o.reason}" for o in bad)
@@ -279,7 +307,6 @@ def _without_compile(plain: DeriveResult, failed: _CompileFailed, t0: float) -> 
         plain.links,
         outcomes,
         warnings + plain.warnings,
-        plain.plugins,
     )
 
 
