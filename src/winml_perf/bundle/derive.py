@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from winml_perf.bundle import cache
-from winml_perf.bundle.config import CONFIG_NAME, GenaiConfig
+from winml_perf.bundle.config import CONFIG_NAME
 from winml_perf.bundle.epcontext import compat
 from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.routing import RoutePlan
@@ -153,8 +153,9 @@ def derive_bundle(
     A compile that fails leaves the uncompiled derived bundle, made from the same sources."""
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
-    plugins = plugin_identities(plan)  # asked once a route: the compiled stages' checks read it from the result
-    sources = _Sources(bundle, cache.source_identities(bundle, source_files(bundle), verify_sources), plugins)
+    plugins = plugin_identities(plan)  # asked once a route: the compiled stages' checks read it from here
+    options = {s.name: compat.stage_options(plan.config, s.name) for s in plan.config.stages}
+    sources = _Sources(bundle, cache.source_identities(bundle, source_files(bundle), verify_sources), plugins, options)
     try:
         return _derived(plan, sources, jobs, compile_timeout_s, runner, no_recompile, t0)
     except _CompileFailed as failed:  # the sources are not read again (nor hashed, with verify_sources)
@@ -165,11 +166,14 @@ def derive_bundle(
 @dataclass(frozen=True)
 class _Sources:
     """What a route's derived bundles are made from besides the plan, read once a route: the source
-    bundle, the identity of each of its files, and each EP's plugin identity (``plugin_identities``)."""
+    bundle, the identity of each of its files, each EP's plugin identity (``plugin_identities``), and
+    each stage's provider options in the plan's config, which the derived bundle's config is written
+    from (compat.stage_options): what a compiled stage's checks and reports read."""
 
     bundle: Path
     identities: list[dict[str, Any]]
     plugins: dict[str, Any]
+    options: dict[str, dict[str, str]]
 
 
 def _derived(
@@ -192,16 +196,14 @@ def _derived(
     request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, sources.identities, LABELS, SHAPE)
     built: dict[str, Any] = {}
     verdicts: dict[str, dict[str, Any]] = {}  # filled by the freshness check: a hit hands them on
-    fit = functools.partial(_compiled_stages_fit, plugins, verdicts)
+    fit = functools.partial(_compiled_stages_fit, sources, verdicts)
     if no_recompile and jobs:
         from winml_perf.bundle.epcontext.travel import require_fresh
 
         require_fresh(request, fit)
 
     def build(tmp: Path) -> dict[str, Any]:
-        files = [i["file"] for i in sources.identities]
-        run = runner or compiler.run_jobs
-        built.update(_write(plan, bundle, tmp, files, list(jobs), compile_timeout_s, run, plugins))
+        built.update(_write(plan, sources, tmp, list(jobs), compile_timeout_s, runner or compiler.run_jobs))
         if any(o.status in COMPILE_FAILURES for o in built["outcomes"]):
             raise _CompileFailed(built["outcomes"], built["compile_ms"])
         return {
@@ -220,7 +222,7 @@ def _derived(
     manifest, hit = entry.manifest, entry.cache == "hit"
     outcomes = tuple(CompileOutcome.from_dict(c) for c in manifest["compile"])  # the manifest keeps dicts
     # a hit on a device shows its freshness check's verdicts; one just compiled (the compile child's) or device-free is not checked
-    shown = _shown(outcomes, entry.folder, plan.config, plugins, verdicts if hit and on_device else None)
+    shown = _shown(outcomes, entry.folder, sources, verdicts if hit and on_device else None)
     if hit:
         return DeriveResult(entry.folder, entry.key, "hit", entry.reason, _ms(t0), 0.0, 0, manifest["links"], shown)
     return DeriveResult(
@@ -239,16 +241,14 @@ def _derived(
 def _shown(
     outcomes: tuple[CompileOutcome, ...],
     folder: Path,
-    config: GenaiConfig,
-    plugins: Mapping[str, Any],
+    sources: _Sources,
     checked: Mapping[str, Mapping[str, Any]] | None,
 ) -> tuple[CompileOutcome, ...]:
     """Each compiled stage's verdict: with ``checked`` (a hit on a device) as this reuse's freshness check
     found it (onnxruntime's answer, or the kept session verdict); else as it stands (just compiled: the
     compile child's; device-free: None, not checked). A stage prepared device-free also says how it was
-    made and whether this run matches ("prepared"): its options are those of ``config`` (the plan's, which
-    the derived bundle's config was written from), each EP's plugin identity the one the derived bundle
-    was keyed under (``plugins``)."""
+    made and whether this run matches ("prepared"), with the stage's options and each EP's plugin identity
+    as ``sources`` holds them (the derived bundle's config is not read for them)."""
     from winml_perf.bundle.epcontext import device_free
 
     made = device_free.read_prepared(folder)
@@ -269,9 +269,9 @@ def _shown(
             "detail": "prepared device-free: no device here to check it on",
         }
         if o.compiled_output in made:
-            options = compat.stage_options(config, o.stages[0])
+            options = sources.options.get(o.stages[0], {})
             shown["prepared"] = device_free.reuse_report_of(
-                made[o.compiled_output], plugins.get(o.ep), options, verdict
+                made[o.compiled_output], sources.plugins.get(o.ep), options, verdict
             )
         out.append(replace(o, compatibility=shown))
     return tuple(out)
@@ -311,24 +311,18 @@ def _without_compile(plain: DeriveResult, failed: _CompileFailed, t0: float) -> 
 
 
 def _write(
-    plan: RoutePlan,
-    bundle: Path,
-    tmp: Path,
-    files: list[str],
-    jobs: list[Any],
-    timeout_s: float,
-    runner: compiler.JobRunner,
-    plugins: Mapping[str, Any],
+    plan: RoutePlan, sources: _Sources, tmp: Path, jobs: list[Any], timeout_s: float, runner: compiler.JobRunner
 ) -> dict[str, Any]:
     """Fill ``tmp``: links to the sources, compiled stages, the rewritten config."""
-    links, written = _link_tree(bundle, tmp, files)
+    bundle = sources.bundle
+    links, written = _link_tree(bundle, tmp, [i["file"] for i in sources.identities])
     config, outcomes, compile_ms = plan.config, [], 0.0
     if jobs:
         outcomes = runner(jobs, bundle, tmp, timeout_s)
         compile_ms = sum(o.compile_ms for o in outcomes)
         config = config.replace_filenames(compiler.filename_updates(outcomes))
         # the compile children's session verdicts: a hit needs no session
-        compat.remember(tmp, outcomes, config, plugins)
+        compat.remember(tmp, outcomes, sources.options, sources.plugins)
         written += sum((tmp / o.compiled_output).stat().st_size for o in outcomes if o.status == "compiled")
     (tmp / CONFIG_NAME).unlink(missing_ok=True)  # a link to the source config: replace, never write through
     text = config.dumps()
@@ -369,15 +363,14 @@ def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict[str, An
 
 # -- freshness ------------------------------------------------------------------------------------
 def _compiled_stages_fit(
-    plugins: Mapping[str, Any], verdicts: dict[str, dict[str, Any]], folder: Path, manifest: dict[str, Any]
+    sources: _Sources, verdicts: dict[str, dict[str, Any]], folder: Path, manifest: dict[str, Any]
 ) -> str | None:
     """None while every compiled stage is fit to reuse here (bundle/epcontext/compat.py), else why it must be
-    recompiled; ``plugins``: EP -> its plugin identity, as the derived bundle is keyed under (not asked again).
-    ``verdicts`` is refilled with each compiled output's verdict, which a hit hands on (not checked again)."""
-    from winml_perf.bundle.config import load_config
-
+    recompiled: each checked with its options and its EP's plugin identity as ``sources`` holds them (the
+    folder's config, verified with its contents, is the plan's: not read for them; the identity is the
+    one the derived bundle is keyed under: not asked again). ``verdicts`` is refilled with each compiled
+    output's verdict, which a hit hands on (not checked again)."""
     verdicts.clear()
-    config = None
     for outcome in manifest["compile"]:  # of OUTCOME_SHAPE: the cache checked it
         if outcome["status"] in COMPILE_FAILURES:
             return f"{folder.name} records a failed compile ({', '.join(outcome['stages'])}); recompiling"
@@ -387,11 +380,7 @@ def _compiled_stages_fit(
         if not output or not stages or output not in manifest["files"]:
             return f"{folder.name} has no valid manifest (a compiled stage lacks its output or stages); rebuilding"
         stage = stages[0]
-        try:
-            config = config or load_config(folder)
-        except Exception as exc:
-            return f"{folder.name}: its genai_config.json cannot be read ({exc}); rebuilding"
-        verdict = compat.check_stage_with(folder, output, ep, compat.stage_options(config, stage), plugins.get(ep))
+        verdict = compat.check_stage_with(folder, output, ep, sources.options.get(stage, {}), sources.plugins.get(ep))
         verdicts[output] = verdict.to_dict()
         if not verdict.fit:
             return (
