@@ -153,7 +153,7 @@ def prepare_route(
             )
             if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
                 placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
-            else:  # placement.json (a hit costs a file read); the book keeps the derived config for the verdicts
+            else:  # placement.json (a hit costs a file read); the book keeps the derived config for the run
                 placed = derived_placement(result.path, result.key, book.of(result.path))
         outcomes = result.compile + tuple(notes)  # each compiled stage's verdict as derive.py found it
     route = Route(
