@@ -215,7 +215,6 @@ def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_ho
     asked, checked = [], []
     monkeypatch.setattr(plugins, "plugin_identity", lambda ep: asked.append(ep) or (dict(ident) if ep == qnn else None))
     fit = compat.Verdict("compatible", "onnxruntime", "EP_SUPPORTED_OPTIMAL", "v", "checked")
-    monkeypatch.setattr(compat, "stage_options", lambda config, stage: {"soc_model": "60"})
     monkeypatch.setattr(
         compat, "check_stage_with", lambda folder, out, ep, opts, plugin, *a: checked.append((opts, plugin)) or fit
     )
@@ -232,7 +231,9 @@ def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_ho
     assert again.cache == "hit", again.cache_reason
     assert asked == [qnn]  # once, for the key
     # the freshness check, once, with the stage's options and the key's identity; the route shows its verdict
-    assert checked == [({"soc_model": "60"}, ident)]
+    ((stage_options,),) = [s.provider_options_after for s in again.stages]
+    assert checked == [({k: str(v) for k, v in stage_options["qnn"].items()}, ident)]
+    assert checked[0][0]["htp_performance_mode"] == "burst"  # the stage's own, kept by the route
     assert [c.compatibility for c in again.compile if c.status == "compiled"] == [fit.to_dict()]
 
 
@@ -266,5 +267,6 @@ def test_a_hits_compiled_stages_are_checked_with_the_plans_options_not_the_folde
     monkeypatch.setattr(config_module, "load_config", no_read)
     again = derive.derive_bundle(plan, jobs=jobs, runner=fake)
     assert again.cache == "hit", again.reason
-    assert checked == [compat.stage_options(plan.config, "decoder")] and checked[0]["soc_model"] == "60"
+    assert checked == [{k: str(v) for k, v in (plan.config.stage("decoder").ep_options or {}).items()}]
+    assert checked[0]["soc_model"] == "60"
     assert [o.compatibility for o in again.compile] == [fit.to_dict()]

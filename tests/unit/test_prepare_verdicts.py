@@ -24,7 +24,6 @@ KEPT = {"verdict": "verified", "source": "session", "status": "NO_INFO", "info":
 @pytest.fixture
 def sources(tmp_path, monkeypatch):
     """What derive.py holds for a route: here each stage's options (soc_model=60) and QNN's identity."""
-    monkeypatch.setattr(compat, "stage_options", lambda *a: pytest.fail("a stage's options asked again"))
     monkeypatch.setattr(plugins, "plugin_identity", lambda ep: pytest.fail("the plugin identity asked again"))
     return derive._Sources(tmp_path, [], {QNN: QNN_PLUGIN}, {"decoder": {"soc_model": "60"}})
 

@@ -154,7 +154,7 @@ def derive_bundle(
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
     plugins = plugin_identities(plan)  # asked once a route: the compiled stages' checks read it from here
-    options = {s.name: compat.stage_options(plan.config, s.name) for s in plan.config.stages}
+    options = {s.name: {str(k): str(v) for k, v in (s.ep_options or {}).items()} for s in plan.config.stages}
     sources = _Sources(bundle, cache.source_identities(bundle, source_files(bundle), verify_sources), plugins, options)
     try:
         return _derived(plan, sources, jobs, compile_timeout_s, runner, no_recompile, t0)
@@ -168,7 +168,8 @@ class _Sources:
     """What a route's derived bundles are made from besides the plan, read once a route: the source
     bundle, the identity of each of its files, each EP's plugin identity (``plugin_identities``), and
     each stage's provider options in the plan's config, which the derived bundle's config is written
-    from (compat.stage_options): what a compiled stage's checks and reports read."""
+    from (its first provider's, as Stage.ep_options holds them from the parse): what a compiled stage's
+    checks and reports read."""
 
     bundle: Path
     identities: list[dict[str, Any]]

@@ -30,7 +30,6 @@ from winml_perf.bundle import no_follow
 from winml_perf.ep.table import emulator_of
 
 if TYPE_CHECKING:
-    from winml_perf.bundle.config import GenaiConfig
     from winml_perf.model.route import CompileOutcome
 
 COMPAT_FILE = "compat.json"
@@ -244,14 +243,6 @@ def check_stage_with(
     return verdict
 
 
-def stage_options(config: GenaiConfig, stage: str) -> dict[str, str]:
-    """The provider options a stage of ``config`` runs with (its first provider's)."""
-    found = next((s for s in config.stages if s.name == stage), None)
-    if found is None or not found.provider_options:
-        return {}
-    return {str(k): str(v) for k, v in (next(iter(found.provider_options[0].values())) or {}).items()}
-
-
 def remember(
     folder: Path,
     outcomes: Sequence[CompileOutcome],
@@ -259,7 +250,7 @@ def remember(
     plugins: Mapping[str, Plugin],
 ) -> None:
     """Keep the compile children's session verdicts in ``folder``'s compat.json (so a hit needs no session);
-    ``options``: stage -> the provider options it runs with (``stage_options``); ``plugins``: EP -> its
+    ``options``: stage -> the provider options it runs with (its first provider's); ``plugins``: EP -> its
     plugin identity (an EP without one has none)."""
     memo = read_memo(folder)
     for o in outcomes:
