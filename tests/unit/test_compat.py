@@ -35,7 +35,11 @@ def test_a_soc_88_binary_under_htp_arch_68_is_found_by_a_session_and_recompiled_
     (compiled,) = [c for c in first.compile if c.status == "compiled"]
     assert compiled.compatibility["verdict"] == "verified" and compiled.compatibility["source"] == "session"
     # The same artifact, now to be run where the options say htp_arch=68 (e.g. another machine's settings):
-    monkeypatch.setattr(compat, "stage_options", lambda config, stage: {"backend_type": "htp", "htp_arch": "68"})
+    other = {"backend_type": "htp", "htp_arch": "68"}
+    check_stage_with = compat.check_stage_with
+    monkeypatch.setattr(
+        compat, "check_stage_with", lambda folder, out, ep, options, *a: check_stage_with(folder, out, ep, other, *a)
+    )
     verdict = compat.check_stage(first.path, compiled.output, QNN, {"backend_type": "htp", "htp_arch": "68"})
     assert (
         verdict.verdict == "failed"

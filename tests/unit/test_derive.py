@@ -215,7 +215,6 @@ def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_ho
     asked, checked = [], []
     monkeypatch.setattr(plugins, "plugin_identity", lambda ep: asked.append(ep) or (dict(ident) if ep == qnn else None))
     fit = compat.Verdict("compatible", "onnxruntime", "EP_SUPPORTED_OPTIMAL", "v", "checked")
-    monkeypatch.setattr(compat, "stage_options", lambda config, stage: {"soc_model": "60"})
     monkeypatch.setattr(
         compat, "check_stage_with", lambda folder, out, ep, opts, plugin, *a: checked.append((opts, plugin)) or fit
     )
@@ -232,5 +231,42 @@ def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_ho
     assert again.cache == "hit", again.cache_reason
     assert asked == [qnn]  # once, for the key
     # the freshness check, once, with the stage's options and the key's identity; the route shows its verdict
-    assert checked == [({"soc_model": "60"}, ident)]
+    ((stage_options,),) = [s.provider_options_after for s in again.stages]
+    assert checked == [({k: str(v) for k, v in stage_options["qnn"].items()}, ident)]
+    assert checked[0][0]["htp_performance_mode"] == "burst"  # the stage's own, kept by the route
     assert [c.compatibility for c in again.compile if c.status == "compiled"] == [fit.to_dict()]
+
+
+def test_a_hits_compiled_stages_are_checked_with_the_plans_options_not_the_folders_config(tmp_path, monkeypatch):
+    """Each stage's options are taken once a route from the plan's config, which the derived bundle's
+    config is written from (derive.py's _Sources): a hit's freshness check reads no config of the
+    derived folder for them (its config is verified with the folder's contents). It used to load it."""
+    from winml_perf.bundle import config as config_module
+    from winml_perf.bundle.epcontext import compat
+    from winml_perf.bundle.epcontext import compile as compiler
+    from winml_perf.bundle.prepare import plan_for
+    from winml_perf.model.route import CompileOutcome
+
+    def fake(jobs, src_dir, out_dir, timeout_s):
+        for job in jobs:
+            (out_dir / job.output).write_bytes(fake_model_bytes(b"compiled"))
+        return [CompileOutcome(j.stages, j.source, j.ep, j.output, "compiled", "", 1.0) for j in jobs]
+
+    checked = []
+    fit = compat.Verdict("compatible", "onnxruntime", "EP_SUPPORTED_OPTIMAL", "v", "checked")
+    monkeypatch.setattr(compat, "check_stage_with", lambda folder, out, ep, opts, *a: checked.append(opts) or fit)
+    bundle = make_bundle(tmp_path, FLAT_QNN)
+    plan = plan_for(bundle, ep_target("qnn"), ep_options={"soc_model": "60"})
+    jobs, _ = compiler.compile_jobs(plan)
+    first = derive.derive_bundle(plan, jobs=jobs, runner=fake)
+    assert first.cache == "miss" and [o.status for o in first.compile] == ["compiled"]
+
+    def no_read(folder):
+        raise AssertionError(f"the derived folder's config read: {folder}")
+
+    monkeypatch.setattr(config_module, "load_config", no_read)
+    again = derive.derive_bundle(plan, jobs=jobs, runner=fake)
+    assert again.cache == "hit", again.reason
+    assert checked == [{k: str(v) for k, v in (plan.config.stage("decoder").ep_options or {}).items()}]
+    assert checked[0]["soc_model"] == "60"
+    assert [o.compatibility for o in again.compile] == [fit.to_dict()]

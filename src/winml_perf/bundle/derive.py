@@ -23,7 +23,7 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +72,9 @@ class DeriveResult:
     compile_ms: float
     bytes_written: int
     links: dict[str, Any] = field(default_factory=dict)
-    compile: tuple[dict[str, Any], ...] = ()
+    #: each compile job's outcome, a compiled stage's with its verdict as this route finds it (``_shown``)
+    compile: tuple[CompileOutcome, ...] = ()
     warnings: tuple[str, ...] = ()
-    #: EP -> its plugin library's identity as the key holds it (``plugin_identities``), asked once a
-    #: route: the compiled stages' verdicts and reports read it from here
-    plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
-    #: compiled output -> its verdict (Verdict.to_dict()) as the freshness check of this hit found it
-    #: (``_compiled_stages_fit``); empty for a miss, and for a hit trusted without a check (device-free)
-    verdicts: Mapping[str, Mapping[str, Any]] = field(default_factory=dict, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -91,7 +86,7 @@ class DeriveResult:
             "compile_ms": self.compile_ms,
             "bytes_written": self.bytes_written,
             "links": dict(self.links),
-            "compile": [dict(c) for c in self.compile],
+            "compile": [c.to_dict() for c in self.compile],
             "warnings": list(self.warnings),
         }
 
@@ -158,8 +153,9 @@ def derive_bundle(
     A compile that fails leaves the uncompiled derived bundle, made from the same sources."""
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
-    plugins = plugin_identities(plan)  # asked once a route: the compiled stages' checks read it from the result
-    sources = _Sources(bundle, cache.source_identities(bundle, source_files(bundle), verify_sources), plugins)
+    plugins = plugin_identities(plan)  # asked once a route: the compiled stages' checks read it from here
+    options = {s.name: {str(k): str(v) for k, v in (s.ep_options or {}).items()} for s in plan.config.stages}
+    sources = _Sources(bundle, cache.source_identities(bundle, source_files(bundle), verify_sources), plugins, options)
     try:
         return _derived(plan, sources, jobs, compile_timeout_s, runner, no_recompile, t0)
     except _CompileFailed as failed:  # the sources are not read again (nor hashed, with verify_sources)
@@ -170,11 +166,15 @@ def derive_bundle(
 @dataclass(frozen=True)
 class _Sources:
     """What a route's derived bundles are made from besides the plan, read once a route: the source
-    bundle, the identity of each of its files, and each EP's plugin identity (``plugin_identities``)."""
+    bundle, the identity of each of its files, each EP's plugin identity (``plugin_identities``), and
+    each stage's provider options in the plan's config, which the derived bundle's config is written
+    from (its first provider's, as Stage.ep_options holds them from the parse): what a compiled stage's
+    checks and reports read."""
 
     bundle: Path
     identities: list[dict[str, Any]]
     plugins: dict[str, Any]
+    options: dict[str, dict[str, str]]
 
 
 def _derived(
@@ -197,16 +197,14 @@ def _derived(
     request = cache.Request(bundle, _folder_prefix(plan), "derived bundle", settings, sources.identities, LABELS, SHAPE)
     built: dict[str, Any] = {}
     verdicts: dict[str, dict[str, Any]] = {}  # filled by the freshness check: a hit hands them on
-    fit = functools.partial(_compiled_stages_fit, plugins, verdicts)
+    fit = functools.partial(_compiled_stages_fit, sources, verdicts)
     if no_recompile and jobs:
         from winml_perf.bundle.epcontext.travel import require_fresh
 
         require_fresh(request, fit)
 
     def build(tmp: Path) -> dict[str, Any]:
-        files = [i["file"] for i in sources.identities]
-        run = runner or compiler.run_jobs
-        built.update(_write(plan, bundle, tmp, files, list(jobs), compile_timeout_s, run, plugins))
+        built.update(_write(plan, sources, tmp, list(jobs), compile_timeout_s, runner or compiler.run_jobs))
         if any(o.status in COMPILE_FAILURES for o in built["outcomes"]):
             raise _CompileFailed(built["outcomes"], built["compile_ms"])
         return {
@@ -222,21 +220,12 @@ def _derived(
     # A device-free runner's hit is trusted on its key and contents: checking a compiled stage opens the EP's device.
     on_device = getattr(runner, "checks_on_device", True)
     entry = cache.get_or_build(request, build, fit if on_device else None)
-    manifest = entry.manifest
-    if entry.cache == "hit":
-        return DeriveResult(
-            entry.folder,
-            entry.key,
-            "hit",
-            entry.reason,
-            _ms(t0),
-            0.0,
-            0,
-            manifest["links"],
-            tuple(manifest["compile"]),
-            plugins=plugins,
-            verdicts=verdicts if on_device else {},
-        )
+    manifest, hit = entry.manifest, entry.cache == "hit"
+    outcomes = tuple(CompileOutcome.from_dict(c) for c in manifest["compile"])  # the manifest keeps dicts
+    # a hit on a device shows its freshness check's verdicts; one just compiled (the compile child's) or device-free is not checked
+    shown = _shown(outcomes, entry.folder, sources, verdicts if hit and on_device else None)
+    if hit:
+        return DeriveResult(entry.folder, entry.key, "hit", entry.reason, _ms(t0), 0.0, 0, manifest["links"], shown)
     return DeriveResult(
         entry.folder,
         entry.key,
@@ -246,9 +235,47 @@ def _derived(
         built["compile_ms"],
         built["written"] + entry.manifest_bytes,
         built["links"],
-        tuple(manifest["compile"]),
-        plugins=plugins,
+        shown,
     )
+
+
+def _shown(
+    outcomes: tuple[CompileOutcome, ...],
+    folder: Path,
+    sources: _Sources,
+    checked: Mapping[str, Mapping[str, Any]] | None,
+) -> tuple[CompileOutcome, ...]:
+    """Each compiled stage's verdict: with ``checked`` (a hit on a device) as this reuse's freshness check
+    found it (onnxruntime's answer, or the kept session verdict); else as it stands (just compiled: the
+    compile child's; device-free: None, not checked). A stage prepared device-free also says how it was
+    made and whether this run matches ("prepared"), with the stage's options and each EP's plugin identity
+    as ``sources`` holds them (the derived bundle's config is not read for them)."""
+    from winml_perf.bundle.epcontext import device_free
+
+    made = device_free.read_prepared(folder)
+    out = []
+    for o in outcomes:
+        if o.status != "compiled" or not (checked is not None or o.compiled_output in made):
+            out.append(o)
+            continue
+        if checked is not None:  # every compiled stage of a hit on a device was checked before it was reused
+            verdict: dict[str, Any] | None = dict(checked[o.compiled_output])
+        else:
+            verdict = dict(o.compatibility) if isinstance(o.compatibility, dict) else None
+        shown = verdict or {
+            "verdict": "unknown",
+            "source": "none",
+            "status": "NOT_CHECKED",
+            "info": made[o.compiled_output].get("compatibility_info"),
+            "detail": "prepared device-free: no device here to check it on",
+        }
+        if o.compiled_output in made:
+            options = sources.options.get(o.stages[0], {})
+            shown["prepared"] = device_free.reuse_report_of(
+                made[o.compiled_output], sources.plugins.get(o.ep), options, verdict
+            )
+        out.append(replace(o, compatibility=shown))
+    return tuple(out)
 
 
 def _without_compile(plain: DeriveResult, failed: _CompileFailed, t0: float) -> DeriveResult:
@@ -256,14 +283,16 @@ def _without_compile(plain: DeriveResult, failed: _CompileFailed, t0: float) -> 
     bad = [o for o in failed.outcomes if o.status in COMPILE_FAILURES]
     names = "; ".join(f"{', '.join(o.stages)}: {o.status}" for o in bad)
     outcomes = tuple(
-        o.to_dict()
-        if o.status != "compiled"  # failed, timed out, or nothing to compile: said as it was
-        else {
-            **o.to_dict(),
-            "output": None,
-            "status": CompileStatus.DISCARDED,
-            "reason": "compiled, but not used: another compile of this route failed and nothing was published",
-        }
+        CompileOutcome.from_dict(
+            o.to_dict()
+            if o.status != "compiled"  # failed, timed out, or nothing to compile: said as it was
+            else {
+                **o.to_dict(),
+                "output": None,
+                "status": CompileStatus.DISCARDED,
+                "reason": "compiled, but not used: another compile of this route failed and nothing was published",
+            }
+        )
         for o in failed.outcomes
     )
     warnings = tuple(f"compile {o.source} ({', '.join(o.stages)}): {o.status}: {o.reason}" for o in bad)
@@ -279,29 +308,22 @@ def _without_compile(plain: DeriveResult, failed: _CompileFailed, t0: float) -> 
         plain.links,
         outcomes,
         warnings + plain.warnings,
-        plain.plugins,
     )
 
 
 def _write(
-    plan: RoutePlan,
-    bundle: Path,
-    tmp: Path,
-    files: list[str],
-    jobs: list[Any],
-    timeout_s: float,
-    runner: compiler.JobRunner,
-    plugins: Mapping[str, Any],
+    plan: RoutePlan, sources: _Sources, tmp: Path, jobs: list[Any], timeout_s: float, runner: compiler.JobRunner
 ) -> dict[str, Any]:
     """Fill ``tmp``: links to the sources, compiled stages, the rewritten config."""
-    links, written = _link_tree(bundle, tmp, files)
+    bundle = sources.bundle
+    links, written = _link_tree(bundle, tmp, [i["file"] for i in sources.identities])
     config, outcomes, compile_ms = plan.config, [], 0.0
     if jobs:
         outcomes = runner(jobs, bundle, tmp, timeout_s)
         compile_ms = sum(o.compile_ms for o in outcomes)
         config = config.replace_filenames(compiler.filename_updates(outcomes))
         # the compile children's session verdicts: a hit needs no session
-        compat.remember(tmp, outcomes, config, plugins)
+        compat.remember(tmp, outcomes, sources.options, sources.plugins)
         written += sum((tmp / o.compiled_output).stat().st_size for o in outcomes if o.status == "compiled")
     (tmp / CONFIG_NAME).unlink(missing_ok=True)  # a link to the source config: replace, never write through
     text = config.dumps()
@@ -342,15 +364,14 @@ def _link_tree(bundle: Path, dest: Path, files: list[str]) -> tuple[dict[str, An
 
 # -- freshness ------------------------------------------------------------------------------------
 def _compiled_stages_fit(
-    plugins: Mapping[str, Any], verdicts: dict[str, dict[str, Any]], folder: Path, manifest: dict[str, Any]
+    sources: _Sources, verdicts: dict[str, dict[str, Any]], folder: Path, manifest: dict[str, Any]
 ) -> str | None:
     """None while every compiled stage is fit to reuse here (bundle/epcontext/compat.py), else why it must be
-    recompiled; ``plugins``: EP -> its plugin identity, as the derived bundle is keyed under (not asked again).
-    ``verdicts`` is refilled with each compiled output's verdict, which a hit hands on (not checked again)."""
-    from winml_perf.bundle.config import load_config
-
+    recompiled: each checked with its options and its EP's plugin identity as ``sources`` holds them (the
+    folder's config, verified with its contents, is the plan's: not read for them; the identity is the
+    one the derived bundle is keyed under: not asked again). ``verdicts`` is refilled with each compiled
+    output's verdict, which a hit hands on (not checked again)."""
     verdicts.clear()
-    config = None
     for outcome in manifest["compile"]:  # of OUTCOME_SHAPE: the cache checked it
         if outcome["status"] in COMPILE_FAILURES:
             return f"{folder.name} records a failed compile ({', '.join(outcome['stages'])}); recompiling"
@@ -360,11 +381,7 @@ def _compiled_stages_fit(
         if not output or not stages or output not in manifest["files"]:
             return f"{folder.name} has no valid manifest (a compiled stage lacks its output or stages); rebuilding"
         stage = stages[0]
-        try:
-            config = config or load_config(folder)
-        except Exception as exc:
-            return f"{folder.name}: its genai_config.json cannot be read ({exc}); rebuilding"
-        verdict = compat.check_stage_with(folder, output, ep, compat.stage_options(config, stage), plugins.get(ep))
+        verdict = compat.check_stage_with(folder, output, ep, sources.options.get(stage, {}), sources.plugins.get(ep))
         verdicts[output] = verdict.to_dict()
         if not verdict.fit:
             return (

@@ -153,13 +153,9 @@ def prepare_route(
             )
             if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
                 placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
-            else:  # placement.json (a hit costs a file read); the book keeps the derived config for the verdicts
+            else:  # placement.json (a hit costs a file read); the book keeps the derived config for the run
                 placed = derived_placement(result.path, result.key, book.of(result.path))
-        outcomes = tuple(CompileOutcome.from_dict(c) for c in result.compile) + tuple(notes)  # the manifest keeps dicts
-        # a hit on a device shows its freshness check's verdicts; one just compiled (the compile child's) or device-free is not checked
-        outcomes = _verdicts(
-            result, outcomes, book, result.cache == "hit" and getattr(runner, "checks_on_device", True)
-        )
+        outcomes = result.compile + tuple(notes)  # each compiled stage's verdict as derive.py found it
     route = Route(
         label,
         plan.requested,
@@ -197,46 +193,6 @@ def _decided(plan: RoutePlan) -> dict[str, Any] | None:
     if plan.options_per_ep:
         return {"options_per_ep": {o.ep: o.to_dict() for o in plan.options_per_ep}}
     return None
-
-
-def _verdicts(
-    result: DeriveResult, outcomes: tuple[CompileOutcome, ...], book: ConfigBook, check: bool
-) -> tuple[CompileOutcome, ...]:
-    """Each compiled stage's verdict: with ``check`` (a hit on a device) as this reuse found it (the
-    freshness check's, which derive.py hands on in ``result.verdicts``: onnxruntime's answer, or the kept
-    session verdict); else as it stands (just compiled: the compile child's; device-free: None, not
-    checked). A stage prepared device-free also says how it was made and whether this run matches
-    ("prepared"): only for it is the derived bundle's config read (``book``, once), for the stage's
-    options; each EP's plugin identity is the one the derived bundle was keyed under
-    (``result.plugins``), not asked again."""
-
-    from winml_perf.bundle.epcontext import compat, device_free
-
-    folder, plugins = result.path, result.plugins
-    made = device_free.read_prepared(folder)
-    out = []
-    for o in outcomes:
-        if o.status != "compiled" or not (check or o.compiled_output in made):
-            out.append(o)
-            continue
-        if check:  # every compiled stage of a hit on a device was checked before it was reused
-            verdict: dict[str, Any] | None = dict(result.verdicts[o.compiled_output])
-        else:
-            verdict = dict(o.compatibility) if isinstance(o.compatibility, dict) else None
-        shown = verdict or {
-            "verdict": "unknown",
-            "source": "none",
-            "status": "NOT_CHECKED",
-            "info": made[o.compiled_output].get("compatibility_info"),
-            "detail": "prepared device-free: no device here to check it on",
-        }
-        if o.compiled_output in made:
-            options = compat.stage_options(book.of(folder), o.stages[0])
-            shown["prepared"] = device_free.reuse_report_of(
-                made[o.compiled_output], plugins.get(o.ep), options, verdict
-            )
-        out.append(replace(o, compatibility=shown))
-    return tuple(out)
 
 
 def _ms(t0: float) -> float:

@@ -30,7 +30,6 @@ from winml_perf.bundle import no_follow
 from winml_perf.ep.table import emulator_of
 
 if TYPE_CHECKING:
-    from winml_perf.bundle.config import GenaiConfig
     from winml_perf.model.route import CompileOutcome
 
 COMPAT_FILE = "compat.json"
@@ -244,26 +243,21 @@ def check_stage_with(
     return verdict
 
 
-def stage_options(config: GenaiConfig, stage: str) -> dict[str, str]:
-    """The provider options a stage of ``config`` runs with (its first provider's)."""
-    found = next((s for s in config.stages if s.name == stage), None)
-    if found is None or not found.provider_options:
-        return {}
-    return {str(k): str(v) for k, v in (next(iter(found.provider_options[0].values())) or {}).items()}
-
-
 def remember(
-    folder: Path, outcomes: Sequence[CompileOutcome], config: GenaiConfig, plugins: Mapping[str, Plugin]
+    folder: Path,
+    outcomes: Sequence[CompileOutcome],
+    options: Mapping[str, Mapping[str, str]],
+    plugins: Mapping[str, Plugin],
 ) -> None:
     """Keep the compile children's session verdicts in ``folder``'s compat.json (so a hit needs no session);
-    ``plugins``: EP -> its plugin identity (an EP without one has none)."""
+    ``options``: stage -> the provider options it runs with (its first provider's); ``plugins``: EP -> its
+    plugin identity (an EP without one has none)."""
     memo = read_memo(folder)
     for o in outcomes:
         v = o.compatibility
         if o.status != "compiled" or o.output is None or not isinstance(v, dict) or v.get("verdict") != "verified":
             continue
-        options = stage_options(config, o.stages[0])
-        key = memo_key(folder, compiled_files(folder, o.output), o.ep, options, plugins.get(o.ep))
+        key = memo_key(folder, compiled_files(folder, o.output), o.ep, options.get(o.stages[0], {}), plugins.get(o.ep))
         memo[o.output] = {"key": key, "verdict": dict(v)}
     if memo:
         write_memo(folder, memo)
