@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.equivalence.report import (
     cost_line,
@@ -21,6 +21,9 @@ from winml_perf.equivalence.report import (
 )
 from winml_perf.support.errors import BenchmarkFailure, WinmlPerfError
 
+if TYPE_CHECKING:
+    from winml_perf.equivalence.check import CheckSource
+
 
 def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: object) -> bool:
     """On by default when the run has more than one route or names a reference bundle; --equivalence
@@ -29,7 +32,7 @@ def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: objec
 
 
 def attach_equivalence(
-    bundle: str,
+    bundle: str | CheckSource,
     routes: list[Any],
     seed: int,
     reference_bundle: str | None,
@@ -37,7 +40,8 @@ def attach_equivalence(
     cache: bool = False,
 ) -> list[Any]:
     """The routes with their Equivalence recorded; one line per route and the check's cost on stderr
-    (it runs before the sweep: nothing of it enters a timed iteration). ``cache``: the verdict cache."""
+    (it runs before the sweep: nothing of it enters a timed iteration). ``cache``: the verdict cache.
+    ``bundle``: the source bundle's folder, or the CheckSource a run made of it for all its checks."""
     from winml_perf.equivalence.check import judge_routes
 
     try:
@@ -77,7 +81,7 @@ def _recorded(routes: list[Any], by_label: Mapping[str, Any]) -> list[Any]:
 
 
 def attach_perplexity(
-    bundle: str,
+    source: CheckSource,
     routes: list[Any],
     text_path: Path,
     chunk: int,
@@ -86,7 +90,8 @@ def attach_perplexity(
 ) -> list[Any]:
     """The routes with their perplexity recorded (route.perplexity) and, where the route was judged
     against the reference (route.equivalence), the ratio to the reference's with KL and top-1 over the
-    same positions; one line per route and the cost on stderr."""
+    same positions; one line per route and the cost on stderr. The text is tokenized by ``source``'s
+    session (equivalence/check.CheckSource)."""
     from winml_perf.equivalence.perplexity import (
         chunk_text,
         differences,
@@ -96,7 +101,7 @@ def attach_perplexity(
     )
 
     t0 = time.perf_counter()
-    chunks = chunk_text(bundle, text_path, chunk)
+    chunks = chunk_text(source, text_path, chunk)
     ref_label = reference_label(routes, reference_bundle, reference_route)
     todo = [(r.label, Path(r.session.path)) for r in routes]
     if reference_bundle:

@@ -29,6 +29,7 @@ from winml_perf.model.equivalence import (
 from winml_perf.support.errors import BenchmarkFailure
 
 if TYPE_CHECKING:
+    from winml_perf.bundle.config import GenaiConfig
     from winml_perf.equivalence.passes.genai_logits import TeacherForced
     from winml_perf.equivalence.verdict_cache import VerdictCache
     from winml_perf.session.genai_session import GenaiSession
@@ -254,17 +255,34 @@ def session_of(bundle: str | Path) -> GenaiSession:
     return GenaiSession(bundle, config_of(bundle).raw)
 
 
-def check_prompt_length(bundle: str, asked: int = CHECK_PROMPT_TOKENS) -> int:
-    """The prompt length a check feeds ``bundle``: ``asked``, or the length a static-shape stage takes
-    (it takes exactly its own)."""
-    from winml_perf.bundle.config import config_of
+@dataclass(frozen=True)
+class CheckSource:
+    """The source bundle as every check of a run uses it, made once (``check_source``): its folder, its
+    genai config, a session told that config, and the check prompt its synthetic tokens make."""
 
-    static = config_of(bundle).static_prompt_length()
-    return static[1] if static else asked
+    path: str
+    config: GenaiConfig
+    session: GenaiSession
+    prompt_ids: list[int]
+    seed: int
+
+
+def check_source(bundle: str | Path, seed: int = 0, n_prompt: int = CHECK_PROMPT_TOKENS) -> CheckSource:
+    """``bundle`` as the checks use it: its config (``config_of``: the run's ConfigBook, read once a run),
+    a session told that config, and a prompt of ``n_prompt`` synthetic tokens from ``seed`` (the length a
+    static-shape stage takes where the bundle has one: it takes exactly its own)."""
+    from winml_perf.bundle.config import config_of
+    from winml_perf.session.genai_session import GenaiSession
+
+    config = config_of(bundle)
+    static = config.static_prompt_length()
+    session = GenaiSession(bundle, config.raw)
+    prompt_ids = session.synthetic_prompt(static[1] if static else n_prompt, seed=seed)
+    return CheckSource(str(bundle), config, session, prompt_ids, seed)
 
 
 def judge_routes(
-    bundle: str,
+    bundle: str | CheckSource,
     routes: Sequence[Any],
     seed: int = 0,
     reference_bundle: str | None = None,
@@ -280,16 +298,17 @@ def judge_routes(
     each decoder layer's output too (one full-sequence pass over the same tokens). With ``cache``, a
     route's verdict is read from the verdict cache (equivalence/verdict_cache.py) when it holds one for the
     same content, and a route whose prepared bundle has the content of one judged before it shares its
-    verdict; the reference is run only when some route has to be judged."""
+    verdict; the reference is run only when some route has to be judged. ``bundle``: the source bundle's
+    folder, or the CheckSource a run made of it for all its checks (then its prompt and seed are used)."""
 
     t0 = time.perf_counter()
+    source = bundle if isinstance(bundle, CheckSource) else check_source(bundle, seed, n_prompt)
+    bundle, prompt_ids, seed, n_prompt = source.path, source.prompt_ids, source.seed, len(source.prompt_ids)
     ref_path = str(reference_bundle or bundle)
     ref_label = f"bundle:{reference_bundle}" if reference_bundle else CONFIG
     if reference_route is not None:  # one of the run's routes, as prepared (its own derived folder)
         chosen = reference_of(routes, reference_route)
         ref_path, ref_label = str(chosen.session.path), chosen.label
-    n_prompt = check_prompt_length(bundle, n_prompt)
-    prompt_ids = session_of(bundle).synthetic_prompt(n_prompt, seed=seed)
     store = None
     if cache:
         from winml_perf.equivalence.verdict_cache import VerdictCache
