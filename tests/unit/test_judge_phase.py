@@ -87,3 +87,25 @@ def test_every_check_uses_the_one_source_session_and_prompt(sessions, tmp_path, 
     assert sessions.prompts == [6]  # one check prompt, at the static stage's own length
     assert "equivalence: 0 route(s) against config" in capsys.readouterr().err
     assert out[0].route.perplexity_not_measured == "not opened here"
+
+
+def test_the_reference_route_is_found_once_for_equivalence_and_perplexity(sessions, tmp_path, monkeypatch, capsys):
+    from winml_perf.equivalence import check
+
+    found: list[str] = []
+    reference_of = check.reference_of
+
+    def counted(routes, label):
+        found.append(label)
+        return reference_of(routes, label)
+
+    monkeypatch.setattr(check, "reference_of", counted)
+    text = tmp_path / "text.txt"
+    text.write_text("some words to score", encoding="utf-8")
+    req = NS(
+        token_based=True, path="b", seed=0, check_outputs=False, equivalence=True, reference_bundle=None,
+        reference_route="config", equivalence_cache=False, perplexity=text, perplexity_chunk=4,
+    )  # fmt: skip
+    judged_routes(req, [_Route("config", NS(path="b"), _Recorded())])  # type: ignore[arg-type]
+    assert found == ["config"]  # chosen once (equivalence/check.CheckSource), read by both checks
+    assert "equivalence: 0 route(s) against config" in capsys.readouterr().err

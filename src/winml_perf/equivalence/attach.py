@@ -32,21 +32,22 @@ def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: objec
 
 
 def attach_equivalence(
-    bundle: str | CheckSource,
+    source: str | CheckSource,
     routes: list[Any],
-    seed: int,
-    reference_bundle: str | None,
+    seed: int = 0,
+    reference_bundle: str | None = None,
     reference_route: str | None = None,
     cache: bool = False,
 ) -> list[Any]:
     """The routes with their Equivalence recorded; one line per route and the check's cost on stderr
     (it runs before the sweep: nothing of it enters a timed iteration). ``cache``: the verdict cache.
-    ``bundle``: the source bundle's folder, or the CheckSource a run made of it for all its checks."""
+    ``source``: the CheckSource a run made of the source bundle for all its checks (its own seed and
+    reference), or the bundle's folder (judged with ``seed`` against the reference the other arguments name)."""
     from winml_perf.equivalence.check import judge_routes
 
     try:
         run = judge_routes(
-            bundle, routes, seed=seed, reference_bundle=reference_bundle, reference_route=reference_route, cache=cache
+            source, routes, seed=seed, reference_bundle=reference_bundle, reference_route=reference_route, cache=cache
         )
     except BenchmarkFailure as exc:  # the reference itself could not run: no route is judged, and it says so
         say_unjudged(str(exc))
@@ -85,13 +86,11 @@ def attach_perplexity(
     routes: list[Any],
     text_path: Path,
     chunk: int,
-    reference_bundle: str | None = None,
-    reference_route: str | None = None,
 ) -> list[Any]:
     """The routes with their perplexity recorded (route.perplexity) and, where the route was judged
     against the reference (route.equivalence), the ratio to the reference's with KL and top-1 over the
     same positions; one line per route and the cost on stderr. The text is tokenized by ``source``'s
-    session (equivalence/check.CheckSource)."""
+    session, the ratios taken against its reference (equivalence/check.CheckSource)."""
     from winml_perf.equivalence.perplexity import (
         chunk_text,
         differences,
@@ -102,13 +101,13 @@ def attach_perplexity(
 
     t0 = time.perf_counter()
     chunks = chunk_text(source, text_path, chunk)
-    ref_label = reference_label(routes, reference_bundle, reference_route)
+    ref_label = reference_label(routes, source.reference)
     todo = [(r.label, Path(r.session.path)) for r in routes]
-    if reference_bundle:
-        todo.append((ref_label or "", Path(reference_bundle)))
+    if source.reference_bundle:
+        todo.append((source.reference, Path(source.reference_bundle)))
     m = measure_labels(todo, ref_label, chunks)
     labels = [r.label for r in routes]
     diffs = differences(labels, m, ref_label)
     out = [with_perplexity(r, m, diffs.get(r.label)) for r in routes]
-    say_perplexity(labels, m, diffs, ref_label, bool(reference_bundle), chunks, time.perf_counter() - t0)
+    say_perplexity(labels, m, diffs, ref_label, bool(source.reference_bundle), chunks, time.perf_counter() - t0)
     return out

@@ -34,17 +34,18 @@ def _greedy(session: GenaiSession, prompt_ids: list[int], n_new: int) -> list[in
 
 
 def check_routes(
-    bundle: str | CheckSource,
+    source: str | CheckSource,
     routes: Sequence[Any],
     seed: int = 0,
     n_prompt: int = CHECK_PROMPT_TOKENS,
     n_new: int = CHECK_NEW_TOKENS,
 ) -> dict[str, OutputCheck]:
-    """{route label: OutputCheck} for every route whose session path differs from the bundle, over a
+    """{route label: OutputCheck} for every route whose session path differs from the source bundle, over a
     prompt of ``n_prompt`` tokens (a static-shape stage's own length where the bundle has one).
-    ``bundle``: the source bundle's folder, or the CheckSource a run made of it for all its checks (its
-    session, prompt and seed)."""
-    source = bundle if isinstance(bundle, CheckSource) else check_source(bundle, seed, n_prompt)
+    ``source``: the CheckSource a run made of the source bundle for all its checks (its session, prompt
+    and seed), or the bundle's folder (made into one here, with ``seed`` and ``n_prompt``)."""
+    if isinstance(source, str):
+        source = check_source(source, seed, n_prompt)
     reference = _greedy(source.session, source.prompt_ids, n_new)
     out = {}
     for r in routes:

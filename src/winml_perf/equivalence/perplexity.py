@@ -286,15 +286,10 @@ def difference(
     )  # fmt: skip
 
 
-def reference_label(routes: Sequence[Any], reference_bundle: str | None, reference_route: str | None) -> str | None:
-    """The reference the ratios are taken against: as the equivalence check chooses it."""
-    if reference_bundle:
-        return f"bundle:{reference_bundle}"
-    if reference_route:
-        from winml_perf.equivalence.check import reference_of
-
-        return str(reference_of(routes, reference_route).label)
-    return CONFIG if any(r.label == CONFIG for r in routes) else None
+def reference_label(routes: Sequence[Any], reference: str) -> str | None:
+    """The reference the ratios are taken against: the equivalence check's (``reference``, equivalence/
+    check.CheckSource), but the config route only when it is one of ``routes``."""
+    return reference if reference != CONFIG or any(r.label == CONFIG for r in routes) else None
 
 
 @dataclass(frozen=True)

@@ -35,8 +35,8 @@ def _bundle_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]
     equivalence = wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route)
     if not (req.check_outputs or equivalence or req.perplexity is not None):
         return routes
-    source = check_source(req.path, req.seed)
     ref = str(req.reference_bundle) if req.reference_bundle else None
+    source = check_source(req.path, req.seed, routes=routes, reference_bundle=ref, reference_route=req.reference_route)
     if req.check_outputs:
         from winml_perf.equivalence.greedy import check_routes
 
@@ -46,7 +46,7 @@ def _bundle_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]
             for r in routes
         ]
     if equivalence:
-        routes = attach_equivalence(source, routes, req.seed, ref, req.reference_route, req.equivalence_cache)
+        routes = attach_equivalence(source, routes, cache=req.equivalence_cache)
     if req.perplexity is not None:
-        routes = attach_perplexity(source, routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route)
+        routes = attach_perplexity(source, routes, req.perplexity, req.perplexity_chunk)
     return routes
