@@ -109,3 +109,22 @@ def test_the_reference_route_is_found_once_for_equivalence_and_perplexity(sessio
     judged_routes(req, [_Route("config", NS(path="b"), _Recorded())])  # type: ignore[arg-type]
     assert found == ["config"]  # chosen once (equivalence/check.CheckSource), read by both checks
     assert "equivalence: 0 route(s) against config" in capsys.readouterr().err
+
+
+def test_the_reference_config_is_the_sources_own_or_the_reference_routes(monkeypatch):
+    from winml_perf.equivalence.check import check_source
+
+    monkeypatch.setattr(genai_session, "GenaiSession", _Session)
+    read: list[str] = []
+
+    def config_of(path):
+        read.append(str(path))
+        return NS(raw={"model": {}}, static_prompt_length=lambda: None, folder=str(path))
+
+    monkeypatch.setattr("winml_perf.bundle.config.config_of", config_of)
+    routes = [_Route("config", NS(path="b"), _Recorded()), _Route("ep=x", NS(path="b/_compiled/x"), _Recorded())]
+    own = check_source("b", routes=routes)
+    assert own.reference == "config" and own.reference_config is own.config and read == ["b"]  # read once
+    moved = check_source("b", routes=routes, reference_route="ep=x")
+    assert (moved.reference, moved.reference_path) == ("ep=x", "b/_compiled/x")
+    assert moved.reference_config.folder == "b/_compiled/x" and read == ["b", "b", "b/_compiled/x"]

@@ -43,12 +43,9 @@ EQUIVALENCE_STEPS = 16
 CONFIG = "config"
 
 
-def _stage_outputs(path: str) -> list[tuple[str, list[str], bool, bool]]:
-    """(stage, its non-KV outputs, runs on the prompt, runs on token generation) in pipeline order;
-    [] for a flat bundle (its logits say all)."""
-    from winml_perf.bundle.config import config_of
-
-    config = config_of(path)
+def _stage_outputs(config: GenaiConfig) -> list[tuple[str, list[str], bool, bool]]:
+    """(stage, its non-KV outputs, runs on the prompt, runs on token generation) in pipeline order, as
+    ``config`` (the reference's) says; [] for a flat bundle (its logits say all)."""
     if config.kind == "flat":
         return []
     nodes = config.raw["model"]["decoder"]["pipeline"]
@@ -169,7 +166,7 @@ def _reference(
 
     t0 = time.perf_counter()
     path, label, prompt_ids = source.reference_path, source.reference, source.prompt_ids
-    stage_outputs = _stage_outputs(path)
+    stage_outputs = _stage_outputs(source.reference_config)
     wanted = [n for _, names, _, _ in stage_outputs for n in names]
     reference = teacher_forced(path, prompt_ids, steps, outputs=wanted)
     layer_bands, layer_failure = None, None
@@ -268,6 +265,7 @@ class CheckSource:
     seed: int
     reference: str  # its label: config (the source bundle), bundle:PATH, or the route --reference names
     reference_path: str  # its folder
+    reference_config: GenaiConfig  # its genai config (the source's own when the reference is the source)
     reference_bundle: str | None  # --reference-bundle: a bundle none of the routes runs
 
 
@@ -296,7 +294,10 @@ def check_source(
     if reference_route is not None:
         chosen = reference_of(routes, reference_route)
         ref_path, ref_label = str(chosen.session.path), chosen.label
-    return CheckSource(str(bundle), config, session, prompt_ids, seed, ref_label, ref_path, reference_bundle)
+    ref_config = config if ref_path == str(bundle) else config_of(ref_path)
+    return CheckSource(
+        str(bundle), config, session, prompt_ids, seed, ref_label, ref_path, ref_config, reference_bundle
+    )
 
 
 def judge_routes(
