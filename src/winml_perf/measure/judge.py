@@ -28,7 +28,8 @@ def judged_routes(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
 
 def _bundle_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
     """A bundle's routes with their output checks, equivalence and perplexity, each asked for; the
-    source bundle's config, session and check prompt made once for all of them (equivalence/check.py)."""
+    source bundle's config, session and check prompt, and the reference, made once for all of them
+    (equivalence/check.py)."""
     from winml_perf.equivalence.attach import attach_equivalence, attach_perplexity, wants_equivalence
     from winml_perf.equivalence.check import check_source
 
