@@ -37,9 +37,9 @@ def test_the_source_session_makes_prompt_and_reference_once(monkeypatch):
     monkeypatch.setattr(_Session, "made", [])
     monkeypatch.setattr(_Session, "loaded", [])
     monkeypatch.setattr(genai_session, "GenaiSession", _Session)
-    monkeypatch.setattr(greedy, "check_prompt_length", lambda bundle, asked: asked)  # no static stage in "b"
-    monkeypatch.setattr(
-        "winml_perf.bundle.config.config_of", lambda path: SimpleNamespace(raw={"model": {"told": True}})
+    monkeypatch.setattr(  # no static stage in "b"
+        "winml_perf.bundle.config.config_of",
+        lambda path: SimpleNamespace(raw={"model": {"told": True}}, static_prompt_length=lambda: None),
     )
     routes = [
         SimpleNamespace(label="config", session=SimpleNamespace(path="b")),

@@ -8,7 +8,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.equivalence.report import (
     cost_line,
@@ -21,6 +21,9 @@ from winml_perf.equivalence.report import (
 )
 from winml_perf.support.errors import BenchmarkFailure, WinmlPerfError
 
+if TYPE_CHECKING:
+    from winml_perf.equivalence.check import CheckSource
+
 
 def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: object) -> bool:
     """On by default when the run has more than one route or names a reference bundle; --equivalence
@@ -29,20 +32,22 @@ def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: objec
 
 
 def attach_equivalence(
-    bundle: str,
+    source: str | CheckSource,
     routes: list[Any],
-    seed: int,
-    reference_bundle: str | None,
+    seed: int = 0,
+    reference_bundle: str | None = None,
     reference_route: str | None = None,
     cache: bool = False,
 ) -> list[Any]:
     """The routes with their Equivalence recorded; one line per route and the check's cost on stderr
-    (it runs before the sweep: nothing of it enters a timed iteration). ``cache``: the verdict cache."""
+    (it runs before the sweep: nothing of it enters a timed iteration). ``cache``: the verdict cache.
+    ``source``: the CheckSource a run made of the source bundle for all its checks (its own seed and
+    reference), or the bundle's folder (judged with ``seed`` against the reference the other arguments name)."""
     from winml_perf.equivalence.check import judge_routes
 
     try:
         run = judge_routes(
-            bundle, routes, seed=seed, reference_bundle=reference_bundle, reference_route=reference_route, cache=cache
+            source, routes, seed=seed, reference_bundle=reference_bundle, reference_route=reference_route, cache=cache
         )
     except BenchmarkFailure as exc:  # the reference itself could not run: no route is judged, and it says so
         say_unjudged(str(exc))
@@ -77,16 +82,15 @@ def _recorded(routes: list[Any], by_label: Mapping[str, Any]) -> list[Any]:
 
 
 def attach_perplexity(
-    bundle: str,
+    source: CheckSource,
     routes: list[Any],
     text_path: Path,
     chunk: int,
-    reference_bundle: str | None = None,
-    reference_route: str | None = None,
 ) -> list[Any]:
     """The routes with their perplexity recorded (route.perplexity) and, where the route was judged
     against the reference (route.equivalence), the ratio to the reference's with KL and top-1 over the
-    same positions; one line per route and the cost on stderr."""
+    same positions; one line per route and the cost on stderr. The text is tokenized by ``source``'s
+    session, the ratios taken against its reference (equivalence/check.CheckSource)."""
     from winml_perf.equivalence.perplexity import (
         chunk_text,
         differences,
@@ -96,14 +100,14 @@ def attach_perplexity(
     )
 
     t0 = time.perf_counter()
-    chunks = chunk_text(bundle, text_path, chunk)
-    ref_label = reference_label(routes, reference_bundle, reference_route)
+    chunks = chunk_text(source, text_path, chunk)
+    ref_label = reference_label(routes, source.reference)
     todo = [(r.label, Path(r.session.path)) for r in routes]
-    if reference_bundle:
-        todo.append((ref_label or "", Path(reference_bundle)))
+    if source.reference_bundle:
+        todo.append((source.reference, Path(source.reference_bundle)))
     m = measure_labels(todo, ref_label, chunks)
     labels = [r.label for r in routes]
     diffs = differences(labels, m, ref_label)
     out = [with_perplexity(r, m, diffs.get(r.label)) for r in routes]
-    say_perplexity(labels, m, diffs, ref_label, bool(reference_bundle), chunks, time.perf_counter() - t0)
+    say_perplexity(labels, m, diffs, ref_label, bool(source.reference_bundle), chunks, time.perf_counter() - t0)
     return out

@@ -29,6 +29,7 @@ from winml_perf.model.equivalence import (
 from winml_perf.support.errors import BenchmarkFailure
 
 if TYPE_CHECKING:
+    from winml_perf.bundle.config import GenaiConfig
     from winml_perf.equivalence.passes.genai_logits import TeacherForced
     from winml_perf.equivalence.verdict_cache import VerdictCache
     from winml_perf.session.genai_session import GenaiSession
@@ -42,12 +43,9 @@ EQUIVALENCE_STEPS = 16
 CONFIG = "config"
 
 
-def _stage_outputs(path: str) -> list[tuple[str, list[str], bool, bool]]:
-    """(stage, its non-KV outputs, runs on the prompt, runs on token generation) in pipeline order;
-    [] for a flat bundle (its logits say all)."""
-    from winml_perf.bundle.config import config_of
-
-    config = config_of(path)
+def _stage_outputs(config: GenaiConfig) -> list[tuple[str, list[str], bool, bool]]:
+    """(stage, its non-KV outputs, runs on the prompt, runs on token generation) in pipeline order, as
+    ``config`` (the reference's) says; [] for a flat bundle (its logits say all)."""
     if config.kind == "flat":
         return []
     nodes = config.raw["model"]["decoder"]["pipeline"]
@@ -160,14 +158,15 @@ class _Reference:
 
 
 def _reference(
-    path: str, label: str, prompt_ids: list[int], steps: int, layers: bool, store: VerdictCache | None, cost: CheckCost
+    source: CheckSource, steps: int, layers: bool, store: VerdictCache | None, cost: CheckCost
 ) -> _Reference:
-    """The reference's teacher-forced pass and layer profiles, then its bands (read from ``store`` when it
-    holds them for this content, else measured and stored)."""
+    """The reference's teacher-forced pass over ``source``'s prompt and its layer profiles, then its bands
+    (read from ``store`` when it holds them for this content, else measured and stored)."""
     from winml_perf.equivalence.passes.genai_logits import teacher_forced
 
     t0 = time.perf_counter()
-    stage_outputs = _stage_outputs(path)
+    path, label, prompt_ids = source.reference_path, source.reference, source.prompt_ids
+    stage_outputs = _stage_outputs(source.reference_config)
     wanted = [n for _, names, _, _ in stage_outputs for n in names]
     reference = teacher_forced(path, prompt_ids, steps, outputs=wanted)
     layer_bands, layer_failure = None, None
@@ -210,7 +209,6 @@ def _same_model(ref: _Reference, path: str) -> bool:
 def _judge_one(
     ref: _Reference,
     path: str,
-    n_prompt: int,
     seed: int,
     cost: CheckCost,
     layers_of: Callable[[str], Layers | None],
@@ -239,7 +237,7 @@ def _judge_one(
     judged = verdict(figures, noise, None if same else precision)  # the same kernels: no precision band
     judged = _overruled_by_layers(judged, where, same)
     return Equivalence(
-        ref.label, ref.path, path, n_prompt, seed, figures, judged,
+        ref.label, ref.path, path, len(ref.prompt_ids), seed, figures, judged,
         bands, tuple(stages), first_departing_stage(stages), tuple(unobserved), round((time.perf_counter() - t1) * 1000.0, 3),
         where, route_precision, ref.ref_precision, question,
     )  # fmt: skip
@@ -254,17 +252,56 @@ def session_of(bundle: str | Path) -> GenaiSession:
     return GenaiSession(bundle, config_of(bundle).raw)
 
 
-def check_prompt_length(bundle: str, asked: int = CHECK_PROMPT_TOKENS) -> int:
-    """The prompt length a check feeds ``bundle``: ``asked``, or the length a static-shape stage takes
-    (it takes exactly its own)."""
-    from winml_perf.bundle.config import config_of
+@dataclass(frozen=True)
+class CheckSource:
+    """The source bundle as every check of a run uses it, made once (``check_source``): its folder, its
+    genai config, a session told that config, the check prompt its synthetic tokens make, and the
+    reference every route is judged against."""
 
-    static = config_of(bundle).static_prompt_length()
-    return static[1] if static else asked
+    path: str
+    config: GenaiConfig
+    session: GenaiSession
+    prompt_ids: list[int]
+    seed: int
+    reference: str  # its label: config (the source bundle), bundle:PATH, or the route --reference names
+    reference_path: str  # its folder
+    reference_config: GenaiConfig  # its genai config (the source's own when the reference is the source)
+    reference_bundle: str | None  # --reference-bundle: a bundle none of the routes runs
+
+
+def check_source(
+    bundle: str | Path,
+    seed: int = 0,
+    n_prompt: int = CHECK_PROMPT_TOKENS,
+    routes: Sequence[Any] = (),
+    reference_bundle: str | None = None,
+    reference_route: str | None = None,
+) -> CheckSource:
+    """``bundle`` as the checks use it: its config (``config_of``: the run's ConfigBook, read once a run),
+    a session told that config, and a prompt of ``n_prompt`` synthetic tokens from ``seed`` (the length a
+    static-shape stage takes where the bundle has one: it takes exactly its own); the reference is the
+    config route (the bundle), ``reference_bundle``, or the route of ``routes`` named ``reference_route``
+    (as prepared: its own derived folder)."""
+    from winml_perf.bundle.config import config_of
+    from winml_perf.session.genai_session import GenaiSession
+
+    config = config_of(bundle)
+    static = config.static_prompt_length()
+    session = GenaiSession(bundle, config.raw)
+    prompt_ids = session.synthetic_prompt(static[1] if static else n_prompt, seed=seed)
+    ref_path = str(reference_bundle or bundle)
+    ref_label = f"bundle:{reference_bundle}" if reference_bundle else CONFIG
+    if reference_route is not None:
+        chosen = reference_of(routes, reference_route)
+        ref_path, ref_label = str(chosen.session.path), chosen.label
+    ref_config = config if ref_path == str(bundle) else config_of(ref_path)
+    return CheckSource(
+        str(bundle), config, session, prompt_ids, seed, ref_label, ref_path, ref_config, reference_bundle
+    )
 
 
 def judge_routes(
-    bundle: str,
+    source: str | CheckSource,
     routes: Sequence[Any],
     seed: int = 0,
     reference_bundle: str | None = None,
@@ -275,26 +312,23 @@ def judge_routes(
     reference_route: str | None = None,
     cache: bool = False,
 ) -> EquivalenceRun:
-    """Every route (but the reference itself) against the reference: the config route (the bundle),
+    """Every route (but the reference itself) against the reference: the config route (the source bundle),
     or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation; with ``layers``,
     each decoder layer's output too (one full-sequence pass over the same tokens). With ``cache``, a
     route's verdict is read from the verdict cache (equivalence/verdict_cache.py) when it holds one for the
     same content, and a route whose prepared bundle has the content of one judged before it shares its
-    verdict; the reference is run only when some route has to be judged."""
+    verdict; the reference is run only when some route has to be judged. ``source``: the CheckSource a run
+    made of the source bundle for all its checks (its prompt, seed and reference), or the bundle's folder
+    (made into one here, with ``seed``, ``n_prompt`` and the reference the other arguments name)."""
 
     t0 = time.perf_counter()
-    ref_path = str(reference_bundle or bundle)
-    ref_label = f"bundle:{reference_bundle}" if reference_bundle else CONFIG
-    if reference_route is not None:  # one of the run's routes, as prepared (its own derived folder)
-        chosen = reference_of(routes, reference_route)
-        ref_path, ref_label = str(chosen.session.path), chosen.label
-    n_prompt = check_prompt_length(bundle, n_prompt)
-    prompt_ids = session_of(bundle).synthetic_prompt(n_prompt, seed=seed)
+    if isinstance(source, str):
+        source = check_source(source, seed, n_prompt, routes, reference_bundle, reference_route)
     store = None
     if cache:
         from winml_perf.equivalence.verdict_cache import VerdictCache
 
-        store = VerdictCache.open(bundle, ref_path, prompt_ids, steps, layers)
+        store = VerdictCache.open(source.path, source.reference_path, source.prompt_ids, steps, layers)
     cost = CheckCost()
     reference: list[_Reference] = []  # built before the first route that has to be judged
 
@@ -308,33 +342,35 @@ def judge_routes(
     def ready(to_judge: Sequence[str]) -> None:  # a reference that cannot run fails the whole check
         if not reference:
             passes.open(len(to_judge))
-            ref = _reference(ref_path, ref_label, prompt_ids, steps, layers, store, cost)
+            ref = _reference(source, steps, layers, store, cost)
             reference.append(ref)
-            passes.submit(to_judge, prompt_ids, steps, ref.reference.continuation, _wanted(ref))
+            passes.submit(to_judge, source.prompt_ids, steps, ref.reference.continuation, _wanted(ref))
             if ref.layer_bands is not None:  # the others' layers run in turn, in this thread
                 ahead.start([p for p in to_judge if _layers_beside(p)])
 
     def judge(path: str) -> Equivalence:
         t1 = time.perf_counter()
         try:
-            return _judge_one(reference[0], path, n_prompt, seed, cost, ahead.result, passes)
+            return _judge_one(reference[0], path, source.seed, cost, ahead.result, passes)
         finally:
             cost.routes_ms += (time.perf_counter() - t1) * 1000.0
 
     try:
-        out, errors = _each_route([r for r in routes if r.label != ref_label], ready, judge, store, cost)
+        out, errors = _each_route([r for r in routes if r.label != source.reference], ready, judge, store, cost)
     finally:
         ahead.close()
         passes.close()
     cost.route_layers_ms, cost.route_layers_waited_ms = ahead.worker_ms, ahead.waited_ms
     cost.route_layers_in_turn_ms = ahead.in_turn_ms
     cost.pass_processes, cost.route_passes_waited_ms = passes.processes, passes.waited_ms
-    out = {label: replace(e, reference=ref_label, reference_path=ref_path) for label, e in out.items()}
+    out = {
+        label: replace(e, reference=source.reference, reference_path=source.reference_path) for label, e in out.items()
+    }
     if store is not None:
         cost.keys_ms = store.keys_ms
     if reference and reference[0].layer_bands is not None:
         _count_layer_passes(cost, reference[0].layer_bands)
-    return EquivalenceRun(out, ref_label, round((time.perf_counter() - t0) * 1000.0, 3), errors, cost)
+    return EquivalenceRun(out, source.reference, round((time.perf_counter() - t0) * 1000.0, 3), errors, cost)
 
 
 def _count_layer_passes(cost: CheckCost, layer_bands: LayerBands) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from winml_perf.equivalence.check import CHECK_PROMPT_TOKENS, check_prompt_length, session_of
+from winml_perf.equivalence.check import CHECK_PROMPT_TOKENS, CheckSource, check_source, session_of
 from winml_perf.model.route import OutputCheck
 
 if TYPE_CHECKING:
@@ -34,24 +34,26 @@ def _greedy(session: GenaiSession, prompt_ids: list[int], n_new: int) -> list[in
 
 
 def check_routes(
-    bundle: str,
+    source: str | CheckSource,
     routes: Sequence[Any],
     seed: int = 0,
     n_prompt: int = CHECK_PROMPT_TOKENS,
     n_new: int = CHECK_NEW_TOKENS,
 ) -> dict[str, OutputCheck]:
-    """{route label: OutputCheck} for every route whose session path differs from the bundle, over a
-    prompt of ``n_prompt`` tokens (a static-shape stage's own length where the bundle has one)."""
-    n_prompt = check_prompt_length(bundle, n_prompt)
-    source = session_of(bundle)  # the prompt's vocabulary, then the reference
-    prompt_ids = source.synthetic_prompt(n_prompt, seed=seed)
-    reference = _greedy(source, prompt_ids, n_new)
+    """{route label: OutputCheck} for every route whose session path differs from the source bundle, over a
+    prompt of ``n_prompt`` tokens (a static-shape stage's own length where the bundle has one).
+    ``source``: the CheckSource a run made of the source bundle for all its checks (its session, prompt
+    and seed), or the bundle's folder (made into one here, with ``seed`` and ``n_prompt``)."""
+    if isinstance(source, str):
+        source = check_source(source, seed, n_prompt)
+    reference = _greedy(source.session, source.prompt_ids, n_new)
     out = {}
     for r in routes:
-        if r.session.path == str(bundle):
+        if r.session.path == source.path:
             continue
-        tokens = _greedy(session_of(r.session.path), prompt_ids, n_new)
+        tokens = _greedy(session_of(r.session.path), source.prompt_ids, n_new)
         out[r.label] = OutputCheck(
-            n_prompt, n_new, seed, tuple(reference), tuple(tokens), first_difference(reference, tokens)
-        )
+            len(source.prompt_ids), n_new, source.seed, tuple(reference), tuple(tokens),
+            first_difference(reference, tokens),
+        )  # fmt: skip
     return out

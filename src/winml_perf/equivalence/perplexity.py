@@ -28,6 +28,7 @@ from winml_perf.support.errors import BenchmarkFailure, UsageError
 
 if TYPE_CHECKING:
     from winml_perf.bundle.config import GenaiConfig
+    from winml_perf.equivalence.check import CheckSource
 
 #: The text scored when --perplexity names no file (src/winml_perf/data/README.md says where it comes from).
 DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "data" / "coriolanus-act1.txt"
@@ -43,24 +44,23 @@ class Chunks:
     chunks: tuple[tuple[int, ...], ...]
 
 
-def chunk_text(bundle: str | Path, text_path: Path, chunk: int) -> Chunks:
-    """Tokenize ``text_path`` with the bundle's tokenizer and cut it into chunks of ``chunk`` tokens
-    (each chunk's first token replaced by BOS when the tokenizer adds one, as llama-perplexity does)."""
-    from winml_perf.bundle.config import config_of
-    from winml_perf.equivalence.check import session_of
+def chunk_text(source: CheckSource, text_path: Path, chunk: int) -> Chunks:
+    """Tokenize ``text_path`` with the source bundle's tokenizer (its session, equivalence/check.CheckSource)
+    and cut it into chunks of ``chunk`` tokens (each chunk's first token replaced by BOS when the
+    tokenizer adds one, as llama-perplexity does)."""
     from winml_perf.stats.perplexity import chunk_spans, scored_per_chunk
 
-    raw = config_of(bundle).raw["model"]
+    raw = source.config.raw["model"]
     context = raw.get("context_length")
     if isinstance(context, int) and chunk > context:
         raise UsageError(
             f"--perplexity-chunk {chunk}: longer than the model's context_length {context} "
-            f"({Path(bundle) / 'genai_config.json'})",
+            f"({Path(source.path) / 'genai_config.json'})",
             f"pass --perplexity-chunk {min(context, DEFAULT_CHUNK)} or less",
         )
     data = text_path.read_bytes()
     text = data.decode("utf-8")
-    with session_of(bundle) as session:
+    with source.session as session:
         tokens = session.encode(text)
         probe = session.encode("The")
     bos_id = raw.get("bos_token_id")
@@ -286,15 +286,10 @@ def difference(
     )  # fmt: skip
 
 
-def reference_label(routes: Sequence[Any], reference_bundle: str | None, reference_route: str | None) -> str | None:
-    """The reference the ratios are taken against: as the equivalence check chooses it."""
-    if reference_bundle:
-        return f"bundle:{reference_bundle}"
-    if reference_route:
-        from winml_perf.equivalence.check import reference_of
-
-        return str(reference_of(routes, reference_route).label)
-    return CONFIG if any(r.label == CONFIG for r in routes) else None
+def reference_label(routes: Sequence[Any], reference: str) -> str | None:
+    """The reference the ratios are taken against: the equivalence check's (``reference``, equivalence/
+    check.CheckSource), but the config route only when it is one of ``routes``."""
+    return reference if reference != CONFIG or any(r.label == CONFIG for r in routes) else None
 
 
 @dataclass(frozen=True)

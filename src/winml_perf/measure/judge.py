@@ -16,36 +16,38 @@ if TYPE_CHECKING:
 def judged_routes(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
     """The prepared routes with what judges them before the sweep: output checks, equivalence and
     perplexity (a bundle), or every route's outputs against the reference route's (a plain model)."""
-    if req.check_outputs and req.token_based:
-        routes = _with_output_checks(req, routes)
     if req.token_based:
-        from winml_perf.equivalence.attach import attach_equivalence, wants_equivalence
+        return _bundle_checks(req, routes)
+    # a plain ONNX model: every route's outputs against the reference route's (equivalence/onnx_outputs.py)
+    from winml_perf.equivalence.attach import attach_outputs, wants_equivalence
 
-        if wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route):
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_equivalence(
-                str(req.path), routes, req.seed, ref, req.reference_route, req.equivalence_cache
-            )
-        if req.perplexity is not None:
-            from winml_perf.equivalence.attach import attach_perplexity
-
-            ref = str(req.reference_bundle) if req.reference_bundle else None
-            routes = attach_perplexity(
-                str(req.path), routes, req.perplexity, req.perplexity_chunk, ref, req.reference_route
-            )
-    else:  # a plain ONNX model: every route's outputs against the reference route's (equivalence/onnx_outputs.py)
-        from winml_perf.equivalence.attach import attach_outputs, wants_equivalence
-
-        if wants_equivalence(req.equivalence, len(routes), None):
-            routes = attach_outputs(routes, str(req.path), req.onnx_options)
+    if wants_equivalence(req.equivalence, len(routes), None):
+        routes = attach_outputs(routes, str(req.path), req.onnx_options)
     return routes
 
 
-def _with_output_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
-    from winml_perf.equivalence.greedy import check_routes
+def _bundle_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]:
+    """A bundle's routes with their output checks, equivalence and perplexity, each asked for; the
+    source bundle's config, session and check prompt, and the reference, made once for all of them
+    (equivalence/check.py)."""
+    from winml_perf.equivalence.attach import attach_equivalence, attach_perplexity, wants_equivalence
+    from winml_perf.equivalence.check import check_source
 
-    checks = check_routes(str(req.path), routes, seed=req.seed)
-    return [
-        replace(r, route=replace(r.recorded_route, output_check=checks[r.label])) if r.label in checks else r
-        for r in routes
-    ]
+    equivalence = wants_equivalence(req.equivalence, len(routes), req.reference_bundle or req.reference_route)
+    if not (req.check_outputs or equivalence or req.perplexity is not None):
+        return routes
+    ref = str(req.reference_bundle) if req.reference_bundle else None
+    source = check_source(req.path, req.seed, routes=routes, reference_bundle=ref, reference_route=req.reference_route)
+    if req.check_outputs:
+        from winml_perf.equivalence.greedy import check_routes
+
+        checks = check_routes(source, routes)
+        routes = [
+            replace(r, route=replace(r.recorded_route, output_check=checks[r.label])) if r.label in checks else r
+            for r in routes
+        ]
+    if equivalence:
+        routes = attach_equivalence(source, routes, cache=req.equivalence_cache)
+    if req.perplexity is not None:
+        routes = attach_perplexity(source, routes, req.perplexity, req.perplexity_chunk)
+    return routes
