@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from winml_perf.bundle import derive
+from winml_perf.bundle import cache, derive
 from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
 from winml_perf.commands.bundle_travel import export_prepared, import_prepared
 from winml_perf.commands.from_gguf import from_gguf
@@ -323,15 +323,16 @@ def prepare_command(
             asked,
             free.device_free,
         )
-    route = prepare_route(
-        bundle,
-        target,
-        parse_stages(stages),
-        Compiling(build.compile_timeout, runner) if build.compile else None,
-        build.verify_sources,
-        require_available=False,
-        ep_options=asked,
-    )
+    with cache.holding(bundle):  # the command's one hold: no `bundle clean` while the route is prepared
+        route = prepare_route(
+            bundle,
+            target,
+            parse_stages(stages),
+            Compiling(build.compile_timeout, runner) if build.compile else None,
+            build.verify_sources,
+            require_available=False,
+            ep_options=asked,
+        )
     for w in route.warnings:
         print(fill(f"warning: {w}"), file=sys.stderr)
     if format_named(format).holds_document:

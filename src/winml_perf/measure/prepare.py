@@ -43,10 +43,8 @@ def prepared_routes(
         from winml_perf.bundle.prepare import RunHoldings
         from winml_perf.measure.genai_route import genai_routes
 
-        # the routes are prepared under this hold: none holds the cache again
-        yield genai_routes(
-            req, resolved, RunHoldings(configs if configs is not None else ConfigBook(), source is not None)
-        )
+        # the routes are prepared under this hold: bundle/prepare.py takes none of its own
+        yield genai_routes(req, resolved, RunHoldings(configs if configs is not None else ConfigBook()))
 
 
 def _loaded_from(req: PerfRequest, resolved: ResolvedRequest) -> Path | None:
