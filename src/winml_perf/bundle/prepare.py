@@ -79,9 +79,12 @@ class PerStage:
 class RunHoldings:
     """What a caller that prepares a run's routes holds and hands each route: the genai configs the run
     has read (`winml perf` reads each bundle's once a run: the bundle's is taken from there, the derived
-    bundle's kept there)."""
+    bundle's kept there), and what each plugin EP library it registered is, by EP name (ep/plugins.py
+    ``plugins_here``: ep/resolved.py's ResolvedRequest.plugins in a run; empty: no plugin EP registered),
+    which a derived bundle's key holds."""
 
     configs: ConfigBook = field(default_factory=ConfigBook)
+    plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,7 @@ def prepare_route(
     else:
         result = derive_bundle(
             plan,
+            plugins=holdings.plugins,
             verify_sources=verify_sources,
             jobs=jobs,
             compile_timeout_s=how.timeout_s,

@@ -54,6 +54,7 @@ def import_prepared(
     from winml_perf.bundle.prepare import Compiling, RunHoldings, plan_for, prepare_route
     from winml_perf.ep.devices import planned_target
     from winml_perf.ep.effective import device_from_options
+    from winml_perf.ep.plugins import plugins_here
     from winml_perf.model.runtime import GENAI
 
     if bundle.suffix == ".onnx" and bundle.is_file():
@@ -105,7 +106,7 @@ def import_prepared(
             Compiling(runner=ex.runner(source, doc)),
             require_available=False,
             ep_options=asked,
-            holdings=RunHoldings(configs),
+            holdings=RunHoldings(configs, plugins_here().identities),  # the route's key holds what each plugin is
         )
     print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) from {source}", file=sys.stderr)
     print(route.path)
