@@ -149,7 +149,8 @@ def derive_bundle(
 ) -> DeriveResult:
     """The derived bundle for ``plan``: reused when fresh, else built and published atomically.
     ``plugins``: what each plugin EP library the caller registered is, by EP name (ep/plugins.py
-    ``plugins_here``; none: no plugin EP), of which the key holds the plan's EPs' (``plugin_identities``). ``jobs``: the plan's compile jobs (compile.compile_jobs; none: nothing is compiled); ``runner``
+    ``plugins_here``; none: no plugin EP), of which the key holds the plan's EPs' (``plugin_identities``).
+    ``jobs``: the plan's compile jobs (compile.compile_jobs; none: nothing is compiled); ``runner``
     compiles them (default compile.run_jobs; device_free.runner compiles with no device);
     ``no_recompile``: a route with stages to compile and no fresh derived bundle is refused (exit 2).
     A compile that fails leaves the uncompiled derived bundle, made from the same sources."""

@@ -12,9 +12,10 @@ Sources, in order of precedence (the first one that names an EP wins):
    never onnxruntime or onnxruntime_genai themselves. ``WINML_PERF_NO_PLUGIN_DISCOVERY=1`` turns this
    source off (flags and the env var still count).
 
-``plugin_identity(ep)`` (``identity_of`` a registration) says what a discovered plugin is: package, version, SDK version (e.g.
-``onnxruntime_qnn.build_and_package_info.qnn_version``) and the library's sha256 (hashed once per
-path, size and mtime). It goes into derived-bundle keys and the environment record.
+``plugin_identity(ep)`` (``identity_of`` its registration) says what a discovered plugin is: package,
+version, SDK version (e.g. ``onnxruntime_qnn.build_and_package_info.qnn_version``) and the library's
+sha256 (hashed once per path, size and mtime). It goes into the environment record; ``plugins_here``
+registers a command's plugins and says what each is, once, for its derived-bundle keys.
 
 A NAME that spells a known EP (``webgpu``) is registered under its canonical name
 (``WebGpuExecutionProvider``); any other NAME is used as given.
