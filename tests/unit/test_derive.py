@@ -186,34 +186,38 @@ def test_flat_bundle_derives_and_source_is_untouched(tmp_path):
     assert tree_digest(bundle) == before
 
 
-def test_the_plugin_identity_is_part_of_the_derived_bundle_key(tiny_flat, bundle_copy, monkeypatch):
-    from winml_perf.bundle.prepare import prepare_route
-    from winml_perf.ep import plugins
+def test_the_plugin_identity_is_part_of_the_derived_bundle_key(tiny_flat, bundle_copy):
+    """The identity the caller registered (RunHoldings.plugins: ep/plugins.py plugins_here) is keyed."""
+    from winml_perf.bundle.prepare import RunHoldings, prepare_route
     from winml_perf.ep.devices import Target
 
     ident = {"package": "onnxruntime-qnn", "version": "2.7.0", "sdk_version": "2.51.0", "library_sha256": "a" * 64}
-    monkeypatch.setattr(plugins, "plugin_identity", lambda ep: dict(ident) if ep == "QNNExecutionProvider" else None)
     bundle = bundle_copy(tiny_flat)
     qnn = Target("ep", "qnn", None, "QNNExecutionProvider", "npu")
-    first = prepare_route(bundle, qnn, require_available=False)
+
+    def registered() -> RunHoldings:
+        return RunHoldings(plugins={"QNNExecutionProvider": dict(ident)})
+
+    first = prepare_route(bundle, qnn, require_available=False, holdings=registered())
     ident["sdk_version"] = "2.52.0"  # a new QNN SDK
-    second = prepare_route(bundle, qnn, require_available=False)
+    second = prepare_route(bundle, qnn, require_available=False, holdings=registered())
     assert second.path != first.path and second.cache == "miss" and "plugin EP" in second.cache_reason
 
 
 def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_holds(tmp_path, monkeypatch):
     """The freshness check of a hit's compiled stages reads the plugin identities derive_bundle keyed the
-    bundle under: none is asked again (it used to ask one per compiled stage). Each stage is checked
-    once, with its options: the route shows that verdict (it used to check every stage again)."""
+    bundle under, as the caller handed them (RunHoldings.plugins): none is asked (it used to ask one per
+    compiled stage, then one a route). Each stage is checked once, with its options: the route shows
+    that verdict (it used to check every stage again)."""
     from winml_perf.bundle.epcontext import compat
-    from winml_perf.bundle.prepare import Compiling
+    from winml_perf.bundle.prepare import Compiling, RunHoldings
     from winml_perf.ep import plugins
     from winml_perf.model.route import CompileOutcome
 
     qnn = "QNNExecutionProvider"
     ident = {"package": "onnxruntime-qnn", "version": "2.7.0", "sdk_version": "2.51", "library_sha256": "a" * 64}
-    asked, checked = [], []
-    monkeypatch.setattr(plugins, "plugin_identity", lambda ep: asked.append(ep) or (dict(ident) if ep == qnn else None))
+    checked = []
+    monkeypatch.setattr(plugins, "plugin_identity", lambda ep: pytest.fail(f"the plugin identity of {ep} asked"))
     fit = compat.Verdict("compatible", "onnxruntime", "EP_SUPPORTED_OPTIMAL", "v", "checked")
     monkeypatch.setattr(
         compat, "check_stage_with", lambda folder, out, ep, opts, plugin, *a: checked.append((opts, plugin)) or fit
@@ -225,11 +229,10 @@ def test_a_hits_compiled_stages_are_checked_under_the_plugin_identity_the_key_ho
         return [CompileOutcome(j.stages, j.source, j.ep, j.output, "compiled", "", 1.0) for j in jobs]
 
     bundle = make_bundle(tmp_path, FLAT_QNN)
-    _prep(bundle, "qnn", compile=Compiling(runner=fake))
-    asked.clear()
-    again = _prep(bundle, "qnn", compile=Compiling(runner=fake))
+    held = RunHoldings(plugins={qnn: dict(ident)})
+    _prep(bundle, "qnn", compile=Compiling(runner=fake), holdings=held)
+    again = _prep(bundle, "qnn", compile=Compiling(runner=fake), holdings=held)
     assert again.cache == "hit", again.cache_reason
-    assert asked == [qnn]  # once, for the key
     # the freshness check, once, with the stage's options and the key's identity; the route shows its verdict
     ((stage_options,),) = [s.provider_options_after for s in again.stages]
     assert checked == [({k: str(v) for k, v in stage_options["qnn"].items()}, ident)]

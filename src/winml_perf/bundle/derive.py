@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from winml_perf.bundle import cache
@@ -91,14 +92,13 @@ class DeriveResult:
         }
 
 
-def plugin_identities(plan: RoutePlan) -> dict[str, Any]:
+def plugin_identities(plan: RoutePlan, plugins: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
     """EP -> what its plugin library is (package, version, SDK version, library sha256), for the plan's
-    non-CPU EPs served by a plugin here: a new onnxruntime-qnn or QNN SDK makes a new derived bundle."""
-    from winml_perf.ep.plugins import plugin_identity
-
+    non-CPU EPs served by a plugin here (``plugins``: what the caller registered, ep/plugins.py
+    ``plugins_here``): a new onnxruntime-qnn or QNN SDK makes a new derived bundle."""
     out = {}
     for ep in sorted({s.ep_after for s in plan.stages if s.ep_after and s.ep_after != eps.CPU_EP}):
-        ident = plugin_identity(ep)
+        ident = plugins.get(ep)
         if ident is not None:
             out[ep] = {k: ident.get(k) for k in ("package", "version", "sdk_version", "library_sha256")}
     return out
@@ -140,6 +140,7 @@ def clean(bundle: Path, on_wait: Callable[[Path], None] | None = None) -> list[P
 def derive_bundle(
     plan: RoutePlan,
     *,
+    plugins: Mapping[str, Mapping[str, Any]] = MappingProxyType({}),
     verify_sources: bool = False,
     jobs: Sequence[compiler.CompileJob] = (),
     compile_timeout_s: float = 600.0,
@@ -147,15 +148,17 @@ def derive_bundle(
     no_recompile: bool = False,
 ) -> DeriveResult:
     """The derived bundle for ``plan``: reused when fresh, else built and published atomically.
+    ``plugins``: what each plugin EP library the caller registered is, by EP name (ep/plugins.py
+    ``plugins_here``; none: no plugin EP), of which the key holds the plan's EPs' (``plugin_identities``).
     ``jobs``: the plan's compile jobs (compile.compile_jobs; none: nothing is compiled); ``runner``
     compiles them (default compile.run_jobs; device_free.runner compiles with no device);
     ``no_recompile``: a route with stages to compile and no fresh derived bundle is refused (exit 2).
     A compile that fails leaves the uncompiled derived bundle, made from the same sources."""
     t0 = time.perf_counter()
     bundle = Path(plan.config.bundle)
-    plugins = plugin_identities(plan)  # asked once a route: the compiled stages' checks read it from here
+    keyed = plugin_identities(plan, plugins)  # the compiled stages' checks read it from here
     options = {s.name: {str(k): str(v) for k, v in (s.ep_options or {}).items()} for s in plan.config.stages}
-    sources = _Sources(bundle, cache.source_identities(bundle, source_files(bundle), verify_sources), plugins, options)
+    sources = _Sources(bundle, cache.source_identities(bundle, source_files(bundle), verify_sources), keyed, options)
     try:
         return _derived(plan, sources, jobs, compile_timeout_s, runner, no_recompile, t0)
     except _CompileFailed as failed:  # the sources are not read again (nor hashed, with verify_sources)

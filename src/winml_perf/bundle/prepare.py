@@ -13,14 +13,12 @@ placement.json, so a cache hit reads it instead of opening sessions).
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from winml_perf.bundle import cache
 from winml_perf.bundle.config import ConfigBook, GenaiConfig, load_config
 from winml_perf.bundle.derive import DeriveResult, derive_bundle
 from winml_perf.bundle.epcontext import compile as compiler
@@ -81,12 +79,12 @@ class PerStage:
 class RunHoldings:
     """What a caller that prepares a run's routes holds and hands each route: the genai configs the run
     has read (`winml perf` reads each bundle's once a run: the bundle's is taken from there, the derived
-    bundle's kept there), and whether it holds the bundle's artifact cache (cache.holding) for as long
-    as it loads from the routes (`winml perf` does, once a run: measure/prepare.py); if not,
-    ``prepare_route`` holds it from deriving until the placement is read or saved."""
+    bundle's kept there), and what each plugin EP library it registered is, by EP name (ep/plugins.py
+    ``plugins_here``: ep/resolved.py's ResolvedRequest.plugins in a run; empty: no plugin EP registered),
+    which a derived bundle's key holds."""
 
     configs: ConfigBook = field(default_factory=ConfigBook)
-    cache_held: bool = False
+    plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -120,8 +118,12 @@ def prepare_route(
     the route (default: the target's label). ``require_available=False`` (used by ``winml bundle
     prepare``) derives without checking that the stages' EPs exist here; the derived bundle can then be
     carried to a machine that has them. ``per_stage``: a route that puts each of its stages on its own
-    EP (routing.plan_assignment). ``holdings``: what the caller's run holds (its genai configs, its
-    hold on the bundle's artifact cache).
+    EP (routing.plan_assignment). ``holdings``: what the caller's run holds (its genai configs).
+
+    The caller holds the bundle's artifact cache (bundle/cache.py ``holding``) around this call and for
+    as long as it loads from the route, so no `bundle clean` runs between deriving and reading or saving
+    the placement (`winml perf`: measure/prepare.py, once a run; `winml bundle prepare` and
+    `import-prepared`: once a command).
     """
     t0 = time.perf_counter()
     bundle = Path(bundle)
@@ -141,20 +143,19 @@ def prepare_route(
 
         placed = config_placement(plan.config)  # the source bundle is never written: a placement-only artifact
     else:
-        # no `bundle clean` between deriving and reading or saving the placement
-        with contextlib.nullcontext() if holdings.cache_held else cache.holding(bundle):
-            result = derive_bundle(
-                plan,
-                verify_sources=verify_sources,
-                jobs=jobs,
-                compile_timeout_s=how.timeout_s,
-                runner=runner,
-                no_recompile=how.no_recompile,
-            )
-            if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
-                placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
-            else:  # placement.json (a hit costs a file read); the book keeps the derived config for the run
-                placed = derived_placement(result.path, result.key, book.of(result.path))
+        result = derive_bundle(
+            plan,
+            plugins=holdings.plugins,
+            verify_sources=verify_sources,
+            jobs=jobs,
+            compile_timeout_s=how.timeout_s,
+            runner=runner,
+            no_recompile=how.no_recompile,
+        )
+        if runner is not None:  # device-free: no session may open a device; prepared.json has the placement
+            placed = RoutePlacement((), None, "device-free: the compile's node placement is in prepared.json", 0.0)
+        else:  # placement.json (a hit costs a file read); the book keeps the derived config for the run
+            placed = derived_placement(result.path, result.key, book.of(result.path))
         outcomes = result.compile + tuple(notes)  # each compiled stage's verdict as derive.py found it
     route = Route(
         label,

@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from winml_perf.bundle import derive
-from winml_perf.bundle.prepare import Compiling, plan_for, prepare_route
+from winml_perf.bundle import cache, derive
+from winml_perf.bundle.prepare import Compiling, RunHoldings, plan_for, prepare_route
 from winml_perf.commands.bundle_travel import export_prepared, import_prepared
 from winml_perf.commands.from_gguf import from_gguf
 from winml_perf.commands.help_style import PlainTyper
@@ -301,9 +301,12 @@ def prepare_command(
             f"--compile-timeout must be positive, not {build.compile_timeout}",
             "give seconds, e.g. --compile-timeout 600",
         )
+    from winml_perf.ep.plugins import plugins_here
+
     asked = parse_options(plugins.ep_option or ())
+    here = plugins_here(plugins.ep_library or ())  # registered first, once: the derived bundle is keyed by them
     # compiling on a device (not device-free) needs the EP and its device here
-    target = target_for(ep, device, plugins.ep_library, asked, here=build.compile and not free.device_free)
+    target = target_for(ep, device, None, asked, here=build.compile and not free.device_free)
     runner = _device_free_runner(target.ep, free.strict) if free.device_free else None
     session_config = plain.session_config
     if free.strict and bundle.suffix == ".onnx":  # a plain model's compile takes it as session config (and key)
@@ -323,15 +326,17 @@ def prepare_command(
             asked,
             free.device_free,
         )
-    route = prepare_route(
-        bundle,
-        target,
-        parse_stages(stages),
-        Compiling(build.compile_timeout, runner) if build.compile else None,
-        build.verify_sources,
-        require_available=False,
-        ep_options=asked,
-    )
+    with cache.holding(bundle):  # the command's one hold: no `bundle clean` while the route is prepared
+        route = prepare_route(
+            bundle,
+            target,
+            parse_stages(stages),
+            Compiling(build.compile_timeout, runner) if build.compile else None,
+            build.verify_sources,
+            require_available=False,
+            ep_options=asked,
+            holdings=RunHoldings(plugins=here.identities),
+        )
     for w in route.warnings:
         print(fill(f"warning: {w}"), file=sys.stderr)
     if format_named(format).holds_document:

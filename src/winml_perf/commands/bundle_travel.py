@@ -47,12 +47,14 @@ def import_prepared(
     source: Annotated[Path, typer.Argument(metavar="EXPORT", help="a folder written by export-prepared")],
 ) -> None:
     """Derive BUNDLE's route from an export instead of compiling; `winml perf --ep X --compile` then finds it fresh."""
+    from winml_perf.bundle import cache
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.bundle.epcontext import compile as compiler
     from winml_perf.bundle.epcontext import export as ex
     from winml_perf.bundle.prepare import Compiling, RunHoldings, plan_for, prepare_route
     from winml_perf.ep.devices import planned_target
     from winml_perf.ep.effective import device_from_options
+    from winml_perf.ep.plugins import plugins_here
     from winml_perf.model.runtime import GENAI
 
     if bundle.suffix == ".onnx" and bundle.is_file():
@@ -96,14 +98,15 @@ def import_prepared(
     configs = ConfigBook()  # the bundle's config, read once for the plan and the route
     jobs, _notes = compiler.compile_jobs(plan_for(bundle, target, None, asked, config=configs.of(bundle)))
     ex.check_here(doc, bundle, jobs)
-    route = prepare_route(
-        bundle,
-        target,
-        None,
-        Compiling(runner=ex.runner(source, doc)),
-        require_available=False,
-        ep_options=asked,
-        holdings=RunHoldings(configs),
-    )
+    with cache.holding(bundle):  # the command's one hold: no `bundle clean` while the route is prepared
+        route = prepare_route(
+            bundle,
+            target,
+            None,
+            Compiling(runner=ex.runner(source, doc)),
+            require_available=False,
+            ep_options=asked,
+            holdings=RunHoldings(configs, plugins_here().identities),  # the route's key holds what each plugin is
+        )
     print(f"route={route.effective} cache={route.cache} ({route.cache_reason}) from {source}", file=sys.stderr)
     print(route.path)

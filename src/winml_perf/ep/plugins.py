@@ -12,9 +12,10 @@ Sources, in order of precedence (the first one that names an EP wins):
    never onnxruntime or onnxruntime_genai themselves. ``WINML_PERF_NO_PLUGIN_DISCOVERY=1`` turns this
    source off (flags and the env var still count).
 
-``plugin_identity(ep)`` says what a discovered plugin is: package, version, SDK version (e.g.
-``onnxruntime_qnn.build_and_package_info.qnn_version``) and the library's sha256 (hashed once per
-path, size and mtime). It goes into derived-bundle keys and the environment record.
+``plugin_identity(ep)`` (``identity_of`` its registration) says what a discovered plugin is: package,
+version, SDK version (e.g. ``onnxruntime_qnn.build_and_package_info.qnn_version``) and the library's
+sha256 (hashed once per path, size and mtime). It goes into the environment record; ``plugins_here``
+registers a command's plugins and says what each is, once, for its derived-bundle keys.
 
 A NAME that spells a known EP (``webgpu``) is registered under its canonical name
 (``WebGpuExecutionProvider``); any other NAME is used as given.
@@ -47,7 +48,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -280,18 +281,21 @@ def library_digest(path: str) -> str | None:
 
 
 def plugin_identity(ep_name: str) -> dict[str, Any] | None:
-    """What the registered plugin library of ``ep_name`` is (package, version, SDK version, library
-    path and sha256), or None when no plugin library serves that EP in this process."""
+    """What the registered plugin library of ``ep_name`` is (``identity_of``), or None when no plugin
+    library serves that EP in this process."""
     reg = registered_plugins().get(ep_name)
-    if reg is None:
-        return None
-    facts = _PACKAGES.get(ep_name) if reg.origin.startswith("package:") else None
+    return None if reg is None else identity_of(reg)
+
+
+def identity_of(reg: PluginRegistration) -> dict[str, Any]:
+    """What the registered library ``reg`` is: package, version, SDK version, library path and sha256."""
+    facts = _PACKAGES.get(reg.ep_name) if reg.origin.startswith("package:") else None
     facts = facts or _package_of_library(reg.library_path)
     unknown = None
     if facts is None:  # given by path: read the package whose folder holds the library, else say why not
         facts, unknown = package_holding(reg.library_path)
     return {
-        "ep_name": ep_name,
+        "ep_name": reg.ep_name,
         **(facts or {"package": None, "module": None, "version": None, "sdk_version": None}),
         **({"package_unknown": unknown} if unknown else {}),
         "library_path": reg.library_path,
@@ -310,9 +314,30 @@ def _package_of_library(path: str) -> dict[str, Any] | None:
 
 
 def plugin_identities() -> list[dict[str, Any]]:
-    """plugin_identity() of every registered plugin library, by EP name."""
-    identities = (plugin_identity(name) for name in sorted(registered_plugins()))
-    return [i for i in identities if i is not None]  # never None: each name is registered
+    """identity_of() every registered plugin library, by EP name."""
+    return [identity_of(reg) for _, reg in sorted(registered_plugins().items())]
+
+
+@dataclass(frozen=True)
+class PluginsHere:
+    """The plugin EP libraries a command registered (``register_plugin_eps``: its ``--ep-library``
+    flags, the env, installed packages), once a command: each as ``EP=LIBRARY`` (what a route's session
+    hands a child), what registering took, and what each library is (``identity_of``), by EP name:
+    what a derived bundle's key holds (bundle/derive.py)."""
+
+    specs: tuple[str, ...] = ()
+    ms: float = 0.0
+    identities: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+
+def plugins_here(extra: Iterable[str] = ()) -> PluginsHere:
+    """Register the plugin EP libraries (``extra``: the ``--ep-library`` flags; the env and installed
+    packages too), then say what each is: a command's one ask."""
+    t0 = time.perf_counter()
+    registrations = register_plugin_eps(list(extra))
+    ms = round((time.perf_counter() - t0) * 1000.0, 3)
+    identities = {r.ep_name: identity_of(r) for r in sorted(registrations, key=lambda r: r.ep_name)}
+    return PluginsHere(tuple(r.spec for r in registrations), ms, identities)
 
 
 def collect_specs(

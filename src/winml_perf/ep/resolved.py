@@ -8,7 +8,6 @@ merge), and whether the route is forced is a property of the value it returns.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -16,6 +15,7 @@ from typing import Any, NamedTuple
 
 from winml_perf.ep.devices import Target, target_for
 from winml_perf.ep.effective import device_from_options
+from winml_perf.ep.plugins import PluginsHere
 from winml_perf.ep.route_request import RouteRequest
 from winml_perf.ep.table import ep_alias, is_known_ep, normalize_ep_name, valid_names_text
 from winml_perf.model.runtime import Runtime
@@ -218,13 +218,13 @@ def resolve_routes(
 
 @dataclass(frozen=True)
 class ResolvedRequest:
-    """A run's routes, each resolved once, with the plugin EPs registered for them (``EP=LIBRARY`` each,
-    and what registering took) and the runtime they run on."""
+    """A run's routes, each resolved once, with the plugin EPs registered for them (ep/plugins.py
+    PluginsHere: ``EP=LIBRARY`` each, what registering took, what each library is) and the runtime
+    they run on."""
 
     routes: tuple[ResolvedRoute, ...]
     runtime: Runtime
-    plugin_specs: tuple[str, ...] = ()
-    plugin_ms: float = 0.0
+    plugins: PluginsHere = PluginsHere()
 
 
 def resolve_request(
@@ -234,12 +234,10 @@ def resolve_request(
     compile: bool = False,
     ep_libraries: Sequence[str] = (),
 ) -> ResolvedRequest:
-    """Register the ``--ep-library`` plugins (ep/plugins.py), then resolve every route once (exit 2 for
-    two that are one route, an EP that is not here, options that do not fit)."""
-    from winml_perf.ep.plugins import register_plugin_eps
+    """Register the ``--ep-library`` plugins and say what each is (ep/plugins.py ``plugins_here``),
+    then resolve every route once (exit 2 for two that are one route, an EP that is not here, options
+    that do not fit)."""
+    from winml_perf.ep.plugins import plugins_here
 
-    t0 = time.perf_counter()
-    registrations = register_plugin_eps(list(ep_libraries))
-    plugin_ms = round((time.perf_counter() - t0) * 1000.0, 3)
-    specs = tuple(r.spec for r in registrations)
-    return ResolvedRequest(resolve_routes(routes, runtime, ep_options, compile), runtime, specs, plugin_ms)
+    plugins = plugins_here(ep_libraries)
+    return ResolvedRequest(resolve_routes(routes, runtime, ep_options, compile), runtime, plugins)

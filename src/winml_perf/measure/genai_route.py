@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 
 def genai_routes(req: PerfRequest, resolved: ResolvedRequest, holdings: RunHoldings) -> list[RouteSpec]:
     """Every route of ``resolved`` prepared for ``req``'s bundle (``holdings``: the run's genai configs,
-    each read once, and whether it holds the artifact cache), those that run as the config measured once."""
-    specs, plugin_ms = resolved.plugin_specs, resolved.plugin_ms
+    each read once, and its plugin EPs' identities) under the caller's hold on its artifact cache, those
+    that run as the config measured once."""
+    specs, plugin_ms = resolved.plugins.specs, resolved.plugins.ms
     return measured_once([genai_route(req, r, specs, plugin_ms, holdings) for r in resolved.routes])
 
 
@@ -51,7 +52,7 @@ def genai_route(
     holdings: RunHoldings | None = None,
 ) -> RouteSpec:
     """A bundle's route, prepared from its resolved value (``holdings``: the run's genai configs, each
-    read once, and whether it holds the artifact cache)."""
+    read once, and its plugin EPs' identities) under the caller's hold on its artifact cache (measure/prepare.py)."""
     from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
 
     per_stage = PerStage(route.label, route.targets, route.per_ep_options) if route.per_stage else None

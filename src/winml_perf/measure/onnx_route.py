@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def onnx_routes(req: PerfRequest, resolved: ResolvedRequest) -> list[RouteSpec]:
     """Every route of ``resolved`` prepared for ``req``'s model (none runs a config: each is measured)."""
-    return [onnx_route(req, r, resolved.plugin_specs, resolved.plugin_ms) for r in resolved.routes]
+    return [onnx_route(req, r, resolved.plugins.specs, resolved.plugins.ms) for r in resolved.routes]
 
 
 def onnx_route(req: PerfRequest, route: ResolvedRoute, plugin_specs: tuple[str, ...], plugin_ms: float) -> RouteSpec:

@@ -29,7 +29,8 @@ def prepared_routes(
 ) -> Iterator[list[RouteSpec]]:
     """Every route of ``resolved`` prepared for ``req``'s bundle or model while the artifact cache some
     route loads from is held, and held until the caller's block ends (its measuring): one hold a run.
-    ``configs``: the genai configs the run has read (the bundle's, then each derived one's, read once)."""
+    ``configs``: the genai configs the run has read (the bundle's, then each derived one's, read once);
+    each derived bundle is keyed under the plugin identities the resolution took (``resolved.plugins``)."""
     source = _loaded_from(req, resolved)
     with cache.holding(source) if source is not None else contextlib.nullcontext():
         if not resolved.runtime.token_based:
@@ -43,10 +44,9 @@ def prepared_routes(
         from winml_perf.bundle.prepare import RunHoldings
         from winml_perf.measure.genai_route import genai_routes
 
-        # the routes are prepared under this hold: none holds the cache again
-        yield genai_routes(
-            req, resolved, RunHoldings(configs if configs is not None else ConfigBook(), source is not None)
-        )
+        # the routes are prepared under this hold: bundle/prepare.py takes none of its own
+        book = configs if configs is not None else ConfigBook()
+        yield genai_routes(req, resolved, RunHoldings(book, resolved.plugins.identities))
 
 
 def _loaded_from(req: PerfRequest, resolved: ResolvedRequest) -> Path | None:
