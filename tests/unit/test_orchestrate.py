@@ -57,6 +57,22 @@ def test_bad_routes_are_usage_errors(text):
         parse_route(text)
 
 
+@pytest.mark.parametrize(
+    "text,fix",
+    [
+        ("ep=cpu,intra_op_num_threads=1", "--route 'ep=cpu;options=intra_op_num_threads=1'"),
+        ("ep=qnn,soc_model=60;stages=context", "--route 'ep=qnn;options=soc_model=60'"),
+        ("device=npu,x=1", "--route 'device=npu;options=x=1'"),
+    ],
+)
+def test_options_written_into_the_ep_name_point_to_the_options_part(text, fix):
+    """The EP named with its options glued on (a likely first try) is refused at parse time with the
+    route's own syntax, not later as an unknown EP of --ep."""
+    with pytest.raises(UsageError) as e:
+        parse_route(text)
+    assert "--route" in str(e.value) and "';options='" in str(e.value) and fix in e.value.remedy
+
+
 def _request(path: Path, **kw) -> PerfRequest:
     base = dict(
         path=path,

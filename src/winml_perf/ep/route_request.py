@@ -73,6 +73,12 @@ def parse_route(text: str) -> RouteRequest:
     key, sep, value = (part.strip() for part in head.partition("="))
     if not sep or key not in ("ep", "device") or not value:
         raise UsageError(f"--route {text!r} is not understood", "use config, ep=NAME or device=cpu|gpu|npu|auto")
+    if "=" in value or "," in value:  # ep=cpu,intra_op_num_threads=1: options written as part of the name
+        name, _, given = value.partition(",")
+        raise UsageError(
+            f"--route {text!r}: {value!r} is not one {key} name; a route's options follow ';options='",
+            f"e.g. --route '{key}={name.partition('=')[0]};options={given or value}'",
+        )
     if key == "ep":
         return RouteRequest(ep=value, stages=stages, options=options)
     return RouteRequest(device=value, stages=stages, options=options)
