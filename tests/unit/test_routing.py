@@ -168,7 +168,11 @@ def test_ep_options_go_over_the_stage_options_and_into_the_rewritten_config(tmp_
     "ep, options, match",
     [
         ("qnn", {"bogus_key": "1"}, "QNNExecutionProvider has no provider option 'bogus_key'"),
-        ("cpu", {"soc_model": "60"}, "does not apply to the CPU EP"),
+        (
+            "cpu",
+            {"soc_model": "60"},
+            r"route ep=cpu: EP options \(--ep-option, or ';options=' in --route\) do not apply to the CPU EP.*soc_model",
+        ),
     ],
 )
 def test_bad_ep_options_are_usage_errors(tmp_path, ep, options, match):

@@ -120,9 +120,10 @@ def plan_route(
     ep = target.ep  # canonical (a Target's ep is what its EP name resolved to)
     if ep_options:
         if ep == CPU:
-            raise UsageError(
-                "--ep-option does not apply to the CPU EP (onnxruntime-genai takes no options for it)",
-                "drop --ep-option, or force an EP that takes options",
+            raise UsageError(  # the options came from --ep-option or the route's own ';options='
+                f"route {target.label}: EP options (--ep-option, or ';options=' in --route) do not apply to the CPU "
+                f"EP (onnxruntime-genai takes no options for it): {', '.join(sorted(ep_options))}",
+                "drop those options, or force an EP that takes options",
             )
     decided = _decided(decide, ep, target, dict(ep_options or {}))
     routes, rewritten, decoder_opts = _forced_routes(config, dict.fromkeys(chosen, ep), {ep: decided})
