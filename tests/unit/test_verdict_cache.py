@@ -16,6 +16,7 @@ from winml_perf.equivalence.passes import genai_logits
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, LogitFigures, StagePrecision
 from winml_perf.stats.equivalence import band_limit
 
+PLUGINS = verdict_cache._plugins
 REF = np.random.default_rng(0).normal(size=(8, 50)).astype(np.float32)
 
 
@@ -61,7 +62,7 @@ def passes(monkeypatch, tmp_path):
     monkeypatch.setattr(
         eq, "_precision", lambda path: (StagePrecision("decoder", "CPUExecutionProvider", (4,), (), "fp32"),)
     )
-    monkeypatch.setattr(verdict_cache, "_plugins", lambda folder: {})
+    monkeypatch.setattr(verdict_cache, "_plugins", lambda folder, config=None: {})
     monkeypatch.setattr(
         "winml_perf.session.genai_session.GenaiSession.synthetic_prompt", lambda self, n, seed=0: [10 + seed] * n
     )
@@ -179,7 +180,7 @@ def test_an_entry_moved_under_another_key_is_not_trusted(passes, bundles):
     eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
     (twin / "model.onnx.data").write_bytes(bytes([40]) + b"\0" * 63)
     route = next((ref / "_compiled").glob("equivalence-*-route.json"))
-    twin_key = verdict_cache.VerdictCache.open(ref, ref, [10] * 16, 8, True).route_key(twin)
+    twin_key = verdict_cache.VerdictCache.open(ref, ref, NS(stages=()), [10] * 16, 8, True).route_key(twin)
     route.rename(ref / "_compiled" / f"equivalence-{twin_key[:12]}-route.json")  # the name says twin's
     assert eq.judge_routes(str(ref), _routes(twin), steps=8, cache=True).cost.judged == 1
 
@@ -197,3 +198,26 @@ def test_the_cost_line_says_what_came_from_the_cache(passes, bundles, capsys):
     attach.attach_equivalence(str(ref), _routes(ep), 0, None)  # --no-equivalence-cache
     off = capsys.readouterr().err.splitlines()[-1]
     assert "(1 judged: reference " in off and "cache" not in off
+
+
+def test_the_reference_config_is_read_once_for_the_check_and_its_keys(passes, bundles, monkeypatch):
+    """The reference's plugins enter every key from the config the CheckSource holds (read once a check),
+    not from the reference's folder read again."""
+    from winml_perf.bundle import config
+    from winml_perf.ep import plugins
+
+    ref, ep, _ = bundles
+    read: list[str] = []
+    webgpu = NS(provider_options=({"webgpu": {}},))
+
+    def config_of(path):
+        read.append(Path(path).name)
+        return NS(raw={}, static_prompt_length=lambda: None, stages=(webgpu,) if Path(path) == ref else ())
+
+    monkeypatch.setattr(config, "config_of", config_of)
+    monkeypatch.setattr(verdict_cache, "_plugins", PLUGINS)  # the real one: it names the reference's EPs
+    asked: list[str] = []
+    monkeypatch.setattr(plugins, "plugin_identity", lambda name: asked.append(name) or {"package": name})
+    run = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
+    assert run.cost.judged == 1 and read.count("ref") == 1  # by check_source only
+    assert asked == ["WebGpuExecutionProvider"]  # the reference's EP, from the config read then

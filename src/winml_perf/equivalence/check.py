@@ -328,7 +328,9 @@ def judge_routes(
     if cache:
         from winml_perf.equivalence.verdict_cache import VerdictCache
 
-        store = VerdictCache.open(source.path, source.reference_path, source.prompt_ids, steps, layers)
+        store = VerdictCache.open(
+            source.path, source.reference_path, source.reference_config, source.prompt_ids, steps, layers
+        )
     cost = CheckCost()
     reference: list[_Reference] = []  # built before the first route that has to be judged
 
