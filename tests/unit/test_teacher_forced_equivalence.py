@@ -169,6 +169,17 @@ def test_each_route_is_judged_on_its_own_path(fake):
     assert eq.judge_routes("ref", routes[2:], steps=8, layers=False).by_label["ep=x"].layers is None
 
 
+def test_each_routes_precision_is_read_once_for_its_logits_and_its_layers(fake, monkeypatch):
+    read: list[str] = []
+    precision = eq._precision
+    monkeypatch.setattr(eq, "_precision", lambda path: read.append(str(path)) or precision(path))
+    routes = [NS(label="ep=cpu", session=NS(path="same")), NS(label="ep=x", session=NS(path="other"))]
+    run = eq.judge_routes("ref", routes, steps=8)
+    assert sorted(read) == ["other", "ref", "same"]  # the reference's once, each route's once
+    bad = run.by_label["ep=x"]
+    assert bad.layers is not None and bad.layers.first_wrong == 2
+
+
 def test_every_stage_is_accounted_for(fake):
     run = eq.judge_routes("ref", [NS(label="ep=x", session=NS(path="other"))], steps=8)
     e = run.by_label["ep=x"]
