@@ -59,8 +59,9 @@ def _tune(monkeypatch, race_seed: int, seeds_asked: list[int], said: list[str] |
     from winml_perf.tune import session as session_mod
     from winml_perf.tune.goal import Budget
 
-    def judge_routes(bundle, routes, seed=0, **kw):
+    def judge_routes(source, routes, **kw):
         assert kw["cache"] is cache  # --no-equivalence-cache reaches every check
+        seed = source.seed
         seeds_asked.append(seed)
         judged = {r.label: _judged(r.label, seed, RATIOS[r.label][seed]) for r in routes if r.label != "config"}
         return SimpleNamespace(

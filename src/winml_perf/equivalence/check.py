@@ -294,29 +294,21 @@ def check_source(
 
 
 def judge_routes(
-    source: str | CheckSource,
+    source: CheckSource,
     routes: Sequence[Any],
-    seed: int = 0,
-    reference_bundle: str | None = None,
-    n_prompt: int = CHECK_PROMPT_TOKENS,
     steps: int = EQUIVALENCE_STEPS,
     *,
     layers: bool = True,
-    reference_route: str | None = None,
     cache: bool = False,
 ) -> EquivalenceRun:
-    """Every route (but the reference itself) against the reference: the config route (the source bundle),
-    or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation; with ``layers``,
-    each decoder layer's output too (one full-sequence pass over the same tokens). With ``cache``, a
-    route's verdict is read from the verdict cache (equivalence/verdict_cache.py) when it holds one for the
-    same content, and a route whose prepared bundle has the content of one judged before it shares its
-    verdict; the reference is run only when some route has to be judged. ``source``: the CheckSource a run
-    made of the source bundle for all its checks (its prompt, seed and reference), or the bundle's folder
-    (made into one here, with ``seed``, ``n_prompt`` and the reference the other arguments name)."""
+    """Every route (but the reference itself) against ``source``'s reference (the CheckSource a run made of
+    the source bundle for all its checks: its prompt, seed and reference), fed the reference's greedy
+    continuation; with ``layers``, each decoder layer's output too (one full-sequence pass over the same
+    tokens). With ``cache``, a route's verdict is read from the verdict cache (equivalence/verdict_cache.py)
+    when it holds one for the same content, and a route whose prepared bundle has the content of one judged
+    before it shares its verdict; the reference is run only when some route has to be judged."""
 
     t0 = time.perf_counter()
-    if isinstance(source, str):
-        source = check_source(source, seed, n_prompt, routes, reference_bundle, reference_route)
     store = None
     if cache:
         from winml_perf.equivalence.verdict_cache import VerdictCache
