@@ -42,7 +42,7 @@ def attach_equivalence(source: CheckSource, routes: list[Any], cache: bool = Fal
     except BenchmarkFailure as exc:  # the reference itself could not run: no route is judged, and it says so
         say_unjudged(str(exc))
         return routes
-    say_check(run, equivalence_line, cost_line([run], cached=cache))
+    say_check(run, equivalence_line, cost_line([run], run.cost, cached=cache))
     return _recorded(routes, run.by_label)
 
 

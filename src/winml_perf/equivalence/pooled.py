@@ -81,8 +81,9 @@ class CheckReport:
 
 
 def _cost(runs: Sequence[Any], cache: bool, pool: Any) -> CheckReport:
-    """The cost of every prompt's check together (check.py EquivalenceRun.cost), and what its ``pool``
-    (passes/model_pool.ModelPool) loaded and opened, and took kept from an earlier prompt."""
+    """The cost of every prompt's check together (check.py EquivalenceRun.cost, added up once for its
+    figures and its line), and what its ``pool`` (passes/model_pool.ModelPool) loaded and opened, and took
+    kept from an earlier prompt."""
     from winml_perf.equivalence.check import CheckCost
     from winml_perf.equivalence.report import pooled_cost_line
 
@@ -97,7 +98,7 @@ def _cost(runs: Sequence[Any], cache: bool, pool: Any) -> CheckReport:
         layer_sessions_opened=pool.sessions_opened,
         layer_sessions_reused=pool.sessions_reused,
     )
-    return CheckReport(pooled_cost_line(runs, cache, pool), figures)
+    return CheckReport(pooled_cost_line(runs, parts, cache, pool), figures)
 
 
 def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[str, Judged], CheckReport]:
