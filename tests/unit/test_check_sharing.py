@@ -191,11 +191,11 @@ def test_layer_passes_run_beside_only_on_eps_that_allow_it_and_judge_alike(monke
         layers_ahead.LayersAhead, "start", lambda self, p: started.append(list(p)) or real_start(self, p)
     )
     route = [NS(label="cpu", session=NS(path=str(cpu)))]
-    first = eq.judge_routes(str(PIPELINE), route, steps=4)
+    first = eq.judge_routes(eq.check_source(str(PIPELINE)), route, steps=4)
     assert started == [[str(cpu)]]
     assert first.cost.route_layers_ms > 0 and first.cost.route_layers_in_turn_ms == 0
     monkeypatch.setattr(eq, "_layers_beside", lambda path: False)
-    second = eq.judge_routes(str(PIPELINE), route, steps=4)
+    second = eq.judge_routes(eq.check_source(str(PIPELINE)), route, steps=4)
     assert started[-1] == []
     assert second.cost.route_layers_ms == 0 and second.cost.route_layers_in_turn_ms > 0  # said as run in turn
     beside, in_turn = first.by_label["cpu"], second.by_label["cpu"]

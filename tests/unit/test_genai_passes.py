@@ -109,11 +109,11 @@ def test_a_check_in_lanes_judges_every_route_as_a_check_in_turn(monkeypatch, tmp
         NS(label="basic", session=NS(path=str(_linked(PIPELINE, tmp_path / "basic", other_level)))),
     ]
     monkeypatch.setenv("WINML_PERF_CHECK_PROCESSES", "0")
-    in_turn = eq.judge_routes(str(PIPELINE), routes, steps=4)
+    in_turn = eq.judge_routes(eq.check_source(str(PIPELINE)), routes, steps=4)
     monkeypatch.setenv("WINML_PERF_CHECK_PROCESSES", "2")
-    in_lanes = eq.judge_routes(str(PIPELINE), routes, steps=4)
+    in_lanes = eq.judge_routes(eq.check_source(str(PIPELINE)), routes, steps=4)
     assert (in_turn.cost.pass_processes, in_lanes.cost.pass_processes) == (0, 2)
-    assert "teacher-forced passes in 2 processes" in cost_line([in_lanes], cached=False)
+    assert "teacher-forced passes in 2 processes" in cost_line([in_lanes], in_lanes.cost, cached=False)
     for label in ("copy", "basic"):
         a, b = in_turn.by_label[label], in_lanes.by_label[label]
         assert (a.verdict, a.figures, a.stages) == (b.verdict, b.figures, b.stages)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from winml_perf.equivalence import greedy
+from winml_perf.equivalence.check import check_source
 from winml_perf.session import genai_session
 
 
@@ -45,7 +46,7 @@ def test_the_source_session_makes_prompt_and_reference_once(monkeypatch):
         SimpleNamespace(label="config", session=SimpleNamespace(path="b")),
         SimpleNamespace(label="ep=cpu", session=SimpleNamespace(path="b/_compiled/moved")),
     ]
-    checks = greedy.check_routes("b", routes, seed=1, n_prompt=3, n_new=2)
+    checks = greedy.check_routes(check_source("b", 1, 3), routes, n_new=2)
     assert _Session.made == ["b", "b/_compiled/moved"] and _Session.loaded == _Session.made
     (check,) = checks.values()
     assert list(checks) == ["ep=cpu"] and check.config_token_ids == (5, 5) and check.route_token_ids == (5, 7)

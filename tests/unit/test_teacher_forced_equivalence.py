@@ -139,7 +139,7 @@ def test_each_route_is_judged_on_its_own_path(fake):
         NS(label="ep=cpu", session=NS(path="same")),
         NS(label="ep=x", session=NS(path="other")),
     ]
-    run = eq.judge_routes("ref", routes, steps=8)
+    run = eq.judge_routes(eq.check_source("ref"), routes, steps=8)
     # the reference once, then each route's own path (logits; its layers beside them, in route order);
     # config is the reference
     assert fake[:3] == ["ref", "layers:ref", "layers:ref:local"]
@@ -166,11 +166,22 @@ def test_each_route_is_judged_on_its_own_path(fake):
     assert bad.precision_class == "decoder: CPU at other" and "decoder: CPU at ref" in report.equivalence_line(
         "ep=x", bad
     )
-    assert eq.judge_routes("ref", routes[2:], steps=8, layers=False).by_label["ep=x"].layers is None
+    assert eq.judge_routes(eq.check_source("ref"), routes[2:], steps=8, layers=False).by_label["ep=x"].layers is None
+
+
+def test_each_routes_precision_is_read_once_for_its_logits_and_its_layers(fake, monkeypatch):
+    read: list[str] = []
+    precision = eq._precision
+    monkeypatch.setattr(eq, "_precision", lambda path: read.append(str(path)) or precision(path))
+    routes = [NS(label="ep=cpu", session=NS(path="same")), NS(label="ep=x", session=NS(path="other"))]
+    run = eq.judge_routes(eq.check_source("ref"), routes, steps=8)
+    assert sorted(read) == ["other", "ref", "same"]  # the reference's once, each route's once
+    bad = run.by_label["ep=x"]
+    assert bad.layers is not None and bad.layers.first_wrong == 2
 
 
 def test_every_stage_is_accounted_for(fake):
-    run = eq.judge_routes("ref", [NS(label="ep=x", session=NS(path="other"))], steps=8)
+    run = eq.judge_routes(eq.check_source("ref"), [NS(label="ep=x", session=NS(path="other"))], steps=8)
     e = run.by_label["ep=x"]
     judged = [s.stage for s in e.stages]
     assert judged == ["embeddings", "context"] and e.unobserved_stages == ("iterator", "lm_head")
@@ -181,14 +192,14 @@ def test_every_stage_is_accounted_for(fake):
 
 def test_a_reference_bundle_judges_config_too(fake):
     routes = [NS(label="config", session=NS(path="same"))]
-    run = eq.judge_routes("ref", routes, reference_bundle="other", steps=8)
+    run = eq.judge_routes(eq.check_source("ref", reference_bundle="other"), routes, steps=8)
     assert run.reference == "bundle:other" and run.by_label["config"].verdict == NOT_EQUIVALENT
 
 
 def test_the_verdict_joins_the_closing_summary_and_the_screen_line(fake):
     from winml_perf.compare.run_summary import route_verdicts
 
-    run = eq.judge_routes("ref", [NS(label="ep=x", session=NS(path="other"))], steps=8)
+    run = eq.judge_routes(eq.check_source("ref"), [NS(label="ep=x", session=NS(path="other"))], steps=8)
     e = run.by_label["ep=x"]
     doc = {"cells": [{"route": {"label": "ep=x", "equivalence": e.to_dict()}}, {"route": {"label": "config"}}]}
     text = route_verdicts(doc)["ep=x"]
@@ -223,14 +234,14 @@ def test_precision_variants_change_what_they_say(tmp_path):
 
 def test_a_route_that_cannot_run_is_named_and_the_others_are_judged(fake, capsys):
     routes = [NS(label="ep=bad", session=NS(path="broken")), NS(label="ep=x", session=NS(path="other"))]
-    run = eq.judge_routes("ref", routes, steps=8)
+    run = eq.judge_routes(eq.check_source("ref"), routes, steps=8)
     assert set(run.by_label) == {"ep=x"} and "no EP" in run.errors["ep=bad"]
-    out = attach.attach_equivalence("ref", [NS(label="ep=bad", session=NS(path="broken"))], 0, None)
+    out = attach.attach_equivalence(eq.check_source("ref"), [NS(label="ep=bad", session=NS(path="broken"))])
     assert "equivalence: ep=bad not judged: broken" in capsys.readouterr().err and out[0].label == "ep=bad"
 
 
 def test_a_route_whose_layer_pass_fails_is_judged_on_its_logits_and_says_why(fake):
-    run = eq.judge_routes("ref", [NS(label="ep=y", session=NS(path="no-layers"))], steps=8)
+    run = eq.judge_routes(eq.check_source("ref"), [NS(label="ep=y", session=NS(path="no-layers"))], steps=8)
     e = run.by_label["ep=y"]
     assert e.verdict == EQUIVALENT and e.layers.figures == ()
     assert e.layers.unobserved == ("this route's pass failed: OSError: cannot write the tapped copy",)

@@ -59,8 +59,9 @@ def _tune(monkeypatch, race_seed: int, seeds_asked: list[int], said: list[str] |
     from winml_perf.tune import session as session_mod
     from winml_perf.tune.goal import Budget
 
-    def judge_routes(bundle, routes, seed=0, **kw):
+    def judge_routes(source, routes, **kw):
         assert kw["cache"] is cache  # --no-equivalence-cache reaches every check
+        seed = source.seed
         seeds_asked.append(seed)
         judged = {r.label: _judged(r.label, seed, RATIOS[r.label][seed]) for r in routes if r.label != "config"}
         return SimpleNamespace(
@@ -111,3 +112,22 @@ def test_the_check_says_what_it_cost_and_the_report_keeps_it(monkeypatch):
     assert "(5 judged: reference " in line and line.endswith("before the race")
     check = said[-1]["equivalence_check"]
     assert check["prompts"] == 3 and check["judged"] == 5 and check["cache"] is False and check["seconds"] > 0
+
+
+def test_the_prompts_check_costs_are_added_up_once_for_the_figures_and_the_line(monkeypatch):
+    from winml_perf.equivalence import check as eq
+    from winml_perf.equivalence.pooled import _cost
+
+    added: list[int] = []
+    add = eq.CheckCost.add
+    monkeypatch.setattr(eq.CheckCost, "add", lambda self, other: added.append(other.judged) or add(self, other))
+    runs = [
+        SimpleNamespace(
+            by_label={"a": None}, errors={}, cost_ms=1000.0, cost=eq.CheckCost(judged=j), reference="config"
+        )
+        for j in (2, 1, 1)
+    ]
+    pool = SimpleNamespace(loads=1, reused=0, sessions_opened=0, sessions_reused=0)
+    report = _cost(runs, True, pool)
+    assert added == [2, 1, 1]  # each prompt's cost once (twice before: for the figures, then for the line)
+    assert report.figures["judged"] == 4 and "4 judged" in report.line and "over 3 check prompts" in report.line

@@ -144,11 +144,13 @@ def test_a_route_the_equivalence_check_refuses_never_races_even_when_fastest(mon
 
     ratios = {"ep=wrong": 5.0, "ep=a": 0.1}  # KL against the precision limit: far over, far under
 
-    def judge_routes(bundle, routes, seed=0, **kw):
-        by_label = {r.label: _judged(r.label, seed, ratios[r.label]) for r in routes if r.label in ratios}
+    def judge_routes(source, routes, **kw):
+        by_label = {r.label: _judged(r.label, source.seed, ratios[r.label]) for r in routes if r.label in ratios}
         cost = CheckCost(judged=len(by_label))
         return SimpleNamespace(by_label=by_label, errors={}, cost_ms=1.0, cost=cost, reference="config")
 
+    # the folder is no bundle: the check's source stands in for the one each check prompt makes of it
+    monkeypatch.setattr(eq, "check_source", lambda bundle, seed=0: SimpleNamespace(path=bundle, seed=seed))
     monkeypatch.setattr(eq, "judge_routes", judge_routes)
     monkeypatch.setattr(prune_mod, "prepare_one", lambda settings, c: fake_spec(c.route.label))
     from winml_perf.measure.orchestrate import RouteRequest

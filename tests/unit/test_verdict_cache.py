@@ -16,6 +16,7 @@ from winml_perf.equivalence.passes import genai_logits
 from winml_perf.model.equivalence import NOT_EQUIVALENT, Band, LogitFigures, StagePrecision
 from winml_perf.stats.equivalence import band_limit
 
+PLUGINS = verdict_cache._plugins
 REF = np.random.default_rng(0).normal(size=(8, 50)).astype(np.float32)
 
 
@@ -61,7 +62,7 @@ def passes(monkeypatch, tmp_path):
     monkeypatch.setattr(
         eq, "_precision", lambda path: (StagePrecision("decoder", "CPUExecutionProvider", (4,), (), "fp32"),)
     )
-    monkeypatch.setattr(verdict_cache, "_plugins", lambda folder: {})
+    monkeypatch.setattr(verdict_cache, "_plugins", lambda folder, config=None: {})
     monkeypatch.setattr(
         "winml_perf.session.genai_session.GenaiSession.synthetic_prompt", lambda self, n, seed=0: [10 + seed] * n
     )
@@ -101,12 +102,12 @@ def _same(a, b) -> bool:
 
 def test_a_second_identical_run_judges_nothing_and_gets_the_same_verdicts(passes, bundles):
     ref, ep, _ = bundles
-    first = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
+    first = eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
     assert passes[:4] == ["tf:ref", "layers:ref", "layers:ref", "bands:ref"]  # the reference first
     assert sorted(passes[4:]) == ["layers:ep", "layers:ep", "tf:ep"]  # its layers beside its teacher-forced pass
     assert first.cost.judged == 1 and first.cost.from_cache == 0
     passes.clear()
-    second = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
+    second = eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
     assert passes == []  # neither the reference, nor its bands, nor the route
     assert second.cost.judged == 0 and second.cost.from_cache == 1
     assert _same(second.by_label["ep=ep"], first.by_label["ep=ep"])
@@ -116,9 +117,9 @@ def test_a_second_identical_run_judges_nothing_and_gets_the_same_verdicts(passes
 
 def test_verdicts_with_and_without_the_cache_are_equal(passes, bundles):
     ref, ep, _ = bundles
-    plain = eq.judge_routes(str(ref), _routes(ep, ref), steps=8)
-    cold = eq.judge_routes(str(ref), _routes(ep, ref), steps=8, cache=True)
-    warm = eq.judge_routes(str(ref), _routes(ep, ref), steps=8, cache=True)
+    plain = eq.judge_routes(eq.check_source(str(ref)), _routes(ep, ref), steps=8)
+    cold = eq.judge_routes(eq.check_source(str(ref)), _routes(ep, ref), steps=8, cache=True)
+    warm = eq.judge_routes(eq.check_source(str(ref)), _routes(ep, ref), steps=8, cache=True)
     assert warm.cost.from_cache == 2
     for label in ("ep=ep", "ep=ref"):
         assert _same(plain.by_label[label], cold.by_label[label]) and _same(plain.by_label[label], warm.by_label[label])
@@ -126,33 +127,33 @@ def test_verdicts_with_and_without_the_cache_are_equal(passes, bundles):
 
 def test_one_changed_byte_of_the_route_or_the_reference_misses(passes, bundles):
     ref, ep, _ = bundles
-    eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
+    eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
     data = ep / "model.onnx.data"
     data.write_bytes(bytes([31]) + data.read_bytes()[1:])  # one byte of a weight
     passes.clear()
-    run = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
+    run = eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
     assert run.cost.judged == 1 and "tf:ep" in passes
     assert "bands:ref" not in passes  # the reference did not change: its bands are read back
     data = ref / "model.onnx.data"
     data.write_bytes(data.read_bytes()[:-1] + b"\1")  # the reference's last byte
     passes.clear()
-    run = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
+    run = eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
     assert run.cost.judged == 1 and "bands:ref" in passes and "tf:ep" in passes
 
 
 def test_another_prompt_steps_layers_or_code_misses(passes, bundles, monkeypatch):
     ref, ep, _ = bundles
-    eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
-    assert eq.judge_routes(str(ref), _routes(ep), seed=1, steps=8, cache=True).cost.judged == 1
-    assert eq.judge_routes(str(ref), _routes(ep), steps=6, cache=True).cost.judged == 1
-    assert eq.judge_routes(str(ref), _routes(ep), steps=8, layers=False, cache=True).cost.judged == 1
+    eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
+    assert eq.judge_routes(eq.check_source(str(ref), 1), _routes(ep), steps=8, cache=True).cost.judged == 1
+    assert eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=6, cache=True).cost.judged == 1
+    assert eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, layers=False, cache=True).cost.judged == 1
     monkeypatch.setattr(verdict_cache, "code_digest", lambda: "another equivalence code")
-    assert eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True).cost.judged == 1
+    assert eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True).cost.judged == 1
 
 
 def test_two_routes_of_the_same_content_share_one_judgement(passes, bundles):
     ref, ep, twin = bundles
-    run = eq.judge_routes(str(ref), _routes(ep, twin, ref), steps=8, cache=True)
+    run = eq.judge_routes(eq.check_source(str(ref)), _routes(ep, twin, ref), steps=8, cache=True)
     assert passes.count("tf:ep") == 1 and "tf:twin" not in passes
     assert passes.count("bands:ref") == 1 and passes.count("tf:ref") == 2  # the reference's, then route ep=ref's
     assert run.cost.judged == 2 and run.cost.shared == 1
@@ -162,38 +163,61 @@ def test_two_routes_of_the_same_content_share_one_judgement(passes, bundles):
 
 def test_a_corrupt_entry_is_ignored_and_rewritten(passes, bundles, capsys):
     ref, ep, _ = bundles
-    first = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
+    first = eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
     entries = sorted((ref / "_compiled").glob("equivalence-*.json"), key=lambda p: p.name.rsplit("-", 1)[1])
     assert [p.name.rsplit("-", 1)[1] for p in entries] == ["bands.json", "route.json"]
     for path, junk in zip(entries, ("{not json", '{"key": "forged", "kind": "route", "value": {}}')):
         path.write_text(junk)
-    run = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
+    run = eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
     assert run.cost.judged == 1 and _same(run.by_label["ep=ep"], first.by_label["ep=ep"])
     assert capsys.readouterr().err.count("is damaged") == 2
-    again = eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)  # rewritten whole
+    again = eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)  # rewritten whole
     assert again.cost.from_cache == 1 and "damaged" not in capsys.readouterr().err
 
 
 def test_an_entry_moved_under_another_key_is_not_trusted(passes, bundles):
     ref, ep, twin = bundles
-    eq.judge_routes(str(ref), _routes(ep), steps=8, cache=True)
+    eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
     (twin / "model.onnx.data").write_bytes(bytes([40]) + b"\0" * 63)
     route = next((ref / "_compiled").glob("equivalence-*-route.json"))
-    twin_key = verdict_cache.VerdictCache.open(ref, ref, [10] * 16, 8, True).route_key(twin)
+    twin_key = verdict_cache.VerdictCache.open(ref, ref, NS(stages=()), [10] * 16, 8, True).route_key(twin)
     route.rename(ref / "_compiled" / f"equivalence-{twin_key[:12]}-route.json")  # the name says twin's
-    assert eq.judge_routes(str(ref), _routes(twin), steps=8, cache=True).cost.judged == 1
+    assert eq.judge_routes(eq.check_source(str(ref)), _routes(twin), steps=8, cache=True).cost.judged == 1
 
 
 def test_the_cost_line_says_what_came_from_the_cache(passes, bundles, capsys):
     ref, ep, twin = bundles
-    out = attach.attach_equivalence(str(ref), _routes(ep), 0, None, cache=True)
+    out = attach.attach_equivalence(eq.check_source(str(ref)), _routes(ep), cache=True)
     assert out[0].recorded_route.equivalence.verdict == NOT_EQUIVALENT
     cold = capsys.readouterr().err.splitlines()[-1]
     assert cold.startswith("equivalence: 1 route(s) against config in ")
     assert "(0 from cache, 1 judged: reference " in cold and ", bands " in cold and ", routes " in cold
     assert cold.endswith("s), outside the timed iterations") and "content keys" in cold
-    attach.attach_equivalence(str(ref), _routes(ep, twin), 0, None, cache=True)
+    attach.attach_equivalence(eq.check_source(str(ref)), _routes(ep, twin), cache=True)
     assert "(1 from cache, 1 shared (same content), 0 judged, content keys " in capsys.readouterr().err
-    attach.attach_equivalence(str(ref), _routes(ep), 0, None)  # --no-equivalence-cache
+    attach.attach_equivalence(eq.check_source(str(ref)), _routes(ep))  # --no-equivalence-cache
     off = capsys.readouterr().err.splitlines()[-1]
     assert "(1 judged: reference " in off and "cache" not in off
+
+
+def test_the_reference_config_is_read_once_for_the_check_and_its_keys(passes, bundles, monkeypatch):
+    """The reference's plugins enter every key from the config the CheckSource holds (read once a check),
+    not from the reference's folder read again."""
+    from winml_perf.bundle import config
+    from winml_perf.ep import plugins
+
+    ref, ep, _ = bundles
+    read: list[str] = []
+    webgpu = NS(provider_options=({"webgpu": {}},))
+
+    def config_of(path):
+        read.append(Path(path).name)
+        return NS(raw={}, static_prompt_length=lambda: None, stages=(webgpu,) if Path(path) == ref else ())
+
+    monkeypatch.setattr(config, "config_of", config_of)
+    monkeypatch.setattr(verdict_cache, "_plugins", PLUGINS)  # the real one: it names the reference's EPs
+    asked: list[str] = []
+    monkeypatch.setattr(plugins, "plugin_identity", lambda name: asked.append(name) or {"package": name})
+    run = eq.judge_routes(eq.check_source(str(ref)), _routes(ep), steps=8, cache=True)
+    assert run.cost.judged == 1 and read.count("ref") == 1  # by check_source only
+    assert asked == ["WebGpuExecutionProvider"]  # the reference's EP, from the config read then

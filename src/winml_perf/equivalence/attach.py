@@ -31,28 +31,18 @@ def wants_equivalence(asked: bool | None, n_routes: int, reference_bundle: objec
     return asked if asked is not None else (n_routes > 1 or reference_bundle is not None)
 
 
-def attach_equivalence(
-    source: str | CheckSource,
-    routes: list[Any],
-    seed: int = 0,
-    reference_bundle: str | None = None,
-    reference_route: str | None = None,
-    cache: bool = False,
-) -> list[Any]:
-    """The routes with their Equivalence recorded; one line per route and the check's cost on stderr
-    (it runs before the sweep: nothing of it enters a timed iteration). ``cache``: the verdict cache.
-    ``source``: the CheckSource a run made of the source bundle for all its checks (its own seed and
-    reference), or the bundle's folder (judged with ``seed`` against the reference the other arguments name)."""
+def attach_equivalence(source: CheckSource, routes: list[Any], cache: bool = False) -> list[Any]:
+    """The routes with their Equivalence recorded, judged against ``source``'s reference (the CheckSource a
+    run made of the source bundle for all its checks); one line per route and the check's cost on stderr
+    (it runs before the sweep: nothing of it enters a timed iteration). ``cache``: the verdict cache."""
     from winml_perf.equivalence.check import judge_routes
 
     try:
-        run = judge_routes(
-            source, routes, seed=seed, reference_bundle=reference_bundle, reference_route=reference_route, cache=cache
-        )
+        run = judge_routes(source, routes, cache=cache)
     except BenchmarkFailure as exc:  # the reference itself could not run: no route is judged, and it says so
         say_unjudged(str(exc))
         return routes
-    say_check(run, equivalence_line, cost_line([run], cached=cache))
+    say_check(run, equivalence_line, cost_line([run], run.cost, cached=cache))
     return _recorded(routes, run.by_label)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from winml_perf.equivalence.bands import reference_bands
-from winml_perf.equivalence.layers import LayerBands, judge_layers, unjudged
+from winml_perf.equivalence.layers import LayerBands, LayerProfile, judge_layers, unjudged
 from winml_perf.equivalence.passes.genai_passes import CheckPasses
 from winml_perf.equivalence.passes.layer_outputs import stage_ep
 from winml_perf.equivalence.passes.layers_ahead import LayersAhead
@@ -198,24 +198,17 @@ def _wanted(ref: _Reference) -> list[str]:
     return [n for _, names, _, _ in ref.stage_outputs for n in names]
 
 
-def _same_model(ref: _Reference, path: str) -> bool:
-    """Whether the route at ``path`` asks "the same model?" of the reference (its precision is the
-    reference's) rather than "within what precision changes do?"."""
-    from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
-
-    return question_for(_precision(path), ref.ref_precision) == SAME_MODEL_QUESTION
-
-
 def _judge_one(
     ref: _Reference,
     path: str,
     seed: int,
     cost: CheckCost,
-    layers_of: Callable[[str], Layers | None],
+    layer_passes: Callable[[str], tuple[LayerProfile, LayerProfile]],
     passes: CheckPasses,
 ) -> Equivalence:
-    """One route's teacher-forced pass (from ``passes``) against the reference, with its layers from
-    ``layers_of(path)``; BenchmarkFailure when its pass fails."""
+    """One route's teacher-forced pass (from ``passes``) against the reference, with its layers judged on
+    ``layer_passes(path)``; BenchmarkFailure when its pass fails. The route's precision, read once here,
+    decides the question asked of the logits and of the layers alike."""
     from winml_perf.model.equivalence import SAME_MODEL_QUESTION, question_for
     from winml_perf.stats.equivalence import compare_logits, first_departing_stage, verdict
 
@@ -230,11 +223,11 @@ def _judge_one(
     cost.route_compare_ms += (time.perf_counter() - t2) * 1000.0
     route_precision = _precision(path)
     question = question_for(route_precision, ref.ref_precision)
-    same = question == SAME_MODEL_QUESTION  # as _same_model decides it for the route's layers
+    same = question == SAME_MODEL_QUESTION  # the same kernels: no precision band, the noise floor at every layer
     noise, precision = ref.noise, ref.precision
     bands = (noise, precision) if precision else (noise,)
-    where = layers_of(path)
-    judged = verdict(figures, noise, None if same else precision)  # the same kernels: no precision band
+    where = _route_layers(ref.layer_bands, ref.layer_failure, path, same, layer_passes)
+    judged = verdict(figures, noise, None if same else precision)
     judged = _overruled_by_layers(judged, where, same)
     return Equivalence(
         ref.label, ref.path, path, len(ref.prompt_ids), seed, figures, judged,
@@ -301,42 +294,37 @@ def check_source(
 
 
 def judge_routes(
-    source: str | CheckSource,
+    source: CheckSource,
     routes: Sequence[Any],
-    seed: int = 0,
-    reference_bundle: str | None = None,
-    n_prompt: int = CHECK_PROMPT_TOKENS,
     steps: int = EQUIVALENCE_STEPS,
     *,
     layers: bool = True,
-    reference_route: str | None = None,
     cache: bool = False,
 ) -> EquivalenceRun:
-    """Every route (but the reference itself) against the reference: the config route (the source bundle),
-    or ``reference_bundle`` (same tokenizer), fed the reference's greedy continuation; with ``layers``,
-    each decoder layer's output too (one full-sequence pass over the same tokens). With ``cache``, a
-    route's verdict is read from the verdict cache (equivalence/verdict_cache.py) when it holds one for the
-    same content, and a route whose prepared bundle has the content of one judged before it shares its
-    verdict; the reference is run only when some route has to be judged. ``source``: the CheckSource a run
-    made of the source bundle for all its checks (its prompt, seed and reference), or the bundle's folder
-    (made into one here, with ``seed``, ``n_prompt`` and the reference the other arguments name)."""
+    """Every route (but the reference itself) against ``source``'s reference (the CheckSource a run made of
+    the source bundle for all its checks: its prompt, seed and reference), fed the reference's greedy
+    continuation; with ``layers``, each decoder layer's output too (one full-sequence pass over the same
+    tokens). With ``cache``, a route's verdict is read from the verdict cache (equivalence/verdict_cache.py)
+    when it holds one for the same content, and a route whose prepared bundle has the content of one judged
+    before it shares its verdict; the reference is run only when some route has to be judged."""
 
     t0 = time.perf_counter()
-    if isinstance(source, str):
-        source = check_source(source, seed, n_prompt, routes, reference_bundle, reference_route)
     store = None
     if cache:
         from winml_perf.equivalence.verdict_cache import VerdictCache
 
-        store = VerdictCache.open(source.path, source.reference_path, source.prompt_ids, steps, layers)
+        store = VerdictCache.open(
+            source.path, source.reference_path, source.reference_config, source.prompt_ids, steps, layers
+        )
     cost = CheckCost()
     reference: list[_Reference] = []  # built before the first route that has to be judged
 
-    def route_layers(path: str) -> Layers | None:
-        ref = reference[0]
-        return _route_layers(ref.layer_bands, ref.layer_failure, path, _same_model(ref, path))
+    def layer_passes(path: str) -> tuple[LayerProfile, LayerProfile]:
+        layer_bands = reference[0].layer_bands
+        assert layer_bands is not None  # asked for by _route_layers only when the reference's layers ran
+        return layer_bands.passes(path)
 
-    ahead = LayersAhead(route_layers)  # the routes' layer passes, beside their teacher-forced passes
+    ahead = LayersAhead(layer_passes)  # the routes' layer passes, beside their teacher-forced passes
     passes = CheckPasses()  # the routes' teacher-forced passes: in worker processes where the machine has cores
 
     def ready(to_judge: Sequence[str]) -> None:  # a reference that cannot run fails the whole check
@@ -470,12 +458,17 @@ def _known(
 
 
 def _route_layers(
-    layer_bands: LayerBands | None, layer_failure: str | None, path: str | Path, same: bool
+    layer_bands: LayerBands | None,
+    layer_failure: str | None,
+    path: str,
+    same: bool,
+    layer_passes: Callable[[str], tuple[LayerProfile, LayerProfile]],
 ) -> Layers | None:
-    """The route's decoder layers judged against the reference's; None when layers were not asked for."""
+    """The route's decoder layers (its ``layer_passes(path)``) judged against the reference's; None when
+    layers were not asked for."""
     if layer_bands is not None:
         try:
-            return judge_layers(layer_bands, *layer_bands.passes(path), same_model=same)
+            return judge_layers(layer_bands, *layer_passes(path), same_model=same)
         except Exception as exc:  # this route's layers are unobserved, said why; its logits are judged
             return unjudged(len(layer_bands.tokens), f"this route's pass failed: {type(exc).__name__}: {exc}")
     if layer_failure is not None:

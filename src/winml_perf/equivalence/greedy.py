@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from winml_perf.equivalence.check import CHECK_PROMPT_TOKENS, CheckSource, check_source, session_of
+from winml_perf.equivalence.check import session_of
 from winml_perf.model.route import OutputCheck
 
 if TYPE_CHECKING:
+    from winml_perf.equivalence.check import CheckSource
     from winml_perf.session.genai_session import GenaiSession
 
 CHECK_NEW_TOKENS = 16
@@ -33,19 +34,10 @@ def _greedy(session: GenaiSession, prompt_ids: list[int], n_new: int) -> list[in
         return list(s.generate_timed(prompt_ids, n_new).token_ids)
 
 
-def check_routes(
-    source: str | CheckSource,
-    routes: Sequence[Any],
-    seed: int = 0,
-    n_prompt: int = CHECK_PROMPT_TOKENS,
-    n_new: int = CHECK_NEW_TOKENS,
-) -> dict[str, OutputCheck]:
-    """{route label: OutputCheck} for every route whose session path differs from the source bundle, over a
-    prompt of ``n_prompt`` tokens (a static-shape stage's own length where the bundle has one).
-    ``source``: the CheckSource a run made of the source bundle for all its checks (its session, prompt
-    and seed), or the bundle's folder (made into one here, with ``seed`` and ``n_prompt``)."""
-    if isinstance(source, str):
-        source = check_source(source, seed, n_prompt)
+def check_routes(source: CheckSource, routes: Sequence[Any], n_new: int = CHECK_NEW_TOKENS) -> dict[str, OutputCheck]:
+    """{route label: OutputCheck} for every route whose session path differs from the source bundle, over
+    ``source``'s check prompt (the CheckSource a run made of the source bundle for all its checks: its
+    session, prompt and seed)."""
     reference = _greedy(source.session, source.prompt_ids, n_new)
     out = {}
     for r in routes:

@@ -81,8 +81,9 @@ class CheckReport:
 
 
 def _cost(runs: Sequence[Any], cache: bool, pool: Any) -> CheckReport:
-    """The cost of every prompt's check together (check.py EquivalenceRun.cost), and what its ``pool``
-    (passes/model_pool.ModelPool) loaded and opened, and took kept from an earlier prompt."""
+    """The cost of every prompt's check together (check.py EquivalenceRun.cost, added up once for its
+    figures and its line), and what its ``pool`` (passes/model_pool.ModelPool) loaded and opened, and took
+    kept from an earlier prompt."""
     from winml_perf.equivalence.check import CheckCost
     from winml_perf.equivalence.report import pooled_cost_line
 
@@ -97,14 +98,14 @@ def _cost(runs: Sequence[Any], cache: bool, pool: Any) -> CheckReport:
         layer_sessions_opened=pool.sessions_opened,
         layer_sessions_reused=pool.sessions_reused,
     )
-    return CheckReport(pooled_cost_line(runs, cache, pool), figures)
+    return CheckReport(pooled_cost_line(runs, parts, cache, pool), figures)
 
 
 def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[str, Judged], CheckReport]:
     """Each route (RouteSpecs, config's own skipped) judged against config as the module doc says,
     each prompt's reference run once and the verdict cache read first (``cache``); returns {label:
     Judged} and what the check cost."""
-    from winml_perf.equivalence.check import judge_routes
+    from winml_perf.equivalence.check import check_source, judge_routes
     from winml_perf.equivalence.passes.genai_passes import lanes_wanted, pass_lanes
     from winml_perf.equivalence.passes.kept_variants import keep_variants, variant_folders
     from winml_perf.equivalence.passes.model_pool import keep_models
@@ -114,10 +115,10 @@ def judge(bundle: str, routes: Sequence[Any], cache: bool = True) -> tuple[dict[
     # the lanes stay for every prompt); the reference's band variants are made once
     lanes = min(lanes_wanted(), len(routes)) if len(routes) >= 2 else 0
     with keep_models() as models, keep_variants() as variants, pass_lanes(lanes):
-        first = judge_routes(bundle, routes, seed=CHECK_SEEDS[0], cache=cache)
+        first = judge_routes(check_source(bundle, CHECK_SEEDS[0]), routes, cache=cache)
         near = [r for r in routes if r.label in first.by_label and near_limit(first.by_label[r.label])]
         models.retain([bundle, *(r.session.path for r in near), *variant_folders(variants)])
-        more = [judge_routes(bundle, near, seed=seed, cache=cache) for seed in CHECK_SEEDS[1:]] if near else []
+        more = [judge_routes(check_source(bundle, seed), near, cache=cache) for seed in CHECK_SEEDS[1:]] if near else []
     out = {label: Judged("", "", error=why) for label, why in first.errors.items()}
     for label, e in first.by_label.items():
         line = check_prompt_line(label, e, CHECK_SEEDS[0])

@@ -92,12 +92,12 @@ def say_perplexity(
     )
 
 
-def cost_line(runs: Sequence[EquivalenceRun], cached: bool, where: str = "outside the timed iterations") -> str:
+def cost_line(
+    runs: Sequence[EquivalenceRun], cost: CheckCost, cached: bool, where: str = "outside the timed iterations"
+) -> str:
     """'equivalence: 9 route(s) against config in 3.2 s (6 from cache, 3 judged: reference 1.1 s, bands
-    1.4 s, routes 0.7 s), outside the timed iterations' over one check or several (one per prompt)."""
-    cost = CheckCost()
-    for run in runs:
-        cost = cost.add(run.cost)
+    1.4 s, routes 0.7 s), outside the timed iterations' over one check or several (one per prompt), whose
+    costs added up are ``cost`` (one check's own ``run.cost``)."""
     n = sum(len(run.by_label) + len(run.errors) for run in runs)
     seconds = sum(run.cost_ms for run in runs) / 1000.0
     prompts = f" over {len(runs)} check prompts" if len(runs) > 1 else ""
@@ -286,10 +286,10 @@ def pooled_line(label: str, verdict: str, kl_limits: Sequence[tuple[float, float
     )
 
 
-def pooled_cost_line(runs: Sequence[EquivalenceRun], cache: bool, pool: ModelPool) -> str:
-    """``cost_line`` over every prompt's check before the race, and what the check's ``pool`` loaded and
-    opened, and took kept from an earlier prompt."""
-    line = cost_line(runs, cache, where="before the race")
+def pooled_cost_line(runs: Sequence[EquivalenceRun], cost: CheckCost, cache: bool, pool: ModelPool) -> str:
+    """``cost_line`` over every prompt's check before the race (``cost``: their costs added up), and what
+    the check's ``pool`` loaded and opened, and took kept from an earlier prompt."""
+    line = cost_line(runs, cost, cache, where="before the race")
     if pool.reused:
         line += f"; {pool.loads} model load(s), {pool.reused} pass(es) on a model kept from an earlier prompt"
     if pool.sessions_reused:

@@ -30,9 +30,12 @@ import platform
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from winml_perf.model.equivalence import Band, Equivalence
+
+if TYPE_CHECKING:
+    from winml_perf.bundle.config import GenaiConfig
 
 FORMAT = 1
 FAMILY = "equivalence"
@@ -99,13 +102,15 @@ def code_digest() -> str:
     return h.hexdigest()
 
 
-def _plugins(folder: str | Path) -> dict[str, Any]:
-    """The plugin library of each EP the bundle at ``folder`` names (none for CPU or a built-in EP)."""
+def _plugins(folder: str | Path, config: GenaiConfig | None = None) -> dict[str, Any]:
+    """The plugin library of each EP the bundle at ``folder`` names (none for CPU or a built-in EP), as its
+    ``config`` says: the one the caller holds, else the run's (``config_of``)."""
     from winml_perf.bundle.config import config_of
     from winml_perf.ep.plugins import plugin_identity
     from winml_perf.ep.table import CPU_EP, ep_from_genai_provider
 
-    named = {ep_from_genai_provider(key) for s in config_of(folder).stages for o in s.provider_options for key in o}
+    config = config if config is not None else config_of(folder)
+    named = {ep_from_genai_provider(key) for s in config.stages for o in s.provider_options for key in o}
     out = {}
     for ep in sorted(named - {CPU_EP}):
         ident = plugin_identity(ep)
@@ -149,9 +154,16 @@ class VerdictCache:
 
     @classmethod
     def open(
-        cls, bundle: str | Path, reference: str | Path, prompt_ids: Sequence[int], steps: int, layers: bool
+        cls,
+        bundle: str | Path,
+        reference: str | Path,
+        reference_config: GenaiConfig,
+        prompt_ids: Sequence[int],
+        steps: int,
+        layers: bool,
     ) -> VerdictCache:
-        """The cache of ``bundle``'s artifact root for judging against ``reference`` on ``prompt_ids``."""
+        """The cache of ``bundle``'s artifact root for judging against ``reference`` (its folder, and its
+        genai config as the check already holds it) on ``prompt_ids``."""
         import time
 
         from winml_perf.bundle.cache import runtime_versions
@@ -163,7 +175,7 @@ class VerdictCache:
             "versions": runtime_versions(),
             "host": [platform.node(), platform.machine()],  # a verdict is measured on this machine's devices
             "reference": bundle_digest(reference),
-            "reference_plugins": _plugins(reference),
+            "reference_plugins": _plugins(reference, reference_config),
             "prompt_ids": [int(t) for t in prompt_ids],
             "steps": int(steps),
             "layers": bool(layers),
