@@ -69,6 +69,16 @@ def test_an_open_loop_above_capacity_is_saturated(tmp_path: Path):
     assert "saturated: 100000 req/s offered" in result.stdout
 
 
+def test_a_store_it_cannot_open_is_refused_before_serving(tmp_path: Path):
+    """--store naming a folder was refused only after every invocation had served, and -o was never
+    written: the whole run was lost. It is refused before anything is served, as perf refuses it."""
+    out = tmp_path / "run.json"
+    refused = run_winml("serve", TINY_FLAT, "--concurrency", "1", *LEAN1[:-1], "--store", tmp_path, "-o", out)
+    assert refused.returncode == 2
+    assert f"results store {tmp_path} is a directory" in refused.stderr
+    assert "invocation" not in refused.stderr and "served" not in refused.stderr and not out.exists()
+
+
 def test_the_engine_refuses_a_pipeline_exit_2_or_batch1_fallback_labelled(tmp_path: Path):
     store = tmp_path / "r.db"
     refused = run_winml("serve", TINY_PIPELINE, "--concurrency", "2", *LEAN, "--store", store)
