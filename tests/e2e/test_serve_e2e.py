@@ -7,6 +7,11 @@ route (the QNN emulator) gets a verdict per concurrency. Runs are short: what ra
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -77,6 +82,31 @@ def test_a_store_it_cannot_open_is_refused_before_serving(tmp_path: Path):
     assert refused.returncode == 2
     assert f"results store {tmp_path} is a directory" in refused.stderr
     assert "invocation" not in refused.stderr and "served" not in refused.stderr and not out.exists()
+
+
+def test_ctrl_c_mid_serve_exits_130_saying_so_once(tmp_path: Path):
+    """Ctrl-C reaches the whole process group: the serving child printed its own 'interrupted by SIGINT'
+    beside the parent's. The child leaves the signal to the parent, which says it once."""
+    err = tmp_path / "stderr.txt"
+    args = ("--concurrency", "1,2,4", "--requests", "64", "--prompt-tokens", "16", "--max-new-tokens", "64")
+    with err.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "winml_perf", "serve", str(TINY_FLAT), *args, "--invocations", "20", "--no-store"],
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while "invocation 1/20 served" not in err.read_text() and proc.poll() is None:
+            assert time.monotonic() < deadline, err.read_text()
+            time.sleep(0.1)
+        time.sleep(0.3)  # the second invocation's child is starting or serving (an invocation takes over 1 s)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, err.read_text()
+    text = err.read_text()
+    assert text.count("interrupted by SIGINT") == 1, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
 
 
 def test_the_engine_refuses_a_pipeline_exit_2_or_batch1_fallback_labelled(tmp_path: Path):
