@@ -108,6 +108,7 @@ def _given(
         "--compile": routing.compile,
         "--prompt": workload.prompt is not None,
         "--prompt-tokens": bool(workload.prompt_tokens),
+        "--max-new-tokens": bool(workload.max_new_tokens),
         "--apply-template": workload.apply_template,
         "--duration": measurement.duration is not None,
         "--shape": bool(onnx.shape),
