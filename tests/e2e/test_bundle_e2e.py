@@ -71,6 +71,21 @@ def test_prepare_flat_by_device_then_clean(winml, bundle_copy, tiny_flat):
     assert tree_digest(bundle) == before
 
 
+def test_clean_of_the_folder_above_the_bundles_or_a_file_inside_one_is_refused(winml, bundle_copy, tiny_flat):
+    """`bundle clean bundles/` said 'nothing to remove' and exited 0 while each bundle kept its _compiled/;
+    `bundle clean BUNDLE/genai_config.json` said the file does not exist. Both exit 2 saying what to pass."""
+    bundle = bundle_copy(tiny_flat)
+    assert winml("bundle", "prepare", bundle, "--device", "cpu").returncode == 0
+    above = winml("bundle", "clean", bundle.parent)
+    assert above.returncode == 2, above.stderr
+    assert f"{bundle.parent} is a folder of 1 bundle(s), not a bundle: {bundle.name}" in above.stderr
+    assert f"pass one of them, e.g. {bundle}" in above.stderr
+    inside = winml("bundle", "clean", bundle / "genai_config.json")
+    assert inside.returncode == 2 and "is not a folder; pass the bundle folder, not a file inside it" in inside.stderr
+    assert (bundle / "_compiled").is_dir()  # nothing was removed by either
+    assert winml("bundle", "clean", bundle).returncode == 0 and not (bundle / "_compiled").exists()
+
+
 @pytest.mark.parametrize(
     "args, needle",
     [

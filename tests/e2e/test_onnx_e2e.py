@@ -115,6 +115,20 @@ def test_cli_perf_bad_inputs_exit_2(tmp_path, winml):
         assert out.returncode == 2 and word in out.stderr, (args, out.returncode, out.stderr)
 
 
+def test_cli_perf_onnx_refuses_token_flags_naming_what_was_given(tmp_path, winml):
+    """A plain model measures no tokens: --max-new-tokens was silently dropped (a sweep asked, one cell
+    measured) while --prompt-tokens was refused naming --runtime winml, which the user had not given,
+    with a remedy (--runtime winml-genai) that fails on an .onnx file. Both are refused, naming the
+    model's runtime and a remedy that works."""
+    model = models.mlp(tmp_path / "mlp.onnx")
+    for flag in ("--max-new-tokens", "--prompt-tokens"):
+        out = winml("perf", model, flag, "16,32", "--invocations", "1", "--iterations", "1", "--no-store")
+        assert out.returncode == 2, (flag, out.stderr)
+        assert f"error: {flag} do not apply to plain .onnx models (runtime winml)" in out.stderr
+        assert "drop them; they belong to onnxruntime-genai bundles (runtime winml-genai)" in out.stderr
+        assert "--runtime" not in out.stderr
+
+
 def test_cli_bundle_prepare_onnx(tmp_path, winml):
     model = models.mlp(tmp_path / "mlp.onnx")
     first = winml("bundle", "prepare", model, "--ep", "cpu", "--graph-optimization-level", "all", "--format", "json")

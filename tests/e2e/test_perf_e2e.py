@@ -121,6 +121,28 @@ def test_bad_flags_exit_2_with_one_line(winml, args, needle):
     assert len([line for line in r.stderr.splitlines() if line.startswith("error:")]) == 1
 
 
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (
+            ["--target-ci", "50%", "--iterations", "3"],
+            "error: --iterations sets a fixed count, which --target-ci replaces",
+        ),
+        (
+            ["--iterations", "2", "--max-time", "10", "--max-invocations", "3"],
+            "error: --max-time, --max-invocations given without --target-ci: they bound only an adaptive run",
+        ),
+        (["--duration", "1s", "--min-iterations", "4"], "drop them (a --duration run stops at its duration)"),
+    ],
+)
+def test_a_measurement_flag_the_policy_would_not_read_is_refused(winml, args, needle):
+    """--iterations beside --target-ci, or an adaptive bound (--max-time, ...) without it, was
+    silently ignored: the run measured something else than asked. Each is refused, exit 2."""
+    r = winml("perf", str(TINY_FLAT), *args, "--no-store", "-q")
+    assert r.returncode == 2, r.stderr
+    assert needle in r.stderr and "decode tok/s" not in r.stdout
+
+
 def test_folder_without_config(winml, tmp_path):
     r = winml("perf", tmp_path)
     assert r.returncode == 2 and "genai_config.json" in r.stderr and "Traceback" not in r.stderr

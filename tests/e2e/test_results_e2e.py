@@ -196,7 +196,12 @@ def test_compare_errors_exit_2(store_path):
     )
     assert forced.returncode == 0, forced.stderr
     unknown = winml("compare", "runs", "--store", store_path, "--baseline", "run:ffffffff", "--candidate", "latest")
-    assert unknown.returncode == 2 and "matches no records" in unknown.stderr
+    assert unknown.returncode == 2 and "--baseline 'run:ffffffff' matches no records" in unknown.stderr
+    # given as BASELINE CANDIDATE, a run that matches nothing is named so, not as --baseline/--candidate
+    unknown = winml("compare", "runs", "--store", store_path, "run:ffffffff", "latest")
+    assert unknown.returncode == 2 and "error: BASELINE 'run:ffffffff' matches no records" in unknown.stderr
+    unknown = winml("compare", "runs", "--store", store_path, "latest", "run:ffffffff")
+    assert unknown.returncode == 2 and "error: CANDIDATE 'run:ffffffff' matches no records" in unknown.stderr
     assert winml("compare", "routes", "--store", store_path, "--run", "ffff").returncode == 2
     assert (
         winml(

@@ -7,6 +7,11 @@ route (the QNN emulator) gets a verdict per concurrency. Runs are short: what ra
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -67,6 +72,41 @@ def test_an_open_loop_above_capacity_is_saturated(tmp_path: Path):
     assert sat["saturated"] and sat["per_invocation"][0]["queue_growing"]
     assert sat["per_invocation"][0]["queue_ms_last_third_p50"] > sat["per_invocation"][0]["queue_ms_first_third_p50"]
     assert "saturated: 100000 req/s offered" in result.stdout
+
+
+def test_a_store_it_cannot_open_is_refused_before_serving(tmp_path: Path):
+    """--store naming a folder was refused only after every invocation had served, and -o was never
+    written: the whole run was lost. It is refused before anything is served, as perf refuses it."""
+    out = tmp_path / "run.json"
+    refused = run_winml("serve", TINY_FLAT, "--concurrency", "1", *LEAN1[:-1], "--store", tmp_path, "-o", out)
+    assert refused.returncode == 2
+    assert f"results store {tmp_path} is a directory" in refused.stderr
+    assert "invocation" not in refused.stderr and "served" not in refused.stderr and not out.exists()
+
+
+def test_ctrl_c_mid_serve_exits_130_saying_so_once(tmp_path: Path):
+    """Ctrl-C reaches the whole process group: the serving child printed its own 'interrupted by SIGINT'
+    beside the parent's. The child leaves the signal to the parent, which says it once."""
+    err = tmp_path / "stderr.txt"
+    args = ("--concurrency", "1,2,4", "--requests", "64", "--prompt-tokens", "16", "--max-new-tokens", "64")
+    with err.open("w") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "winml_perf", "serve", str(TINY_FLAT), *args, "--invocations", "20", "--no-store"],
+            stdout=subprocess.DEVNULL,
+            stderr=sink,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while "invocation 1/20 served" not in err.read_text() and proc.poll() is None:
+            assert time.monotonic() < deadline, err.read_text()
+            time.sleep(0.1)
+        time.sleep(0.3)  # the second invocation's child is starting or serving (an invocation takes over 1 s)
+        os.killpg(proc.pid, signal.SIGINT)
+        assert proc.wait(timeout=60) == 130, err.read_text()
+    text = err.read_text()
+    assert text.count("interrupted by SIGINT") == 1, text
+    assert "Traceback" not in text and "KeyboardInterrupt" not in text
 
 
 def test_the_engine_refuses_a_pipeline_exit_2_or_batch1_fallback_labelled(tmp_path: Path):

@@ -142,6 +142,8 @@ def test_missing_device_class_is_an_error_listing_what_is_here(machine):
     assert "WebGpuExecutionProvider" in text and "--ep webgpu" in text
     assert info.value.exit_code == EXIT_USAGE
     assert resolve_eps("cpu") == [CPU]  # software WebGPU never stands in for cpu
+    # the class came from --device or a route's device=: the remedy names both, as a --route user gave no --device
+    assert info.value.remedy.startswith("pick an available device class with --device, or device= in --route;")
 
 
 def test_resolve_device_with_ep(machine):

@@ -5,7 +5,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import TINY_FLAT, TINY_PIPELINE
+from winml_perf.ep.resolved import resolve_routes
+from winml_perf.ep.route_request import route_requests
 from winml_perf.measure.orchestrate import PerfRequest, RouteRequest, parse_route, run_benchmark
+from winml_perf.model.runtime import runtime_named
 from winml_perf.model.spec import IterationPolicy, WarmupPolicy
 from winml_perf.support.errors import StoreError, UsageError
 
@@ -71,6 +74,48 @@ def test_options_written_into_the_ep_name_point_to_the_options_part(text, fix):
     with pytest.raises(UsageError) as e:
         parse_route(text)
     assert "--route" in str(e.value) and "';options='" in str(e.value) and fix in e.value.remedy
+
+
+@pytest.mark.parametrize(
+    "text,fix",
+    [
+        ("ep=cpu stages=decoder", "--route 'ep=cpu;stages=decoder'"),
+        ("ep=qnn,stages=context,iterator", "--route 'ep=qnn;stages=context,iterator'"),
+        ("ep=qnn options=soc_model=60", "--route 'ep=qnn;options=soc_model=60'"),
+    ],
+)
+def test_a_route_part_glued_on_with_a_space_or_comma_points_to_its_own_part(text, fix):
+    """``stages=``/``options=`` written after the EP name without ';' get a remedy that runs as given."""
+    with pytest.raises(UsageError) as e:
+        parse_route(text)
+    assert fix in e.value.remedy
+    parse_route(fix.removeprefix("--route ").strip("'"))
+
+
+@pytest.mark.parametrize(
+    "routes,flags,wrong",
+    [
+        (["ep=cpuu"], {}, "unknown execution provider 'cpuu' (--route 'ep=cpuu')"),
+        (
+            ["config", "ep=cpuu;stages=decoder"],
+            {},
+            "unknown execution provider 'cpuu' (--route 'ep=cpuu;stages=decoder')",
+        ),
+        ([], {"ep": "cpuu"}, "unknown execution provider 'cpuu' (--ep)"),
+    ],
+)
+def test_an_unknown_ep_names_the_flag_it_came_from(routes, flags, wrong):
+    """A typo in --route is refused naming that --route, not --ep, which was not given; --ep's names --ep."""
+    asked = route_requests(routes, flags.get("ep"), None, None)
+    with pytest.raises(UsageError) as e:
+        resolve_routes(asked, runtime_named("winml-genai"))
+    assert wrong in str(e.value)
+
+
+def test_an_unknown_device_in_a_route_names_the_route_not_device():
+    with pytest.raises(UsageError) as e:
+        parse_route("device=gpuu")
+    assert "unknown device 'gpuu' (--route 'device=gpuu')" in str(e.value)
 
 
 def _request(path: Path, **kw) -> PerfRequest:

@@ -182,6 +182,16 @@ def test_bad_ep_options_are_usage_errors(tmp_path, ep, options, match):
     assert info.value.exit_code == 2
 
 
+def test_an_unknown_stage_names_both_places_stages_come_from(tmp_path):
+    """A forced route's stages come from --stages or ';stages=' in --route: naming only --stages
+    misled a --route user, who had not given it."""
+    config = load_config(make_bundle(tmp_path, FLAT_CPU))
+    with pytest.raises(UsageError) as info:
+        plan_route(config, ep_target("cpu"), ["decoderx"])
+    assert "route ep=cpu: stages (--stages, or ';stages=' in --route) name decoderx" in str(info.value)
+    assert info.value.remedy == "stages here: decoder"
+
+
 def test_ep_options_on_the_config_route_are_refused(tmp_path):
     config = load_config(make_bundle(tmp_path, FLAT_CPU))
     with pytest.raises(UsageError, match="--ep-option sets options of a forced route"):

@@ -37,25 +37,31 @@ def bundles_in(folder: Path) -> list[Path]:
         return []
 
 
-def load_config_dict(bundle: Path, data: bytes | None = None) -> dict[str, Any]:
-    """Read a bundle's genai_config.json, with errors that name the path and the fix (``data``: its
-    bytes, read already)."""
-    bundle = Path(bundle)
+def refuse_no_bundle_folder(bundle: Path) -> None:
+    """Exit 2 when ``bundle`` is missing, a file (one inside a bundle, say) or a folder of bundles rather
+    than one (naming them and how to pick one); a folder without genai_config.json passes here."""
     if not bundle.exists():
         raise BundleError(
             f"bundle folder {bundle} does not exist", "pass the path of a folder holding genai_config.json"
         )
     if not bundle.is_dir():
         raise BundleError(f"{bundle} is not a folder", "pass the bundle folder, not a file inside it")
+    inside = [] if (bundle / CONFIG_NAME).is_file() else bundles_in(bundle)
+    if inside:  # a folder of bundles (`winml perf bundles`)
+        shown = ", ".join(p.name for p in inside[:8]) + (f" and {len(inside) - 8} more" if len(inside) > 8 else "")
+        raise BundleError(
+            f"{bundle} is a folder of {len(inside)} bundle(s), not a bundle: {shown}",
+            f"pass one of them, e.g. {inside[0]}",
+        )
+
+
+def load_config_dict(bundle: Path, data: bytes | None = None) -> dict[str, Any]:
+    """Read a bundle's genai_config.json, with errors that name the path and the fix (``data``: its
+    bytes, read already)."""
+    bundle = Path(bundle)
+    refuse_no_bundle_folder(bundle)
     path = bundle / CONFIG_NAME
     if not path.is_file():
-        inside = bundles_in(bundle)
-        if inside:  # a folder of bundles (`winml perf bundles`): name them and how to pick one
-            shown = ", ".join(p.name for p in inside[:8]) + (f" and {len(inside) - 8} more" if len(inside) > 8 else "")
-            raise BundleError(
-                f"{bundle} is a folder of {len(inside)} bundle(s), not a bundle: {shown}",
-                f"pass one of them, e.g. {inside[0]}",
-            )
         raise BundleError(
             f"{bundle} holds no {CONFIG_NAME}",
             "pass an onnxruntime-genai bundle folder (built by the model builder or `winml bundle synth`)",

@@ -116,7 +116,7 @@ def plan_route(
     assert target is not None  # only the config route has no target
     if not target.ep:
         raise UsageError(f"route {target.label} resolved to no execution provider", "pass --ep explicitly")
-    chosen = _chosen_stages(config, stages)
+    chosen = _chosen_stages(config, stages, target.label)
     ep = target.ep  # canonical (a Target's ep is what its EP name resolved to)
     if ep_options:
         if ep == CPU:
@@ -276,13 +276,14 @@ def _config_plan(config: GenaiConfig) -> RoutePlan:
     return RoutePlan("config", "config", None, tuple(routes), config, entries=_entries(routes))
 
 
-def _chosen_stages(config: GenaiConfig, stages: Sequence[str] | None) -> set[str]:
+def _chosen_stages(config: GenaiConfig, stages: Sequence[str] | None, label: str) -> set[str]:
     if not stages:
         return set(config.stage_names)
     unknown = [s for s in stages if s not in config.stage_names]
     if unknown:
-        raise UsageError(
-            f"--stages names {', '.join(unknown)}, which {'is' if len(unknown) == 1 else 'are'} not a stage of this bundle",
+        raise UsageError(  # the stages came from --stages or the route's own ';stages='
+            f"route {label}: stages (--stages, or ';stages=' in --route) name {', '.join(unknown)}, which "
+            f"{'is' if len(unknown) == 1 else 'are'} not a stage of this bundle",
             f"stages here: {', '.join(config.stage_names)}",
         )
     return set(stages)

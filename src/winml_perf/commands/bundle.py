@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from winml_perf.bundle import cache, derive
+from winml_perf.bundle.config import refuse_no_bundle_folder
 from winml_perf.bundle.prepare import Compiling, RunHoldings, plan_for, prepare_route
 from winml_perf.commands.bundle_travel import export_prepared, import_prepared
 from winml_perf.commands.from_gguf import from_gguf
@@ -30,7 +31,7 @@ from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.route import COMPILE_FAILURES, OK, StageRoute, with_placements
 from winml_perf.model.runtime import GENAI
 from winml_perf.publish.formats import Offer, check_format, format_help, format_named, json_text, result_text
-from winml_perf.support.errors import BenchmarkFailure, BundleError, UsageError
+from winml_perf.support.errors import BenchmarkFailure, UsageError
 from winml_perf.support.text_table import fill, fitted
 
 if TYPE_CHECKING:
@@ -480,8 +481,7 @@ def clean_command(
         if not removed:
             print(f"nothing to remove for {bundle}", file=sys.stderr)
         return
-    if not bundle.is_dir():
-        raise BundleError(f"bundle folder {bundle} does not exist", "pass the bundle folder whose _compiled/ to remove")
+    refuse_no_bundle_folder(bundle)  # a file, or the folder above the bundles, cleans nothing
     removed = derive.clean(bundle, on_wait=_say_waiting)
     for path in removed:
         print(f"removed {path}", file=sys.stderr)

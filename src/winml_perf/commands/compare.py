@@ -336,7 +336,7 @@ def runs_command(
     from winml_perf.results.store import open_store
 
     check_format(Offer.ROWS, fmt)
-    baseline, candidate = _two_runs(ids or [], baseline, candidate)
+    (baseline, candidate), named = _two_runs(ids or [], baseline, candidate)
     eq = parse_pct(equivalence, "--equivalence")
     assert eq is not None  # --equivalence has a default
     gate = parse_pct(gate_flags.fail_on_regression, "--fail-on-regression", unit_required=True)
@@ -349,6 +349,7 @@ def runs_command(
             equivalence_pct=eq,
             fail_threshold_pct=gate,
             force=gate_flags.force,
+            named=named,
             **asdict(cells),
         )
     _print_runs(report, fmt)
@@ -389,9 +390,10 @@ def _runs_table(report: RunsReport) -> str:
     return fitted_runs_table(report, terminal_width())
 
 
-def _two_runs(ids: list[str], baseline: str | None, candidate: str | None) -> tuple[str, str]:
+def _two_runs(ids: list[str], baseline: str | None, candidate: str | None) -> tuple[tuple[str, str], tuple[str, str]]:
     """BASELINE [CANDIDATE] as positional arguments (as hyperfine and asv take them) or --baseline
-    and --candidate; not both ways at once."""
+    and --candidate; not both ways at once. Then the two runs, and how each was given (an error
+    about one names it so)."""
     if len(ids) > 2:
         raise UsageError(
             f"compare runs takes two runs, got {len(ids)}: {' '.join(ids)}", "winml compare runs BASELINE CANDIDATE"
@@ -406,4 +408,5 @@ def _two_runs(ids: list[str], baseline: str | None, candidate: str | None) -> tu
             "compare runs needs a baseline",
             "winml compare runs BASELINE [CANDIDATE] (e.g. winml compare runs previous latest), or --baseline RUN",
         )
-    return baseline, (ids[1] if len(ids) == 2 else candidate or "latest")
+    runs = baseline, (ids[1] if len(ids) == 2 else candidate or "latest")
+    return runs, ("BASELINE" if ids else "--baseline", "--candidate" if candidate is not None else "CANDIDATE")

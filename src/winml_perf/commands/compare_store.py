@@ -99,12 +99,14 @@ def compare_stored_runs(
     equivalence_pct: float = sig.EQUIVALENCE * 100,
     fail_threshold_pct: float | None = None,
     force: bool = False,
+    named: tuple[str, str] = ("--baseline", "--candidate"),
     **filters: Any,
 ) -> RunsReport:
     """compare/runs.py over the records two selectors pick, within ``filters``; with
-    ``fail_threshold_pct``, judged by the gate over each candidate series' stored history."""
-    base = _side(store, baseline, "--baseline", filters)
-    cand = _side(store, candidate, "--candidate", filters)
+    ``fail_threshold_pct``, judged by the gate over each candidate series' stored history. ``named``:
+    how the two were given (BASELINE or --baseline, ...), which a selector matching nothing names."""
+    base = _side(store, baseline, named[0], filters)
+    cand = _side(store, candidate, named[1], filters)
     report = compare_runs(
         base,
         cand,

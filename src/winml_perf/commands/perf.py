@@ -52,6 +52,7 @@ EPILOG = """\
 
 @option_groups
 def perf(
+    ctx: typer.Context,
     bundle: Annotated[
         Path,
         typer.Argument(
@@ -77,7 +78,11 @@ def perf(
             f"winml serve {bundle} --concurrency 1,4 (or --request-rate 2,8/s), with the same --route flags",
         )
 
-    request = perf_request(bundle, routing, workload, judge, measurement, out, onnx)
+    def typed(name: str) -> bool:  # written on the command line, not left at its default
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name == "COMMANDLINE"
+
+    request = perf_request(bundle, routing, workload, judge, measurement, out, onnx, typed)
     files = exports(out)
     outcome = run_benchmark(request, argv=sys.argv[1:])
     report(outcome, files, out, texts=out.verbose or judge.check_outputs, explain=measurement.explain)

@@ -8,6 +8,7 @@ reference, the series name, then the combinations that only the whole request sh
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +40,10 @@ def perf_request(
     measurement: MeasurementFlags,
     out: OutputFlags,
     onnx: OnnxFlags,
+    typed: Callable[[str], bool] = lambda _name: False,
 ) -> PerfRequest:
-    """The request the flags ask for; exit 2 at the first flag (or pair of flags) that cannot be."""
+    """The request the flags ask for; exit 2 at the first flag (or pair of flags) that cannot be.
+    ``typed``: whether a flag parameter was written on the command line (not left at its default)."""
     from winml_perf.commands.sweep_values import sweep_values
     from winml_perf.ep.route_request import route_requests
     from winml_perf.measure.orchestrate import PerfRequest
@@ -60,7 +63,7 @@ def perf_request(
     check_sweep_size(len(routing.route or ()) or 1, prompts, news, out.large_sweep)
     routes = route_requests(routing.route or [], routing.ep, routing.device, routing.stages)
     ep_options = tuple(sorted(parse_options(routing.ep_option or ()).items()))
-    warmup, iterations = _policies(measurement)
+    warmup, iterations = _policies(measurement, typed)
     request = PerfRequest(
         path=bundle,
         runtime=chosen.name,
@@ -108,6 +111,7 @@ def _given(
         "--compile": routing.compile,
         "--prompt": workload.prompt is not None,
         "--prompt-tokens": bool(workload.prompt_tokens),
+        "--max-new-tokens": bool(workload.max_new_tokens),
         "--apply-template": workload.apply_template,
         "--duration": measurement.duration is not None,
         "--shape": bool(onnx.shape),
@@ -145,10 +149,39 @@ def _onnx_options(bundle: Path, chosen: Runtime, routing: RoutingFlags, seed: in
     )
 
 
-def _policies(m: MeasurementFlags) -> tuple[WarmupPolicy, IterationPolicy]:
+#: Flags an adaptive run (--target-ci) reads and no other: given without it they would be ignored.
+ADAPTIVE_ONLY = {
+    "--min-iterations": "min_iterations",
+    "--max-iterations": "max_iterations",
+    "--max-time": "max_time",
+    "--max-invocations": "max_invocations",
+}
+
+
+def _refuse_ignored(m: MeasurementFlags, typed: Callable[[str], bool]) -> None:
+    """Exit 2 for a measurement flag the chosen policy would not read: --iterations (a fixed count)
+    beside --target-ci, an adaptive run's bound without --target-ci. ``typed``: whether a flag
+    parameter was written on the command line rather than left at its default."""
+    if m.target_ci is not None and m.duration is None and typed("iterations"):
+        raise UsageError(
+            "--iterations sets a fixed count, which --target-ci replaces (it measures until its interval is reached)",
+            "drop --iterations, or bound the adaptive run with --min-iterations / --max-iterations",
+        )
+    unread = [flag for flag, name in ADAPTIVE_ONLY.items() if typed(name)]
+    if m.target_ci is None and unread:
+        raise UsageError(
+            f"{', '.join(unread)} given without --target-ci: they bound only an adaptive run, which --target-ci starts",
+            "drop them (a --duration run stops at its duration)"
+            if m.duration is not None
+            else "add --target-ci PCT (e.g. --target-ci 2%), or drop them",
+        )
+
+
+def _policies(m: MeasurementFlags, typed: Callable[[str], bool]) -> tuple[WarmupPolicy, IterationPolicy]:
     """--warmup, and the iterations: fixed, adaptive (--target-ci) or sustained (--duration)."""
     from winml_perf.commands.duration_flag import sustained_policy
 
+    _refuse_ignored(m, typed)
     warmup = warmup_policy(m.warmup)
     if m.duration is not None:
         return warmup, sustained_policy(m.duration, m.target_ci, m.invocations)

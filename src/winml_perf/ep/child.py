@@ -262,7 +262,14 @@ class Worker:
         self._proc = ctx.Process(
             target=_worker_main, args=(context, target, child_conn, tuple(args)), name=name, daemon=True
         )
-        self._proc.start()
+        # Ctrl-C reaches the whole process group; the parent ends its children. Blocked while the child
+        # starts, SIGINT stays blocked in it (a signal mask survives exec), so one arriving while it
+        # imports prints no traceback of its own; the parent gets its own SIGINT once unblocked.
+        mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
+        try:
+            self._proc.start()
+        finally:
+            _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
         child_conn.close()  # so the parent sees EOF when the child dies
         self.conn = parent_conn
 

@@ -216,7 +216,8 @@ def _rank(name: str, cls: str) -> tuple[int, int, int]:
     return (0 if position == 0 else 2, position, table.index(info.name))
 
 
-def _check_device_word(device: str | None, allowed: Sequence[str], flag: str = "--device") -> str:
+def check_device_word(device: str | None, allowed: Sequence[str], flag: str = "--device") -> str:
+    """``device`` lower-cased when it is one of ``allowed``; else exit 2 naming ``flag``, where it came from."""
     word = (device or "").strip().lower()
     if word not in allowed:
         raise UsageError(f"unknown device {device!r} ({flag})", remedy=f"use one of: {'|'.join(allowed)}")
@@ -229,7 +230,7 @@ def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[
     With ``ep``, only that EP's devices count; if the EP serves no class (WebGPU on a software
     adapter) ``auto`` answers the hardware type it runs on.
     """
-    word = _check_device_word(device or "auto", ("cpu", "gpu", "npu", "auto"))
+    word = check_device_word(device or "auto", ("cpu", "gpu", "npu", "auto"))
     devs = _devices_or_list(devices)
     if ep is not None:
         return _resolve_device_for_ep(word, canonical_or_own(ep), devs)
@@ -251,7 +252,7 @@ def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[
             )
         raise EPUnavailableError(
             f"no {word} device here; available: {describe_available(devs)}",
-            remedy="pick an available device with --device, or see `winml devices`",
+            remedy="pick an available device class with --device, or device= in --route; see `winml devices`",
         )
     return word
 
@@ -385,7 +386,7 @@ def target_for(
 
     ``canonical``: ``ep`` already normalised by the caller (ep/resolved.py), so it is not normalised twice.
     """
-    word = _check_device_word(device, DEVICE_CHOICES) if device is not None else runtime.default_device
+    word = check_device_word(device, DEVICE_CHOICES) if device is not None else runtime.default_device
     if word == "config" and not runtime.token_based:
         raise UsageError(
             "--device config needs a genai_config.json, which runtime winml (plain ONNX models) does not have",

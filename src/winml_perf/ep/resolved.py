@@ -181,7 +181,7 @@ def resolve_route(
             compile=compile,
         )
     options = {o.key: o.value for o in asked}
-    canonical = normalize_ep_name(route.ep) if route.ep and is_known_ep(route.ep) else None  # the one normalisation
+    canonical = normalize_ep_name(route.ep, route.flag("ep")) if route.ep else None  # the one normalisation
     device = route.device
     if rt.token_based and route.ep:  # device_type=CPU in the options pins the cpu device
         device = device_from_options(canonical or route.ep, route.device, options)

@@ -4,9 +4,11 @@ RouteRequests before anything is resolved (ep/resolved.py resolves each, in this
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from winml_perf.ep.devices import DEVICE_CHOICES, check_device_word
 from winml_perf.ep.options import label_suffix, parse_options
 from winml_perf.support.errors import UsageError
 
@@ -23,6 +25,11 @@ class RouteRequest:
     stages: tuple[str, ...] = ()
     options: tuple[tuple[str, str], ...] = ()
     assign: tuple[tuple[str, str], ...] = ()
+    spec: str | None = field(default=None, compare=False)  # the --route text; None for --ep/--device/--stages
+
+    def flag(self, name: str) -> str:
+        """Where the route's ``name`` part was given: ``--route 'SPEC'``, else the flag ``--NAME``."""
+        return f"--route {self.spec!r}" if self.spec is not None else f"--{name}"
 
     @property
     def label(self) -> str:
@@ -74,14 +81,23 @@ def parse_route(text: str) -> RouteRequest:
     if not sep or key not in ("ep", "device") or not value:
         raise UsageError(f"--route {text!r} is not understood", "use config, ep=NAME or device=cpu|gpu|npu|auto")
     if "=" in value or "," in value:  # ep=cpu,intra_op_num_threads=1: options written as part of the name
-        name, _, given = value.partition(",")
         raise UsageError(
-            f"--route {text!r}: {value!r} is not one {key} name; a route's options follow ';options='",
-            f"e.g. --route '{key}={name.partition('=')[0]};options={given or value}'",
+            f"--route {text!r}: {value!r} is not one {key} name; a route's stages and options follow ';' "
+            "(';stages=', ';options=')",
+            f"e.g. --route '{key}={_glued_fix(value)}'",
         )
-    if key == "ep":
-        return RouteRequest(ep=value, stages=stages, options=options)
-    return RouteRequest(device=value, stages=stages, options=options)
+    if key == "ep":  # its name is checked where it is normalised, once (ep/resolved.py)
+        return RouteRequest(ep=value, stages=stages, options=options, spec=text)
+    check_device_word(value, DEVICE_CHOICES, f"--route {text!r}")
+    return RouteRequest(device=value, stages=stages, options=options, spec=text)
+
+
+def _glued_fix(value: str) -> str:
+    """``cpu,k=1`` -> ``cpu;options=k=1``; ``cpu stages=a`` (a route part glued on) -> ``cpu;stages=a``."""
+    name, _, rest = re.split(r"([,\s]+)", value, maxsplit=1) if re.search(r"[,\s]", value) else (value, "", "")
+    if rest.partition("=")[0] in ROUTE_KEYS:
+        return f"{name};" + re.sub(r"[,\s]+(?=(?:stages|options)=)", ";", rest)
+    return f"{name.partition('=')[0]};options={rest or value}"
 
 
 def _parse_per_stage(text: str, head: str, tails: list[str]) -> RouteRequest:

@@ -496,12 +496,13 @@ def valid_names_text() -> str:
     return ", ".join(f"{info.alias} ({info.name})" for info in _TABLE)
 
 
-def normalize_ep_name(spelling: str) -> str:
-    """Any spelling of a known EP -> its canonical onnxruntime name; UsageError listing valid names."""
+def normalize_ep_name(spelling: str, flag: str = "--ep") -> str:
+    """Any spelling of a known EP -> its canonical onnxruntime name; UsageError naming ``flag`` (where the
+    spelling came from) and listing valid names."""
     canonical = _LOOKUP.get(_key(spelling or ""))
     if canonical is None:
         raise UsageError(
-            f"unknown execution provider {spelling!r} (--ep)",
+            f"unknown execution provider {spelling!r} ({flag})",
             remedy=f"use one of: {valid_names_text()}",
         )
     return canonical

@@ -64,7 +64,15 @@ def runtime_for_path(path: Path) -> Runtime:
 
 
 #: Flags that only a runtime of that kind reads: given to the other, they are refused (exit 2).
-GENAI_ONLY = ("--stages", "--compile", "--prompt", "--prompt-tokens", "--apply-template", "--duration")
+GENAI_ONLY = (
+    "--stages",
+    "--compile",
+    "--prompt",
+    "--prompt-tokens",
+    "--max-new-tokens",
+    "--apply-template",
+    "--duration",
+)
 ONNX_ONLY = ("--shape", "--input", "--io-binding", "--prepare")
 
 
@@ -74,7 +82,7 @@ def check_runtime_flags(runtime: Runtime, given: dict[str, bool]) -> None:
     bad = [flag for flag in wrong if given.get(flag)]
     if bad:
         other = next(r for r in RUNTIMES.values() if r is not runtime)
-        raise UsageError(
-            f"{', '.join(bad)} do not apply to --runtime {runtime}",
-            f"they belong to --runtime {other.name} ({other.what})",
+        raise UsageError(  # the runtime may come from the path, so --runtime is not named as given
+            f"{', '.join(bad)} do not apply to {runtime.what} (runtime {runtime})",
+            f"drop them; they belong to {other.what} (runtime {other.name})",
         )

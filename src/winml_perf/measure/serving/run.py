@@ -15,7 +15,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from winml_perf.measure.orchestrate import PerfRequest, RouteRequest
 from winml_perf.measure.prepare import prepared_routes
@@ -24,6 +24,9 @@ from winml_perf.model.defaults import DEFAULTS
 from winml_perf.model.serving import Lengths, LoadSpec, ServedInvocation, Slo
 from winml_perf.model.spec import RouteSpec
 from winml_perf.support.errors import BenchmarkFailure, StoreError, UsageError
+
+if TYPE_CHECKING:
+    from winml_perf.results.store import Store
 
 FALLBACK_REMEDY = (
     "pass --fallback batch1 to serve it with batch-1 generators stepped in turn (labelled batch1-generators, "
@@ -147,6 +150,7 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
     cache root is held, so `bundle clean` waits for the run instead of removing the folder under it."""
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.ep.resolved import resolve_request
+    from winml_perf.results.store import open_store
 
     configs = ConfigBook()  # the bundle's config and each derived one's, read once and handed down
     req = at_static_prompt(configs.of(req.path), req)  # bundle errors (exit 2) before anything else
@@ -167,17 +171,29 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
         perf_req.routes, perf_req.runtime_value, perf_req.ep_options, perf_req.compile, perf_req.ep_libraries
     )
     with prepared_routes(perf_req, resolved, configs) as routes:
-        return _serve(req, argv, loads, routes)
+        notes = refuse_unservable(routes, req.fallback)  # exit 2 before the store is touched
+        store = None if req.no_store else open_store(req.store)  # one it cannot open: exit 2 before serving
+        try:
+            return _serve(req, argv, loads, routes, notes, store)
+        finally:
+            if store is not None:
+                store.close()
 
 
 def _serve(
-    req: ServeRequest, argv: Sequence[str] | None, loads: tuple[LoadSpec, ...], routes: list[RouteSpec]
+    req: ServeRequest,
+    argv: Sequence[str] | None,
+    loads: tuple[LoadSpec, ...],
+    routes: list[RouteSpec],
+    notes: dict[str, str],
+    store: Store | None,
 ) -> ServeOutcome:
+    """Serve every load on every route and build the cells (``notes``: what refuse_unservable said of
+    each route); store them in ``store``, open already (None with --no-store)."""
     from winml_perf.measure.cell_progress import utc_now
     from winml_perf.record.build import new_run_id, run_record
     from winml_perf.record.environment import collect_environment
 
-    notes = refuse_unservable(routes, req.fallback)
     started = utc_now()
     run_id = new_run_id()
     environment = collect_environment()
@@ -225,19 +241,13 @@ def _serve(
         argv=argv,
     )
     outcome = ServeOutcome(run, routes)
-    if not req.no_store:
-        from winml_perf.results.store import open_store
-
-        store = open_store(req.store)
+    if store is not None:
         outcome.store = store.display
-        try:
-            for cell in cells:
-                try:
-                    store.write_record(cell)
-                except StoreError as exc:
-                    outcome.store_errors.append(f"{cell.cell_key}: {exc}")
-        finally:
-            store.close()
+        for cell in cells:
+            try:
+                store.write_record(cell)
+            except StoreError as exc:
+                outcome.store_errors.append(f"{cell.cell_key}: {exc}")
     return outcome
 
 
