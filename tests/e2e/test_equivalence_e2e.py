@@ -181,6 +181,15 @@ def test_output_checks_feed_a_static_prompt_stage_its_own_length(tmp_path):
     assert len(check["config_token_ids"]) == len(check["route_token_ids"]) == check["new_tokens"] > 0
 
 
+def test_output_checks_with_only_the_config_route_say_there_is_nothing_to_check():
+    """--check-outputs where every route runs the bundle's own files (here ep=cpu on a CPU bundle, measured
+    as the config route): said on stderr, not passed over in silence, and no record carries a check."""
+    result = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "ep=cpu", "--check-outputs", *RUN)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "note: --check-outputs: every route runs the bundle's own files" in result.stderr
+    assert all(c["route"].get("output_check") is None for c in result.json()["cells"])
+
+
 def test_qnn_compiled_route_is_judged_and_its_epcontext_layers_are_unobserved():
     result = run_winml("perf", NPU, "--route", "config", "--route", "ep=qnn", "--compile", *NPU_RUN)
     e = _equivalence(result)["ep=qnn"]

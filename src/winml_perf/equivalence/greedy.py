@@ -37,12 +37,13 @@ def _greedy(session: GenaiSession, prompt_ids: list[int], n_new: int) -> list[in
 def check_routes(source: CheckSource, routes: Sequence[Any], n_new: int = CHECK_NEW_TOKENS) -> dict[str, OutputCheck]:
     """{route label: OutputCheck} for every route whose session path differs from the source bundle, over
     ``source``'s check prompt (the CheckSource a run made of the source bundle for all its checks: its
-    session, prompt and seed)."""
+    session, prompt and seed). {} without generating anything when every route runs the source's own files."""
+    checked = [r for r in routes if r.session.path != source.path]
+    if not checked:
+        return {}
     reference = _greedy(source.session, source.prompt_ids, n_new)
     out = {}
-    for r in routes:
-        if r.session.path == source.path:
-            continue
+    for r in checked:
         tokens = _greedy(session_of(r.session.path), source.prompt_ids, n_new)
         out[r.label] = OutputCheck(
             len(source.prompt_ids), n_new, source.seed, tuple(reference), tuple(tokens),

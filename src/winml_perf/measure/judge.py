@@ -5,6 +5,7 @@ model's: every route's outputs against the reference route's (equivalence/onnx_o
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,12 @@ def _bundle_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]
         from winml_perf.equivalence.greedy import check_routes
 
         checks = check_routes(source, routes)
+        if not checks:  # asked for, so not passed over in silence
+            print(
+                "note: --check-outputs: every route runs the bundle's own files (the config route), so no "
+                "route's outputs differ from anything to check; add a forced route, e.g. --route ep=NAME",
+                file=sys.stderr,
+            )
         routes = [
             replace(r, route=replace(r.recorded_route, output_check=checks[r.label])) if r.label in checks else r
             for r in routes
