@@ -166,3 +166,45 @@ def test_module_child_exit_status_wraps_errors(capsys):
     )
     assert logged.failure() == "ValueError: bad input"  # found among native logs written after it
     assert child.exit_status(lambda: None) == 0
+
+
+def test_a_worker_starts_where_the_platform_has_no_signal_masks(monkeypatch):
+    """Windows has no pthread_sigmask: a child starts there as before, unmasked, and still answers."""
+    from tests.unit import child_probes
+
+    monkeypatch.delattr(child._signal, "pthread_sigmask")
+    worker = child.Worker(child_probes.worker_report, ("m2",), _context(), "probe")
+    worker.conn.send("go")
+    assert worker.conn.recv()["marker"] == "m2"
+    assert worker.end(5.0, terminate_first=True) == child.ChildExit(0)
+
+
+def test_ctrl_c_while_serving_kills_the_child_before_the_grace_wait(monkeypatch):
+    """The serving child ignores SIGINT, so the parent's Ctrl-C must end it at once (kill), not wait
+    out end()'s grace for an invocation that keeps going."""
+    import types
+
+    from winml_perf.measure.serving import run as serving_run
+
+    calls: list[str] = []
+
+    class InterruptedWorker:
+        def __init__(self, *args: object) -> None:
+            self.conn = types.SimpleNamespace(poll=self._poll)
+
+        def _poll(self, timeout: float) -> bool:
+            raise KeyboardInterrupt
+
+        def kill(self) -> None:
+            calls.append("kill")
+
+        def end(self, grace_s: float, terminate_first: bool) -> child.ChildExit:
+            calls.append("end")
+            return child.ChildExit(-9)
+
+    monkeypatch.setattr(child, "Worker", InterruptedWorker)
+    monkeypatch.setattr(child.ChildContext, "from_parent", classmethod(lambda cls, *a, **k: None))
+    route = types.SimpleNamespace(session=types.SimpleNamespace(plugin_libraries=()), label="config")
+    with pytest.raises(KeyboardInterrupt):
+        serving_run.serve_invocation(route, types.SimpleNamespace(invocation=0), 60.0)  # type: ignore[arg-type]
+    assert calls == ["kill", "end"]

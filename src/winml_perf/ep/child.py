@@ -265,11 +265,14 @@ class Worker:
         # Ctrl-C reaches the whole process group; the parent ends its children. Blocked while the child
         # starts, SIGINT stays blocked in it (a signal mask survives exec), so one arriving while it
         # imports prints no traceback of its own; the parent gets its own SIGINT once unblocked.
-        mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
-        try:
+        if not hasattr(_signal, "pthread_sigmask"):  # Windows: no signal masks (Ctrl-C reaches each process)
             self._proc.start()
-        finally:
-            _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
+        else:
+            mask = _signal.pthread_sigmask(_signal.SIG_BLOCK, {_signal.SIGINT})
+            try:
+                self._proc.start()
+            finally:
+                _signal.pthread_sigmask(_signal.SIG_SETMASK, mask)
         child_conn.close()  # so the parent sees EOF when the child dies
         self.conn = parent_conn
 

@@ -111,6 +111,9 @@ def serve_invocation(route: RouteSpec, job: ServingJob, timeout_s: float) -> Ser
             status, payload = worker.conn.recv()
         except EOFError:
             status, payload = "died", ""
+    except KeyboardInterrupt:  # the child ignores SIGINT (ep/child.py): end it now, not after the grace below
+        worker.kill()
+        raise
     finally:
         ended = worker.end(5.0, True)
     if status == "died":
