@@ -76,3 +76,19 @@ def test_bundle_prepare_keys_its_route_by_the_identity_it_registered(bundle, ide
     derived = json.loads(result.stdout)["derived_path"]
     assert _keyed_sdk(Path(derived)) == SDK
     assert identified.count(QNN) == 1
+
+
+def test_a_caller_that_says_nothing_of_its_plugins_still_keys_by_their_identity(bundle, monkeypatch):
+    """prepare_route with no holdings (a script, benchmarks/bench_qnn.py) gets the same kind of key as a
+    run: the plugin's identity asked for the route's EP, never left out (a new QNN SDK would otherwise
+    reuse a derived bundle compiled by the old one)."""
+    from winml_perf.bundle.prepare import prepare_route
+    from winml_perf.ep.devices import resolve_target
+
+    plugins.register_plugin_eps([])  # the installed onnxruntime-qnn, as a script would have it
+    real = plugins.plugin_identity
+    monkeypatch.setattr(
+        plugins, "plugin_identity", lambda ep: {**ident, "sdk_version": SDK} if (ident := real(ep)) else ident
+    )
+    route = prepare_route(bundle, resolve_target("qnn", None, GENAI))
+    assert route.derived_path is not None and _keyed_sdk(route.derived_path) == SDK

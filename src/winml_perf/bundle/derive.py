@@ -25,7 +25,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from winml_perf.bundle import cache
@@ -92,13 +91,16 @@ class DeriveResult:
         }
 
 
-def plugin_identities(plan: RoutePlan, plugins: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+def plugin_identities(plan: RoutePlan, plugins: Mapping[str, Mapping[str, Any]] | None) -> dict[str, Any]:
     """EP -> what its plugin library is (package, version, SDK version, library sha256), for the plan's
     non-CPU EPs served by a plugin here (``plugins``: what the caller registered, ep/plugins.py
-    ``plugins_here``): a new onnxruntime-qnn or QNN SDK makes a new derived bundle."""
+    ``plugins_here``; None: asked here, EP by EP, for a caller that did not say): a new onnxruntime-qnn
+    or QNN SDK makes a new derived bundle, so no caller can leave the identity out of the key."""
+    from winml_perf.ep.plugins import plugin_identity
+
     out = {}
     for ep in sorted({s.ep_after for s in plan.stages if s.ep_after and s.ep_after != eps.CPU_EP}):
-        ident = plugins.get(ep)
+        ident = plugin_identity(ep) if plugins is None else plugins.get(ep)
         if ident is not None:
             out[ep] = {k: ident.get(k) for k in ("package", "version", "sdk_version", "library_sha256")}
     return out
@@ -140,7 +142,7 @@ def clean(bundle: Path, on_wait: Callable[[Path], None] | None = None) -> list[P
 def derive_bundle(
     plan: RoutePlan,
     *,
-    plugins: Mapping[str, Mapping[str, Any]] = MappingProxyType({}),
+    plugins: Mapping[str, Mapping[str, Any]] | None = None,
     verify_sources: bool = False,
     jobs: Sequence[compiler.CompileJob] = (),
     compile_timeout_s: float = 600.0,
@@ -149,7 +151,7 @@ def derive_bundle(
 ) -> DeriveResult:
     """The derived bundle for ``plan``: reused when fresh, else built and published atomically.
     ``plugins``: what each plugin EP library the caller registered is, by EP name (ep/plugins.py
-    ``plugins_here``; none: no plugin EP), of which the key holds the plan's EPs' (``plugin_identities``).
+    ``plugins_here``; None: asked here), of which the key holds the plan's EPs' (``plugin_identities``).
     ``jobs``: the plan's compile jobs (compile.compile_jobs; none: nothing is compiled); ``runner``
     compiles them (default compile.run_jobs; device_free.runner compiles with no device);
     ``no_recompile``: a route with stages to compile and no fresh derived bundle is refused (exit 2).

@@ -80,11 +80,12 @@ class RunHoldings:
     """What a caller that prepares a run's routes holds and hands each route: the genai configs the run
     has read (`winml perf` reads each bundle's once a run: the bundle's is taken from there, the derived
     bundle's kept there), and what each plugin EP library it registered is, by EP name (ep/plugins.py
-    ``plugins_here``: ep/resolved.py's ResolvedRequest.plugins in a run; empty: no plugin EP registered),
-    which a derived bundle's key holds."""
+    ``plugins_here``: ep/resolved.py's ResolvedRequest.plugins in a run; empty: no plugin EP registered;
+    None, for a caller that registered none of its own: derive.py asks each route's EPs), which a
+    derived bundle's key holds."""
 
     configs: ConfigBook = field(default_factory=ConfigBook)
-    plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    plugins: Mapping[str, Mapping[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
