@@ -166,3 +166,14 @@ def test_no_store_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     out = run_benchmark(_request(TINY_FLAT, no_store=True))
     assert out.store is None and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize("asked", ["device=gpuu", "ep=cpu,intra_op_num_threads=1", "ep=cpu;bogus=1", "gpu"])
+def test_a_reference_no_route_could_be_is_refused_as_of_reference(asked):
+    """--reference with a spelling --route would refuse is not one of the run's routes: the error names
+    --reference and the routes, not a --route the user did not write."""
+    from winml_perf.ep.route_request import reference_label
+
+    with pytest.raises(UsageError) as e:
+        reference_label(asked, (RouteRequest(), RouteRequest(ep="cpu")))
+    assert str(e.value).startswith(f"--reference {asked}: not one of this run's routes (config, ep=cpu)")

@@ -145,7 +145,10 @@ def route_requests(
 def reference_label(label: str, routes: Sequence[RouteRequest]) -> str:
     """``--reference ROUTE``: the label of one of ``routes`` that ``label`` names; else exit 2 naming them."""
     labels = [r.label for r in routes]
-    wanted = parse_route(label).label if label.strip() else label
+    try:  # a spelling no --route takes names no route of the run: said as of --reference, not --route
+        wanted = parse_route(label).label if label.strip() else label
+    except UsageError:
+        wanted = label
     if wanted not in labels:
         raise UsageError(
             f"--reference {label}: not one of this run's routes ({', '.join(labels)})",
