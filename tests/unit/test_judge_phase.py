@@ -19,6 +19,7 @@ from winml_perf.support.errors import BenchmarkFailure
 @dataclass(frozen=True)
 class _Recorded:
     perplexity: Any = None
+    output_check: Any = None
     perplexity_not_measured: str | None = None
 
 
@@ -85,8 +86,27 @@ def test_every_check_uses_the_one_source_session_and_prompt(sessions, tmp_path, 
     out = judged_routes(req, routes)  # type: ignore[arg-type]
     assert sessions.made == ["b"]  # one session of the source bundle for the three checks
     assert sessions.prompts == [6]  # one check prompt, at the static stage's own length
-    assert "equivalence: 0 route(s) against config" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "equivalence: 0 route(s) against config" in err
+    assert "note: --check-outputs: every route runs the bundle's own files" in err  # nothing to check: said
     assert out[0].route.perplexity_not_measured == "not opened here"
+
+
+def test_the_output_check_generates_on_the_one_source_session(sessions, capsys):
+    """A forced route in its own folder: the output check runs the source on the judge phase's session
+    (opened once) and opens only the route's own."""
+    req = NS(
+        token_based=True, path="b", seed=2, check_outputs=True, equivalence=False, reference_bundle=None,
+        reference_route=None, equivalence_cache=False, perplexity=None, perplexity_chunk=4,
+    )  # fmt: skip
+    routes = [_Route("config", NS(path="b"), _Recorded()), _Route("ep=x", NS(path="d"), _Recorded())]
+    out = judged_routes(req, routes)  # type: ignore[arg-type]
+    assert sessions.made == ["b", "d"]  # the source once (the check's generation included), the route once
+    assert sessions.prompts == [6]
+    assert out[0].route.output_check is None
+    check = out[1].route.output_check
+    assert check.prompt_tokens == 6 and check.first_difference is None
+    assert "note: --check-outputs" not in capsys.readouterr().err
 
 
 def test_the_reference_route_is_found_once_for_equivalence_and_perplexity(sessions, tmp_path, monkeypatch, capsys):

@@ -1,5 +1,5 @@
 """record/device_bandwidth.py run_devices: each generation route's stage devices and the bandwidths
-the roofline needs, decided once per run and handed to the energy meters and the records."""
+the roofline needs, decided once per run: the energy meters read the devices, the records the bandwidths."""
 
 from __future__ import annotations
 

@@ -45,8 +45,9 @@ def _bundle_checks(req: PerfRequest, routes: list[RouteSpec]) -> list[RouteSpec]
         checks = check_routes(source, routes)
         if not checks:  # asked for, so not passed over in silence
             print(
-                "note: --check-outputs: every route runs the bundle's own files (the config route), so no "
-                "route's outputs differ from anything to check; add a forced route, e.g. --route ep=NAME",
+                "note: --check-outputs: every route runs the bundle's own files (the config route, or a forced "
+                "route that moved nothing, such as ep=cpu on a CPU bundle), so there was nothing to check; "
+                "force a stage onto another EP to check its outputs, e.g. --route ep=NAME",
                 file=sys.stderr,
             )
         routes = [

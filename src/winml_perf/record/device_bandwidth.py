@@ -14,7 +14,8 @@ recorded next to it as what a streaming kernel reaches.
 
 A run decides these once, before its first cell (``run_devices``): each generation route's stages
 with the memory each reads, the host's bandwidth and, where a stage reads NVIDIA GPU memory, the
-GPU's. measure/sweep.py hands that one value to the energy meters and to each cell's record.
+GPU's. measure/sweep.py hands that one value on: the energy meters read the stages' devices, each
+cell's record the bandwidths (its roofline asks stage_device again, for the EP that actually ran).
 """
 
 from __future__ import annotations
