@@ -287,17 +287,11 @@ def _without_compile(plain: DeriveResult, failed: _CompileFailed, t0: float) -> 
     """The uncompiled derived bundle ``plain``, reported with the outcomes of the compile that failed."""
     bad = [o for o in failed.outcomes if o.status in COMPILE_FAILURES]
     names = "; ".join(f"{', '.join(o.stages)}: {o.status}" for o in bad)
+    discarded = "compiled, but not used: another compile of this route failed and nothing was published"
     outcomes = tuple(
-        CompileOutcome.from_dict(
-            o.to_dict()
-            if o.status != "compiled"  # failed, timed out, or nothing to compile: said as it was
-            else {
-                **o.to_dict(),
-                "output": None,
-                "status": CompileStatus.DISCARDED,
-                "reason": "compiled, but not used: another compile of this route failed and nothing was published",
-            }
-        )
+        o
+        if o.status != "compiled"  # failed, timed out, or nothing to compile: said as it was
+        else replace(o, output=None, status=CompileStatus.DISCARDED, reason=discarded)
         for o in failed.outcomes
     )
     warnings = tuple(f"compile {o.source} ({', '.join(o.stages)}): {o.status}: {o.reason}" for o in bad)
