@@ -133,11 +133,15 @@ def test_bad_flags_exit_2_with_one_line(winml, args, needle):
             "error: --max-time, --max-invocations given without --target-ci: they bound only an adaptive run",
         ),
         (["--duration", "1s", "--min-iterations", "4"], "drop them (a --duration run stops at its duration)"),
+        (
+            ["--duration", "1s", "--iterations", "5"],
+            "error: --iterations sets a fixed count, which --duration replaces",
+        ),
     ],
 )
 def test_a_measurement_flag_the_policy_would_not_read_is_refused(winml, args, needle):
-    """--iterations beside --target-ci, or an adaptive bound (--max-time, ...) without it, was
-    silently ignored: the run measured something else than asked. Each is refused, exit 2."""
+    """--iterations beside --target-ci or --duration, or an adaptive bound (--max-time, ...) without
+    --target-ci, was silently ignored: the run measured something else than asked. Each is refused, exit 2."""
     r = winml("perf", str(TINY_FLAT), *args, "--no-store", "-q")
     assert r.returncode == 2, r.stderr
     assert needle in r.stderr and "decode tok/s" not in r.stdout

@@ -160,9 +160,14 @@ ADAPTIVE_ONLY = {
 
 def _refuse_ignored(m: MeasurementFlags, typed: Callable[[str], bool]) -> None:
     """Exit 2 for a measurement flag the chosen policy would not read: --iterations (a fixed count)
-    beside --target-ci, an adaptive run's bound without --target-ci. ``typed``: whether a flag
-    parameter was written on the command line rather than left at its default."""
-    if m.target_ci is not None and m.duration is None and typed("iterations"):
+    beside --duration or --target-ci, an adaptive run's bound without --target-ci. ``typed``: whether
+    a flag parameter was written on the command line rather than left at its default."""
+    if m.duration is not None and typed("iterations"):
+        raise UsageError(
+            "--iterations sets a fixed count, which --duration replaces (it generates until its duration has passed)",
+            "drop --iterations",
+        )
+    if m.target_ci is not None and typed("iterations"):
         raise UsageError(
             "--iterations sets a fixed count, which --target-ci replaces (it measures until its interval is reached)",
             "drop --iterations, or bound the adaptive run with --min-iterations / --max-iterations",
