@@ -285,6 +285,18 @@ def test_compare_routes_needs_the_baseline_route(golden_store):
     ]
 
 
+def test_compare_routes_without_a_run_of_two_routes_gives_a_remedy_that_measures_two(store_url):
+    """The remedy once said `--route config --route ep=cpu`: on a bundle whose config runs on the CPU
+    EP (every bundle here) that route is the config route, measured once, and the command failed again."""
+    with open_store(store_url) as store:
+        store.write_json_record(make_cell(hex_id("one")))
+        with pytest.raises(StoreError, match="together with another route") as err:
+            compare_stored_routes(store)
+    remedy = err.value.remedy
+    assert "ep=cpu" not in remedy, remedy
+    assert "winml devices" in remedy and "--route config --route ep=EP" in remedy, remedy
+
+
 def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
     run = hex_id("noisy")
     rounds = [r for r in range(10) for _ in range(2)]  # two iterations per round

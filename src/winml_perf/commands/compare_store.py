@@ -28,7 +28,9 @@ def _resolve_run(store: Store, run: str | None, baseline_route: str, filters: Ma
             return r
     raise StoreError(
         f"no run in {store.display} measured route {baseline_route!r} together with another route",
-        f"run e.g. `winml perf BUNDLE --route {baseline_route} --route ep=cpu`, or pass --run / --baseline-route",
+        f"measure two in one run, `winml perf BUNDLE --route {baseline_route} --route ep=EP` with an EP from"
+        f" `winml devices` that {baseline_route} does not run on (a route that runs as {baseline_route} does is"
+        " measured once, as it), or pass --run / --baseline-route",
     )
 
 
