@@ -22,7 +22,7 @@ from tests.results_fakes import (
 from winml_perf.commands.compare_store import compare_stored_routes, compare_stored_runs
 from winml_perf.compare.routes import RouteComparison
 from winml_perf.compare.text import parse_pct
-from winml_perf.results.selectors import select
+from winml_perf.results.selectors import resolve_run_id, select
 from winml_perf.results.store import open_store
 from winml_perf.stats import significance as sig
 from winml_perf.support.errors import EXIT_USAGE, StoreError, UsageError
@@ -295,6 +295,24 @@ def test_compare_routes_without_a_run_of_two_routes_gives_a_remedy_that_measures
     remedy = err.value.remedy
     assert "ep=cpu" not in remedy, remedy
     assert "winml devices" in remedy and "--route config --route ep=EP" in remedy, remedy
+
+
+def test_a_filter_that_matches_nothing_is_named_not_the_selector_or_run(golden_store):
+    """A typo in --testbed said "--baseline 'previous' matches no records" (compare runs), "no run '1a2b'
+    ... it holds no runs" (--run) or that no run measured two routes (compare routes)."""
+    with pytest.raises(StoreError, match=r"no record in .* matches --testbed 'tb-linx'") as err:
+        compare_stored_runs(golden_store, "previous", "latest", testbed="tb-linx", route="config")
+    assert "--baseline" not in str(err.value) and err.value.exit_code == EXIT_USAGE
+    with pytest.raises(StoreError, match=r"matches --testbed 'tb-linx' --prompt-tokens 16") as err:
+        resolve_run_id(golden_store, GOLDEN_RUN_A[:4], "--run", testbed="tb-linx", prompt_tokens=16)
+    assert "holds no runs" not in str(err.value)
+    with pytest.raises(StoreError, match=r"matches --testbed 'tb-linx'") as err:
+        compare_stored_routes(golden_store, testbed="tb-linx")
+    assert "together with another route" not in str(err.value)
+    with pytest.raises(
+        StoreError, match="--baseline 'deadbeef' matches no records"
+    ):  # the filters match: the selector is at fault
+        compare_stored_runs(golden_store, "deadbeef", "latest", route="config")
 
 
 def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
