@@ -395,3 +395,24 @@ def test_the_unfiltered_gate_works_in_a_fleet(store_url):
         assert sorted(r.key[0] for r in report.rows) == ["tb-a", "tb-b"]
         assert [r.key[0] for r in report.regressions] == ["tb-b"]
         assert any("one run of this series so far" in n and "tb-new" in n for n in report.notes)
+
+
+def test_the_runs_csv_carries_the_intervals_digits_as_json_does(capsys):
+    """The runs CSV gave the shift's interval as one text cell rounded to 0.1 % ("'-36.4%, -17.3%",
+    the quote a spreadsheet guard); it has the two bounds as numbers now, as JSON has them (none: empty)."""
+    import csv
+    import io
+
+    from winml_perf.commands.compare import _print_runs
+    from winml_perf.compare.runs import RunChange, RunsReport
+
+    key = ("lab-a", "smollm2", "config", 32, 8, "f3d2e1")
+    measured = RunChange(key, key, "decode_tokens_per_s", 5, 5, 58.09, 45.64, -21.43534, -36.429013349, -17.29688499, 0.0122, sig.SLOWER, False)  # fmt: skip
+    too_few = RunChange(key, key, "ttft_ms", 1, 1, 103.6, 122.7, 18.49, math.nan, math.nan, 1.0, sig.INCONCLUSIVE, False)  # fmt: skip
+    report = RunsReport("run:a", "run:b", (measured, too_few), None, 2.0)
+    _print_runs(report, "csv")
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["Δ 95% CI low %"], r["Δ 95% CI high %"]) for r in rows] == [("-36.429013349", "-17.29688499"), ("", "")]
+    assert "Δ 95% CI" not in rows[0] and not any(v.startswith("'") for r in rows for v in r.values()), rows
+    doc = report.to_dict()["changes"]
+    assert [(c["delta_low_pct"], c["delta_high_pct"]) for c in doc] == [(-36.429013349, -17.29688499), (None, None)]
