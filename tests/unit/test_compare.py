@@ -416,3 +416,14 @@ def test_the_runs_csv_carries_the_intervals_digits_as_json_does(capsys):
     assert "Δ 95% CI" not in rows[0] and not any(v.startswith("'") for r in rows for v in r.values()), rows
     doc = report.to_dict()["changes"]
     assert [(c["delta_low_pct"], c["delta_high_pct"]) for c in doc] == [(-36.429013349, -17.29688499), (None, None)]
+
+
+def test_previous_on_the_first_night_says_each_series_has_one_run(store_url):
+    """The first night: "--baseline 'previous' matches no records ...; use run:ID, ..., latest or
+    previous", the selector given as its own remedy. It says why now, and what to do (docs/nightly.md)."""
+    with open_store(store_url) as store:
+        store.write_json_record(make_cell(hex_id("night-1")))
+        with pytest.raises(StoreError, match="--baseline 'previous' matches no records") as err:
+            compare_stored_runs(store, "previous", "latest")
+    assert "one run so far" in str(err.value) and err.value.exit_code == EXIT_USAGE
+    assert "latest or previous" not in err.value.remedy and "second night" in err.value.remedy, err.value.remedy

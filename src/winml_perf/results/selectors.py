@@ -132,8 +132,14 @@ def select(store: Store, selector: str, flag: str, **filters: Any) -> Selection:
         if records:
             return Selection(text, meaning, tuple(records))
     check_filters_match(store, filters)
+    where = f"{store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else "")
+    if text == "previous" and store.count(**{k: v for k, v in filters.items() if v is not None}):
+        raise StoreError(
+            f"{flag} 'previous' matches no records in {where}: each series has one run so far",
+            "the gate starts from the second night; or give a baseline that exists: run:ID, commit:SHA,"
+            " version:X.Y or date:YYYY-MM-DD (see `winml results list`)",
+        )
     raise StoreError(
-        f"{flag} {selector!r} matches no records in {store.display}"
-        + (" with these filters" if any(v is not None for v in filters.values()) else ""),
+        f"{flag} {selector!r} matches no records in {where}",
         "use run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest or previous (see `winml results list`)",
     )
