@@ -36,10 +36,15 @@ def _names(runs: list[str]) -> str:
 FILTER_FLAGS = {"git_commit": "--commit", "run_id": "--run", "testbed_id": "--testbed"}
 
 
+def _given(filters: Mapping[str, Any]) -> dict[str, Any]:
+    """The filters a command was given (the others are None)."""
+    return {k: v for k, v in filters.items() if v is not None}
+
+
 def check_filters_match(store: Store, filters: Mapping[str, Any]) -> None:
     """StoreError (exit 2) naming the filters given when they match no record of a store that
     holds some: a typo in --testbed is named, not the run or selector looked for within it."""
-    given = {k: v for k, v in filters.items() if v is not None}
+    given = _given(filters)
     if not given or store.count(**given) or not store.count():
         return
     named = " ".join(f"{FILTER_FLAGS.get(k, '--' + k.replace('_', '-'))} {v!r}" for k, v in given.items())
@@ -133,7 +138,7 @@ def select(store: Store, selector: str, flag: str, **filters: Any) -> Selection:
             return Selection(text, meaning, tuple(records))
     check_filters_match(store, filters)
     where = f"{store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else "")
-    if text == "previous" and store.count(**{k: v for k, v in filters.items() if v is not None}):
+    if text == "previous" and store.count(**_given(filters)):
         raise StoreError(
             f"{flag} 'previous' matches no records in {where}: each series has one run so far",
             "the gate starts from the second night; or give a baseline that exists: run:ID, commit:SHA,"
