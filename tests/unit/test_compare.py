@@ -22,7 +22,7 @@ from tests.results_fakes import (
 from winml_perf.commands.compare_store import compare_stored_routes, compare_stored_runs
 from winml_perf.compare.routes import RouteComparison
 from winml_perf.compare.text import parse_pct
-from winml_perf.results.selectors import select
+from winml_perf.results.selectors import resolve_run_id, select
 from winml_perf.results.store import open_store
 from winml_perf.stats import significance as sig
 from winml_perf.support.errors import EXIT_USAGE, StoreError, UsageError
@@ -285,6 +285,36 @@ def test_compare_routes_needs_the_baseline_route(golden_store):
     ]
 
 
+def test_compare_routes_without_a_run_of_two_routes_gives_a_remedy_that_measures_two(store_url):
+    """The remedy once said `--route config --route ep=cpu`: on a bundle whose config runs on the CPU
+    EP (every bundle here) that route is the config route, measured once, and the command failed again."""
+    with open_store(store_url) as store:
+        store.write_json_record(make_cell(hex_id("one")))
+        with pytest.raises(StoreError, match="together with another route") as err:
+            compare_stored_routes(store)
+    remedy = err.value.remedy
+    assert "ep=cpu" not in remedy, remedy
+    assert "winml devices" in remedy and "--route config --route ep=EP" in remedy, remedy
+
+
+def test_a_filter_that_matches_nothing_is_named_not_the_selector_or_run(golden_store):
+    """A typo in --testbed said "--baseline 'previous' matches no records" (compare runs), "no run '1a2b'
+    ... it holds no runs" (--run) or that no run measured two routes (compare routes)."""
+    with pytest.raises(StoreError, match=r"no record in .* matches --testbed 'tb-linx'") as err:
+        compare_stored_runs(golden_store, "previous", "latest", testbed="tb-linx", route="config")
+    assert "--baseline" not in str(err.value) and err.value.exit_code == EXIT_USAGE
+    with pytest.raises(StoreError, match=r"matches --testbed 'tb-linx' --prompt-tokens 16") as err:
+        resolve_run_id(golden_store, GOLDEN_RUN_A[:4], "--run", testbed="tb-linx", prompt_tokens=16)
+    assert "holds no runs" not in str(err.value)
+    with pytest.raises(StoreError, match=r"matches --testbed 'tb-linx'") as err:
+        compare_stored_routes(golden_store, testbed="tb-linx")
+    assert "together with another route" not in str(err.value)
+    with pytest.raises(
+        StoreError, match="--baseline 'deadbeef' matches no records"
+    ):  # the filters match: the selector is at fault
+        compare_stored_runs(golden_store, "deadbeef", "latest", route="config")
+
+
 def test_compare_routes_on_a_noisy_sweep_with_batches(store_url):
     run = hex_id("noisy")
     rounds = [r for r in range(10) for _ in range(2)]  # two iterations per round
@@ -365,3 +395,35 @@ def test_the_unfiltered_gate_works_in_a_fleet(store_url):
         assert sorted(r.key[0] for r in report.rows) == ["tb-a", "tb-b"]
         assert [r.key[0] for r in report.regressions] == ["tb-b"]
         assert any("one run of this series so far" in n and "tb-new" in n for n in report.notes)
+
+
+def test_the_runs_csv_carries_the_intervals_digits_as_json_does(capsys):
+    """The runs CSV gave the shift's interval as one text cell rounded to 0.1 % ("'-36.4%, -17.3%",
+    the quote a spreadsheet guard); it has the two bounds as numbers now, as JSON has them (none: empty)."""
+    import csv
+    import io
+
+    from winml_perf.commands.compare import _print_runs
+    from winml_perf.compare.runs import RunChange, RunsReport
+
+    key = ("lab-a", "smollm2", "config", 32, 8, "f3d2e1")
+    measured = RunChange(key, key, "decode_tokens_per_s", 5, 5, 58.09, 45.64, -21.43534, -36.429013349, -17.29688499, 0.0122, sig.SLOWER, False)  # fmt: skip
+    too_few = RunChange(key, key, "ttft_ms", 1, 1, 103.6, 122.7, 18.49, math.nan, math.nan, 1.0, sig.INCONCLUSIVE, False)  # fmt: skip
+    report = RunsReport("run:a", "run:b", (measured, too_few), None, 2.0)
+    _print_runs(report, "csv")
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert [(r["Δ 95% CI low %"], r["Δ 95% CI high %"]) for r in rows] == [("-36.429013349", "-17.29688499"), ("", "")]
+    assert "Δ 95% CI" not in rows[0] and not any(v.startswith("'") for r in rows for v in r.values()), rows
+    doc = report.to_dict()["changes"]
+    assert [(c["delta_low_pct"], c["delta_high_pct"]) for c in doc] == [(-36.429013349, -17.29688499), (None, None)]
+
+
+def test_previous_on_the_first_night_says_each_series_has_one_run(store_url):
+    """The first night: "--baseline 'previous' matches no records ...; use run:ID, ..., latest or
+    previous", the selector given as its own remedy. It says why now, and what to do (docs/nightly.md)."""
+    with open_store(store_url) as store:
+        store.write_json_record(make_cell(hex_id("night-1")))
+        with pytest.raises(StoreError, match="--baseline 'previous' matches no records") as err:
+            compare_stored_runs(store, "previous", "latest")
+    assert "one run so far" in str(err.value) and err.value.exit_code == EXIT_USAGE
+    assert "latest or previous" not in err.value.remedy and "second night" in err.value.remedy, err.value.remedy

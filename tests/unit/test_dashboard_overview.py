@@ -62,3 +62,19 @@ def test_each_route_has_a_ratio_to_config_and_a_status(index_html):
     statuses = [re.search(r'<td class="status ([a-z -]+)">', r).group(1) for r in rows]
     assert set(statuses) <= {"ok", "failed", "regression", "improvement", "lower-mode", "lower mode"}
     assert "failed" in statuses  # the golden store's failed webgpu cell is its route's newest record
+
+
+def test_a_filter_that_selects_nothing_is_refused_and_writes_nothing(tmp_path):
+    """`winml dashboard --testbed TYPO` wrote an index saying "the store holds no records" (exit 0)
+    over a store that held some; it is refused now, naming the filter, and writes no page."""
+    from winml_perf.support.errors import EXIT_USAGE, StoreError
+
+    with open_store(tmp_path / "s.db") as store:
+        store.write_json_records(golden_cells())
+        with pytest.raises(StoreError, match=r"no record in .* matches --testbed 'tb-linx'") as err:
+            write_dashboard(store, tmp_path / "site", testbed="tb-linx", bundle=None)
+        assert err.value.exit_code == EXIT_USAGE
+        assert not (tmp_path / "site").exists()
+        assert write_dashboard(store, tmp_path / "site", testbed="tb-linux").exists()  # a filter that matches
+    with open_store(tmp_path / "empty.db") as empty:  # an empty store still gets its empty page
+        assert "the store holds no records" in write_dashboard(empty, tmp_path / "empty", testbed="x").read_text()

@@ -138,3 +138,19 @@ def test_results_import_of_bad_files_is_exit_2_and_stores_nothing(winml, tmp_pat
         assert done.returncode == 2 and str(path) in done.stderr and "unexpected" not in done.stderr, done.stderr
     listed = winml("results", "list", "--store", store, "--format", "json")
     assert listed.returncode in (0, 2) and "ttft" not in listed.stdout
+
+
+def test_a_json_lines_file_of_cells_is_read_line_by_line(tmp_path):
+    """`winml perf --export-jsonl FILE` writes one cell record per line; `results import FILE` read a
+    one-cell file and refused a two-cell one as "malformed JSON at line 2 column 1: Extra data"."""
+    second = copy.deepcopy(CELL)
+    second["cell_id"] = "b" * 32
+    path = tmp_path / "cells.jsonl"
+    path.write_text(json.dumps(CELL) + "\n" + json.dumps(second) + "\n\n")
+    assert [c["cell_id"] for c in cells_of(path)] == [CELL["cell_id"], "b" * 32]
+    path.write_text(json.dumps(CELL) + "\n" + '{"kind": "cell", "cell_id": \n')
+    with pytest.raises(StoreError, match=r"cells\.jsonl line 2: malformed JSON"):  # the broken line is named
+        cells_of(path)
+    path.write_text(json.dumps(CELL) + "\n" + json.dumps({"kind": "other"}) + "\n")
+    with pytest.raises(StoreError, match=r"cells\.jsonl line 2: not a winml-perf record"):
+        cells_of(path)

@@ -170,6 +170,18 @@ def test_compare_runs_names_the_model_change_between_the_sides():
     assert any(n.endswith("a1b2c3 → d4e5f6") for n in report.notes)
 
 
+def test_a_forced_comparison_of_two_bundles_names_no_model_change():
+    """`compare runs A B --force` across two bundles said 'model changed between baseline and
+    candidate' under the table: the digests of two bundles differ, no model of a series changed."""
+    base = cell_of_record(_cell("1", "2025-01-01T02:00:00Z", A, step_ms=[2.0] * 6))
+    other = cell_of_record(_cell("2", "2025-01-02T02:00:00Z", B, path="/nightly/smollm2", step_ms=[6.0] * 6))
+    assert model_change([base], [other]) is None
+    report = compare_runs(Side("run:1", "run 1", (base,)), Side("run:2", "run 2", (other,)), force=True)
+    assert report.rows and "model_changes" not in report.to_dict()
+    assert not any("model changed" in n for n in report.notes), report.notes
+    assert any(n.startswith("--force: comparing") for n in report.notes), report.notes
+
+
 def _history(values_by_run: list[tuple[str, list[float]]]) -> list[dict]:
     return [
         {"id": i, "run_id": f"run{i:04d}", "bundle_id": digest, "median": sorted(v)[len(v) // 2], "invocations": v,

@@ -132,6 +132,10 @@ RUNS_HEAD = [
     "verdict",
     "gate",
 ]  # publish/runs_table.HEAD, read without importing the comparison code
+#: The runs CSV's columns: the interval's two bounds as numbers in place of its text.
+RUNS_CSV_HEAD = [
+    h for head in RUNS_HEAD for h in (("Δ 95% CI low %", "Δ 95% CI high %") if head == "Δ 95% CI" else (head,))
+]
 
 
 @app.command("routes")
@@ -280,6 +284,7 @@ def _print_serving(run_id: str, cells: list[Any], baseline_route: str, routes: l
 def _raw_rows(report: RunsReport) -> list[list[Any]]:
     """The runs table's rows with numbers as measured (csv)."""
     from winml_perf.publish.runs_table import gate_cell
+    from winml_perf.support.finite_numbers import finite_number
 
     return [
         [
@@ -290,7 +295,8 @@ def _raw_rows(report: RunsReport) -> list[list[Any]]:
             r.baseline_median,
             r.candidate_median,
             r.delta_pct,
-            r.interval_text().strip(" []"),
+            finite_number(r.delta_low_pct),  # none (too few invocations): empty, as JSON's null
+            finite_number(r.delta_high_pct),
             r.p_value,
             r.verdict,
             gate_cell(r),
@@ -371,7 +377,13 @@ def _print_runs(report: RunsReport, fmt: str) -> None:
 
     doc = report.to_dict()
     shown = Rows(
-        doc, doc["changes"], RUNS_HEAD, human_rows(report), csv_rows=_raw_rows(report), view=lambda: _runs_table(report)
+        doc,
+        doc["changes"],
+        RUNS_HEAD,
+        human_rows(report),
+        csv_rows=_raw_rows(report),
+        view=lambda: _runs_table(report),
+        csv_headers=RUNS_CSV_HEAD,
     )
     sys.stdout.write(shown_text(fmt, shown))
     for note in report.notes:

@@ -13,7 +13,7 @@ from winml_perf.compare.gate import Histories, HistoryQuery, gated, history_quer
 from winml_perf.compare.routes import RoutesReport, compare_routes
 from winml_perf.compare.runs import RunsReport, Side, compare_runs
 from winml_perf.results.invocation_history import invocation_histories
-from winml_perf.results.selectors import resolve_run_id, select
+from winml_perf.results.selectors import check_filters_match, resolve_run_id, select
 from winml_perf.results.store import Store
 from winml_perf.stats import significance as sig
 from winml_perf.support.errors import StoreError
@@ -26,9 +26,12 @@ def _resolve_run(store: Store, run: str | None, baseline_route: str, filters: Ma
         routes = {x["route"] for x in store.records(run_id=r, status="ok", **filters)}
         if baseline_route in routes and len(routes) > 1:
             return r
+    check_filters_match(store, filters)
     raise StoreError(
         f"no run in {store.display} measured route {baseline_route!r} together with another route",
-        f"run e.g. `winml perf BUNDLE --route {baseline_route} --route ep=cpu`, or pass --run / --baseline-route",
+        f"measure two in one run, `winml perf BUNDLE --route {baseline_route} --route ep=EP` with an EP from"
+        f" `winml devices` that {baseline_route} does not run on (a route that runs as {baseline_route} does is"
+        " measured once, as it), or pass --run / --baseline-route",
     )
 
 

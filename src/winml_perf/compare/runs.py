@@ -246,14 +246,18 @@ DIGEST_DIGITS = 6
 def model_change(base: Sequence[Cell], cand: Sequence[Cell]) -> str | None:
     """'model changed between baseline and candidate: a1b2c3 → d4e5f6' when the ok cells of one
     series' two sides ran bundles of other contents (record/bundle_identity.py); None when they
-    ran the same one, or a side has no digest (records made before digests). A side of several
-    digests names each."""
+    ran the same one, a side has no digest (records made before digests), or the sides track
+    other bundles (a --force pairing: their contents differ, no model of one changed). A side of
+    several digests names each."""
 
     def digests(cells: Sequence[Cell]) -> list[str]:
         return sorted({c.bundle_id for c in cells if c.ok and c.bundle_id})
 
+    def tracked(cells: Sequence[Cell]) -> set[tuple[str | None, str | None]]:
+        return {(c.bundle, c.bundle_where) for c in cells if c.ok}
+
     b, c = digests(base), digests(cand)
-    if not b or not c or b == c:
+    if not b or not c or b == c or tracked(base) != tracked(cand):
         return None
     return (
         "model changed between baseline and candidate: "

@@ -65,6 +65,7 @@ from winml_perf.publish.route_ratio import PairedRatio, ratio_cell
 from winml_perf.publish.serving_pages import find_serving, overview_section, write_serving_page
 from winml_perf.results import change_point_cache as cpc
 from winml_perf.results.rows import series_where
+from winml_perf.results.selectors import check_filters_match
 from winml_perf.results.series import series_list, series_records
 from winml_perf.results.store import Store
 from winml_perf.support.errors import UsageError
@@ -170,7 +171,9 @@ def write_dashboard(
     store: Store, out_dir: Path, *, title: str = "winml-perf results", jobs: int | None = None, **filters: Any
 ) -> Path:
     """Write ``out_dir/index.html`` and a page per testbed x bundle; returns the index's path.
-    ``jobs``: worker processes for the pages (None: ``default_jobs`` of the records selected)."""
+    ``jobs``: worker processes for the pages (None: ``default_jobs`` of the records selected).
+    Filters that select no record of a store that holds some are refused (exit 2), nothing written."""
+    check_filters_match(store, filters)
     out_dir = Path(out_dir)
     wanted = default_jobs(series_records(store, **filters)) if jobs is None else max(1, int(jobs))
     with _page_workers(wanted) as pool:

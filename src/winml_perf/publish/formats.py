@@ -145,8 +145,9 @@ def _json_lines(items: Iterable[Mapping[str, Any]]) -> str:
 class Rows:
     """One result set, for every format: ``doc`` for json, ``items`` one a line for jsonl, ``rows``
     under ``headers`` for table, markdown and csv (numbers human in the first two, raw in csv;
-    ``csv_rows`` where ``rows`` are already text a person reads). ``drop``: what leaves a narrow
-    table first; ``width``: the table's (default the terminal's); ``view``: the command's own table."""
+    ``csv_rows`` where ``rows`` are already text a person reads, under ``csv_headers`` where their
+    columns differ). ``drop``: what leaves a narrow table first; ``width``: the table's (default
+    the terminal's); ``view``: the command's own table."""
 
     doc: Any = None
     items: Sequence[Mapping[str, Any]] = ()
@@ -156,6 +157,7 @@ class Rows:
     csv_rows: Sequence[Sequence[Any]] | None = None
     width: int | None = None
     view: Callable[[], str] | None = None
+    csv_headers: Sequence[str] | None = None
 
     def table(self) -> Iterable[str]:
         if self.view is not None:
@@ -169,7 +171,8 @@ class Rows:
         return [markdown_table(list(self.headers), [[_cell(v) for v in r] for r in self.rows]) + "\n"]
 
     def csv(self) -> Iterable[str]:
-        return [_csv_text(self.headers, self.rows if self.csv_rows is None else self.csv_rows)]
+        headers = self.headers if self.csv_headers is None else self.csv_headers
+        return [_csv_text(headers, self.rows if self.csv_rows is None else self.csv_rows)]
 
     def json(self) -> Iterable[str]:
         return [dumps_indented(self.doc) + "\n"]  # the text of json.dumps(doc, indent=2, allow_nan=False)

@@ -4,7 +4,8 @@ its cells once."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -13,7 +14,7 @@ from winml_perf.record.validation import validated_cell
 from winml_perf.results.location import SQLITE_HEADER
 from winml_perf.results.store import Store
 from winml_perf.support.errors import StoreError
-from winml_perf.support.json_input import read_json
+from winml_perf.support.json_input import parse_json_text, read_json
 
 REMEDY = "pass the run record files `winml perf -o` wrote"
 
@@ -30,26 +31,49 @@ class ImportReport:
 
 
 def cells_of(path: Path) -> list[dict[str, Any]]:
-    """The cell records in one file: a run record (kind 'run'), one cell record, or a JSON list of them."""
-    data = _read(Path(path))
-    items: Iterable[Any] = data if isinstance(data, list) else [data]
+    """The cell records in one file: a run record (kind 'run'), one cell record, a JSON list of them,
+    or JSON Lines of them (`winml perf --export-jsonl`: one cell record a line)."""
+    path = Path(path)
+    items = _json_lines(path)
+    if items is None:
+        data = _read(path)
+        items = [(f"{path} item {i}", x) for i, x in enumerate(data)] if isinstance(data, list) else [(str(path), data)]
     cells: list[dict[str, Any]] = []
-    for i, item in enumerate(items):
+    for where, item in items:
         kind = item.get("kind") if isinstance(item, dict) else None
         if kind == "run":
             run_cells = item.get("cells") or []
             if not isinstance(run_cells, list):
-                raise StoreError(f"{path}: the run record's 'cells' is not a list", REMEDY)
+                raise StoreError(f"{where}: the run record's 'cells' is not a list", REMEDY)
             cells.extend(run_cells)
         elif kind == "cell":
             cells.append(item)
         else:
-            where = f"{path}" + (f" item {i}" if isinstance(data, list) else "")
             raise StoreError(
                 f"{where}: not a winml-perf record (key 'kind' is {kind!r}, not 'run' or 'cell')",
                 "pass the run record files `winml perf -o` wrote",
             )
     return cells
+
+
+def _json_lines(path: Path) -> list[tuple[str, Any]] | None:
+    """(where, record) per line of a JSON Lines file, each line read strictly; None when the file is
+    not one (unreadable, not UTF-8, one line, or a first line that is no JSON object alone: an
+    indented record's '{'), which ``_read`` then reads as one JSON document."""
+    try:
+        text = path.read_bytes().decode("utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return None
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    if len(lines) < 2:
+        return None
+    try:
+        first = json.loads(lines[0][1])
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(first, dict):
+        return None
+    return [(f"{path} line {n}", parse_json_text(line, f"{path} line {n}", StoreError)) for n, line in lines]
 
 
 def _read(path: Path) -> Any:

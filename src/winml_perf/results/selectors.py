@@ -32,6 +32,28 @@ def _names(runs: list[str]) -> str:
     return ", ".join(runs[:SHOWN_CANDIDATES]) + more
 
 
+#: The flag of a filter whose name is not its flag's (the others: --NAME with dashes).
+FILTER_FLAGS = {"git_commit": "--commit", "run_id": "--run", "testbed_id": "--testbed"}
+
+
+def _given(filters: Mapping[str, Any]) -> dict[str, Any]:
+    """The filters a command was given (the others are None)."""
+    return {k: v for k, v in filters.items() if v is not None}
+
+
+def check_filters_match(store: Store, filters: Mapping[str, Any]) -> None:
+    """StoreError (exit 2) naming the filters given when they match no record of a store that
+    holds some: a typo in --testbed is named, not the run or selector looked for within it."""
+    given = _given(filters)
+    if not given or store.count(**given) or not store.count():
+        return
+    named = " ".join(f"{FILTER_FLAGS.get(k, '--' + k.replace('_', '-'))} {v!r}" for k, v in given.items())
+    raise StoreError(
+        f"no record in {store.display} matches {named}",
+        "check each value against `winml results list`, which lists every record without filters",
+    )
+
+
 def run_matches(store: Store, text: str, **filters: Any) -> list[str]:
     """Run ids equal to ``text``, else those starting with it (newest first)."""
     runs = store.run_ids(**filters)
@@ -51,6 +73,7 @@ def resolve_run_id(store: Store, text: str, flag: str = "--run", **filters: Any)
         raise UsageError(
             f"{flag} {value!r} matches {len(hits)} runs: {_names(hits)}", "give more characters of the run id"
         )
+    check_filters_match(store, filters)
     runs = store.run_ids(**filters)
     where = f"{store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else "")
     raise StoreError(
@@ -113,8 +136,15 @@ def select(store: Store, selector: str, flag: str, **filters: Any) -> Selection:
         meaning, records = _by_kind(store, kind, value, filters)
         if records:
             return Selection(text, meaning, tuple(records))
+    check_filters_match(store, filters)
+    where = f"{store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else "")
+    if text == "previous" and store.count(**_given(filters)):
+        raise StoreError(
+            f"{flag} 'previous' matches no records in {where}: each series has one run so far",
+            "the gate starts from the second night; or give a baseline that exists: run:ID, commit:SHA,"
+            " version:X.Y or date:YYYY-MM-DD (see `winml results list`)",
+        )
     raise StoreError(
-        f"{flag} {selector!r} matches no records in {store.display}"
-        + (" with these filters" if any(v is not None for v in filters.values()) else ""),
+        f"{flag} {selector!r} matches no records in {where}",
         "use run:ID, commit:SHA, version:X.Y, date:YYYY-MM-DD, latest or previous (see `winml results list`)",
     )
