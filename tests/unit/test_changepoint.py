@@ -125,7 +125,13 @@ def test_gate_fails_when_the_newest_runs_start_a_regression():
     x = np.r_[_noise(12, 40), _noise(13, 6, 88.0)]
     v = cp.judge_newest(x, list(range(46)), higher_is_better=True, threshold=0.05)
     assert v.status == cp.REGRESSION and v.is_regression and v.method == cp.BY_CHANGE_POINT
-    assert v.change_point.index == 40 and "beyond 5.0%" in v.reason
+    assert v.change_point.index == 40 and "a regression beyond 5.0%" in v.reason
+
+
+def test_an_improvement_is_named_with_its_article():
+    x = np.r_[_noise(12, 40), _noise(13, 6, 112.0)]
+    v = cp.judge_newest(x, list(range(46)), higher_is_better=True, threshold=0.05)
+    assert v.status == cp.IMPROVEMENT and "an improvement beyond 5.0%" in v.reason
 
 
 def test_gate_passes_an_old_change_point_and_a_small_one():

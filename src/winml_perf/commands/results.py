@@ -56,7 +56,9 @@ RunOpt = Annotated[
 SinceOpt = Annotated[
     str | None,
     typer.Option(
-        "--since", metavar="WHEN", help="Only records from this date/time on (2025-01-31, ISO time, or 7d / 12h)."
+        "--since",
+        metavar="WHEN",
+        help="Only records from this date/time on (2025-01-31, ISO time, or an age: 7d, 2w, 12h, 30m = minutes).",
     ),
 ]
 UntilOpt = Annotated[
@@ -393,7 +395,7 @@ def prune_command(
         typer.Option(
             "--older-than",
             metavar="AGE",
-            help="Delete records older than this age (90d, 12w, 48h) or date (2025-01-31).",
+            help="Delete records older than this age (90d, 12w, 48h; m is minutes: 3m keeps 3 minutes) or date (2025-01-31).",
         ),
     ],
     store: StoreOpt = None,

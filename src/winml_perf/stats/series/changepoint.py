@@ -622,6 +622,6 @@ def _judge_by_change_points(
     return Verdict(
         GateStatus(worst.direction),
         BY_CHANGE_POINT,
-        f"{_said(worst)}: a {worst.direction} beyond {threshold:.1%}",
+        f"{_said(worst)}: {'an' if worst.direction == IMPROVEMENT else 'a'} {worst.direction} beyond {threshold:.1%}",
         worst,
     )
