@@ -80,6 +80,12 @@ def test_gab_splits_metrics_by_direction_from_their_names(golden_df):
         export(golden_df, "gab")
 
 
+def test_gab_names_no_commit_for_a_record_made_outside_git(golden_df):
+    golden_df["git_commit"] = None
+    extras = [e["extra"] for e in gab_entries(golden_df, "bigger")]
+    assert extras and not any("commit" in x for x in extras)
+
+
 def test_directions_and_units_from_metric_names():
     assert (
         bigger_is_better("decode_tokens_per_s")

@@ -233,7 +233,7 @@ def _show_table(row: dict[str, Any]) -> str:
         f"record {row['id']}  cell {row['record_uid']}  run {row['run_id']}",
         f"  {row['bundle']}{_bundle_id_text(row)}  route {row['route']}  {shape_label(row['prompt_tokens'], row['max_new_tokens'])}  "
         f"runtime {row['runtime']}  status {row['status']}",
-        f"  testbed {row['testbed_id']} ({row['hostname']})  at {row['created_utc']}  commit {row['git_commit']}  "
+        f"  testbed {row['testbed_id']} ({row['hostname']})  at {row['created_utc']}  commit {row['git_commit'] or '?'}  "
         f"winml-perf {row['winml_perf_version']}  onnxruntime {row['onnxruntime_version']}  genai {row['genai_version']}",
     ]
     if rec.get("failure"):

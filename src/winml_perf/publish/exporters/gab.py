@@ -29,7 +29,8 @@ def _entry(row: Mapping[str, Any], metric: str) -> dict[str, Any]:
     if ci is not None:
         lo, hi = ci
         entry["range"] = f"± {max(row[metric] - lo, hi - row[metric]):.6g}"
-    extra = [f"testbed: {row['testbed_id']}", f"run: {row['run_id']}", f"commit: {row['git_commit']}"]
+    extra = [f"testbed: {row['testbed_id']}", f"run: {row['run_id']}"]
+    extra += [f"commit: {row['git_commit']}"] if clean(row.get("git_commit")) is not None else []  # none outside git
     extra.append(f"equivalence: {view_of_row(row).text()}")  # 'NOT equivalent (...) against config', 'not checked'
     if clean(row.get(f"{metric}_n")) is not None:
         extra.append(f"n: {row[f'{metric}_n']}")
