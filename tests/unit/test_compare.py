@@ -156,13 +156,16 @@ def test_change_verdicts_and_the_regression_gate():
 
 
 def test_parse_pct():
-    assert parse_pct("2%", "--equivalence") == 2.0 and parse_pct("0.5", "--x") == 0.5 and parse_pct(None, "--x") is None
+    assert (
+        parse_pct("2%", "--equivalence") == 2.0 and parse_pct(" 0.5 %", "--x") == 0.5 and parse_pct(None, "--x") is None
+    )
     with pytest.raises(UsageError, match="--fail-on-regression"):
-        parse_pct("five", "--fail-on-regression")
-    assert parse_pct("5%", "--fail-on-regression", unit_required=True) == 5.0
-    with pytest.raises(UsageError, match="'0.05' has no unit") as err:
-        parse_pct("0.05", "--fail-on-regression", unit_required=True)
-    assert err.value.exit_code == EXIT_USAGE and "--fail-on-regression 5%" in str(err.value.remedy)
+        parse_pct("five%", "--fail-on-regression")
+    assert parse_pct("5%", "--fail-on-regression") == 5.0
+    for flag in ("--fail-on-regression", "--equivalence"):  # 0.02 is 2 % to one reader, 0.02 % to another
+        with pytest.raises(UsageError, match="'0.05' has no unit") as err:
+            parse_pct("0.05", flag)
+        assert err.value.exit_code == EXIT_USAGE and f"{flag} 5%" in str(err.value.remedy)
 
 
 # -- on a store ------------------------------------------------------------------------------------

@@ -345,7 +345,7 @@ def runs_command(
     (baseline, candidate), named = _two_runs(ids or [], baseline, candidate)
     eq = parse_pct(equivalence, "--equivalence")
     assert eq is not None  # --equivalence has a default
-    gate = parse_pct(gate_flags.fail_on_regression, "--fail-on-regression", unit_required=True)
+    gate = parse_pct(gate_flags.fail_on_regression, "--fail-on-regression")
     with open_store(store, create=False) as s:
         report = compare_stored_runs(
             s,

@@ -69,13 +69,12 @@ def bundle_labels(pairs: Iterable[tuple[Any, Any]]) -> dict[tuple[Any, Any], str
     return out
 
 
-def parse_pct(value: float | str | None, flag: str, *, unit_required: bool = False) -> float | None:
-    """A percentage flag's value: '2%' and '2' are both 2.0; None stays None. With
-    ``unit_required`` a bare number is refused: '0.05' reads as 0.05 % to one person and 5 % to
-    another."""
+def parse_pct(value: float | str | None, flag: str) -> float | None:
+    """A percentage flag's value: '2%' is 2.0; None stays None. A bare number is refused: '0.05'
+    reads as 0.05 % to one person and 5 % to another."""
     if value is None:
         return None
-    if unit_required and not str(value).strip().endswith("%"):
+    if not str(value).strip().endswith("%"):
         raise UsageError(
             f"{flag} {value!r} has no unit: it could be read as {value}% or as a fraction",
             f"give the unit, e.g. {flag} 5% for five percent ({flag} {value}% if you meant {value} percent)",
