@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from winml_perf.bundle.config import GenaiConfig, Stage
 from winml_perf.ep import table as eps
 from winml_perf.ep.effective import EffectiveOptions, effective_options
+from winml_perf.ep.plugins import refuse_if_skipped
 from winml_perf.ep.route_flags import FLAGS, RouteFlags
 from winml_perf.model.route import CPU, StageRoute
 from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError
@@ -255,6 +256,7 @@ def check_available(plan: RoutePlan, available: set[str] | frozenset[str], force
         if route.ep_after in available:
             continue
         assert route.ep_after is not None  # every stage of a genai plan names its EP (Stage.ep)
+        refuse_if_skipped(route.ep_after)
         entry = plan.entries.get(route.ep_after)  # the EP's name and how to get it, from its table entry
         name = (entry.genai_name or entry.alias) if entry is not None else route.ep_after
         install = entry.install_sentence if entry is not None else ""

@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from winml_perf.ep.plugins import registered_plugins
+from winml_perf.ep.plugins import refuse_if_skipped, registered_plugins
 from winml_perf.ep.route_flags import FLAGS, RouteFlags
 from winml_perf.ep.table import (
     CPU_EP,
@@ -283,6 +283,7 @@ def emulated_among(route_eps: Iterable[str | None]) -> tuple[str, ...]:
 def _resolve_device_for_ep(word: str, ep: str, devs: list[EPDevice]) -> str:
     own = [d for d in devs if d.ep_name == ep]
     if not own:
+        refuse_if_skipped(ep)
         raise EPUnavailableError(
             f"execution provider {ep} is not available here; available: {', '.join(available_eps(devs)) or 'none'}",
             remedy=(f"to get it: {install_sentence(ep)}; " if install_sentence(ep) else "")
