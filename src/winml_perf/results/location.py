@@ -76,9 +76,9 @@ def resolve_location(
                 "give a URL such as postgresql://user@host:5432/db (or a file path for SQLite)",
             )
     if value is None:
-        path = Path.cwd() / DEFAULT_RELATIVE_PATH
+        path = _under_working_folder(DEFAULT_RELATIVE_PATH, f"the default results store (no --store, no {ENV_VAR})")
     elif isinstance(value, os.PathLike) or "://" not in str(value):
-        path = Path(value).expanduser().absolute()
+        path = _under_working_folder(Path(value).expanduser())
     else:
         url = _normalise_url(str(value))
         if url.get_backend_name() == "postgresql":
@@ -90,9 +90,22 @@ def resolve_location(
                 f"--store {secrets.mask_arg(str(value))!r}: an in-memory SQLite store keeps nothing",
                 "give a file, e.g. sqlite:///results/winml-perf.db",
             )
-        path = Path(url.database).expanduser().absolute()
+        path = _under_working_folder(Path(url.database).expanduser())
     url = sa.URL.create("sqlite", database=str(path))
     return Location(url, "sqlite", path, secrets.mask(str(path)), unstored_path(path))
+
+
+def _under_working_folder(path: Path, what: str = "the results store") -> Path:
+    """``path`` made absolute; a relative one under the working folder, which must still exist."""
+    if path.is_absolute():
+        return path
+    try:
+        return Path.cwd() / path
+    except FileNotFoundError:
+        raise StoreError(
+            f"{what} {path} is named relative to the working folder, which no longer exists",
+            "cd to an existing folder, or pass --store with an absolute path or a postgresql:// URL",
+        ) from None
 
 
 # -- SQLite file inspection (read-only, before anything may write) -------------------------------
@@ -143,10 +156,11 @@ def inspect_sqlite_file(path: Path, check_pages: bool = False) -> set[str] | Non
 
 
 def unstored_path(path: Path | None) -> Path:
-    """Location.unstored of the SQLite file ``path`` (None: PostgreSQL)."""
-    folder = path.parent if path is not None else Path.cwd() / DEFAULT_RELATIVE_PATH.parent
-    stem = path.name if path is not None else "postgresql"
-    return folder / f"{stem}.unstored"
+    """Location.unstored of the SQLite file ``path``; for PostgreSQL (None) ``results/`` relative to
+    the working folder when a record is written there: a PostgreSQL location never reads that folder."""
+    if path is None:
+        return DEFAULT_RELATIVE_PATH.parent / "postgresql.unstored"
+    return path.parent / f"{path.name}.unstored"
 
 
 def writable(path: Path) -> bool:

@@ -40,7 +40,10 @@ def _in_place(mode: int) -> bool:
 def check_output(path: Path, flag: str = "-o") -> None:
     """Refuse (exit 2) an output path that cannot take the result; create its folder."""
     path = Path(path)
-    target = _target(path)
+    try:
+        target = _target(path)
+    except FileNotFoundError:  # a relative path, and the working folder is gone
+        raise _refuse(flag, path, "is relative to the working folder, which no longer exists") from None
     if any(target == root or root in target.parents for root in PSEUDO_ROOTS):
         raise _refuse(flag, path, f"{target} is on a pseudo filesystem ({target.parts[1]})")
     try:
