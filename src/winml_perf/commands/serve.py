@@ -116,7 +116,7 @@ def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out
         if lengths is not None:
             flag_bounds.check(flag, lengths.high, lengths.text)
     if out.output is not None:
-        check_output(out.output)
+        check_output(out.output, instead="--format json puts the run record on stdout")
     req = ServeRequest(
         path=bundle,
         routes=_routes(routing.route or [], routing.ep, routing.device),

@@ -169,7 +169,7 @@ def _report_path(report: Path | None, no_store: bool, seed: int) -> Path | None:
     if report is not None:
         from winml_perf.support.output import check_output
 
-        check_output(report, "--report")
+        check_output(report, "--report", instead="--format json puts the tune report on stdout")
     return report
 
 
