@@ -118,8 +118,27 @@ def test_emit_refuses_a_folder_that_holds_something(tmp_path):
     (tmp_path / "full" / "f").write_text("x")
     with pytest.raises(UsageError, match="--emit"):
         check_emit_dir(tmp_path / "full")
-    with pytest.raises(UsageError, match="does not exist"):
-        check_emit_dir(tmp_path / "no" / "such")
+    with pytest.raises(UsageError, match=r"--emit .*/full/f/x: .*/full/f is not a folder"):
+        check_emit_dir(tmp_path / "full" / "f" / "x")
+
+
+def test_emit_makes_missing_parent_folders_as_every_output_does(tmp_path):
+    """`winml perf --export-csv new/t.csv` makes new/; `--emit new/best` did not (it refused)."""
+    from winml_perf.tune.emit import check_emit_dir, emit_bundle
+
+    dest = tmp_path / "no" / "such" / "best"
+    check_emit_dir(dest)
+    assert not (tmp_path / "no").exists()  # checked before measuring, made only when written
+    src = tmp_path / "derived"
+    src.mkdir()
+    (src / "genai_config.json").write_text('{"model": {}}')
+    assert "genai_config.json" in emit_bundle(src, dest, {"route": "config"})
+    assert (dest / "tune.json").is_file()
+    broken = tmp_path / "other" / "deeper" / "best"
+    (src / "genai_config.json").write_text('{"model": {"decoder": {"filename": "absent.onnx"}}}')
+    with pytest.raises(UsageError, match="incomplete"):
+        emit_bundle(src, broken, {})
+    assert not (tmp_path / "other").exists()  # the parents made for a refused bundle are gone too
 
 
 def test_stages_limits_the_search_and_an_unknown_stage_names_the_flag():
