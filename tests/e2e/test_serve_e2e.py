@@ -80,7 +80,7 @@ def test_a_store_it_cannot_open_is_refused_before_serving(tmp_path: Path):
     out = tmp_path / "run.json"
     refused = run_winml("serve", TINY_FLAT, "--concurrency", "1", *LEAN1[:-1], "--store", tmp_path, "-o", out)
     assert refused.returncode == 2
-    assert f"results store {tmp_path} is a directory" in refused.stderr
+    assert f"results store {tmp_path} is a folder, not a database file" in refused.stderr
     assert "invocation" not in refused.stderr and "served" not in refused.stderr and not out.exists()
 
 

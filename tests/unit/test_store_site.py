@@ -83,3 +83,14 @@ def test_schema_refusals_come_before_the_read_only_one(tmp_path, monkeypatch):
         location.find_store(older)  # a writer is told the file is read-only, not that it is old
     with pytest.raises(StoreError, match="newer version"):
         location.find_store(newer)
+
+
+def test_a_folder_given_as_the_store_is_called_a_folder_and_the_fix_names_a_file_in_it(tmp_path):
+    """`--store DIR` said "move this file away": a folder is not a file, and moving it is no fix."""
+    with pytest.raises(StoreError) as info:
+        location.find_store(tmp_path)
+    assert info.value.message == f"results store {tmp_path} is a folder, not a database file; it was left untouched"
+    inside = tmp_path / "winml-perf.db"
+    assert info.value.remedy.startswith(f"pass --store {inside} (a store file in that folder)")
+    assert "move this file" not in str(info.value)
+    assert location.find_store(inside).location.path == inside  # the remedy, followed, works

@@ -109,10 +109,10 @@ def _under_working_folder(path: Path, what: str = "the results store") -> Path:
 
 
 # -- SQLite file inspection (read-only, before anything may write) -------------------------------
-def _refuse(path: Path, why: str) -> StoreError:
+def _refuse(path: Path, why: str, remedy: str = "") -> StoreError:
     return StoreError(
         f"results store {path} {why}; it was left untouched",
-        f"pass --store with another file (or set {ENV_VAR}), or move this file away",
+        remedy or f"pass --store with another file (or set {ENV_VAR}), or move this file away",
     )
 
 
@@ -122,9 +122,15 @@ def inspect_sqlite_file(path: Path, check_pages: bool = False) -> set[str] | Non
     ``check_pages`` (a writer, before its work): every page is read (PRAGMA quick_check), so a store
     whose data pages every reader would refuse is refused before a run appends to it."""
     if path.is_dir():
-        raise _refuse(path, "is a directory")
+        inside = path / DEFAULT_RELATIVE_PATH.name
+        raise _refuse(
+            path,
+            "is a folder, not a database file",
+            f"pass --store {inside} (a store file in that folder), or another file (or set {ENV_VAR} so)",
+        )
     if any(path == root or root in path.parents for root in PSEUDO_ROOTS):
-        raise _refuse(path, f"is on a pseudo filesystem ({path.parts[1]})")
+        where = f"is on a pseudo filesystem ({path.parts[1]})"
+        raise _refuse(path, where, f"pass --store with a file on a disk (or set {ENV_VAR} so)")
     if path.exists() and not path.is_file():
         raise _refuse(path, "is not a regular file (a device, FIFO or socket cannot hold a database)")
     if not path.exists() or path.stat().st_size == 0:
