@@ -149,6 +149,8 @@ def test_a_static_npu_pipeline_is_served_at_its_prompt_length_or_refuses_another
         ((), "no load"),
         (("--concurrency", "2", "--reference", "ep=webgpu"), "--reference"),
         (("--concurrency", "2", "--fallback", "serial"), "--fallback"),
+        # labelled concurrency 4 while at most 2 were ever in flight (as tune refuses it)
+        (("--concurrency", "1,4", "--requests", "2"), "--requests 2 is fewer than --concurrency 4"),
     ],
 )
 def test_bad_load_flags_exit_2_naming_the_flag(flags, named, tmp_path: Path):

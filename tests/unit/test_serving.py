@@ -256,3 +256,11 @@ def test_the_serving_page_draws_a_curve_per_route_through_its_concurrencies():
     assert "config c4: 300.0 tok/s" in page and "ep=webgpu r500/s" in page
     assert page.count('class="occupancy"') == 6  # every cell's batch over time, the baseline's too
     assert serving_page({"kind": "run", "cells": []})[1] == 0
+
+
+def test_a_closed_loop_with_fewer_requests_than_its_concurrency_is_refused():
+    """Four in flight over two requests never holds four: the load point would be labelled c4 wrongly."""
+    with pytest.raises(UsageError) as info:
+        _load(c=4, n=2)
+    assert info.value.message == "--requests 2 is fewer than --concurrency 4: the loop would never hold 4 in flight"
+    assert _load(c=4, n=4).concurrency == 4
