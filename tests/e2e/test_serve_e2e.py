@@ -176,3 +176,19 @@ def test_two_routes_get_a_verdict_per_concurrency_here_and_in_compare_routes(tmp
     doc = compared.json()
     verdict = next(v for v in doc["serving"] if v["load"] == "c2" and v["against"] == "config")
     assert verdict["route"] == "ep=qnn" and verdict["pairs"] == 2 and verdict["ratio"] > 0
+
+
+@pytest.mark.qnn
+def test_a_route_on_an_emulator_with_stages_on_cpu_says_so(tmp_path: Path):
+    """`winml serve --route ep=qnn` showed QNN's figures with nothing saying they were the emulator's
+    and that most nodes ran on CPU (`winml perf` says both); the cells kept no warning."""
+    out = tmp_path / "run.json"
+    result = run_winml("serve", TINY_FLAT, "--route", "ep=qnn", "--concurrency", "1", *LEAN1, "--no-store", "-o", out)
+    err = " ".join(result.stderr.split())
+    assert result.returncode == 0, err
+    assert "note: route ep=qnn: QNNExecutionProvider ran on an emulator on the CPU here" in err
+    assert "warning: route ep=qnn: stage decoder runs" in err and "nodes on CPU" in err
+    assert "--strict" not in err  # serve takes no --strict
+    cells = json.loads(out.read_text())["cells"]
+    assert len(cells) == 2  # the sequential baseline and concurrency 1
+    assert all([w["code"] for w in c["warnings"]] == ["partial_cpu_fallback"] for c in cells)

@@ -21,6 +21,7 @@ from winml_perf.model import flag_bounds
 from winml_perf.publish.formats import Offer, check_format, format_named
 from winml_perf.support.errors import BenchmarkFailure, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
+from winml_perf.support.text_table import say
 
 if TYPE_CHECKING:
     from winml_perf.ep.route_request import RouteRequest
@@ -145,6 +146,21 @@ def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out
     return req
 
 
+def _say_route_caveats(outcome: ServeOutcome) -> None:
+    """What the table cannot say of a route, on stderr once a route: an EP that ran on an emulator, a
+    forced stage that runs partly on CPU (each cell's record keeps the warning)."""
+    from winml_perf.measure.serving.run import route_warnings
+
+    for route in outcome.routes:
+        emulated = route.recorded_route.emulated
+        if emulated:
+            say(
+                f"note: route {route.label}: {', '.join(emulated)} ran on an emulator on the CPU here; these timings are not NPU speed"
+            )
+        for w in route_warnings(route):
+            say(f"warning: {w.message}; {w.remedy}")
+
+
 def report(outcome: ServeOutcome, out: ServeOutputFlags) -> None:
     """The run record (-o, --format json), the serving table with its gains and verdicts (compare/serving.py),
     where the cells were stored; then the exit the run calls for."""
@@ -163,6 +179,7 @@ def report(outcome: ServeOutcome, out: ServeOutputFlags) -> None:
         sys.stdout.write(run_text(run, out.fmt))
         print(text, file=sys.stderr, end="")
     sys.stdout.flush()
+    _say_route_caveats(outcome)
     if outcome.store is not None and not outcome.store_errors:
         print(f"stored {len(cells)} record(s) in {outcome.store} (run {run.run_id})", file=sys.stderr)
     if outcome.store_errors:
