@@ -151,6 +151,8 @@ def test_a_static_npu_pipeline_is_served_at_its_prompt_length_or_refuses_another
         (("--concurrency", "2", "--fallback", "serial"), "--fallback"),
         # labelled concurrency 4 while at most 2 were ever in flight (as tune refuses it)
         (("--concurrency", "1,4", "--requests", "2"), "--requests 2 is fewer than --concurrency 4"),
+        # failed in the serving child, naming no flag and pointing at the route's EPs
+        (("--concurrency", "1", "--prompt-tokens", "1020", "--max-new-tokens", "8"), "exceeds the bundle's context"),
     ],
 )
 def test_bad_load_flags_exit_2_naming_the_flag(flags, named, tmp_path: Path):

@@ -153,11 +153,15 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
     cache root is held, so `bundle clean` waits for the run instead of removing the folder under it."""
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.ep.resolved import resolve_request
+    from winml_perf.measure.validate import check_fits
     from winml_perf.results.store import open_store
 
     configs = ConfigBook()  # the bundle's config and each derived one's, read once and handed down
-    req = at_static_prompt(configs.of(req.path), req)  # bundle errors (exit 2) before anything else
+    config = configs.of(req.path)
+    req = at_static_prompt(config, req)  # bundle errors (exit 2) before anything else
     loads = req.loads()
+    longest = loads[0].prompt_tokens.high, loads[0].max_new_tokens.high  # every load point has the same lengths
+    check_fits(config.raw, Path(req.path) / "genai_config.json", *longest, in_flight=max(req.concurrency, default=1))
     if req.invocations < 1:
         raise UsageError(f"--invocations must be 1 or more, got {req.invocations}", "e.g. --invocations 3")
     perf_req = PerfRequest(
