@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import BUNDLES, TINY_FLAT, TINY_PIPELINE, run_winml
 from winml_perf.record.validation import validate_record
+from winml_perf.results.store import open_store
 
 pytestmark = [pytest.mark.e2e]
 
@@ -86,12 +87,14 @@ def test_a_store_it_cannot_open_is_refused_before_serving(tmp_path: Path):
 
 def test_ctrl_c_mid_serve_exits_130_saying_so_once(tmp_path: Path):
     """Ctrl-C reaches the whole process group: the serving child printed its own 'interrupted by SIGINT'
-    beside the parent's. The child leaves the signal to the parent, which says it once."""
-    err = tmp_path / "stderr.txt"
+    beside the parent's. The child leaves the signal to the parent, which says it once. What finished
+    is kept: the finished invocation's cells were lost (no -o file, nothing stored)."""
+    err, out, store = tmp_path / "stderr.txt", tmp_path / "run.json", tmp_path / "r.db"
     args = ("--concurrency", "1,2,4", "--requests", "64", "--prompt-tokens", "16", "--max-new-tokens", "64")
+    kept = ("--invocations", "20", "--store", str(store), "-o", str(out))
     with err.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "winml_perf", "serve", str(TINY_FLAT), *args, "--invocations", "20", "--no-store"],
+            [sys.executable, "-m", "winml_perf", "serve", str(TINY_FLAT), *args, *kept],
             stdout=subprocess.DEVNULL,
             stderr=sink,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -107,6 +110,14 @@ def test_ctrl_c_mid_serve_exits_130_saying_so_once(tmp_path: Path):
     text = err.read_text()
     assert text.count("interrupted by SIGINT") == 1, text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    said = " ".join(text.split())
+    assert "interrupted by SIGINT: 4 cell(s) of the finished invocations (config: 1 of 20)" in said
+    assert f"stored in {store} and written to {out}" in said
+    cells = json.loads(out.read_text())["cells"]
+    assert sorted(c["serving"]["load"]["key"] for c in cells) == ["c1", "c2", "c4", "seq"]
+    assert all(len(c["serving"]["invocations"]) == 1 for c in cells)
+    with open_store(store, create=False) as s:
+        assert len(s.records()) == 4
 
 
 def test_the_engine_refuses_a_pipeline_exit_2_or_batch1_fallback_labelled(tmp_path: Path):

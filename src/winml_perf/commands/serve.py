@@ -19,7 +19,7 @@ from winml_perf.commands.option_groups import option_groups
 from winml_perf.commands.serve_flags import LoadFlags, ServeOutputFlags, ServeRoutingFlags
 from winml_perf.model import flag_bounds
 from winml_perf.publish.formats import Offer, check_format, format_named
-from winml_perf.support.errors import BenchmarkFailure, StoreError, UsageError
+from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
 from winml_perf.support.text_table import say
 
@@ -146,6 +146,17 @@ def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out
     return req
 
 
+def _kept(outcome: ServeOutcome, out: ServeOutputFlags) -> str:
+    """Where an interrupted run's cells (its finished invocations') went, in one clause."""
+    run = outcome.run
+    places = [f"stored in {outcome.store}"] if outcome.store and not outcome.store_errors else []
+    places += [f"written to {out.output}"] if out.output is not None else []
+    where = " and ".join(places) or "not kept (--no-store, no -o)"
+    asked = run.sweep.get("invocations")
+    served = ", ".join(f"{label}: {n} of {asked}" for label, n in outcome.served.items())
+    return f"{len(run.cells)} cell(s) of the finished invocations ({served}) {where} (run {run.run_id})"
+
+
 def _say_route_caveats(outcome: ServeOutcome) -> None:
     """What the table cannot say of a route, on stderr once a route: an EP that ran on an emulator, a
     forced stage that runs partly on CPU (each cell's record keeps the warning)."""
@@ -172,6 +183,8 @@ def report(outcome: ServeOutcome, out: ServeOutputFlags) -> None:
     if out.output is not None:
         write_output(out.output, run_text(run, "json"))
     cells = list(run.cells)
+    if outcome.interrupted is not None:
+        raise RunInterrupted(outcome.interrupted, _kept(outcome, out))
     text = serving_text(cells, batching_gains(cells), route_verdicts(cells, out.reference))
     if format_named(out.fmt).terminal:
         print(text, end="")

@@ -10,6 +10,7 @@ stepped in turn, which the record and the table label ``batch1-generators``.
 from __future__ import annotations
 
 import random
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -74,6 +75,8 @@ class ServeOutcome:
     routes: list[RouteSpec]
     store: str | None = None
     store_errors: list[str] = field(default_factory=list)
+    interrupted: int | None = None  # the signal that stopped serving: the cells are the finished invocations'
+    served: dict[str, int] = field(default_factory=dict)  # invocations served, by route label
 
 
 def refuse_unservable(routes: Sequence[RouteSpec], fallback: bool) -> dict[str, str]:
@@ -205,21 +208,9 @@ def _serve(
     run_id = new_run_id()
     environment = collect_environment()
     replies: dict[str, list[ServingReply]] = {r.label: [] for r in routes}
-    rng = random.Random(req.seed)
     orders: list[list[str]] = []
-    for inv in range(req.invocations):
-        order = list(routes)
-        rng.shuffle(order)
-        orders.append([r.label for r in order])
-        for route in order:
-            t0 = time.perf_counter()
-            job = ServingJob(route.session, loads, inv, req.fallback, req.seed)
-            replies[route.label].append(serve_invocation(route, job, req.invocation_timeout_s))
-            _say(
-                req.quiet,
-                f"  {route.label}: invocation {inv + 1}/{req.invocations} served "
-                f"{len(loads)} load point(s) in {time.perf_counter() - t0:.1f} s",
-            )
+    interrupted = _serve_invocations(req, loads, routes, replies, orders)
+    routes = [r for r in routes if replies[r.label]]  # interrupted: the routes with a finished invocation
     lengths = loads[0].prompt_tokens, loads[0].max_new_tokens
     sweep = {
         "command": "serve",
@@ -247,7 +238,9 @@ def _serve(
         sweep=sweep,
         argv=argv,
     )
-    outcome = ServeOutcome(run, routes)
+    outcome = ServeOutcome(
+        run, routes, interrupted=interrupted, served={r.label: len(replies[r.label]) for r in routes}
+    )
     if store is not None:
         outcome.store = store.display
         for cell in cells:
@@ -256,6 +249,38 @@ def _serve(
             except StoreError as exc:
                 outcome.store_errors.append(f"{cell.cell_key}: {exc}")
     return outcome
+
+
+def _serve_invocations(
+    req: ServeRequest,
+    loads: tuple[LoadSpec, ...],
+    routes: list[RouteSpec],
+    replies: dict[str, list[ServingReply]],
+    orders: list[list[str]],
+) -> int | None:
+    """Each invocation serves every route in a shuffled order (``orders``), a fresh child each; their
+    replies into ``replies``. Interrupted: the signal's number, once an invocation has finished (what
+    finished is kept); before that, the interrupt goes on up."""
+    rng = random.Random(req.seed)
+    try:
+        for inv in range(req.invocations):
+            order = list(routes)
+            rng.shuffle(order)
+            orders.append([r.label for r in order])
+            for route in order:
+                t0 = time.perf_counter()
+                job = ServingJob(route.session, loads, inv, req.fallback, req.seed)
+                replies[route.label].append(serve_invocation(route, job, req.invocation_timeout_s))
+                _say(
+                    req.quiet,
+                    f"  {route.label}: invocation {inv + 1}/{req.invocations} served "
+                    f"{len(loads)} load point(s) in {time.perf_counter() - t0:.1f} s",
+                )
+    except KeyboardInterrupt as exc:
+        if not any(replies.values()):
+            raise
+        return int(getattr(exc, "signum", signal.SIGINT))
+    return None
 
 
 def serving_cells(
