@@ -195,3 +195,18 @@ def test_tune_refuses_a_folder_without_a_bundle_and_an_emit_folder_in_use(capsys
         cli.main(["tune", str(TINY_PIPELINE), "--no-store", "--emit", str(tmp_path / "taken")])
     assert ended.value.code == 2 and "--emit" in capsys.readouterr().err
     assert (tmp_path / "taken" / "x").read_text() == "x"
+
+
+@pytest.mark.parametrize("objective", [(), ("--objective", "goodput", "--requests", "4")])
+def test_lengths_past_the_bundles_context_are_refused_before_preparing(capsys, objective):
+    """`winml tune` prepared and judged every route (26 s on SmolLM2) before each cell failed on
+    max_length, exit 1 naming no flag; it is refused at once, naming the flags, as perf and serve do."""
+    from tests.conftest import TINY_FLAT
+    from winml_perf import cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(TINY_FLAT), "--no-store", "--prompt-tokens", "1020", "--max-new-tokens", "8", *objective])
+    err = " ".join(capsys.readouterr().err.split())
+    assert ended.value.code == 2
+    assert err.startswith("error: --prompt-tokens + --max-new-tokens = 1020 + 8 exceeds the bundle's context of 1024")
+    assert "candidate" not in err  # nothing was enumerated or prepared

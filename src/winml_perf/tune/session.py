@@ -177,6 +177,7 @@ def run_tune(
     """The whole tune; ``measure_factory(specs, request, metrics, store)`` may replace the real rounds."""
     from winml_perf.bundle import cache
     from winml_perf.bundle.config import load_config
+    from winml_perf.measure.validate import check_fits
 
     t0 = time.monotonic()
     config = load_config(request.bundle)  # a bad bundle: exit 2 before anything else
@@ -189,6 +190,14 @@ def run_tune(
         raise UsageError("--screen-rounds 1: the screen pools its variance over 2 short rounds or more", "pass 0 or 2")
     static = config.static_prompt(None if request.prompt_tokens is None else (request.prompt_tokens,))
     prompt_tokens = static[1] if static else (request.prompt_tokens or 16)
+    in_flight = request.concurrency if request.objective == GOODPUT else 1
+    check_fits(
+        config.raw,
+        Path(request.bundle) / "genai_config.json",
+        prompt_tokens,
+        request.max_new_tokens,
+        in_flight=in_flight,
+    )
     with cache.holding(request.bundle):
         return _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens)
 
