@@ -210,3 +210,24 @@ def test_lengths_past_the_bundles_context_are_refused_before_preparing(capsys, o
     assert ended.value.code == 2
     assert err.startswith("error: --prompt-tokens + --max-new-tokens = 1020 + 8 exceeds the bundle's context of 1024")
     assert "candidate" not in err  # nothing was enumerated or prepared
+
+
+@pytest.mark.qnn
+@pytest.mark.parametrize(
+    "option, words",
+    [
+        ("qnn:bogus=1", "--ep-option bogus: QNNExecutionProvider has no provider option 'bogus'"),
+        ("cpu:foo=1", "--ep-option cpu:foo=1: EP options do not apply to the CPU EP"),
+    ],
+)
+def test_an_ep_option_its_ep_does_not_take_is_refused_before_any_candidate(capsys, option, words):
+    """A bad --ep-option only pruned the routes it was meant for (a cpu: one was ignored), and tune
+    shipped config with exit 0; it is a usage error, as in `winml perf`."""
+    from tests.conftest import TINY_FLAT
+    from winml_perf import cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(TINY_FLAT), "--no-store", "--eps", "cpu,qnn", "--ep-option", option])
+    err = " ".join(capsys.readouterr().err.split())
+    assert ended.value.code == 2 and err.startswith(f"error: {words}"), err
+    assert "candidate" not in err
