@@ -53,3 +53,16 @@ def test_a_broken_library_named_by_flag_stops_the_command(winml, broken):
     assert err.startswith(f"error: onnxruntime could not register plugin EP library {broken}")
     assert "(from --ep-library)" in err and "or drop WebGpuExecutionProvider from --ep-library" in err
     assert "Traceback" not in ran.stderr
+
+
+@pytest.mark.qnn
+def test_a_skipped_library_is_said_once_a_run_not_once_a_process(winml, broken):
+    """Each measuring child read the env again and warned again (5 times for 2 routes x 2 invocations):
+    a child registers what its parent handed it (the installed QNN plugin here), and no env."""
+    ran = winml(
+        "perf", TINY_FLAT, "--no-store", "--invocations", "2", "--iterations", "1", "--warmup", "0",
+        "--prompt-tokens", "8", "--max-new-tokens", "2", "-q",
+        env={"WINML_PERF_EP_LIBRARIES": f"webgpu={broken}"},
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stderr.count("warning: onnxruntime could not register plugin EP library") == 1, ran.stderr
