@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from winml_perf.model.serving import Slo
 from winml_perf.support.errors import UsageError
 from winml_perf.support.human_numbers import fixed
-from winml_perf.tune.goal import GOODPUT, TTFT_METRIC, Budget, objective_metric
+from winml_perf.tune.goal import GOODPUT, INTERRUPTED, TTFT_METRIC, Budget, objective_metric
 
 if TYPE_CHECKING:
     from winml_perf.tune.prune import Pruned
@@ -299,7 +299,7 @@ def _tune(
         import signal
 
         outcome.interrupted = int(getattr(exc, "signum", signal.SIGINT))
-        race.stopped = "interrupted"
+        race.stopped = INTERRUPTED
     finally:
         if store is not None:
             store.close()
