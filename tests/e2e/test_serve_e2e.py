@@ -18,6 +18,7 @@ import pytest
 
 from tests.conftest import BUNDLES, TINY_FLAT, TINY_PIPELINE, run_winml
 from winml_perf.record.validation import validate_record
+from winml_perf.results.store import open_store
 
 pytestmark = [pytest.mark.e2e]
 
@@ -80,18 +81,20 @@ def test_a_store_it_cannot_open_is_refused_before_serving(tmp_path: Path):
     out = tmp_path / "run.json"
     refused = run_winml("serve", TINY_FLAT, "--concurrency", "1", *LEAN1[:-1], "--store", tmp_path, "-o", out)
     assert refused.returncode == 2
-    assert f"results store {tmp_path} is a directory" in refused.stderr
+    assert f"results store {tmp_path} is a folder, not a database file" in refused.stderr
     assert "invocation" not in refused.stderr and "served" not in refused.stderr and not out.exists()
 
 
 def test_ctrl_c_mid_serve_exits_130_saying_so_once(tmp_path: Path):
     """Ctrl-C reaches the whole process group: the serving child printed its own 'interrupted by SIGINT'
-    beside the parent's. The child leaves the signal to the parent, which says it once."""
-    err = tmp_path / "stderr.txt"
+    beside the parent's. The child leaves the signal to the parent, which says it once. What finished
+    is kept: the finished invocation's cells were lost (no -o file, nothing stored)."""
+    err, out, store = tmp_path / "stderr.txt", tmp_path / "run.json", tmp_path / "r.db"
     args = ("--concurrency", "1,2,4", "--requests", "64", "--prompt-tokens", "16", "--max-new-tokens", "64")
+    kept = ("--invocations", "20", "--store", str(store), "-o", str(out))
     with err.open("w") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "winml_perf", "serve", str(TINY_FLAT), *args, "--invocations", "20", "--no-store"],
+            [sys.executable, "-m", "winml_perf", "serve", str(TINY_FLAT), *args, *kept],
             stdout=subprocess.DEVNULL,
             stderr=sink,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -107,6 +110,14 @@ def test_ctrl_c_mid_serve_exits_130_saying_so_once(tmp_path: Path):
     text = err.read_text()
     assert text.count("interrupted by SIGINT") == 1, text
     assert "Traceback" not in text and "KeyboardInterrupt" not in text
+    said = " ".join(text.split())
+    assert "interrupted by SIGINT: 4 cell(s) of the finished invocations (config: 1 of 20)" in said
+    assert f"stored in {store} and written to {out}" in said
+    cells = json.loads(out.read_text())["cells"]
+    assert sorted(c["serving"]["load"]["key"] for c in cells) == ["c1", "c2", "c4", "seq"]
+    assert all(len(c["serving"]["invocations"]) == 1 for c in cells)
+    with open_store(store, create=False) as s:
+        assert len(s.records()) == 4
 
 
 def test_the_engine_refuses_a_pipeline_exit_2_or_batch1_fallback_labelled(tmp_path: Path):
@@ -149,6 +160,10 @@ def test_a_static_npu_pipeline_is_served_at_its_prompt_length_or_refuses_another
         ((), "no load"),
         (("--concurrency", "2", "--reference", "ep=webgpu"), "--reference"),
         (("--concurrency", "2", "--fallback", "serial"), "--fallback"),
+        # labelled concurrency 4 while at most 2 were ever in flight (as tune refuses it)
+        (("--concurrency", "1,4", "--requests", "2"), "--requests 2 is fewer than --concurrency 4"),
+        # failed in the serving child, naming no flag and pointing at the route's EPs
+        (("--concurrency", "1", "--prompt-tokens", "1020", "--max-new-tokens", "8"), "exceeds the bundle's context"),
     ],
 )
 def test_bad_load_flags_exit_2_naming_the_flag(flags, named, tmp_path: Path):
@@ -174,3 +189,19 @@ def test_two_routes_get_a_verdict_per_concurrency_here_and_in_compare_routes(tmp
     doc = compared.json()
     verdict = next(v for v in doc["serving"] if v["load"] == "c2" and v["against"] == "config")
     assert verdict["route"] == "ep=qnn" and verdict["pairs"] == 2 and verdict["ratio"] > 0
+
+
+@pytest.mark.qnn
+def test_a_route_on_an_emulator_with_stages_on_cpu_says_so(tmp_path: Path):
+    """`winml serve --route ep=qnn` showed QNN's figures with nothing saying they were the emulator's
+    and that most nodes ran on CPU (`winml perf` says both); the cells kept no warning."""
+    out = tmp_path / "run.json"
+    result = run_winml("serve", TINY_FLAT, "--route", "ep=qnn", "--concurrency", "1", *LEAN1, "--no-store", "-o", out)
+    err = " ".join(result.stderr.split())
+    assert result.returncode == 0, err
+    assert "note: route ep=qnn: QNNExecutionProvider ran on an emulator on the CPU here" in err
+    assert "warning: route ep=qnn: stage decoder runs" in err and "nodes on CPU" in err
+    assert "--strict" not in err  # serve takes no --strict
+    cells = json.loads(out.read_text())["cells"]
+    assert len(cells) == 2  # the sequential baseline and concurrency 1
+    assert all([w["code"] for w in c["warnings"]] == ["partial_cpu_fallback"] for c in cells)

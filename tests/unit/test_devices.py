@@ -9,6 +9,7 @@ import pytest
 
 from winml_perf.ep import devices as dev
 from winml_perf.ep.devices import EPDevice, Target, list_ep_devices, resolve_device, resolve_eps, resolve_target
+from winml_perf.ep.route_flags import ROUTE_SPEC
 from winml_perf.support.errors import EXIT_USAGE, EPUnavailableError, UsageError
 
 HW = ort.OrtHardwareDeviceType
@@ -142,8 +143,12 @@ def test_missing_device_class_is_an_error_listing_what_is_here(machine):
     assert "WebGpuExecutionProvider" in text and "--ep webgpu" in text
     assert info.value.exit_code == EXIT_USAGE
     assert resolve_eps("cpu") == [CPU]  # software WebGPU never stands in for cpu
-    # the class came from --device or a route's device=: the remedy names both, as a --route user gave no --device
-    assert info.value.remedy.startswith("pick an available device class with --device, or device= in --route;")
+    # asked by --device (`winml bundle prepare` has no --route): the remedy names --device alone
+    assert info.value.remedy.startswith("pick an available device class with --device;")
+    with pytest.raises(EPUnavailableError) as spec:
+        resolve_device("gpu", flags=ROUTE_SPEC)
+    # the class came from a route's device=: the remedy names both, as a --route user gave no --device
+    assert spec.value.remedy.startswith("pick an available device class with --device, or device= in --route;")
 
 
 def test_resolve_device_with_ep(machine):

@@ -319,3 +319,15 @@ def test_huge_numeric_id_is_no_record(tmp_path):
     with open_store(str(tmp_path / "s.db")) as s:
         with pytest.raises(StoreError, match="no record"):
             s.get("9" * 40)
+
+
+def test_a_relative_output_under_a_deleted_working_folder_is_refused_naming_it(tmp_path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    with pytest.raises(UsageError) as info:
+        check_output(Path("out.json"), "--export-json")
+    assert str(info.value).startswith(
+        "--export-json out.json: is relative to the working folder, which no longer exists"
+    )

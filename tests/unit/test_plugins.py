@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import textwrap
 
 import pytest
@@ -64,9 +65,22 @@ def test_missing_file_names_the_path_and_flag(tmp_path):
     assert "AcmeMissing" not in plugins.registered_plugins()
 
 
-def test_missing_file_from_env_names_the_env_var(tmp_path):
-    with pytest.raises(PluginError, match=ENV_VAR):
-        register_plugin_eps(env={ENV_VAR: f"AcmeEnv={tmp_path / 'x.so'}"}, discover=False)
+def test_missing_file_from_env_is_skipped_with_a_warning_naming_the_env_var(tmp_path, monkeypatch, capsys):
+    """An env entry asks nothing of this command: it is skipped, said once on stderr, and kept for a
+    route that asks for its EP (which then fails naming the library)."""
+    monkeypatch.setattr(plugins, "_SKIPPED", {})
+    missing = tmp_path / "x.so"
+    assert register_plugin_eps(env={ENV_VAR: f"AcmeEnv={missing}"}, discover=False) == []
+    err = " ".join(capsys.readouterr().err.split())
+    assert err.startswith("warning: plugin EP library for AcmeEnv not found") and str(missing) in err
+    assert f"or drop AcmeEnv from {ENV_VAR}" in err
+    register_plugin_eps(env={ENV_VAR: f"AcmeEnv={missing}"}, discover=False)
+    assert capsys.readouterr().err == ""  # said once
+    with pytest.raises(PluginError) as info:
+        plugins.refuse_if_skipped("AcmeEnv")
+    assert "AcmeEnv was asked for" in str(info.value) and str(missing) in str(info.value)
+    assert info.value.exit_code == EXIT_USAGE
+    assert "AcmeEnv" not in plugins.registered_plugins()
 
 
 def test_bogus_library_fails_in_onnxruntime(tmp_path):
@@ -83,7 +97,7 @@ def _write_module(folder, name, body):
     (folder / f"{name}.py").write_text(textwrap.dedent(body))
 
 
-def test_discovery_of_onnxruntime_ep_modules(tmp_path, monkeypatch):
+def test_discovery_of_onnxruntime_ep_modules(tmp_path, monkeypatch, capsys):
     _write_module(
         tmp_path,
         "onnxruntime_ep_acmetest",
@@ -102,9 +116,12 @@ def test_discovery_of_onnxruntime_ep_modules(tmp_path, monkeypatch):
     specs = {s.ep_name: s for s in plugins.discover_plugin_packages()}
     acme = specs["AcmeTestExecutionProvider"]
     assert acme.library_path == str(tmp_path / "libacme.so") and acme.origin == "package:onnxruntime_ep_acmetest"
-    # the discovered library does not exist: registration says so, naming package and path
+    # the discovered library does not exist: registration skips it and says so, naming package and path
+    monkeypatch.setattr(plugins, "_SKIPPED", {})
+    assert "AcmeTestExecutionProvider" not in {r.ep_name for r in register_plugin_eps(env={})}
+    assert re.search(r"^warning: .*libacme\.so.*package:onnxruntime_ep_acmetest", capsys.readouterr().err, re.S)
     with pytest.raises(PluginError, match="libacme.so.*package:onnxruntime_ep_acmetest"):
-        register_plugin_eps(env={})
+        plugins.refuse_if_skipped("AcmeTestExecutionProvider")
 
 
 def test_broken_plugin_package_is_reported(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import pytest
 from tests.unit.bundle_fakes import CONFIG_TARGET, FLAT_CPU, FLAT_QNN, ep_target, make_bundle, pipeline_config
 from winml_perf.bundle.config import load_config
 from winml_perf.bundle.routing import check_available, plan_route
+from winml_perf.ep.route_flags import ROUTE_SPEC
 from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden"
@@ -178,8 +179,17 @@ def test_ep_options_go_over_the_stage_options_and_into_the_rewritten_config(tmp_
 def test_bad_ep_options_are_usage_errors(tmp_path, ep, options, match):
     config = load_config(make_bundle(tmp_path, FLAT_CPU))
     with pytest.raises(UsageError, match=match) as info:
-        plan_route(config, ep_target(ep), None, options)
+        plan_route(config, ep_target(ep), None, options, flags=ROUTE_SPEC)
     assert info.value.exit_code == 2
+
+
+def test_cpu_options_asked_by_flags_name_only_ep_option(tmp_path):
+    """`winml bundle prepare` has no --route: its refusal names --ep-option alone."""
+    config = load_config(make_bundle(tmp_path, FLAT_CPU))
+    with pytest.raises(UsageError) as info:
+        plan_route(config, ep_target("cpu"), None, {"soc_model": "60"})
+    assert "route ep=cpu: EP options (--ep-option) do not apply to the CPU EP" in str(info.value)
+    assert "--route" not in str(info.value) + info.value.remedy
 
 
 def test_an_unknown_stage_names_both_places_stages_come_from(tmp_path):
@@ -187,9 +197,18 @@ def test_an_unknown_stage_names_both_places_stages_come_from(tmp_path):
     misled a --route user, who had not given it."""
     config = load_config(make_bundle(tmp_path, FLAT_CPU))
     with pytest.raises(UsageError) as info:
-        plan_route(config, ep_target("cpu"), ["decoderx"])
+        plan_route(config, ep_target("cpu"), ["decoderx"], flags=ROUTE_SPEC)
     assert "route ep=cpu: stages (--stages, or ';stages=' in --route) name decoderx" in str(info.value)
     assert info.value.remedy == "stages here: decoder"
+
+
+def test_an_unknown_stage_asked_by_flags_names_only_stages(tmp_path):
+    """A route asked with --stages (`winml bundle prepare` has no --route) names --stages alone."""
+    config = load_config(make_bundle(tmp_path, FLAT_CPU))
+    with pytest.raises(UsageError) as info:
+        plan_route(config, ep_target("cpu"), ["decoderx"])
+    assert "route ep=cpu: stages (--stages) name decoderx" in str(info.value)
+    assert "--route" not in str(info.value) + info.value.remedy
 
 
 def test_ep_options_on_the_config_route_are_refused(tmp_path):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -256,3 +257,30 @@ def test_the_serving_page_draws_a_curve_per_route_through_its_concurrencies():
     assert "config c4: 300.0 tok/s" in page and "ep=webgpu r500/s" in page
     assert page.count('class="occupancy"') == 6  # every cell's batch over time, the baseline's too
     assert serving_page({"kind": "run", "cells": []})[1] == 0
+
+
+def test_a_closed_loop_with_fewer_requests_than_its_concurrency_is_refused():
+    """Four in flight over two requests never holds four: the load point would be labelled c4 wrongly."""
+    with pytest.raises(UsageError) as info:
+        _load(c=4, n=2)
+    assert info.value.message == "--requests 2 is fewer than --concurrency 4: the loop would never hold 4 in flight"
+    assert _load(c=4, n=4).concurrency == 4
+
+
+def test_requests_in_flight_that_cannot_fit_memory_are_refused_naming_the_concurrency(monkeypatch):
+    """`winml serve` checked neither the context nor the memory its requests in flight need."""
+    from winml_perf.measure import validate
+
+    doc = {"model": {"context_length": 4096, "decoder": {}}, "search": {"max_length": 4096}}
+    monkeypatch.setattr(validate, "available_memory_bytes", lambda: 2**30)
+    monkeypatch.setattr(
+        "winml_perf.session.genai_session.token_facts",
+        lambda doc, path: type("F", (), {"context_length": 4096, "kv_bytes_per_token": 2**16})(),
+    )
+    validate.check_fits(doc, Path("genai_config.json"), 1024, 1024, in_flight=4)  # 4 x 2048 x 64 KiB = 0.5 GiB
+    with pytest.raises(UsageError) as info:
+        validate.check_fits(doc, Path("genai_config.json"), 1024, 1024, in_flight=16)
+    assert info.value.message.startswith(
+        "--concurrency 16 requests in flight, each --prompt-tokens 1024 with --max-new-tokens 1024, would need about 2.0 GiB"
+    )
+    assert info.value.remedy == "ask for fewer tokens or a lower --concurrency"

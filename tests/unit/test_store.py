@@ -326,7 +326,7 @@ def test_a_foreign_postgres_schema_is_refused(pg_url):
 
 
 def test_a_folder_as_store_and_a_missing_store_for_reading(tmp_path):
-    with pytest.raises(StoreError, match="directory"):
+    with pytest.raises(StoreError, match="is a folder, not a database file"):
         open_store(tmp_path)
     with pytest.raises(StoreError, match="no results store"):
         open_store(tmp_path / "nope.db", create=False)

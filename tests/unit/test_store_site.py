@@ -25,9 +25,33 @@ def _store_with(path: Path, names: list[str]) -> Path:
 
 def test_the_unstored_path_is_decided_with_the_location(tmp_path, monkeypatch):
     assert location.resolve_location(tmp_path / "s.db").unstored == tmp_path / "s.db.unstored"
-    monkeypatch.chdir(tmp_path)
     pg = location.resolve_location("postgresql://u@h/db")
-    assert pg.unstored == tmp_path / "results" / "postgresql.unstored"
+    assert pg.unstored == Path("results") / "postgresql.unstored"  # under the working folder when written
+
+
+@pytest.fixture
+def deleted_cwd(tmp_path, monkeypatch):
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    monkeypatch.chdir(gone)
+    gone.rmdir()
+    return gone
+
+
+def test_a_postgresql_location_does_not_touch_the_working_folder(deleted_cwd, monkeypatch):
+    """A PostgreSQL store has nothing under the working folder: a deleted one is not read."""
+    monkeypatch.setattr(Path, "cwd", lambda: pytest.fail("a PostgreSQL location asked for the working folder"))
+    site = location.find_store("postgresql://u@h/db")
+    assert site.location.dialect == "postgresql" and site.location.path is None
+
+
+def test_a_relative_store_under_a_deleted_working_folder_is_refused_naming_it(deleted_cwd):
+    for value in (None, "s.db", "sqlite:///s.db"):
+        with pytest.raises(StoreError) as info:
+            location.resolve_location(value, env={})
+        assert "is named relative to the working folder, which no longer exists" in info.value.message
+        assert "cd to an existing folder" in info.value.remedy
+    assert location.resolve_location(deleted_cwd.parent / "s.db").path == deleted_cwd.parent / "s.db"
 
 
 def test_a_current_store_nobody_can_write_is_found_read_only_for_readers(tmp_path, monkeypatch):
@@ -59,3 +83,14 @@ def test_schema_refusals_come_before_the_read_only_one(tmp_path, monkeypatch):
         location.find_store(older)  # a writer is told the file is read-only, not that it is old
     with pytest.raises(StoreError, match="newer version"):
         location.find_store(newer)
+
+
+def test_a_folder_given_as_the_store_is_called_a_folder_and_the_fix_names_a_file_in_it(tmp_path):
+    """`--store DIR` said "move this file away": a folder is not a file, and moving it is no fix."""
+    with pytest.raises(StoreError) as info:
+        location.find_store(tmp_path)
+    assert info.value.message == f"results store {tmp_path} is a folder, not a database file; it was left untouched"
+    inside = tmp_path / "winml-perf.db"
+    assert info.value.remedy.startswith(f"pass --store {inside} (a store file in that folder)")
+    assert "move this file" not in str(info.value)
+    assert location.find_store(inside).location.path == inside  # the remedy, followed, works

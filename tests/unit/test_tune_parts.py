@@ -118,8 +118,27 @@ def test_emit_refuses_a_folder_that_holds_something(tmp_path):
     (tmp_path / "full" / "f").write_text("x")
     with pytest.raises(UsageError, match="--emit"):
         check_emit_dir(tmp_path / "full")
-    with pytest.raises(UsageError, match="does not exist"):
-        check_emit_dir(tmp_path / "no" / "such")
+    with pytest.raises(UsageError, match=r"--emit .*/full/f/x: .*/full/f is not a folder"):
+        check_emit_dir(tmp_path / "full" / "f" / "x")
+
+
+def test_emit_makes_missing_parent_folders_as_every_output_does(tmp_path):
+    """`winml perf --export-csv new/t.csv` makes new/; `--emit new/best` did not (it refused)."""
+    from winml_perf.tune.emit import check_emit_dir, emit_bundle
+
+    dest = tmp_path / "no" / "such" / "best"
+    check_emit_dir(dest)
+    assert not (tmp_path / "no").exists()  # checked before measuring, made only when written
+    src = tmp_path / "derived"
+    src.mkdir()
+    (src / "genai_config.json").write_text('{"model": {}}')
+    assert "genai_config.json" in emit_bundle(src, dest, {"route": "config"})
+    assert (dest / "tune.json").is_file()
+    broken = tmp_path / "other" / "deeper" / "best"
+    (src / "genai_config.json").write_text('{"model": {"decoder": {"filename": "absent.onnx"}}}')
+    with pytest.raises(UsageError, match="incomplete"):
+        emit_bundle(src, broken, {})
+    assert not (tmp_path / "other").exists()  # the parents made for a refused bundle are gone too
 
 
 def test_stages_limits_the_search_and_an_unknown_stage_names_the_flag():
@@ -176,3 +195,39 @@ def test_tune_refuses_a_folder_without_a_bundle_and_an_emit_folder_in_use(capsys
         cli.main(["tune", str(TINY_PIPELINE), "--no-store", "--emit", str(tmp_path / "taken")])
     assert ended.value.code == 2 and "--emit" in capsys.readouterr().err
     assert (tmp_path / "taken" / "x").read_text() == "x"
+
+
+@pytest.mark.parametrize("objective", [(), ("--objective", "goodput", "--requests", "4")])
+def test_lengths_past_the_bundles_context_are_refused_before_preparing(capsys, objective):
+    """`winml tune` prepared and judged every route (26 s on SmolLM2) before each cell failed on
+    max_length, exit 1 naming no flag; it is refused at once, naming the flags, as perf and serve do."""
+    from tests.conftest import TINY_FLAT
+    from winml_perf import cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(TINY_FLAT), "--no-store", "--prompt-tokens", "1020", "--max-new-tokens", "8", *objective])
+    err = " ".join(capsys.readouterr().err.split())
+    assert ended.value.code == 2
+    assert err.startswith("error: --prompt-tokens + --max-new-tokens = 1020 + 8 exceeds the bundle's context of 1024")
+    assert "candidate" not in err  # nothing was enumerated or prepared
+
+
+@pytest.mark.qnn
+@pytest.mark.parametrize(
+    "option, words",
+    [
+        ("qnn:bogus=1", "--ep-option bogus: QNNExecutionProvider has no provider option 'bogus'"),
+        ("cpu:foo=1", "--ep-option cpu:foo=1: EP options do not apply to the CPU EP"),
+    ],
+)
+def test_an_ep_option_its_ep_does_not_take_is_refused_before_any_candidate(capsys, option, words):
+    """A bad --ep-option only pruned the routes it was meant for (a cpu: one was ignored), and tune
+    shipped config with exit 0; it is a usage error, as in `winml perf`."""
+    from tests.conftest import TINY_FLAT
+    from winml_perf import cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(TINY_FLAT), "--no-store", "--eps", "cpu,qnn", "--ep-option", option])
+    err = " ".join(capsys.readouterr().err.split())
+    assert ended.value.code == 2 and err.startswith(f"error: {words}"), err
+    assert "candidate" not in err

@@ -248,6 +248,15 @@ def test_no_round_within_the_budget_is_no_verdict_not_a_speed_claim():
     assert v.text.startswith("no verdict: the budget ran out before racing (no round ran; 3 route(s)")
 
 
+def test_a_race_interrupted_before_racing_says_so_not_that_the_budget_ran_out():
+    """Ctrl-C while the routes were judged said 'the budget ran out before racing' with 57 s of 60 left."""
+    r, _ = race(SPEEDS, budget=Budget(tokens=TOKENS_PER_INVOCATION))
+    r.stopped = "interrupted"  # as tune/session.py marks a race a signal ended
+    v = verdict(r, {}, "decode")
+    assert v.kind == NO_VERDICT
+    assert v.text == "no verdict: interrupted before racing (no round ran; 3 route(s) besides config left to race)"
+
+
 def test_one_round_is_no_verdict_either():
     r, _ = race(SPEEDS, budget=Budget(tokens=TOKENS_PER_INVOCATION * 4 + 1))
     assert r.rounds == 1

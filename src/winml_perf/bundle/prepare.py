@@ -25,6 +25,7 @@ from winml_perf.bundle.epcontext import compile as compiler
 from winml_perf.bundle.placement import RoutePlacement, derived_placement
 from winml_perf.bundle.routing import RoutePlan, check_available, plan_assignment, plan_route
 from winml_perf.ep.effective import effective_options
+from winml_perf.ep.route_flags import FLAGS, RouteFlags
 from winml_perf.model.route import BUNDLE, CPU, CompileOutcome, Route, with_placements
 
 if TYPE_CHECKING:
@@ -47,7 +48,7 @@ def plan_for(
     config: GenaiConfig | None = None,
 ) -> RoutePlan:
     """Load and validate the bundle's config (unless the caller parsed it: ``config``), then plan the
-    route over it (``plan_of``)."""
+    route over it (``plan_of``) as the plain flags asked it (`winml bundle show`, `export-prepared`)."""
     return plan_of(config if config is not None else load_config(Path(bundle)), target, stages, ep_options, per_stage)
 
 
@@ -57,13 +58,15 @@ def plan_of(
     stages: list[str] | None = None,
     ep_options: dict[str, Any] | None = None,
     per_stage: PerStage | None = None,
+    flags: RouteFlags = FLAGS,
 ) -> RoutePlan:
     """The route planned over the bundle's parsed ``config`` (no writes, no EP checks); the forced EP's
     options are decided by ep/effective.py against the installed EP version and its names here.
-    ``per_stage`` plans a per-stage route instead (``target`` and ``stages`` then unused)."""
+    ``per_stage`` plans a per-stage route instead (``target`` and ``stages`` then unused). ``flags``:
+    which flags asked for the route, which its refusals name."""
     if per_stage is not None:
         return plan_assignment(config, per_stage.label, per_stage.targets, per_stage.ep_options, effective_options)
-    return plan_route(config, target, stages, ep_options, effective_options)
+    return plan_route(config, target, stages, ep_options, effective_options, flags=flags)
 
 
 @dataclass(frozen=True)
@@ -86,6 +89,7 @@ class RunHoldings:
 
     configs: ConfigBook = field(default_factory=ConfigBook)
     plugins: Mapping[str, Mapping[str, Any]] | None = None
+    flags: RouteFlags = FLAGS  # which flags asked for the route (a --route spec's parts: `winml perf`)
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,7 @@ def prepare_route(
     bundle = Path(bundle)
     holdings = holdings or RunHoldings()
     book = holdings.configs
-    plan = plan_of(book.of(bundle), target, stages, ep_options, per_stage)
+    plan = plan_of(book.of(bundle), target, stages, ep_options, per_stage, holdings.flags)
     if require_available and any(s.ep_after != CPU for s in plan.stages):  # CPU is always here: no device query
         check_available(plan, available_eps())
     label = label or plan.requested

@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 from winml_perf.bundle.config import GenaiConfig, Stage
 from winml_perf.ep import table as eps
 from winml_perf.ep.effective import EffectiveOptions, effective_options
+from winml_perf.ep.plugins import refuse_if_skipped
+from winml_perf.ep.route_flags import FLAGS, RouteFlags
 from winml_perf.model.route import CPU, StageRoute
 from winml_perf.support.errors import BundleError, EPUnavailableError, UsageError
 
@@ -96,10 +98,13 @@ def plan_route(
     stages: list[str] | tuple[str, ...] | None = None,
     ep_options: dict[str, Any] | None = None,
     decide: Decide = _decide_here_unasked,
+    *,
+    flags: RouteFlags = FLAGS,
 ) -> RoutePlan:
     """The rewrite for ``target`` (a devices.Target) over ``stages`` (None: all), with ``ep_options``
     (``--ep-option``) over each forced stage's options and the EP's defaults under them, as ``decide``
-    (ep/effective.py) rules. Pure unless ``decide`` asks the machine (bundle/prepare.py's does)."""
+    (ep/effective.py) rules. Pure unless ``decide`` asks the machine (bundle/prepare.py's does).
+    ``flags``: which flags asked for the route, which its refusals name."""
     kind = getattr(target, "kind", "config")
     if kind == "config":
         if stages:
@@ -116,12 +121,13 @@ def plan_route(
     assert target is not None  # only the config route has no target
     if not target.ep:
         raise UsageError(f"route {target.label} resolved to no execution provider", "pass --ep explicitly")
-    chosen = _chosen_stages(config, stages, target.label)
+    chosen = _chosen_stages(config, stages, target.label, flags)
     ep = target.ep  # canonical (a Target's ep is what its EP name resolved to)
     if ep_options:
         if ep == CPU:
-            raise UsageError(  # the options came from --ep-option or the route's own ';options='
-                f"route {target.label}: EP options (--ep-option, or ';options=' in --route) do not apply to the CPU "
+            asked_by = flags.part("--ep-option", "';options='")
+            raise UsageError(
+                f"route {target.label}: EP options ({asked_by}) do not apply to the CPU "
                 f"EP (onnxruntime-genai takes no options for it): {', '.join(sorted(ep_options))}",
                 "drop those options, or force an EP that takes options",
             )
@@ -250,6 +256,7 @@ def check_available(plan: RoutePlan, available: set[str] | frozenset[str], force
         if route.ep_after in available:
             continue
         assert route.ep_after is not None  # every stage of a genai plan names its EP (Stage.ep)
+        refuse_if_skipped(route.ep_after)
         entry = plan.entries.get(route.ep_after)  # the EP's name and how to get it, from its table entry
         name = (entry.genai_name or entry.alias) if entry is not None else route.ep_after
         install = entry.install_sentence if entry is not None else ""
@@ -276,13 +283,14 @@ def _config_plan(config: GenaiConfig) -> RoutePlan:
     return RoutePlan("config", "config", None, tuple(routes), config, entries=_entries(routes))
 
 
-def _chosen_stages(config: GenaiConfig, stages: Sequence[str] | None, label: str) -> set[str]:
+def _chosen_stages(config: GenaiConfig, stages: Sequence[str] | None, label: str, flags: RouteFlags) -> set[str]:
     if not stages:
         return set(config.stage_names)
     unknown = [s for s in stages if s not in config.stage_names]
     if unknown:
-        raise UsageError(  # the stages came from --stages or the route's own ';stages='
-            f"route {label}: stages (--stages, or ';stages=' in --route) name {', '.join(unknown)}, which "
+        asked_by = flags.part("--stages", "';stages='")
+        raise UsageError(
+            f"route {label}: stages ({asked_by}) name {', '.join(unknown)}, which "
             f"{'is' if len(unknown) == 1 else 'are'} not a stage of this bundle",
             f"stages here: {', '.join(config.stage_names)}",
         )

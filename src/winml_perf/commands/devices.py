@@ -7,7 +7,7 @@ import sys
 import typer
 
 from winml_perf.ep.devices import EPDevice, describe_available, list_ep_devices
-from winml_perf.ep.plugins import ENV_VAR, PluginRegistration, register_plugin_eps
+from winml_perf.ep.plugins import ENV_VAR, PluginRegistration, register_plugin_eps, skipped_plugins
 from winml_perf.ep.table import EPS, install_sentence
 from winml_perf.publish.formats import Offer, check_format, format_help, format_named, result_text
 from winml_perf.support.text_table import fill
@@ -71,7 +71,14 @@ def devices_command(
     devices = list_ep_devices()
     notes, missing = _notes(devices, registrations), _missing(devices)
     listed = [d.to_dict() for d in devices]
-    payload = {"devices": listed, "plugins": [r.to_dict() for r in registrations], "notes": notes, "not_here": missing}
+    skipped = [{"ep_name": ep, "error": str(why)} for ep, why in sorted(skipped_plugins().items())]
+    payload = {
+        "devices": listed,
+        "plugins": [r.to_dict() for r in registrations],
+        "plugins_skipped": skipped,  # each also a warning on stderr when it was skipped
+        "notes": notes,
+        "not_here": missing,
+    }
     sys.stdout.write(result_text(format, payload, listed, _HEADERS, [_row(d) for d in devices], drop=_DROP_ORDER))
     if format_named(format).holds_document:
         return  # the document holds the notes and what is not here

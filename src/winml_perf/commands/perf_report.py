@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from winml_perf.commands.perf_flags import OutputFlags
 from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
-from winml_perf.support.output import check_output, write_output_chunks
+from winml_perf.support.output import check_output, names_stdout, write_output_chunks
 from winml_perf.support.text_table import fill
 
 if TYPE_CHECKING:
@@ -32,6 +32,9 @@ def exports(out: OutputFlags) -> Exports:
     for fmt in offered(Offer.RUN_FILE):  # an --export-FORMAT flag each (commands/perf_flags.py)
         given[f"--export-{fmt}"] = (getattr(out, f"export_{fmt}"), fmt)
     files = {flag: (path, f) for flag, (path, f) in given.items() if path is not None}
+    for flag, (path, fmt) in files.items():
+        if names_stdout(path):  # stdout carries the run in --format: refused, naming the --format that puts it there
+            check_output(path, flag, instead=f"--format {fmt} puts the run on stdout as {fmt}")
     paths = [str(path) for path, _ in files.values()]
     dup = sorted({p for p in paths if paths.count(p) > 1})
     if dup:

@@ -310,11 +310,11 @@ def _show_tables(rows: list[dict[str, Any]]) -> str:
 
 
 def _write(path: Path, text: str) -> None:
-    from winml_perf.support.output import check_output, write_output
+    from winml_perf.support.output import names_stdout, write_output
 
-    check_output(path)
-    write_output(path, text)
-    say(f"wrote {path}")
+    write_output(path, text)  # checked before the store was read
+    if not names_stdout(path):
+        say(f"wrote {path}")
 
 
 @app.command("export")
@@ -348,7 +348,7 @@ def export_command(
     if output is not None:
         from winml_perf.support.output import check_output
 
-        check_output(output)  # before reading the store
+        check_output(output, stdout_ok=True)  # before reading the store; -: stdout, as without -o
     df, where = _load(store, select.filters())
     if df.empty:
         raise UsageError(

@@ -19,8 +19,9 @@ from winml_perf.commands.option_groups import option_groups
 from winml_perf.commands.serve_flags import LoadFlags, ServeOutputFlags, ServeRoutingFlags
 from winml_perf.model import flag_bounds
 from winml_perf.publish.formats import Offer, check_format, format_named
-from winml_perf.support.errors import BenchmarkFailure, StoreError, UsageError
+from winml_perf.support.errors import BenchmarkFailure, RunInterrupted, StoreError, UsageError
 from winml_perf.support.output import check_output, write_output
+from winml_perf.support.text_table import say
 
 if TYPE_CHECKING:
     from winml_perf.ep.route_request import RouteRequest
@@ -116,7 +117,7 @@ def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out
         if lengths is not None:
             flag_bounds.check(flag, lengths.high, lengths.text)
     if out.output is not None:
-        check_output(out.output)
+        check_output(out.output, instead="--format json puts the run record on stdout")
     req = ServeRequest(
         path=bundle,
         routes=_routes(routing.route or [], routing.ep, routing.device),
@@ -145,6 +146,32 @@ def serve_request(bundle: Path, routing: ServeRoutingFlags, load: LoadFlags, out
     return req
 
 
+def _kept(outcome: ServeOutcome, out: ServeOutputFlags) -> str:
+    """Where an interrupted run's cells (its finished invocations') went, in one clause."""
+    run = outcome.run
+    places = [f"stored in {outcome.store}"] if outcome.store and not outcome.store_errors else []
+    places += [f"written to {out.output}"] if out.output is not None else []
+    where = " and ".join(places) or "not kept (--no-store, no -o)"
+    asked = run.sweep.get("invocations")
+    served = ", ".join(f"{label}: {n} of {asked}" for label, n in outcome.served.items())
+    return f"{len(run.cells)} cell(s) of the finished invocations ({served}) {where} (run {run.run_id})"
+
+
+def _say_route_caveats(outcome: ServeOutcome) -> None:
+    """What the table cannot say of a route, on stderr once a route: an EP that ran on an emulator, a
+    forced stage that runs partly on CPU (each cell's record keeps the warning)."""
+    from winml_perf.measure.serving.run import route_warnings
+
+    for route in outcome.routes:
+        emulated = route.recorded_route.emulated
+        if emulated:
+            say(
+                f"note: route {route.label}: {', '.join(emulated)} ran on an emulator on the CPU here; these timings are not NPU speed"
+            )
+        for w in route_warnings(route):
+            say(f"warning: {w.message}; {w.remedy}")
+
+
 def report(outcome: ServeOutcome, out: ServeOutputFlags) -> None:
     """The run record (-o, --format json), the serving table with its gains and verdicts (compare/serving.py),
     where the cells were stored; then the exit the run calls for."""
@@ -156,6 +183,8 @@ def report(outcome: ServeOutcome, out: ServeOutputFlags) -> None:
     if out.output is not None:
         write_output(out.output, run_text(run, "json"))
     cells = list(run.cells)
+    if outcome.interrupted is not None:
+        raise RunInterrupted(outcome.interrupted, _kept(outcome, out))
     text = serving_text(cells, batching_gains(cells), route_verdicts(cells, out.reference))
     if format_named(out.fmt).terminal:
         print(text, end="")
@@ -163,6 +192,7 @@ def report(outcome: ServeOutcome, out: ServeOutputFlags) -> None:
         sys.stdout.write(run_text(run, out.fmt))
         print(text, file=sys.stderr, end="")
     sys.stdout.flush()
+    _say_route_caveats(outcome)
     if outcome.store is not None and not outcome.store_errors:
         print(f"stored {len(cells)} record(s) in {outcome.store} (run {run.run_id})", file=sys.stderr)
     if outcome.store_errors:

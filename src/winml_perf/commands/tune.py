@@ -34,17 +34,13 @@ TUNE_REPORTS = Path("results") / "tune"
 def _serving_load(concurrency: int | None, requests: int | None, slo: str | None) -> dict[str, Any]:
     """--concurrency, --requests and --slo checked (exit 2 naming the flag), as TuneRequest fields."""
     from winml_perf.model import flag_bounds
-    from winml_perf.model.serving import Slo
+    from winml_perf.model.serving import Slo, check_in_flight
 
     n = DEFAULT_CONCURRENCY if concurrency is None else concurrency
     count = DEFAULT_REQUESTS if requests is None else requests
     flag_bounds.check("--concurrency", n)
     flag_bounds.check("--requests", count)
-    if count < n:
-        raise UsageError(
-            f"--requests {count} is fewer than --concurrency {n}: the loop would never hold {n} in flight",
-            f"pass --requests {4 * n} (a few times the concurrency) or a lower --concurrency",
-        )
+    check_in_flight(n, count)
     return {"concurrency": n, "requests": count, "slo": Slo.parse(DEFAULT_SLO if slo is None else slo)}
 
 
@@ -169,7 +165,7 @@ def _report_path(report: Path | None, no_store: bool, seed: int) -> Path | None:
     if report is not None:
         from winml_perf.support.output import check_output
 
-        check_output(report, "--report")
+        check_output(report, "--report", instead="--format json puts the tune report on stdout")
     return report
 
 

@@ -31,7 +31,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from winml_perf.ep.plugins import registered_plugins
+from winml_perf.ep.plugins import refuse_if_skipped, registered_plugins
+from winml_perf.ep.route_flags import FLAGS, RouteFlags
 from winml_perf.ep.table import (
     CPU_EP,
     DEVICE_CLASSES,
@@ -224,7 +225,13 @@ def check_device_word(device: str | None, allowed: Sequence[str], flag: str = "-
     return word
 
 
-def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[EPDevice] | None = None) -> str:
+def resolve_device(
+    device: str | None,
+    ep: str | None = None,
+    devices: Sequence[EPDevice] | None = None,
+    *,
+    flags: RouteFlags = FLAGS,
+) -> str:
     """'auto'/None or a concrete class -> the concrete device class to use on this machine.
 
     With ``ep``, only that EP's devices count; if the EP serves no class (WebGPU on a software
@@ -252,7 +259,7 @@ def resolve_device(device: str | None, ep: str | None = None, devices: Sequence[
             )
         raise EPUnavailableError(
             f"no {word} device here; available: {describe_available(devs)}",
-            remedy="pick an available device class with --device, or device= in --route; see `winml devices`",
+            remedy=f"pick an available device class with {flags.part('--device', 'device=')}; see `winml devices`",
         )
     return word
 
@@ -276,6 +283,7 @@ def emulated_among(route_eps: Iterable[str | None]) -> tuple[str, ...]:
 def _resolve_device_for_ep(word: str, ep: str, devs: list[EPDevice]) -> str:
     own = [d for d in devs if d.ep_name == ep]
     if not own:
+        refuse_if_skipped(ep)
         raise EPUnavailableError(
             f"execution provider {ep} is not available here; available: {', '.join(available_eps(devs)) or 'none'}",
             remedy=(f"to get it: {install_sentence(ep)}; " if install_sentence(ep) else "")
@@ -373,6 +381,7 @@ def target_for(
     devices: Sequence[EPDevice] | None = None,
     *,
     canonical: str | None = None,
+    flags: RouteFlags = FLAGS,
 ) -> Target:
     """`--ep` > concrete `--device` > config.
 
@@ -385,6 +394,7 @@ def target_for(
       runtime defaults to ``auto``.
 
     ``canonical``: ``ep`` already normalised by the caller (ep/resolved.py), so it is not normalised twice.
+    ``flags``: which flags asked (a ``--route`` spec's parts are named in the remedy only for one).
     """
     word = check_device_word(device, DEVICE_CHOICES) if device is not None else runtime.default_device
     if word == "config" and not runtime.token_based:
@@ -396,12 +406,12 @@ def target_for(
         canonical = canonical or normalize_ep_name(ep)
         devs = _devices_or_list(devices)
         concrete = word if word in ("cpu", "gpu", "npu") else "auto"
-        cls = resolve_device(concrete, ep=canonical, devices=devs)
+        cls = resolve_device(concrete, ep=canonical, devices=devs, flags=flags)
         return Target("ep", ep, device, canonical, cls)
     if word == "config":
         return Target("config", None, device, None, None)
     devs = _devices_or_list(devices)
-    cls = resolve_device(word, devices=devs)
+    cls = resolve_device(word, devices=devs, flags=flags)
     return Target("device", None, device, resolve_eps(cls, devices=devs)[0], cls)
 
 

@@ -30,7 +30,10 @@ exactly the specs its parent hands it (child.py), with no discovery of its own.
 Each library is registered once per process: onnxruntime and onnxruntime_genai keep separate
 registries and both refuse a second registration, so this module remembers what it registered and
 returns the same record on later calls. A failure (missing file, a library that does not load, the
-same EP name asked for with two different paths) raises ``PluginError`` naming the path and the error.
+same EP name asked for with two different paths) of a library named by ``--ep-library`` raises
+``PluginError`` naming the path and the error (exit 2); one from the env or an installed package is
+skipped with a warning on stderr, once, so a command that asks nothing of that EP still runs, and a
+route that asks for it later fails naming the library (``refuse_if_skipped``).
 
 Note on WebGPU: the plugin registers on a machine without a GPU, but then offers no EP device unless
 ``ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1`` is set *before* registration; with it the device appears
@@ -109,6 +112,7 @@ class PluginRegistration:
 
 _LOCK = threading.RLock()
 _REGISTERED: dict[str, PluginRegistration] = {}
+_SKIPPED: dict[str, PluginError] = {}  # EP name -> why its library (env, package) did not register
 
 
 class _State(TypedDict):
@@ -126,6 +130,24 @@ def registered_plugins() -> dict[str, PluginRegistration]:
         if not _STATE["settled"]:
             register_plugin_eps()
         return dict(_REGISTERED)
+
+
+def skipped_plugins() -> dict[str, PluginError]:
+    """EP name -> why its plugin library, from the env or an installed package, did not register (it
+    was skipped with a warning); the default sources are registered first if nothing was yet."""
+    with _LOCK:
+        if not _STATE["settled"]:
+            register_plugin_eps()
+        return dict(_SKIPPED)
+
+
+def refuse_if_skipped(ep: str) -> None:
+    """Raise PluginError (exit 2) when ``ep``, now asked for, is a plugin EP whose library was skipped."""
+    failed = skipped_plugins().get(ep)
+    if failed is not None:
+        raise PluginError(
+            f"{ep} was asked for, but its plugin EP library did not load: {failed.message}", failed.remedy
+        )
 
 
 def registered_specs() -> tuple[str, ...]:
@@ -385,7 +407,7 @@ def _register_one(spec: PluginSpec) -> PluginRegistration:
     if not path.is_file():
         raise PluginError(
             f"plugin EP library for {spec.ep_name} not found: {spec.library_path} (from {_origin_text(spec.origin)})",
-            remedy="check the path given with --ep-library NAME=PATH or " + ENV_VAR,
+            remedy="check the path, " + _drop_remedy(spec),
         )
     import onnxruntime as ort
     import onnxruntime_genai as og
@@ -398,8 +420,10 @@ def _register_one(spec: PluginSpec) -> PluginRegistration:
     except Exception as exc:
         if not _already_registered(exc):
             raise PluginError(
-                f"onnxruntime could not register plugin EP library {spec.library_path} as {spec.ep_name}: {exc}",
-                remedy="check that the file is an onnxruntime plugin EP library built for this onnxruntime version",
+                f"onnxruntime could not register plugin EP library {spec.library_path} as {spec.ep_name} "
+                f"(from {_origin_text(spec.origin)}): {exc}",
+                remedy="check that the file is an onnxruntime plugin EP library built for this onnxruntime version, "
+                + _drop_remedy(spec),
             ) from exc
         registered_here = False
     try:
@@ -409,11 +433,28 @@ def _register_one(spec: PluginSpec) -> PluginRegistration:
             if registered_here:
                 _try_unregister(ort, spec.ep_name)
             raise PluginError(
-                f"onnxruntime_genai could not register plugin EP library {spec.library_path} as {spec.ep_name}: {exc}",
-                remedy="check that onnxruntime-genai and the plugin are built for the same onnxruntime version",
+                f"onnxruntime_genai could not register plugin EP library {spec.library_path} as {spec.ep_name} "
+                f"(from {_origin_text(spec.origin)}): {exc}",
+                remedy="check that onnxruntime-genai and the plugin are built for the same onnxruntime version, "
+                + _drop_remedy(spec),
             ) from exc
     elapsed_ms = (time.perf_counter() - start) * 1000.0
     return PluginRegistration(spec.ep_name, str(path), spec.origin, elapsed_ms, registered_here)
+
+
+def _drop_remedy(spec: PluginSpec) -> str:
+    """How to stop asking for ``spec``'s library, where it was asked."""
+    if spec.origin.startswith("package:"):
+        return f"or uninstall the package that provides {spec.origin.partition(':')[2]}"
+    return f"or drop {spec.ep_name} from {_origin_text(spec.origin)}"
+
+
+def _skip(spec: PluginSpec, failed: PluginError) -> None:
+    """Keep why ``spec`` (env or package) did not register, and say so once on stderr."""
+    from winml_perf.support.text_table import say
+
+    _SKIPPED[spec.ep_name] = failed
+    say(f"warning: {failed.message}; {spec.ep_name} is skipped (a route that asks for it fails); {failed.remedy}")
 
 
 @contextlib.contextmanager
@@ -458,7 +499,15 @@ def register_plugin_eps(
                     )
                 results.append(known)
                 continue
-            registration = _register_one(spec)
+            if spec.origin != "flag" and spec.ep_name in _SKIPPED:
+                continue  # said once
+            try:
+                registration = _register_one(spec)
+            except PluginError as failed:
+                if spec.origin == "flag":
+                    raise  # named on the command line: the user asked for it
+                _skip(spec, failed)
+                continue
             _REGISTERED[spec.ep_name] = registration
             results.append(registration)
         _STATE["settled"] = True

@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 from winml_perf.ep.devices import Target, target_for
 from winml_perf.ep.effective import device_from_options
 from winml_perf.ep.plugins import PluginsHere
+from winml_perf.ep.route_flags import FLAGS, ROUTE_SPEC, RouteFlags
 from winml_perf.ep.route_request import RouteRequest
 from winml_perf.ep.table import ep_alias, is_known_ep, normalize_ep_name, valid_names_text
 from winml_perf.model.runtime import Runtime
@@ -46,6 +47,7 @@ class ResolvedRoute:
     stage_targets: tuple[tuple[str, Target], ...] = ()  # per-stage route: stage -> its Target
     own_options: Pairs = ()  # the route's own options, as written (what tells two routes apart)
     compile: bool = False
+    flags: RouteFlags = FLAGS  # which flags asked (a --route spec: its parts are named in messages too)
 
     @property
     def per_stage(self) -> bool:
@@ -185,7 +187,8 @@ def resolve_route(
     device = route.device
     if rt.token_based and route.ep:  # device_type=CPU in the options pins the cpu device
         device = device_from_options(canonical or route.ep, route.device, options)
-    target = target_for(route.ep, device, rt, canonical=canonical)
+    flags = ROUTE_SPEC if route.spec is not None else FLAGS
+    target = target_for(route.ep, device, rt, canonical=canonical, flags=flags)
     if route.stages and target.kind == "config":
         raise UsageError("--stages needs a forced route", "add --ep NAME or --device CLASS")
     return ResolvedRoute(
@@ -195,6 +198,7 @@ def resolve_route(
         asked=asked,
         own_options=route.options,
         compile=compile,
+        flags=flags,
     )
 
 

@@ -53,7 +53,7 @@ def genai_route(
 ) -> RouteSpec:
     """A bundle's route, prepared from its resolved value (``holdings``: the run's genai configs, each
     read once, and its plugin EPs' identities) under the caller's hold on its artifact cache (measure/prepare.py)."""
-    from winml_perf.bundle.prepare import Compiling, PerStage, prepare_route
+    from winml_perf.bundle.prepare import Compiling, PerStage, RunHoldings, prepare_route
 
     per_stage = PerStage(route.label, route.targets, route.per_ep_options) if route.per_stage else None
     prepared = prepare_route(
@@ -65,7 +65,7 @@ def genai_route(
         label=route.label,
         ep_options=None if route.per_stage else route.options_dict,
         per_stage=per_stage,
-        holdings=holdings,
+        holdings=replace(holdings or RunHoldings(), flags=route.flags),
     )
     if req.compile:
         from winml_perf.bundle.epcontext.gate import settle_compile

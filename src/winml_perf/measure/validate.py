@@ -85,16 +85,24 @@ def _check_prompt(req: Any, bundle: Path) -> None:
 
 
 def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None, read: GenaiConfig | None) -> None:
-    from winml_perf.session.genai_session import token_facts
-
     config = bundle / "genai_config.json"
     doc = read.raw if read is not None else read_json(config)
-    facts = token_facts(doc, config)
-    longest_new = max(req.max_new_tokens)
     longest_prompt = max(prompt_tokens) if prompt_tokens else 1  # a text prompt's length is known only once encoded
+    check_fits(doc, config, longest_prompt, max(req.max_new_tokens), prompt_given=bool(prompt_tokens))
+
+
+def check_fits(
+    doc: Any, config: Path, longest_prompt: int, longest_new: int, *, prompt_given: bool = True, in_flight: int = 1
+) -> None:
+    """The longest request (``longest_prompt`` + ``longest_new`` tokens) must fit the bundle's context
+    (``doc``: its genai_config.json, read from ``config``), and ``in_flight`` of them at once (`winml
+    serve --concurrency`) the memory available now; else exit 2 naming the flags."""
+    from winml_perf.session.genai_session import token_facts
+
+    facts = token_facts(doc, config)
     if facts.context_length:
         if longest_prompt + longest_new > facts.context_length:
-            flags = "--prompt-tokens + --max-new-tokens" if prompt_tokens else "--max-new-tokens (+ the prompt)"
+            flags = "--prompt-tokens + --max-new-tokens" if prompt_given else "--max-new-tokens (+ the prompt)"
             model = doc.get("model") if isinstance(doc, dict) else None
             key = (
                 "model.context_length"
@@ -106,13 +114,15 @@ def _check_lengths(req: Any, bundle: Path, prompt_tokens: tuple[int, ...] | None
                 f"{facts.context_length} tokens ({key} = {facts.context_length} in {config})",
                 f"keep the sum at or under {facts.context_length}, or raise {key} if the model allows it",
             )
-    need = (longest_prompt + longest_new) * (HOST_BYTES_PER_TOKEN + facts.kv_bytes_per_token)
+    need = in_flight * (longest_prompt + longest_new) * (HOST_BYTES_PER_TOKEN + facts.kv_bytes_per_token)
     free = available_memory_bytes()
     if need > free:
+        each = f"--prompt-tokens {longest_prompt} with --max-new-tokens {longest_new}"
+        asked = f"--concurrency {in_flight} requests in flight, each {each}," if in_flight > 1 else each
         raise UsageError(
-            f"--prompt-tokens {longest_prompt} with --max-new-tokens {longest_new} would need about "
+            f"{asked} would need about "
             f"{need / 2**30:.1f} GiB, more than the {free / 2**30:.1f} GiB of memory available",
-            "ask for fewer tokens",
+            "ask for fewer tokens" + (" or a lower --concurrency" if in_flight > 1 else ""),
         )
 
 

@@ -108,6 +108,17 @@ class Slo:
         return cls(d.get("ttft_ms"), d.get("tpot_ms"), d.get("e2e_ms"))
 
 
+def check_in_flight(concurrency: int, requests: int) -> None:
+    """A closed loop of ``concurrency`` over ``requests``: exit 2 when it could never hold that many in
+    flight (the load point would carry a concurrency it never had)."""
+    if requests < concurrency:
+        raise UsageError(
+            f"--requests {requests} is fewer than --concurrency {concurrency}: the loop would never hold "
+            f"{concurrency} in flight",
+            f"pass --requests {4 * concurrency} (a few times the concurrency) or a lower --concurrency",
+        )
+
+
 @dataclass(frozen=True)
 class LoadSpec:
     """One load point (see the module doc)."""
@@ -125,6 +136,8 @@ class LoadSpec:
             raise UsageError(f"--requests must be 1 or more, got {self.requests}", "e.g. --requests 16")
         if self.mode == "closed" and (self.concurrency is None or self.concurrency < 1):
             raise UsageError(f"--concurrency must be 1 or more, got {self.concurrency}", "e.g. --concurrency 1,4")
+        if self.mode == "closed" and self.concurrency is not None:
+            check_in_flight(self.concurrency, self.requests)
         if self.mode == "open" and (self.rate_per_s is None or not self.rate_per_s > 0):
             raise UsageError(f"--request-rate must be above 0/s, got {self.rate_per_s}", "e.g. --request-rate 2,8/s")
 

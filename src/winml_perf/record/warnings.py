@@ -221,10 +221,13 @@ def check_power_state(label: str, differs: Mapping[str, Mapping[str, Any]] | Non
     return out
 
 
-def check_partial_fallback(label: str, route: Route) -> list[BenchWarning]:
+def check_partial_fallback(label: str, route: Route, strict: bool = True) -> list[BenchWarning]:
     """A stage on a non-CPU EP (forced, or so in the config) some of whose nodes onnxruntime placed on CPU
-    (from the prepare step's placement)."""
+    (from the prepare step's placement). ``strict``: the command takes --strict (`winml serve` does not)."""
     out = []
+    remedy = "the EP has no kernel for these ops; the timings include the copies between devices" + (
+        " (--strict makes this an error)" if strict else ""
+    )
     for s in route.stages:
         p = s.placement
         if s.ep_after == CPU or p is None or not p.cpu_fallback_nodes:  # forced or as the config says
@@ -236,7 +239,7 @@ def check_partial_fallback(label: str, route: Route) -> list[BenchWarning]:
             BenchWarning(
                 PARTIAL_CPU_FALLBACK,
                 f"route {label}: stage {s.stage} runs {p.cpu_fallback_nodes} of {p.nodes} nodes on CPU ({ops})",
-                "the EP has no kernel for these ops; the timings include the copies between devices (--strict makes this an error)",
+                remedy,
                 {"stage": s.stage, "cpu_fallback_ops": p.cpu_fallback_ops},
             )
         )

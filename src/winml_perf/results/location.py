@@ -76,9 +76,9 @@ def resolve_location(
                 "give a URL such as postgresql://user@host:5432/db (or a file path for SQLite)",
             )
     if value is None:
-        path = Path.cwd() / DEFAULT_RELATIVE_PATH
+        path = _under_working_folder(DEFAULT_RELATIVE_PATH, f"the default results store (no --store, no {ENV_VAR})")
     elif isinstance(value, os.PathLike) or "://" not in str(value):
-        path = Path(value).expanduser().absolute()
+        path = _under_working_folder(Path(value).expanduser())
     else:
         url = _normalise_url(str(value))
         if url.get_backend_name() == "postgresql":
@@ -90,16 +90,29 @@ def resolve_location(
                 f"--store {secrets.mask_arg(str(value))!r}: an in-memory SQLite store keeps nothing",
                 "give a file, e.g. sqlite:///results/winml-perf.db",
             )
-        path = Path(url.database).expanduser().absolute()
+        path = _under_working_folder(Path(url.database).expanduser())
     url = sa.URL.create("sqlite", database=str(path))
     return Location(url, "sqlite", path, secrets.mask(str(path)), unstored_path(path))
 
 
+def _under_working_folder(path: Path, what: str = "the results store") -> Path:
+    """``path`` made absolute; a relative one under the working folder, which must still exist."""
+    if path.is_absolute():
+        return path
+    try:
+        return Path.cwd() / path
+    except FileNotFoundError:
+        raise StoreError(
+            f"{what} {path} is named relative to the working folder, which no longer exists",
+            "cd to an existing folder, or pass --store with an absolute path or a postgresql:// URL",
+        ) from None
+
+
 # -- SQLite file inspection (read-only, before anything may write) -------------------------------
-def _refuse(path: Path, why: str) -> StoreError:
+def _refuse(path: Path, why: str, remedy: str = "") -> StoreError:
     return StoreError(
         f"results store {path} {why}; it was left untouched",
-        f"pass --store with another file (or set {ENV_VAR}), or move this file away",
+        remedy or f"pass --store with another file (or set {ENV_VAR}), or move this file away",
     )
 
 
@@ -109,9 +122,15 @@ def inspect_sqlite_file(path: Path, check_pages: bool = False) -> set[str] | Non
     ``check_pages`` (a writer, before its work): every page is read (PRAGMA quick_check), so a store
     whose data pages every reader would refuse is refused before a run appends to it."""
     if path.is_dir():
-        raise _refuse(path, "is a directory")
+        inside = path / DEFAULT_RELATIVE_PATH.name
+        raise _refuse(
+            path,
+            "is a folder, not a database file",
+            f"pass --store {inside} (a store file in that folder), or another file (or set {ENV_VAR} so)",
+        )
     if any(path == root or root in path.parents for root in PSEUDO_ROOTS):
-        raise _refuse(path, f"is on a pseudo filesystem ({path.parts[1]})")
+        where = f"is on a pseudo filesystem ({path.parts[1]})"
+        raise _refuse(path, where, f"pass --store with a file on a disk (or set {ENV_VAR} so)")
     if path.exists() and not path.is_file():
         raise _refuse(path, "is not a regular file (a device, FIFO or socket cannot hold a database)")
     if not path.exists() or path.stat().st_size == 0:
@@ -143,10 +162,11 @@ def inspect_sqlite_file(path: Path, check_pages: bool = False) -> set[str] | Non
 
 
 def unstored_path(path: Path | None) -> Path:
-    """Location.unstored of the SQLite file ``path`` (None: PostgreSQL)."""
-    folder = path.parent if path is not None else Path.cwd() / DEFAULT_RELATIVE_PATH.parent
-    stem = path.name if path is not None else "postgresql"
-    return folder / f"{stem}.unstored"
+    """Location.unstored of the SQLite file ``path``; for PostgreSQL (None) ``results/`` relative to
+    the working folder when a record is written there: a PostgreSQL location never reads that folder."""
+    if path is None:
+        return DEFAULT_RELATIVE_PATH.parent / "postgresql.unstored"
+    return path.parent / f"{path.name}.unstored"
 
 
 def writable(path: Path) -> bool:

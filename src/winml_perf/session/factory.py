@@ -22,7 +22,8 @@ def register_plugins(spec: SessionSpec) -> float | None:
         return None
     from winml_perf.ep.plugins import register_plugin_eps
 
-    registrations = register_plugin_eps(list(spec.plugin_libraries), discover=False)
+    # the spec's libraries are what the parent registered (its env's included): a child reads no env of its own
+    registrations = register_plugin_eps(list(spec.plugin_libraries), env={}, discover=False)
     return sum(r.registration_ms for r in registrations)
 
 

@@ -8,7 +8,10 @@ What ``PATH`` is decides how it is written:
 - a FIFO or a character device (``/dev/null``, ``/dev/stdout``, a terminal): opened and written
   in place, never replaced, the way a shell's ``>`` does;
 - a folder, a block device, a socket, or anything under ``/proc`` or ``/sys``: refused, because
-  writing a JSON document there replaces a disk or makes no sense.
+  writing a JSON document there replaces a disk or makes no sense;
+- ``-``: standard output, where the command leaves it free for this output (`winml results export
+  -o -`); where stdout carries the command's own output (`winml perf`, `serve`, `tune`), refused,
+  saying which ``--format`` puts this output there. This is the one rule for ``-``.
 """
 
 from __future__ import annotations
@@ -37,10 +40,29 @@ def _in_place(mode: int) -> bool:
     return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
 
 
-def check_output(path: Path, flag: str = "-o") -> None:
-    """Refuse (exit 2) an output path that cannot take the result; create its folder."""
+STDOUT = "-"  # the output path that names standard output
+
+
+def names_stdout(path: Path | str) -> bool:
+    return str(path) == STDOUT
+
+
+def check_output(path: Path, flag: str = "-o", *, stdout_ok: bool = False, instead: str = "") -> None:
+    """Refuse (exit 2) an output path that cannot take the result; create its folder. ``-`` is
+    standard output when ``stdout_ok`` (nothing else of the command goes there), else refused, with
+    ``instead`` saying how to have this output on stdout (``--format json``)."""
+    if names_stdout(path):
+        if stdout_ok:
+            return
+        raise UsageError(
+            f"{flag} -: standard output already carries this command's output (--format)",
+            f"{instead + ', or ' if instead else ''}give {flag} a file",
+        )
     path = Path(path)
-    target = _target(path)
+    try:
+        target = _target(path)
+    except FileNotFoundError:  # a relative path, and the working folder is gone
+        raise _refuse(flag, path, "is relative to the working folder, which no longer exists") from None
     if any(target == root or root in target.parents for root in PSEUDO_ROOTS):
         raise _refuse(flag, path, f"{target} is on a pseudo filesystem ({target.parts[1]})")
     try:
@@ -75,7 +97,13 @@ def write_output(path: Path, text: str, flag: str = "-o") -> None:
 
 def write_output_chunks(path: Path, chunks: Iterable[str], flag: str = "-o") -> None:
     """``write_output`` of the text ``chunks`` make, one after another (a long run's record is
-    never one string in memory)."""
+    never one string in memory); ``-`` (checked by ``check_output``): standard output."""
+    if names_stdout(path):
+        import sys
+
+        sys.stdout.writelines(chunks)
+        sys.stdout.flush()
+        return
     target = _target(Path(path))
     try:
         mode = target.stat().st_mode

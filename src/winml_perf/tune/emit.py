@@ -9,6 +9,7 @@ weights are not duplicated and nothing is written outside DIR. The derive step's
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,11 +25,25 @@ CONFIG_FILE = "genai_config.json"
 
 
 def check_emit_dir(dest: Path) -> None:
-    """Before any measuring: DIR must not exist yet (or be an empty folder), and its parent must."""
+    """Before any measuring: DIR must not exist yet (or be an empty folder), and the folders it needs
+    must be makeable: its nearest existing ancestor a writable folder (the missing ones are made when
+    the bundle is written, as every output's folder is)."""
     if dest.is_symlink() or (dest.exists() and (not dest.is_dir() or any(dest.iterdir()))):
         raise UsageError(f"--emit {dest}: exists and is not an empty folder", "pass a new folder for the bundle")
-    if not dest.parent.is_dir():
-        raise UsageError(f"--emit {dest}: its parent folder {dest.parent} does not exist", "create it first")
+    base = _existing_ancestor(dest)
+    if not base.is_dir():
+        raise UsageError(f"--emit {dest}: {base} is not a folder", "pass a folder path under a folder")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UsageError(f"--emit {dest}: cannot make folders in {base} (not writable)", "pass a writable location")
+
+
+def _existing_ancestor(dest: Path) -> Path:
+    return next(p for p in Path(os.path.abspath(dest)).parents if p.exists() or p.is_symlink())
+
+
+def _missing_parents(dest: Path) -> list[Path]:
+    """The folders above ``dest`` that do not exist yet, nearest first."""
+    return [p for p in Path(os.path.abspath(dest)).parents if not (p.exists() or p.is_symlink())]
 
 
 def _files(route_folder: Path) -> list[tuple[Path, Path]]:
@@ -99,7 +114,8 @@ def emit_bundle(route_folder: Path, dest: Path, about: Mapping[str, Any]) -> lis
     check_emit_dir(dest)
     files = _files(route_folder)
     created = not dest.exists()
-    dest.mkdir(exist_ok=True)
+    made = _missing_parents(dest)
+    dest.mkdir(parents=True, exist_ok=True)
     written: list[str] = []
     try:
         for src, rel in files:
@@ -110,6 +126,9 @@ def emit_bundle(route_folder: Path, dest: Path, about: Mapping[str, Any]) -> lis
         verify_bundle(dest, files)
     except BaseException:
         shutil.rmtree(dest, ignore_errors=True) if created else _empty(dest)
+        for folder in made:  # the parents made for it, nearest first: nothing is left behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
         raise
     return written
 

@@ -20,6 +20,7 @@ OBJECTIVES = {
 }
 TTFT_METRIC = "ttft_ms"
 GOODPUT = "goodput"
+INTERRUPTED = "interrupted"  # why a race a signal ended stopped (Race.stopped; tune/session.py)
 #: One invocation's goodput (stats/serving.py invocation_figures): requests/s meeting the SLO.
 GOODPUT_METRIC = OBJECTIVES[GOODPUT]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from winml_perf.model.serving import Slo
 from winml_perf.support.errors import UsageError
 from winml_perf.support.human_numbers import fixed
-from winml_perf.tune.goal import GOODPUT, TTFT_METRIC, Budget, objective_metric
+from winml_perf.tune.goal import GOODPUT, INTERRUPTED, TTFT_METRIC, Budget, objective_metric
 
 if TYPE_CHECKING:
     from winml_perf.tune.prune import Pruned
@@ -140,9 +140,21 @@ def _eps(request: TuneRequest) -> list[str]:
 
 
 def _options(request: TuneRequest) -> dict[str, dict[str, str]]:
-    from winml_perf.ep.table import normalize_ep_name
+    """--ep-option by canonical EP, each key checked against its EP here (exit 2 before any candidate is
+    prepared: a bad key would only prune the routes it was meant for, and config would win)."""
+    from winml_perf.ep.effective import effective_options
+    from winml_perf.ep.table import CPU_EP, ep_alias, normalize_ep_name
 
-    return {normalize_ep_name(word): dict(opts) for word, opts in request.ep_options.items()}
+    options = {normalize_ep_name(word): dict(opts) for word, opts in request.ep_options.items()}
+    for ep, opts in options.items():
+        if ep == CPU_EP and opts:
+            given = ", ".join(f"{ep_alias(ep)}:{k}={v}" for k, v in sorted(opts.items()))
+            raise UsageError(
+                f"--ep-option {given}: EP options do not apply to the CPU EP (onnxruntime-genai takes no options for it)",
+                "drop those options",
+            )
+        effective_options(ep, None, opts)
+    return options
 
 
 def _stage_paths(bundle: Path) -> tuple[dict[str, bool], dict[str, bool]]:
@@ -177,6 +189,7 @@ def run_tune(
     """The whole tune; ``measure_factory(specs, request, metrics, store)`` may replace the real rounds."""
     from winml_perf.bundle import cache
     from winml_perf.bundle.config import load_config
+    from winml_perf.measure.validate import check_fits
 
     t0 = time.monotonic()
     config = load_config(request.bundle)  # a bad bundle: exit 2 before anything else
@@ -189,6 +202,14 @@ def run_tune(
         raise UsageError("--screen-rounds 1: the screen pools its variance over 2 short rounds or more", "pass 0 or 2")
     static = config.static_prompt(None if request.prompt_tokens is None else (request.prompt_tokens,))
     prompt_tokens = static[1] if static else (request.prompt_tokens or 16)
+    in_flight = request.concurrency if request.objective == GOODPUT else 1
+    check_fits(
+        config.raw,
+        Path(request.bundle) / "genai_config.json",
+        prompt_tokens,
+        request.max_new_tokens,
+        in_flight=in_flight,
+    )
     with cache.holding(request.bundle):
         return _tune(request, argv, measure_factory, say, t0, metric, prompt_tokens)
 
@@ -278,7 +299,7 @@ def _tune(
         import signal
 
         outcome.interrupted = int(getattr(exc, "signum", signal.SIGINT))
-        race.stopped = "interrupted"
+        race.stopped = INTERRUPTED
     finally:
         if store is not None:
             store.close()

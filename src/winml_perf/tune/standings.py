@@ -12,6 +12,7 @@ from winml_perf.model.spec import finite_or_none
 from winml_perf.support.human_numbers import fixed
 from winml_perf.support.text_table import fitted
 from winml_perf.tune.candidates import CONFIG_LABEL
+from winml_perf.tune.goal import INTERRUPTED
 from winml_perf.tune.prune import Pruned
 from winml_perf.tune.race import Race, Speedup
 
@@ -125,11 +126,12 @@ def _verdict(
     others = [x for x in race.alive if x != CONFIG_LABEL]
     if others and race.full_rounds < 2:  # no route has an interval against config: nothing was decided by measuring
         measured = "no round ran" if not race.rounds else f"{_rounds_ran(race)}; an interval needs 2 paired invocations"
+        ended = "interrupted" if race.stopped == INTERRUPTED else "the budget ran out"
         return (
             NO_VERDICT,
             CONFIG_LABEL,
-            f"no verdict: the budget ran out before racing ({measured}; {len(others)} route(s) besides config"
-            f" left to race{'' if race.stopped is None else ', stopped: ' + race.stopped})",
+            f"no verdict: {ended} before racing ({measured}; {len(others)} route(s) besides config"
+            f" left to race{'' if race.stopped in (None, INTERRUPTED) else ', stopped: ' + race.stopped})",
         )
     lead = race.leader()
     if lead == CONFIG_LABEL and race.config_retired is not None:  # config left the race, then every route failed

@@ -10,6 +10,7 @@ stepped in turn, which the record and the table label ``batch1-generators``.
 from __future__ import annotations
 
 import random
+import signal
 import sys
 import time
 from collections.abc import Sequence
@@ -74,6 +75,8 @@ class ServeOutcome:
     routes: list[RouteSpec]
     store: str | None = None
     store_errors: list[str] = field(default_factory=list)
+    interrupted: int | None = None  # the signal that stopped serving: the cells are the finished invocations'
+    served: dict[str, int] = field(default_factory=dict)  # invocations served, by route label
 
 
 def refuse_unservable(routes: Sequence[RouteSpec], fallback: bool) -> dict[str, str]:
@@ -153,11 +156,15 @@ def run_serving(req: ServeRequest, argv: Sequence[str] | None = None) -> ServeOu
     cache root is held, so `bundle clean` waits for the run instead of removing the folder under it."""
     from winml_perf.bundle.config import ConfigBook
     from winml_perf.ep.resolved import resolve_request
+    from winml_perf.measure.validate import check_fits
     from winml_perf.results.store import open_store
 
     configs = ConfigBook()  # the bundle's config and each derived one's, read once and handed down
-    req = at_static_prompt(configs.of(req.path), req)  # bundle errors (exit 2) before anything else
+    config = configs.of(req.path)
+    req = at_static_prompt(config, req)  # bundle errors (exit 2) before anything else
     loads = req.loads()
+    longest = loads[0].prompt_tokens.high, loads[0].max_new_tokens.high  # every load point has the same lengths
+    check_fits(config.raw, Path(req.path) / "genai_config.json", *longest, in_flight=max(req.concurrency, default=1))
     if req.invocations < 1:
         raise UsageError(f"--invocations must be 1 or more, got {req.invocations}", "e.g. --invocations 3")
     perf_req = PerfRequest(
@@ -201,21 +208,9 @@ def _serve(
     run_id = new_run_id()
     environment = collect_environment()
     replies: dict[str, list[ServingReply]] = {r.label: [] for r in routes}
-    rng = random.Random(req.seed)
     orders: list[list[str]] = []
-    for inv in range(req.invocations):
-        order = list(routes)
-        rng.shuffle(order)
-        orders.append([r.label for r in order])
-        for route in order:
-            t0 = time.perf_counter()
-            job = ServingJob(route.session, loads, inv, req.fallback, req.seed)
-            replies[route.label].append(serve_invocation(route, job, req.invocation_timeout_s))
-            _say(
-                req.quiet,
-                f"  {route.label}: invocation {inv + 1}/{req.invocations} served "
-                f"{len(loads)} load point(s) in {time.perf_counter() - t0:.1f} s",
-            )
+    interrupted = _serve_invocations(req, loads, routes, replies, orders)
+    routes = [r for r in routes if replies[r.label]]  # interrupted: the routes with a finished invocation
     lengths = loads[0].prompt_tokens, loads[0].max_new_tokens
     sweep = {
         "command": "serve",
@@ -243,7 +238,9 @@ def _serve(
         sweep=sweep,
         argv=argv,
     )
-    outcome = ServeOutcome(run, routes)
+    outcome = ServeOutcome(
+        run, routes, interrupted=interrupted, served={r.label: len(replies[r.label]) for r in routes}
+    )
     if store is not None:
         outcome.store = store.display
         for cell in cells:
@@ -252,6 +249,38 @@ def _serve(
             except StoreError as exc:
                 outcome.store_errors.append(f"{cell.cell_key}: {exc}")
     return outcome
+
+
+def _serve_invocations(
+    req: ServeRequest,
+    loads: tuple[LoadSpec, ...],
+    routes: list[RouteSpec],
+    replies: dict[str, list[ServingReply]],
+    orders: list[list[str]],
+) -> int | None:
+    """Each invocation serves every route in a shuffled order (``orders``), a fresh child each; their
+    replies into ``replies``. Interrupted: the signal's number, once an invocation has finished (what
+    finished is kept); before that, the interrupt goes on up."""
+    rng = random.Random(req.seed)
+    try:
+        for inv in range(req.invocations):
+            order = list(routes)
+            rng.shuffle(order)
+            orders.append([r.label for r in order])
+            for route in order:
+                t0 = time.perf_counter()
+                job = ServingJob(route.session, loads, inv, req.fallback, req.seed)
+                replies[route.label].append(serve_invocation(route, job, req.invocation_timeout_s))
+                _say(
+                    req.quiet,
+                    f"  {route.label}: invocation {inv + 1}/{req.invocations} served "
+                    f"{len(loads)} load point(s) in {time.perf_counter() - t0:.1f} s",
+                )
+    except KeyboardInterrupt as exc:
+        if not any(replies.values()):
+            raise
+        return int(getattr(exc, "signum", signal.SIGINT))
+    return None
 
 
 def serving_cells(
@@ -268,12 +297,15 @@ def serving_cells(
 ) -> list[Any]:
     """One CellRecord per (route, load point) over the route's invocations (``replies``, in order);
     ``notes``: why a route is served by the fallback, by label."""
+    from dataclasses import replace
+
     from winml_perf.measure.cell_progress import utc_now
     from winml_perf.record.serving import serving_record, serving_section
 
     cells: list[Any] = []
     for route in routes:
         got = replies[route.label]
+        warned = route_warnings(route)
         for i, load in enumerate(loads):
             served: list[ServedInvocation] = [rep.served[i] for rep in got]
             note = next((rep.server_note for rep in got if rep.server_note), None) or notes.get(route.label)
@@ -299,4 +331,14 @@ def serving_cells(
                     finished_utc=utc_now(),
                 )
             )
+            cells[-1] = replace(cells[-1], warnings=warned)
     return cells
+
+
+def route_warnings(route: RouteSpec) -> tuple[Any, ...]:
+    """What a route's cells warn of before any request: a forced stage that runs partly on CPU (from
+    its placement), as `winml perf` warns (serve takes no --strict)."""
+    from winml_perf.record.build import record_warning
+    from winml_perf.record.warnings import check_partial_fallback
+
+    return tuple(record_warning(w) for w in check_partial_fallback(route.label, route.recorded_route, strict=False))
