@@ -21,6 +21,7 @@ from winml_perf.results import load, load_samples
 from winml_perf.results import migrations as mig
 from winml_perf.results.store import ENV_VAR, open_store, resolve_location
 from winml_perf.support.errors import EXIT_USAGE, StoreError
+from winml_perf.support.secrets import mask
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_A, RUN_B = hex_id("run-a"), hex_id("run-b")
@@ -357,6 +358,26 @@ def test_location_default_env_path_and_urls(tmp_path, monkeypatch):
         resolve_location("mysql://u@h/db")
     with pytest.raises(StoreError, match="in-memory"):
         resolve_location("sqlite://")
+
+
+@pytest.mark.parametrize("value", ["postgresql:/u:Pw9-hidden@h:5432/db", "postgres:u:Pw9-hidden@h/db", "sqlite:x.db"])
+def test_a_url_without_its_slashes_is_refused_not_taken_for_a_file(value, tmp_path, monkeypatch):
+    """'postgresql:/u:pw@h/db' was an SQLite file of that name under the working folder: folders
+    named with the password, the password in every 'stored in' line."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match="but not '(postgresql|postgres|sqlite)://'") as err:
+        resolve_location(value)
+    assert err.value.exit_code == EXIT_USAGE and "Pw9-hidden" not in f"{err.value} {err.value.remedy}"
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv(ENV_VAR, value)
+    with pytest.raises(StoreError, match=f"^{ENV_VAR} starts with"):  # named as the user gave it
+        resolve_location()
+    assert "Pw9-hidden" not in mask("stored in ./" + value)  # and remembered as a secret
+
+
+def test_a_file_whose_name_starts_like_a_scheme_is_a_file_when_written_so(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_location("./sqlite:x.db").path == tmp_path / "sqlite:x.db"
 
 
 def test_open_store_creates_the_default_file_under_cwd(tmp_path, monkeypatch):

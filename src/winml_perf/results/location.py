@@ -8,6 +8,7 @@ it can only be read, in one StoreSite that the store is built from."""
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -44,22 +45,40 @@ class Location:
     unstored: Path
 
 
-def _normalise_url(text: str) -> sa.URL:
+#: A store value that starts as a database URL but lacks the '//' after its scheme.
+_SCHEME_NO_SLASHES = re.compile(r"^((?:postgres(?:ql)?|sqlite)(?:\+\w+)?):(?!//)", re.IGNORECASE)
+
+
+def _normalise_url(text: str, source: str) -> sa.URL:
     try:
         url = sa.make_url(text)
     except Exception as exc:  # sqlalchemy.exc.ArgumentError
         raise StoreError(
-            f"--store {secrets.mask_arg(text)!r} is not a database URL ({secrets.mask(str(exc))})",
+            f"{source} {secrets.mask_arg(text)!r} is not a database URL ({secrets.mask(str(exc))})",
             "use a file path, sqlite:///path.db or postgresql://user@host/db",
         ) from None
     backend, _, driver = url.drivername.partition("+")
     if backend in ("postgresql", "postgres"):
         if driver not in ("", "psycopg"):
-            raise StoreError(f"--store: driver {url.drivername!r} is not supported", "use postgresql:// (psycopg 3)")
+            raise StoreError(f"{source}: driver {url.drivername!r} is not supported", "use postgresql:// (psycopg 3)")
         return url.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         return url
-    raise StoreError(f"--store: {backend!r} databases are not supported", "use SQLite (a file path) or postgresql://")
+    raise StoreError(f"{source}: {backend!r} databases are not supported", "use SQLite (a file path) or postgresql://")
+
+
+def _refuse_unslashed_url(value: str, source: str) -> None:
+    """A value such as ``postgresql:/user:pw@host/db`` would be an SQLite file of that name (its
+    folders made, its password in every path shown): refused, naming the scheme only."""
+    m = _SCHEME_NO_SLASHES.match(value)
+    if m:
+        scheme = m[1]
+        raise StoreError(
+            f"{source} starts with {scheme + ':'!r} but not {scheme + '://'!r}: it is neither a database URL nor,"
+            " as meant, a file",
+            f"write {scheme}://user@host:5432/db (two slashes after '{scheme}:'); for an SQLite file whose name"
+            f" starts so, give it as ./{scheme}:...",
+        )
 
 
 def resolve_location(
@@ -68,26 +87,28 @@ def resolve_location(
     """``--store`` value, else ``$WINML_PERF_STORE``, else ``results/winml-perf.db`` under cwd."""
     env = os.environ if env is None else env
     value = url_or_path if url_or_path not in (None, "") else env.get(ENV_VAR) or None
+    source = "--store" if url_or_path not in (None, "") else ENV_VAR  # what the user named it with
     if isinstance(value, str):
         secrets.remember(value)  # from here on, no output of this process shows its credentials
         if "://" not in value and secrets.looks_like_dsn(value):
             raise StoreError(
-                f"--store {secrets.mask(value)!r} is a libpq connection string (key=value), not a path or URL",
+                f"{source} {secrets.mask(value)!r} is a libpq connection string (key=value), not a path or URL",
                 "give a URL such as postgresql://user@host:5432/db (or a file path for SQLite)",
             )
+        _refuse_unslashed_url(value, source)
     if value is None:
         path = _under_working_folder(DEFAULT_RELATIVE_PATH, f"the default results store (no --store, no {ENV_VAR})")
     elif isinstance(value, os.PathLike) or "://" not in str(value):
         path = _under_working_folder(Path(value).expanduser())
     else:
-        url = _normalise_url(str(value))
+        url = _normalise_url(str(value), source)
         if url.get_backend_name() == "postgresql":
             secrets.remember_secret(url.password if isinstance(url.password, str) else None)
             display = secrets.mask(url.render_as_string(hide_password=True))
             return Location(url, "postgresql", None, display, unstored_path(None))
         if not url.database or url.database == ":memory:":
             raise StoreError(
-                f"--store {secrets.mask_arg(str(value))!r}: an in-memory SQLite store keeps nothing",
+                f"{source} {secrets.mask_arg(str(value))!r}: an in-memory SQLite store keeps nothing",
                 "give a file, e.g. sqlite:///results/winml-perf.db",
             )
         path = _under_working_folder(Path(url.database).expanduser())
