@@ -202,6 +202,7 @@ def test_a_route_on_an_emulator_with_stages_on_cpu_says_so(tmp_path: Path):
     assert "note: route ep=qnn: QNNExecutionProvider ran on an emulator on the CPU here" in err
     assert "warning: route ep=qnn: stage decoder runs" in err and "nodes on CPU" in err
     assert "--strict" not in err  # serve takes no --strict
+    assert "ep=qnn (emulated)" in result.stdout  # the table's route, as every listing shows it
     cells = json.loads(out.read_text())["cells"]
     assert len(cells) == 2  # the sequential baseline and concurrency 1
     assert all([w["code"] for w in c["warnings"]] == ["partial_cpu_fallback"] for c in cells)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from winml_perf.compare.serving import Comparison
 from winml_perf.model.record import CellRecord
+from winml_perf.model.route import shown_label
 from winml_perf.model.serving import ServingSection
 from winml_perf.support.human_numbers import human
 from winml_perf.support.text_table import fill, fitted
@@ -70,7 +71,7 @@ def _row(cell: CellRecord) -> list[str]:
     out = []
     for title, names in COLUMNS:
         if title == "route":
-            out.append(cell.route.label)
+            out.append(shown_label(cell.route))  # (emulated), (compiled): as every listing shows it
         elif title == "load":
             out.append(sec.load.label)
         elif title == "served by":
