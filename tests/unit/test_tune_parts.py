@@ -216,7 +216,7 @@ def test_lengths_past_the_bundles_context_are_refused_before_preparing(capsys, o
 @pytest.mark.parametrize(
     "option, words",
     [
-        ("qnn:bogus=1", "--ep-option bogus: QNNExecutionProvider has no provider option 'bogus'"),
+        ("qnn:bogus=1", "--ep-option qnn:bogus: QNNExecutionProvider has no provider option 'bogus'"),
         ("cpu:foo=1", "--ep-option cpu:foo=1: EP options do not apply to the CPU EP"),
     ],
 )

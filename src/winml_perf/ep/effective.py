@@ -96,17 +96,18 @@ def effective_options(
     *,
     version: Callable[[str], str | None] = installed_version,
     names: Callable[[str], tuple[str, ...]] = registered_names,
-    where: str = "--ep-option",
+    where: str = "--ep-option ",
 ) -> EffectiveOptions:
     """The route's decision for ``ep`` (canonical) on ``device`` (the resolved class) with ``asked``.
-    ``version`` and ``names`` ask this machine; they are asked only when the answer matters."""
+    ``version`` and ``names`` ask this machine; they are asked only when the answer matters. ``where``:
+    the text before an option's key in its messages, as the user wrote it (``--ep-option qnn:``)."""
     asked = dict(asked or {})
     info = EPS.get(ep)
     checked = _check_keys(ep, asked, version, where) if asked else None
     device_type, source = None, None
     if info is not None and info.device_type_option:
         if DEVICE_TYPE in asked:
-            device_type, source = asked[DEVICE_TYPE], where
+            device_type, source = asked[DEVICE_TYPE], where.strip()
         elif device:
             device_type, source = device.upper(), f"device {device}" + (f": {device_source}" if device_source else "")
     ep_name, reason = _choose_name(ep, names(ep) if info is not None and info.name_variants else ())
@@ -157,7 +158,7 @@ def _check_keys(ep: str, asked: Mapping[str, str], version: Callable[[str], str 
         else:
             whose = f"the keys {against} parses"
         raise UsageError(
-            f"{where} {unknown[0]}: {ep} has no provider option {unknown[0]!r} in {whose}; "
+            f"{where}{unknown[0]}: {ep} has no provider option {unknown[0]!r} in {whose}; "
             "the EP would ignore it silently, so the run would not be what was asked",
             "use one of: " + ", ".join(sorted(accepted)),
         )
@@ -172,8 +173,8 @@ def _check_values(ep: str, asked: Mapping[str, str], rules: Mapping[str, Any], a
         text = str(value)
         if re.search(r"[\x00-\x1f\x7f|<>]", text):
             raise UsageError(
-                f"{where} {key}={text!r}: a provider option value cannot hold a control character or any of '|<>'",
-                f"pass {where} {key}=VALUE with a plain value",
+                f"{where}{key}={text!r}: a provider option value cannot hold a control character or any of '|<>'",
+                f"pass {where}{key}=VALUE with a plain value",
             )
         rule = rules.get(key)
         if rule is None:
@@ -187,9 +188,9 @@ def _check_values(ep: str, asked: Mapping[str, str], rules: Mapping[str, Any], a
         if not ok:
             takes = rule if isinstance(rule, str) else "one of " + ", ".join(sorted(rule))
             raise UsageError(
-                f"{where} {key}={text}: {ep} takes {takes} for {key!r} ({against}); "
+                f"{where}{key}={text}: {ep} takes {takes} for {key!r} ({against}); "
                 "another value would run as something else, or be ignored silently",
-                f"pass {where} {key}="
+                f"pass {where}{key}="
                 + (
                     "N"
                     if rule == INTEGER

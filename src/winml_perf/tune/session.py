@@ -153,7 +153,7 @@ def _options(request: TuneRequest) -> dict[str, dict[str, str]]:
                 f"--ep-option {given}: EP options do not apply to the CPU EP (onnxruntime-genai takes no options for it)",
                 "drop those options",
             )
-        effective_options(ep, None, opts)
+        effective_options(ep, None, opts, where=f"--ep-option {ep_alias(ep)}:")
     return options
 
 
