@@ -133,6 +133,13 @@ def test_device_npu_names_the_emulator_and_exits_2(tmp_path):
     assert "QNN is installed but offers only an emulated HTP device of type CPU; use --ep qnn" in result.stderr
 
 
+def test_route_device_npu_names_the_routes_own_spelling_and_exits_2(tmp_path):
+    result = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "device=npu", "--prompt-tokens", "16", *RUN)
+    assert result.returncode == 2, result.stderr
+    assert "use --ep qnn (ep=qnn in a --route;" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_an_unknown_ep_option_is_exit_2_naming_the_key(tmp_path):
     result = run_winml("perf", TINY_FLAT, "--ep", "qnn", "--ep-option", "htp_arhc=73", "--prompt-tokens", "16", *RUN)
     assert result.returncode == 2, result.stderr
