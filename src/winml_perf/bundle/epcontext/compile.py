@@ -201,12 +201,13 @@ def compile_in_child(
     )
 
 
-def capability_error(stderr: str, ep: str) -> str | None:
-    """The error ``ep`` raised while choosing its nodes, as onnxruntime logs it; onnxruntime then reports
-    no node compiled, though the EP never looked (QNN with a soc_model it cannot create a device for)."""
+def capability_error(stderr: str, ep: str, registered_as: str | None = None) -> str | None:
+    """The error ``ep`` (registered as ``registered_as``, if another name) raised while choosing its nodes, as
+    onnxruntime logs it; onnxruntime then reports no node compiled, though the EP never looked (QNN with a
+    soc_model it cannot create a device for)."""
     for line in stderr.splitlines():
         found = _CAPABILITY_FAILED.search(_ANSI.sub("", line))
-        if found and found.group(1) == ep:
+        if found and found.group(1) == (registered_as or ep):
             return f"{eps.ep_alias(ep)} failed while choosing the nodes it takes: {found.group(2).strip()}"
     return None
 
