@@ -196,7 +196,9 @@ def _compile_in_child(args: list[str], timeout_s: float) -> None:
             "raise --compile-timeout, or run without prepare",
         )
     if not result.ok:
-        raise RuntimeError(result.failure())
+        from winml_perf.bundle.epcontext.compile import capability_error
+
+        raise RuntimeError(capability_error(result.stderr, args[2]) or result.failure())
 
 
 def _run_compile(
