@@ -143,3 +143,15 @@ def test_a_plugin_that_aborts_in_the_compile_child_is_exit_2_naming_it_not_a_cor
     with pytest.raises(UsageError) as err:
         device_free._compile_one(job, BUNDLES / "tiny-qwen2" / "model.onnx", tmp_path / "w_ctx.onnx", 120, False)
     assert "onnxruntime-ep-webgpu" in str(err.value) and "SIGABRT" in str(err.value), str(err.value)
+
+
+@pytest.mark.qnn
+@needs_qnn
+def test_a_soc_model_qnn_has_no_virtual_device_for_fails_naming_qnns_error(bundle):
+    # onnxruntime says "Unable to compile any nodes"; the cause is QNN's, logged under QNNExecutionProvider.virtual
+    done = run_winml(
+        "bundle", "prepare", bundle, "--ep", "qnn", "--compile", "--device-free", "--ep-option", "soc_model=625"
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "compile decoder: failed (device-free: qnn failed while choosing the nodes it takes:" in done.stderr
+    assert "QNN_DEVICE_ERROR_INVALID_CONFIG" in done.stderr

@@ -176,3 +176,11 @@ def test_importing_a_plain_model_export_into_a_changed_model_is_exit_2_and_write
     assert not list(b.parent.glob("_compiled/mlp-qnn-*"))
     wrong = run_winml("bundle", "import-prepared", BUNDLES / "tiny-qwen2", carried)  # a model's export, a bundle
     assert wrong.returncode == 2 and "import-prepared MODEL.onnx EXPORT" in wrong.stderr, wrong.stderr[-2000:]
+
+
+def test_a_plain_model_compile_qnn_cannot_set_up_for_names_qnns_error(mlp):
+    # on the device: onnxruntime's "Unable to compile any nodes" hid QNN's own error for soc_model=625
+    done = run_winml("bundle", "prepare", mlp, "--ep", "qnn", "--compile", "--ep-option", "soc_model=625")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert "failed: qnn failed while choosing the nodes it takes:" in done.stderr
+    assert "QNN_DEVICE_ERROR_INVALID_CONFIG" in done.stderr

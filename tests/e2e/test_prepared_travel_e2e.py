@@ -58,3 +58,19 @@ def test_import_into_a_changed_bundle_is_exit_2_naming_the_model(machines):
         f.write(b"\0")
     done = run_winml("bundle", "import-prepared", b, carried)
     assert done.returncode == 2 and "model.onnx" in done.stderr, done.stderr[-2000:]
+
+
+def test_import_into_a_bundle_with_other_weights_is_exit_2_naming_the_data_file(machines):
+    # the weights live in model.onnx.data; the compiled model carries A's, so B's must be the same
+    a, b, carried = machines
+    derived = _ok(run_winml("bundle", "prepare", a, *SOC60, "--device-free"))
+    _ok(run_winml("bundle", "export-prepared", derived, carried))
+    assert set(json.loads((carried / "export.json").read_text())["sources"]) == {"model.onnx", "model.onnx.data"}
+    with open(b / "model.onnx.data", "r+b") as f:
+        first = f.read(1)
+        f.seek(0)
+        f.write(bytes([first[0] ^ 1]))
+    done = run_winml("bundle", "import-prepared", b, carried)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "model.onnx.data in" in done.stderr and "external data of model.onnx" in done.stderr
+    assert not (b / "_compiled").exists() or not any((b / "_compiled").glob("qnn-*"))

@@ -133,6 +133,22 @@ def test_device_npu_names_the_emulator_and_exits_2(tmp_path):
     assert "QNN is installed but offers only an emulated HTP device of type CPU; use --ep qnn" in result.stderr
 
 
+def test_route_device_npu_names_the_routes_own_spelling_and_exits_2(tmp_path):
+    result = run_winml("perf", TINY_FLAT, "--route", "config", "--route", "device=npu", "--prompt-tokens", "16", *RUN)
+    assert result.returncode == 2, result.stderr
+    assert "use --ep qnn (ep=qnn in a --route;" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_soc_model_qnn_cannot_create_a_device_for_fails_the_compile_with_qnns_error(tmp_path):
+    # QNN errs choosing its nodes; onnxruntime then says none compiled: not "qnn claims no node" (exit 0)
+    bundle = _copy(TINY_FLAT, tmp_path)
+    result = run_winml("bundle", "prepare", bundle, "--ep", "qnn", "--compile", "--ep-option", "soc_model=625")
+    assert result.returncode == 1, result.stderr
+    assert "compile decoder: failed (qnn failed while choosing the nodes it takes:" in result.stderr
+    assert "QNN_DEVICE_ERROR_INVALID_CONFIG" in result.stderr and "claims no node" not in result.stderr
+
+
 def test_an_unknown_ep_option_is_exit_2_naming_the_key(tmp_path):
     result = run_winml("perf", TINY_FLAT, "--ep", "qnn", "--ep-option", "htp_arhc=73", "--prompt-tokens", "16", *RUN)
     assert result.returncode == 2, result.stderr

@@ -93,6 +93,21 @@ def test_a_model_the_ep_claims_no_node_of_is_a_note_not_a_failure(real_bundle, m
     assert outcome.status == "nothing to compile" and outcome.output is None and "claims no node" in outcome.reason
 
 
+def test_an_ep_that_errs_choosing_its_nodes_is_a_failed_compile_naming_its_error(real_bundle, monkeypatch):
+    # onnxruntime says no node compiled, but the EP never looked (QNN given a soc_model it has no device for)
+    monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_ep_setup_fails")
+    plan = plan_route(load_config(real_bundle), ep_target("cpu"), ["lm_head"])
+    jobs, _ = compiler.compile_jobs(plan)
+    outcome = compiler.compile_in_child(jobs[0], real_bundle, real_bundle.parent, timeout_s=60)
+    assert outcome.status == "failed" and outcome.output is None
+    assert "claims no node" not in outcome.reason
+    assert outcome.reason == (
+        "cpu failed while choosing the nodes it takes: [ONNXRuntimeError] : 11 : EP_FAIL : QNN SetupBackend failed "
+        "Failed to create device. Error: QNN_DEVICE_ERROR_INVALID_CONFIG: Invalid config values; "
+        "the stage keeps its source model"
+    )
+
+
 def test_compile_timeout_falls_back(real_bundle, monkeypatch):
     monkeypatch.setattr(compiler, "CHILD_MODULE", "tests.unit.child_hangs")  # a compile child that hangs
     plan = plan_route(load_config(real_bundle), ep_target("cpu"), ["lm_head"])

@@ -277,6 +277,15 @@ def test_an_emulated_htp_device_is_no_npu_and_says_to_use_ep_qnn(machine):
     assert dev.emulated_eps() == [QNN]
 
 
+def test_the_emulated_npu_remedy_gives_the_route_form_too(machine):
+    # `--route device=npu` gets the same refusal; `--ep qnn` beside --route is refused, so the remedy
+    # names the route's spelling as well
+    machine(QNN_EMULATOR)
+    with pytest.raises(EPUnavailableError) as info:
+        resolve_target(None, "npu", "winml-genai")
+    assert "use --ep qnn (ep=qnn in a --route;" in str(info.value)
+
+
 def test_a_routes_emulated_eps_are_those_it_takes_and_a_cpu_route_asks_no_device(machine, monkeypatch):
     """The record's route.emulated (measure/genai_route.py, measure/onnx_route.py): the route's EPs
     that offer only an emulator here; a route on the CPU EP alone lists no device."""

@@ -218,3 +218,15 @@ def test_perf_pins_the_device_from_device_type_and_records_the_decision(tmp_path
     assert target["options"]["ep_name"] == OV and OV_AUTO in target["options"]["ep_name_reason"]
     (stage,) = spec.route.stages
     assert stage.provider_options_after == ({"OpenVINO": {"device_type": "CPU"}},)
+
+
+def test_options_an_ep_without_a_key_list_takes_are_said_to_be_unchecked():
+    # WebGPU's entry lists no keys: --ep webgpu --ep-option soc_model=60 ran with no word that nothing checked it
+    from winml_perf.ep.effective import options_lines
+
+    decided = effective_options("WebGpuExecutionProvider", "cpu", {"soc_model": "60"}, names=lambda _ep: ())
+    assert decided.keys_checked_against is None
+    assert options_lines(decided.to_dict()) == [
+        "options not checked: ep/table.py lists no keys webgpu parses, so a key it does not parse may be ignored silently"
+    ]
+    assert options_lines(effective_options("WebGpuExecutionProvider", "cpu", {}, names=lambda _ep: ()).to_dict()) == []

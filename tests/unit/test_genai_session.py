@@ -60,6 +60,15 @@ def test_generate_requires_load():
 
 
 @needs_openvino_absent
+def test_a_bundle_folder_removed_before_the_session_opens_says_so_and_to_run_again(tmp_path):
+    # an invocation of `winml perf` after its derived bundle was deleted by hand: not "check the file and its
+    # permissions" of a genai_config.json
+    with pytest.raises(BundleError) as info:
+        GenaiSession(tmp_path / "_compiled" / "qnn-185003caef87")
+    assert "qnn-185003caef87: the bundle folder no longer exists" in str(info.value)
+    assert "run again" in info.value.remedy and "permissions" not in str(info.value)
+
+
 def test_missing_ep_maps_to_clear_error(bundle_copy):
     import json
 

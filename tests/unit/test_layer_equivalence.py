@@ -157,6 +157,32 @@ def test_each_stage_says_what_precision_it_computes_in_from_the_file_it_loads():
     assert "HTP fp16" in npu["context"].compute and npu["embeddings"].ep == "CPUExecutionProvider"
 
 
+def test_a_stage_whose_ep_runs_few_of_its_nodes_says_so_beside_the_eps_precision(tmp_path):
+    # SmolLM2 forced onto QNN: QNN took a Cast and a Gather of 879 nodes, yet the line said "HTP fp16" alone
+    import shutil
+
+    from winml_perf.bundle.placement import PLACEMENT_FILE, saved_shares
+    from winml_perf.bundle.variants import bundle_precision
+    from winml_perf.model.route import StagePlacement
+    from winml_perf.support.json_shapes import write_sealed
+
+    bundle = tmp_path / "npu"
+    shutil.copytree(BUNDLES / "tiny-qwen2-npu", bundle, ignore=shutil.ignore_patterns("_compiled"))
+    qnn, cpu = "QNNExecutionProvider", "CPUExecutionProvider"
+    context = StagePlacement("context", ("context.onnx",), qnn, "ok", {qnn: 2, cpu: 27}, {qnn: {"Gather": 1}})
+    iterator = StagePlacement("iterator", ("iterator.onnx",), qnn, "ok", {qnn: 29}, {qnn: {"Gather": 1}})
+    stages = [context.to_dict(), iterator.to_dict()]
+    doc = {"format_version": 3, "key": "k", "derive_key": "d", "stages": stages}
+    assert write_sealed(bundle / PLACEMENT_FILE, doc) is None
+    assert saved_shares(bundle) == {"context": (qnn, 2, 29), "iterator": (qnn, 29, 29)}
+    npu = {p.stage: p for p in bundle_precision(bundle)}
+    assert npu["context"].compute.endswith(
+        "HTP fp16 (enable_htp_fp16_precision 1); qnn runs 2 of the stage's 29 nodes, the rest run on CPU"
+    )
+    assert "the rest run on CPU" not in npu["iterator"].compute  # QNN ran all of it
+    assert "runs" not in npu["embeddings"].compute  # a CPU stage
+
+
 def test_the_fp16_band_variants_differ_only_in_the_precision_of_the_fp16_stages():
     from winml_perf.bundle.config import load_config
     from winml_perf.bundle.variants import fp16_cpu_variants

@@ -112,6 +112,22 @@ def test_unset_non_batch_dimension_is_an_error_naming_input_axis_and_dim():
     assert info.value.exit_code == EXIT_USAGE
 
 
+def test_several_unset_dimensions_are_named_together_so_the_remedy_runs():
+    # a decoder: input_ids [batch, sequence_length], attention_mask [batch, total_sequence_length], a past key
+    infos = [
+        TensorInfo("input_ids", "tensor(int64)", ("batch_size", "sequence_length")),
+        TensorInfo("attention_mask", "tensor(int64)", ("batch_size", "total_sequence_length")),
+        TensorInfo("past.0.key", "tensor(float)", ("batch_size", 3, "past_sequence_length", 64)),
+    ]
+    with pytest.raises(UsageError) as info:
+        plan_inputs(infos, {"total_sequence_length": (40,)})
+    assert str(info.value).endswith(
+        "pass --shape sequence_length=N --shape past_sequence_length=N (every dimension that nothing sets)"
+    )
+    following = {"total_sequence_length": (40,), "sequence_length": (8,), "past_sequence_length": (32,)}
+    assert shapes_of(plan_inputs(infos, following))["past.0.key"] == (1, 3, 32, 64)
+
+
 def test_unnamed_dynamic_dim_needs_the_whole_shape():
     infos = [TensorInfo("x", "tensor(float)", (1, None))]
     with pytest.raises(UsageError, match=r"\(unnamed\) at axis 1.*--shape x=1xN"):

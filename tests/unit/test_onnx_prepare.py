@@ -154,6 +154,9 @@ def test_not_onnx_leaves_nothing(tmp_path):
 def test_missing_model_and_config_target(tmp_path):
     with pytest.raises(BundleError, match="model file not found"):
         prepare_onnx(tmp_path / "nope.onnx", CPU)
+    with pytest.raises(BundleError, match="is a folder, not an .onnx file"):  # a bundle folder given by mistake
+        prepare_onnx(tmp_path, CPU)
+    assert _compiled_entries(tmp_path) == []
     model = models.mlp(tmp_path / "mlp.onnx")
     with pytest.raises(BundleError, match="needs an EP"):
         prepare_onnx(model, Target("config", None, None, None, None))

@@ -221,6 +221,14 @@ def test_missing_model_file(tmp_path):
         OnnxSession(tmp_path / "nope.onnx", ep="cpu").load()
 
 
+def test_a_bundle_folder_is_named_a_folder_not_a_missing_file(tmp_path):
+    # winml perf BUNDLE --runtime winml said "BUNDLE: model file not found" of a folder that exists
+    with pytest.raises(BundleError) as info:
+        OnnxSession(tmp_path, ep="cpu").load()
+    assert str(info.value).startswith(f"{tmp_path} is a folder, not an .onnx file")
+    assert "--runtime winml-genai" in info.value.remedy and info.value.exit_code == EXIT_USAGE
+
+
 def test_bad_inputs_fail_at_load(model_dir, tmp_path):
     with pytest.raises(UsageError, match="no input or dimension named 'nope'"):
         OnnxSession(model_dir / "mlp.onnx", ep="cpu", io=OnnxIO(shapes={"nope": [1]})).load()

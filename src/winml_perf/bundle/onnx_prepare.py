@@ -43,6 +43,7 @@ from winml_perf.bundle import cache
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
 from winml_perf.onnxfile.external_data import model_files
+from winml_perf.onnxfile.integrity import not_a_model_file
 from winml_perf.support.errors import BundleError, EPUnavailableError
 from winml_perf.support.json_shapes import Opt
 
@@ -196,7 +197,9 @@ def _compile_in_child(args: list[str], timeout_s: float) -> None:
             "raise --compile-timeout, or run without prepare",
         )
     if not result.ok:
-        raise RuntimeError(result.failure())
+        from winml_perf.bundle.epcontext.compile import capability_error
+
+        raise RuntimeError(capability_error(result.stderr, args[2]) or result.failure())
 
 
 def _run_compile(
@@ -301,8 +304,9 @@ def prepare_onnx(
     t0 = time.perf_counter()
     build = build or OnnxBuild()
     model = Path(model_path).resolve()
-    if not model.is_file():
-        raise BundleError(f"{model_path}: model file not found", "pass the path of an .onnx file")
+    unusable = not_a_model_file(Path(model_path))
+    if unusable is not None:
+        raise unusable
     if target.ep is None:
         raise BundleError(
             "preparing a plain .onnx model needs an EP (--ep X or --device D)",

@@ -438,6 +438,18 @@ def derived_placement(folder: Path, derive_key: str, config: GenaiConfig) -> Rou
     )
 
 
+def saved_shares(folder: Path) -> dict[str, tuple[str, int, int]]:
+    """stage -> (its EP, nodes on that EP, all nodes) from the derived bundle ``folder``'s placement.json
+    (as ``derived_placement`` last measured it); empty without a readable one."""
+    cached, _ = json_shapes.read_json(Path(folder) / PLACEMENT_FILE, PLACEMENT_SHAPE, sealed=True)
+    shares = {}
+    for s in (cached or {}).get("stages", ()):
+        p = StagePlacement.from_dict(s)
+        if p.status == OK and p.nodes:
+            shares[p.stage] = (p.ep, int(p.nodes_per_ep.get(p.ep, 0)), int(p.nodes))
+    return shares
+
+
 def _transient(stages: Sequence[StagePlacement]) -> str | None:
     """Why these results describe this process's environment rather than the model (so are not saved)."""
     for p in stages:

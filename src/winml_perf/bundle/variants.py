@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from winml_perf.bundle.config import CONFIG_NAME, config_of
-from winml_perf.ep.table import EPS, Fp16Option, ep_from_genai_provider, is_known_ep
+from winml_perf.ep.table import CPU_EP, EPS, Fp16Option, ep_from_genai_provider, is_known_ep
 from winml_perf.onnxfile.wire import GraphInfo, read_graph
 
 if TYPE_CHECKING:
@@ -294,9 +294,11 @@ def _compute(ep: str, levels: tuple[int, ...], dtype: str, compiled: bool, optio
 def bundle_precision(folder: Path) -> tuple[Any, ...]:
     """Each stage's StagePrecision: its EP, the accuracy levels of the .onnx it loads, the precision
     options it is given, and one line of what it computes in."""
+    from winml_perf.bundle.placement import saved_shares
     from winml_perf.model.equivalence import StagePrecision
 
     config = config_of(folder)
+    shares = saved_shares(folder)
     out = []
     for stage in config.stages:
         key, options = next(iter(stage.provider_options[0].items())) if stage.provider_options else ("cpu", {})
@@ -304,6 +306,9 @@ def bundle_precision(folder: Path) -> tuple[Any, ...]:
         levels, dtype, compiled = _model_facts(folder / stage.filename)
         given = {k: str(options[k]) for k in EPS[ep].precision_options if k in options}
         compute = _compute(ep, levels, dtype, compiled, {k: str(v) for k, v in options.items()})
+        placed_ep, on_ep, nodes = shares.get(stage.name, (ep, 0, 0))
+        if placed_ep == ep and on_ep < nodes and ep != CPU_EP:  # the EP's precision covers its nodes only
+            compute += f"; {EPS[ep].alias} runs {on_ep} of the stage's {nodes} nodes, the rest run on CPU"
         out.append(StagePrecision(stage.name, ep, levels, tuple(sorted(given.items())), compute))
     return tuple(out)
 

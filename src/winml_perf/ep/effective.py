@@ -230,6 +230,11 @@ def options_lines(options: Mapping[str, Any] | None) -> list[str]:
         lines.append(f"device_type={options['device_type']} (from {options.get('device_type_source')})")
     if options.get("keys_checked_against"):
         lines.append(f"options checked against {options['keys_checked_against']}")
+    elif set(options.get("asked") or {}) - {DEVICE_TYPE}:
+        lines.append(
+            f"options not checked: ep/table.py lists no keys {ep_alias(str(options.get('ep')))} parses, "
+            "so a key it does not parse may be ignored silently"
+        )
     if options.get("ep_name_reason"):
         lines.append(f"EP name {options.get('ep_name')}: {options['ep_name_reason']}")
     return lines

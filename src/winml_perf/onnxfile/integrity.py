@@ -1,4 +1,4 @@
-"""Whether an .onnx file is whole, from its protobuf framing alone (no onnx package, no parsing of
+"""Whether a path is an .onnx file, and whether it is whole, from its protobuf framing alone (no onnx package, no parsing of
 the graph): an empty file, a file cut short inside a field, or a model without a graph is named
 before onnxruntime is asked to load it (which would fail a cell, far from the file's name).
 
@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import BinaryIO
+
+from winml_perf.support.errors import BundleError
 
 GRAPH_FIELD = 7
 _FIXED = {1: 8, 5: 4}  # wire type -> bytes (fixed64, fixed32)
@@ -28,6 +30,19 @@ def _varint(f: BinaryIO) -> int | None:
         shift += 7
         if shift > 63:
             return None
+
+
+def not_a_model_file(path: Path) -> BundleError | None:
+    """Why ``path`` cannot be opened as an .onnx file (missing, or a folder), or None."""
+    if Path(path).is_dir():
+        return BundleError(
+            f"{path} is a folder, not an .onnx file",
+            "pass the path of an .onnx file; a bundle folder is measured with --runtime winml-genai "
+            "(the default for a folder)",
+        )
+    if not Path(path).is_file():
+        return BundleError(f"{path}: model file not found", "pass the path of an .onnx file")
+    return None
 
 
 def problem(path: Path) -> str | None:

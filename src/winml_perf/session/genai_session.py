@@ -157,6 +157,12 @@ class GenaiSession:
         self._tokenizer = None
         self.load_ms: float | None = None
         where = self.bundle / "genai_config.json"
+        if config is None and not self.bundle.is_dir():  # a run's derived bundle removed by hand mid-run
+            raise BundleError(
+                f"{self.bundle}: the bundle folder no longer exists",
+                "run again: a route's derived bundle (_compiled/) is rebuilt; to remove derived bundles use "
+                "`winml bundle clean`, which waits for runs measuring from them",
+            )
         facts = token_facts(read_json(where) if config is None else config, where)
         self.vocab_size = facts.vocab_size
         self.context_length = facts.context_length

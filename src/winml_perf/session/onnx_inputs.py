@@ -268,7 +268,22 @@ def _batch_like(axis: int, dim: Dim) -> bool:
     return axis == 0 or (isinstance(dim, str) and "batch" in dim.lower())
 
 
-def _fill(info: TensorInfo, bindings: Mapping[str, tuple[int, str]]) -> tuple[tuple[int, ...], dict[str, str]]:
+def _unset_dims(
+    infos: Sequence[TensorInfo], bindings: Mapping[str, tuple[int, str]], explicit: Mapping[str, tuple[int, ...]]
+) -> list[str]:
+    """The named dimensions nothing sets, in input order: a remedy that names one at a time fails when followed."""
+    unset: dict[str, None] = {}
+    for info in infos:
+        if info.name not in explicit:
+            for axis, dim in enumerate(info.shape):
+                if isinstance(dim, str) and dim not in bindings and not _batch_like(axis, dim):
+                    unset.setdefault(dim, None)
+    return list(unset)
+
+
+def _fill(
+    info: TensorInfo, bindings: Mapping[str, tuple[int, str]], unset: Sequence[str] = ()
+) -> tuple[tuple[int, ...], dict[str, str]]:
     shape: list[int] = []
     filled: dict[str, str] = {}
     for axis, dim in enumerate(info.shape):
@@ -285,10 +300,16 @@ def _fill(info: TensorInfo, bindings: Mapping[str, tuple[int, str]]) -> tuple[tu
         else:
             example = "x".join(str(d) if isinstance(d, int) else "N" for d in info.shape)
             fix = f"--shape {dim}=N or " if isinstance(dim, str) else ""
+            others = [d for d in unset if d != dim]
+            remedy = (
+                f"pass {' '.join(f'--shape {d}=N' for d in (dim, *others))} (every dimension that nothing sets)"
+                if isinstance(dim, str) and others
+                else f"pass {fix}--shape {info.name}={example}"
+            )
             raise UsageError(
                 f"input {info.name!r} {_shape_text(info.shape)} has a dynamic dimension "
                 f"{repr(dim) if isinstance(dim, str) else '(unnamed)'} at axis {axis} that nothing sets",
-                f"pass {fix}--shape {info.name}={example}",
+                remedy,
             )
     return tuple(shape), filled
 
@@ -303,6 +324,7 @@ def plan_inputs(
     files = dict(files or {})
     explicit, origin = _explicit_shapes(infos, given, files)
     bindings = _dim_bindings(infos, given, explicit, origin)
+    unset = _unset_dims(infos, bindings, explicit)
     planned = []
     for info in infos:
         if info.name not in files and info.numpy_dtype is None:
@@ -313,7 +335,7 @@ def plan_inputs(
         if info.name in explicit:
             shape, filled = explicit[info.name], {"all axes": origin[info.name]}
         else:
-            shape, filled = _fill(info, bindings)
+            shape, filled = _fill(info, bindings, unset)
         source = "file" if info.name in files else "generated"
         planned.append(PlannedInput(info.name, info.onnx_type, info.shape, shape, source, files.get(info.name), filled))
     _check_fits_memory(planned)

@@ -40,6 +40,7 @@ import numpy as np
 from winml_perf.ep import table as eps
 from winml_perf.ep.table import CPU_EP
 from winml_perf.model.runtime import ONNX
+from winml_perf.onnxfile.integrity import not_a_model_file
 from winml_perf.session import onnx_inputs
 from winml_perf.session.onnx_inputs import TensorInfo
 from winml_perf.session.onnx_options import graph_optimization_enum, parse_graph_optimization_level, parse_threads
@@ -218,8 +219,9 @@ class OnnxSession:
         if self._session is not None:
             return self
         t0 = time.perf_counter()
-        if not self.model_path.is_file():
-            raise BundleError(f"{self.model_path}: model file not found", "pass the path of an .onnx file")
+        unusable = not_a_model_file(self.model_path)
+        if unusable is not None:
+            raise unusable
         from winml_perf.ep.devices import resolve_target
 
         self.target = resolve_target(self.ep_requested, self.device_requested, ONNX)

@@ -18,6 +18,7 @@ only by that flag compiles too.
 from __future__ import annotations
 
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 RECOMPILE_STATUSES = ("EP_UNSUPPORTED", "EP_SUPPORTED_PREFER_RECOMPILATION")
 NO_NODES = "Unable to compile any nodes"  # onnxruntime's words under ERROR_IF_NO_NODES_COMPILED
 CHILD_MODULE = "winml_perf.bundle.epcontext.compile"  # the module the compile child runs (its main())
+_CAPABILITY_FAILED = re.compile(r"GetCapability\(\) for (\S+) failed with error: (.*)")  # onnxruntime's log line
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,8 @@ def compile_in_child(
         )
     if not result.ok or not out.is_file():
         _discard(out)
-        if NO_NODES in result.stderr:  # the EP claims no node of this model: a note, not a failure
+        ep_error = capability_error(result.stderr, job.ep)
+        if NO_NODES in result.stderr and ep_error is None:  # the EP claims no node of this model: a note, not a failure
             return CompileOutcome(
                 job.stages,
                 job.source,
@@ -189,12 +193,23 @@ def compile_in_child(
             job.ep,
             None,
             CompileStatus.FAILED,
-            f"{result.failure()}; the stage keeps its source model",
+            f"{ep_error or result.failure()}; the stage keeps its source model",
             ms,
         )
     return CompileOutcome(
         job.stages, job.source, job.ep, job.output, CompileStatus.COMPILED, "", ms, _verdict(result.stdout)
     )
+
+
+def capability_error(stderr: str, ep: str, registered_as: str | None = None) -> str | None:
+    """The error ``ep`` (registered as ``registered_as``, if another name) raised while choosing its nodes, as
+    onnxruntime logs it; onnxruntime then reports no node compiled, though the EP never looked (QNN with a
+    soc_model it cannot create a device for)."""
+    for line in stderr.splitlines():
+        found = _CAPABILITY_FAILED.search(_ANSI.sub("", line))
+        if found and found.group(1) == (registered_as or ep):
+            return f"{eps.ep_alias(ep)} failed while choosing the nodes it takes: {found.group(2).strip()}"
+    return None
 
 
 def _verdict(stdout: str) -> dict[str, Any] | None:

@@ -25,7 +25,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from winml_perf.bundle.epcontext.compile import CompileJob, JobRunner
+from winml_perf.bundle.epcontext.compile import CompileJob, JobRunner, capability_error
+from winml_perf.bundle.epcontext.device_free_child import VIRTUAL
 from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, TARGET_KEYS, VERSION_KEYS
 from winml_perf.ep import child
 from winml_perf.ep import table as eps
@@ -120,7 +121,11 @@ def _compile_one(
         for p in out.parent.glob(out.stem + "*"):
             p.unlink(missing_ok=True)
         status = CompileStatus.TIMEOUT if result.exit.timed_out else CompileStatus.FAILED
-        why = result.exit.text if result.exit.timed_out else result.failure()
+        why = (
+            result.exit.text
+            if result.exit.timed_out
+            else capability_error(result.stderr, job.ep, job.ep + VIRTUAL) or result.failure()
+        )
         if strict and "fallback to CPU EP has been explicitly disabled" in why:
             why = f"--strict (session.disable_cpu_ep_fallback): {why}"
         return CompileOutcome(job.stages, job.source, job.ep, None, status, f"device-free: {why}", ms), None

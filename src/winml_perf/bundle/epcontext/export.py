@@ -3,9 +3,10 @@
 
 A derived bundle cannot be copied as it is: its key holds the identities of A's source files
 (device, inode, mtime), so on B it is never a hit. ``export(DERIVED, DEST)`` writes DEST/export.json
-(the route's options, its compile jobs, the sha256 of each job's source model and of each compiled
-file) beside copies of the compiled files and prepared.json. ``import_route(BUNDLE, DEST)`` plans the
-same route on B's copy of the bundle, checks that its compile jobs and source models are the ones
+(the route's options, its compile jobs, the sha256 of each job's source model and its external data,
+and of each compiled file) beside copies of the compiled files and prepared.json.
+``import_route(BUNDLE, DEST)`` plans the same route on B's copy of the bundle, checks that its compile
+jobs and source models (external data included) are the ones
 exported and that the plugin EP here is the package version and SDK that compiled them, then derives
 B's bundle with those files in place of a compile: ``winml perf --ep X --compile`` (same options)
 then finds it fresh. Anything that differs is exit 2 naming it.
@@ -24,6 +25,7 @@ from winml_perf.bundle.epcontext import compat, device_free
 from winml_perf.bundle.epcontext.compile import CompileJob, JobRunner
 from winml_perf.bundle.epcontext.provenance import PREPARED_FILE, VERSION_KEYS
 from winml_perf.model.route import CompileOutcome, CompileStatus
+from winml_perf.onnxfile.external_data import model_files
 from winml_perf.support import safe_write
 from winml_perf.support.errors import BundleError, UsageError
 
@@ -61,12 +63,19 @@ def export(derived: Path, dest: Path) -> dict[str, Any]:
         "plugins": manifest["components"].get("plugins"),
         "jobs": jobs,
         "outcomes": compiled,
-        "sources": {j["source"]: cache.file_sha256(source / j["source"]) for j in jobs},
+        "sources": {name: digest for j in jobs for name, digest in source_digests(source, j["source"]).items()},
         "files": files,
     }
     safe_write.write_text(dest / EXPORT_FILE, json.dumps(doc, indent=2), root=dest, flag=FLAG)
     verify_export(derived, dest, files)
     return doc
+
+
+def source_digests(bundle: Path, source: str) -> dict[str, str]:
+    """sha256 of a job's source model and of the external data it names (the weights), by path in the bundle."""
+    model = Path(bundle) / source
+    folder = Path(source).parent
+    return {(folder / rel).as_posix(): cache.file_sha256(model.parent / rel) for rel in model_files(model)}
 
 
 def verify_export(origin: Path, dest: Path, files: dict[str, str]) -> None:
@@ -175,12 +184,14 @@ def check_here(doc: dict[str, Any], bundle: Path, jobs: Sequence[CompileJob]) ->
                 "which the export does not hold",
                 "export the route prepared with the same --ep-option and bundle config",
             )
-        want = doc.get("sources", {}).get(job.source)
-        if want != cache.file_sha256(Path(bundle) / job.source):
-            raise UsageError(
-                f"import-prepared: {job.source} in {bundle} is not the model the export was compiled from",
-                "import into a copy of the same bundle",
-            )
+        exported = doc.get("sources", {})
+        for name, digest in source_digests(Path(bundle), job.source).items():
+            if (name == job.source or name in exported) and exported.get(name) != digest:
+                what = "model" if name == job.source else f"external data of {job.source}"
+                raise UsageError(
+                    f"import-prepared: {name} in {bundle} is not the {what} the export was compiled from",
+                    "import into a copy of the same bundle",
+                )
     for ep, made in (doc.get("plugins") or {}).items():
         here = device_free._identity(ep) or {}
         differs = [f"{k} {made.get(k)} -> {here.get(k)}" for k in VERSION_KEYS if made.get(k) != here.get(k)]
