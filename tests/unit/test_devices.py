@@ -8,8 +8,17 @@ import onnxruntime as ort
 import pytest
 
 from winml_perf.ep import devices as dev
-from winml_perf.ep.devices import EPDevice, Target, list_ep_devices, resolve_device, resolve_eps, resolve_target
+from winml_perf.ep.devices import (
+    EPDevice,
+    Target,
+    list_ep_devices,
+    resolve_device,
+    resolve_eps,
+    resolve_target,
+    target_for,
+)
 from winml_perf.ep.route_flags import ROUTE_SPEC
+from winml_perf.model.runtime import runtime_named
 from winml_perf.support.errors import EXIT_USAGE, EPUnavailableError, UsageError
 
 HW = ort.OrtHardwareDeviceType
@@ -282,8 +291,11 @@ def test_the_emulated_npu_remedy_gives_the_route_form_too(machine):
     # names the route's spelling as well
     machine(QNN_EMULATOR)
     with pytest.raises(EPUnavailableError) as info:
+        target_for(None, "npu", runtime_named("winml-genai"), flags=ROUTE_SPEC)
+    assert "use --ep qnn, or ep=qnn in --route (its timings" in str(info.value)
+    with pytest.raises(EPUnavailableError) as info:  # `winml bundle prepare --device npu` has no --route
         resolve_target(None, "npu", "winml-genai")
-    assert "use --ep qnn (ep=qnn in a --route;" in str(info.value)
+    assert "use --ep qnn (its timings" in str(info.value) and "--route" not in str(info.value)
 
 
 def test_a_routes_emulated_eps_are_those_it_takes_and_a_cpu_route_asks_no_device(machine, monkeypatch):

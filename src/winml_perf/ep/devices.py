@@ -254,8 +254,8 @@ def resolve_device(
             first = emulators[0]
             raise EPUnavailableError(
                 f"no npu device here: {EPS[first].genai_name or ep_alias(first)} is installed but offers only an emulated "
-                f"{emulator_of(first)} device of type CPU; use --ep {ep_alias(first)} (ep={ep_alias(first)} in a --route; "
-                "its timings are the emulator's, not an NPU's)",
+                f"{emulator_of(first)} device of type CPU; use {flags.part(f'--ep {ep_alias(first)}', f'ep={ep_alias(first)}')}"
+                " (its timings are the emulator's, not an NPU's)",
                 remedy=f"available: {describe_available(devs)}",
             )
         raise EPUnavailableError(
