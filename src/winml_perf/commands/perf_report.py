@@ -75,10 +75,12 @@ def _raise_failed(cells: Sequence[CellRecord]) -> None:
 
     failed = len(cells) - len(ok_cells(cells))
     if failed:
-        first = islice((c for c in cells if not c.ok), 3)
+        first = list(islice((c for c in cells if not c.ok), 3))
+        remedies = dict.fromkeys(c.failure.remedy for c in first if c.failure and c.failure.remedy)
         raise BenchmarkFailure(
             f"{failed} of {len(cells)} cells failed: "
-            + "; ".join(f"{c.cell_key}: {c.failure.message if c.failure else '?'}" for c in first)
+            + "; ".join(f"{c.cell_key}: {c.failure.message if c.failure else '?'}" for c in first),
+            "; ".join(remedies) or None,  # each cell's record keeps its own
         )
 
 
