@@ -26,10 +26,7 @@ Method, in log units (positive values only):
    across a step of a quarter or more (with modes 35 % apart) read the fast invocations after it
    as slow ones, and the step as a change of the modes' shares (benchmarks/bench_gate.py). A run
    in one mode only takes the window's anchor: all slow and a level one mode lower look alike in
-   it alone. A window whose values are all in one mode fits either tooth equally: its run takes
-   the reading nearer the anchor of the run before it (the first runs: after it), so runs in one
-   mode keep the mode of the runs around them (the upper tooth alone read a time metric's fast
-   runs as slow ones once their windows held no slow run, and called that a level step).
+   it alone.
 3. The run's level: the geometric mean of its invocations, lower-mode ones divided by
    exp(offset); its lower-mode share: the fraction of its invocations there.
 """
@@ -234,39 +231,8 @@ def _assigned(logs: list[np.ndarray], offset: float, window: int) -> tuple[np.nd
     if window > 0:  # a run whose own invocations fall in both modes says where its upper one is (step 2)
         own = _comb_anchors(padded, offset, 0)
         own_lower = np.bincount(run_of, np.abs(flat - own[run_of] - offset) < np.abs(flat - own[run_of]), len(logs))
-        mixed = (own_lower > 0) & (own_lower < counts)
-        anchor = np.where(mixed, own, anchor)
-        anchor = _continued(anchor, ~mixed & _one_mode_windows(padded, anchor, offset, window), offset)
+        anchor = np.where((own_lower > 0) & (own_lower < counts), own, anchor)
     anchor = anchor[run_of]
     in_lower = np.abs(flat - anchor - offset) < np.abs(flat - anchor)
     level = np.exp(np.bincount(run_of, np.where(in_lower, flat - offset, flat)) / counts)
     return level, np.bincount(run_of, in_lower) / counts
-
-
-def _one_mode_windows(runs: np.ndarray, anchor: np.ndarray, offset: float, half: int) -> np.ndarray:
-    """Per run t: whether no value of runs t - half .. t + half (``runs``: NaN-padded log values)
-    lies nearer the lower tooth of ``anchor[t]`` than its upper one (the window is in one mode)."""
-    n = len(runs)
-    near_runs = np.arange(n)[:, None] + np.arange(-half, half + 1)[None, :]
-    values = np.where(((near_runs >= 0) & (near_runs < n))[..., None], runs[np.clip(near_runs, 0, n - 1)], np.nan)
-    a = anchor[:, None, None]
-    lower = np.abs(values - a - offset) < np.abs(values - a)  # NaN compares False
-    one_mode: np.ndarray = ~lower.any(axis=(1, 2))
-    return one_mode
-
-
-def _continued(anchor: np.ndarray, either: np.ndarray, offset: float) -> np.ndarray:
-    """``anchor`` where the runs flagged ``either`` (their windows in one mode) take the tooth
-    nearer the anchor of the run before them: theirs, or one ``offset`` up (their values in the lower
-    mode). Runs before the first unflagged one follow the run after them; none unflagged: as given."""
-    decided = np.flatnonzero(~either)
-    if decided.size == 0 or decided.size == len(anchor):
-        return anchor
-    out = anchor.copy()
-    first = int(decided[0])
-    flagged = np.flatnonzero(either)
-    for t in (*flagged[flagged > first].tolist(), *flagged[flagged < first][::-1].tolist()):
-        near = out[t - 1] if t > first else out[t + 1]
-        other = anchor[t] - offset
-        out[t] = other if abs(other - near) < abs(anchor[t] - near) else anchor[t]
-    return out
