@@ -248,3 +248,26 @@ def test_a_true_change_of_the_modes_shares_stays_one():
     share = np.r_[np.full(40, 0.2), np.full(40, 0.7)]
     runs = [list(100.0 * np.where(rng.random(10) < s, 0.65, 1.0) * rng.lognormal(0.0, 0.03, 10)) for s in share]
     assert [(p.kind, p.index) for p in cp.detect_change_points(runs, higher_is_better=True)] == [(cp.MODE_SHARE, 40)]
+
+
+@pytest.mark.parametrize("step", [0.3, 0.4, 0.5])
+def test_a_real_slowdown_after_a_stretch_of_fast_runs_is_never_judged_an_improvement(step):
+    """TTFT-like times in two modes 2x apart: slow processes now and then for 15 nights, none after,
+    then every invocation `step` slower from night 30. Each night after the step the gate may say
+    unchanged or regression, never improvement (a rule that read one-mode windows by the nearest
+    earlier level said 'improvement -30 %' here and let the slowdown through)."""
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        runs = [
+            100.0
+            * (1 + step if t >= 30 else 1.0)
+            * np.where(rng.random(5) < (0.35 if t < 15 else 0.0), 2.0, 1.0)
+            * rng.lognormal(0.0, 0.03, 5)
+            for t in range(40)
+        ]
+        verdicts = [
+            cp.judge_newest(runs[:m], list(range(m)), higher_is_better=False, threshold=0.05).status
+            for m in range(31, 41)
+        ]
+        assert cp.IMPROVEMENT not in verdicts, (seed, verdicts)
+        assert cp.REGRESSION in verdicts, (seed, verdicts)
