@@ -369,6 +369,8 @@ def test_a_url_without_its_slashes_is_refused_not_taken_for_a_file(value, tmp_pa
         resolve_location(value)
     assert err.value.exit_code == EXIT_USAGE and "Pw9-hidden" not in f"{err.value} {err.value.remedy}"
     assert list(tmp_path.iterdir()) == []
+    shown = "sqlite:///results/winml-perf.db" if value.startswith("sqlite") else "://user@host:5432/db"
+    assert shown in str(err.value.remedy)  # a URL of the scheme given, which works when followed
     monkeypatch.setenv(ENV_VAR, value)
     with pytest.raises(StoreError, match=f"^{ENV_VAR} starts with"):  # named as the user gave it
         resolve_location()

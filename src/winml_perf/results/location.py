@@ -8,7 +8,6 @@ it can only be read, in one StoreSite that the store is built from."""
 from __future__ import annotations
 
 import os
-import re
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -45,10 +44,6 @@ class Location:
     unstored: Path
 
 
-#: A store value that starts as a database URL but lacks the '//' after its scheme.
-_SCHEME_NO_SLASHES = re.compile(r"^((?:postgres(?:ql)?|sqlite)(?:\+\w+)?):(?!//)", re.IGNORECASE)
-
-
 def _normalise_url(text: str, source: str) -> sa.URL:
     try:
         url = sa.make_url(text)
@@ -70,14 +65,18 @@ def _normalise_url(text: str, source: str) -> sa.URL:
 def _refuse_unslashed_url(value: str, source: str) -> None:
     """A value such as ``postgresql:/user:pw@host/db`` would be an SQLite file of that name (its
     folders made, its password in every path shown): refused, naming the scheme only."""
-    m = _SCHEME_NO_SLASHES.match(value)
+    m = secrets.UNSLASHED_DB_URL.match(value)
     if m:
         scheme = m[1]
+        url = (
+            f"{scheme}:///results/winml-perf.db (a path relative to here; four slashes for an absolute one)"
+            if scheme.lower().startswith("sqlite")
+            else f"{scheme}://user@host:5432/db"
+        )
         raise StoreError(
             f"{source} starts with {scheme + ':'!r} but not {scheme + '://'!r}: it is neither a database URL nor,"
             " as meant, a file",
-            f"write {scheme}://user@host:5432/db (two slashes after '{scheme}:'); for an SQLite file whose name"
-            f" starts so, give it as ./{scheme}:...",
+            f"write {url}; for an SQLite file whose name starts so, give it as ./{scheme}:...",
         )
 
 

@@ -47,8 +47,9 @@ _LONGEST_KEY = max(map(len, SECRET_KEYS))
 _KEY_AT_END = re.compile(rf"(?:{_KEYS})\Z", re.IGNORECASE)
 _WHOLE_URL = re.compile(r"^(?P<head>(?:--[\w-]+=)?[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@?#]*):(?P<secret>.*)@", re.DOTALL)
 
-#: A database URL written without its '//' (postgresql:/user:pw@host/db): read as if it had them.
-_SCHEME_NO_SLASHES = re.compile(r"^((?:postgres(?:ql)?|sqlite)(?:\+\w+)?:)/?(?!/)", re.IGNORECASE)
+#: A database URL written without its '//' (postgresql:/user:pw@host/db); group 1: its scheme. Its
+#: credentials are read as if it had them; results/location.py refuses it.
+UNSLASHED_DB_URL = re.compile(r"^((?:postgres(?:ql)?|sqlite)(?:\+\w+)?):/?(?!/)", re.IGNORECASE)
 
 _remembered: set[str] = set()
 
@@ -64,7 +65,7 @@ def _variants(secret: str) -> Iterable[str]:
 def credentials(location: str) -> list[str]:
     """The credentials a store location ``location`` carries, in every form it may be shown."""
     found: list[str] = []
-    whole = _WHOLE_URL.match(_SCHEME_NO_SLASHES.sub(r"\1//", location, count=1))
+    whole = _WHOLE_URL.match(UNSLASHED_DB_URL.sub(r"\1://", location, count=1))
     if whole:  # a raw '@' makes the split ambiguous (a parser may take a piece for the host): each piece too
         found.extend([whole["secret"], *whole["secret"].split("@")])
     for m in _KEY_VALUE.finditer(location):
