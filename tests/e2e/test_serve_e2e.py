@@ -113,9 +113,14 @@ def test_ctrl_c_mid_serve_exits_130_saying_so_once(tmp_path: Path):
     said = " ".join(text.split())
     assert "interrupted by SIGINT: 4 cell(s) of the finished invocations (config: 1 of 20)" in said
     assert f"stored in {store} and written to {out}" in said
-    cells = json.loads(out.read_text())["cells"]
+    run = json.loads(out.read_text())
+    cells = run["cells"]
     assert sorted(c["serving"]["load"]["key"] for c in cells) == ["c1", "c2", "c4", "seq"]
     assert all(len(c["serving"]["invocations"]) == 1 for c in cells)
+    # the record says it was cut short, as perf's does: no night to compare as a whole
+    assert run["status"] == "failed" and run["sweep"]["interrupted"] == "SIGINT"
+    assert run["sweep"]["rounds"] == 1 and run["sweep"]["invocations"] == 20
+    assert [o["order"] for o in run["sweep"]["order"]] == [["config"]]  # the second round finished nothing
     with open_store(store, create=False) as s:
         assert len(s.records()) == 4
 

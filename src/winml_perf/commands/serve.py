@@ -151,6 +151,8 @@ def _kept(outcome: ServeOutcome, out: ServeOutputFlags) -> str:
     run = outcome.run
     places = [f"stored in {outcome.store}"] if outcome.store and not outcome.store_errors else []
     places += [f"written to {out.output}"] if out.output is not None else []
+    if outcome.store_errors:  # asked to store, and the store refused
+        places += [f"not stored in {outcome.store} ({'; '.join(outcome.store_errors)})"]
     where = " and ".join(places) or "not kept (--no-store, no -o)"
     asked = run.sweep.get("invocations")
     served = ", ".join(f"{label}: {n} of {asked}" for label, n in outcome.served.items())

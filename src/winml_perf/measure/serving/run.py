@@ -210,6 +210,9 @@ def _serve(
     replies: dict[str, list[ServingReply]] = {r.label: [] for r in routes}
     orders: list[list[str]] = []
     interrupted = _serve_invocations(req, loads, routes, replies, orders)
+    rounds = min(len(replies[r.label]) for r in routes)  # rounds every route finished (all, unless interrupted)
+    served = [[label for label in o if len(replies[label]) > i] for i, o in enumerate(orders)]
+    orders = [o for o in served if o]  # as served: an interrupted last round keeps the routes it finished
     routes = [r for r in routes if replies[r.label]]  # interrupted: the routes with a finished invocation
     lengths = loads[0].prompt_tokens, loads[0].max_new_tokens
     sweep = {
@@ -218,13 +221,14 @@ def _serve(
         "prompt_tokens": sorted({lengths[0].low, lengths[0].high}),  # a range: its bounds
         "max_new_tokens": sorted({lengths[1].low, lengths[1].high}),
         "cell_count": len(routes) * len(loads),
-        "rounds": req.invocations,  # one fresh child per route per invocation
+        "rounds": rounds,  # one fresh child per route per invocation
         "seed": req.seed,
         "isolate": True,
         "order": [{"group": 0, "round": i, "order": o} for i, o in enumerate(orders)],
         "loads": [ld.to_dict() for ld in loads],
         "slo": req.slo.to_dict(),
         "invocations": req.invocations,
+        **({"interrupted": signal.Signals(interrupted).name} if interrupted else {}),
     }
     cells = serving_cells(
         routes, loads, replies, req.slo, notes, run_id=run_id, environment=environment, sweep=sweep, started=started
@@ -238,6 +242,12 @@ def _serve(
         sweep=sweep,
         argv=argv,
     )
+    if interrupted:  # not every planned invocation ran: the run is no night to compare as a whole
+        from dataclasses import replace
+
+        from winml_perf.model.cell_status import CellStatus
+
+        run = replace(run, status=CellStatus.FAILED)
     outcome = ServeOutcome(
         run, routes, interrupted=interrupted, served={r.label: len(replies[r.label]) for r in routes}
     )
