@@ -29,11 +29,12 @@ exactly the specs its parent hands it (child.py), with no discovery of its own.
 
 Each library is registered once per process: onnxruntime and onnxruntime_genai keep separate
 registries and both refuse a second registration, so this module remembers what it registered and
-returns the same record on later calls. A failure (missing file, a library that does not load, the
-same EP name asked for with two different paths) of a library named by ``--ep-library`` raises
-``PluginError`` naming the path and the error (exit 2); one from the env or an installed package is
-skipped with a warning on stderr, once, so a command that asks nothing of that EP still runs, and a
-route that asks for it later fails naming the library (``refuse_if_skipped``).
+returns the same record on later calls. A library that is missing or does not load raises
+``PluginError`` naming the path and the error (exit 2) when ``--ep-library`` named it; one from the
+env or an installed package is skipped with a warning on stderr, once, so a command that asks
+nothing of that EP still runs, and a route that asks for it later fails naming the library
+(``refuse_if_skipped``). The same EP name asked for with two different paths, from any source, is
+``PluginError``: which one was meant cannot be guessed.
 
 Note on WebGPU: the plugin registers on a machine without a GPU, but then offers no EP device unless
 ``ORT_WEBGPU_EP_ALLOW_SOFTWARE_ADAPTER=1`` is set *before* registration; with it the device appears
