@@ -1,7 +1,8 @@
 """`-` as an output path is standard output, one rule (support/output.py): `winml results export -o -`
 writes there, as without -o; where stdout already carries the command's output in --format (`winml
 perf`'s -o and --export-FORMAT, `winml serve -o`, `winml tune --report`) it is refused with exit 2,
-naming the --format that puts it there. No file named `-` is ever written."""
+naming the --format that puts it there; a folder output (`dashboard -o`, `tune --emit`, a bundle's -o)
+refuses it. No file or folder named `-` is ever written."""
 
 from __future__ import annotations
 
@@ -41,3 +42,22 @@ def test_results_export_to_dash_writes_stdout(winml, tmp_path):
     assert plain.returncode == dash.returncode == 0, dash.stderr
     assert dash.stdout == plain.stdout and "config" in dash.stdout
     assert "wrote" not in dash.stderr and not (tmp_path / "-").exists()
+
+
+@pytest.mark.parametrize(
+    "command, flag",
+    [
+        (("dashboard", "--store", "s.db"), "-o"),
+        (("tune", TINY_FLAT, "--no-store"), "--emit"),
+        (("bundle", "synth"), "-o"),
+        (("bundle", "from-gguf", "model.gguf"), "-o"),
+    ],
+)
+def test_a_dash_where_a_folder_is_written_is_refused(winml, tmp_path, command, flag):
+    """`winml dashboard -o -` wrote its site into a folder named '-' (exit 0); a folder output takes
+    no '-': standard output holds one stream."""
+    ran = winml(*command, flag, "-", cwd=tmp_path)
+    err = " ".join(ran.stderr.split())
+    assert ran.returncode == 2, err
+    assert err.startswith(f"error: {flag} -: this writes a folder, which standard output cannot hold"), err
+    assert list(tmp_path.iterdir()) == []

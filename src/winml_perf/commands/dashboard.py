@@ -60,6 +60,9 @@ def dashboard_command(
     interval as a band and change points marked; where the store holds serving cells, serving.html
     with the newest serving run of each bundle and testbed. Change points found are kept in the
     store, so the next build searches only series with new records."""
+    from winml_perf.support.output import refuse_stdout_folder
+
+    refuse_stdout_folder(output, "-o")
     if sustained is not None:
         say(f"wrote {write_sustained(sustained, output, title)}")
         return

@@ -44,6 +44,9 @@ def from_gguf(
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=format_help(Offer.SUMMARY))] = "table",
 ) -> None:
     """Convert a GGUF file's weights and tokenizer into a bundle (needs the `gguf` extra; no torch, no hub)."""
+    from winml_perf.support.output import refuse_stdout_folder
+
+    refuse_stdout_folder(output, "-o")
     if precision not in PRECISIONS:
         raise UsageError(f"--precision {precision!r} is not one of {', '.join(PRECISIONS)}", "pick one of those")
     check_format(Offer.SUMMARY, fmt)

@@ -79,6 +79,9 @@ def synth(
     fmt: Annotated[str, typer.Option("--format", metavar="FORMAT", help=format_help(Offer.SUMMARY))] = "table",
 ) -> None:
     """Make a random-weight onnxruntime-genai bundle (needs the `synth` extra; no hub access)."""
+    from winml_perf.support.output import refuse_stdout_folder
+
+    refuse_stdout_folder(output, "-o")
     check_format(Offer.SUMMARY, fmt)
     spec = SynthSpec(
         **asdict(model),

@@ -131,7 +131,7 @@ def tune_request(
         screen_rounds=TuneRequest.screen_rounds if rounds.screen_rounds is None else rounds.screen_rounds,
         store=out.store,
         no_store=out.no_store,
-        emit=out.emit,
+        emit=_emit_path(out.emit),
         report=_report_path(out.report, out.no_store, rounds.seed),
         **serving,
     )
@@ -155,6 +155,14 @@ def _check_inputs(bundle: Path, store: str | None, no_store: bool, equivalence: 
         from winml_perf.support.optional import require
 
         require("winml tune's equivalence pruning (--no-equivalence turns it off)", "onnx")
+
+
+def _emit_path(emit: Path | None) -> Path | None:
+    """--emit DIR: a folder, never ``-``."""
+    from winml_perf.support.output import refuse_stdout_folder
+
+    refuse_stdout_folder(emit, "--emit")
+    return emit
 
 
 def _report_path(report: Path | None, no_store: bool, seed: int) -> Path | None:

@@ -47,6 +47,13 @@ def names_stdout(path: Path | str) -> bool:
     return str(path) == STDOUT
 
 
+def refuse_stdout_folder(path: Path | str | None, flag: str) -> None:
+    """Exit 2 for ``-`` where a command writes a folder (a dashboard's site, a bundle): standard
+    output holds one stream, not a folder (``-`` was made a folder of that name)."""
+    if path is not None and names_stdout(path):
+        raise UsageError(f"{flag} -: this writes a folder, which standard output cannot hold", f"give {flag} a folder")
+
+
 def check_output(path: Path, flag: str = "-o", *, stdout_ok: bool = False, instead: str = "") -> None:
     """Refuse (exit 2) an output path that cannot take the result; create its folder. ``-`` is
     standard output when ``stdout_ok`` (nothing else of the command goes there), else refused, with
