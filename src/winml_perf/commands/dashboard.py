@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from winml_perf.model.flag_bounds import WHEN_TEXT
 from winml_perf.support.text_table import say
 
 
@@ -26,7 +27,7 @@ def dashboard_command(
     bundle: Annotated[str | None, typer.Option("--bundle", metavar="BUNDLE", help="Only this bundle.")] = None,
     testbed: Annotated[str | None, typer.Option("--testbed", metavar="ID", help="Only this testbed id.")] = None,
     since: Annotated[
-        str | None, typer.Option("--since", metavar="WHEN", help="Only records from this date on (2025-01-31 or 30d).")
+        str | None, typer.Option("--since", metavar="WHEN", help=f"Only records from this date/time on ({WHEN_TEXT}).")
     ] = None,
     jobs: Annotated[
         int | None,

@@ -13,6 +13,7 @@ import typer
 from winml_perf.commands.help_style import PlainTyper
 from winml_perf.commands.option_groups import option_groups
 from winml_perf.model.cell_status import CellStatus
+from winml_perf.model.flag_bounds import WHEN_TEXT
 from winml_perf.publish import exporters
 from winml_perf.publish.formats import Offer, Rows, check_format, format_help, format_named, shown_text, table_text
 from winml_perf.support.errors import UsageError
@@ -58,7 +59,7 @@ SinceOpt = Annotated[
     typer.Option(
         "--since",
         metavar="WHEN",
-        help="Only records from this date/time on (2025-01-31, ISO time, or an age: 7d, 2w, 12h, 30m = minutes).",
+        help=f"Only records from this date/time on ({WHEN_TEXT}).",
     ),
 ]
 UntilOpt = Annotated[

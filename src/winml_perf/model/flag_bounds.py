@@ -25,6 +25,8 @@ MAX_THREADS = 1024
 MAX_AGE_DAYS = 36_525
 #: Days in each unit of a relative age (7d, 12w, 48h, 30m).
 DAYS_PER_UNIT = {"d": 1.0, "h": 1 / 24, "m": 1 / 1440, "w": 7.0}
+#: What a date/age flag takes (results/filters.parse_when), for the help of every such flag.
+WHEN_TEXT = "2025-01-31, ISO time, or an age: 7d, 2w, 12h, 30m = minutes"
 
 
 @dataclass(frozen=True)
