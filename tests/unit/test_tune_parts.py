@@ -212,6 +212,17 @@ def test_lengths_past_the_bundles_context_are_refused_before_preparing(capsys, o
     assert "candidate" not in err  # nothing was enumerated or prepared
 
 
+def test_lengths_past_the_context_without_prompt_tokens_name_only_the_flag_given(capsys):
+    from tests.conftest import TINY_FLAT
+    from winml_perf import cli
+
+    with pytest.raises(SystemExit) as ended:
+        cli.main(["tune", str(TINY_FLAT), "--no-store", "--max-new-tokens", "1020"])
+    err = " ".join(capsys.readouterr().err.split())
+    assert ended.value.code == 2
+    assert err.startswith("error: --max-new-tokens (+ the prompt) = 16 + 1020 exceeds the bundle's context of 1024")
+
+
 @pytest.mark.qnn
 @pytest.mark.parametrize(
     "option, words",

@@ -208,6 +208,7 @@ def run_tune(
         Path(request.bundle) / "genai_config.json",
         prompt_tokens,
         request.max_new_tokens,
+        prompt_given=request.prompt_tokens is not None,  # else the default or the static prompt: not a flag given
         in_flight=in_flight,
     )
     with cache.holding(request.bundle):
