@@ -209,3 +209,102 @@ def test_both_ways_of_the_earlier_distances_agree_with_the_definition(n):
     counted = np.concatenate([cp._earlier_distances(batch[i : i + 1]) for i in range(len(batch))])  # one row: counts
     np.testing.assert_allclose(looped, definition, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(counted, definition, rtol=1e-12, atol=1e-9)
+
+
+# -- bimodal invocations: a time is read as its rate -----------------------------------------------
+#: 18 real nights of SmolLM2 TTFT (ms), 5 invocations a night: processes of the first 9 nights now
+#: and then ran about 2x slow, none after; nothing else changed.
+REAL_TTFT_NIGHTS = [
+    [97.48, 110.74, 88.82, 86.95, 108.02], [185.4, 215.34, 113.48, 122.47, 226.48],
+    [191.77, 195.26, 175.59, 187.96, 94.72], [110.51, 98.57, 108.33, 97.08, 131.62],
+    [223.42, 212.61, 93.99, 180.49, 186.46], [86.57, 93.62, 96.05, 89.08, 98.57],
+    [90.68, 90.45, 90.52, 96.07, 181.34], [91.81, 96.29, 92.64, 188.03, 203.4],
+    [187.0, 110.09, 99.59, 238.12, 190.49], [90.14, 100.51, 93.19, 114.87, 110.6],
+    [97.72, 101.74, 109.29, 108.37, 109.92], [97.82, 98.96, 92.44, 101.84, 108.16],
+    [87.19, 90.51, 89.56, 86.33, 87.81], [88.95, 89.77, 104.09, 92.73, 93.47],
+    [102.69, 102.14, 90.98, 106.6, 91.63], [98.25, 93.54, 96.49, 104.55, 98.72],
+    [107.75, 116.29, 103.97, 99.18, 111.61], [102.71, 105.8, 110.08, 103.6, 89.8],
+]  # fmt: skip
+
+
+def _two_mode_times(seed: int, slow_share, level, ratio: float = 2.0, n: int = 40) -> list[np.ndarray]:
+    """Times of 5 invocations a run, each slow (``ratio`` x) with probability ``slow_share(t)``."""
+    rng = np.random.default_rng(seed)
+    return [
+        100.0 * level(t) * np.where(rng.random(5) < slow_share(t), ratio, 1.0) * rng.lognormal(0.0, 0.03, 5)
+        for t in range(n)
+    ]
+
+
+def _as_rate(times) -> list[np.ndarray]:
+    return [1000.0 / np.asarray(r) for r in times]
+
+
+def _read(values, higher_is_better: bool) -> list[tuple[str, int, str]]:
+    points = cp.detect_change_points(values, higher_is_better=higher_is_better)
+    return [(p.kind, p.index, p.direction.value) for p in points]
+
+
+def _gate(values, higher_is_better: bool) -> cp.GateStatus:
+    return cp.judge_newest(values, list(range(len(values))), higher_is_better=higher_is_better, threshold=0.05).status
+
+
+@pytest.mark.parametrize(
+    "times",
+    [
+        REAL_TTFT_NIGHTS,
+        _two_mode_times(0, lambda t: 0.35 if t < 15 else 0.0, lambda t: 1.5 if t >= 30 else 1.0, n=34),
+        _two_mode_times(1, lambda t: 0.35 if t < 15 else 1.0, lambda t: 1.0),
+        _two_mode_times(2, lambda t: 0.3, lambda t: 0.8 if t >= 20 else 1.0, ratio=1.35),
+    ],
+    ids=["real nights", "slowdown after fast runs", "slow runs only", "speed-up, modes mixed"],
+)
+def test_a_time_and_its_rate_give_the_same_change_points_and_verdicts(times):
+    """The comb reads a one-mode run on the upper tooth: read as a time that was the slow mode, as a
+    rate the fast one, and the same nights got different change points. Now a time is read as its
+    rate: same kinds, indices and directions, and the same gate verdict."""
+    rates = _as_rate(times)
+    assert _read(times, False) == _read(rates, True)
+    assert _gate(times, False) == _gate(rates, True)
+    assert _read(times, False)  # each case has a change point to agree on
+
+
+def test_real_nights_where_slow_processes_stopped_read_as_a_mode_share_change_only():
+    """Slow processes stopped after night 9 (the only change): read as a time this was a level
+    improvement of 43 % at night 14, and the gate said improvement."""
+    points = cp.detect_change_points(REAL_TTFT_NIGHTS, higher_is_better=False)
+    assert [(p.kind, p.index) for p in points] == [(cp.MODE_SHARE, 9)]
+    assert points[0].share_before is not None and points[0].share_after is not None
+    assert points[0].share_after < points[0].share_before  # the slow mode got rarer
+    assert _gate(REAL_TTFT_NIGHTS, False) == cp.UNCHANGED
+
+
+@pytest.mark.parametrize("higher_is_better", [False, True], ids=["time", "rate"])
+@pytest.mark.parametrize("step", [0.4, 0.5])
+def test_a_slowdown_after_fast_runs_is_never_an_improvement_either_way(step, higher_is_better):
+    """Modes 2x apart, slow processes now and then for 15 nights and none after, then every
+    invocation ``step`` slower (nearer the slow tooth than the fast one at 0.5) from night 30: as a
+    rate the level read an improvement of a third on some nights and the gate passed it."""
+    for seed in range(4):
+        times = _two_mode_times(seed, lambda t: 0.35 if t < 15 else 0.0, lambda t: 1 + step if t >= 30 else 1.0)
+        values = times if not higher_is_better else _as_rate(times)
+        verdicts = [_gate(values[:m], higher_is_better) for m in range(31, 41)]
+        assert cp.IMPROVEMENT not in verdicts, (seed, verdicts)
+        assert cp.REGRESSION in verdicts, (seed, verdicts)
+
+
+@pytest.mark.parametrize("higher_is_better", [False, True], ids=["time", "rate"])
+def test_runs_turning_all_slow_are_mostly_a_mode_share_change(higher_is_better):
+    """Slow processes in 35 % of invocations, then in all of them from night 15, the level
+    unchanged: all slow reads like a level one gap lower (a level change point at night 20 in
+    every series as a rate). The measured means over the same runs rarely show that step; the
+    change is then judged as the slow mode's share, a regression."""
+    with_level = 0
+    for seed in range(4):
+        times = _two_mode_times(seed, lambda t: 0.35 if t < 15 else 1.0, lambda t: 1.0)
+        values = times if not higher_is_better else _as_rate(times)
+        read = _read(values, higher_is_better)
+        with_level += any(kind == cp.LEVEL for kind, _, _ in read)
+        shares = [index for kind, index, direction in read if (kind, direction) == (cp.MODE_SHARE, cp.REGRESSION)]
+        assert any(abs(index - 15) <= 1 for index in shares), (seed, read)
+    assert with_level <= 1
