@@ -63,9 +63,9 @@ def test_the_dashboard_marks_the_step_the_gate_fails_and_nothing_in_a_mode_mixed
     assert -12.0 < shift < -8.0, slower
     assert _primary_change_points(tmp_path / "site", "tb-flat") == []
     slow_mode = _primary_change_points(tmp_path / "site", "tb-slow-mode")
-    assert any(re.search(r"regression \(slow mode in [0-9]+% → [89][0-9]% of invocations\)", cp) for cp in slow_mode), (
-        slow_mode
-    )
+    assert any(
+        re.search(r"regression \(lower mode in [0-9]+% → [89][0-9]% of invocations\)", cp) for cp in slow_mode
+    ), slow_mode
     assert _gate(mode_store, "tb-slower").returncode == 1
     assert _gate(mode_store, "tb-flat").returncode == 0
 

@@ -108,4 +108,4 @@ def test_gate_exit_codes_on_a_shift_a_mode_share_change_and_a_flat_series(nightl
     assert "REGRESSION" in slower.stdout and "change point at index" in slower.stderr
     slow_mode = _gate(nightly_store, "tb-slow-mode")
     assert slow_mode.returncode == 1, slow_mode.stdout + slow_mode.stderr
-    assert "mode share change point" in slow_mode.stderr and "in the slow mode" in slow_mode.stderr
+    assert "mode share change point" in slow_mode.stderr and "in the lower mode" in slow_mode.stderr

@@ -63,8 +63,8 @@ def series_primary(row: Mapping[str, Any]) -> str:
 
 def cp_text(cp: Mapping[str, Any]) -> str:
     text = f"{cp['t'][:10]}: {shift_text(cp)} {cp['direction']}"
-    if cp.get("kind") == MODE_SHARE:  # the runs' slow mode got more (or less) frequent
-        text += f" (slow mode in {cp['share_before']:.0%} → {cp['share_after']:.0%} of invocations)"
+    if cp.get("kind") == MODE_SHARE:  # the runs' lower mode got more (or less) frequent
+        text += f" (lower mode in {cp['share_before']:.0%} → {cp['share_after']:.0%} of invocations)"
     return text
 
 

@@ -44,7 +44,7 @@ Richer input: when each run is given as its invocation estimates (one value per 
 the series is first turned into per-run levels that do not inherit process modes
 (stats/series/run_levels.py: each invocation assigned to its mode and moved onto the upper mode's
 scale), and the change points of that level series are reported as ``kind`` "level". When the
-invocations are bimodal, the per-run share of the slow mode (the lower one of the rate) is a second series: its change points
+invocations are bimodal, the per-run share of the lower mode is a second series: its change points
 are reported as ``kind`` "mode share", their shift being that of the runs' geometric mean as
 measured (modes mixed), so a change that makes the slow mode more frequent is a regression of its
 size. Level change points are tested at ``alpha`` and share change points at ``alpha`` too (two
@@ -128,7 +128,7 @@ class Direction(StrEnum):
 
 
 IMPROVEMENT, REGRESSION, NO_MEDIAN_SHIFT = Direction
-#: Kinds of change point: of the (mode-aware) level, or of the share of the slow mode.
+#: Kinds of change point: of the (mode-aware) level, or of the share of the lower mode.
 LEVEL, MODE_SHARE = "level", "mode share"
 SHARE_SEED_OFFSET = 104729
 
@@ -147,7 +147,7 @@ class ChangePoint:
     p_value: float
     direction: Direction
     kind: str = LEVEL
-    share_before: float | None = None  # mode share change points: the slow mode's share either side
+    share_before: float | None = None  # mode share change points: the lower mode's share either side
     share_after: float | None = None
     #: None: [shift_low, shift_high] is a SHIFT_CONFIDENCE interval. A number: the runs either side
     #: are too few for that, the interval is the widest they give, and this is its exact coverage.
@@ -559,7 +559,7 @@ def _said(p: ChangePoint) -> str:
     what = (
         "change point"
         if p.kind == LEVEL
-        else f"mode share change point ({p.share_before:.0%} -> {p.share_after:.0%} in the slow mode)"
+        else f"mode share change point ({p.share_before:.0%} -> {p.share_after:.0%} in the lower mode)"
     )
     return f"{what} at index {p.index} (run {p.run_id}): {shift_text(p.to_dict())}, p = {p.p_value:.3g}"
 
