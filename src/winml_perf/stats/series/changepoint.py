@@ -52,21 +52,6 @@ tests per segment: the false rate per series at most doubles; the benchmark coun
 that precision a slow drift of a percent or two is itself significant, so a level change point is
 kept only when it is a step: its shift over ``LOCAL_RUNS`` runs either side is at least
 ``min_shift``.
-
-Orientation: the levels, the share and the cuts are those of the series read as a rate (a time's
-reciprocals; the points are then sized on the times), so a time and its rate give the same change
-points and verdicts, and the share is always the slow mode's. Read as a time, the comb put a run of
-fast invocations only on the upper (slow) tooth: when slow processes stopped, 18 real nights of
-TTFT read a level improvement of 43 % where only the slow mode's share had changed.
-
-Modes' doing: runs whose invocations all lie in one mode look alike all slow or a level one gap
-lower, and a real step of part of the gap moves invocations nearer the other tooth; either way the
-level steps while the modes explain it (a slowdown of half the gap after a stretch of fast runs
-read as a level improvement of a third, and the gate passed it). So a level change point is judged
-as a mode share change point (sized on the measured means) when the measured means over the same
-runs either side (modes mixed; ``step_size.step``) step significantly the other way, or, with the
-runs on one side all in one mode, not significantly the same way. Under benchmarks/bench_gate.py's
-noise (10 invocations, every run mixing the modes) it gave the same figures (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -81,7 +66,7 @@ import numpy as np
 
 from winml_perf.stats.arrays import Values
 from winml_perf.stats.series.history_band import beyond_band
-from winml_perf.stats.series.run_levels import RunLevels, as_runs, mode_aware_levels
+from winml_perf.stats.series.run_levels import as_runs, mode_aware_levels
 from winml_perf.stats.series.step_size import step
 from winml_perf.support.errors import UsageError
 from winml_perf.support.human_numbers import human
@@ -400,36 +385,6 @@ def _abrupt(x: np.ndarray, found: dict[int, float], min_shift: float) -> dict[in
     }
 
 
-def _as_rate(values: Sequence[Any], higher_is_better: bool) -> RunLevels:
-    """Mode-aware levels read as a rate: a time's are those of its reciprocals (so the fast mode is
-    the upper one and the share is the slow mode's, whichever way the metric is given)."""
-    return mode_aware_levels(values if higher_is_better else [1.0 / r for r in as_runs(values)])
-
-
-def _one_mode(share: np.ndarray) -> bool:
-    """Whether every invocation of these runs lies in the same mode."""
-    return bool(np.all(share == 0) or np.all(share == 1))
-
-
-def _modes_explain(levels: RunLevels, found: dict[int, float]) -> set[int]:
-    """The cuts of ``found`` in ``levels.level`` that the modes may explain: the measured means
-    (modes mixed) over the same runs either side step significantly (their SHIFT_CONFIDENCE
-    interval excludes 0) the other way, or, next to runs all in one mode (where all slow and a
-    level one gap lower look alike), not significantly the same way."""
-    assert levels.lower_share is not None
-    bounds = [0, *found, len(levels.raw)]
-    explained = set()
-    for k, cut in enumerate(found):
-        before, after = slice(max(bounds[k], cut - LOCAL_RUNS), cut), slice(cut, min(bounds[k + 2], cut + LOCAL_RUNS))
-        up = step(levels.level[before], levels.level[after], SHIFT_CONFIDENCE).shift > 0
-        measured = step(levels.raw[before], levels.raw[after], SHIFT_CONFIDENCE)
-        same, other = (measured.low > 0, measured.high < 0) if up else (measured.high < 0, measured.low > 0)
-        one_mode = _one_mode(levels.lower_share[before]) or _one_mode(levels.lower_share[after])
-        if other or (one_mode and not same):
-            explained.add(cut)
-    return explained
-
-
 def _has_invocations(values: Sequence[Any]) -> bool:
     return any(np.ndim(v) > 0 for v in values)
 
@@ -448,7 +403,7 @@ def detect_change_points(
     """Significant change points of a series (oldest first), by index.
 
     ``values``: one estimate per run, or one sequence of invocation estimates per run (then the
-    levels are mode-aware, read as a rate, and the slow mode's share is judged too; see the module doc).
+    levels are mode-aware and the lower mode's share is judged too; see the module doc).
     ``run_ids`` (one per run) label the change points; ``higher_is_better`` is the metric's
     direction (throughputs True, times False). A level change point is kept only when the median
     of the LOCAL_RUNS runs after it differs from that of the LOCAL_RUNS before by at least
@@ -464,20 +419,16 @@ def detect_change_points(
             raise UsageError("change points: min_shift needs positive values (a relative shift)", "pass min_shift=0")
         found = _abrupt(x, _cuts(x, alpha, permutations, min_size, seed), min_shift or 0.0)
         return _points(x, found, run_ids, higher_is_better, seed)
-    levels = _as_rate(values, higher_is_better)
+    levels = mode_aware_levels(values)
     floor = DEFAULT_MIN_SHIFT if min_shift is None else min_shift
     found = _abrupt(levels.level, _cuts(levels.level, alpha, permutations, min_size, seed), floor)
-    share = levels.lower_share
-    # found on the rate, sized on the values as given
-    level, raw = (levels.level, levels.raw) if higher_is_better else (1.0 / levels.level, 1.0 / levels.raw)
-    points = _points(level, found, run_ids, higher_is_better, seed)
-    if share is not None:
-        if explained := _modes_explain(levels, found):  # judged as share change points
-            shares = _points(share, found, run_ids, higher_is_better, seed, MODE_SHARE, raw, share)
-            points = [s if s.index in explained else p for p, s in zip(points, shares, strict=True)]
+    points = _points(levels.level, found, run_ids, higher_is_better, seed)
+    if levels.bimodal and levels.lower_share is not None:
         share_seed = seed + SHARE_SEED_OFFSET
-        found = _cuts(share, alpha, permutations, min_size, share_seed)
-        points += _points(share, found, run_ids, higher_is_better, share_seed, MODE_SHARE, raw, share)
+        found = _cuts(levels.lower_share, alpha, permutations, min_size, share_seed)
+        points += _points(
+            levels.lower_share, found, run_ids, higher_is_better, share_seed, MODE_SHARE, levels.raw, levels.lower_share
+        )
     return sorted(points, key=lambda p: (p.index, p.kind))
 
 

@@ -29,9 +29,6 @@ Method, in log units (positive values only):
    it alone.
 3. The run's level: the geometric mean of its invocations, lower-mode ones divided by
    exp(offset); its lower-mode share: the fraction of its invocations there.
-
-Change-point detection passes a time's reciprocals (stats/series/changepoint.py, "Orientation"),
-so there the upper mode is always the fast one.
 """
 
 from __future__ import annotations
