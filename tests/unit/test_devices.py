@@ -293,6 +293,7 @@ def test_the_emulated_npu_remedy_gives_the_route_form_too(machine):
     with pytest.raises(EPUnavailableError) as info:
         target_for(None, "npu", runtime_named("winml-genai"), flags=ROUTE_SPEC)
     assert "use --ep qnn, or ep=qnn in --route (its timings" in str(info.value)
+    assert "serves no --device class (use --ep qnn, or ep=qnn in --route)" in str(info.value)  # the remedy too
     with pytest.raises(EPUnavailableError) as info:  # `winml bundle prepare --device npu` has no --route
         resolve_target(None, "npu", "winml-genai")
     assert "use --ep qnn (its timings" in str(info.value) and "--route" not in str(info.value)

@@ -179,8 +179,9 @@ def available_eps(devices: Sequence[EPDevice] | None = None) -> list[str]:
     return list(seen)
 
 
-def describe_available(devices: Sequence[EPDevice]) -> str:
-    """'cpu (CPUExecutionProvider), gpu (CUDAExecutionProvider)' plus EPs that serve no class."""
+def describe_available(devices: Sequence[EPDevice], flags: RouteFlags = FLAGS) -> str:
+    """'cpu (CPUExecutionProvider), gpu (CUDAExecutionProvider)' plus EPs that serve no class (each with
+    how to ask for it, in ``flags``' words)."""
     parts = []
     for cls in DEVICE_CLASSES[::-1]:
         eps = _eps_serving(cls, devices)
@@ -196,7 +197,8 @@ def describe_available(devices: Sequence[EPDevice]) -> str:
                 if emulator and types == ["cpu"]
                 else f"a {'/'.join(types)}-type device"
             )
-            text += f"; {name} runs on {what} and serves no --device class (use --ep {ep_alias(name)})"
+            ask = flags.part(f"--ep {ep_alias(name)}", f"ep={ep_alias(name)}")
+            text += f"; {name} runs on {what} and serves no --device class (use {ask})"
     return text
 
 
@@ -256,10 +258,10 @@ def resolve_device(
                 f"no npu device here: {EPS[first].genai_name or ep_alias(first)} is installed but offers only an emulated "
                 f"{emulator_of(first)} device of type CPU; use {flags.part(f'--ep {ep_alias(first)}', f'ep={ep_alias(first)}')}"
                 " (its timings are the emulator's, not an NPU's)",
-                remedy=f"available: {describe_available(devs)}",
+                remedy=f"available: {describe_available(devs, flags)}",
             )
         raise EPUnavailableError(
-            f"no {word} device here; available: {describe_available(devs)}",
+            f"no {word} device here; available: {describe_available(devs, flags)}",
             remedy=f"pick an available device class with {flags.part('--device', 'device=')}; see `winml devices`",
         )
     return word
