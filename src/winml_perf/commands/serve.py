@@ -162,7 +162,7 @@ def _kept(outcome: ServeOutcome, out: ServeOutputFlags) -> str:
 def _say_route_caveats(outcome: ServeOutcome) -> None:
     """What the table cannot say of a route, on stderr once a route: an EP that ran on an emulator, a
     forced stage that runs partly on CPU (each cell's record keeps the warning)."""
-    from winml_perf.measure.serving.run import route_warnings
+    from winml_perf.record.serving import route_warnings
 
     for route in outcome.routes:
         emulated = route.recorded_route.emulated

@@ -167,4 +167,14 @@ def serving_record(
         wall_s=wall,
         measure_s=wall,
         serving=section,
+        warnings=route_warnings(route),
     )
+
+
+def route_warnings(route: RouteSpec) -> tuple[Any, ...]:
+    """What a route's cells warn of before any request: a forced stage that runs partly on CPU (from
+    its placement), as `winml perf` warns (serve takes no --strict)."""
+    from winml_perf.record.build import record_warning
+    from winml_perf.record.warnings import check_partial_fallback
+
+    return tuple(record_warning(w) for w in check_partial_fallback(route.label, route.recorded_route, strict=False))

@@ -307,15 +307,12 @@ def serving_cells(
 ) -> list[Any]:
     """One CellRecord per (route, load point) over the route's invocations (``replies``, in order);
     ``notes``: why a route is served by the fallback, by label."""
-    from dataclasses import replace
-
     from winml_perf.measure.cell_progress import utc_now
     from winml_perf.record.serving import serving_record, serving_section
 
     cells: list[Any] = []
     for route in routes:
         got = replies[route.label]
-        warned = route_warnings(route)
         for i, load in enumerate(loads):
             served: list[ServedInvocation] = [rep.served[i] for rep in got]
             note = next((rep.server_note for rep in got if rep.server_note), None) or notes.get(route.label)
@@ -341,14 +338,4 @@ def serving_cells(
                     finished_utc=utc_now(),
                 )
             )
-            cells[-1] = replace(cells[-1], warnings=warned)
     return cells
-
-
-def route_warnings(route: RouteSpec) -> tuple[Any, ...]:
-    """What a route's cells warn of before any request: a forced stage that runs partly on CPU (from
-    its placement), as `winml perf` warns (serve takes no --strict)."""
-    from winml_perf.record.build import record_warning
-    from winml_perf.record.warnings import check_partial_fallback
-
-    return tuple(record_warning(w) for w in check_partial_fallback(route.label, route.recorded_route, strict=False))
