@@ -127,8 +127,8 @@ def plan_route(
         if ep == CPU:
             asked_by = flags.part("--ep-option", "';options='")
             raise UsageError(
-                f"route {target.label}: EP options ({asked_by}) do not apply to the CPU "
-                f"EP (onnxruntime-genai takes no options for it): {', '.join(sorted(ep_options))}",
+                f"route {target.label}: EP options ({asked_by}) do not apply to {eps.CPU_TAKES_NO_OPTIONS}: "
+                f"{', '.join(sorted(ep_options))}",
                 "drop those options, or force an EP that takes options",
             )
     decided = _decided(decide, ep, target, dict(ep_options or {}))
@@ -180,7 +180,7 @@ def plan_assignment(
         )
     if asked.get(CPU):
         raise UsageError(
-            f"--route {label}: options for the CPU EP (onnxruntime-genai takes no options for it)",
+            f"--route {label}: options for {eps.CPU_TAKES_NO_OPTIONS}",
             "drop the cpu: options",
         )
     decided: dict[str, EffectiveOptions | None] = {}

@@ -71,6 +71,8 @@ from winml_perf.support.errors import UsageError
 
 CPU_EP = CPU
 """The CPU EP's name, every session's fallback: model/route.py spells it for the rooms below this one."""
+#: How messages name the CPU EP when options were given for it (genai_config takes none for it).
+CPU_TAKES_NO_OPTIONS = "the CPU EP (onnxruntime-genai takes no options for it)"
 
 DEVICE_CLASSES: tuple[str, ...] = ("npu", "gpu", "cpu")
 """Concrete device classes, best first (the order ``--device auto`` tries them)."""

@@ -75,7 +75,7 @@ def resolve_run_id(store: Store, text: str, flag: str = "--run", **filters: Any)
         )
     check_filters_match(store, filters)
     runs = store.run_ids(**filters)
-    where = f"{store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else "")
+    where = f"{store.display}" + (" with these filters" if _given(filters) else "")
     raise StoreError(
         f"no run {value!r} ({flag}) in {where}" + (f"; runs: {_names(runs)}" if runs else "; it holds no runs"),
         "pass one of these ids or its first characters (see `winml results list`)",
@@ -137,7 +137,7 @@ def select(store: Store, selector: str, flag: str, **filters: Any) -> Selection:
         if records:
             return Selection(text, meaning, tuple(records))
     check_filters_match(store, filters)
-    where = f"{store.display}" + (" with these filters" if any(v is not None for v in filters.values()) else "")
+    where = f"{store.display}" + (" with these filters" if _given(filters) else "")
     if text == "previous" and store.count(**_given(filters)):
         raise StoreError(
             f"{flag} 'previous' matches no records in {where}: each series has one run so far",

@@ -143,14 +143,14 @@ def _options(request: TuneRequest) -> dict[str, dict[str, str]]:
     """--ep-option by canonical EP, each key checked against its EP here (exit 2 before any candidate is
     prepared: a bad key would only prune the routes it was meant for, and config would win)."""
     from winml_perf.ep.effective import effective_options
-    from winml_perf.ep.table import CPU_EP, ep_alias, normalize_ep_name
+    from winml_perf.ep.table import CPU_EP, CPU_TAKES_NO_OPTIONS, ep_alias, normalize_ep_name
 
     options = {normalize_ep_name(word): dict(opts) for word, opts in request.ep_options.items()}
     for ep, opts in options.items():
         if ep == CPU_EP and opts:
             given = ", ".join(f"{ep_alias(ep)}:{k}={v}" for k, v in sorted(opts.items()))
             raise UsageError(
-                f"--ep-option {given}: EP options do not apply to the CPU EP (onnxruntime-genai takes no options for it)",
+                f"--ep-option {given}: EP options do not apply to {CPU_TAKES_NO_OPTIONS}",
                 "drop those options",
             )
         effective_options(ep, None, opts, where=f"--ep-option {ep_alias(ep)}:")
